@@ -1,0 +1,24 @@
+"""tensorbatch: a batched, nested dict of tensors that behaves like one tensor."""
+
+from . import _pytree as _pytree  # registers TensorDict with torch's pytree
+from ._keys import NestedKey as NestedKey
+from ._keys import unravel_key as unravel_key
+from ._keys import unravel_key_list as unravel_key_list
+from ._keys import unravel_key_to_tuple as unravel_key_to_tuple
+from ._td import TensorDict as TensorDict
+from .base import TensorDictBase as TensorDictBase
+from .functional import cat as cat
+from .functional import stack as stack
+from .utils import assert_allclose_td as assert_allclose_td
+from .utils import assert_close as assert_close
+from .utils import is_tensor_collection as is_tensor_collection
+
+fromkeys = TensorDict.fromkeys
+from_dict = TensorDict.from_dict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NestedKey", "TensorDict", "TensorDictBase", "assert_allclose_td", "assert_close", "cat", "from_dict",
+    "fromkeys", "is_tensor_collection", "stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+]

@@ -1,0 +1,30 @@
+"""Every touch point with torch-version-dependent or private torch APIs lives here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+try:  # private module, stable since torch 2.2; the public spelling arrived later
+    from torch.utils import _pytree as pytree
+except ImportError:  # pragma: no cover
+    pytree = None  # type: ignore[assignment]
+
+
+def register_pytree_node(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: Any) -> None:
+    """Register ``cls`` with torch's pytree (used by torch.compile, export and vmap)."""
+    if pytree is None:  # pragma: no cover
+        return
+    pytree.register_pytree_node(
+        cls, flatten, unflatten,
+        serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
+        flatten_with_keys_fn=flatten_with_keys,
+    )
+
+
+def mapping_key(key: str) -> Any:
+    """A pytree key entry for a mapping key."""
+    return pytree.MappingKey(key)

@@ -1,0 +1,75 @@
+"""Error helpers. Messages say what failed, where (the key path), and expected vs got.
+
+Our errors are the builtin types that tensordict raises (``KeyError``, ``RuntimeError``,
+``ValueError``, ``IndexError``, ``TypeError``), so users' ``except`` clauses keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+LOCKED_MSG = (
+    "Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` method "
+    "and make sure the key is present."
+)
+
+
+def fmt_path(path: Any) -> str:
+    """Format a key path the way users type it: ``'a'`` or ``('a', 'b')``."""
+    if type(path) is tuple and len(path) == 1:
+        path = path[0]
+    return repr(path)
+
+
+def fmt_shape(shape: Any) -> str:
+    """Format a shape as a short list: ``[3, 4]``."""
+    return str(list(shape))
+
+
+def add_path_note(err: BaseException, what: str, path: tuple[str, ...]) -> None:
+    """Attach ``while <what> at key <path>`` to an exception, once (at the innermost frame)."""
+    if not getattr(err, "_tb_noted", False):
+        err.add_note(f"while {what} at key {fmt_path(path)}")
+        try:
+            err._tb_noted = True  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover - exceptions with __slots__
+            pass
+
+
+def missing_key(path: tuple[str, ...], available: Iterable[str], cls_name: str = "TensorDict") -> KeyError:
+    """KeyError for a key path that is not present."""
+    return KeyError(
+        f"key {fmt_path(path)} not found in {cls_name} with keys {sorted(map(str, available))}"
+    )
+
+
+def batch_mismatch(batch_size: Any, path: tuple[str, ...], shape: Any) -> RuntimeError:
+    """RuntimeError for a leaf whose leading dims do not match the batch size."""
+    return RuntimeError(
+        f"batch_size {fmt_shape(batch_size)} is incompatible with leaf {fmt_path(path)} of shape "
+        f"{fmt_shape(shape)}: the leading dimensions of every leaf must equal the batch size"
+    )
+
+
+def locked() -> RuntimeError:
+    """RuntimeError for a structural write to a locked TensorDict."""
+    return RuntimeError(LOCKED_MSG)
+
+
+def key_sets_differ(path: tuple[str, ...], mine: Iterable[str], theirs: Iterable[str]) -> KeyError:
+    """KeyError for binary operations whose operands have different keys."""
+    a, b = set(mine), set(theirs)
+    where = "" if not path else f" under {fmt_path(path)}"
+    return KeyError(
+        f"keys in tensordicts mismatch{where}: only in the first: {sorted(a - b)}, "
+        f"only in the second: {sorted(b - a)}"
+    )
+
+
+def not_a_tensor(path: tuple[str, ...], value: Any) -> TypeError:
+    """TypeError for a value that is neither a tensor nor a mapping where one is required."""
+    return TypeError(
+        f"value for key {fmt_path(path)} must be a torch.Tensor, a TensorDict or a dict, "
+        f"got {type(value).__name__}"
+    )

@@ -1,0 +1,74 @@
+"""Nested keys: a key is a ``str`` or a (possibly nested) tuple of ``str``."""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+NestedKey: TypeAlias = str | tuple[Any, ...]
+
+__all__ = ["NestedKey", "unravel_key", "unravel_key_list", "unravel_key_to_tuple", "unravel_keys"]
+
+
+def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
+    """Return ``key`` as a flat tuple of strings.
+
+    Args:
+        key: a string or a (possibly nested) tuple of strings.
+
+    Returns:
+        a non-empty tuple of strings.
+
+    Raises:
+        TypeError: if the key holds anything but strings, or is empty.
+
+    Examples:
+        >>> unravel_key_to_tuple(("a", ("b", "c")))
+        ('a', 'b', 'c')
+        >>> unravel_key_to_tuple("a")
+        ('a',)
+    """
+    if type(key) is str:
+        return (key,)
+    if type(key) is tuple:
+        if all(type(k) is str for k in key) and key:
+            return key
+        out: list[str] = []
+        for k in key:
+            out.extend(unravel_key_to_tuple(k))
+        if not out:
+            raise TypeError("an empty tuple is not a valid key")
+        return tuple(out)
+    if isinstance(key, str):
+        return (str(key),)
+    raise TypeError(f"keys must be str or tuples of str, got {type(key).__name__} {key!r}")
+
+
+def unravel_key(key: NestedKey) -> NestedKey:
+    """Flatten a nested key; a one-element key becomes a plain string.
+
+    Examples:
+        >>> unravel_key(("a", ("b",)))
+        ('a', 'b')
+        >>> unravel_key(("a",))
+        'a'
+    """
+    out = unravel_key_to_tuple(key)
+    return out[0] if len(out) == 1 else out
+
+
+def unravel_key_list(keys: Any) -> list[NestedKey]:
+    """Apply :func:`unravel_key` to each key of a sequence.
+
+    Examples:
+        >>> unravel_key_list(["a", ("b", ("c",))])
+        ['a', ('b', 'c')]
+    """
+    return [unravel_key(k) for k in keys]
+
+
+unravel_keys = unravel_key_list
+
+
+def key_of(path: tuple[str, ...]) -> NestedKey:
+    """Public form of a path: a string for one level, else the tuple."""
+    return path[0] if len(path) == 1 else path

@@ -1,0 +1,1 @@
+"""Generic operations written once over the backend primitives (see README.md here)."""

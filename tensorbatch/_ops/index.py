@@ -1,0 +1,280 @@
+"""Batch indexing: normalise the index once, then apply it to every leaf.
+
+Batch dims lead every leaf, so a normalised index (Ellipsis expanded against the batch dims)
+can be applied to the leaves as is; their trailing dims are untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._errors import add_path_note, fmt_path, fmt_shape
+from .._keys import unravel_key_to_tuple
+from .traverse import NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, named_leaves
+
+_Tensor = torch.Tensor
+_Size = torch.Size
+
+
+def normalize(td: Any, index: Any) -> tuple[tuple[Any, ...], torch.Size | None, Any]:
+    """Return ``(index tuple, new batch size or None, new names)`` for a batch index.
+
+    The new batch size is None when it depends on tensor values (masks, index tensors).
+    """
+    items = index if type(index) is tuple else (index,)
+    bs = td.batch_size
+    nd = len(bs)
+    conv = []
+    used = 0
+    for item in items:
+        if isinstance(item, (list, range, np.ndarray)):
+            item = torch.as_tensor(item)
+        elif isinstance(item, (np.integer, np.bool_)):
+            item = item.item()
+        if isinstance(item, _Tensor) and item.dtype == torch.bool:
+            used += max(item.ndim, 1)
+        elif item is not None and item is not Ellipsis:
+            if isinstance(item, (str, tuple)):
+                raise IndexError(f"invalid index {index!r}: keys and batch indices cannot be mixed")
+            used += 1
+        conv.append(item)
+    if conv.count(Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if used > nd:
+        raise IndexError(
+            f"too many indices for TensorDict with batch_size {fmt_shape(bs)}: {used} indexed dims, "
+            f"{nd} batch dims"
+        )
+    if Ellipsis in conv:
+        i = conv.index(Ellipsis)
+        conv[i : i + 1] = [slice(None)] * (nd - used)
+    names = td._maybe_names()
+    return tuple(conv), _static_size(conv, bs), None if names is None else _new_names(conv, names)
+
+
+def _static_size(conv: list[Any], bs: torch.Size) -> torch.Size | None:
+    out = []
+    dim = 0
+    for item in conv:
+        if item is None:
+            out.append(1)
+            continue
+        if isinstance(item, _Tensor):
+            if item.ndim == 0 and item.dtype != torch.bool:
+                item = int(item)
+            else:
+                return None
+        size = bs[dim]
+        if isinstance(item, int):
+            if not -size <= item < size:
+                raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+        elif isinstance(item, slice):
+            if item.step is not None and item.step <= 0:
+                raise ValueError("step must be greater than zero")
+            out.append(len(range(*item.indices(size))))
+        else:
+            raise IndexError(f"unsupported index type {type(item).__name__}: {item!r}")
+        dim += 1
+    out.extend(bs[dim:])
+    return _Size(out)
+
+
+def _new_names(conv: list[Any], names: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    out = []
+    dim = 0
+    for item in conv:
+        if item is None:
+            out.append(None)
+        elif isinstance(item, slice):
+            out.append(names[dim])
+            dim += 1
+        elif isinstance(item, int):
+            dim += 1
+        else:
+            return None
+    out.extend(names[dim:])
+    return tuple(out) if any(n is not None for n in out) else None
+
+
+def _result_size(td: Any, idx: tuple[Any, ...], leaves: list[Any], out: list[Any]) -> torch.Size:
+    """Batch size after a value-dependent index: read it off the first indexed leaf (or a proxy)."""
+    for leaf, res in zip(leaves, out, strict=False):
+        if isinstance(leaf, _Tensor):
+            return res.shape[: res.ndim - (leaf.ndim - td.batch_dims)]
+    device = next((i.device for i in idx if isinstance(i, _Tensor)), None)
+    return torch.zeros((), device=device).expand(td.batch_size)[idx].shape
+
+
+def getitem(td: Any, index: Any) -> Any:
+    """``td[index]`` for any torch index on the batch dims."""
+    idx, new_bs, names = normalize(td, index)
+    leaves = flat_leaves(td)
+    try:
+        out = [leaf[idx] for leaf in leaves]
+    except Exception:
+        apply_leaves(td, lambda x: x[idx], what="indexing")
+        raise
+    if new_bs is None:
+        new_bs = _result_size(td, idx, leaves, out)
+    return from_leaves(td, out, batch_size=new_bs, names=names)
+
+
+def _target_size(td: Any, idx: tuple[Any, ...], new_bs: Any) -> torch.Size:
+    if new_bs is not None:
+        return new_bs
+    return _result_size(td, idx, [], [])
+
+
+def _check_fits(path: tuple[str, ...], value: Any, target: torch.Size) -> None:
+    if isinstance(value, _Tensor):
+        try:
+            fits = torch.broadcast_shapes(value.shape, target) == target
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise RuntimeError(
+                f"cannot write a value of shape {fmt_shape(value.shape)} into {fmt_path(path)} at an index "
+                f"selecting shape {fmt_shape(target)}"
+            )
+
+
+def setitem(td: Any, index: Any, value: Any) -> None:
+    """``td[index] = value`` with a TensorDict, mapping, tensor or number; validated before any write."""
+    idx, new_bs, _ = normalize(td, index)
+    new_bs = _target_size(td, idx, new_bs)
+    nd = td.batch_dims
+    writes = []
+    if is_td(value) or isinstance(value, dict):
+        source = value if is_td(value) else td._dense_cls(value, batch_size=_value_batch(value, new_bs))
+        for path, leaf in named_leaves(source):
+            if not isinstance(leaf, _Tensor):
+                raise TypeError(f"cannot write {type(leaf).__name__} at {fmt_path(path)} with a batch index")
+            target = td.get(path, NO_DEFAULT)
+            if target is NO_DEFAULT:
+                if td.is_locked:
+                    from .._errors import locked
+
+                    raise locked()
+                feat = leaf.shape[len(source.batch_size):]
+                target = ("new", leaf.new_zeros((*td.batch_size, *feat)))
+                _check_fits(path, leaf, _Size((*new_bs, *feat)))
+            else:
+                _check_fits(path, leaf, _Size((*new_bs, *target.shape[nd:])))
+            writes.append((path, target, leaf))
+    else:
+        if not isinstance(value, _Tensor):
+            value = torch.as_tensor(value)
+        for path, leaf in named_leaves(td):
+            _check_fits(path, value, _Size((*new_bs, *leaf.shape[nd:])))
+            writes.append((path, leaf, value))
+    for path, target, leaf in writes:
+        try:
+            if type(target) is tuple:
+                target[1][idx] = leaf
+                td.set(path, target[1])
+            else:
+                target[idx] = leaf
+        except Exception as err:
+            add_path_note(err, "writing at an index", path)
+            raise
+
+
+def _value_batch(value: dict[str, Any], new_bs: torch.Size) -> torch.Size:
+    return new_bs
+
+
+def get_at(td: Any, key: Any, index: Any, default: Any = NO_DEFAULT) -> Any:
+    """``td.get(key)[index]``, or ``default`` when the key is missing."""
+    value = td.get(key, default)
+    if value is default and default is not NO_DEFAULT:
+        return default
+    return value[index]
+
+
+def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
+    """Write ``value`` into the existing leaf at ``key``, at ``index`` (in place)."""
+    target = td.get(key)
+    path = unravel_key_to_tuple(key)
+    if is_td(target):
+        target[index] = value
+        return td
+    if not isinstance(value, _Tensor):
+        value = torch.as_tensor(value, device=target.device)
+    sub = target[index]
+    _check_fits(path, value, sub.shape)
+    target[index] = value
+    return td
+
+
+def update_at_(td: Any, input_dict_or_td: Any, index: Any, clone: bool = False, *,
+               non_blocking: bool = False, keys_to_update: Any = None) -> Any:
+    """Write every entry of a mapping/TensorDict into the matching leaves at ``index``."""
+    items = input_dict_or_td.items(True, True) if is_td(input_dict_or_td) else input_dict_or_td.items()
+    wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
+    plan = []
+    for key, value in items:
+        path = unravel_key_to_tuple(key)
+        if wanted is not None and path not in wanted:
+            continue
+        target = td.get(path)
+        value = value.clone() if clone else value
+        if isinstance(target, _Tensor):
+            _check_fits(path, torch.as_tensor(value), target[index].shape)
+        plan.append((target, value))
+    for target, value in plan:
+        target[index] = value
+    return td
+
+
+def _expand_mask(mask: _Tensor, leaf: _Tensor) -> _Tensor:
+    extra = leaf.ndim - mask.ndim
+    return mask.reshape(*mask.shape, *([1] * extra)).expand(leaf.shape)
+
+
+def _check_mask(td: Any, mask: _Tensor) -> None:
+    if mask.shape != td.batch_size[: mask.ndim] or mask.ndim == 0:
+        raise RuntimeError(
+            f"mask of shape {fmt_shape(mask.shape)} does not match batch_size {fmt_shape(td.batch_size)}"
+        )
+
+
+def masked_fill(td: Any, mask: _Tensor, value: Any) -> Any:
+    """Leaf-wise ``masked_fill`` with a mask over the leading batch dims."""
+    _check_mask(td, mask)
+    return td._map(lambda x: x.masked_fill(_expand_mask(mask, x), value), "masked_fill")
+
+
+def masked_fill_(td: Any, mask: _Tensor, value: Any) -> Any:
+    """In-place :func:`masked_fill`."""
+    _check_mask(td, mask)
+    for leaf in flat_leaves(td):
+        leaf.masked_fill_(_expand_mask(mask, leaf), value)
+    return td
+
+
+def masked_select(td: Any, mask: _Tensor) -> Any:
+    """Select the batch elements where ``mask`` is True; masked dims collapse into one."""
+    _check_mask(td, mask)
+    n = int(mask.sum())
+    new = _Size([n, *td.batch_size[mask.ndim:]])
+    return td._map(lambda x: x[mask], "masked_select", batch_size=new)
+
+
+def where(td: Any, condition: _Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Any:
+    """``torch.where(condition, td, other)`` leaf-wise; ``condition`` covers the leading batch dims."""
+    def pick(x: _Tensor, *rest: Any) -> _Tensor:
+        y = rest[0] if rest else other
+        return torch.where(_expand_mask(condition, x), x, y)
+
+    if is_td(other):
+        result = apply_leaves(td, pick, other, what="where",
+                              default=NO_DEFAULT if pad is None else pad)
+    else:
+        result = apply_leaves(td, pick, what="where")
+    if out is not None:
+        out.update_(result)
+        return out
+    return result

@@ -1,0 +1,339 @@
+"""Pointwise and arithmetic methods, generated from one table.
+
+Each entry names a torch function; :func:`install` turns the table into methods (and their
+in-place twins) and Python operators on ``TensorDictBase``. Dense leaves go through
+``torch._foreach_*`` when torch has a variant; if the fast path raises, the same op is re-run
+leaf by leaf so the error carries the key path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .._errors import add_path_note
+from .traverse import apply_leaves, flat_leaves, flat_leaves_like, from_leaves, is_td, named_leaves
+
+# name -> has an in-place twin
+UNARY: dict[str, bool] = {
+    name: True
+    for name in (
+        "abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1", "floor",
+        "frac", "lgamma", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round", "sigmoid", "sign",
+        "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "bitwise_not", "logical_not",
+    )
+} | {name: False for name in ("isfinite", "isnan", "isinf", "isneginf", "isposinf", "isreal", "signbit")}
+
+# name -> (torch function name, has in-place twin)
+BINARY: dict[str, tuple[str, bool]] = {
+    "add": ("add", True), "sub": ("sub", True), "mul": ("mul", True), "div": ("div", True),
+    "pow": ("pow", True), "maximum": ("maximum", True), "minimum": ("minimum", True),
+    "clamp_min": ("clamp_min", True), "clamp_max": ("clamp_max", True),
+    "floor_divide": ("floor_divide", True), "remainder": ("remainder", True),
+    "eq": ("eq", False), "ne": ("ne", False), "lt": ("lt", False), "le": ("le", False),
+    "gt": ("gt", False), "ge": ("ge", False),
+    "bitwise_and": ("bitwise_and", True), "bitwise_or": ("bitwise_or", True),
+    "bitwise_xor": ("bitwise_xor", True), "logical_and": ("logical_and", True),
+    "logical_or": ("logical_or", True), "logical_xor": ("logical_xor", True),
+}
+
+# python operator -> (method, reflected torch function or None)
+OPERATORS: dict[str, str] = {
+    "__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div", "__pow__": "pow",
+    "__floordiv__": "floor_divide", "__mod__": "remainder", "__eq__": "eq", "__ne__": "ne",
+    "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge", "__and__": "bitwise_and",
+    "__or__": "bitwise_or", "__xor__": "bitwise_xor",
+    "__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
+    "__ipow__": "pow_", "__ifloordiv__": "floor_divide_", "__imod__": "remainder_",
+    "__iand__": "bitwise_and_", "__ior__": "bitwise_or_", "__ixor__": "bitwise_xor_",
+    "__neg__": "neg", "__abs__": "abs", "__invert__": "bitwise_not",
+}
+REFLECTED: dict[str, str] = {
+    "__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "div", "__rpow__": "pow",
+    "__rfloordiv__": "floor_divide", "__rmod__": "remainder", "__rand__": "bitwise_and",
+    "__ror__": "bitwise_or", "__rxor__": "bitwise_xor",
+}
+
+# dtype casts: method name -> dtype
+CASTS: dict[str, torch.dtype] = {
+    "float": torch.float32, "double": torch.float64, "half": torch.float16, "bfloat16": torch.bfloat16,
+    "int": torch.int32, "long": torch.int64, "bool": torch.bool, "float16": torch.float16,
+    "float32": torch.float32, "float64": torch.float64, "int8": torch.int8, "int16": torch.int16,
+    "int32": torch.int32, "int64": torch.int64, "uint8": torch.uint8, "short": torch.int16,
+    "byte": torch.uint8, "char": torch.int8, "cfloat": torch.complex64, "cdouble": torch.complex128,
+}
+
+
+def _foreach(name: str) -> Any:
+    return getattr(torch, f"_foreach_{name}", None)
+
+
+def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: Any, **kwargs: Any) -> Any:
+    """New tree with ``op(leaf, *args)`` per leaf, through ``foreach(leaves, *args)`` when possible."""
+    leaves = flat_leaves(td)
+    try:
+        if foreach is not None and leaves and not kwargs:
+            out = foreach(leaves, *args)
+        else:
+            out = [op(leaf, *args, **kwargs) for leaf in leaves]
+    except Exception:  # re-run leaf by leaf: the error gains its key path
+        apply_leaves(td, lambda x: op(x, *args, **kwargs), what=what)
+        raise
+    return from_leaves(td, out)
+
+
+def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwargs: Any) -> Any:
+    """In-place ``leaf.<method>(*args)`` on every leaf; returns ``td``."""
+    leaves = flat_leaves(td)
+    try:
+        if foreach is not None and leaves and not kwargs:
+            foreach(leaves, *args)
+        else:
+            for leaf in leaves:
+                getattr(leaf, method)(*args, **kwargs)
+    except Exception as err:
+        for path, leaf in named_leaves(td):
+            try:
+                getattr(leaf, method)(*args, **kwargs)
+            except Exception:
+                add_path_note(err, what, path)
+                break
+        raise
+    return td
+
+
+def leaves_of(other: Any, like: Any) -> list[Any]:
+    """The operand matching each leaf of ``like``: its leaves for a TensorDict, else ``other`` itself."""
+    if is_td(other):
+        return flat_leaves_like(other, like)
+    return [other] * len(flat_leaves(like))
+
+
+def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any]) -> Any:
+    op = getattr(torch, name)
+    leaves = flat_leaves(td)
+    foreach = _foreach(name)
+    try:
+        if is_td(other):
+            rhs = flat_leaves_like(other, td)
+            if foreach is not None and not kwargs and leaves:
+                out = foreach(leaves, rhs)
+            else:
+                out = [op(a, b, **kwargs) for a, b in zip(leaves, rhs, strict=True)]
+        elif foreach is not None and not kwargs and leaves and not isinstance(other, torch.Tensor):
+            out = foreach(leaves, other)
+        else:
+            out = [op(a, other, **kwargs) for a in leaves]
+    except KeyError:
+        raise
+    except Exception:
+        if is_td(other):
+            apply_leaves(td, lambda a, b: op(a, b, **kwargs), other, what=name)
+        else:
+            apply_leaves(td, lambda a: op(a, other, **kwargs), what=name)
+        raise
+    return from_leaves(td, out)
+
+
+def _with_default(td: Any, other: Any, name: str, default: Any, kwargs: dict[str, Any]) -> Any:
+    """Binary op over TensorDicts with different keys: intersection, or ``default`` for missing leaves."""
+    op = getattr(torch, name)
+    mine = dict(named_leaves(td))
+    theirs = dict(named_leaves(other))
+    if default == "intersection":
+        paths = [p for p in mine if p in theirs]
+    else:
+        paths = list(mine) + [p for p in theirs if p not in mine]
+    out = td.empty()
+    for path in paths:
+        a = mine.get(path, default)
+        b = theirs.get(path, default)
+        out.set(path, op(torch.as_tensor(a), b, **kwargs) if path not in mine else op(a, b, **kwargs))
+    return out
+
+
+def _make_unary(name: str) -> Callable[..., Any]:
+    op, foreach = getattr(torch, name), _foreach(name)
+
+    def method(self: Any) -> Any:
+        return map_dense(self, foreach, op, name)
+
+    method.__name__ = name
+    method.__doc__ = f"Apply :func:`torch.{name}` to every leaf. Returns a new TensorDict."
+    return method
+
+
+def _make_unary_(name: str) -> Callable[..., Any]:
+    foreach = _foreach(f"{name}_")
+
+    def method(self: Any) -> Any:
+        return map_dense_(self, foreach, f"{name}_", f"{name}_")
+
+    method.__name__ = f"{name}_"
+    method.__doc__ = f"In-place :func:`torch.{name}` on every leaf. Returns self."
+    return method
+
+
+def _make_binary(name: str, torch_name: str) -> Callable[..., Any]:
+    def method(self: Any, other: Any, *, alpha: Any = None, default: Any = None) -> Any:
+        kwargs = {} if alpha is None else {"alpha": alpha}
+        if default is not None and is_td(other):
+            return _with_default(self, other, torch_name, default, kwargs)
+        return _binary_map(self, other, torch_name, kwargs)
+
+    method.__name__ = name
+    method.__doc__ = (
+        f"Apply :func:`torch.{torch_name}` leaf-wise with ``other`` (TensorDict, tensor or number). "
+        "Returns a new TensorDict."
+    )
+    return method
+
+
+def _make_binary_(name: str) -> Callable[..., Any]:
+    foreach = _foreach(f"{name}_")
+
+    def method(self: Any, other: Any, *, alpha: Any = None) -> Any:
+        kwargs = {} if alpha is None else {"alpha": alpha}
+        rhs = leaves_of(other, self)
+        leaves = flat_leaves(self)
+        try:
+            if foreach is not None and not kwargs and leaves and (is_td(other) or not isinstance(other, torch.Tensor)):
+                foreach(leaves, rhs if is_td(other) else other)
+            else:
+                for a, b in zip(leaves, rhs, strict=True):
+                    getattr(a, f"{name}_")(b, **kwargs)
+        except Exception as err:
+            _note_first_failure(self, err, lambda a, b: getattr(a.clone(), f"{name}_")(b, **kwargs), rhs, name)
+            raise
+        return self
+
+    method.__name__ = f"{name}_"
+    method.__doc__ = f"In-place :meth:`torch.Tensor.{name}_` leaf-wise with ``other``. Returns self."
+    return method
+
+
+def _note_first_failure(td: Any, err: BaseException, fn: Callable[..., Any], rhs: list[Any], what: str) -> None:
+    for (path, leaf), b in zip(named_leaves(td), rhs, strict=False):
+        try:
+            fn(leaf, b)
+        except Exception:
+            add_path_note(err, what, path)
+            return
+
+
+def _make_reflected(torch_name: str) -> Callable[..., Any]:
+    op = getattr(torch, torch_name)
+
+    def method(self: Any, other: Any) -> Any:
+        if is_td(other):
+            return NotImplemented
+        leaves = flat_leaves(self)
+        try:
+            out = [op(other, leaf) for leaf in leaves]
+        except Exception:
+            apply_leaves(self, lambda x: op(other, x), what=torch_name)
+            raise
+        return from_leaves(self, out)
+
+    return method
+
+
+def cast(td: Any, dtype: torch.dtype) -> Any:
+    """Cast every leaf to ``dtype``."""
+    return map_dense(td, None, torch.Tensor.to, f"casting to {dtype}", dtype)
+
+
+def _make_cast(name: str, dtype: torch.dtype) -> Callable[..., Any]:
+    def method(self: Any) -> Any:
+        return cast(self, dtype)
+
+    method.__name__ = name
+    method.__doc__ = f"Cast every leaf to ``{dtype}``."
+    return method
+
+
+def lerp(self: Any, end: Any, weight: Any) -> Any:
+    """Linear interpolation towards ``end`` (TensorDict, tensor or number) by ``weight``."""
+    ends, weights = leaves_of(end, self), leaves_of(weight, self)
+    out = [torch.lerp(a, e, w) for a, e, w in zip(flat_leaves(self), ends, weights, strict=True)]
+    return from_leaves(self, out)
+
+
+def lerp_(self: Any, end: Any, weight: Any) -> Any:
+    """In-place :meth:`lerp`."""
+    for a, e, w in zip(flat_leaves(self), leaves_of(end, self), leaves_of(weight, self), strict=True):
+        a.lerp_(e, w)
+    return self
+
+
+def addcmul(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
+    """``self + value * other1 * other2`` leaf-wise."""
+    rows = zip(flat_leaves(self), leaves_of(other1, self), leaves_of(other2, self), strict=True)
+    return from_leaves(self, [torch.addcmul(a, b, c, value=value) for a, b, c in rows])
+
+
+def addcmul_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
+    """In-place :meth:`addcmul`."""
+    for a, b, c in zip(flat_leaves(self), leaves_of(other1, self), leaves_of(other2, self), strict=True):
+        a.addcmul_(b, c, value=value)
+    return self
+
+
+def addcdiv(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
+    """``self + value * other1 / other2`` leaf-wise."""
+    rows = zip(flat_leaves(self), leaves_of(other1, self), leaves_of(other2, self), strict=True)
+    return from_leaves(self, [torch.addcdiv(a, b, c, value=value) for a, b, c in rows])
+
+
+def addcdiv_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
+    """In-place :meth:`addcdiv`."""
+    for a, b, c in zip(flat_leaves(self), leaves_of(other1, self), leaves_of(other2, self), strict=True):
+        a.addcdiv_(b, c, value=value)
+    return self
+
+
+def clamp(self: Any, min: Any = None, max: Any = None) -> Any:
+    """Clamp every leaf into ``[min, max]`` (numbers, tensors or TensorDicts)."""
+    lows, highs = leaves_of(min, self), leaves_of(max, self)
+    return from_leaves(self, [torch.clamp(a, lo, hi) for a, lo, hi in zip(flat_leaves(self), lows, highs, strict=True)])
+
+
+def clamp_(self: Any, min: Any = None, max: Any = None) -> Any:
+    """In-place :meth:`clamp`."""
+    for a, lo, hi in zip(flat_leaves(self), leaves_of(min, self), leaves_of(max, self), strict=True):
+        a.clamp_(lo, hi)
+    return self
+
+
+EXTRA: dict[str, Callable[..., Any]] = {
+    "lerp": lerp, "lerp_": lerp_, "addcmul": addcmul, "addcmul_": addcmul_, "addcdiv": addcdiv,
+    "addcdiv_": addcdiv_, "clamp": clamp, "clamp_": clamp_,
+}
+
+
+def install(cls: type) -> None:
+    """Attach every table entry to ``cls`` as a method (and operator)."""
+    for name, inplace in UNARY.items():
+        setattr(cls, name, _make_unary(name))
+        if inplace:
+            setattr(cls, f"{name}_", _make_unary_(name))
+    for name, (torch_name, inplace) in BINARY.items():
+        setattr(cls, name, _make_binary(name, torch_name))
+        if inplace:
+            setattr(cls, f"{name}_", _make_binary_(name))
+    for name, fn in EXTRA.items():
+        setattr(cls, name, fn)
+    for name, dtype in CASTS.items():
+        setattr(cls, name, _make_cast(name, dtype))
+    for dunder, method in OPERATORS.items():
+        setattr(cls, dunder, getattr(cls, method))
+    for dunder, torch_name in REFLECTED.items():
+        setattr(cls, dunder, _make_reflected(torch_name))
+    cls.__hash__ = None  # type: ignore[assignment]  # __eq__ is leaf-wise
+    cls.div = cls.div  # true_divide alias kept explicit
+    cls.true_divide = cls.div
+    cls.multiply = cls.mul
+    cls.subtract = cls.sub
+    cls.divide = cls.div

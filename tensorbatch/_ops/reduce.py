@@ -1,0 +1,117 @@
+"""Reductions (sum, mean, std, max, ...) over batch dims, one implementation for all of them.
+
+Semantics follow tensordict 0.15: with ``dim`` omitted every leaf is reduced over all its
+elements (the result has batch size ``[]``); with ``dim`` (an int or a tuple of batch dims) each
+leaf is reduced over those dims only; ``reduce=True`` further folds the leaves into one tensor.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .traverse import NO_DEFAULT, apply_leaves, flat_leaves
+
+_WITH_INDICES = {"max", "min"}
+# reductions taking torch's ``correction`` keyword
+_CORRECTION = {"std", "var"}
+
+
+def batch_dims_of(td: Any, dim: Any) -> tuple[int, ...]:
+    """Normalise ``dim`` (int or tuple, negative allowed) against the batch dims; sorted, unique."""
+    nd = td.batch_dims
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    out = []
+    for d in dims:
+        if not -nd <= d < nd:
+            raise IndexError(
+                f"dim {d} is out of range for batch_size {list(td.batch_size)} ({nd} batch dims)"
+            )
+        out.append(d % nd)
+    if len(set(out)) != len(out):
+        raise ValueError(f"dim {dim!r} repeats a dimension")
+    return tuple(sorted(out))
+
+
+def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, reduce: bool = False,
+           **kwargs: Any) -> Any:
+    """Reduce every leaf of ``td`` with ``torch.<name>``; see the module docstring."""
+    op = getattr(torch, name)
+    if dim is NO_DEFAULT or dim is None:
+        if reduce:
+            leaves = [leaf.reshape(-1) for leaf in flat_leaves(td)]
+            return _call(op, name, torch.cat(leaves) if leaves else torch.zeros(0), None, False, kwargs)
+        return apply_leaves(td, lambda x: _call(op, name, x, None, False, kwargs), batch_size=(),
+                            what=f"reducing with {name!r}")
+    dims = batch_dims_of(td, dim)
+    bs = td.batch_size
+    new_bs = [s if i not in dims else 1 for i, s in enumerate(bs)]
+    if not keepdim:
+        new_bs = [s for i, s in enumerate(bs) if i not in dims]
+    if name in _WITH_INDICES:
+        values = apply_leaves(td, lambda x: _call(op, name, x, dims, keepdim, kwargs)[0], batch_size=new_bs,
+                              what=f"reducing with {name!r}")
+        indices = apply_leaves(td, lambda x: _call(op, name, x, dims, keepdim, kwargs)[1], batch_size=new_bs,
+                               what=f"reducing with {name!r}")
+        if reduce:
+            return _fold(op, name, values)
+        return _return_type(name)(values, indices)
+    result = apply_leaves(td, lambda x: _call(op, name, x, dims, keepdim, kwargs), batch_size=new_bs,
+                          what=f"reducing with {name!r}")
+    return _fold(op, name, result) if reduce else result
+
+
+def _call(op: Callable[..., Any], name: str, x: torch.Tensor, dims: Any, keepdim: bool,
+          kwargs: dict[str, Any]) -> Any:
+    if name == "norm":
+        return torch.linalg.vector_norm(x, dim=dims, keepdim=keepdim, **kwargs)
+    if dims is None:
+        return op(x, **kwargs)
+    if name in _WITH_INDICES:
+        if len(dims) != 1:
+            raise ValueError(f"{name} with indices reduces one dim at a time, got dims {dims}")
+        return op(x, dim=dims[0], keepdim=keepdim)
+    if name in {"all", "any", "prod"} and len(dims) == 1:
+        return op(x, dim=dims[0], keepdim=keepdim, **kwargs)
+    if name in {"all", "any", "prod"}:
+        for d in reversed(dims):
+            x = op(x, dim=d, keepdim=keepdim, **kwargs)
+        return x
+    return op(x, dim=dims, keepdim=keepdim, **kwargs)
+
+
+def _fold(op: Callable[..., Any], name: str, td: Any) -> torch.Tensor:
+    leaves = flat_leaves(td)
+    stacked = torch.stack(leaves) if leaves else torch.zeros(0)
+    if name in {"norm"}:
+        return torch.linalg.vector_norm(stacked, dim=0)
+    if name in _WITH_INDICES:
+        return op(stacked, dim=0).values
+    return op(stacked, dim=0)
+
+
+_RETURN_TYPES: dict[str, Any] = {}
+
+
+def _return_type(name: str) -> Any:
+    if name not in _RETURN_TYPES:
+        _RETURN_TYPES[name] = namedtuple(name, ["values", "indices"])  # noqa: PYI024
+    return _RETURN_TYPES[name]
+
+
+def make(name: str) -> Callable[..., Any]:
+    """A reduction method for ``name``."""
+
+    def method(self: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, reduce: bool = False,
+               **kwargs: Any) -> Any:
+        return globals()["reduce"](self, name, dim, keepdim, reduce=reduce, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = (
+        f"Reduce every leaf with :func:`torch.{name}`: over all elements when ``dim`` is omitted, else over "
+        "the given batch dims. ``reduce=True`` folds the leaves into one tensor."
+    )
+    return method

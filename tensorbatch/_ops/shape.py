@@ -1,0 +1,263 @@
+"""Shape operations on the batch dims: compute the new batch size once, then map one leaf function.
+
+Each function takes the TensorDict first and is attached to ``TensorDictBase`` as a method.
+Leaves keep their trailing (feature) dims untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .traverse import apply_leaves, flat_leaves, from_leaves, is_td
+
+_Size = torch.Size
+
+
+def _shape_args(shape: Any) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def _dim(td: Any, dim: int, extra: int = 0) -> int:
+    """Normalise a batch dim (``extra`` = 1 for unsqueeze-like ops that may point one past the end)."""
+    nd = td.batch_dims + extra
+    if not -nd <= dim < nd:
+        raise IndexError(
+            f"dim {dim} is out of range for batch_size {list(td.batch_size)} "
+            f"(expected a dim in [{-nd}, {nd - 1}])"
+        )
+    return dim % nd
+
+
+def _infer_shape(td: Any, shape: tuple[int, ...], what: str) -> torch.Size:
+    numel = td.batch_size.numel()
+    if shape.count(-1) > 1:
+        raise RuntimeError(f"{what}: only one dimension can be inferred, got shape {list(shape)}")
+    known = math.prod(s for s in shape if s != -1)
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"{what}: shape {list(shape)} is invalid for batch_size {list(td.batch_size)}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise RuntimeError(
+            f"{what}: shape {list(shape)} is invalid for batch_size {list(td.batch_size)} ({numel} elements)"
+        )
+    return _Size(shape)
+
+
+def _renamed(td: Any, new_names: Any) -> Any:
+    names = td._maybe_names()
+    return None if names is None else tuple(new_names(list(names)))
+
+
+def view(td: Any, *shape: Any, size: Any = None, batch_size: Any = None) -> Any:
+    """View with a new batch shape (leaves must be viewable), e.g. ``td.view(-1)``.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict({"a": torch.zeros(2, 3, 5)}, batch_size=[2, 3]).view(-1)["a"].shape
+        torch.Size([6, 5])
+    """
+    if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+        return td._map(lambda x: x.view(shape[0]), "viewing as dtype")
+    new = _infer_shape(td, _shape_args(shape or (size or batch_size,)), "view")
+    if new == td.batch_size:
+        return td
+    nd = td.batch_dims
+    return td._map(lambda x: x.view(*new, *x.shape[nd:]), "view", batch_size=new)
+
+
+def reshape(td: Any, *shape: Any, size: Any = None) -> Any:
+    """Reshape the batch dims (copies where a view is impossible)."""
+    new = _infer_shape(td, _shape_args(shape or (size,)), "reshape")
+    nd = td.batch_dims
+    return td._map(lambda x: x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new)
+
+
+def permute(td: Any, *dims: Any) -> Any:
+    """Permute the batch dims.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict({"a": torch.zeros(2, 3, 5)}, batch_size=[2, 3]).permute(1, 0)["a"].shape
+        torch.Size([3, 2, 5])
+    """
+    order = tuple(_dim(td, d) for d in _shape_args(dims))
+    if sorted(order) != list(range(td.batch_dims)):
+        raise RuntimeError(f"permute: dims {list(dims)} are not a permutation of the {td.batch_dims} batch dims")
+    nd = td.batch_dims
+    bs = td.batch_size
+    new = _Size(bs[d] for d in order)
+    names = _renamed(td, lambda n: [n[d] for d in order])
+    return td._map(lambda x: x.permute(*order, *range(nd, x.ndim)), "permute", batch_size=new, names=names)
+
+
+def transpose(td: Any, dim0: int, dim1: int) -> Any:
+    """Swap two batch dims."""
+    order = list(range(td.batch_dims))
+    a, b = _dim(td, dim0), _dim(td, dim1)
+    order[a], order[b] = order[b], order[a]
+    return permute(td, *order)
+
+
+def unsqueeze(td: Any, dim: int) -> Any:
+    """Insert a batch dim of size 1 at ``dim``."""
+    d = _dim(td, dim, extra=1)
+    bs = list(td.batch_size)
+    bs.insert(d, 1)
+    names = _renamed(td, lambda n: [*n[:d], None, *n[d:]])
+    return td._map(lambda x: x.unsqueeze(d), "unsqueeze", batch_size=bs, names=names)
+
+
+def squeeze(td: Any, dim: int | None = None) -> Any:
+    """Remove batch dims of size 1 (all of them, or ``dim`` only)."""
+    bs = td.batch_size
+    if dim is None:
+        dims = tuple(i for i, s in enumerate(bs) if s == 1)
+    else:
+        d = _dim(td, dim)
+        dims = (d,) if bs[d] == 1 else ()
+    if not dims:
+        return td
+    new = [s for i, s in enumerate(bs) if i not in dims]
+    names = _renamed(td, lambda n: [x for i, x in enumerate(n) if i not in dims])
+    return td._map(lambda x: x.squeeze(dims), "squeeze", batch_size=new, names=names)
+
+
+def flatten(td: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
+    """Merge the batch dims ``start_dim..end_dim`` into one."""
+    if td.batch_dims == 0:
+        return unsqueeze(td, 0) if start_dim in (0, -1) else td
+    s, e = _dim(td, start_dim), _dim(td, end_dim)
+    if s > e:
+        raise RuntimeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    bs = td.batch_size
+    new = [*bs[:s], math.prod(bs[s : e + 1]), *bs[e + 1 :]]
+    return td._map(lambda x: x.flatten(s, e), "flatten", batch_size=new)
+
+
+def unflatten(td: Any, dim: int, unflattened_size: Sequence[int]) -> Any:
+    """Split batch dim ``dim`` into ``unflattened_size``."""
+    d = _dim(td, dim)
+    bs = td.batch_size
+    sizes = list(unflattened_size)
+    if -1 in sizes:
+        known = math.prod(s for s in sizes if s != -1)
+        sizes = [bs[d] // known if s == -1 else s for s in sizes]
+    if math.prod(sizes) != bs[d]:
+        raise RuntimeError(f"unflatten: sizes {list(unflattened_size)} don't multiply to dim {dim} of size {bs[d]}")
+    new = [*bs[:d], *sizes, *bs[d + 1 :]]
+    return td._map(lambda x: x.unflatten(d, sizes), "unflatten", batch_size=new)
+
+
+def expand(td: Any, *shape: Any) -> Any:
+    """Expand the batch dims (new leading dims may be added); leaves become expanded views."""
+    shape = _shape_args(shape)
+    bs = td.batch_size
+    nd = td.batch_dims
+    if len(shape) < nd:
+        raise RuntimeError(f"expand: shape {list(shape)} has fewer dims than batch_size {list(bs)}")
+    lead = len(shape) - nd
+    new = _Size(bs[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(shape))
+    for i in range(nd):
+        if bs[i] != 1 and bs[i] != new[lead + i]:
+            raise RuntimeError(f"expand: batch_size {list(bs)} cannot be expanded to {list(new)}")
+    return td._map(lambda x: x.expand(*new, *x.shape[nd:]), "expand", batch_size=new)
+
+
+def expand_as(td: Any, other: Any) -> Any:
+    """Expand to the batch size of a TensorDict (or the shape of a tensor)."""
+    return expand(td, *(other.batch_size if is_td(other) else other.shape))
+
+
+def _split_leaves(td: Any, d: int, pieces: list[list[Any]], sizes: list[int]) -> tuple[Any, ...]:
+    bs = td.batch_size
+    outs = []
+    for i, size in enumerate(sizes):
+        new = _Size([*bs[:d], size, *bs[d + 1 :]]) if size >= 0 else _Size([*bs[:d], *bs[d + 1 :]])
+        outs.append(from_leaves(td, [p[i] for p in pieces], batch_size=new))
+    return tuple(outs)
+
+
+def unbind(td: Any, dim: int = 0) -> tuple[Any, ...]:
+    """Remove batch dim ``dim``, returning one TensorDict per index."""
+    d = _dim(td, dim)
+    n = td.batch_size[d]
+    pieces = [leaf.unbind(d) for leaf in flat_leaves(td)]
+    return _split_leaves(td, d, pieces, [-1] * n)
+
+
+def split(td: Any, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
+    """Split along batch dim ``dim`` into chunks of ``split_size`` (or the listed sizes)."""
+    d = _dim(td, dim)
+    total = td.batch_size[d]
+    if isinstance(split_size, int):
+        if split_size <= 0:
+            raise ValueError(f"split_size must be positive, got {split_size}")
+        sizes = [min(split_size, total - i) for i in range(0, total, split_size)] or [0]
+    else:
+        sizes = list(split_size)
+        if sum(sizes) != total:
+            raise RuntimeError(f"split: sizes {sizes} don't sum to dim {dim} of size {total}")
+    pieces = [leaf.split(sizes, d) for leaf in flat_leaves(td)]
+    return _split_leaves(td, d, pieces, sizes)
+
+
+def chunk(td: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
+    """Split into ``chunks`` nearly equal pieces along batch dim ``dim``."""
+    if chunks <= 0:
+        raise ValueError(f"chunks must be positive, got {chunks}")
+    size = td.batch_size[_dim(td, dim)]
+    return split(td, max(1, math.ceil(size / chunks)), dim)
+
+
+def repeat(td: Any, *repeats: Any) -> Any:
+    """Tile the batch dims ``repeats`` times (as :meth:`torch.Tensor.repeat`)."""
+    reps = _shape_args(repeats)
+    nd = td.batch_dims
+    if len(reps) < nd:
+        raise RuntimeError(f"repeat: {len(reps)} repeats for {nd} batch dims")
+    bs = [1] * (len(reps) - nd) + list(td.batch_size)
+    new = [b * r for b, r in zip(bs, reps, strict=True)]
+    return td._map(lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))), "repeat", batch_size=new)
+
+
+def repeat_interleave(td: Any, repeats: Any, dim: int | None = None, *, output_size: int | None = None) -> Any:
+    """Repeat each element along batch dim ``dim`` (flattened batch when ``dim`` is None)."""
+    if dim is None:
+        td, dim = flatten(td), 0
+    d = _dim(td, dim)
+    leaves = flat_leaves(td)
+    out = [leaf.repeat_interleave(repeats, dim=d, output_size=output_size) for leaf in leaves]
+    bs = list(td.batch_size)
+    if out:
+        bs[d] = out[0].shape[d]
+    else:
+        bs[d] = int(torch.as_tensor(repeats).expand(bs[d]).sum()) if bs[d] else 0
+    return from_leaves(td, out, batch_size=_Size(bs))
+
+
+def gather(td: Any, dim: int, index: torch.Tensor, out: Any = None) -> Any:
+    """Gather along batch dim ``dim`` with an index tensor of ``batch_dims`` dims."""
+    d = _dim(td, dim)
+    if index.ndim != td.batch_dims:
+        raise RuntimeError(
+            f"gather: index has {index.ndim} dims but batch_size {list(td.batch_size)} has {td.batch_dims}"
+        )
+    nd = td.batch_dims
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        feat = x.shape[nd:]
+        idx = index.reshape(*index.shape, *([1] * len(feat))).expand(*index.shape, *feat)
+        return torch.gather(x, d, idx)
+
+    result = apply_leaves(td, fn, batch_size=index.shape, what="gather")
+    if out is not None:
+        out.update_(result)
+        return out
+    return result

@@ -1,0 +1,153 @@
+"""The one ``__torch_function__`` table: ``HANDLED`` maps torch functions to implementations.
+
+Add a torch function by decorating its implementation with ``@implements(torch.fn)``; the
+conformance tests walk ``HANDLED`` to prove each entry works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from .._errors import fmt_shape
+from .traverse import flat_leaves, flat_leaves_like, from_leaves, is_td
+
+HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
+def implements(torch_fn: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as the TensorDict implementation of ``torch_fn``."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        HANDLED[torch_fn] = fn
+        return fn
+
+    return register
+
+
+def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    """Body of ``TensorDictBase.__torch_function__``."""
+    impl = HANDLED.get(func)
+    if impl is None:
+        return NotImplemented
+    return impl(*args, **(kwargs or {}))
+
+
+def _check_same_batch(tds: Sequence[Any], what: str, skip_dim: int | None = None) -> None:
+    first = tds[0].batch_size
+    for i, td in enumerate(tds[1:], 1):
+        bs = td.batch_size
+        if len(bs) != len(first) or any(a != b for d, (a, b) in enumerate(zip(bs, first, strict=False))
+                                         if d != skip_dim):
+            raise RuntimeError(
+                f"{what}: TensorDict {i} has batch_size {fmt_shape(bs)} but TensorDict 0 has "
+                f"{fmt_shape(first)}" + ("" if skip_dim is None else f" (they may differ only in dim {skip_dim})")
+            )
+
+
+def _columns(tds: Sequence[Any]) -> list[list[Any]]:
+    first = tds[0]
+    rows = [flat_leaves(first)] + [flat_leaves_like(td, first) for td in tds[1:]]
+    return [list(col) for col in zip(*rows, strict=True)]
+
+
+@implements(torch.stack)
+def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+    """Stack TensorDicts with equal batch sizes and keys along a new batch dim.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(3, 2)}, batch_size=[3])
+        >>> torch.stack([td, td], 1).batch_size
+        torch.Size([3, 2])
+    """
+    tds = list(tds)
+    if not tds:
+        raise RuntimeError("stack expects a non-empty sequence of TensorDicts")
+    if not all(is_td(td) for td in tds):
+        raise TypeError("stack expects a sequence of TensorDicts")
+    _check_same_batch(tds, "stack")
+    nd = tds[0].batch_dims
+    if not -nd - 1 <= dim <= nd:
+        raise IndexError(f"stack: dim {dim} is out of range for {nd} batch dims")
+    d = dim % (nd + 1)
+    bs = list(tds[0].batch_size)
+    bs.insert(d, len(tds))
+    if out is not None:
+        for col, target in zip(_columns(tds), flat_leaves_like(out, tds[0]), strict=True):
+            torch.stack(col, d, out=target)
+        return out
+    leaves = [torch.stack(col, d) for col in _columns(tds)]
+    return from_leaves(tds[0], leaves, batch_size=torch.Size(bs))
+
+
+@implements(torch.cat)
+def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+    """Concatenate TensorDicts along an existing batch dim."""
+    tds = list(tds)
+    if not tds:
+        raise RuntimeError("cat expects a non-empty sequence of TensorDicts")
+    nd = tds[0].batch_dims
+    if not -nd <= dim < nd:
+        raise IndexError(f"cat: dim {dim} is out of range for {nd} batch dims")
+    d = dim % nd
+    _check_same_batch(tds, "cat", skip_dim=d)
+    bs = list(tds[0].batch_size)
+    bs[d] = sum(td.batch_size[d] for td in tds)
+    if out is not None:
+        for col, target in zip(_columns(tds), flat_leaves_like(out, tds[0]), strict=True):
+            torch.cat(col, d, out=target)
+        return out
+    leaves = [torch.cat(col, d) for col in _columns(tds)]
+    return from_leaves(tds[0], leaves, batch_size=torch.Size(bs))
+
+
+for _alias in (torch.concat, torch.concatenate):
+    HANDLED[_alias] = cat
+
+
+def _method(name: str) -> Callable[..., Any]:
+    def call(td: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(td, name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+for _name in ("unbind", "split", "chunk", "permute", "reshape", "squeeze", "unsqueeze", "flatten",
+              "unflatten", "transpose", "gather", "clone", "masked_select", "masked_fill",
+              "sum", "mean", "nansum", "nanmean", "prod", "std", "var", "amax", "amin", "all", "any",
+              "abs", "exp", "log", "neg", "sqrt", "sigmoid", "tanh", "sin", "cos", "floor", "ceil", "round",
+              "sign", "trunc", "reciprocal", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+              "clamp", "lerp", "addcmul", "addcdiv", "isnan", "isfinite", "eq", "ne", "lt", "le", "gt", "ge",
+              "repeat_interleave"):
+    HANDLED[getattr(torch, _name)] = _method(_name)
+
+
+@implements(torch.where)
+def where(condition: Any, input: Any, other: Any, *, out: Any = None) -> Any:
+    """``torch.where(cond, td, other)``; ``other`` may be a TensorDict, tensor or number."""
+    if is_td(input):
+        return input.where(condition, other, out=out)
+    flipped = other.where(~condition, input)
+    if out is not None:
+        out.update_(flipped)
+        return out
+    return flipped
+
+
+def _like(name: str) -> Callable[..., Any]:
+    fn = getattr(torch, name)
+
+    def like(td: Any, *args: Any, **kwargs: Any) -> Any:
+        return td._map(lambda x: fn(x, *args, **kwargs), name)
+
+    like.__name__ = name
+    return like
+
+
+for _name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+              "randint_like"):
+    HANDLED[getattr(torch, _name)] = _like(_name)

@@ -1,0 +1,205 @@
+"""The one walk over a TensorDict tree.
+
+Every leaf-wise feature goes through these functions. They are written by hand over the
+backends' ``_items_str`` (no pytree flatten on the hot path). Exceptions raised by the leaf
+function keep their type and gain the key path as a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .._errors import add_path_note, key_sets_differ, missing_key
+
+if TYPE_CHECKING:
+    from ..base import TensorDictBase
+
+_Tensor = torch.Tensor
+
+
+class _Missing:
+    """Sentinel for 'no value given'."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+
+NO_DEFAULT: Any = _Missing()
+
+
+def is_td(value: Any) -> bool:
+    """True for tensor collections (TensorDictBase and its wrappers)."""
+    return getattr(type(value), "_is_tensor_collection", False)
+
+
+def named_leaves(
+    td: TensorDictBase, *, include_nested: bool = True, is_leaf: Callable[[type], bool] | None = None,
+    prefix: tuple[str, ...] = (),
+) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Yield ``(path, leaf)`` for every leaf, depth first, in insertion order.
+
+    Nested collections count as leaves when ``include_nested`` is False or ``is_leaf`` says so.
+    """
+    for key, value in td._items_str():
+        path = (*prefix, key)
+        if is_td(value) and (is_leaf is None or not is_leaf(type(value))):
+            if include_nested:
+                yield from named_leaves(value, include_nested=True, is_leaf=is_leaf, prefix=path)
+            else:
+                yield path, value
+        else:
+            yield path, value
+
+
+def flat_leaves(td: TensorDictBase, out: list[Any] | None = None) -> list[Any]:
+    """All leaves in walk order (the order :func:`from_leaves` consumes)."""
+    if out is None:
+        out = []
+    for value in td._values_str():
+        if is_td(value):
+            flat_leaves(value, out)
+        else:
+            out.append(value)
+    return out
+
+
+def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any] | None = None,
+                     prefix: tuple[str, ...] = ()) -> list[Any]:
+    """Leaves of ``other`` in the walk order of ``like``; key sets must match exactly."""
+    if out is None:
+        out = []
+    if len(other._keys_str()) != len(like._keys_str()):
+        raise key_sets_differ(prefix, like._keys_str(), other._keys_str())
+    for key, value in like._items_str():
+        theirs = other._get_str(key, NO_DEFAULT)
+        if theirs is NO_DEFAULT:
+            raise key_sets_differ(prefix, like._keys_str(), other._keys_str())
+        if is_td(value):
+            if not is_td(theirs):
+                raise key_sets_differ((*prefix, key), value._keys_str(), ())
+            flat_leaves_like(theirs, value, out, (*prefix, key))
+        else:
+            out.append(theirs)
+    return out
+
+
+def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None = None,
+                device: Any = NO_DEFAULT, names: Any = None) -> TensorDictBase:
+    """Rebuild an in-memory TensorDict shaped like ``spec`` from leaves in walk order.
+
+    Args:
+        spec: the tree whose structure (keys, nesting, batch sizes) the result takes.
+        leaves: an iterable of new leaves, in :func:`flat_leaves` order.
+        batch_size: the new batch size of the root (nested nodes keep their extra dims).
+        device: the result's device; defaults to ``spec.device``.
+        names: the root's dim names when ``batch_size`` is given (else ``spec``'s are kept).
+    """
+    out = _rebuild(spec, iter(leaves), batch_size, device)
+    if batch_size is not None and names is not None:
+        out._names = names
+    return out
+
+
+def _rebuild(spec: TensorDictBase, it: Iterator[Any], batch_size: Any, device: Any) -> TensorDictBase:
+    out = {}
+    nd = spec.batch_dims
+    for key, value in spec._items_str():
+        if is_td(value):
+            sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
+            out[key] = _rebuild(value, it, sub_bs, device)
+        else:
+            out[key] = next(it)
+    return spec._dense_cls._new_unsafe(
+        out,
+        spec.batch_size if batch_size is None else batch_size,
+        spec.device if device is NO_DEFAULT else device,
+        spec._maybe_names() if batch_size is None else None,
+    )
+
+
+def apply_leaves(
+    td: TensorDictBase,
+    fn: Callable[..., Any],
+    *others: TensorDictBase,
+    batch_size: Any = None,
+    names: Any = NO_DEFAULT,
+    device: Any = NO_DEFAULT,
+    inplace: bool = False,
+    is_leaf: Callable[[type], bool] | None = None,
+    filter_empty: bool = False,
+    default: Any = NO_DEFAULT,
+    what: str = "applying a function",
+) -> TensorDictBase:
+    """Map ``fn(leaf, *other_leaves)`` over every leaf and build the result.
+
+    Args:
+        td: the source tree.
+        fn: called on each leaf with the matching leaves of ``others``; ``None`` drops the key.
+        *others: trees providing extra arguments, matched by key.
+        batch_size: batch size of the result root; nested nodes keep the dims past the root's.
+        names: dim names of the result (default: kept when ``batch_size`` is unchanged).
+        device: device of the result (default: the source's).
+        inplace: write each result back into ``td`` (``copy_`` into the existing leaf).
+        is_leaf: predicate on a value's type: True makes a nested collection a leaf.
+        filter_empty: drop nested nodes that end up with no keys.
+        default: value passed for keys missing from ``others`` (else KeyError).
+        what: text used in the error note (``while <what> at key <path>``).
+
+    Returns:
+        the new tree, or ``td`` itself when ``inplace``.
+    """
+    if batch_size is not None and not isinstance(batch_size, torch.Size):
+        batch_size = torch.Size(batch_size)
+    return _walk(td, fn, others, batch_size, names, device, inplace, is_leaf, filter_empty, default, what, ())
+
+
+def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: Any, inplace: bool,
+          is_leaf: Any, filter_empty: bool, default: Any, what: str, prefix: tuple[str, ...]) -> Any:
+    out = {}
+    nd = td.batch_dims
+    for key, value in td._items_str():
+        subs = [_other_entry(o, key, default, prefix) for o in others] if others else ()
+        if is_td(value) and (is_leaf is None or not is_leaf(type(value))):
+            sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
+            result = _walk(value, fn, subs, sub_bs, NO_DEFAULT, device, inplace, is_leaf,
+                           filter_empty, default, what, (*prefix, key))
+            if filter_empty and not inplace and result.is_empty():
+                continue
+        else:
+            try:
+                result = fn(value, *subs)
+            except Exception as err:
+                add_path_note(err, what, (*prefix, key))
+                raise
+            if result is None:
+                continue
+            if inplace:
+                if result is not value:
+                    td._set_str(key, result, inplace=True, validated=True)
+                continue
+        out[key] = result
+    if inplace:
+        return td
+    if batch_size is None:
+        batch_size = td.batch_size
+        if names is NO_DEFAULT:
+            names = td._maybe_names()
+    elif names is NO_DEFAULT:
+        names = None
+    return td._dense_cls._new_unsafe(out, batch_size, td.device if device is NO_DEFAULT else device, names)
+
+
+def _other_entry(other: Any, key: str, default: Any, prefix: tuple[str, ...]) -> Any:
+    if other is default:
+        return default
+    value = other._get_str(key, NO_DEFAULT)
+    if value is NO_DEFAULT:
+        if default is NO_DEFAULT:
+            raise missing_key((*prefix, key), other._keys_str())
+        return default
+    return value

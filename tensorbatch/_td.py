@@ -1,0 +1,289 @@
+"""TensorDict: the in-memory backend, a plain ``dict`` of leaves plus batch facts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from . import _errors
+from ._keys import NestedKey, unravel_key_to_tuple
+from ._ops.traverse import NO_DEFAULT, is_td
+from .base import TensorDictBase, _as_device, _as_size
+
+_Tensor = torch.Tensor
+_Size = torch.Size
+
+
+class TensorDict(TensorDictBase):
+    """A batched, nested dictionary of tensors held in memory.
+
+    Args:
+        source: a mapping of keys to tensors, nested mappings or TensorDicts.
+        batch_size: leading dims shared by every leaf (int, list or ``torch.Size``; default ``[]``).
+        device: when set, every leaf is moved there; None allows leaves on mixed devices.
+        names: names of the batch dims.
+        non_blocking: passed to device moves.
+        lock: lock the result.
+        **kwargs: more entries (merged with ``source``).
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"obs": torch.zeros(4, 3), "next": {"obs": torch.zeros(4, 3)}}, batch_size=[4])
+        >>> td["next", "obs"].shape
+        torch.Size([4, 3])
+        >>> td[1:3].batch_size
+        torch.Size([2])
+    """
+
+    __slots__ = ("__weakref__", "_batch_size", "_device", "_is_locked", "_names", "_tensordict")
+
+    def __init__(self, source: Mapping[NestedKey, Any] | None = None, batch_size: Any = None,
+                 device: Any = None, names: Sequence[str | None] | None = None,
+                 non_blocking: bool | None = None, lock: bool = False, **kwargs: Any) -> None:
+        path_prefix: tuple[str, ...] = kwargs.pop("_path", ())
+        if source is None:
+            source = kwargs
+        elif kwargs:
+            source = {**source, **kwargs}
+        elif not isinstance(source, Mapping) and not is_td(source):
+            raise TypeError(f"TensorDict source must be a mapping, got {type(source).__name__}")
+        self._batch_size = _as_size(batch_size)
+        self._device = _as_device(device)
+        self._is_locked = False
+        self._names = None
+        self._tensordict: dict[str, Any] = {}
+        items = source._items_str() if is_td(source) else source.items()
+        for key, value in items:
+            if type(key) is str:
+                self._tensordict[key] = self._validate(value, (*path_prefix, key), self, bool(non_blocking))
+            else:
+                path = unravel_key_to_tuple(key)
+                node = self._walk_to(path, create=True)
+                node._tensordict[path[-1]] = node._validate(value, (*path_prefix, *path), node,
+                                                            bool(non_blocking))
+        if names is not None:
+            self.names = names
+        if lock:
+            self.lock_()
+
+    @classmethod
+    def _new_unsafe(cls, source: dict[str, Any], batch_size: torch.Size, device: Any = None,
+                    names: Any = None, lock: bool = False) -> TensorDict:
+        """Build without any validation (internal results whose leaves are known to fit)."""
+        self = object.__new__(cls)
+        self._tensordict = source
+        self._batch_size = batch_size
+        self._device = device
+        self._names = names
+        self._is_locked = lock
+        return self
+
+    @classmethod
+    def _from_state(cls, source: dict[str, Any], batch_size: Any, device: Any, names: Any,
+                    locked: bool) -> TensorDict:
+        out = cls(source, batch_size=batch_size, device=device, names=names)
+        return out.lock_() if locked else out
+
+    # ------------------------------------------------------------------ primitives
+    @property
+    def batch_size(self) -> torch.Size:
+        """The leading dimensions shared by every leaf."""
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        self._change_batch_size(_as_size(value))
+
+    def _change_batch_size(self, new_size: torch.Size) -> None:
+        n = len(new_size)
+        for key, value in self._tensordict.items():
+            shape = value.batch_size if is_td(value) else value.shape
+            if shape[:n] != new_size:
+                if is_td(value) and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
+                    continue
+                raise _errors.batch_mismatch(new_size, (key,), shape)
+        for value in self._tensordict.values():
+            if is_td(value) and len(value.batch_size) < n:
+                value._change_batch_size(new_size)
+        if self._names is not None and len(self._names) != n:
+            self._names = None
+        self._batch_size = new_size
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device of every leaf, or None."""
+        return self._device
+
+    @device.setter
+    def device(self, value: Any) -> None:
+        raise RuntimeError("device cannot be set directly: use td.to(device) or td.clear_device_()")
+
+    def clear_device_(self) -> TensorDict:
+        """Forget the device (leaves stay where they are); nested TensorDicts too."""
+        self._device = None
+        for value in self._tensordict.values():
+            if is_td(value):
+                value.clear_device_()
+        return self
+
+    def _maybe_names(self) -> tuple[Any, ...] | None:
+        return self._names
+
+    @property
+    def names(self) -> list[str | None]:
+        """Names of the batch dims (None for unnamed dims)."""
+        names = self._names
+        return list(names) if names is not None else [None] * len(self._batch_size)
+
+    @names.setter
+    def names(self, value: Sequence[str | None] | None) -> None:
+        if value is None:
+            self._names = None
+            return
+        value = tuple(value)
+        if len(value) != len(self._batch_size):
+            raise ValueError(
+                f"names {list(value)} must have one entry per batch dim (batch_size {list(self._batch_size)})"
+            )
+        named = [n for n in value if n is not None]
+        if len(set(named)) != len(named):
+            raise ValueError(f"names must be unique, got {list(value)}")
+        self._names = value if named else None
+        for sub in self._tensordict.values():
+            if is_td(sub):
+                sub.names = (*value, *sub.names[len(value):])
+
+    def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
+        if default is NO_DEFAULT:
+            try:
+                return self._tensordict[key]
+            except KeyError:
+                raise _errors.missing_key((key,), self._tensordict) from None
+        return self._tensordict.get(key, default)
+
+    def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
+        if not validated:
+            value = self._validate(value, (key,))
+        if inplace:
+            current = self._tensordict.get(key)
+            if current is not None:
+                if is_td(current):
+                    current.update_(value)
+                elif current is not value:
+                    current.copy_(value)
+                return
+        self._tensordict[key] = value
+
+    def _del_str(self, key: str) -> None:
+        del self._tensordict[key]
+
+    def _keys_str(self) -> Any:
+        return self._tensordict.keys()
+
+    def _items_str(self) -> Any:
+        return self._tensordict.items()
+
+    def _values_str(self) -> Any:
+        return self._tensordict.values()
+
+    @property
+    def is_locked(self) -> bool:
+        """True when keys cannot be added or removed."""
+        return self._is_locked
+
+    def _set_lock(self, value: bool) -> None:
+        self._is_locked = value
+
+    # ------------------------------------------------------------------ fast paths
+    def __getitem__(self, index: Any) -> Any:
+        if type(index) is str:
+            try:
+                return self._tensordict[index]
+            except KeyError:
+                raise _errors.missing_key((index,), self._tensordict) from None
+        return TensorDictBase.__getitem__(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if type(index) is str and not self._is_locked:
+            if type(value) is _Tensor and value.shape[: len(self._batch_size)] == self._batch_size and (
+                self._device is None or value.device == self._device
+            ):
+                self._tensordict[index] = value
+                return
+            self._tensordict[index] = self._validate(value, (index,))
+            return
+        TensorDictBase.__setitem__(self, index, value)
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_dict(cls, input_dict: Any, batch_size: Any = None, device: Any = None,
+                  batch_dims: int | None = None, names: Any = None, *, auto_batch_size: bool | None = None,
+                  **kwargs: Any) -> TensorDict:
+        """Build from a nested mapping; ``auto_batch_size`` or ``batch_dims`` infer the batch size.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> TensorDict.from_dict({"a": torch.zeros(3, 4)}, batch_dims=1).batch_size
+            torch.Size([3])
+        """
+        if batch_size is not None and batch_dims is not None:
+            raise ValueError("batch_size and batch_dims are mutually exclusive")
+        out = cls(dict(input_dict.items()) if not is_td(input_dict) else input_dict.to_dict(),
+                  batch_size=batch_size, device=device)
+        if batch_size is None and (auto_batch_size or batch_dims is not None):
+            out.auto_batch_size_(batch_dims)
+        if names is not None:
+            out.names = names
+        return out
+
+    def from_dict_instance(self, input_dict: Any, batch_size: Any = None, device: Any = None,
+                           batch_dims: int | None = None, names: Any = None, **kwargs: Any) -> TensorDict:
+        """Instance version of :meth:`from_dict`, defaulting to this one's batch facts."""
+        return type(self).from_dict(input_dict, batch_size=batch_size, device=device, batch_dims=batch_dims,
+                                    names=names, **kwargs)
+
+    @classmethod
+    def fromkeys(cls, keys: Sequence[NestedKey], value: Any = 0) -> TensorDict:
+        """A TensorDict (batch size ``[]``) with every key set to ``value``.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> TensorDict.fromkeys(["a", ("b", "c")], 1)["b", "c"]
+            tensor(1)
+        """
+        out = cls()
+        for key in keys:
+            out.set(key, value)
+        return out
+
+    def empty(self, recurse: bool = False, *, batch_size: Any = None, device: Any = NO_DEFAULT,
+              names: Any = None) -> TensorDict:
+        """A TensorDict with the same batch facts and no leaves (``recurse`` keeps empty nested nodes)."""
+        bs = self._batch_size if batch_size is None else _as_size(batch_size)
+        dev = self._device if device is NO_DEFAULT else _as_device(device)
+        source: dict[str, Any] = {}
+        if recurse:
+            source = {k: v.empty(True, batch_size=None if batch_size is None else (*bs, *v.batch_size[len(self._batch_size):]))
+                      for k, v in self._tensordict.items() if is_td(v)}
+        return type(self)._new_unsafe(source, bs, dev, names if names is not None else
+                                      (self._names if batch_size is None else None))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"tensordict": self._tensordict, "batch_size": self._batch_size, "device": self._device,
+                "names": self._names, "locked": self._is_locked}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._tensordict = state["tensordict"]
+        self._batch_size = state["batch_size"]
+        self._device = state["device"]
+        self._names = state["names"]
+        self._is_locked = state["locked"]
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        return (object.__new__, (type(self),), self.__getstate__())
+
+
+TensorDictBase._dense_cls = TensorDict

@@ -1,0 +1,1118 @@
+"""TensorDictBase: the backend primitives and the generic API written once on top of them.
+
+A backend implements the primitives (``batch_size``, ``device``, ``_get_str``, ``_set_str``,
+``_del_str``, ``_keys_str``/``_items_str``/``_values_str``, ``_change_batch_size``, lock state)
+and inherits everything else. Shape, index, reduction, pointwise and torch-function support live
+in :mod:`tensorbatch._ops` and are attached here; this module imports no backend.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from . import _errors
+from ._keys import NestedKey, key_of, unravel_key_to_tuple
+from ._ops import index as _index
+from ._ops import pointwise as _pointwise
+from ._ops import reduce as _reduce
+from ._ops import shape as _shape
+from ._ops import torch_function as _torch_function
+from ._ops.traverse import NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, named_leaves
+
+_Tensor = torch.Tensor
+_Size = torch.Size
+
+
+def _as_size(batch_size: Any) -> torch.Size:
+    if type(batch_size) is _Size:
+        return batch_size
+    if batch_size is None:
+        return _Size(())
+    if isinstance(batch_size, int):
+        return _Size((batch_size,))
+    try:
+        return _Size(batch_size)
+    except TypeError:
+        raise ValueError(f"batch_size must be an int or a sequence of ints, got {batch_size!r}") from None
+
+
+def _as_device(device: Any) -> torch.device | None:
+    if device is None or type(device) is torch.device:
+        return device
+    return torch.device(device)
+
+
+class TensorDictBase(abc.ABC):
+    """Abstract base of every TensorDict type: a batched mapping from keys to tensors.
+
+    Subclasses implement a handful of primitives; everything else is generic.
+    """
+
+    __slots__ = ()
+    _is_tensor_collection: ClassVar[bool] = True
+    # The in-memory class used for results of generic ops; set by ``_td.py`` (no import here).
+    _dense_cls: ClassVar[Any] = None
+
+    # ------------------------------------------------------------------ primitives
+    @property
+    @abc.abstractmethod
+    def batch_size(self) -> torch.Size:
+        """The leading dimensions shared by every leaf."""
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        self._change_batch_size(_as_size(value))
+
+    @abc.abstractmethod
+    def _change_batch_size(self, new_size: torch.Size) -> None:
+        """Validate and set a new batch size."""
+
+    @property
+    @abc.abstractmethod
+    def device(self) -> torch.device | None:
+        """The device of every leaf, or None when leaves may live on different devices."""
+
+    @abc.abstractmethod
+    def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
+        """Value stored under ``key`` at this level; ``default`` (or KeyError) when missing."""
+
+    @abc.abstractmethod
+    def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
+        """Store ``value`` under ``key`` at this level (``inplace``: copy into the existing leaf)."""
+
+    @abc.abstractmethod
+    def _del_str(self, key: str) -> None:
+        """Remove ``key`` from this level."""
+
+    @abc.abstractmethod
+    def _keys_str(self) -> Any:
+        """The keys of this level (a sized, iterable view)."""
+
+    def _items_str(self) -> Any:
+        return ((k, self._get_str(k)) for k in self._keys_str())
+
+    def _values_str(self) -> Any:
+        return (self._get_str(k) for k in self._keys_str())
+
+    @property
+    @abc.abstractmethod
+    def is_locked(self) -> bool:
+        """True when keys cannot be added or removed."""
+
+    @abc.abstractmethod
+    def _set_lock(self, value: bool) -> None:
+        """Set this node's own lock flag."""
+
+    def _maybe_names(self) -> tuple[Any, ...] | None:
+        return None
+
+    # ------------------------------------------------------------------ shape facts
+    @property
+    def shape(self) -> torch.Size:
+        """Alias of :attr:`batch_size`."""
+        return self.batch_size
+
+    @property
+    def batch_dims(self) -> int:
+        """Number of batch dimensions."""
+        return len(self.batch_size)
+
+    @property
+    def ndim(self) -> int:
+        """Number of batch dimensions."""
+        return len(self.batch_size)
+
+    def ndimension(self) -> int:
+        """Number of batch dimensions."""
+        return len(self.batch_size)
+
+    def dim(self) -> int:
+        """Number of batch dimensions."""
+        return len(self.batch_size)
+
+    def size(self, dim: int | None = None) -> torch.Size | int:
+        """The batch size, or one of its dims.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> TensorDict({"a": torch.zeros(3, 4)}, batch_size=[3, 4]).size(1)
+            4
+        """
+        return self.batch_size if dim is None else self.batch_size[dim]
+
+    def numel(self) -> int:
+        """Number of elements in the batch (product of the batch size)."""
+        return self.batch_size.numel()
+
+    @property
+    def names(self) -> list[str | None]:
+        """Names of the batch dims (None for unnamed dims)."""
+        names = self._maybe_names()
+        return list(names) if names is not None else [None] * self.batch_dims
+
+    @property
+    def depth(self) -> int:
+        """Number of nesting levels below this one (0 when no value is a TensorDict)."""
+        return max((len(p) - 1 for p, _ in named_leaves(self)), default=0)
+
+    @property
+    def sorted_keys(self) -> list[str]:
+        """The keys of this level, sorted."""
+        return sorted(self._keys_str())
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The common dtype of all leaves, or None when they differ."""
+        dtypes = {leaf.dtype for leaf in flat_leaves(self) if isinstance(leaf, _Tensor)}
+        return dtypes.pop() if len(dtypes) == 1 else None
+
+    def __len__(self) -> int:
+        """Size of the first batch dim (0 for an empty batch size), as in tensordict."""
+        return self.batch_size[0] if self.batch_dims else 0
+
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        """Iterate over the first batch dim."""
+        if not self.batch_dims:
+            raise StopIteration
+        for i in range(self.batch_size[0]):
+            yield self[i]
+
+    def __bool__(self) -> bool:
+        raise RuntimeError(
+            "Converting a tensordict to boolean value is not permitted. Use len(td.keys()) to test for "
+            "keys, td.is_empty() to test for leaves, or (a == b).all() / .any() to reduce a comparison."
+        )
+
+    # ------------------------------------------------------------------ get / set
+    def _walk_to(self, path: tuple[str, ...], create: bool = False) -> TensorDictBase:
+        """The node holding ``path[-1]``; missing levels are created when ``create``."""
+        node: Any = self
+        for i, key in enumerate(path[:-1]):
+            sub = node._get_str(key, NO_DEFAULT)
+            if sub is NO_DEFAULT:
+                if not create:
+                    raise _errors.missing_key(path[: i + 1], node._keys_str())
+                if node.is_locked:
+                    raise _errors.locked()
+                sub = node._dense_cls._new_unsafe({}, node.batch_size, node.device, node._maybe_names())
+                node._set_str(key, sub, inplace=False, validated=True)
+            elif not is_td(sub):
+                raise KeyError(
+                    f"key {_errors.fmt_path(path)}: {_errors.fmt_path(path[: i + 1])} is a "
+                    f"{type(sub).__name__}, not a TensorDict"
+                )
+            node = sub
+        return node
+
+    def get(self, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
+        """Value at ``key`` (nested keys allowed), or ``default`` when given and missing.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": {"b": torch.zeros(2)}}, batch_size=[2])
+            >>> td.get(("a", "b")).shape
+            torch.Size([2])
+            >>> td.get("missing", None) is None
+            True
+        """
+        if type(key) is str:
+            out = self._get_str(key, NO_DEFAULT)
+            if out is NO_DEFAULT:
+                if default is NO_DEFAULT:
+                    raise _errors.missing_key((key,), self._keys_str())
+                return default
+            return out
+        path = unravel_key_to_tuple(key)
+        node: Any = self
+        for i, k in enumerate(path):
+            if not is_td(node):
+                if default is not NO_DEFAULT:
+                    return default
+                raise KeyError(f"key {_errors.fmt_path(path)}: {_errors.fmt_path(path[:i])} is not a TensorDict")
+            nxt = node._get_str(k, NO_DEFAULT)
+            if nxt is NO_DEFAULT:
+                if default is NO_DEFAULT:
+                    raise _errors.missing_key(path[: i + 1], node._keys_str())
+                return default
+            node = nxt
+        return node
+
+    def __getitem__(self, index: Any) -> Any:
+        if type(index) is str:
+            out = self._get_str(index, NO_DEFAULT)
+            if out is NO_DEFAULT:
+                raise _errors.missing_key((index,), self._keys_str())
+            return out
+        if type(index) is tuple and index and all(type(k) is str or type(k) is tuple for k in index):
+            return self.get(index)
+        return _index.getitem(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if type(index) is str or (
+            type(index) is tuple and index and all(type(k) is str or type(k) is tuple for k in index)
+        ):
+            self.set(index, value)
+        else:
+            _index.setitem(self, index, value)
+
+    def __delitem__(self, key: NestedKey) -> None:
+        self.del_(key)
+
+    def __contains__(self, key: Any) -> bool:
+        if type(key) is str:
+            return self._get_str(key, NO_DEFAULT) is not NO_DEFAULT
+        if isinstance(key, tuple):
+            return self.get(key, NO_DEFAULT) is not NO_DEFAULT
+        raise RuntimeError("key must be a NestedKey (a str or a possibly tuple of str).")
+
+    def set(self, key: NestedKey, item: Any, inplace: bool = False, *, non_blocking: bool = False,
+            **kwargs: Any) -> TensorDictBase:
+        """Store ``item`` under ``key``, creating missing nested levels.
+
+        Args:
+            key: a string or a tuple of strings.
+            item: a tensor, a TensorDict, a (nested) dict, an array or a number.
+            inplace: when the key exists, copy into the existing tensor instead of replacing it.
+            non_blocking: passed to device moves.
+
+        Returns:
+            self.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict(batch_size=[2])
+            >>> td.set(("a", "b"), torch.ones(2, 3))["a", "b"].shape
+            torch.Size([2, 3])
+        """
+        path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+        node = self._walk_to(path, create=True) if len(path) > 1 else self
+        name = path[-1]
+        exists = node._get_str(name, NO_DEFAULT) is not NO_DEFAULT
+        if node.is_locked and not (inplace and exists):
+            raise _errors.locked()
+        node._set_str(name, node._validate(item, path, node, non_blocking), inplace=inplace and exists,
+                      validated=True)
+        return self
+
+    def set_(self, key: NestedKey, item: Any) -> TensorDictBase:
+        """Copy ``item`` into the existing leaf at ``key`` (allowed on locked TensorDicts).
+
+        Raises:
+            KeyError: if ``key`` is not present.
+        """
+        path = unravel_key_to_tuple(key)
+        node = self._walk_to(path)
+        if node._get_str(path[-1], NO_DEFAULT) is NO_DEFAULT:
+            raise _errors.missing_key(path, node._keys_str())
+        node._set_str(path[-1], node._validate(item, path, node), inplace=True, validated=True)
+        return self
+
+    def _validate(self, value: Any, path: tuple[str, ...], node: Any = None, non_blocking: bool = False) -> Any:
+        """Turn ``value`` into a leaf that fits ``node``'s batch size and device."""
+        node = self if node is None else node
+        bs = node.batch_size
+        if isinstance(value, _Tensor):
+            if value.shape[: len(bs)] != bs:
+                raise _errors.batch_mismatch(bs, path, value.shape)
+            device = node.device
+            if device is not None and value.device != device:
+                value = value.to(device, non_blocking=non_blocking)
+            return value
+        if is_td(value):
+            vbs = value.batch_size
+            if vbs[: len(bs)] != bs:
+                if len(vbs) < len(bs):
+                    value = value.clone(False)
+                    value.batch_size = bs
+                else:
+                    raise _errors.batch_mismatch(bs, path, vbs)
+            device = node.device
+            if device is not None and value.device != device:
+                value = value.to(device, non_blocking=non_blocking)
+            return value
+        if isinstance(value, Mapping):
+            return self._dense_cls(value, batch_size=bs, device=node.device, names=node._maybe_names(),
+                                   _path=path)
+        if isinstance(value, (int, float, bool, complex, np.ndarray, np.generic, list)):
+            return node._validate(torch.as_tensor(value, device=node.device), path, node)
+        raise _errors.not_a_tensor(path, value)
+
+    def del_(self, key: NestedKey) -> TensorDictBase:
+        """Delete ``key``; returns self."""
+        path = unravel_key_to_tuple(key)
+        node = self._walk_to(path)
+        if node.is_locked:
+            raise _errors.locked()
+        if node._get_str(path[-1], NO_DEFAULT) is NO_DEFAULT:
+            raise _errors.missing_key(path, node._keys_str())
+        node._del_str(path[-1])
+        return self
+
+    def pop(self, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
+        """Remove ``key`` and return its value (``default`` when given and missing)."""
+        out = self.get(key, NO_DEFAULT)
+        if out is NO_DEFAULT:
+            if default is NO_DEFAULT:
+                raise _errors.missing_key(unravel_key_to_tuple(key), self._keys_str())
+            return default
+        self.del_(key)
+        return out
+
+    def popitem(self) -> tuple[str, Any]:
+        """Remove and return the last inserted ``(key, value)`` of this level."""
+        keys = list(self._keys_str())
+        if not keys:
+            raise KeyError("popitem(): tensordict is empty")
+        key = keys[-1]
+        return key, self.pop(key)
+
+    def setdefault(self, key: NestedKey, default: Any, inplace: bool = False) -> Any:
+        """Return the value at ``key``, setting it to ``default`` first when missing."""
+        out = self.get(key, NO_DEFAULT)
+        if out is NO_DEFAULT:
+            self.set(key, default, inplace=inplace)
+            out = self.get(key)
+        return out
+
+    def clear(self) -> TensorDictBase:
+        """Remove every key."""
+        if self.is_locked:
+            raise _errors.locked()
+        for key in list(self._keys_str()):
+            self._del_str(key)
+        return self
+
+    def update(self, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, *,
+               non_blocking: bool = False, keys_to_update: Sequence[NestedKey] | None = None,
+               is_leaf: Callable[[type], bool] | None = None, update_batch_size: bool = False,
+               ignore_lock: bool = False) -> TensorDictBase:
+        """Write every entry of a mapping or TensorDict into this one (nested entries merge).
+
+        All values are validated before anything is written, so a bad entry leaves ``self`` unchanged.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2)}, batch_size=[2])
+            >>> td.update({"b": torch.ones(2)}).sorted_keys
+            ['a', 'b']
+        """
+        if update_batch_size and is_td(input_dict_or_td):
+            self.batch_size = input_dict_or_td.batch_size
+        wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
+        plan: list[tuple[tuple[str, ...], Any]] = []
+        self._plan_update(input_dict_or_td, (), wanted, clone, plan, is_leaf)
+        checked = []
+        for path, value in plan:  # validate everything first: no half-applied update
+            node = self._parent_of(path)
+            if node is None:  # missing levels: set() creates them with this root's batch facts
+                if self.is_locked:
+                    raise _errors.locked()
+                checked.append((None, path, self._validate(value, path, self), False))
+                continue
+            exists = node._get_str(path[-1], NO_DEFAULT) is not NO_DEFAULT
+            if node.is_locked and not (inplace and exists) and not ignore_lock:
+                raise _errors.locked()
+            checked.append((node, path, node._validate(value, path, node, non_blocking), exists))
+        for node, path, value, exists in checked:
+            if node is None:
+                self.set(path, value, non_blocking=non_blocking)
+            else:
+                node._set_str(path[-1], value, inplace=inplace and exists, validated=True)
+        return self
+
+    def _parent_of(self, path: tuple[str, ...]) -> Any:
+        """The existing node that holds ``path[-1]``, or None when a level is missing."""
+        node: Any = self
+        for key in path[:-1]:
+            node = node._get_str(key, NO_DEFAULT)
+            if node is NO_DEFAULT or not is_td(node):
+                return None
+        return node
+
+    def _plan_update(self, source: Any, prefix: tuple[str, ...], wanted: Any, clone: bool,
+                     plan: list[Any], is_leaf: Any) -> None:
+        items = source._items_str() if is_td(source) else source.items()
+        for key, value in items:
+            path = (*prefix, *unravel_key_to_tuple(key))
+            nested = is_td(value) or isinstance(value, Mapping)
+            if nested and (is_leaf is None or not is_leaf(type(value))):
+                target = self.get(path, None)
+                if target is not None and is_td(target):
+                    self._plan_update(value, path, wanted, clone, plan, is_leaf)
+                    continue
+            if wanted is not None and not any(path[: len(w)] == w for w in wanted):
+                continue
+            if clone and (isinstance(value, _Tensor) or is_td(value)):
+                value = value.clone()
+            plan.append((path, value))
+
+    def update_(self, input_dict_or_td: Any, clone: bool = False, *, non_blocking: bool = False,
+                keys_to_update: Sequence[NestedKey] | None = None) -> TensorDictBase:
+        """Copy every entry into the existing leaves; every key must already exist."""
+        wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
+        pairs = []
+        for path, value in _leaf_items(input_dict_or_td, ()):
+            if wanted is not None and not any(path[: len(w)] == w for w in wanted):
+                continue
+            node = self._walk_to(path)
+            if node._get_str(path[-1], NO_DEFAULT) is NO_DEFAULT:
+                raise _errors.missing_key(path, node._keys_str())
+            pairs.append((node, path, node._validate(value, path, node, non_blocking)))
+        for node, path, value in pairs:
+            node._set_str(path[-1], value.clone() if clone else value, inplace=True, validated=True)
+        return self
+
+    # ------------------------------------------------------------------ keys
+    def keys(self, include_nested: bool = False, leaves_only: bool = False,
+             is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Any:
+        """Keys of this TensorDict.
+
+        Args:
+            include_nested: also yield nested keys as tuples.
+            leaves_only: skip keys whose value is a TensorDict.
+            is_leaf: predicate on a value's type deciding what counts as a leaf.
+            sort: sort the keys (tuples sorted by their joined form).
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(1), "n": {"b": torch.zeros(1)}}, batch_size=[1])
+            >>> list(td.keys(include_nested=True, leaves_only=True))
+            ['a', ('n', 'b')]
+        """
+        if not include_nested and not leaves_only and not sort:
+            return self._keys_str()
+        out = [key_of(p) for p, _ in self._nested_items(include_nested, leaves_only, is_leaf)]
+        if sort:
+            out.sort(key=lambda k: k if type(k) is str else ".".join(k))
+        return out
+
+    def _nested_items(self, include_nested: bool, leaves_only: bool, is_leaf: Any,
+                      prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+        for key, value in self._items_str():
+            path = (*prefix, key)
+            is_node = is_td(value) and (is_leaf is None or not is_leaf(type(value)))
+            if is_node and include_nested:
+                yield from value._nested_items(include_nested, leaves_only, is_leaf, path)
+            if not (is_node and leaves_only):
+                yield path, value
+
+    def items(self, include_nested: bool = False, leaves_only: bool = False,
+              is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterator[Any]:
+        """``(key, value)`` pairs; arguments as in :meth:`keys`."""
+        if not include_nested and not leaves_only and not sort:
+            yield from self._items_str()
+            return
+        for key in self.keys(include_nested, leaves_only, is_leaf, sort=sort):
+            yield key, self.get(key)
+
+    def values(self, include_nested: bool = False, leaves_only: bool = False,
+               is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterator[Any]:
+        """Values; arguments as in :meth:`keys`."""
+        for _, value in self.items(include_nested, leaves_only, is_leaf, sort=sort):
+            yield value
+
+    def entry_class(self, key: NestedKey) -> type:
+        """Type of the value at ``key``."""
+        return type(self.get(key))
+
+    def get_item_shape(self, key: NestedKey) -> torch.Size:
+        """Full shape of the leaf (or batch size of the nested TensorDict) at ``key``."""
+        value = self.get(key)
+        return value.batch_size if is_td(value) else value.shape
+
+    def is_empty(self) -> bool:
+        """True when the tree holds no leaf (nested empty TensorDicts don't count)."""
+        return not any(True for _ in named_leaves(self))
+
+    def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> TensorDictBase:
+        """A TensorDict with only the given keys (sharing the leaves).
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(1), "b": torch.zeros(1)}, batch_size=[1])
+            >>> td.select("a").sorted_keys
+            ['a']
+        """
+        paths = [unravel_key_to_tuple(k) for k in keys]
+        out = self._empty_like()
+        for path in paths:
+            value = self.get(path, NO_DEFAULT)
+            if value is NO_DEFAULT:
+                if strict:
+                    raise _errors.missing_key(path, self._walk_keys(path))
+                continue
+            out._set_path_unsafe(path, value, self)
+        if inplace:
+            return self._replace_with(out)
+        return out
+
+    def _walk_keys(self, path: tuple[str, ...]) -> Any:
+        try:
+            return self._walk_to(path)._keys_str()
+        except KeyError:
+            return self._keys_str()
+
+    def _empty_like(self) -> TensorDictBase:
+        return self._dense_cls._new_unsafe({}, self.batch_size, self.device, self._maybe_names())
+
+    def _set_path_unsafe(self, path: tuple[str, ...], value: Any, like: Any) -> None:
+        node: Any = self
+        for key in path[:-1]:
+            sub = node._get_str(key, NO_DEFAULT)
+            like = like._get_str(key)
+            if sub is NO_DEFAULT:
+                sub = self._dense_cls._new_unsafe({}, like.batch_size, like.device, like._maybe_names())
+                node._set_str(key, sub, inplace=False, validated=True)
+            node = sub
+        node._set_str(path[-1], value, inplace=False, validated=True)
+
+    def _replace_with(self, other: TensorDictBase) -> TensorDictBase:
+        if self.is_locked:
+            raise _errors.locked()
+        for key in list(self._keys_str()):
+            if other._get_str(key, NO_DEFAULT) is NO_DEFAULT:
+                self._del_str(key)
+        for key, value in other._items_str():
+            self._set_str(key, value, inplace=False, validated=True)
+        return self
+
+    def exclude(self, *keys: NestedKey, inplace: bool = False) -> TensorDictBase:
+        """A TensorDict without the given keys (missing keys are ignored)."""
+        drop = {unravel_key_to_tuple(k) for k in keys}
+        out = self._copy_tree(lambda path: path not in drop)
+        return self._replace_with(out) if inplace else out
+
+    def _copy_tree(self, keep: Callable[[tuple[str, ...]], bool], prefix: tuple[str, ...] = ()) -> TensorDictBase:
+        out = {}
+        for key, value in self._items_str():
+            path = (*prefix, key)
+            if not keep(path):
+                continue
+            out[key] = value._copy_tree(keep, path) if is_td(value) else value
+        return self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+
+    def split_keys(self, *key_sets: Sequence[NestedKey], inplace: bool = False, default: Any = None,
+                   strict: bool = True, reproduce_struct: bool = False) -> tuple[TensorDictBase, ...]:
+        """Split into one TensorDict per key set, plus one with the remaining keys."""
+        outs = [self.select(*ks, strict=strict) for ks in key_sets]
+        taken = [unravel_key_to_tuple(k) for ks in key_sets for k in ks]
+        rest = self.exclude(*taken)
+        if inplace:
+            self._replace_with(rest)
+        return (*outs, rest)
+
+    def flatten_keys(self, separator: str = ".", inplace: bool = False,
+                     is_leaf: Callable[[type], bool] | None = None) -> TensorDictBase:
+        """Turn nested keys into flat ``separator``-joined keys.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": {"b": torch.zeros(1)}}, batch_size=[1])
+            >>> td.flatten_keys().sorted_keys
+            ['a.b']
+        """
+        out = {separator.join(path): value for path, value in named_leaves(self, is_leaf=is_leaf)}
+        result = self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+        return self._replace_with(result) if inplace else result
+
+    def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> TensorDictBase:
+        """Inverse of :meth:`flatten_keys`: ``"a.b"`` becomes ``("a", "b")``."""
+        out = self._empty_like()
+        for key, value in self._items_str():
+            if is_td(value):
+                value = value.unflatten_keys(separator)
+            out._set_path_unsafe(tuple(key.split(separator)), value, _Creator(self))
+        return self._replace_with(out) if inplace else out
+
+    def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> TensorDictBase:
+        """Move the value at ``old_key`` to ``new_key``."""
+        if self.is_locked:
+            raise _errors.locked()
+        if safe and new_key in self:
+            raise KeyError(f"key {_errors.fmt_path(new_key)} already present in TensorDict.")
+        value = self.get(old_key)
+        self.del_(old_key)
+        self.set(new_key, value)
+        return self
+
+    def fill_(self, key: NestedKey, value: float | bool) -> TensorDictBase:
+        """Fill the leaf (or every leaf of the nested TensorDict) at ``key`` with ``value``."""
+        target = self.get(key)
+        if is_td(target):
+            target.apply_(lambda x: x.fill_(value))
+        else:
+            target.fill_(value)
+        return self
+
+    # ------------------------------------------------------------------ batch size helpers
+    def auto_batch_size_(self, batch_dims: int | None = None) -> TensorDictBase:
+        """Set the batch size to the longest leading shape shared by every leaf."""
+        shapes = [
+            (v.batch_size if is_td(v) else v.shape) for v in self._values_str()
+        ]
+        common: list[int] = []
+        if shapes:
+            for dims in zip(*shapes, strict=False):
+                if len(set(dims)) != 1 or (batch_dims is not None and len(common) >= batch_dims):
+                    break
+                common.append(dims[0])
+            else:
+                common = list(min(shapes, key=len))[: batch_dims if batch_dims is not None else None]
+        for value in self._values_str():
+            if is_td(value):
+                value.batch_size = common
+                value.auto_batch_size_(None if batch_dims is None else batch_dims)
+        self.batch_size = common
+        return self
+
+    # ------------------------------------------------------------------ apply
+    def apply(self, fn: Callable[..., Any], *others: Any, batch_size: Sequence[int] | None = None,
+              device: Any = NO_DEFAULT, names: Any = NO_DEFAULT, inplace: bool = False,
+              default: Any = NO_DEFAULT, filter_empty: bool | None = None, propagate_lock: bool = False,
+              call_on_nested: bool = False, out: TensorDictBase | None = None,
+              **constructor_kwargs: Any) -> TensorDictBase | None:
+        """Apply ``fn`` to every leaf (with the matching leaves of ``others``) into a new TensorDict.
+
+        A leaf for which ``fn`` returns None is dropped; if every leaf is dropped, None is returned.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": torch.ones(2)}, batch_size=[2])
+            >>> td.apply(lambda x, y: x + y, td)["a"]
+            tensor([2., 2.])
+        """
+        is_leaf = None
+        if call_on_nested:
+            def is_leaf(cls: type) -> bool:
+                return True
+        dev = _as_device(device) if device is not NO_DEFAULT else NO_DEFAULT
+        result = apply_leaves(
+            self, fn, *others, batch_size=batch_size, names=names, device=dev, inplace=inplace,
+            is_leaf=is_leaf, filter_empty=True if filter_empty is None else filter_empty, default=default,
+            what="applying fn",
+        )
+        if inplace:
+            return self
+        if filter_empty is None and not self.is_empty() and result.is_empty() and not len(result._keys_str()):
+            return None
+        if out is not None:
+            out.update(result, inplace=True)
+            return out
+        if propagate_lock and self.is_locked:
+            result.lock_()
+        return result
+
+    def apply_(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> TensorDictBase:
+        """Apply ``fn`` to every leaf and write the results into the existing leaves."""
+        return self.apply(fn, *others, inplace=True, **kwargs)  # type: ignore[return-value]
+
+    def named_apply(self, fn: Callable[..., Any], *others: Any, nested_keys: bool = False,
+                    batch_size: Sequence[int] | None = None, device: Any = NO_DEFAULT,
+                    names: Any = NO_DEFAULT, inplace: bool = False, default: Any = NO_DEFAULT,
+                    filter_empty: bool | None = None, propagate_lock: bool = False,
+                    **constructor_kwargs: Any) -> TensorDictBase | None:
+        """Like :meth:`apply`, with the key as first argument of ``fn``.
+
+        The key is the leaf's own name, or its full path when ``nested_keys`` is True.
+        """
+        paths = iter([key_of(p) if nested_keys else p[-1] for p, _ in named_leaves(self)])
+
+        def keyed(value: Any, *rest: Any) -> Any:
+            return fn(next(paths), value, *rest)
+
+        return self.apply(keyed, *others, batch_size=batch_size, device=device, names=names,
+                          inplace=inplace, default=default, filter_empty=filter_empty,
+                          propagate_lock=propagate_lock)
+
+    def _map(self, fn: Callable[[Any], Any], what: str, batch_size: Any = None,
+             names: Any = NO_DEFAULT, device: Any = NO_DEFAULT) -> TensorDictBase:
+        """Internal leaf map without user-facing options."""
+        return apply_leaves(self, fn, batch_size=batch_size, names=names, device=device, what=what)
+
+    # ------------------------------------------------------------------ device, dtype, copies
+    def to(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(other_td)``, ``to(device, dtype)``.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> TensorDict({"a": torch.ones(2)}, batch_size=[2]).to(torch.float64)["a"].dtype
+            torch.float64
+        """
+        non_blocking = kwargs.pop("non_blocking", False)
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        batch_size = kwargs.pop("batch_size", None)
+        for arg in args:
+            if isinstance(arg, torch.dtype):
+                dtype = arg
+            elif is_td(arg) or isinstance(arg, _Tensor):
+                device = arg.device
+            elif arg is not None:
+                device = arg
+        if kwargs:
+            raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
+        result: TensorDictBase = self
+        if device is not None:
+            device = _as_device(device)
+            result = result._map(lambda x: x.to(device, non_blocking=non_blocking), "moving to device",
+                                 device=device)
+        if dtype is not None:
+            result = _pointwise.cast(result, dtype)
+        if batch_size is not None:
+            result = result.clone(False) if result is self else result
+            result.batch_size = batch_size
+        return result
+
+    def cpu(self, **kwargs: Any) -> TensorDictBase:
+        """Move every leaf to the CPU."""
+        return self.to("cpu", **kwargs)
+
+    def cuda(self, device: Any = None, **kwargs: Any) -> TensorDictBase:
+        """Move every leaf to a CUDA device."""
+        if device is None:
+            device = "cuda"
+        elif isinstance(device, int):
+            device = f"cuda:{device}"
+        return self.to(device, **kwargs)
+
+    def clone(self, recurse: bool = True, **kwargs: Any) -> TensorDictBase:
+        """A copy; ``recurse=False`` copies the structure only and shares the leaves.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": torch.ones(2)}, batch_size=[2])
+            >>> td.clone(False)["a"] is td["a"], td.clone()["a"] is td["a"]
+            (True, False)
+        """
+        if recurse:
+            return _pointwise.map_dense(self, torch._foreach_clone if hasattr(torch, "_foreach_clone") else None,
+                                        torch.clone, "cloning")
+        return self._copy_tree(lambda path: True)
+
+    def copy(self) -> TensorDictBase:
+        """Shallow copy (``clone(recurse=False)``)."""
+        return self.clone(False)
+
+    def __copy__(self) -> TensorDictBase:
+        return self.clone(False)
+
+    def __deepcopy__(self, memo: Any) -> TensorDictBase:
+        return self.clone()
+
+    def copy_(self, tensordict: Any, non_blocking: bool = False) -> TensorDictBase:
+        """Copy the values of ``tensordict`` into this one's leaves."""
+        return self.update_(tensordict, non_blocking=non_blocking)
+
+    def detach(self) -> TensorDictBase:
+        """Detached copy of every leaf (shares storage)."""
+        return self._map(torch.Tensor.detach, "detaching")
+
+    def detach_(self) -> TensorDictBase:
+        """Detach every leaf in place."""
+        for leaf in flat_leaves(self):
+            leaf.detach_()
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> TensorDictBase:
+        """Set ``requires_grad`` on every leaf."""
+        for leaf in flat_leaves(self):
+            leaf.requires_grad_(requires_grad)
+        return self
+
+    @property
+    def requires_grad(self) -> bool:
+        """True when any leaf requires grad."""
+        return any(leaf.requires_grad for leaf in flat_leaves(self))
+
+    def zero_(self) -> TensorDictBase:
+        """Fill every leaf with zeros in place."""
+        leaves = flat_leaves(self)
+        if leaves:
+            torch._foreach_zero_(leaves)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> TensorDictBase:
+        """Reset the ``grad`` of every leaf."""
+        for leaf in flat_leaves(self):
+            if leaf.grad is not None:
+                if set_to_none:
+                    leaf.grad = None
+                else:
+                    leaf.grad.zero_()
+        return self
+
+    @property
+    def data(self) -> TensorDictBase:
+        """A TensorDict of the leaves' ``.data``."""
+        return self._map(lambda x: x.data, "reading data")
+
+    @property
+    def grad(self) -> TensorDictBase | None:
+        """A TensorDict of the leaves' gradients (leaves without grad are dropped)."""
+        return self._map(lambda x: x.grad, "reading grad")
+
+    def contiguous(self) -> TensorDictBase:
+        """Contiguous copy of every leaf."""
+        return self._map(torch.Tensor.contiguous, "making contiguous")
+
+    def is_contiguous(self) -> bool:
+        """True when every leaf is contiguous."""
+        return all(leaf.is_contiguous() for leaf in flat_leaves(self))
+
+    def _new_leaves(self, size: Any, make: Callable[[Any, tuple[int, ...]], Any], what: str) -> TensorDictBase:
+        if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
+            size = tuple(size[0])
+        size = _Size(size)
+        nd = self.batch_dims
+        return self._map(lambda x: make(x, (*size, *x.shape[nd:])), what, batch_size=size)
+
+    def new_zeros(self, *size: Any, **kwargs: Any) -> TensorDictBase:
+        """A TensorDict of batch size ``size`` filled with zeros (leaf feature shapes kept)."""
+        return self._new_leaves(size, lambda x, s: x.new_zeros(s, **kwargs), "new_zeros")
+
+    def new_ones(self, *size: Any, **kwargs: Any) -> TensorDictBase:
+        """A TensorDict of batch size ``size`` filled with ones."""
+        return self._new_leaves(size, lambda x, s: x.new_ones(s, **kwargs), "new_ones")
+
+    def new_empty(self, *size: Any, **kwargs: Any) -> TensorDictBase:
+        """A TensorDict of batch size ``size`` with uninitialised leaves."""
+        return self._new_leaves(size, lambda x, s: x.new_empty(s, **kwargs), "new_empty")
+
+    def new_full(self, size: Any, fill_value: Any, **kwargs: Any) -> TensorDictBase:
+        """A TensorDict of batch size ``size`` filled with ``fill_value``."""
+        return self._new_leaves((size,), lambda x, s: x.new_full(s, fill_value, **kwargs), "new_full")
+
+    def new_tensor(self, data: Any, **kwargs: Any) -> TensorDictBase:
+        """A TensorDict with the values of ``data`` (a TensorDict or mapping), leaf by leaf."""
+        if not is_td(data):
+            data = self._dense_cls.from_dict(data)
+        return data._map(lambda x: torch.as_tensor(x).clone().to(**kwargs) if kwargs else x.clone(),
+                         "new_tensor")
+
+    # ------------------------------------------------------------------ lock
+    def lock_(self) -> TensorDictBase:
+        """Lock this TensorDict and its nested ones: no key may be added or removed."""
+        self._set_lock(True)
+        for value in self._values_str():
+            if is_td(value):
+                value.lock_()
+        return self
+
+    def unlock_(self) -> TensorDictBase:
+        """Unlock this TensorDict and its nested ones."""
+        self._set_lock(False)
+        for value in self._values_str():
+            if is_td(value):
+                value.unlock_()
+        return self
+
+    # ------------------------------------------------------------------ comparisons & checks
+    def all(self, dim: int | None = None) -> bool | TensorDictBase:
+        """True when every leaf is all-true; with ``dim``, a TensorDict reduced along that batch dim."""
+        if dim is None:
+            return all(bool(leaf.all()) for leaf in flat_leaves(self))
+        return _reduce.reduce(self, "all", dim=dim)
+
+    def any(self, dim: int | None = None) -> bool | TensorDictBase:
+        """True when any leaf has a true element; with ``dim``, reduced along that batch dim."""
+        if dim is None:
+            return any(bool(leaf.any()) for leaf in flat_leaves(self))
+        return _reduce.reduce(self, "any", dim=dim)
+
+    def allclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+        """True when every leaf is close to the matching leaf (or value) of ``other``."""
+        others = _pointwise.leaves_of(other, self)
+        return all(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+                   for a, b in zip(flat_leaves(self), others, strict=True))
+
+    # ------------------------------------------------------------------ conversions
+    def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
+        """A plain nested ``dict`` of the leaves."""
+        return {
+            key: value.to_dict(retain_none=retain_none, convert_tensors=convert_tensors) if is_td(value)
+            else (value.tolist() if convert_tensors and isinstance(value, _Tensor) else value)
+            for key, value in self._items_str()
+        }
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
+        """An in-memory TensorDict copy of this one."""
+        return self.clone()
+
+    def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False,
+                   flatten: bool = False) -> dict[str, Any]:
+        """A flat ``{"a.b": tensor}`` dict, loadable by :meth:`load_state_dict`."""
+        out = {} if destination is None else destination
+        for path, leaf in named_leaves(self):
+            out[prefix + ".".join(path)] = leaf if keep_vars else leaf.detach()
+        out[prefix + "__batch_size"] = self.batch_size
+        out[prefix + "__device"] = self.device
+        return out
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False,
+                        from_flatten: bool = False) -> TensorDictBase:
+        """Load a dict produced by :meth:`state_dict` (copies into existing leaves, adds new ones)."""
+        state = {k: v for k, v in state_dict.items() if not k.endswith(("__batch_size", "__device"))}
+        source = self._dense_cls._new_unsafe(dict(state), self.batch_size, None, None).unflatten_keys(".")
+        if strict:
+            mine = {p for p, _ in named_leaves(self)}
+            theirs = {p for p, _ in named_leaves(source)}
+            if mine != theirs:
+                raise _errors.key_sets_differ((), [".".join(p) for p in mine], [".".join(p) for p in theirs])
+        bs = state_dict.get("__batch_size")
+        if bs is not None and _Size(bs) != self.batch_size:
+            self.batch_size = bs
+        self.update(source, inplace=not assign)
+        return self
+
+    def __reduce__(self) -> Any:
+        return (self._dense_cls._from_state, (self.to_dict(), self.batch_size, self.device,
+                                             self._maybe_names(), self.is_locked))
+
+    # ------------------------------------------------------------------ repr
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"]
+        _tree_lines(self, "", lines)
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ torch function protocol
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return _torch_function.dispatch(func, types, args, kwargs)
+
+    # ------------------------------------------------------------------ names
+    def refine_names(self, *names: Any) -> TensorDictBase:
+        """Name the batch dims in place (``...`` keeps existing names)."""
+        current = self.names
+        if len(names) == 1 and names[0] is Ellipsis:
+            return self
+        new = list(current)
+        if Ellipsis in names:
+            i = names.index(Ellipsis)
+            head, tail = names[:i], names[i + 1:]
+            new[: len(head)] = head
+            if tail:
+                new[-len(tail):] = tail
+        else:
+            new = list(names)
+        self.names = new
+        return self
+
+    def rename(self, *names: Any, **rename_map: Any) -> TensorDictBase:
+        """A shallow copy with renamed batch dims."""
+        out = self.clone(False)
+        return out.rename_(*names, **rename_map)
+
+    def rename_(self, *names: Any, **rename_map: Any) -> TensorDictBase:
+        """Rename batch dims in place, positionally or by ``old=new``."""
+        if names:
+            self.names = list(names)
+        else:
+            self.names = [rename_map.get(n, n) if n is not None else None for n in self.names]
+        return self
+
+    # generic ops attached from _ops (one owner per concern)
+    view = _shape.view
+    reshape = _shape.reshape
+    permute = _shape.permute
+    transpose = _shape.transpose
+    unsqueeze = _shape.unsqueeze
+    squeeze = _shape.squeeze
+    flatten = _shape.flatten
+    unflatten = _shape.unflatten
+    expand = _shape.expand
+    expand_as = _shape.expand_as
+    unbind = _shape.unbind
+    split = _shape.split
+    chunk = _shape.chunk
+    repeat = _shape.repeat
+    repeat_interleave = _shape.repeat_interleave
+    gather = _shape.gather
+    get_at = _index.get_at
+    set_at_ = _index.set_at_
+    update_at_ = _index.update_at_
+    masked_fill = _index.masked_fill
+    masked_fill_ = _index.masked_fill_
+    masked_select = _index.masked_select
+    where = _index.where
+    sum = _reduce.make("sum")
+    mean = _reduce.make("mean")
+    nansum = _reduce.make("nansum")
+    nanmean = _reduce.make("nanmean")
+    prod = _reduce.make("prod")
+    std = _reduce.make("std")
+    var = _reduce.make("var")
+    max = _reduce.make("max")
+    min = _reduce.make("min")
+    amax = _reduce.make("amax")
+    amin = _reduce.make("amin")
+    norm = _reduce.make("norm")
+
+    @classmethod
+    def stack(cls, input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> TensorDictBase:
+        """Stack TensorDicts along a new batch dim (see :func:`torch.stack`)."""
+        return _torch_function.stack(input, dim, out=out)
+
+    @classmethod
+    def cat(cls, input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> TensorDictBase:
+        """Concatenate TensorDicts along an existing batch dim (see :func:`torch.cat`)."""
+        return _torch_function.cat(input, dim, out=out)
+
+
+def _leaf_items(source: Any, prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """``(path, leaf)`` pairs of a TensorDict or a nested mapping."""
+    items = source._items_str() if is_td(source) else source.items()
+    for key, value in items:
+        path = (*prefix, *unravel_key_to_tuple(key))
+        if is_td(value) or isinstance(value, Mapping):
+            yield from _leaf_items(value, path)
+        else:
+            yield path, value
+
+
+class _Creator:
+    """Stands in for a 'like' tree when creating levels: every level copies the root's batch facts."""
+
+    __slots__ = ("_root",)
+
+    def __init__(self, root: TensorDictBase) -> None:
+        self._root = root
+
+    def _get_str(self, key: str) -> Any:
+        return self
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._root.batch_size
+
+    @property
+    def device(self) -> Any:
+        return self._root.device
+
+    def _maybe_names(self) -> Any:
+        return self._root._maybe_names()
+
+
+def _leaf_repr(value: Any) -> str:
+    if isinstance(value, _Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        return f"Tensor(shape={list(value.shape)}, dtype={dtype}, device={value.device})"
+    return repr(value)
+
+
+def _tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
+    items = list(td._items_str())
+    for i, (key, value) in enumerate(items):
+        last = i == len(items) - 1
+        branch, extend = ("`-- ", "    ") if last else ("|-- ", "|   ")
+        if is_td(value):
+            lines.append(f"{indent}{branch}{key}: {type(value).__name__}(batch_size={list(value.batch_size)})")
+            _tree_lines(value, indent + extend, lines)
+        else:
+            lines.append(f"{indent}{branch}{key}: {_leaf_repr(value)}")
+
+
+_pointwise.install(TensorDictBase)
