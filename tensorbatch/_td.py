@@ -56,9 +56,14 @@ class TensorDict(TensorDictBase):
         self._names = None
         self._tensordict: dict[str, Any] = {}
         items = source._items_str() if is_td(source) else source.items()
+        data = self._tensordict
+        bs, n, dev = self._batch_size, len(self._batch_size), self._device
         for key, value in items:
             if type(key) is str:
-                self._tensordict[key] = self._validate(value, (*path_prefix, key), self, bool(non_blocking))
+                if type(value) is _Tensor and value.shape[:n] == bs and (dev is None or value.device == dev):
+                    data[key] = value
+                else:
+                    data[key] = self._validate(value, (*path_prefix, key), self, bool(non_blocking))
             else:
                 path = unravel_key_to_tuple(key)
                 node = self._walk_to(path, create=True)
@@ -198,24 +203,66 @@ class TensorDict(TensorDictBase):
         self._is_locked = value
 
     # ------------------------------------------------------------------ fast paths
+    # These skip the generic machinery for the most common calls (str keys, tensor values);
+    # anything unusual falls through to TensorDictBase, which owns the semantics.
     def __getitem__(self, index: Any) -> Any:
         if type(index) is str:
             try:
                 return self._tensordict[index]
             except KeyError:
                 raise _errors.missing_key((index,), self._tensordict) from None
+        if type(index) is tuple and index and type(index[0]) is str:
+            node: Any = self
+            try:
+                for key in index:
+                    node = node._tensordict[key]
+                return node
+            except (KeyError, AttributeError, TypeError):
+                pass
         return TensorDictBase.__getitem__(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        if type(index) is str and not self._is_locked:
-            if type(value) is _Tensor and value.shape[: len(self._batch_size)] == self._batch_size and (
-                self._device is None or value.device == self._device
+        node: Any = self
+        path = index
+        if type(index) is tuple and index and type(index[0]) is str:
+            for key in index[:-1]:
+                node = node._tensordict.get(key) if type(key) is str else None
+                if type(node) is not TensorDict:
+                    return TensorDictBase.__setitem__(self, index, value)
+            index = index[-1]
+        if type(index) is str and not node._is_locked:
+            bs = node._batch_size
+            if type(value) is _Tensor and value.shape[: len(bs)] == bs and (
+                node._device is None or value.device == node._device
             ):
-                self._tensordict[index] = value
-                return
-            self._tensordict[index] = self._validate(value, (index,))
-            return
-        TensorDictBase.__setitem__(self, index, value)
+                node._tensordict[index] = value
+                return None
+            node._tensordict[index] = node._validate(value, path if type(path) is tuple else (index,))
+            return None
+        return TensorDictBase.__setitem__(self, index, value)
+
+    def update(self, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, **kwargs: Any) -> Any:
+        """Write every entry of a mapping or TensorDict into this one (nested entries merge).
+
+        All values are validated before anything is written, so a bad entry leaves ``self`` unchanged.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2)}, batch_size=[2])
+            >>> td.update({"b": torch.ones(2)}).sorted_keys
+            ['a', 'b']
+        """
+        if clone or inplace or kwargs or self._is_locked:
+            return TensorDictBase.update(self, input_dict_or_td, clone, inplace, **kwargs)
+        source = input_dict_or_td._tensordict if type(input_dict_or_td) is TensorDict else input_dict_or_td
+        bs, n, device = self._batch_size, len(self._batch_size), self._device
+        for key, value in source.items():  # all plain tensors at this level? else the general path
+            if type(key) is not str or type(value) is not _Tensor or value.shape[:n] != bs or (
+                device is not None and value.device != device
+            ):
+                return TensorDictBase.update(self, input_dict_or_td)
+        self._tensordict.update(source)
+        return self
 
     # ------------------------------------------------------------------ constructors
     @classmethod

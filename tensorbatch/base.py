@@ -22,7 +22,7 @@ from ._ops import pointwise as _pointwise
 from ._ops import reduce as _reduce
 from ._ops import shape as _shape
 from ._ops import torch_function as _torch_function
-from ._ops.traverse import NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, named_leaves
+from ._ops.traverse import MISSING, NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, named_leaves
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -193,8 +193,8 @@ class TensorDictBase(abc.ABC):
         """The node holding ``path[-1]``; missing levels are created when ``create``."""
         node: Any = self
         for i, key in enumerate(path[:-1]):
-            sub = node._get_str(key, NO_DEFAULT)
-            if sub is NO_DEFAULT:
+            sub = node._get_str(key, MISSING)
+            if sub is MISSING:
                 if not create:
                     raise _errors.missing_key(path[: i + 1], node._keys_str())
                 if node.is_locked:
@@ -221,8 +221,8 @@ class TensorDictBase(abc.ABC):
             True
         """
         if type(key) is str:
-            out = self._get_str(key, NO_DEFAULT)
-            if out is NO_DEFAULT:
+            out = self._get_str(key, MISSING)
+            if out is MISSING:
                 if default is NO_DEFAULT:
                     raise _errors.missing_key((key,), self._keys_str())
                 return default
@@ -234,8 +234,8 @@ class TensorDictBase(abc.ABC):
                 if default is not NO_DEFAULT:
                     return default
                 raise KeyError(f"key {_errors.fmt_path(path)}: {_errors.fmt_path(path[:i])} is not a TensorDict")
-            nxt = node._get_str(k, NO_DEFAULT)
-            if nxt is NO_DEFAULT:
+            nxt = node._get_str(k, MISSING)
+            if nxt is MISSING:
                 if default is NO_DEFAULT:
                     raise _errors.missing_key(path[: i + 1], node._keys_str())
                 return default
@@ -244,8 +244,8 @@ class TensorDictBase(abc.ABC):
 
     def __getitem__(self, index: Any) -> Any:
         if type(index) is str:
-            out = self._get_str(index, NO_DEFAULT)
-            if out is NO_DEFAULT:
+            out = self._get_str(index, MISSING)
+            if out is MISSING:
                 raise _errors.missing_key((index,), self._keys_str())
             return out
         if type(index) is tuple and index and all(type(k) is str or type(k) is tuple for k in index):
@@ -265,9 +265,9 @@ class TensorDictBase(abc.ABC):
 
     def __contains__(self, key: Any) -> bool:
         if type(key) is str:
-            return self._get_str(key, NO_DEFAULT) is not NO_DEFAULT
+            return self._get_str(key, MISSING) is not MISSING
         if isinstance(key, tuple):
-            return self.get(key, NO_DEFAULT) is not NO_DEFAULT
+            return self.get(key, MISSING) is not MISSING
         raise RuntimeError("key must be a NestedKey (a str or a possibly tuple of str).")
 
     def set(self, key: NestedKey, item: Any, inplace: bool = False, *, non_blocking: bool = False,
@@ -292,7 +292,7 @@ class TensorDictBase(abc.ABC):
         path = (key,) if type(key) is str else unravel_key_to_tuple(key)
         node = self._walk_to(path, create=True) if len(path) > 1 else self
         name = path[-1]
-        exists = node._get_str(name, NO_DEFAULT) is not NO_DEFAULT
+        exists = node._get_str(name, MISSING) is not MISSING
         if node.is_locked and not (inplace and exists):
             raise _errors.locked()
         node._set_str(name, node._validate(item, path, node, non_blocking), inplace=inplace and exists,
@@ -307,7 +307,7 @@ class TensorDictBase(abc.ABC):
         """
         path = unravel_key_to_tuple(key)
         node = self._walk_to(path)
-        if node._get_str(path[-1], NO_DEFAULT) is NO_DEFAULT:
+        if node._get_str(path[-1], MISSING) is MISSING:
             raise _errors.missing_key(path, node._keys_str())
         node._set_str(path[-1], node._validate(item, path, node), inplace=True, validated=True)
         return self
@@ -348,15 +348,15 @@ class TensorDictBase(abc.ABC):
         node = self._walk_to(path)
         if node.is_locked:
             raise _errors.locked()
-        if node._get_str(path[-1], NO_DEFAULT) is NO_DEFAULT:
+        if node._get_str(path[-1], MISSING) is MISSING:
             raise _errors.missing_key(path, node._keys_str())
         node._del_str(path[-1])
         return self
 
     def pop(self, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
         """Remove ``key`` and return its value (``default`` when given and missing)."""
-        out = self.get(key, NO_DEFAULT)
-        if out is NO_DEFAULT:
+        out = self.get(key, MISSING)
+        if out is MISSING:
             if default is NO_DEFAULT:
                 raise _errors.missing_key(unravel_key_to_tuple(key), self._keys_str())
             return default
@@ -373,8 +373,8 @@ class TensorDictBase(abc.ABC):
 
     def setdefault(self, key: NestedKey, default: Any, inplace: bool = False) -> Any:
         """Return the value at ``key``, setting it to ``default`` first when missing."""
-        out = self.get(key, NO_DEFAULT)
-        if out is NO_DEFAULT:
+        out = self.get(key, MISSING)
+        if out is MISSING:
             self.set(key, default, inplace=inplace)
             out = self.get(key)
         return out
@@ -414,7 +414,7 @@ class TensorDictBase(abc.ABC):
                     raise _errors.locked()
                 checked.append((None, path, self._validate(value, path, self), False))
                 continue
-            exists = node._get_str(path[-1], NO_DEFAULT) is not NO_DEFAULT
+            exists = node._get_str(path[-1], MISSING) is not MISSING
             if node.is_locked and not (inplace and exists) and not ignore_lock:
                 raise _errors.locked()
             checked.append((node, path, node._validate(value, path, node, non_blocking), exists))
@@ -429,8 +429,8 @@ class TensorDictBase(abc.ABC):
         """The existing node that holds ``path[-1]``, or None when a level is missing."""
         node: Any = self
         for key in path[:-1]:
-            node = node._get_str(key, NO_DEFAULT)
-            if node is NO_DEFAULT or not is_td(node):
+            node = node._get_str(key, MISSING)
+            if node is MISSING or not is_td(node):
                 return None
         return node
 
@@ -460,7 +460,7 @@ class TensorDictBase(abc.ABC):
             if wanted is not None and not any(path[: len(w)] == w for w in wanted):
                 continue
             node = self._walk_to(path)
-            if node._get_str(path[-1], NO_DEFAULT) is NO_DEFAULT:
+            if node._get_str(path[-1], MISSING) is MISSING:
                 raise _errors.missing_key(path, node._keys_str())
             pairs.append((node, path, node._validate(value, path, node, non_blocking)))
         for node, path, value in pairs:
@@ -541,8 +541,8 @@ class TensorDictBase(abc.ABC):
         paths = [unravel_key_to_tuple(k) for k in keys]
         out = self._empty_like()
         for path in paths:
-            value = self.get(path, NO_DEFAULT)
-            if value is NO_DEFAULT:
+            value = self.get(path, MISSING)
+            if value is MISSING:
                 if strict:
                     raise _errors.missing_key(path, self._walk_keys(path))
                 continue
@@ -563,9 +563,9 @@ class TensorDictBase(abc.ABC):
     def _set_path_unsafe(self, path: tuple[str, ...], value: Any, like: Any) -> None:
         node: Any = self
         for key in path[:-1]:
-            sub = node._get_str(key, NO_DEFAULT)
+            sub = node._get_str(key, MISSING)
             like = like._get_str(key)
-            if sub is NO_DEFAULT:
+            if sub is MISSING:
                 sub = self._dense_cls._new_unsafe({}, like.batch_size, like.device, like._maybe_names())
                 node._set_str(key, sub, inplace=False, validated=True)
             node = sub
@@ -575,7 +575,7 @@ class TensorDictBase(abc.ABC):
         if self.is_locked:
             raise _errors.locked()
         for key in list(self._keys_str()):
-            if other._get_str(key, NO_DEFAULT) is NO_DEFAULT:
+            if other._get_str(key, MISSING) is MISSING:
                 self._del_str(key)
         for key, value in other._items_str():
             self._set_str(key, value, inplace=False, validated=True)

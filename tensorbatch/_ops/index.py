@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._errors import add_path_note, fmt_path, fmt_shape
+from .._errors import add_path_note, fmt_path, fmt_shape, locked
 from .._keys import unravel_key_to_tuple
-from .traverse import NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, named_leaves
+from .traverse import MISSING, NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, named_leaves
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -24,34 +24,45 @@ def normalize(td: Any, index: Any) -> tuple[tuple[Any, ...], torch.Size | None, 
 
     The new batch size is None when it depends on tensor values (masks, index tensors).
     """
-    items = index if type(index) is tuple else (index,)
     bs = td.batch_size
+    names = td._maybe_names()
+    if type(index) is int and bs and names is None:  # the common case, kept cheap
+        size = bs[0]
+        if not -size <= index < size:
+            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {size}")
+        return (index,), bs[1:], None
+    items = index if type(index) is tuple else (index,)
     nd = len(bs)
     conv = []
     used = 0
+    ellipsis_at = -1
     for item in items:
-        if isinstance(item, (list, range, np.ndarray)):
+        if item is Ellipsis:
+            if ellipsis_at >= 0:
+                raise IndexError("an index can only have a single ellipsis ('...')")
+            ellipsis_at = len(conv)
+        elif item is None:
+            pass
+        elif isinstance(item, _Tensor):
+            used += max(item.ndim, 1) if item.dtype == torch.bool else 1
+        elif isinstance(item, (list, range, np.ndarray)):
             item = torch.as_tensor(item)
+            used += max(item.ndim, 1) if item.dtype == torch.bool else 1
         elif isinstance(item, (np.integer, np.bool_)):
             item = item.item()
-        if isinstance(item, _Tensor) and item.dtype == torch.bool:
-            used += max(item.ndim, 1)
-        elif item is not None and item is not Ellipsis:
-            if isinstance(item, (str, tuple)):
-                raise IndexError(f"invalid index {index!r}: keys and batch indices cannot be mixed")
+            used += 1
+        elif isinstance(item, (str, tuple)):
+            raise IndexError(f"invalid index {index!r}: keys and batch indices cannot be mixed")
+        else:
             used += 1
         conv.append(item)
-    if conv.count(Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
     if used > nd:
         raise IndexError(
             f"too many indices for TensorDict with batch_size {fmt_shape(bs)}: {used} indexed dims, "
             f"{nd} batch dims"
         )
-    if Ellipsis in conv:
-        i = conv.index(Ellipsis)
-        conv[i : i + 1] = [slice(None)] * (nd - used)
-    names = td._maybe_names()
+    if ellipsis_at >= 0:
+        conv[ellipsis_at : ellipsis_at + 1] = [slice(None)] * (nd - used)
     return tuple(conv), _static_size(conv, bs), None if names is None else _new_names(conv, names)
 
 
@@ -112,8 +123,9 @@ def getitem(td: Any, index: Any) -> Any:
     """``td[index]`` for any torch index on the batch dims."""
     idx, new_bs, names = normalize(td, index)
     leaves = flat_leaves(td)
+    leaf_idx = idx[0] if len(idx) == 1 else idx
     try:
-        out = [leaf[idx] for leaf in leaves]
+        out = [leaf[leaf_idx] for leaf in leaves]
     except Exception:
         apply_leaves(td, lambda x: x[idx], what="indexing")
         raise
@@ -123,67 +135,96 @@ def getitem(td: Any, index: Any) -> Any:
 
 
 def _target_size(td: Any, idx: tuple[Any, ...], new_bs: Any) -> torch.Size:
+    """Batch shape selected by ``idx`` (cheap for one index tensor or one mask)."""
     if new_bs is not None:
         return new_bs
+    bs = td.batch_size
+    tensors = [i for i, item in enumerate(idx) if isinstance(item, _Tensor)]
+    if len(tensors) == 1 and all(isinstance(item, slice) and item == slice(None) for item in idx if
+                                 not isinstance(item, _Tensor)):
+        pos = tensors[0]
+        item = idx[pos]
+        if item.dtype == torch.bool:
+            return _Size((*bs[:pos], int(item.sum()), *bs[pos + item.ndim:]))
+        return _Size((*bs[:pos], *item.shape, *bs[pos + 1:]))
     return _result_size(td, idx, [], [])
 
 
+def _fits(value_shape: Any, target: torch.Size) -> bool:
+    if value_shape == target:
+        return True
+    try:
+        return torch.broadcast_shapes(value_shape, target) == target
+    except RuntimeError:
+        return False
+
+
 def _check_fits(path: tuple[str, ...], value: Any, target: torch.Size) -> None:
-    if isinstance(value, _Tensor):
-        try:
-            fits = torch.broadcast_shapes(value.shape, target) == target
-        except RuntimeError:
-            fits = False
-        if not fits:
-            raise RuntimeError(
-                f"cannot write a value of shape {fmt_shape(value.shape)} into {fmt_path(path)} at an index "
-                f"selecting shape {fmt_shape(target)}"
-            )
+    if isinstance(value, _Tensor) and not _fits(value.shape, target):
+        raise RuntimeError(
+            f"cannot write a value of shape {fmt_shape(value.shape)} into {fmt_path(path)} at an index "
+            f"selecting shape {fmt_shape(target)}"
+        )
+
+
+def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, prefix: tuple[str, ...],
+                 writes: list[Any]) -> None:
+    """Pair every leaf of ``source`` (TensorDict or nested dict) with its target, checking shapes."""
+    items = source._items_str() if is_td(source) else source.items()
+    for key, value in items:
+        path = (*prefix, key)
+        target = node._get_str(key, MISSING) if node is not None else MISSING
+        if is_td(value) or isinstance(value, dict):
+            if target is not MISSING and not is_td(target):
+                raise TypeError(f"cannot write a TensorDict into leaf {fmt_path(path)}")
+            _plan_writes(None if target is MISSING else target, value, new_bs, nd, path, writes)
+            continue
+        if not isinstance(value, _Tensor):
+            value = torch.as_tensor(value)
+        if target is MISSING:  # a new key: created (zeros elsewhere), as tensordict does
+            vbs = len(source.batch_size) if is_td(source) else len(new_bs)
+            feat = value.shape[vbs:]
+            _check_fits(path, value, _Size((*new_bs, *feat)))
+            writes.append((path, None, value, feat))
+            continue
+        if is_td(target):
+            raise TypeError(f"cannot write a tensor into the TensorDict at {fmt_path(path)}")
+        if value.shape != target.shape:
+            _check_fits(path, value, _Size((*new_bs, *target.shape[nd:])))
+        writes.append((path, target, value, None))
 
 
 def setitem(td: Any, index: Any, value: Any) -> None:
     """``td[index] = value`` with a TensorDict, mapping, tensor or number; validated before any write."""
     idx, new_bs, _ = normalize(td, index)
-    new_bs = _target_size(td, idx, new_bs)
+    leaf_idx = idx[0] if len(idx) == 1 else idx
     nd = td.batch_dims
-    writes = []
+    writes: list[Any] = []
     if is_td(value) or isinstance(value, dict):
-        source = value if is_td(value) else td._dense_cls(value, batch_size=_value_batch(value, new_bs))
-        for path, leaf in named_leaves(source):
-            if not isinstance(leaf, _Tensor):
-                raise TypeError(f"cannot write {type(leaf).__name__} at {fmt_path(path)} with a batch index")
-            target = td.get(path, NO_DEFAULT)
-            if target is NO_DEFAULT:
-                if td.is_locked:
-                    from .._errors import locked
-
-                    raise locked()
-                feat = leaf.shape[len(source.batch_size):]
-                target = ("new", leaf.new_zeros((*td.batch_size, *feat)))
-                _check_fits(path, leaf, _Size((*new_bs, *feat)))
-            else:
-                _check_fits(path, leaf, _Size((*new_bs, *target.shape[nd:])))
-            writes.append((path, target, leaf))
+        new_bs = _target_size(td, idx, new_bs)
+        _plan_writes(td, value, new_bs, nd, (), writes)
+        if td.is_locked and any(target is None for _, target, _, _ in writes):
+            raise locked()
     else:
         if not isinstance(value, _Tensor):
             value = torch.as_tensor(value)
+        if value.ndim:
+            new_bs = _target_size(td, idx, new_bs)
         for path, leaf in named_leaves(td):
-            _check_fits(path, value, _Size((*new_bs, *leaf.shape[nd:])))
-            writes.append((path, leaf, value))
-    for path, target, leaf in writes:
+            if value.ndim:
+                _check_fits(path, value, _Size((*new_bs, *leaf.shape[nd:])))
+            writes.append((path, leaf, value, None))
+    for path, target, leaf, feat in writes:
         try:
-            if type(target) is tuple:
-                target[1][idx] = leaf
-                td.set(path, target[1])
+            if target is None:
+                target = leaf.new_zeros((*td.batch_size, *feat))
+                target[leaf_idx] = leaf
+                td.set(path, target)
             else:
-                target[idx] = leaf
+                target[leaf_idx] = leaf
         except Exception as err:
             add_path_note(err, "writing at an index", path)
             raise
-
-
-def _value_batch(value: dict[str, Any], new_bs: torch.Size) -> torch.Size:
-    return new_bs
 
 
 def get_at(td: Any, key: Any, index: Any, default: Any = NO_DEFAULT) -> Any:

@@ -105,10 +105,32 @@ def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwar
 
 
 def leaves_of(other: Any, like: Any) -> list[Any]:
-    """The operand matching each leaf of ``like``: its leaves for a TensorDict, else ``other`` itself."""
+    """The operand matching each leaf of ``like``.
+
+    A TensorDict gives its leaves (same keys required); a tensor is aligned with the batch dims of
+    each leaf (trailing singleton dims added over the leaf's feature dims); anything else repeats.
+    """
     if is_td(other):
         return flat_leaves_like(other, like)
-    return [other] * len(flat_leaves(like))
+    leaves = flat_leaves(like)
+    if isinstance(other, torch.Tensor) and other.ndim:
+        return [_align(other, leaf) for leaf in leaves]
+    return [other] * len(leaves)
+
+
+def _align(other: torch.Tensor, leaf: Any) -> torch.Tensor:
+    pad = leaf.ndim - other.ndim
+    return other.reshape(*other.shape, *([1] * pad)) if pad > 0 else other
+
+
+def _result_batch(td: Any, other: Any) -> Any:
+    """Batch size of ``td <op> other``: a tensor operand broadcasts with the batch dims."""
+    if isinstance(other, torch.Tensor) and other.ndim:
+        nd = td.batch_dims
+        aligned = (*other.shape[:nd], *([1] * (nd - other.ndim)))
+        new = torch.broadcast_shapes(td.batch_size, aligned)
+        return None if new == td.batch_size else new
+    return None
 
 
 def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any]) -> Any:
@@ -122,7 +144,9 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any]) -> Any:
                 out = foreach(leaves, rhs)
             else:
                 out = [op(a, b, **kwargs) for a, b in zip(leaves, rhs, strict=True)]
-        elif foreach is not None and not kwargs and leaves and not isinstance(other, torch.Tensor):
+        elif isinstance(other, torch.Tensor) and other.ndim:
+            out = [op(a, _align(other, a), **kwargs) for a in leaves]
+        elif foreach is not None and not kwargs and leaves:
             out = foreach(leaves, other)
         else:
             out = [op(a, other, **kwargs) for a in leaves]
@@ -132,9 +156,10 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any]) -> Any:
         if is_td(other):
             apply_leaves(td, lambda a, b: op(a, b, **kwargs), other, what=name)
         else:
-            apply_leaves(td, lambda a: op(a, other, **kwargs), what=name)
+            apply_leaves(td, lambda a: op(a, _align(other, a) if isinstance(other, torch.Tensor) else other,
+                                          **kwargs), what=name)
         raise
-    return from_leaves(td, out)
+    return from_leaves(td, out, batch_size=_result_batch(td, other))
 
 
 def _with_default(td: Any, other: Any, name: str, default: Any, kwargs: dict[str, Any]) -> Any:
@@ -193,6 +218,14 @@ def _make_binary(name: str, torch_name: str) -> Callable[..., Any]:
 
 def _make_binary_(name: str) -> Callable[..., Any]:
     foreach = _foreach(f"{name}_")
+    if hasattr(torch.Tensor, f"{name}_"):
+        def inplace(a: Any, b: Any, **kwargs: Any) -> Any:
+            return getattr(a, f"{name}_")(b, **kwargs)
+    else:  # e.g. maximum/minimum: no Tensor method, but an ``out=`` form
+        op = getattr(torch, name)
+
+        def inplace(a: Any, b: Any, **kwargs: Any) -> Any:
+            return op(a, b, out=a, **kwargs)
 
     def method(self: Any, other: Any, *, alpha: Any = None) -> Any:
         kwargs = {} if alpha is None else {"alpha": alpha}
@@ -203,14 +236,14 @@ def _make_binary_(name: str) -> Callable[..., Any]:
                 foreach(leaves, rhs if is_td(other) else other)
             else:
                 for a, b in zip(leaves, rhs, strict=True):
-                    getattr(a, f"{name}_")(b, **kwargs)
+                    inplace(a, b, **kwargs)
         except Exception as err:
-            _note_first_failure(self, err, lambda a, b: getattr(a.clone(), f"{name}_")(b, **kwargs), rhs, name)
+            _note_first_failure(self, err, lambda a, b: inplace(a.clone(), b, **kwargs), rhs, name)
             raise
         return self
 
     method.__name__ = f"{name}_"
-    method.__doc__ = f"In-place :meth:`torch.Tensor.{name}_` leaf-wise with ``other``. Returns self."
+    method.__doc__ = f"In-place :func:`torch.{name}` leaf-wise with ``other``. Returns self."
     return method
 
 

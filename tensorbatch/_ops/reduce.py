@@ -7,7 +7,6 @@ leaf is reduced over those dims only; ``reduce=True`` further folds the leaves i
 
 from __future__ import annotations
 
-from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
@@ -58,7 +57,7 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
                                what=f"reducing with {name!r}")
         if reduce:
             return _fold(op, name, values)
-        return _return_type(name)(values, indices)
+        return getattr(torch.return_types, name)((values, indices))
     result = apply_leaves(td, lambda x: _call(op, name, x, dims, keepdim, kwargs), batch_size=new_bs,
                           what=f"reducing with {name!r}")
     return _fold(op, name, result) if reduce else result
@@ -91,15 +90,6 @@ def _fold(op: Callable[..., Any], name: str, td: Any) -> torch.Tensor:
     if name in _WITH_INDICES:
         return op(stacked, dim=0).values
     return op(stacked, dim=0)
-
-
-_RETURN_TYPES: dict[str, Any] = {}
-
-
-def _return_type(name: str) -> Any:
-    if name not in _RETURN_TYPES:
-        _RETURN_TYPES[name] = namedtuple(name, ["values", "indices"])  # noqa: PYI024
-    return _RETURN_TYPES[name]
 
 
 def make(name: str) -> Callable[..., Any]:

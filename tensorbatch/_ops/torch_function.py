@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .._errors import fmt_shape
+from .._errors import fmt_shape, key_sets_differ
 from .traverse import flat_leaves, flat_leaves_like, from_leaves, is_td
 
 HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {}
@@ -48,9 +48,37 @@ def _check_same_batch(tds: Sequence[Any], what: str, skip_dim: int | None = None
 
 
 def _columns(tds: Sequence[Any]) -> list[list[Any]]:
+    """Leaves of every TensorDict, grouped by key path (in the first one's walk order)."""
+    dense = type(tds[0])
+    if dense is tds[0]._dense_cls and all(type(td) is dense for td in tds):
+        cols: list[list[Any]] = []
+        if _dense_columns([td._tensordict for td in tds], dense, cols, ()):
+            return cols
     first = tds[0]
     rows = [flat_leaves(first)] + [flat_leaves_like(td, first) for td in tds[1:]]
     return [list(col) for col in zip(*rows, strict=True)]
+
+
+def _dense_columns(dicts: list[dict[str, Any]], dense: type, cols: list[list[Any]],
+                   prefix: tuple[str, ...]) -> bool:
+    """Fast path over in-memory storage; False when a node is not in-memory (use the generic path)."""
+    first = dicts[0]
+    keys = first.keys()
+    for i, d in enumerate(dicts):
+        if d.keys() != keys:
+            raise key_sets_differ(prefix, keys, d.keys()).with_traceback(None) if i else AssertionError
+    for key, value in first.items():
+        if type(value) is torch.Tensor:
+            cols.append([d[key] for d in dicts])
+        elif type(value) is dense:
+            subs = [d[key] for d in dicts]
+            if not all(type(v) is dense for v in subs):
+                return False
+            if not _dense_columns([v._tensordict for v in subs], dense, cols, (*prefix, key)):
+                return False
+        else:
+            return False
+    return True
 
 
 @implements(torch.stack)

@@ -29,7 +29,9 @@ class _Missing:
         return "NO_DEFAULT"
 
 
-NO_DEFAULT: Any = _Missing()
+NO_DEFAULT: Any = _Missing()  # "no default given": lookups raise KeyError
+MISSING: Any = type("_MissingMarker", (), {"__slots__": (), "__repr__": lambda self: "MISSING"})()
+"""Returned by lookups called with ``default=MISSING`` to mark an absent key."""
 
 
 def is_td(value: Any) -> bool:
@@ -61,10 +63,10 @@ def flat_leaves(td: TensorDictBase, out: list[Any] | None = None) -> list[Any]:
     if out is None:
         out = []
     for value in td._values_str():
-        if is_td(value):
-            flat_leaves(value, out)
-        else:
+        if type(value) is _Tensor or not is_td(value):
             out.append(value)
+        else:
+            flat_leaves(value, out)
     return out
 
 
@@ -76,8 +78,8 @@ def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any]
     if len(other._keys_str()) != len(like._keys_str()):
         raise key_sets_differ(prefix, like._keys_str(), other._keys_str())
     for key, value in like._items_str():
-        theirs = other._get_str(key, NO_DEFAULT)
-        if theirs is NO_DEFAULT:
+        theirs = other._get_str(key, MISSING)
+        if theirs is MISSING:
             raise key_sets_differ(prefix, like._keys_str(), other._keys_str())
         if is_td(value):
             if not is_td(theirs):
@@ -109,7 +111,7 @@ def _rebuild(spec: TensorDictBase, it: Iterator[Any], batch_size: Any, device: A
     out = {}
     nd = spec.batch_dims
     for key, value in spec._items_str():
-        if is_td(value):
+        if type(value) is not _Tensor and is_td(value):
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
             out[key] = _rebuild(value, it, sub_bs, device)
         else:
@@ -197,8 +199,8 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
 def _other_entry(other: Any, key: str, default: Any, prefix: tuple[str, ...]) -> Any:
     if other is default:
         return default
-    value = other._get_str(key, NO_DEFAULT)
-    if value is NO_DEFAULT:
+    value = other._get_str(key, MISSING)
+    if value is MISSING:
         if default is NO_DEFAULT:
             raise missing_key((*prefix, key), other._keys_str())
         return default

@@ -76,7 +76,10 @@ def data_mixed(batch: tuple[int, ...]) -> dict:
         "x": torch.randn(*batch, 2, generator=g),
         "i": torch.arange(n, dtype=torch.int64).reshape(batch),
         "flag": (torch.arange(n) % 3 == 0).reshape(batch),
-        "nested": {"y": torch.randn(*batch, generator=g), "deep": {"k": torch.ones(*batch, 2, dtype=torch.int32)}},
+        "nested": {
+            "y": torch.randn(*batch, generator=g),
+            "deep": {"k": torch.ones(*batch, 2, dtype=torch.int32)},
+        },
     }
 
 
@@ -143,7 +146,9 @@ def _tree_map(fn: Callable[[torch.Tensor], torch.Tensor], x: Any) -> Any:
 
 def other_td(lib: Any, data: str = "float", shift: float = 1.0, batch_size: Any = (4, 5)) -> Any:
     """A TensorDict with the structure of ``data`` but other values (flipped, halved, shifted)."""
-    return lib.TensorDict(_tree_map(lambda x: _shifted(x, shift), plain(data, batch_size)), batch_size=batch_size)
+    return lib.TensorDict(
+        _tree_map(lambda x: _shifted(x, shift), plain(data, batch_size)), batch_size=batch_size
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -196,6 +201,9 @@ def assert_same(r: Any, s: Any, ref: Any, tb: Any, where: str = "result") -> Non
         assert s.shape == r.shape, f"{where}: shape {tuple(s.shape)} != {tuple(r.shape)}"
         assert s.dtype == r.dtype, f"{where}: dtype {s.dtype} != {r.dtype}"
         assert s.device == r.device, f"{where}: device {s.device} != {r.device}"
+        assert s.requires_grad == r.requires_grad, (
+            f"{where}: requires_grad {s.requires_grad} != {r.requires_grad}"
+        )
         torch.testing.assert_close(s, r, equal_nan=True, msg=lambda m: f"{where}: {m}")
         return
     if isinstance(r, torch.Size):
@@ -245,14 +253,16 @@ def assert_same(r: Any, s: Any, ref: Any, tb: Any, where: str = "result") -> Non
 def _call(fn: Callable, lib: Any, td: Any) -> tuple[Any, BaseException | None]:
     try:
         return fn(lib, td), None
-    except Exception as e:  # noqa: BLE001 - every failure is compared
+    except Exception as e:
         return None, e
 
 
 def _summary(obj: Any, ref: Any) -> str:
     if isinstance(obj, ref.TensorDictBase):
         leaves = ", ".join(
-            f"{k}:{tuple(v.shape)}:{str(v.dtype).removeprefix('torch.')}" if isinstance(v, torch.Tensor) else str(k)
+            f"{k}:{tuple(v.shape)}:{str(v.dtype).removeprefix('torch.')}"
+            if isinstance(v, torch.Tensor)
+            else str(k)
             for k, v in obj.items(include_nested=True, leaves_only=True)
         )
         return f"{type(obj).__name__}[{list(obj.batch_size)}]{{{leaves}}}"
@@ -308,13 +318,14 @@ def run_both(
 
     if r_exc is not None:
         if raises is not None and not isinstance(r_exc, raises):
-            raise AssertionError(f"test premise: reference raised {type(r_exc).__name__}, not {raises}") from r_exc
+            raise AssertionError(
+                f"test premise: reference raised {type(r_exc).__name__}, not {raises}"
+            ) from r_exc
         bases = builtin_bases(type(r_exc))
         names = "+".join(b.__name__ for b in bases)
         if s_exc is None:
             pytest.fail(
-                f"reference raised {type(r_exc).__name__} ({names}): {r_exc}\n"
-                f"subject returned {s_out!r}",
+                f"reference raised {type(r_exc).__name__} ({names}): {r_exc}\nsubject returned {s_out!r}",
                 pytrace=False,
             )
         if not all(isinstance(s_exc, b) for b in bases):

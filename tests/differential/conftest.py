@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from ._diff import SUBJECT_ENV, run_both as _run_both
+from ._diff import SUBJECT_ENV
+from ._diff import run_both as _run_both
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,7 +40,7 @@ def tb(ref: Any) -> Any:
 
 @pytest.fixture
 def run_both(ref: Any, tb: Any):
-    """``run_both(fn, **kw)``: run ``fn(lib, td)`` with both libraries and compare (see ``_diff.run_both``)."""
+    """``run_both(fn, **kw)``: run ``fn(lib, td)`` with both libraries and compare (``_diff.run_both``)."""
 
     def runner(fn, **kwargs):
         return _run_both(ref, tb, fn, **kwargs)
