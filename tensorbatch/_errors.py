@@ -73,3 +73,15 @@ def not_a_tensor(path: tuple[str, ...], value: Any) -> TypeError:
         f"value for key {fmt_path(path)} must be a torch.Tensor, a TensorDict or a dict, "
         f"got {type(value).__name__}"
     )
+
+
+class InplaceWriteError(RuntimeError, ValueError):
+    """An in-place write whose value cannot fill the target (tensordict raises a Value+Runtime error)."""
+
+
+def key_through_leaf(path: tuple[str, ...], depth: int, leaf: Any) -> ValueError:
+    """ValueError for a nested key that passes through a non-TensorDict value."""
+    return ValueError(
+        f"key {fmt_path(path)}: {fmt_path(path[:depth])} is a {type(leaf).__name__}, not a TensorDict, "
+        f"so it has no entry {path[depth]!r}"
+    )

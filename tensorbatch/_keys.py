@@ -19,7 +19,7 @@ def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
         a non-empty tuple of strings.
 
     Raises:
-        TypeError: if the key holds anything but strings, or is empty.
+        KeyError: if the key holds anything but strings, or is empty (as tensordict).
 
     Examples:
         >>> unravel_key_to_tuple(("a", ("b", "c")))
@@ -36,11 +36,11 @@ def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
         for k in key:
             out.extend(unravel_key_to_tuple(k))
         if not out:
-            raise TypeError("an empty tuple is not a valid key")
+            raise KeyError("keys must be a str or a non-empty (possibly nested) tuple of str, got ()")
         return tuple(out)
     if isinstance(key, str):
         return (str(key),)
-    raise TypeError(f"keys must be str or tuples of str, got {type(key).__name__} {key!r}")
+    raise KeyError(f"keys must be a str or a non-empty (possibly nested) tuple of str, got {type(key).__name__} {key!r}")
 
 
 def unravel_key(key: NestedKey) -> NestedKey:

@@ -9,6 +9,7 @@ in :mod:`tensorbatch._ops` and are attached here; this module imports no backend
 from __future__ import annotations
 
 import abc
+import collections
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -178,7 +179,9 @@ class TensorDictBase(abc.ABC):
     def __iter__(self) -> Iterator[TensorDictBase]:
         """Iterate over the first batch dim."""
         if not self.batch_dims:
-            raise StopIteration
+            raise TypeError(
+                "iteration over a 0-d TensorDict: use keys(), values() or items() to iterate over its entries"
+            )
         for i in range(self.batch_size[0]):
             yield self[i]
 
@@ -201,25 +204,26 @@ class TensorDictBase(abc.ABC):
                     raise _errors.locked()
                 sub = node._dense_cls._new_unsafe({}, node.batch_size, node.device, node._maybe_names())
                 node._set_str(key, sub, inplace=False, validated=True)
-            elif not is_td(sub):
-                raise KeyError(
-                    f"key {_errors.fmt_path(path)}: {_errors.fmt_path(path[: i + 1])} is a "
-                    f"{type(sub).__name__}, not a TensorDict"
-                )
+            elif not is_td(sub):  # tensordict raises KeyError when writing, ValueError when reading
+                raise KeyError(str(_errors.key_through_leaf(path, i + 1, sub)))
             node = sub
         return node
 
-    def get(self, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
-        """Value at ``key`` (nested keys allowed), or ``default`` when given and missing.
+    def get(self, key: NestedKey, default: Any = None) -> Any:
+        """Value at ``key`` (nested keys allowed), or ``default`` (None) when missing.
 
         Examples:
             >>> from tensorbatch import TensorDict
             >>> td = TensorDict({"a": {"b": torch.zeros(2)}}, batch_size=[2])
             >>> td.get(("a", "b")).shape
             torch.Size([2])
-            >>> td.get("missing", None) is None
+            >>> td.get("missing") is None
             True
         """
+        return self._get(key, default)
+
+    def _get(self, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
+        """Lookup that raises KeyError (naming the full path) unless ``default`` is given."""
         if type(key) is str:
             out = self._get_str(key, MISSING)
             if out is MISSING:
@@ -233,7 +237,7 @@ class TensorDictBase(abc.ABC):
             if not is_td(node):
                 if default is not NO_DEFAULT:
                     return default
-                raise KeyError(f"key {_errors.fmt_path(path)}: {_errors.fmt_path(path[:i])} is not a TensorDict")
+                raise _errors.key_through_leaf(path, i, node)
             nxt = node._get_str(k, MISSING)
             if nxt is MISSING:
                 if default is NO_DEFAULT:
@@ -249,7 +253,7 @@ class TensorDictBase(abc.ABC):
                 raise _errors.missing_key((index,), self._keys_str())
             return out
         if type(index) is tuple and index and all(type(k) is str or type(k) is tuple for k in index):
-            return self.get(index)
+            return self._get(index)
         return _index.getitem(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -267,7 +271,7 @@ class TensorDictBase(abc.ABC):
         if type(key) is str:
             return self._get_str(key, MISSING) is not MISSING
         if isinstance(key, tuple):
-            return self.get(key, MISSING) is not MISSING
+            return self._get(key, MISSING) is not MISSING
         raise RuntimeError("key must be a NestedKey (a str or a possibly tuple of str).")
 
     def set(self, key: NestedKey, item: Any, inplace: bool = False, *, non_blocking: bool = False,
@@ -307,9 +311,21 @@ class TensorDictBase(abc.ABC):
         """
         path = unravel_key_to_tuple(key)
         node = self._walk_to(path)
-        if node._get_str(path[-1], MISSING) is MISSING:
+        current = node._get_str(path[-1], MISSING)
+        if current is MISSING:
             raise _errors.missing_key(path, node._keys_str())
-        node._set_str(path[-1], node._validate(item, path, node), inplace=True, validated=True)
+        value = node._validate(item, path, node)
+        if isinstance(current, _Tensor) and value.shape != current.shape:
+            try:
+                ok = torch.broadcast_shapes(value.shape, current.shape) == current.shape
+            except RuntimeError:
+                ok = False
+            if not ok:
+                raise _errors.InplaceWriteError(
+                    f"cannot write a value of shape {_errors.fmt_shape(value.shape)} in place into "
+                    f"{_errors.fmt_path(path)} of shape {_errors.fmt_shape(current.shape)}"
+                )
+        node._set_str(path[-1], value, inplace=True, validated=True)
         return self
 
     def _validate(self, value: Any, path: tuple[str, ...], node: Any = None, non_blocking: bool = False) -> Any:
@@ -355,7 +371,7 @@ class TensorDictBase(abc.ABC):
 
     def pop(self, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
         """Remove ``key`` and return its value (``default`` when given and missing)."""
-        out = self.get(key, MISSING)
+        out = self._get(key, MISSING)
         if out is MISSING:
             if default is NO_DEFAULT:
                 raise _errors.missing_key(unravel_key_to_tuple(key), self._keys_str())
@@ -373,10 +389,10 @@ class TensorDictBase(abc.ABC):
 
     def setdefault(self, key: NestedKey, default: Any, inplace: bool = False) -> Any:
         """Return the value at ``key``, setting it to ``default`` first when missing."""
-        out = self.get(key, MISSING)
+        out = self._get(key, MISSING)
         if out is MISSING:
             self.set(key, default, inplace=inplace)
-            out = self.get(key)
+            out = self._get(key)
         return out
 
     def clear(self) -> TensorDictBase:
@@ -492,13 +508,16 @@ class TensorDictBase(abc.ABC):
         return out
 
     def _nested_items(self, include_nested: bool, leaves_only: bool, is_leaf: Any,
-                      prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+                      prefix: tuple[str, ...] = (), pre_order: bool = False) -> Iterator[tuple[tuple[str, ...], Any]]:
+        # keys() lists a node after its children, items() before them (as tensordict does)
         for key, value in self._items_str():
             path = (*prefix, key)
             is_node = is_td(value) and (is_leaf is None or not is_leaf(type(value)))
+            if pre_order and not (is_node and leaves_only):
+                yield path, value
             if is_node and include_nested:
-                yield from value._nested_items(include_nested, leaves_only, is_leaf, path)
-            if not (is_node and leaves_only):
+                yield from value._nested_items(include_nested, leaves_only, is_leaf, path, pre_order)
+            if not pre_order and not (is_node and leaves_only):
                 yield path, value
 
     def items(self, include_nested: bool = False, leaves_only: bool = False,
@@ -507,8 +526,12 @@ class TensorDictBase(abc.ABC):
         if not include_nested and not leaves_only and not sort:
             yield from self._items_str()
             return
-        for key in self.keys(include_nested, leaves_only, is_leaf, sort=sort):
-            yield key, self.get(key)
+        if sort:
+            for key in self.keys(include_nested, leaves_only, is_leaf, sort=sort):
+                yield key, self._get(key)
+            return
+        for path, value in self._nested_items(include_nested, leaves_only, is_leaf, pre_order=True):
+            yield key_of(path), value
 
     def values(self, include_nested: bool = False, leaves_only: bool = False,
                is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterator[Any]:
@@ -518,11 +541,11 @@ class TensorDictBase(abc.ABC):
 
     def entry_class(self, key: NestedKey) -> type:
         """Type of the value at ``key``."""
-        return type(self.get(key))
+        return type(self._get(key))
 
     def get_item_shape(self, key: NestedKey) -> torch.Size:
         """Full shape of the leaf (or batch size of the nested TensorDict) at ``key``."""
-        value = self.get(key)
+        value = self._get(key)
         return value.batch_size if is_td(value) else value.shape
 
     def is_empty(self) -> bool:
@@ -541,7 +564,7 @@ class TensorDictBase(abc.ABC):
         paths = [unravel_key_to_tuple(k) for k in keys]
         out = self._empty_like()
         for path in paths:
-            value = self.get(path, MISSING)
+            value = self._get(path, MISSING)
             if value is MISSING:
                 if strict:
                     raise _errors.missing_key(path, self._walk_keys(path))
@@ -635,14 +658,14 @@ class TensorDictBase(abc.ABC):
             raise _errors.locked()
         if safe and new_key in self:
             raise KeyError(f"key {_errors.fmt_path(new_key)} already present in TensorDict.")
-        value = self.get(old_key)
+        value = self._get(old_key)
         self.del_(old_key)
         self.set(new_key, value)
         return self
 
     def fill_(self, key: NestedKey, value: float | bool) -> TensorDictBase:
         """Fill the leaf (or every leaf of the nested TensorDict) at ``key`` with ``value``."""
-        target = self.get(key)
+        target = self._get(key)
         if is_td(target):
             target.apply_(lambda x: x.fill_(value))
         else:
@@ -651,22 +674,26 @@ class TensorDictBase(abc.ABC):
 
     # ------------------------------------------------------------------ batch size helpers
     def auto_batch_size_(self, batch_dims: int | None = None) -> TensorDictBase:
-        """Set the batch size to the longest leading shape shared by every leaf."""
-        shapes = [
-            (v.batch_size if is_td(v) else v.shape) for v in self._values_str()
-        ]
-        common: list[int] = []
-        if shapes:
-            for dims in zip(*shapes, strict=False):
-                if len(set(dims)) != 1 or (batch_dims is not None and len(common) >= batch_dims):
-                    break
-                common.append(dims[0])
-            else:
-                common = list(min(shapes, key=len))[: batch_dims if batch_dims is not None else None]
+        """Set the batch size to the longest leading shape shared by every leaf (nested ones first).
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> TensorDict({"a": torch.zeros(3, 4), "b": torch.zeros(3, 4, 5)}).auto_batch_size_().batch_size
+            torch.Size([3, 4])
+        """
         for value in self._values_str():
             if is_td(value):
-                value.batch_size = common
-                value.auto_batch_size_(None if batch_dims is None else batch_dims)
+                value.auto_batch_size_(batch_dims)
+        shapes = [v.batch_size if is_td(v) else v.shape for v in self._values_str()]
+        common: list[int] = []
+        if shapes:
+            limit = min(len(s) for s in shapes)
+            if batch_dims is not None:
+                limit = min(limit, batch_dims)
+            for i in range(limit):
+                if any(s[i] != shapes[0][i] for s in shapes):
+                    break
+                common.append(shapes[0][i])
         self.batch_size = common
         return self
 
@@ -698,6 +725,8 @@ class TensorDictBase(abc.ABC):
         )
         if inplace:
             return self
+        if batch_size is not None:
+            _check_leaves(result)
         if filter_empty is None and not self.is_empty() and result.is_empty() and not len(result._keys_str()):
             return None
         if out is not None:
@@ -887,11 +916,15 @@ class TensorDictBase(abc.ABC):
         return self._new_leaves((size,), lambda x, s: x.new_full(s, fill_value, **kwargs), "new_full")
 
     def new_tensor(self, data: Any, **kwargs: Any) -> TensorDictBase:
-        """A TensorDict with the values of ``data`` (a TensorDict or mapping), leaf by leaf."""
-        if not is_td(data):
-            data = self._dense_cls.from_dict(data)
-        return data._map(lambda x: torch.as_tensor(x).clone().to(**kwargs) if kwargs else x.clone(),
-                         "new_tensor")
+        """Every leaf replaced by ``x.new_tensor(d)``: ``d`` is ``data``'s matching leaf, or ``data`` itself.
+
+        The result's batch size is the shape of ``data`` (its batch size for a TensorDict).
+        """
+        if is_td(data):
+            return self.apply(lambda x, d: x.new_tensor(d, **kwargs), data, batch_size=data.batch_size)
+        data = torch.as_tensor(data)
+        return self._map(lambda x: x.new_tensor(data.detach(), **kwargs), "new_tensor", batch_size=data.shape,
+                         device=data.device if "device" not in kwargs else _as_device(kwargs["device"]))
 
     # ------------------------------------------------------------------ lock
     def lock_(self) -> TensorDictBase:
@@ -915,12 +948,14 @@ class TensorDictBase(abc.ABC):
         """True when every leaf is all-true; with ``dim``, a TensorDict reduced along that batch dim."""
         if dim is None:
             return all(bool(leaf.all()) for leaf in flat_leaves(self))
+        _check_reduce_dim(self, dim)
         return _reduce.reduce(self, "all", dim=dim)
 
     def any(self, dim: int | None = None) -> bool | TensorDictBase:
         """True when any leaf has a true element; with ``dim``, reduced along that batch dim."""
         if dim is None:
             return any(bool(leaf.any()) for leaf in flat_leaves(self))
+        _check_reduce_dim(self, dim)
         return _reduce.reduce(self, "any", dim=dim)
 
     def allclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
@@ -943,28 +978,33 @@ class TensorDictBase(abc.ABC):
         return self.clone()
 
     def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False,
-                   flatten: bool = False) -> dict[str, Any]:
-        """A flat ``{"a.b": tensor}`` dict, loadable by :meth:`load_state_dict`."""
-        out = {} if destination is None else destination
+                   flatten: bool = True) -> dict[str, Any]:
+        """The leaves as a dict: flat ``"a.b"`` keys by default, nested dicts with ``flatten=False``."""
+        out: dict[str, Any] = collections.OrderedDict() if destination is None else destination
+        if flatten or destination is not None or prefix:
+            for path, leaf in named_leaves(self):
+                out[prefix + ".".join(path)] = leaf if keep_vars else leaf.detach()
+            return out
         for path, leaf in named_leaves(self):
-            out[prefix + ".".join(path)] = leaf if keep_vars else leaf.detach()
-        out[prefix + "__batch_size"] = self.batch_size
-        out[prefix + "__device"] = self.device
+            if len(path) == 1:
+                out[path[0]] = leaf if keep_vars else leaf.detach()
+            else:
+                node = out
+                for key in path[:-1]:
+                    node = node.setdefault(key, collections.OrderedDict())
+                node[path[-1]] = leaf if keep_vars else leaf.detach()
         return out
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False,
                         from_flatten: bool = False) -> TensorDictBase:
         """Load a dict produced by :meth:`state_dict` (copies into existing leaves, adds new ones)."""
-        state = {k: v for k, v in state_dict.items() if not k.endswith(("__batch_size", "__device"))}
-        source = self._dense_cls._new_unsafe(dict(state), self.batch_size, None, None).unflatten_keys(".")
+        flat = {".".join(p): v for p, v in _leaf_items(state_dict, ())}
+        source = self._dense_cls._new_unsafe(flat, self.batch_size, None, None).unflatten_keys(".")
         if strict:
             mine = {p for p, _ in named_leaves(self)}
             theirs = {p for p, _ in named_leaves(source)}
             if mine != theirs:
                 raise _errors.key_sets_differ((), [".".join(p) for p in mine], [".".join(p) for p in theirs])
-        bs = state_dict.get("__batch_size")
-        if bs is not None and _Size(bs) != self.batch_size:
-            self.batch_size = bs
         self.update(source, inplace=not assign)
         return self
 
@@ -1060,6 +1100,24 @@ class TensorDictBase(abc.ABC):
     def cat(cls, input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> TensorDictBase:
         """Concatenate TensorDicts along an existing batch dim (see :func:`torch.cat`)."""
         return _torch_function.cat(input, dim, out=out)
+
+
+def _check_leaves(td: TensorDictBase) -> None:
+    """Raise if a leaf does not start with its node's batch size (results of user functions)."""
+    bs = td.batch_size
+    for key, value in td._items_str():
+        shape = value.batch_size if is_td(value) else getattr(value, "shape", None)
+        if shape is not None and shape[: len(bs)] != bs:
+            raise _errors.batch_mismatch(bs, (key,), shape)
+        if is_td(value):
+            _check_leaves(value)
+
+
+def _check_reduce_dim(td: TensorDictBase, dim: int) -> None:
+    if not -td.batch_dims <= dim < td.batch_dims:
+        raise RuntimeError(
+            f"dim {dim} must be in [-batch_dims, batch_dims) for batch_size {list(td.batch_size)}"
+        )
 
 
 def _leaf_items(source: Any, prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:

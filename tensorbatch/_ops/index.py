@@ -33,6 +33,8 @@ def normalize(td: Any, index: Any) -> tuple[tuple[Any, ...], torch.Size | None, 
         return (index,), bs[1:], None
     items = index if type(index) is tuple else (index,)
     nd = len(bs)
+    if not nd and any(i is not None and i is not Ellipsis for i in items):
+        raise RuntimeError(f"indexing a TensorDict with batch_size [] is not permitted, got index {index!r}")
     conv = []
     used = 0
     ellipsis_at = -1
@@ -43,8 +45,10 @@ def normalize(td: Any, index: Any) -> tuple[tuple[Any, ...], torch.Size | None, 
             ellipsis_at = len(conv)
         elif item is None:
             pass
+        elif item is True or item is False:  # like None, with a size of 1 or 0: let torch say
+            item = torch.tensor(item)
         elif isinstance(item, _Tensor):
-            used += max(item.ndim, 1) if item.dtype == torch.bool else 1
+            used += item.ndim if item.dtype == torch.bool else 1
         elif isinstance(item, (list, range, np.ndarray)):
             item = torch.as_tensor(item)
             used += max(item.ndim, 1) if item.dtype == torch.bool else 1
@@ -120,7 +124,9 @@ def _result_size(td: Any, idx: tuple[Any, ...], leaves: list[Any], out: list[Any
 
 
 def getitem(td: Any, index: Any) -> Any:
-    """``td[index]`` for any torch index on the batch dims."""
+    """``td[index]`` for any torch index on the batch dims (``td[...]`` and ``td[()]`` return ``td``)."""
+    if index is Ellipsis or (type(index) is tuple and (not index or index == (Ellipsis,))):
+        return td
     idx, new_bs, names = normalize(td, index)
     leaves = flat_leaves(td)
     leaf_idx = idx[0] if len(idx) == 1 else idx
@@ -229,15 +235,15 @@ def setitem(td: Any, index: Any, value: Any) -> None:
 
 def get_at(td: Any, key: Any, index: Any, default: Any = NO_DEFAULT) -> Any:
     """``td.get(key)[index]``, or ``default`` when the key is missing."""
-    value = td.get(key, default)
-    if value is default and default is not NO_DEFAULT:
-        return default
+    value = td._get(key, MISSING)
+    if value is MISSING:
+        return None if default is NO_DEFAULT else default
     return value[index]
 
 
 def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
     """Write ``value`` into the existing leaf at ``key``, at ``index`` (in place)."""
-    target = td.get(key)
+    target = td._get(key)
     path = unravel_key_to_tuple(key)
     if is_td(target):
         target[index] = value
@@ -260,7 +266,7 @@ def update_at_(td: Any, input_dict_or_td: Any, index: Any, clone: bool = False, 
         path = unravel_key_to_tuple(key)
         if wanted is not None and path not in wanted:
             continue
-        target = td.get(path)
+        target = td._get(path)
         value = value.clone() if clone else value
         if isinstance(target, _Tensor):
             _check_fits(path, torch.as_tensor(value), target[index].shape)
@@ -277,7 +283,7 @@ def _expand_mask(mask: _Tensor, leaf: _Tensor) -> _Tensor:
 
 def _check_mask(td: Any, mask: _Tensor) -> None:
     if mask.shape != td.batch_size[: mask.ndim] or mask.ndim == 0:
-        raise RuntimeError(
+        raise IndexError(
             f"mask of shape {fmt_shape(mask.shape)} does not match batch_size {fmt_shape(td.batch_size)}"
         )
 

@@ -66,6 +66,9 @@ CASTS: dict[str, torch.dtype] = {
 }
 
 
+_OPERANDS = (torch.Tensor, int, float, bool, complex)
+
+
 def _foreach(name: str) -> Any:
     return getattr(torch, f"_foreach_{name}", None)
 
@@ -203,6 +206,8 @@ def _make_unary_(name: str) -> Callable[..., Any]:
 
 def _make_binary(name: str, torch_name: str) -> Callable[..., Any]:
     def method(self: Any, other: Any, *, alpha: Any = None, default: Any = None) -> Any:
+        if not isinstance(other, _OPERANDS) and not is_td(other):
+            raise TypeError(f"{name}: unsupported operand of type {type(other).__name__}")
         kwargs = {} if alpha is None else {"alpha": alpha}
         if default is not None and is_td(other):
             return _with_default(self, other, torch_name, default, kwargs)
@@ -346,6 +351,19 @@ EXTRA: dict[str, Callable[..., Any]] = {
 }
 
 
+def _operator(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Python operator form: NotImplemented for operands we don't know (``td == "x"`` is False)."""
+
+    def op(self: Any, *other: Any) -> Any:
+        if other and not isinstance(other[0], _OPERANDS) and not is_td(other[0]):
+            return NotImplemented
+        return method(self, *other)
+
+    op.__name__ = method.__name__
+    op.__doc__ = method.__doc__
+    return op
+
+
 def install(cls: type) -> None:
     """Attach every table entry to ``cls`` as a method (and operator)."""
     for name, inplace in UNARY.items():
@@ -361,7 +379,7 @@ def install(cls: type) -> None:
     for name, dtype in CASTS.items():
         setattr(cls, name, _make_cast(name, dtype))
     for dunder, method in OPERATORS.items():
-        setattr(cls, dunder, getattr(cls, method))
+        setattr(cls, dunder, _operator(getattr(cls, method)))
     for dunder, torch_name in REFLECTED.items():
         setattr(cls, dunder, _make_reflected(torch_name))
     cls.__hash__ = None  # type: ignore[assignment]  # __eq__ is leaf-wise

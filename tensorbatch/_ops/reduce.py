@@ -36,9 +36,13 @@ def batch_dims_of(td: Any, dim: Any) -> tuple[int, ...]:
 
 
 def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, reduce: bool = False,
-           **kwargs: Any) -> Any:
+           return_indices: bool = True, **kwargs: Any) -> Any:
     """Reduce every leaf of ``td`` with ``torch.<name>``; see the module docstring."""
     op = getattr(torch, name)
+    if isinstance(dim, str):
+        if dim != "feature":
+            raise ValueError(f"dim must be an int, a tuple of ints or 'feature', got {dim!r}")
+        return _reduce_features(td, name, keepdim, kwargs)
     if dim is NO_DEFAULT or dim is None:
         if reduce:
             leaves = [leaf.reshape(-1) for leaf in flat_leaves(td)]
@@ -57,10 +61,27 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
                                what=f"reducing with {name!r}")
         if reduce:
             return _fold(op, name, values)
+        if not return_indices:
+            return values
         return getattr(torch.return_types, name)((values, indices))
     result = apply_leaves(td, lambda x: _call(op, name, x, dims, keepdim, kwargs), batch_size=new_bs,
                           what=f"reducing with {name!r}")
     return _fold(op, name, result) if reduce else result
+
+
+def _reduce_features(td: Any, name: str, keepdim: bool, kwargs: dict[str, Any]) -> Any:
+    """Reduce each leaf over its feature dims (those past the batch dims); the batch size is kept."""
+    nd = td.batch_dims
+    alias = {"max": "amax", "min": "amin"}.get(name, name)
+    op = getattr(torch, alias)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        dims = tuple(range(nd, x.ndim))
+        if not dims:
+            return x
+        return _call(op, alias, x, dims, keepdim, kwargs)
+
+    return apply_leaves(td, fn, what=f"reducing features with {name!r}")
 
 
 def _call(op: Callable[..., Any], name: str, x: torch.Tensor, dims: Any, keepdim: bool,
@@ -97,7 +118,7 @@ def make(name: str) -> Callable[..., Any]:
 
     def method(self: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, reduce: bool = False,
                **kwargs: Any) -> Any:
-        return globals()["reduce"](self, name, dim, keepdim, reduce=reduce, **kwargs)
+        return _reduce(self, name, dim, keepdim, reduce=reduce, **kwargs)
 
     method.__name__ = name
     method.__doc__ = (
@@ -105,3 +126,6 @@ def make(name: str) -> Callable[..., Any]:
         "the given batch dims. ``reduce=True`` folds the leaves into one tensor."
     )
     return method
+
+
+_reduce = reduce

@@ -23,11 +23,11 @@ def _shape_args(shape: Any) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _dim(td: Any, dim: int, extra: int = 0) -> int:
+def _dim(td: Any, dim: int, extra: int = 0, error: type[Exception] = IndexError) -> int:
     """Normalise a batch dim (``extra`` = 1 for unsqueeze-like ops that may point one past the end)."""
     nd = td.batch_dims + extra
     if not -nd <= dim < nd:
-        raise IndexError(
+        raise error(
             f"dim {dim} is out of range for batch_size {list(td.batch_size)} "
             f"(expected a dim in [{-nd}, {nd - 1}])"
         )
@@ -87,9 +87,11 @@ def permute(td: Any, *dims: Any) -> Any:
         >>> TensorDict({"a": torch.zeros(2, 3, 5)}, batch_size=[2, 3]).permute(1, 0)["a"].shape
         torch.Size([3, 2, 5])
     """
-    order = tuple(_dim(td, d) for d in _shape_args(dims))
+    order = tuple(_dim(td, d, error=ValueError) for d in _shape_args(dims))
     if sorted(order) != list(range(td.batch_dims)):
-        raise RuntimeError(f"permute: dims {list(dims)} are not a permutation of the {td.batch_dims} batch dims")
+        raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {td.batch_dims} batch dims")
+    if order == tuple(range(td.batch_dims)):
+        return td
     nd = td.batch_dims
     bs = td.batch_size
     new = _Size(bs[d] for d in order)
@@ -100,14 +102,16 @@ def permute(td: Any, *dims: Any) -> Any:
 def transpose(td: Any, dim0: int, dim1: int) -> Any:
     """Swap two batch dims."""
     order = list(range(td.batch_dims))
-    a, b = _dim(td, dim0), _dim(td, dim1)
+    a, b = _dim(td, dim0, error=ValueError), _dim(td, dim1, error=ValueError)
+    if a == b:
+        return td
     order[a], order[b] = order[b], order[a]
     return permute(td, *order)
 
 
 def unsqueeze(td: Any, dim: int) -> Any:
     """Insert a batch dim of size 1 at ``dim``."""
-    d = _dim(td, dim, extra=1)
+    d = _dim(td, dim, extra=1, error=RuntimeError)
     bs = list(td.batch_size)
     bs.insert(d, 1)
     names = _renamed(td, lambda n: [*n[:d], None, *n[d:]])
@@ -220,8 +224,8 @@ def repeat(td: Any, *repeats: Any) -> Any:
     """Tile the batch dims ``repeats`` times (as :meth:`torch.Tensor.repeat`)."""
     reps = _shape_args(repeats)
     nd = td.batch_dims
-    if len(reps) < nd:
-        raise RuntimeError(f"repeat: {len(reps)} repeats for {nd} batch dims")
+    if len(reps) != nd:
+        raise ValueError(f"repeat: got {len(reps)} repeats for batch_size {list(td.batch_size)} ({nd} dims)")
     bs = [1] * (len(reps) - nd) + list(td.batch_size)
     new = [b * r for b, r in zip(bs, reps, strict=True)]
     return td._map(lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))), "repeat", batch_size=new)

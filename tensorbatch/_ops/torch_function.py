@@ -47,15 +47,24 @@ def _check_same_batch(tds: Sequence[Any], what: str, skip_dim: int | None = None
             )
 
 
-def _columns(tds: Sequence[Any]) -> list[list[Any]]:
-    """Leaves of every TensorDict, grouped by key path (in the first one's walk order)."""
-    dense = type(tds[0])
-    if dense is tds[0]._dense_cls and all(type(td) is dense for td in tds):
-        cols: list[list[Any]] = []
-        if _dense_columns([td._tensordict for td in tds], dense, cols, ()):
-            return cols
-    first = tds[0]
-    rows = [flat_leaves(first)] + [flat_leaves_like(td, first) for td in tds[1:]]
+def _columns(tds: Sequence[Any], what: str) -> list[list[Any]]:
+    """Leaves of every TensorDict, grouped by key path (in the first one's walk order).
+
+    Raises:
+        RuntimeError: when the key sets differ (as tensordict's stack does).
+    """
+    try:
+        dense = type(tds[0])
+        if dense is tds[0]._dense_cls and all(type(td) is dense for td in tds):
+            cols: list[list[Any]] = []
+            if _dense_columns([td._tensordict for td in tds], dense, cols, ()):
+                return cols
+        first = tds[0]
+        rows = [flat_leaves(first)] + [flat_leaves_like(td, first) for td in tds[1:]]
+    except KeyError as err:
+        if what == "cat":  # tensordict's cat raises KeyError, its stack RuntimeError
+            raise
+        raise RuntimeError(f"{what}: the TensorDicts have different keys ({err.args[0]})") from None
     return [list(col) for col in zip(*rows, strict=True)]
 
 
@@ -64,9 +73,9 @@ def _dense_columns(dicts: list[dict[str, Any]], dense: type, cols: list[list[Any
     """Fast path over in-memory storage; False when a node is not in-memory (use the generic path)."""
     first = dicts[0]
     keys = first.keys()
-    for i, d in enumerate(dicts):
+    for d in dicts:
         if d.keys() != keys:
-            raise key_sets_differ(prefix, keys, d.keys()).with_traceback(None) if i else AssertionError
+            raise key_sets_differ(prefix, keys, d.keys())
     for key, value in first.items():
         if type(value) is torch.Tensor:
             cols.append([d[key] for d in dicts])
@@ -104,11 +113,14 @@ def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     bs = list(tds[0].batch_size)
     bs.insert(d, len(tds))
     if out is not None:
-        for col, target in zip(_columns(tds), flat_leaves_like(out, tds[0]), strict=True):
+        for col, target in zip(_columns(tds, "stack"), flat_leaves_like(out, tds[0]), strict=True):
             torch.stack(col, d, out=target)
         return out
-    leaves = [torch.stack(col, d) for col in _columns(tds)]
-    return from_leaves(tds[0], leaves, batch_size=torch.Size(bs))
+    leaves = [torch.stack(col, d) for col in _columns(tds, "stack")]
+    names = tds[0]._maybe_names()
+    if names is not None:
+        names = (*names[:d], None, *names[d:])
+    return from_leaves(tds[0], leaves, batch_size=torch.Size(bs), names=names)
 
 
 @implements(torch.cat)
@@ -125,10 +137,10 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     bs = list(tds[0].batch_size)
     bs[d] = sum(td.batch_size[d] for td in tds)
     if out is not None:
-        for col, target in zip(_columns(tds), flat_leaves_like(out, tds[0]), strict=True):
+        for col, target in zip(_columns(tds, "cat"), flat_leaves_like(out, tds[0]), strict=True):
             torch.cat(col, d, out=target)
         return out
-    leaves = [torch.cat(col, d) for col in _columns(tds)]
+    leaves = [torch.cat(col, d) for col in _columns(tds, "cat")]
     return from_leaves(tds[0], leaves, batch_size=torch.Size(bs))
 
 

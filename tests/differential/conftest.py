@@ -46,3 +46,42 @@ def run_both(ref: Any, tb: Any):
         return _run_both(ref, tb, fn, **kwargs)
 
     return runner
+
+
+# Where tensorbatch deliberately differs from tensordict 0.15.3 (README.md, "Differences from
+# tensordict"), or lacks a feature that arrives with a later issue. Each listed test is a strict
+# xfail: it fails loudly if the difference ever disappears.
+DIFFERENCES: dict[str, str] = {
+    "string_value": "non-tensor leaves (NonTensorData) arrive with the lazy-stack/non-tensor issue",
+    "string_get_nontensor": "non-tensor leaves (NonTensorData) arrive with the lazy-stack/non-tensor issue",
+    "string_getitem_data": "non-tensor leaves (NonTensorData) arrive with the lazy-stack/non-tensor issue",
+    "numel_zero_batch_quirk": "numel() of an empty batch is 0 (tensordict returns 1)",
+    "addcmul_tensor": "addcmul/addcdiv accept tensor operands (tensordict raises TypeError)",
+    "test_arith_operator[//-": "// is supported (floor_divide); tensordict raises TypeError",
+    "test_arith_operator_int[//]": "// is supported (floor_divide); tensordict raises TypeError",
+    "test_reflected_operator[//]": "reflected // is supported; tensordict raises TypeError",
+    "test_reflected_operator[%]": "reflected % is supported; tensordict raises TypeError",
+    "test_reflected_operator[**]": "reflected ** is supported; tensordict raises NotImplementedError",
+    "test_inplace_operator[%=]": "augmented assignment is in place, as for tensors (tensordict returns a copy)",
+    "test_inplace_operator[//=]": "//= is supported and in place; tensordict raises TypeError",
+    "test_inplace_operator[&=]": "augmented assignment is in place, as for tensors (tensordict returns a copy)",
+    "test_inplace_operator[|=]": "augmented assignment is in place, as for tensors (tensordict returns a copy)",
+    "test_inplace_operator[^=]": "augmented assignment is in place, as for tensors (tensordict returns a copy)",
+    "test_reduction[prod-dim_tuple]": "a tuple dim reduces every listed dim (tensordict 0.15 only the first)",
+    "test_reduction[amax-dim_tuple]": "a tuple dim reduces every listed dim (tensordict 0.15 only the first)",
+    "test_reduction[amin-dim_tuple]": "a tuple dim reduces every listed dim (tensordict 0.15 only the first)",
+    "test_reduction[max-dim_tuple]": "max/min with indices refuse a tuple dim (tensordict 0.15 uses the first)",
+    "test_reduction[min-dim_tuple]": "max/min with indices refuse a tuple dim (tensordict 0.15 uses the first)",
+    "max_feature": "max/min over dim='feature' work without call_on_nested",
+    "permute_wrong_len": "permute with too few dims raises ValueError (tensordict returns the input)",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get(SUBJECT_ENV, "tensorbatch") != "tensorbatch":
+        return
+    for item in items:
+        for pattern, reason in DIFFERENCES.items():
+            if pattern in item.nodeid.split("::")[-1] or f"[{pattern}]" in item.nodeid:
+                item.add_marker(pytest.mark.xfail(strict=True, reason=f"deliberate difference: {reason}"))
+                break
