@@ -43,19 +43,20 @@ class TensorDict(TensorDictBase):
     def __init__(self, source: Mapping[NestedKey, Any] | None = None, batch_size: Any = None,
                  device: Any = None, names: Sequence[str | None] | None = None,
                  non_blocking: bool | None = None, lock: bool = False, **kwargs: Any) -> None:
-        path_prefix: tuple[str, ...] = kwargs.pop("_path", ())
+        path_prefix: tuple[str, ...] = kwargs.pop("_path", ()) if kwargs else ()
         if source is None:
             source = kwargs
         elif kwargs:
             source = {**source, **kwargs}
-        elif not isinstance(source, Mapping) and not is_td(source):
+        elif type(source) is not dict and not isinstance(source, Mapping) and not is_td(source):
             raise TypeError(f"TensorDict source must be a mapping, got {type(source).__name__}")
         self._batch_size = _as_size(batch_size)
         self._device = _as_device(device)
         self._is_locked = False
         self._names = None
         self._tensordict: dict[str, Any] = {}
-        items = source._items_str() if is_td(source) else source.items()
+        items = source.items() if type(source) is dict else (
+            source._items_str() if is_td(source) else source.items())
         data = self._tensordict
         bs, n, dev = self._batch_size, len(self._batch_size), self._device
         for key, value in items:

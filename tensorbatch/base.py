@@ -23,7 +23,7 @@ from ._ops import pointwise as _pointwise
 from ._ops import reduce as _reduce
 from ._ops import shape as _shape
 from ._ops import torch_function as _torch_function
-from ._ops.traverse import MISSING, NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, named_leaves
+from ._ops.traverse import COLLECTION_TYPES, MISSING, NO_DEFAULT, apply_leaves, map_leaves, flat_leaves, from_leaves, is_td, named_leaves
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -58,6 +58,10 @@ class TensorDictBase(abc.ABC):
     _is_tensor_collection: ClassVar[bool] = True
     # The in-memory class used for results of generic ops; set by ``_td.py`` (no import here).
     _dense_cls: ClassVar[Any] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        COLLECTION_TYPES.add(cls)
 
     # ------------------------------------------------------------------ primitives
     @property
@@ -502,7 +506,8 @@ class TensorDictBase(abc.ABC):
         """
         if not include_nested and not leaves_only and not sort:
             return self._keys_str()
-        out = [key_of(p) for p, _ in self._nested_items(include_nested, leaves_only, is_leaf)]
+        out: list[NestedKey] = []
+        _collect_keys(self, (), include_nested, leaves_only, is_leaf, out)
         if sort:
             out.sort(key=lambda k: k if type(k) is str else ".".join(k))
         return out
@@ -553,7 +558,7 @@ class TensorDictBase(abc.ABC):
         return not any(True for _ in named_leaves(self))
 
     def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> TensorDictBase:
-        """A TensorDict with only the given keys (sharing the leaves).
+        """A TensorDict with only the given keys (sharing the leaves), in the order given.
 
         Examples:
             >>> from tensorbatch import TensorDict
@@ -561,18 +566,32 @@ class TensorDictBase(abc.ABC):
             >>> td.select("a").sorted_keys
             ['a']
         """
-        paths = [unravel_key_to_tuple(k) for k in keys]
-        out = self._empty_like()
-        for path in paths:
-            value = self._get(path, MISSING)
+        groups: dict[str, Any] = {}  # first-level key -> None (whole entry) or list of sub-keys
+        for key in keys:
+            path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+            if len(path) == 1:
+                groups[path[0]] = None
+            elif groups.get(path[0], ()) is not None:
+                groups.setdefault(path[0], []).append(path[1:])
+        out = {}
+        for key, sub in groups.items():
+            value = self._get_str(key, MISSING)
             if value is MISSING:
                 if strict:
-                    raise _errors.missing_key(path, self._walk_keys(path))
+                    raise _errors.missing_key((key,), self._keys_str())
                 continue
-            out._set_path_unsafe(path, value, self)
-        if inplace:
-            return self._replace_with(out)
-        return out
+            if sub is not None:
+                if not is_td(value):
+                    if strict:
+                        raise _errors.key_through_leaf((key, *sub[0]), 1, value)
+                    continue
+                try:
+                    value = value.select(*sub, strict=strict)
+                except KeyError as err:
+                    raise KeyError(f"{err.args[0]} (under {key!r})") from None
+            out[key] = value
+        result = self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+        return self._replace_with(result) if inplace else result
 
     def _walk_keys(self, path: tuple[str, ...]) -> Any:
         try:
@@ -605,19 +624,28 @@ class TensorDictBase(abc.ABC):
         return self
 
     def exclude(self, *keys: NestedKey, inplace: bool = False) -> TensorDictBase:
-        """A TensorDict without the given keys (missing keys are ignored)."""
-        drop = {unravel_key_to_tuple(k) for k in keys}
-        out = self._copy_tree(lambda path: path not in drop)
-        return self._replace_with(out) if inplace else out
-
-    def _copy_tree(self, keep: Callable[[tuple[str, ...]], bool], prefix: tuple[str, ...] = ()) -> TensorDictBase:
+        """A TensorDict without the given keys (missing keys are ignored); nested nodes are new objects."""
+        top: set[str] = set()
+        nested: dict[str, list[tuple[str, ...]]] = {}
+        for key in keys:
+            path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+            if len(path) == 1:
+                top.add(path[0])
+            else:
+                nested.setdefault(path[0], []).append(path[1:])
         out = {}
         for key, value in self._items_str():
-            path = (*prefix, key)
-            if not keep(path):
+            if key in top:
                 continue
-            out[key] = value._copy_tree(keep, path) if is_td(value) else value
-        return self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+            if type(value) is not _Tensor and is_td(value):
+                value = value.exclude(*nested.get(key, ()))
+            out[key] = value
+        result = self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+        return self._replace_with(result) if inplace else result
+
+    def _copy_tree(self) -> TensorDictBase:
+        """New tree objects over the same leaves."""
+        return self.exclude()
 
     def split_keys(self, *key_sets: Sequence[NestedKey], inplace: bool = False, default: Any = None,
                    strict: bool = True, reproduce_struct: bool = False) -> tuple[TensorDictBase, ...]:
@@ -727,7 +755,7 @@ class TensorDictBase(abc.ABC):
             return self
         if batch_size is not None:
             _check_leaves(result)
-        if filter_empty is None and not self.is_empty() and result.is_empty() and not len(result._keys_str()):
+        if not len(result._keys_str()) and filter_empty is None and not self.is_empty():
             return None
         if out is not None:
             out.update(result, inplace=True)
@@ -761,6 +789,8 @@ class TensorDictBase(abc.ABC):
     def _map(self, fn: Callable[[Any], Any], what: str, batch_size: Any = None,
              names: Any = NO_DEFAULT, device: Any = NO_DEFAULT) -> TensorDictBase:
         """Internal leaf map without user-facing options."""
+        if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT:
+            return map_leaves(self, fn, what=what)
         return apply_leaves(self, fn, batch_size=batch_size, names=names, device=device, what=what)
 
     # ------------------------------------------------------------------ device, dtype, copies
@@ -772,6 +802,8 @@ class TensorDictBase(abc.ABC):
             >>> TensorDict({"a": torch.ones(2)}, batch_size=[2]).to(torch.float64)["a"].dtype
             torch.float64
         """
+        if len(args) == 1 and not kwargs and type(args[0]) is torch.dtype:  # the common cast, kept cheap
+            return _pointwise.cast(self, args[0])
         non_blocking = kwargs.pop("non_blocking", False)
         device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
         batch_size = kwargs.pop("batch_size", None)
@@ -820,7 +852,7 @@ class TensorDictBase(abc.ABC):
         if recurse:
             return _pointwise.map_dense(self, torch._foreach_clone if hasattr(torch, "_foreach_clone") else None,
                                         torch.clone, "cloning")
-        return self._copy_tree(lambda path: True)
+        return self._copy_tree()
 
     def copy(self) -> TensorDictBase:
         """Shallow copy (``clone(recurse=False)``)."""
@@ -1100,6 +1132,20 @@ class TensorDictBase(abc.ABC):
     def cat(cls, input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> TensorDictBase:
         """Concatenate TensorDicts along an existing batch dim (see :func:`torch.cat`)."""
         return _torch_function.cat(input, dim, out=out)
+
+
+def _collect_keys(td: TensorDictBase, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool,
+                  is_leaf: Any, out: list[Any]) -> None:
+    """Keys in post-order (a node after its children), as tensordict's ``keys()`` lists them."""
+    for key, value in td._items_str():
+        if type(value) is _Tensor:
+            out.append((*prefix, key) if prefix else key)
+            continue
+        is_node = is_td(value) and (is_leaf is None or not is_leaf(type(value)))
+        if is_node and include_nested:
+            _collect_keys(value, (*prefix, key), include_nested, leaves_only, is_leaf, out)
+        if not (is_node and leaves_only):
+            out.append((*prefix, key) if prefix else key)
 
 
 def _check_leaves(td: TensorDictBase) -> None:

@@ -176,10 +176,19 @@ def _check_fits(path: tuple[str, ...], value: Any, target: torch.Size) -> None:
 def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, prefix: tuple[str, ...],
                  writes: list[Any]) -> None:
     """Pair every leaf of ``source`` (TensorDict or nested dict) with its target, checking shapes."""
-    items = source._items_str() if is_td(source) else source.items()
+    is_src_td = is_td(source)
+    items = source._items_str() if is_src_td else source.items()
+    vnd = len(source.batch_size) if is_src_td else len(new_bs)
+    same_batch = is_src_td and source.batch_size == new_bs
     for key, value in items:
-        path = (*prefix, key)
         target = node._get_str(key, MISSING) if node is not None else MISSING
+        if type(value) is _Tensor and type(target) is _Tensor:
+            # common case: a leaf into a leaf; cheap check when the batch parts already agree
+            if not (same_batch and value.shape[vnd:] == target.shape[nd:]):
+                _check_fits((*prefix, key), value, _Size((*new_bs, *target.shape[nd:])))
+            writes.append((prefix, key, target, value, None))
+            continue
+        path = (*prefix, key)
         if is_td(value) or isinstance(value, dict):
             if target is not MISSING and not is_td(target):
                 raise TypeError(f"cannot write a TensorDict into leaf {fmt_path(path)}")
@@ -188,16 +197,15 @@ def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, prefix: tu
         if not isinstance(value, _Tensor):
             value = torch.as_tensor(value)
         if target is MISSING:  # a new key: created (zeros elsewhere), as tensordict does
-            vbs = len(source.batch_size) if is_td(source) else len(new_bs)
-            feat = value.shape[vbs:]
+            feat = value.shape[vnd:]
             _check_fits(path, value, _Size((*new_bs, *feat)))
-            writes.append((path, None, value, feat))
+            writes.append((prefix, key, None, value, feat))
             continue
         if is_td(target):
             raise TypeError(f"cannot write a tensor into the TensorDict at {fmt_path(path)}")
         if value.shape != target.shape:
             _check_fits(path, value, _Size((*new_bs, *target.shape[nd:])))
-        writes.append((path, target, value, None))
+        writes.append((prefix, key, target, value, None))
 
 
 def setitem(td: Any, index: Any, value: Any) -> None:
@@ -209,7 +217,7 @@ def setitem(td: Any, index: Any, value: Any) -> None:
     if is_td(value) or isinstance(value, dict):
         new_bs = _target_size(td, idx, new_bs)
         _plan_writes(td, value, new_bs, nd, (), writes)
-        if td.is_locked and any(target is None for _, target, _, _ in writes):
+        if td.is_locked and any(w[2] is None for w in writes):
             raise locked()
     else:
         if not isinstance(value, _Tensor):
@@ -219,17 +227,17 @@ def setitem(td: Any, index: Any, value: Any) -> None:
         for path, leaf in named_leaves(td):
             if value.ndim:
                 _check_fits(path, value, _Size((*new_bs, *leaf.shape[nd:])))
-            writes.append((path, leaf, value, None))
-    for path, target, leaf, feat in writes:
+            writes.append((path[:-1], path[-1], leaf, value, None))
+    for prefix, key, target, leaf, feat in writes:
         try:
             if target is None:
                 target = leaf.new_zeros((*td.batch_size, *feat))
                 target[leaf_idx] = leaf
-                td.set(path, target)
+                td.set((*prefix, key), target)
             else:
                 target[leaf_idx] = leaf
         except Exception as err:
-            add_path_note(err, "writing at an index", path)
+            add_path_note(err, "writing at an index", (*prefix, key))
             raise
 
 

@@ -14,7 +14,16 @@ from typing import Any
 import torch
 
 from .._errors import add_path_note
-from .traverse import apply_leaves, flat_leaves, flat_leaves_like, from_leaves, is_td, named_leaves
+from .traverse import (
+    apply_leaves,
+    first_leaf,
+    flat_leaves,
+    flat_leaves_like,
+    from_leaves,
+    is_td,
+    map_leaves,
+    named_leaves,
+)
 
 # name -> has an in-place twin
 UNARY: dict[str, bool] = {
@@ -67,24 +76,33 @@ CASTS: dict[str, torch.dtype] = {
 
 
 _OPERANDS = (torch.Tensor, int, float, bool, complex)
+_TENSOR_ONLY = {"maximum", "minimum", "logical_and", "logical_or", "logical_xor"}
 
 
 def _foreach(name: str) -> Any:
     return getattr(torch, f"_foreach_{name}", None)
 
 
+def _use_foreach(td: Any) -> bool:
+    # foreach kernels fuse launches on accelerators; on the CPU they are a C++ loop no faster than
+    # ours, and building the flat leaf lists costs more than it saves.
+    leaf = first_leaf(td)
+    return isinstance(leaf, torch.Tensor) and leaf.device.type != "cpu"
+
+
 def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: Any, **kwargs: Any) -> Any:
-    """New tree with ``op(leaf, *args)`` per leaf, through ``foreach(leaves, *args)`` when possible."""
-    leaves = flat_leaves(td)
-    try:
-        if foreach is not None and leaves and not kwargs:
+    """New tree with ``op(leaf, *args)`` per leaf, through ``foreach(leaves, *args)`` on accelerators."""
+    if foreach is not None and not kwargs and _use_foreach(td):
+        leaves = flat_leaves(td)
+        try:
             out = foreach(leaves, *args)
-        else:
-            out = [op(leaf, *args, **kwargs) for leaf in leaves]
-    except Exception:  # re-run leaf by leaf: the error gains its key path
-        apply_leaves(td, lambda x: op(x, *args, **kwargs), what=what)
-        raise
-    return from_leaves(td, out)
+        except Exception:  # re-run leaf by leaf: the error gains its key path
+            map_leaves(td, lambda x: op(x, *args), what=what)
+            raise
+        return from_leaves(td, out)
+    if args or kwargs:
+        return map_leaves(td, lambda x: op(x, *args, **kwargs), what=what)
+    return map_leaves(td, op, what=what)
 
 
 def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwargs: Any) -> Any:
@@ -138,31 +156,29 @@ def _result_batch(td: Any, other: Any) -> Any:
 
 def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any]) -> Any:
     op = getattr(torch, name)
-    leaves = flat_leaves(td)
     foreach = _foreach(name)
-    try:
-        if is_td(other):
-            rhs = flat_leaves_like(other, td)
-            if foreach is not None and not kwargs and leaves:
-                out = foreach(leaves, rhs)
-            else:
-                out = [op(a, b, **kwargs) for a, b in zip(leaves, rhs, strict=True)]
-        elif isinstance(other, torch.Tensor) and other.ndim:
-            out = [op(a, _align(other, a), **kwargs) for a in leaves]
-        elif foreach is not None and not kwargs and leaves:
-            out = foreach(leaves, other)
-        else:
-            out = [op(a, other, **kwargs) for a in leaves]
-    except KeyError:
-        raise
-    except Exception:
-        if is_td(other):
-            apply_leaves(td, lambda a, b: op(a, b, **kwargs), other, what=name)
-        else:
-            apply_leaves(td, lambda a: op(a, _align(other, a) if isinstance(other, torch.Tensor) else other,
-                                          **kwargs), what=name)
-        raise
-    return from_leaves(td, out, batch_size=_result_batch(td, other))
+    if is_td(other):
+        if foreach is not None and not kwargs and _use_foreach(td):
+            leaves, rhs = flat_leaves(td), flat_leaves_like(other, td)
+            try:
+                return from_leaves(td, foreach(leaves, rhs))
+            except Exception:
+                map_leaves(td, op, other, what=name)
+                raise
+        if kwargs:
+            return map_leaves(td, lambda a, b: op(a, b, **kwargs), other, what=name)
+        return map_leaves(td, op, other, what=name)
+    if isinstance(other, torch.Tensor) and other.ndim:
+        out = map_leaves(td, lambda a: op(a, _align(other, a), **kwargs), what=name)
+        new_bs = _result_batch(td, other)
+        if new_bs is not None:
+            out = from_leaves(out, flat_leaves(out), batch_size=new_bs)
+        return out
+    if foreach is not None and not kwargs and _use_foreach(td):
+        return map_dense(td, foreach, op, name, other)
+    if name in _TENSOR_ONLY:  # torch.maximum & co. take no Python scalars
+        return map_leaves(td, lambda a: op(a, torch.as_tensor(other, dtype=a.dtype, device=a.device)), what=name)
+    return map_leaves(td, lambda a: op(a, other, **kwargs), what=name)
 
 
 def _with_default(td: Any, other: Any, name: str, default: Any, kwargs: dict[str, Any]) -> Any:
@@ -267,13 +283,7 @@ def _make_reflected(torch_name: str) -> Callable[..., Any]:
     def method(self: Any, other: Any) -> Any:
         if is_td(other):
             return NotImplemented
-        leaves = flat_leaves(self)
-        try:
-            out = [op(other, leaf) for leaf in leaves]
-        except Exception:
-            apply_leaves(self, lambda x: op(other, x), what=torch_name)
-            raise
-        return from_leaves(self, out)
+        return map_leaves(self, lambda x: op(other, x), what=torch_name)
 
     return method
 

@@ -37,7 +37,16 @@ def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
 
 def _check_same_batch(tds: Sequence[Any], what: str, skip_dim: int | None = None) -> None:
     first = tds[0].batch_size
-    for i, td in enumerate(tds[1:], 1):
+    if skip_dim is None:
+        if all(td.batch_size == first for td in tds):
+            return
+    else:
+        head, tail = first[:skip_dim], first[skip_dim + 1:]
+        n = len(first)
+        if all(len(bs) == n and bs[:skip_dim] == head and bs[skip_dim + 1:] == tail
+               for bs in (td.batch_size for td in tds)):
+            return
+    for i, td in enumerate(tds):
         bs = td.batch_size
         if len(bs) != len(first) or any(a != b for d, (a, b) in enumerate(zip(bs, first, strict=False))
                                          if d != skip_dim):
