@@ -789,9 +789,9 @@ class TensorDictBase(abc.ABC):
     def _map(self, fn: Callable[[Any], Any], what: str, batch_size: Any = None,
              names: Any = NO_DEFAULT, device: Any = NO_DEFAULT) -> TensorDictBase:
         """Internal leaf map without user-facing options."""
-        if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT:
-            return map_leaves(self, fn, what=what)
-        return apply_leaves(self, fn, batch_size=batch_size, names=names, device=device, what=what)
+        if batch_size is not None and type(batch_size) is not _Size:
+            batch_size = _Size(batch_size)
+        return map_leaves(self, fn, what=what, batch_size=batch_size, names=names, device=device)
 
     # ------------------------------------------------------------------ device, dtype, copies
     def to(self, *args: Any, **kwargs: Any) -> TensorDictBase:

@@ -13,7 +13,7 @@ import torch
 
 from .._errors import add_path_note, fmt_path, fmt_shape, locked
 from .._keys import unravel_key_to_tuple
-from .traverse import MISSING, NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, named_leaves
+from .traverse import MISSING, NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, map_leaves, named_leaves
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -128,8 +128,11 @@ def getitem(td: Any, index: Any) -> Any:
     if index is Ellipsis or (type(index) is tuple and (not index or index == (Ellipsis,))):
         return td
     idx, new_bs, names = normalize(td, index)
-    leaves = flat_leaves(td)
     leaf_idx = idx[0] if len(idx) == 1 else idx
+    if new_bs is not None:
+        return map_leaves(td, lambda x: x[leaf_idx], what="indexing", batch_size=new_bs,
+                          names=names)
+    leaves = flat_leaves(td)
     try:
         out = [leaf[leaf_idx] for leaf in leaves]
     except Exception:

@@ -95,11 +95,9 @@ def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: A
     if foreach is not None and not kwargs and _use_foreach(td):
         leaves = flat_leaves(td)
         try:
-            out = foreach(leaves, *args)
-        except Exception:  # re-run leaf by leaf: the error gains its key path
-            map_leaves(td, lambda x: op(x, *args), what=what)
-            raise
-        return from_leaves(td, out)
+            return from_leaves(td, foreach(leaves, *args))
+        except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
+            return map_leaves(td, lambda x: op(x, *args), what=what)
     if args or kwargs:
         return map_leaves(td, lambda x: op(x, *args, **kwargs), what=what)
     return map_leaves(td, op, what=what)
@@ -162,9 +160,8 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any]) -> Any:
             leaves, rhs = flat_leaves(td), flat_leaves_like(other, td)
             try:
                 return from_leaves(td, foreach(leaves, rhs))
-            except Exception:
-                map_leaves(td, op, other, what=name)
-                raise
+            except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
+                return map_leaves(td, op, other, what=name)
         if kwargs:
             return map_leaves(td, lambda a, b: op(a, b, **kwargs), other, what=name)
         return map_leaves(td, op, other, what=name)
@@ -174,8 +171,12 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any]) -> Any:
         if new_bs is not None:
             out = from_leaves(out, flat_leaves(out), batch_size=new_bs)
         return out
-    if foreach is not None and not kwargs and _use_foreach(td):
-        return map_dense(td, foreach, op, name, other)
+    if foreach is not None and not kwargs:  # with a scalar, foreach beats a Python loop on the CPU too
+        leaves = flat_leaves(td)
+        try:
+            return from_leaves(td, foreach(leaves, other))
+        except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
+            return map_leaves(td, lambda a: op(a, other), what=name)
     if name in _TENSOR_ONLY:  # torch.maximum & co. take no Python scalars
         return map_leaves(td, lambda a: op(a, torch.as_tensor(other, dtype=a.dtype, device=a.device)), what=name)
     return map_leaves(td, lambda a: op(a, other, **kwargs), what=name)

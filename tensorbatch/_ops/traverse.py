@@ -129,12 +129,22 @@ def _rebuild(spec: TensorDictBase, it: Iterator[Any], batch_size: Any, device: A
 
 
 def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: str = "mapping",
+               batch_size: torch.Size | None = None, names: Any = NO_DEFAULT, device: Any = NO_DEFAULT,
                prefix: tuple[str, ...] = ()) -> TensorDictBase:
     """New tree with ``fn(leaf)`` (or ``fn(leaf, other_leaf)``) per leaf: the lean twin of apply_leaves.
 
-    No options: batch size, device and names are kept. ``other`` (a tree) must have the same keys.
+    Args:
+        td: the source tree.
+        fn: the leaf function (never returns None here).
+        other: an optional tree with exactly the same keys, whose leaves are passed second.
+        what: text for the error note.
+        batch_size: the root's new batch size (nested nodes keep their dims past the root's).
+        names: the root's new dim names (default: kept when the batch size is, else dropped).
+        device: the result's device (default: the source's).
+        prefix: key path of ``td`` (for error notes).
     """
     out = {}
+    nd = td.batch_dims
     if other is NO_DEFAULT:
         for key, value in td._items_str():
             if type(value) is _Tensor or not is_td(value):
@@ -144,7 +154,8 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
                     add_path_note(err, what, (*prefix, key))
                     raise
             else:
-                out[key] = map_leaves(value, fn, NO_DEFAULT, what, (*prefix, key))
+                sub_bs = None if batch_size is None else torch.Size((*batch_size, *value.batch_size[nd:]))
+                out[key] = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, NO_DEFAULT, device, (*prefix, key))
     else:
         keys = td._keys_str()
         if len(other._keys_str()) != len(keys):
@@ -162,8 +173,15 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
             else:
                 if not is_td(theirs):
                     raise key_sets_differ((*prefix, key), value._keys_str(), ())
-                out[key] = map_leaves(value, fn, theirs, what, (*prefix, key))
-    return td._dense_cls._new_unsafe(out, td.batch_size, td.device, td._maybe_names())
+                sub_bs = None if batch_size is None else torch.Size((*batch_size, *value.batch_size[nd:]))
+                out[key] = map_leaves(value, fn, theirs, what, sub_bs, NO_DEFAULT, device, (*prefix, key))
+    if batch_size is None:
+        batch_size = td.batch_size
+        if names is NO_DEFAULT:
+            names = td._maybe_names()
+    elif names is NO_DEFAULT:
+        names = None
+    return td._dense_cls._new_unsafe(out, batch_size, td.device if device is NO_DEFAULT else device, names)
 
 
 def first_leaf(td: TensorDictBase) -> Any:
