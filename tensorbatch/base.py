@@ -23,7 +23,7 @@ from ._ops import pointwise as _pointwise
 from ._ops import reduce as _reduce
 from ._ops import shape as _shape
 from ._ops import torch_function as _torch_function
-from ._ops.traverse import COLLECTION_TYPES, MISSING, NO_DEFAULT, apply_leaves, map_leaves, flat_leaves, from_leaves, is_td, named_leaves
+from ._ops.traverse import COLLECTION_TYPES, MISSING, NO_DEFAULT, apply_leaves, map_leaves, flat_leaves, is_td, named_leaves
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -637,15 +637,16 @@ class TensorDictBase(abc.ABC):
         for key, value in self._items_str():
             if key in top:
                 continue
-            if type(value) is not _Tensor and is_td(value):
-                value = value.exclude(*nested.get(key, ()))
+            if key in nested and is_td(value):  # untouched sub-trees are shared, as in tensordict
+                value = value.exclude(*nested[key])
             out[key] = value
         result = self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
         return self._replace_with(result) if inplace else result
 
     def _copy_tree(self) -> TensorDictBase:
-        """New tree objects over the same leaves."""
-        return self.exclude()
+        """New tree objects (every level) over the same leaves."""
+        out = {k: v._copy_tree() if type(v) is not _Tensor and is_td(v) else v for k, v in self._items_str()}
+        return self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
 
     def split_keys(self, *key_sets: Sequence[NestedKey], inplace: bool = False, default: Any = None,
                    strict: bool = True, reproduce_struct: bool = False) -> tuple[TensorDictBase, ...]:

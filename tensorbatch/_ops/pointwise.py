@@ -15,7 +15,6 @@ import torch
 
 from .._errors import add_path_note
 from .traverse import (
-    apply_leaves,
     first_leaf,
     flat_leaves,
     flat_leaves_like,

@@ -76,7 +76,8 @@ def reshape(td: Any, *shape: Any, size: Any = None) -> Any:
     """Reshape the batch dims (copies where a view is impossible)."""
     new = _infer_shape(td, _shape_args(shape or (size,)), "reshape")
     nd = td.batch_dims
-    return td._map(lambda x: x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new)
+    names = td._maybe_names() if new == td.batch_size else None
+    return td._map(lambda x: x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new, names=names)
 
 
 def permute(td: Any, *dims: Any) -> Any:
@@ -171,7 +172,8 @@ def expand(td: Any, *shape: Any) -> Any:
     for i in range(nd):
         if bs[i] != 1 and bs[i] != new[lead + i]:
             raise RuntimeError(f"expand: batch_size {list(bs)} cannot be expanded to {list(new)}")
-    return td._map(lambda x: x.expand(*new, *x.shape[nd:]), "expand", batch_size=new)
+    names = _renamed(td, lambda n: [None] * lead + n)
+    return td._map(lambda x: x.expand(*new, *x.shape[nd:]), "expand", batch_size=new, names=names)
 
 
 def expand_as(td: Any, other: Any) -> Any:

@@ -150,7 +150,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
             torch.cat(col, d, out=target)
         return out
     leaves = [torch.cat(col, d) for col in _columns(tds, "cat")]
-    return from_leaves(tds[0], leaves, batch_size=torch.Size(bs))
+    return from_leaves(tds[0], leaves, batch_size=torch.Size(bs), names=tds[0]._maybe_names())
 
 
 for _alias in (torch.concat, torch.concatenate):
