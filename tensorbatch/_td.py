@@ -104,16 +104,25 @@ class TensorDict(TensorDictBase):
         self._change_batch_size(_as_size(value))
 
     def _change_batch_size(self, new_size: torch.Size) -> None:
+        self._check_batch_size(new_size, ())  # the whole tree first: nothing changes on failure
+        self._apply_batch_size(new_size)
+
+    def _check_batch_size(self, new_size: torch.Size, prefix: tuple[str, ...]) -> None:
         n = len(new_size)
         for key, value in self._tensordict.items():
             shape = value.batch_size if is_td(value) else value.shape
-            if shape[:n] != new_size:
-                if is_td(value) and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
-                    continue
-                raise _errors.batch_mismatch(new_size, (key,), shape)
+            if shape[:n] == new_size:
+                continue
+            if is_td(value) and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
+                value._check_batch_size(new_size, (*prefix, key))  # will be extended
+                continue
+            raise _errors.batch_mismatch(new_size, (*prefix, key), shape)
+
+    def _apply_batch_size(self, new_size: torch.Size) -> None:
+        n = len(new_size)
         for value in self._tensordict.values():
             if is_td(value) and len(value.batch_size) < n:
-                value._change_batch_size(new_size)
+                value._apply_batch_size(new_size)
         if self._names is not None and len(self._names) != n:
             self._names = None
         self._batch_size = new_size

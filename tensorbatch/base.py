@@ -319,16 +319,7 @@ class TensorDictBase(abc.ABC):
         if current is MISSING:
             raise _errors.missing_key(path, node._keys_str())
         value = node._validate(item, path, node)
-        if isinstance(current, _Tensor) and value.shape != current.shape:
-            try:
-                ok = torch.broadcast_shapes(value.shape, current.shape) == current.shape
-            except RuntimeError:
-                ok = False
-            if not ok:
-                raise _errors.InplaceWriteError(
-                    f"cannot write a value of shape {_errors.fmt_shape(value.shape)} in place into "
-                    f"{_errors.fmt_path(path)} of shape {_errors.fmt_shape(current.shape)}"
-                )
+        _check_inplace_shape(path, value, current)
         node._set_str(path[-1], value, inplace=True, validated=True)
         return self
 
@@ -480,9 +471,12 @@ class TensorDictBase(abc.ABC):
             if wanted is not None and not any(path[: len(w)] == w for w in wanted):
                 continue
             node = self._walk_to(path)
-            if node._get_str(path[-1], MISSING) is MISSING:
+            current = node._get_str(path[-1], MISSING)
+            if current is MISSING:
                 raise _errors.missing_key(path, node._keys_str())
-            pairs.append((node, path, node._validate(value, path, node, non_blocking)))
+            value = node._validate(value, path, node, non_blocking)
+            _check_inplace_shape(path, value, current)
+            pairs.append((node, path, value))
         for node, path, value in pairs:
             node._set_str(path[-1], value.clone() if clone else value, inplace=True, validated=True)
         return self
@@ -747,17 +741,17 @@ class TensorDictBase(abc.ABC):
             def is_leaf(cls: type) -> bool:
                 return True
         dev = _as_device(device) if device is not NO_DEFAULT else NO_DEFAULT
-        result = apply_leaves(
-            self, fn, *others, batch_size=batch_size, names=names, device=dev, inplace=inplace,
+        result = apply_leaves(  # in place too: all results first, then the writes (no half-applied state)
+            self, fn, *others, batch_size=batch_size, names=names, device=dev, inplace=False,
             is_leaf=is_leaf, filter_empty=True if filter_empty is None else filter_empty, default=default,
             what="applying fn",
         )
-        if inplace:
-            return self
         if batch_size is not None:
             _check_leaves(result)
         if not len(result._keys_str()) and filter_empty is None and not self.is_empty():
             return None
+        if inplace:
+            return self.update_(result)
         if out is not None:
             out.update(result, inplace=True)
             return out
@@ -1147,6 +1141,20 @@ def _collect_keys(td: TensorDictBase, prefix: tuple[str, ...], include_nested: b
             _collect_keys(value, (*prefix, key), include_nested, leaves_only, is_leaf, out)
         if not (is_node and leaves_only):
             out.append((*prefix, key) if prefix else key)
+
+
+def _check_inplace_shape(path: tuple[str, ...], value: Any, current: Any) -> None:
+    """Raise if ``value`` cannot be copied into the existing leaf ``current``."""
+    if isinstance(current, _Tensor) and isinstance(value, _Tensor) and value.shape != current.shape:
+        try:
+            ok = torch.broadcast_shapes(value.shape, current.shape) == current.shape
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise _errors.InplaceWriteError(
+                f"cannot write a value of shape {_errors.fmt_shape(value.shape)} in place into "
+                f"{_errors.fmt_path(path)} of shape {_errors.fmt_shape(current.shape)}"
+            )
 
 
 def _check_leaves(td: TensorDictBase) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .._errors import add_path_note
+from .._errors import add_path_note, fmt_path, fmt_shape
 from .traverse import (
     first_leaf,
     flat_leaves,
@@ -102,8 +102,68 @@ def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: A
     return map_leaves(td, op, what=what)
 
 
+# Unary ops whose result is floating: in place on an integer or bool leaf cannot work.
+_FLOAT_RESULT = {
+    "acos", "asin", "atan", "cos", "cosh", "erf", "erfc", "exp", "expm1", "lgamma", "log", "log10", "log1p",
+    "log2", "reciprocal", "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh", "frac",
+}
+_INTEGRAL_ONLY = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"}
+
+
+def _is_float(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def _check_unary_(td: Any, name: str) -> None:
+    """Refuse an in-place unary op that would fail on some leaf, before touching any leaf."""
+    if name not in _FLOAT_RESULT and name not in _INTEGRAL_ONLY:
+        return
+    for path, leaf in named_leaves(td):
+        bad = (name in _FLOAT_RESULT and not _is_float(leaf.dtype)) or (
+            name in _INTEGRAL_ONLY and _is_float(leaf.dtype))
+        if bad:
+            raise RuntimeError(
+                f"{name}_ cannot run in place on leaf {fmt_path(path)} of dtype {leaf.dtype}: "
+                "nothing was modified"
+            )
+
+
+def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any]) -> None:
+    """Refuse an in-place binary op whose result cannot be written into some leaf (shape or dtype)."""
+    scalar = not is_td(other) and not isinstance(other, torch.Tensor)
+    for (path, a), b in zip(named_leaves(td), rhs, strict=True):
+        if scalar or type(b) is not torch.Tensor:
+            result = torch.result_type(a, b)
+        elif b.dtype == a.dtype and b.shape == a.shape and name != "div":
+            continue
+        else:
+            if b.shape != a.shape:
+                try:
+                    fits = torch.broadcast_shapes(a.shape, b.shape) == a.shape
+                except RuntimeError:
+                    fits = False
+                if not fits:
+                    raise RuntimeError(
+                        f"{name}_: operand of shape {fmt_shape(b.shape)} cannot be written in place into "
+                        f"leaf {fmt_path(path)} of shape {fmt_shape(a.shape)}: nothing was modified"
+                    )
+            result = torch.result_type(a, b)
+        if name in ("div", "lerp") and not _is_float(result):
+            result = torch.get_default_dtype()
+        if not torch.can_cast(result, a.dtype) or (name in _INTEGRAL_ONLY and _is_float(result)):
+            raise RuntimeError(
+                f"{name}_: result type {result} cannot be written in place into leaf {fmt_path(path)} "
+                f"of dtype {a.dtype}: nothing was modified"
+            )
+
+
 def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwargs: Any) -> Any:
-    """In-place ``leaf.<method>(*args)`` on every leaf; returns ``td``."""
+    """In-place ``leaf.<method>(*args)`` on every leaf; returns ``td``.
+
+    Failures that can be predicted (dtype) are refused before any leaf is touched; for the rest the
+    failing leaf is named in the error note (found on copies, so no leaf is modified twice).
+    """
+    _check_unary_(td, method[:-1])
     leaves = flat_leaves(td)
     try:
         if foreach is not None and leaves and not kwargs:
@@ -114,7 +174,7 @@ def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwar
     except Exception as err:
         for path, leaf in named_leaves(td):
             try:
-                getattr(leaf, method)(*args, **kwargs)
+                getattr(leaf.clone(), method)(*args, **kwargs)
             except Exception:
                 add_path_note(err, what, path)
                 break
@@ -251,6 +311,7 @@ def _make_binary_(name: str) -> Callable[..., Any]:
     def method(self: Any, other: Any, *, alpha: Any = None) -> Any:
         kwargs = {} if alpha is None else {"alpha": alpha}
         rhs = leaves_of(other, self)
+        _check_binary_(self, name, other, rhs)
         leaves = flat_leaves(self)
         try:
             if foreach is not None and not kwargs and leaves and (is_td(other) or not isinstance(other, torch.Tensor)):
@@ -311,6 +372,7 @@ def lerp(self: Any, end: Any, weight: Any) -> Any:
 
 def lerp_(self: Any, end: Any, weight: Any) -> Any:
     """In-place :meth:`lerp`."""
+    _check_binary_(self, "lerp", end, leaves_of(end, self))
     for a, e, w in zip(flat_leaves(self), leaves_of(end, self), leaves_of(weight, self), strict=True):
         a.lerp_(e, w)
     return self
@@ -324,6 +386,8 @@ def addcmul(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
 
 def addcmul_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
     """In-place :meth:`addcmul`."""
+    _check_binary_(self, "addcmul", other1, leaves_of(other1, self))
+    _check_binary_(self, "addcmul", other2, leaves_of(other2, self))
     for a, b, c in zip(flat_leaves(self), leaves_of(other1, self), leaves_of(other2, self), strict=True):
         a.addcmul_(b, c, value=value)
     return self
@@ -337,6 +401,8 @@ def addcdiv(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
 
 def addcdiv_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
     """In-place :meth:`addcdiv`."""
+    _check_binary_(self, "div", other1, leaves_of(other1, self))
+    _check_binary_(self, "div", other2, leaves_of(other2, self))
     for a, b, c in zip(flat_leaves(self), leaves_of(other1, self), leaves_of(other2, self), strict=True):
         a.addcdiv_(b, c, value=value)
     return self
