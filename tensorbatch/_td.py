@@ -49,7 +49,7 @@ class TensorDict(TensorDictBase):
         elif kwargs:
             source = {**source, **kwargs}
         elif type(source) is not dict and not isinstance(source, Mapping) and not is_td(source):
-            raise TypeError(f"TensorDict source must be a mapping, got {type(source).__name__}")
+            raise ValueError(f"TensorDict source must be a mapping, got {type(source).__name__}")
         self._batch_size = _as_size(batch_size)
         self._device = _as_device(device)
         self._is_locked = False

@@ -23,7 +23,7 @@ from ._ops import pointwise as _pointwise
 from ._ops import reduce as _reduce
 from ._ops import shape as _shape
 from ._ops import torch_function as _torch_function
-from ._ops.traverse import COLLECTION_TYPES, MISSING, NO_DEFAULT, apply_leaves, map_leaves, flat_leaves, is_td, named_leaves
+from ._ops.traverse import COLLECTION_TYPES, MISSING, NO_DEFAULT, apply_leaves, check_leaves, map_leaves, flat_leaves, is_td, named_leaves
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -238,9 +238,7 @@ class TensorDictBase(abc.ABC):
         path = unravel_key_to_tuple(key)
         node: Any = self
         for i, k in enumerate(path):
-            if not is_td(node):
-                if default is not NO_DEFAULT:
-                    return default
+            if not is_td(node):  # a wrong key shape, not a missing key: raise even with a default
                 raise _errors.key_through_leaf(path, i, node)
             nxt = node._get_str(k, MISSING)
             if nxt is MISSING:
@@ -298,7 +296,15 @@ class TensorDictBase(abc.ABC):
             torch.Size([2, 3])
         """
         path = (key,) if type(key) is str else unravel_key_to_tuple(key)
-        node = self._walk_to(path, create=True) if len(path) > 1 else self
+        node = self._parent_of(path) if len(path) > 1 else self
+        if node is None:  # missing levels: validate against the deepest existing one, then create
+            deepest = self._deepest(path)
+            if deepest.is_locked:
+                raise _errors.locked()
+            item = deepest._validate(item, path, deepest, non_blocking)
+            node = self._walk_to(path, create=True)
+            node._set_str(path[-1], item, inplace=False, validated=True)
+            return self
         name = path[-1]
         exists = node._get_str(name, MISSING) is not MISSING
         if node.is_locked and not (inplace and exists):
@@ -306,6 +312,18 @@ class TensorDictBase(abc.ABC):
         node._set_str(name, node._validate(item, path, node, non_blocking), inplace=inplace and exists,
                       validated=True)
         return self
+
+    def _deepest(self, path: tuple[str, ...]) -> TensorDictBase:
+        """The deepest existing node along ``path[:-1]`` (KeyError when the path runs through a leaf)."""
+        node: Any = self
+        for i, key in enumerate(path[:-1]):
+            sub = node._get_str(key, MISSING)
+            if sub is MISSING:
+                return node
+            if not is_td(sub):
+                raise KeyError(str(_errors.key_through_leaf(path, i + 1, sub)))
+            node = sub
+        return node
 
     def set_(self, key: NestedKey, item: Any) -> TensorDictBase:
         """Copy ``item`` into the existing leaf at ``key`` (allowed on locked TensorDicts).
@@ -581,8 +599,10 @@ class TensorDictBase(abc.ABC):
                     continue
                 try:
                     value = value.select(*sub, strict=strict)
-                except KeyError as err:
-                    raise KeyError(f"{err.args[0]} (under {key!r})") from None
+                except KeyError:
+                    for path in sub:  # re-raise with the full key path
+                        self._get((key, *path))
+                    raise
             out[key] = value
         result = self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
         return self._replace_with(result) if inplace else result
@@ -682,8 +702,10 @@ class TensorDictBase(abc.ABC):
         if safe and new_key in self:
             raise KeyError(f"key {_errors.fmt_path(new_key)} already present in TensorDict.")
         value = self._get(old_key)
+        if unravel_key_to_tuple(old_key) == unravel_key_to_tuple(new_key):
+            return self
+        self.set(new_key, value)  # a failing set leaves everything as it was
         self.del_(old_key)
-        self.set(new_key, value)
         return self
 
     def fill_(self, key: NestedKey, value: float | bool) -> TensorDictBase:
@@ -747,7 +769,7 @@ class TensorDictBase(abc.ABC):
             what="applying fn",
         )
         if batch_size is not None:
-            _check_leaves(result)
+            check_leaves(result)
         if not len(result._keys_str()) and filter_empty is None and not self.is_empty():
             return None
         if inplace:
@@ -1155,17 +1177,6 @@ def _check_inplace_shape(path: tuple[str, ...], value: Any, current: Any) -> Non
                 f"cannot write a value of shape {_errors.fmt_shape(value.shape)} in place into "
                 f"{_errors.fmt_path(path)} of shape {_errors.fmt_shape(current.shape)}"
             )
-
-
-def _check_leaves(td: TensorDictBase) -> None:
-    """Raise if a leaf does not start with its node's batch size (results of user functions)."""
-    bs = td.batch_size
-    for key, value in td._items_str():
-        shape = value.batch_size if is_td(value) else getattr(value, "shape", None)
-        if shape is not None and shape[: len(bs)] != bs:
-            raise _errors.batch_mismatch(bs, (key,), shape)
-        if is_td(value):
-            _check_leaves(value)
 
 
 def _check_reduce_dim(td: TensorDictBase, dim: int) -> None:

@@ -292,22 +292,22 @@ def _expand_mask(mask: _Tensor, leaf: _Tensor) -> _Tensor:
     return mask.reshape(*mask.shape, *([1] * extra)).expand(leaf.shape)
 
 
-def _check_mask(td: Any, mask: _Tensor) -> None:
+def _check_mask(td: Any, mask: _Tensor, error: type[Exception] = IndexError) -> None:
     if mask.shape != td.batch_size[: mask.ndim] or mask.ndim == 0:
-        raise IndexError(
+        raise error(
             f"mask of shape {fmt_shape(mask.shape)} does not match batch_size {fmt_shape(td.batch_size)}"
         )
 
 
 def masked_fill(td: Any, mask: _Tensor, value: Any) -> Any:
     """Leaf-wise ``masked_fill`` with a mask over the leading batch dims."""
-    _check_mask(td, mask)
+    _check_mask(td, mask, RuntimeError)
     return td._map(lambda x: x.masked_fill(_expand_mask(mask, x), value), "masked_fill")
 
 
 def masked_fill_(td: Any, mask: _Tensor, value: Any) -> Any:
     """In-place :func:`masked_fill`."""
-    _check_mask(td, mask)
+    _check_mask(td, mask, RuntimeError)
     for leaf in flat_leaves(td):
         leaf.masked_fill_(_expand_mask(mask, leaf), value)
     return td

@@ -134,7 +134,7 @@ def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any]) -> None:
     for (path, a), b in zip(named_leaves(td), rhs, strict=True):
         if scalar or type(b) is not torch.Tensor:
             result = torch.result_type(a, b)
-        elif b.dtype == a.dtype and b.shape == a.shape and name != "div":
+        elif b.dtype == a.dtype and b.shape == a.shape and (name not in ("div", "lerp") or _is_float(a.dtype)):
             continue
         else:
             if b.shape != a.shape:
@@ -300,13 +300,18 @@ def _make_binary(name: str, torch_name: str) -> Callable[..., Any]:
 def _make_binary_(name: str) -> Callable[..., Any]:
     foreach = _foreach(f"{name}_")
     if hasattr(torch.Tensor, f"{name}_"):
-        def inplace(a: Any, b: Any, **kwargs: Any) -> Any:
+        def write(a: Any, b: Any, **kwargs: Any) -> Any:
             return getattr(a, f"{name}_")(b, **kwargs)
     else:  # e.g. maximum/minimum: no Tensor method, but an ``out=`` form
         op = getattr(torch, name)
 
-        def inplace(a: Any, b: Any, **kwargs: Any) -> Any:
+        def write(a: Any, b: Any, **kwargs: Any) -> Any:
             return op(a, b, out=a, **kwargs)
+
+    def inplace(a: Any, b: Any, **kwargs: Any) -> Any:
+        if name in _TENSOR_ONLY and not isinstance(b, torch.Tensor):  # these take no Python scalars
+            b = torch.as_tensor(b, dtype=a.dtype, device=a.device)
+        return write(a, b, **kwargs)
 
     def method(self: Any, other: Any, *, alpha: Any = None) -> Any:
         kwargs = {} if alpha is None else {"alpha": alpha}
@@ -314,7 +319,8 @@ def _make_binary_(name: str) -> Callable[..., Any]:
         _check_binary_(self, name, other, rhs)
         leaves = flat_leaves(self)
         try:
-            if foreach is not None and not kwargs and leaves and (is_td(other) or not isinstance(other, torch.Tensor)):
+            if foreach is not None and not kwargs and leaves and (is_td(other) or (
+                    not isinstance(other, torch.Tensor) and name not in _TENSOR_ONLY)):
                 foreach(leaves, rhs if is_td(other) else other)
             else:
                 for a, b in zip(leaves, rhs, strict=True):
@@ -363,11 +369,22 @@ def _make_cast(name: str, dtype: torch.dtype) -> Callable[..., Any]:
     return method
 
 
+def _zip_map(td: Any, fn: Callable[..., Any], what: str, *operands: Any) -> Any:
+    """``fn(leaf, *operand_leaves)`` per leaf; the failing leaf's key path is noted on errors."""
+    out = []
+    try:
+        for row in zip(flat_leaves(td), *(leaves_of(o, td) for o in operands), strict=True):
+            out.append(fn(*row))
+    except Exception as err:
+        if not isinstance(err, KeyError):
+            add_path_note(err, what, [p for p, _ in named_leaves(td)][len(out)])
+        raise
+    return from_leaves(td, out)
+
+
 def lerp(self: Any, end: Any, weight: Any) -> Any:
     """Linear interpolation towards ``end`` (TensorDict, tensor or number) by ``weight``."""
-    ends, weights = leaves_of(end, self), leaves_of(weight, self)
-    out = [torch.lerp(a, e, w) for a, e, w in zip(flat_leaves(self), ends, weights, strict=True)]
-    return from_leaves(self, out)
+    return _zip_map(self, torch.lerp, "lerp", end, weight)
 
 
 def lerp_(self: Any, end: Any, weight: Any) -> Any:
@@ -380,8 +397,7 @@ def lerp_(self: Any, end: Any, weight: Any) -> Any:
 
 def addcmul(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
     """``self + value * other1 * other2`` leaf-wise."""
-    rows = zip(flat_leaves(self), leaves_of(other1, self), leaves_of(other2, self), strict=True)
-    return from_leaves(self, [torch.addcmul(a, b, c, value=value) for a, b, c in rows])
+    return _zip_map(self, lambda a, b, c: torch.addcmul(a, b, c, value=value), "addcmul", other1, other2)
 
 
 def addcmul_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
@@ -395,8 +411,7 @@ def addcmul_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
 
 def addcdiv(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
     """``self + value * other1 / other2`` leaf-wise."""
-    rows = zip(flat_leaves(self), leaves_of(other1, self), leaves_of(other2, self), strict=True)
-    return from_leaves(self, [torch.addcdiv(a, b, c, value=value) for a, b, c in rows])
+    return _zip_map(self, lambda a, b, c: torch.addcdiv(a, b, c, value=value), "addcdiv", other1, other2)
 
 
 def addcdiv_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
@@ -410,8 +425,7 @@ def addcdiv_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
 
 def clamp(self: Any, min: Any = None, max: Any = None) -> Any:
     """Clamp every leaf into ``[min, max]`` (numbers, tensors or TensorDicts)."""
-    lows, highs = leaves_of(min, self), leaves_of(max, self)
-    return from_leaves(self, [torch.clamp(a, lo, hi) for a, lo, hi in zip(flat_leaves(self), lows, highs, strict=True)])
+    return _zip_map(self, torch.clamp, "clamp", min, max)
 
 
 def clamp_(self: Any, min: Any = None, max: Any = None) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .traverse import apply_leaves, flat_leaves, from_leaves, is_td
+from .traverse import apply_leaves, check_leaves, flat_leaves, from_leaves, is_td
 
 _Size = torch.Size
 
@@ -64,7 +64,9 @@ def view(td: Any, *shape: Any, size: Any = None, batch_size: Any = None) -> Any:
         torch.Size([6, 5])
     """
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-        return td._map(lambda x: x.view(shape[0]), "viewing as dtype")
+        out = td._map(lambda x: x.view(shape[0]), "viewing as dtype")
+        check_leaves(out)  # a dtype of another size changes the last dim: it must not be a batch dim
+        return out
     new = _infer_shape(td, _shape_args(shape or (size or batch_size,)), "view")
     if new == td.batch_size:
         return td
@@ -140,7 +142,7 @@ def flatten(td: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
         return unsqueeze(td, 0) if start_dim in (0, -1) else td
     s, e = _dim(td, start_dim), _dim(td, end_dim)
     if s > e:
-        raise RuntimeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     bs = td.batch_size
     new = [*bs[:s], math.prod(bs[s : e + 1]), *bs[e + 1 :]]
     return td._map(lambda x: x.flatten(s, e), "flatten", batch_size=new)

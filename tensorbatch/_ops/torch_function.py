@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from .._errors import fmt_shape, key_sets_differ
-from .traverse import flat_leaves, flat_leaves_like, from_leaves, is_td
+from .._errors import add_path_note, fmt_shape, key_sets_differ
+from .traverse import flat_leaves, flat_leaves_like, from_leaves, is_td, named_leaves
 
 HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {}
 
@@ -99,6 +99,19 @@ def _dense_columns(dicts: list[dict[str, Any]], dense: type, cols: list[list[Any
     return True
 
 
+def _per_column(fn: Callable[..., Any], cols: list[list[Any]], dim: int, first: Any, what: str) -> list[Any]:
+    out = []
+    for col in cols:
+        try:
+            out.append(fn(col, dim))
+        except Exception as err:
+            path = [p for p, _ in named_leaves(first)][len(out)]
+            shapes = ", ".join(fmt_shape(t.shape) for t in col[:4]) + (", ..." if len(col) > 4 else "")
+            add_path_note(err, f"{what}ing leaves of shapes {shapes}", path)
+            raise
+    return out
+
+
 @implements(torch.stack)
 def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """Stack TensorDicts with equal batch sizes and keys along a new batch dim.
@@ -125,7 +138,7 @@ def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         for col, target in zip(_columns(tds, "stack"), flat_leaves_like(out, tds[0]), strict=True):
             torch.stack(col, d, out=target)
         return out
-    leaves = [torch.stack(col, d) for col in _columns(tds, "stack")]
+    leaves = _per_column(torch.stack, _columns(tds, "stack"), d, tds[0], "stack")
     names = tds[0]._maybe_names()
     if names is not None:
         names = (*names[:d], None, *names[d:])
@@ -140,7 +153,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         raise RuntimeError("cat expects a non-empty sequence of TensorDicts")
     nd = tds[0].batch_dims
     if not -nd <= dim < nd:
-        raise IndexError(f"cat: dim {dim} is out of range for {nd} batch dims")
+        raise RuntimeError(f"cat: dim {dim} is out of range for batch_size {fmt_shape(tds[0].batch_size)}")
     d = dim % nd
     _check_same_batch(tds, "cat", skip_dim=d)
     bs = list(tds[0].batch_size)
@@ -149,7 +162,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         for col, target in zip(_columns(tds, "cat"), flat_leaves_like(out, tds[0]), strict=True):
             torch.cat(col, d, out=target)
         return out
-    leaves = [torch.cat(col, d) for col in _columns(tds, "cat")]
+    leaves = _per_column(torch.cat, _columns(tds, "cat"), d, tds[0], "cat")
     return from_leaves(tds[0], leaves, batch_size=torch.Size(bs), names=tds[0]._maybe_names())
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._errors import add_path_note, key_sets_differ, missing_key
+from .._errors import add_path_note, batch_mismatch, key_sets_differ, missing_key
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -182,6 +182,17 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
     elif names is NO_DEFAULT:
         names = None
     return td._dense_cls._new_unsafe(out, batch_size, td.device if device is NO_DEFAULT else device, names)
+
+
+def check_leaves(td: TensorDictBase, prefix: tuple[str, ...] = ()) -> None:
+    """Raise if a leaf does not start with its node's batch size (results of user functions)."""
+    bs = td.batch_size
+    for key, value in td._items_str():
+        shape = value.batch_size if is_td(value) else getattr(value, "shape", None)
+        if shape is not None and shape[: len(bs)] != bs:
+            raise batch_mismatch(bs, (*prefix, key), shape)
+        if is_td(value):
+            check_leaves(value, (*prefix, key))
 
 
 def first_leaf(td: TensorDictBase) -> Any:

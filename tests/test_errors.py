@@ -1,0 +1,269 @@
+"""Message assertions for the helpers in ``tensorbatch._errors`` (STYLE.md R6).
+
+Every helper is checked for its exact text, its builtin type (the one tensordict 0.15.3 raises for
+the same situation), and, for ``add_path_note``, that the note is added once and leaves the type alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensorbatch import _errors
+from tensorbatch._errors import (
+    LOCKED_MSG,
+    InplaceWriteError,
+    add_path_note,
+    batch_mismatch,
+    fmt_path,
+    fmt_shape,
+    key_sets_differ,
+    key_through_leaf,
+    locked,
+    missing_key,
+    not_a_tensor,
+)
+
+
+# ------------------------------------------------------------------ fmt_path
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (("a",), "'a'"),
+        ("a", "'a'"),
+        (("next", "obs"), "('next', 'obs')"),
+        (("a", "b", "c"), "('a', 'b', 'c')"),
+        ((), "()"),
+        (("it's",), '"it\'s"'),
+    ],
+    ids=["one-tuple", "str", "pair", "triple", "empty", "quote"],
+)
+def test_fmt_path(path, expected):
+    assert fmt_path(path) == expected
+
+
+def test_fmt_path_one_tuple_equals_str():
+    # a path of length one is printed the way users type it: td["a"], not td[("a",)]
+    assert fmt_path(("obs",)) == fmt_path("obs") == "'obs'"
+
+
+# ------------------------------------------------------------------ fmt_shape
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        (torch.Size([3, 4]), "[3, 4]"),
+        (torch.Size([]), "[]"),
+        ((2,), "[2]"),
+        ([5, 0, 1], "[5, 0, 1]"),
+        (torch.zeros(2, 3).shape, "[2, 3]"),
+    ],
+    ids=["size", "empty", "tuple", "list", "tensor-shape"],
+)
+def test_fmt_shape(shape, expected):
+    assert fmt_shape(shape) == expected
+
+
+def test_fmt_shape_has_no_torch_size_prefix():
+    assert "torch.Size" not in fmt_shape(torch.Size([1, 2]))
+
+
+# ------------------------------------------------------------------ missing_key
+def test_missing_key_flat():
+    err = missing_key(("x",), ["b", "a"])
+    assert type(err) is KeyError
+    assert err.args == ("key 'x' not found in TensorDict with keys ['a', 'b']",)
+
+
+def test_missing_key_nested_path_and_class_name():
+    err = missing_key(("next", "obs"), {"rew": 1, "done": 2}, cls_name="LazyStackedTensorDict")
+    assert err.args[0] == "key ('next', 'obs') not found in LazyStackedTensorDict with keys ['done', 'rew']"
+
+
+def test_missing_key_no_keys():
+    assert missing_key(("a",), []).args[0] == "key 'a' not found in TensorDict with keys []"
+
+
+def test_missing_key_is_raisable_and_matchable():
+    with pytest.raises(KeyError, match=r"key \('a', 'b'\) not found"):
+        raise missing_key(("a", "b"), ["c"])
+
+
+# ------------------------------------------------------------------ batch_mismatch
+def test_batch_mismatch_text():
+    err = batch_mismatch(torch.Size([3, 5]), ("obs", "state"), torch.Size([3, 4, 5]))
+    assert type(err) is RuntimeError
+    assert str(err) == (
+        "batch_size [3, 5] is incompatible with leaf ('obs', 'state') of shape [3, 4, 5]: "
+        "the leading dimensions of every leaf must equal the batch size"
+    )
+
+
+def test_batch_mismatch_flat_key_and_empty_shape():
+    err = batch_mismatch([2], ("x",), ())
+    assert str(err).startswith("batch_size [2] is incompatible with leaf 'x' of shape []:")
+
+
+# ------------------------------------------------------------------ locked
+def test_locked():
+    err = locked()
+    assert type(err) is RuntimeError
+    assert str(err) == LOCKED_MSG
+    assert str(err) == (
+        "Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` method "
+        "and make sure the key is present."
+    )
+
+
+def test_locked_returns_a_fresh_exception():
+    assert locked() is not locked()
+
+
+def test_locked_message_matches_tensordict():
+    tensordict = pytest.importorskip("tensordict")
+    td = tensordict.TensorDict({}, batch_size=[]).lock_()
+    with pytest.raises(RuntimeError) as info:
+        td["x"] = torch.zeros(())
+    assert str(info.value) == LOCKED_MSG
+
+
+# ------------------------------------------------------------------ key_sets_differ
+def test_key_sets_differ_root():
+    err = key_sets_differ((), ["a", "b", "c"], ["b", "d"])
+    assert type(err) is KeyError
+    assert (
+        err.args[0]
+        == "keys in tensordicts mismatch: only in the first: ['a', 'c'], only in the second: ['d']"
+    )
+
+
+def test_key_sets_differ_nested_path():
+    err = key_sets_differ(("next",), ["obs", "rew"], ["obs"])
+    assert err.args[0] == (
+        "keys in tensordicts mismatch under 'next': only in the first: ['rew'], only in the second: []"
+    )
+
+
+def test_key_sets_differ_deep_path():
+    err = key_sets_differ(("a", "b"), [], ["z"])
+    assert (
+        err.args[0]
+        == "keys in tensordicts mismatch under ('a', 'b'): only in the first: [], only in the second: ['z']"
+    )
+
+
+# ------------------------------------------------------------------ not_a_tensor
+def test_not_a_tensor():
+    err = not_a_tensor(("next", "info"), "hello")
+    assert type(err) is TypeError
+    assert (
+        str(err) == "value for key ('next', 'info') must be a torch.Tensor, a TensorDict or a dict, got str"
+    )
+
+
+def test_not_a_tensor_flat_and_object():
+    assert str(not_a_tensor(("x",), object())).endswith(
+        "for key 'x' must be a torch.Tensor, a TensorDict or a dict, got object"
+    )
+
+
+# ------------------------------------------------------------------ key_through_leaf
+def test_key_through_leaf():
+    err = key_through_leaf(("a", "b", "c"), 1, torch.zeros(1))
+    assert type(err) is ValueError
+    assert str(err) == "key ('a', 'b', 'c'): 'a' is a Tensor, not a TensorDict, so it has no entry 'b'"
+
+
+def test_key_through_leaf_deeper():
+    err = key_through_leaf(("a", "b", "c"), 2, 3)
+    assert str(err) == "key ('a', 'b', 'c'): ('a', 'b') is a int, not a TensorDict, so it has no entry 'c'"
+
+
+# ------------------------------------------------------------------ InplaceWriteError
+def test_inplace_write_error_types():
+    # tensordict's _InplaceWriteError subclasses both ValueError and RuntimeError
+    assert issubclass(InplaceWriteError, RuntimeError)
+    assert issubclass(InplaceWriteError, ValueError)
+    with pytest.raises(ValueError, match="boom"):
+        raise InplaceWriteError("boom")
+
+
+# ------------------------------------------------------------------ add_path_note
+def test_add_path_note_adds_note_and_keeps_type():
+    err = RuntimeError("shape '[4, 5]' is invalid")
+    add_path_note(err, "applying 'view'", ("obs", "pixels"))
+    assert type(err) is RuntimeError
+    assert str(err) == "shape '[4, 5]' is invalid"
+    assert err.__notes__ == ["while applying 'view' at key ('obs', 'pixels')"]
+
+
+def test_add_path_note_flat_key():
+    err = ValueError("x")
+    add_path_note(err, "mapping", ("a",))
+    assert err.__notes__ == ["while mapping at key 'a'"]
+
+
+def test_add_path_note_only_once():
+    # the innermost frame notes the full path; outer frames must not add a second (shorter) note
+    err = RuntimeError("boom")
+    add_path_note(err, "inner", ("a", "b"))
+    add_path_note(err, "outer", ("a",))
+    add_path_note(err, "outer", ("a",))
+    assert err.__notes__ == ["while inner at key ('a', 'b')"]
+
+
+def test_add_path_note_keeps_existing_notes():
+    err = RuntimeError("boom")
+    err.add_note("user note")
+    add_path_note(err, "mapping", ("k",))
+    assert err.__notes__ == ["user note", "while mapping at key 'k'"]
+
+
+def test_add_path_note_special_constructor_exception():
+    # UnicodeDecodeError cannot be rebuilt from a message: notes keep it intact
+    with pytest.raises(UnicodeDecodeError) as info:
+        b"\xff".decode("utf-8")
+    err = info.value
+    add_path_note(err, "decoding", ("text",))
+    assert type(err) is UnicodeDecodeError
+    assert err.reason == "invalid start byte"
+    assert err.__notes__ == ["while decoding at key 'text'"]
+
+
+def test_add_path_note_visible_to_pytest_match():
+    err = KeyError("k")
+    add_path_note(err, "reading", ("x", "y"))
+    with pytest.raises(KeyError, match=r"while reading at key \('x', 'y'\)"):
+        raise err
+
+
+def test_add_path_note_reraised_keeps_traceback_note():
+    def inner():
+        try:
+            torch.zeros(2).view(3)
+        except RuntimeError as err:
+            add_path_note(err, "applying 'view'", ("obs",))
+            raise
+
+    with pytest.raises(RuntimeError, match=r"(?s)invalid.*while applying 'view' at key 'obs'"):
+        inner()
+
+
+def test_module_exports_only_builtin_subclasses():
+    for name in (
+        "missing_key",
+        "batch_mismatch",
+        "locked",
+        "key_sets_differ",
+        "not_a_tensor",
+        "key_through_leaf",
+    ):
+        assert hasattr(_errors, name)
+    made = [
+        missing_key(("a",), []),
+        batch_mismatch([1], ("a",), [2]),
+        locked(),
+        key_sets_differ((), [], []),
+        not_a_tensor(("a",), 1),
+        key_through_leaf(("a", "b"), 1, 1),
+    ]
+    assert [type(e) for e in made] == [KeyError, RuntimeError, RuntimeError, KeyError, TypeError, ValueError]
