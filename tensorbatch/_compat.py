@@ -14,7 +14,8 @@ except ImportError:  # pragma: no cover
     pytree = None  # type: ignore[assignment]
 
 
-def register_pytree_node(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: Any) -> None:
+def register_pytree_node(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: Any,
+                         to_dumpable: Any, from_dumpable: Any) -> None:
     """Register ``cls`` with torch's pytree (used by torch.compile, export and vmap)."""
     if pytree is None:  # pragma: no cover
         return
@@ -22,6 +23,8 @@ def register_pytree_node(cls: type, flatten: Any, unflatten: Any, flatten_with_k
         cls, flatten, unflatten,
         serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
         flatten_with_keys_fn=flatten_with_keys,
+        to_dumpable_context=to_dumpable,
+        from_dumpable_context=from_dumpable,
     )
 
 

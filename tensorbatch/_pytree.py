@@ -51,4 +51,16 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
     return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), torch.Size(new_bs), device, names)
 
 
-_compat.register_pytree_node(TensorDict, _flatten, _unflatten, _flatten_with_keys)
+def _to_dumpable(context: Any) -> Any:
+    keys, batch_size, device, names, feats = context
+    return [list(keys), list(batch_size), None if device is None else str(device),
+            None if names is None else list(names), list(feats)]
+
+
+def _from_dumpable(dumped: Any) -> Any:
+    keys, batch_size, device, names, feats = dumped
+    return (tuple(keys), torch.Size(batch_size), None if device is None else torch.device(device),
+            None if names is None else tuple(names), tuple(feats))
+
+
+_compat.register_pytree_node(TensorDict, _flatten, _unflatten, _flatten_with_keys, _to_dumpable, _from_dumpable)

@@ -768,8 +768,7 @@ class TensorDictBase(abc.ABC):
             is_leaf=is_leaf, filter_empty=True if filter_empty is None else filter_empty, default=default,
             what="applying fn",
         )
-        if batch_size is not None:
-            check_leaves(result)
+        check_leaves(result)  # a user function may change leading dims: refuse an inconsistent result
         if not len(result._keys_str()) and filter_empty is None and not self.is_empty():
             return None
         if inplace:

@@ -350,6 +350,10 @@ def _make_reflected(torch_name: str) -> Callable[..., Any]:
     def method(self: Any, other: Any) -> Any:
         if is_td(other):
             return NotImplemented
+        if isinstance(other, torch.Tensor) and other.ndim:  # aligned with the batch dims, as td <op> t
+            out = map_leaves(self, lambda x: op(_align(other, x), x), what=torch_name)
+            new_bs = _result_batch(self, other)
+            return out if new_bs is None else from_leaves(out, flat_leaves(out), batch_size=new_bs)
         return map_leaves(self, lambda x: op(other, x), what=torch_name)
 
     return method

@@ -38,7 +38,7 @@ def _infer_shape(td: Any, shape: tuple[int, ...], what: str) -> torch.Size:
     numel = td.batch_size.numel()
     if shape.count(-1) > 1:
         raise RuntimeError(f"{what}: only one dimension can be inferred, got shape {list(shape)}")
-    known = math.prod(s for s in shape if s != -1)
+    known = math.prod([s for s in shape if s != -1])  # a list: dynamo cannot trace a generator here
     if -1 in shape:
         if known == 0 or numel % known:
             raise RuntimeError(f"{what}: shape {list(shape)} is invalid for batch_size {list(td.batch_size)}")
@@ -154,7 +154,7 @@ def unflatten(td: Any, dim: int, unflattened_size: Sequence[int]) -> Any:
     bs = td.batch_size
     sizes = list(unflattened_size)
     if -1 in sizes:
-        known = math.prod(s for s in sizes if s != -1)
+        known = math.prod([s for s in sizes if s != -1])
         sizes = [bs[d] // known if s == -1 else s for s in sizes]
     if math.prod(sizes) != bs[d]:
         raise RuntimeError(f"unflatten: sizes {list(unflattened_size)} don't multiply to dim {dim} of size {bs[d]}")

@@ -172,6 +172,8 @@ for _alias in (torch.concat, torch.concatenate):
 
 def _method(name: str) -> Callable[..., Any]:
     def call(td: Any, *args: Any, **kwargs: Any) -> Any:
+        if not is_td(td):
+            raise TypeError(f"torch.{name} takes a TensorDict as its first argument, got {type(td).__name__}")
         return getattr(td, name)(*args, **kwargs)
 
     call.__name__ = name

@@ -7,6 +7,7 @@ function keep their type and gain the key path as a note.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -20,18 +21,18 @@ if TYPE_CHECKING:
 _Tensor = torch.Tensor
 
 
-class _Missing:
-    """Sentinel for 'no value given'."""
+class _Sentinel(enum.Enum):
+    """Markers for 'no value'. Enum members, so torch.compile can treat them as constants."""
 
-    __slots__ = ()
+    NO_DEFAULT = "NO_DEFAULT"  # "no default given": lookups raise KeyError
+    MISSING = "MISSING"  # returned by lookups called with default=MISSING for an absent key
 
     def __repr__(self) -> str:
-        return "NO_DEFAULT"
+        return self.value
 
 
-NO_DEFAULT: Any = _Missing()  # "no default given": lookups raise KeyError
-MISSING: Any = type("_MissingMarker", (), {"__slots__": (), "__repr__": lambda self: "MISSING"})()
-"""Returned by lookups called with ``default=MISSING`` to mark an absent key."""
+NO_DEFAULT: Any = _Sentinel.NO_DEFAULT
+MISSING: Any = _Sentinel.MISSING
 
 
 COLLECTION_TYPES: set[type] = set()

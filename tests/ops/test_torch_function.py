@@ -1,0 +1,354 @@
+"""Every entry of ``HANDLED`` (``tensorbatch._ops.torch_function``) works when called through torch.
+
+``CASES`` holds one check per torch function; ``test_every_entry_has_a_case`` fails when an entry is added
+to ``HANDLED`` without a case here (or a case outlives its entry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from tensorbatch import TensorDict
+from tensorbatch._ops.torch_function import HANDLED
+
+BATCH = (3, 4)
+PATHS = (("a",), ("nested", "b"))  # leaf shapes (3, 4, 2) and (3, 4)
+
+
+def make_td(seed: int = 0) -> TensorDict:
+    g = torch.Generator().manual_seed(seed)
+    return TensorDict(
+        {
+            "a": torch.rand(*BATCH, 2, generator=g) + 0.1,
+            "nested": {"b": torch.rand(*BATCH, generator=g) + 0.1},
+        },
+        batch_size=BATCH,
+    )
+
+
+def leaves(td: Any) -> list[torch.Tensor]:
+    return [td[p] for p in PATHS]
+
+
+def expect(result: Any, fn: Callable[..., torch.Tensor], *tds: Any, batch_size: Any) -> None:
+    """``result`` is a TensorDict of ``batch_size`` whose leaves equal ``fn(leaf, *other_leaves)``."""
+    assert isinstance(result, TensorDict), type(result)
+    assert result.batch_size == torch.Size(batch_size)
+    assert set(result.keys(True, True)) == {"a", ("nested", "b")}
+    for i, path in enumerate(PATHS):
+        want = fn(*(leaves(td)[i] for td in tds))
+        torch.testing.assert_close(result[path], want, equal_nan=True, msg=f"at {path}")
+
+
+def _feat(x: torch.Tensor) -> tuple[int, ...]:
+    return tuple(x.shape[len(BATCH) :])
+
+
+# ---------------------------------------------------------------------------------------- cases
+def _stack(td: TensorDict) -> None:
+    other = make_td(1)
+    expect(torch.stack([td, other], 1), lambda x, y: torch.stack([x, y], 1), td, other, batch_size=(3, 2, 4))
+    out = torch.stack([td, other]).zero_()
+    assert torch.stack([td, other], out=out) is out
+    expect(out, lambda x, y: torch.stack([x, y]), td, other, batch_size=(2, 3, 4))
+
+
+def _cat_with(fn: Callable[..., Any]) -> Callable[[TensorDict], None]:
+    def case(td: TensorDict) -> None:
+        other = make_td(1)
+        expect(fn([td, other], 1), lambda x, y: torch.cat([x, y], 1), td, other, batch_size=(3, 8))
+        expect(fn([td, other]), lambda x, y: torch.cat([x, y]), td, other, batch_size=(6, 4))
+
+    return case
+
+
+def _unbind(td: TensorDict) -> None:
+    parts = torch.unbind(td, 1)
+    assert len(parts) == 4
+    for i, part in enumerate(parts):
+        expect(part, lambda x, i=i: x[:, i], td, batch_size=(3,))
+
+
+def _split(td: TensorDict) -> None:
+    parts = torch.split(td, [1, 3], 1)
+    expect(parts[0], lambda x: x[:, :1], td, batch_size=(3, 1))
+    expect(parts[1], lambda x: x[:, 1:], td, batch_size=(3, 3))
+
+
+def _chunk(td: TensorDict) -> None:
+    parts = torch.chunk(td, 3, 0)
+    assert len(parts) == 3
+    for i, part in enumerate(parts):
+        expect(part, lambda x, i=i: x[i : i + 1], td, batch_size=(1, 4))
+
+
+def _where(td: TensorDict) -> None:
+    other = make_td(1)
+    cond = td["nested", "b"] > 0.5
+
+    def pick(x: torch.Tensor, y: Any) -> torch.Tensor:
+        return torch.where(cond.reshape(*BATCH, *[1] * (x.ndim - 2)), x, y)
+
+    expect(torch.where(cond, td, other), pick, td, other, batch_size=BATCH)
+    expect(torch.where(cond, td, 0.0), lambda x: pick(x, torch.zeros(())), td, batch_size=BATCH)
+    # TensorDict as the "other" operand: condition is flipped
+    expect(
+        torch.where(cond, 0.0, td),
+        lambda x: torch.where(cond.reshape(*BATCH, *[1] * (x.ndim - 2)), torch.zeros(()), x),
+        td,
+        batch_size=BATCH,
+    )
+
+
+def _like(name: str, *args: Any, check_values: bool = True) -> Callable[[TensorDict], None]:
+    def case(td: TensorDict) -> None:
+        out = getattr(torch, name)(td, *args)
+        assert isinstance(out, TensorDict)
+        assert out.batch_size == td.batch_size
+        for path, x in zip(PATHS, leaves(td), strict=True):
+            assert out[path].shape == x.shape
+            assert out[path].dtype == x.dtype
+            assert out[path].data_ptr() != x.data_ptr()
+        if check_values:
+            expect(out, lambda x: getattr(torch, name)(x, *args), td, batch_size=BATCH)
+
+    return case
+
+
+def _random_like(name: str, *args: Any) -> Callable[[TensorDict], None]:
+    def case(td: TensorDict) -> None:
+        torch.manual_seed(0)
+        out = getattr(torch, name)(td, *args)
+        torch.manual_seed(0)
+        expect(out, lambda x: getattr(torch, name)(x, *args), td, batch_size=BATCH)
+
+    return case
+
+
+def _reduction(name: str) -> Callable[[TensorDict], None]:
+    fn = getattr(torch, name)
+
+    def case(td: TensorDict) -> None:
+        expect(fn(td, 0), lambda x: fn(x, 0), td, batch_size=(4,))
+        expect(fn(td, 1, keepdim=True), lambda x: fn(x, 1, keepdim=True), td, batch_size=(3, 1))
+        expect(fn(td), lambda x: fn(x), td, batch_size=())
+
+    return case
+
+
+def _bool_reduction(name: str) -> Callable[[TensorDict], None]:
+    fn = getattr(torch, name)
+
+    def case(td: TensorDict) -> None:
+        mask = td > 0.5
+        expect(fn(mask, 0), lambda x: fn(x, 0), mask, batch_size=(4,))
+        result = fn(mask)
+        assert result == bool(fn(torch.stack([fn(x) for x in leaves(mask)])))
+        assert fn(td > 0.0) is True
+
+    return case
+
+
+def _unary(name: str) -> Callable[[TensorDict], None]:
+    fn = getattr(torch, name)
+    return lambda td: expect(fn(td), fn, td, batch_size=BATCH)
+
+
+def _binary(name: str) -> Callable[[TensorDict], None]:
+    fn = getattr(torch, name)
+
+    def case(td: TensorDict) -> None:
+        other = make_td(1)
+        expect(fn(td, other), fn, td, other, batch_size=BATCH)
+        expect(fn(td, torch.tensor(0.5)), lambda x: fn(x, torch.tensor(0.5)), td, batch_size=BATCH)
+
+    return case
+
+
+def _shape_case(
+    call: Callable[[Any], Any], per_leaf: Callable[[torch.Tensor], torch.Tensor], batch_size: tuple[int, ...]
+) -> Callable[[TensorDict], None]:
+    return lambda td: expect(call(td), per_leaf, td, batch_size=batch_size)
+
+
+def _masked_select(td: TensorDict) -> None:
+    mask = td["nested", "b"] > 0.5
+    n = int(mask.sum())
+    expect(torch.masked_select(td, mask), lambda x: x[mask], td, batch_size=(n,))
+
+
+def _masked_fill(td: TensorDict) -> None:
+    mask = td["nested", "b"] > 0.5
+    expect(
+        torch.masked_fill(td, mask, -1.0),
+        lambda x: x.masked_fill(mask.reshape(*BATCH, *[1] * (x.ndim - 2)), -1.0),
+        td,
+        batch_size=BATCH,
+    )
+
+
+def _gather(td: TensorDict) -> None:
+    index = torch.tensor([[2, 0, 1, 2], [0, 0, 0, 0]])
+
+    def per_leaf(x: torch.Tensor) -> torch.Tensor:
+        idx = index.reshape(*index.shape, *[1] * (x.ndim - 2)).expand(*index.shape, *_feat(x))
+        return torch.gather(x, 0, idx)
+
+    expect(torch.gather(td, 0, index), per_leaf, td, batch_size=(2, 4))
+
+
+def _clone(td: TensorDict) -> None:
+    out = torch.clone(td)
+    expect(out, lambda x: x, td, batch_size=BATCH)
+    assert all(o.data_ptr() != x.data_ptr() for o, x in zip(leaves(out), leaves(td), strict=True))
+
+
+def _clamp(td: TensorDict) -> None:
+    expect(torch.clamp(td, 0.3, 0.7), lambda x: torch.clamp(x, 0.3, 0.7), td, batch_size=BATCH)
+    expect(torch.clamp(td, min=0.5), lambda x: torch.clamp(x, min=0.5), td, batch_size=BATCH)
+
+
+def _lerp(td: TensorDict) -> None:
+    other = make_td(1)
+    expect(torch.lerp(td, other, 0.25), lambda x, y: torch.lerp(x, y, 0.25), td, other, batch_size=BATCH)
+
+
+def _addc(name: str) -> Callable[[TensorDict], None]:
+    fn = getattr(torch, name)
+
+    def case(td: TensorDict) -> None:
+        t1, t2 = make_td(1), make_td(2)
+        expect(
+            fn(td, t1, t2, value=0.5), lambda x, y, z: fn(x, y, z, value=0.5), td, t1, t2, batch_size=BATCH
+        )
+
+    return case
+
+
+def _repeat_interleave(td: TensorDict) -> None:
+    expect(
+        torch.repeat_interleave(td, 2, dim=1),
+        lambda x: torch.repeat_interleave(x, 2, dim=1),
+        td,
+        batch_size=(3, 8),
+    )
+
+
+CASES: dict[Callable[..., Any], Callable[[TensorDict], None]] = {
+    torch.stack: _stack,
+    torch.cat: _cat_with(torch.cat),
+    torch.concat: _cat_with(torch.concat),
+    torch.concatenate: _cat_with(torch.concatenate),
+    torch.unbind: _unbind,
+    torch.split: _split,
+    torch.chunk: _chunk,
+    torch.permute: _shape_case(
+        lambda td: torch.permute(td, (1, 0)), lambda x: x.permute(1, 0, *range(2, x.ndim)), (4, 3)
+    ),
+    torch.reshape: _shape_case(
+        lambda td: torch.reshape(td, (-1,)), lambda x: x.reshape(-1, *_feat(x)), (12,)
+    ),
+    torch.squeeze: _shape_case(lambda td: torch.squeeze(td.unsqueeze(1), 1), lambda x: x, BATCH),
+    torch.unsqueeze: _shape_case(lambda td: torch.unsqueeze(td, 1), lambda x: x.unsqueeze(1), (3, 1, 4)),
+    torch.flatten: _shape_case(lambda td: torch.flatten(td, 0, 1), lambda x: x.flatten(0, 1), (12,)),
+    torch.unflatten: _shape_case(
+        lambda td: torch.unflatten(td, 1, (2, 2)), lambda x: x.unflatten(1, (2, 2)), (3, 2, 2)
+    ),
+    torch.transpose: _shape_case(lambda td: torch.transpose(td, 0, 1), lambda x: x.transpose(0, 1), (4, 3)),
+    torch.gather: _gather,
+    torch.clone: _clone,
+    torch.masked_select: _masked_select,
+    torch.masked_fill: _masked_fill,
+    torch.where: _where,
+    torch.repeat_interleave: _repeat_interleave,
+    torch.clamp: _clamp,
+    torch.lerp: _lerp,
+    torch.addcmul: _addc("addcmul"),
+    torch.addcdiv: _addc("addcdiv"),
+    **{
+        getattr(torch, n): _reduction(n)
+        for n in ("sum", "mean", "nansum", "nanmean", "prod", "std", "var", "amax", "amin")
+    },
+    **{getattr(torch, n): _bool_reduction(n) for n in ("all", "any")},
+    **{
+        getattr(torch, n): _unary(n)
+        for n in (
+            "abs",
+            "exp",
+            "log",
+            "neg",
+            "sqrt",
+            "sigmoid",
+            "tanh",
+            "sin",
+            "cos",
+            "floor",
+            "ceil",
+            "round",
+            "sign",
+            "trunc",
+            "reciprocal",
+            "isnan",
+            "isfinite",
+        )
+    },
+    **{
+        getattr(torch, n): _binary(n)
+        for n in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge")
+    },
+    torch.zeros_like: _like("zeros_like"),
+    torch.ones_like: _like("ones_like"),
+    torch.empty_like: _like("empty_like", check_values=False),
+    torch.full_like: _like("full_like", 7.0),
+    torch.rand_like: _random_like("rand_like"),
+    torch.randn_like: _random_like("randn_like"),
+    torch.randint_like: _random_like("randint_like", 10),
+}
+
+
+def _id(fn: Any) -> str:
+    return getattr(fn, "__name__", repr(fn))
+
+
+def test_every_entry_has_a_case() -> None:
+    missing = sorted(map(_id, set(HANDLED) - set(CASES)))
+    stale = sorted(map(_id, set(CASES) - set(HANDLED)))
+    assert not missing, f"HANDLED entries without a case in CASES: {missing}"
+    assert not stale, f"CASES for torch functions no longer in HANDLED: {stale}"
+
+
+@pytest.mark.parametrize("torch_fn", list(HANDLED), ids=_id)
+def test_handled(torch_fn: Callable[..., Any]) -> None:
+    case = CASES.get(torch_fn)
+    if case is None:
+        pytest.fail(f"no case for {_id(torch_fn)} (add one to CASES)")
+    td = make_td()
+    before = [x.clone() for x in leaves(td)]
+    case(td)
+    for x, b in zip(leaves(td), before, strict=True):  # no case mutates its input
+        torch.testing.assert_close(x, b)
+
+
+def test_unknown_torch_function_returns_not_implemented() -> None:
+    td = make_td()
+    assert torch.cumsum not in HANDLED
+    assert td.__torch_function__(torch.cumsum, (type(td),), (td, 0)) is NotImplemented
+    with pytest.raises(TypeError):
+        torch.cumsum(td, 0)
+    with pytest.raises(TypeError):
+        torch.nn.functional.relu(td)
+
+
+def test_tensor_first_operand_raises_type_error() -> None:
+    # torch functions whose first argument is a tensor end in Tensor.<op>, which is not handled
+    with pytest.raises(TypeError):
+        torch.add(torch.ones(*BATCH), make_td())
+
+
+def test_number_first_operand_raises_type_error() -> None:
+    with pytest.raises(TypeError):
+        torch.mul(2, make_td())

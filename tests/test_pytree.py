@@ -1,0 +1,251 @@
+"""TensorDict as a torch pytree node: flatten/unflatten, tree_map and torch.vmap (R8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+
+from tensorbatch import TensorDict
+
+
+def make_td(**kwargs: Any) -> TensorDict:
+    g = torch.Generator().manual_seed(0)
+    return TensorDict(
+        {
+            "a": torch.randn(5, 3, 2, generator=g),
+            "nested": {
+                "b": torch.randn(5, 3, generator=g),
+                "deeper": {"c": torch.randn(5, 3, 4, 1, generator=g)},
+            },
+        },
+        batch_size=[5, 3],
+        **kwargs,
+    )
+
+
+PATHS = (("a",), ("nested", "b"), ("nested", "deeper", "c"))
+
+
+def assert_same_tree(got: Any, want: TensorDict, *, names: bool = True) -> None:
+    assert type(got) is type(want)
+    assert got.batch_size == want.batch_size
+    assert got.device == want.device
+    if names:
+        assert got.names == want.names
+    assert set(got.keys(True, True)) == set(want.keys(True, True))
+    for key in want.keys(True):
+        if isinstance(want[key], TensorDict):
+            assert got[key].batch_size == want[key].batch_size, key
+            assert got[key].device == want[key].device, key
+            if names:
+                assert got[key].names == want[key].names, key
+        else:
+            torch.testing.assert_close(got[key], want[key], msg=f"at {key}")
+
+
+# ---------------------------------------------------------------------------------------- flatten
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"names": ["x", "y"]}, {"device": "cpu"}, {"device": "cpu", "names": ["x", None]}],
+    ids=repr,
+)
+def test_flatten_unflatten_roundtrip(kwargs: dict[str, Any]) -> None:
+    td = make_td(**kwargs)
+    leaves, spec = pytree.tree_flatten(td)
+    assert len(leaves) == 3
+    assert all(isinstance(x, torch.Tensor) for x in leaves)
+    assert {id(x) for x in leaves} == {id(td[p]) for p in PATHS}  # no copies
+    out = pytree.tree_unflatten(leaves, spec)
+    assert out is not td
+    assert_same_tree(out, td)
+
+
+def test_flatten_with_path_names_keys() -> None:
+    td = make_td()
+    pairs, _ = pytree.tree_flatten_with_path(td)
+    paths = {pytree.keystr(path) for path, _ in pairs}
+    assert paths == {"['a']", "['nested']['b']", "['nested']['deeper']['c']"}
+
+
+def test_flatten_inside_containers() -> None:
+    td = make_td()
+    tree = {"td": td, "list": [td["a"], td], "x": 3}
+    leaves, spec = pytree.tree_flatten(tree)
+    assert len(leaves) == 3 + 1 + 3 + 1
+    out = pytree.tree_unflatten(leaves, spec)
+    assert_same_tree(out["td"], td)
+    assert_same_tree(out["list"][1], td)
+    assert out["x"] == 3
+
+
+def test_unflatten_with_placeholders_keeps_batch_size() -> None:
+    # vmap unflattens in_dims with ints / None in place of the tensors
+    td = make_td(names=["x", "y"])
+    _, spec = pytree.tree_flatten(td)
+    out = pytree.tree_unflatten([0, None, 1], spec)
+    assert out.batch_size == td.batch_size
+    assert out["nested"].batch_size == td.batch_size
+    assert out["a"] == 0
+    assert out["nested", "b"] is None
+    assert out["nested", "deeper", "c"] == 1
+
+
+def test_unflatten_reconciles_batch_size() -> None:
+    td = make_td(names=["x", "y"])
+    leaves, spec = pytree.tree_flatten(td)
+    out = pytree.tree_unflatten([x[0] for x in leaves], spec)  # every leaf lost the first batch dim
+    assert out.batch_size == torch.Size([3])
+    assert out["nested", "deeper"].batch_size == torch.Size([3])
+    assert out.names == [None]  # names cannot be matched to the new dims
+    out = pytree.tree_unflatten([x.unsqueeze(0) for x in leaves], spec)  # every leaf gained one
+    assert out.batch_size == torch.Size([1, 5, 3])
+    assert out["nested"].batch_size == torch.Size([1, 5, 3])
+
+
+def test_empty_td_roundtrip() -> None:
+    td = TensorDict({}, batch_size=[2, 3])
+    leaves, spec = pytree.tree_flatten(td)
+    assert leaves == []
+    out = pytree.tree_unflatten(leaves, spec)
+    assert out.batch_size == td.batch_size
+    assert len(out.keys()) == 0
+
+
+def test_empty_nested_td_roundtrip() -> None:
+    td = TensorDict({"a": torch.zeros(2, 3), "empty": {}}, batch_size=[2])
+    out = pytree.tree_unflatten(*pytree.tree_flatten(td))
+    assert out["empty"].batch_size == torch.Size([2])
+    assert out["empty"].is_empty()
+    assert out["a"].shape == (2, 3)
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_treespec_serialization_roundtrip(device: Any) -> None:
+    td = make_td(device=device)
+    leaves, spec = pytree.tree_flatten(td)
+    spec2 = pytree.treespec_loads(pytree.treespec_dumps(spec))
+    assert spec2 == spec
+    assert_same_tree(pytree.tree_unflatten(leaves, spec2), td)
+
+
+# ---------------------------------------------------------------------------------------- tree_map
+def test_tree_map() -> None:
+    td = make_td(device="cpu", names=["x", "y"])
+    out = pytree.tree_map(lambda x: x * 2 + 1, td)
+    assert_same_tree(out, td.apply(lambda x: x * 2 + 1))
+    doubled = pytree.tree_map(lambda x: x.double(), {"td": td, "t": torch.ones(2)})
+    assert doubled["td"].dtype == torch.float64
+    assert doubled["td"].names == ["x", "y"]
+
+
+def test_tree_map_two_trees() -> None:
+    td, other = make_td(), make_td() + 1
+    out = pytree.tree_map(torch.add, td, other)
+    assert_same_tree(out, td + other)
+
+
+def test_tree_map_reducing_leaves_changes_batch_size() -> None:
+    # every leaf loses its first batch dim: the result's batch size follows
+    out = pytree.tree_map(lambda x: x.sum(0), make_td())
+    assert out.batch_size == torch.Size([3])
+    assert out["nested", "deeper"].batch_size == torch.Size([3])
+
+
+# ---------------------------------------------------------------------------------------- vmap
+def test_vmap_in_dims_0() -> None:
+    td = make_td()
+    seen: list[torch.Size] = []
+
+    def fn(t: TensorDict) -> TensorDict:
+        seen.append(t.batch_size)
+        seen.append(t["nested", "deeper"].batch_size)
+        assert t["a"].shape == (3, 2)
+        return t * 2 + t["nested", "b"].unsqueeze(-1).mean()
+
+    out = torch.vmap(fn, in_dims=0)(td)
+    assert seen == [torch.Size([3]), torch.Size([3])]  # the mapped dim is removed inside
+    assert isinstance(out, TensorDict)
+    assert out.batch_size == torch.Size([5, 3])
+    assert out["nested", "deeper"].batch_size == torch.Size([5, 3])
+    shift = td["nested", "b"].mean(1)
+    for p in PATHS:
+        want = td[p] * 2 + shift.reshape(5, *[1] * (td[p].ndim - 1))
+        torch.testing.assert_close(out[p], want)
+
+
+def test_vmap_in_dims_1() -> None:
+    td = make_td()
+    seen: list[torch.Size] = []
+
+    def fn(t: TensorDict) -> TensorDict:
+        seen.append(t.batch_size)
+        assert t["a"].shape == (5, 2)
+        return t + 1
+
+    out = torch.vmap(fn, in_dims=1)(td)
+    assert seen == [torch.Size([5])]
+    assert out.batch_size == torch.Size([3, 5])  # out_dims=0: the mapped dim comes first
+    assert out["nested"].batch_size == torch.Size([3, 5])
+    for p in PATHS:
+        torch.testing.assert_close(out[p], td[p].transpose(0, 1) + 1)
+    back = torch.vmap(fn, in_dims=1, out_dims=1)(td)
+    assert back.batch_size == torch.Size([5, 3])
+    for p in PATHS:
+        torch.testing.assert_close(back[p], td[p] + 1)
+
+
+def test_vmap_returns_tensor_from_td() -> None:
+    td = make_td()
+    out = torch.vmap(lambda t: t["a"].sum(-1) + t["nested", "b"], in_dims=1)(td)
+    torch.testing.assert_close(out, (td["a"].sum(-1) + td["nested", "b"]).T)
+
+
+def test_vmap_with_td_and_tensor_arguments() -> None:
+    td = make_td()
+    x = torch.arange(5.0)
+    out = torch.vmap(lambda t, s: t * s, in_dims=(0, 0))(td, x)
+    assert out.batch_size == torch.Size([5, 3])
+    torch.testing.assert_close(out["a"], td["a"] * x[:, None, None])
+
+
+def test_vmap_nested() -> None:
+    td = make_td()
+    inner: list[torch.Size] = []
+
+    def fn(t: TensorDict) -> TensorDict:
+        inner.append(t.batch_size)
+        return t.exp()
+
+    out = torch.vmap(torch.vmap(fn))(td)
+    assert inner == [torch.Size([])]
+    assert out.batch_size == torch.Size([5, 3])
+    assert_same_tree(out, td.exp())
+
+
+def test_vmap_td_built_inside() -> None:
+    x = torch.randn(4, 3)
+
+    def fn(row: torch.Tensor) -> TensorDict:
+        return TensorDict({"x": row, "sq": {"v": row**2}}, batch_size=[])
+
+    out = torch.vmap(fn)(x)
+    assert isinstance(out, TensorDict)
+    assert out.batch_size == torch.Size([4])
+    assert out["sq"].batch_size == torch.Size([4])
+    torch.testing.assert_close(out["sq", "v"], x**2)
+
+
+def test_vmap_over_grad() -> None:
+    td = make_td()
+    params = TensorDict({"w": torch.ones(2)}, batch_size=[])
+
+    def loss(p: TensorDict, a: torch.Tensor) -> torch.Tensor:
+        return (p["w"] * a).sum()
+
+    grads = torch.vmap(torch.func.grad(loss), in_dims=(None, 0))(params, td["a"][:, 0])
+    assert isinstance(grads, TensorDict)
+    assert grads.batch_size == torch.Size([5])
+    torch.testing.assert_close(grads["w"], td["a"][:, 0])
