@@ -252,16 +252,7 @@ class TensorDict(TensorDictBase):
         return TensorDictBase.__setitem__(self, index, value)
 
     def update(self, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, **kwargs: Any) -> Any:
-        """Write every entry of a mapping or TensorDict into this one (nested entries merge).
-
-        All values are validated before anything is written, so a bad entry leaves ``self`` unchanged.
-
-        Examples:
-            >>> from tensorbatch import TensorDict
-            >>> td = TensorDict({"a": torch.zeros(2)}, batch_size=[2])
-            >>> td.update({"b": torch.ones(2)}).sorted_keys
-            ['a', 'b']
-        """
+        """:meth:`TensorDictBase.update`, with a fast path for a flat mapping of fitting tensors."""
         if clone or inplace or kwargs or self._is_locked:
             return TensorDictBase.update(self, input_dict_or_td, clone, inplace, **kwargs)
         source = input_dict_or_td._tensordict if type(input_dict_or_td) is TensorDict else input_dict_or_td

@@ -176,6 +176,11 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
                     raise key_sets_differ((*prefix, key), value._keys_str(), ())
                 sub_bs = None if batch_size is None else torch.Size((*batch_size, *value.batch_size[nd:]))
                 out[key] = map_leaves(value, fn, theirs, what, sub_bs, NO_DEFAULT, device, (*prefix, key))
+    return _result(td, out, batch_size, names, device)
+
+
+def _result(td: Any, out: dict[str, Any], batch_size: Any, names: Any, device: Any) -> Any:
+    """The in-memory node for ``out``: names kept only when the batch size is."""
     if batch_size is None:
         batch_size = td.batch_size
         if names is NO_DEFAULT:
@@ -270,13 +275,7 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
         out[key] = result
     if inplace:
         return td
-    if batch_size is None:
-        batch_size = td.batch_size
-        if names is NO_DEFAULT:
-            names = td._maybe_names()
-    elif names is NO_DEFAULT:
-        names = None
-    return td._dense_cls._new_unsafe(out, batch_size, td.device if device is NO_DEFAULT else device, names)
+    return _result(td, out, batch_size, names, device)
 
 
 def _other_entry(other: Any, key: str, default: Any, prefix: tuple[str, ...]) -> Any:
