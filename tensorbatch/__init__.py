@@ -5,6 +5,9 @@ from ._keys import NestedKey as NestedKey
 from ._keys import unravel_key as unravel_key
 from ._keys import unravel_key_list as unravel_key_list
 from ._keys import unravel_key_to_tuple as unravel_key_to_tuple
+from ._nontensor import NonTensorData as NonTensorData
+from ._nontensor import NonTensorStack as NonTensorStack
+from ._nontensor import is_non_tensor as is_non_tensor
 from ._td import TensorDict as TensorDict
 from .base import TensorDictBase as TensorDictBase
 from .functional import cat as cat
@@ -19,6 +22,6 @@ from_dict = TensorDict.from_dict
 __version__ = "0.1.0"
 
 __all__ = [
-    "NestedKey", "TensorDict", "TensorDictBase", "assert_allclose_td", "assert_close", "cat", "from_dict",
-    "fromkeys", "is_tensor_collection", "stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+    "NestedKey", "NonTensorData", "NonTensorStack", "TensorDict", "TensorDictBase", "assert_allclose_td", "assert_close", "cat", "from_dict",
+    "fromkeys", "is_non_tensor", "is_tensor_collection", "stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
 ]

@@ -9,7 +9,7 @@ import torch
 
 from . import _errors
 from ._keys import NestedKey, unravel_key_to_tuple
-from ._ops.traverse import NO_DEFAULT, is_td
+from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from .base import TensorDictBase, _as_device, _as_size
 
 _Tensor = torch.Tensor
@@ -218,15 +218,16 @@ class TensorDict(TensorDictBase):
     def __getitem__(self, index: Any) -> Any:
         if type(index) is str:
             try:
-                return self._tensordict[index]
+                out = self._tensordict[index]
             except KeyError:
                 raise _errors.missing_key((index,), self._tensordict) from None
+            return out if type(out) is _Tensor or type(out) not in NON_TENSOR_TYPES else out._value()
         if type(index) is tuple and index and type(index[0]) is str:
             node: Any = self
             try:
                 for key in index:
                     node = node._tensordict[key]
-                return node
+                return node if type(node) is _Tensor or type(node) not in NON_TENSOR_TYPES else node._value()
             except (KeyError, AttributeError, TypeError):
                 pass
         return TensorDictBase.__getitem__(self, index)

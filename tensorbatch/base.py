@@ -23,7 +23,17 @@ from ._ops import pointwise as _pointwise
 from ._ops import reduce as _reduce
 from ._ops import shape as _shape
 from ._ops import torch_function as _torch_function
-from ._ops.traverse import COLLECTION_TYPES, MISSING, NO_DEFAULT, apply_leaves, check_leaves, map_leaves, flat_leaves, is_td, named_leaves
+from ._ops.traverse import (
+    COLLECTION_TYPES,
+    MISSING,
+    NO_DEFAULT,
+    apply_leaves,
+    check_leaves,
+    flat_leaves,
+    is_td,
+    map_leaves,
+    named_leaves,
+)
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -249,13 +259,16 @@ class TensorDictBase(abc.ABC):
         return node
 
     def __getitem__(self, index: Any) -> Any:
+        """``td[key]`` (a non-tensor leaf gives its value) or ``td[batch_index]``."""
         if type(index) is str:
             out = self._get_str(index, MISSING)
+            if type(out) is _Tensor:
+                return out
             if out is MISSING:
                 raise _errors.missing_key((index,), self._keys_str())
-            return out
+            return _nontensor.value_of(out)
         if type(index) is tuple and index and all(type(k) is str or type(k) is tuple for k in index):
-            return self._get(index)
+            return _nontensor.value_of(self._get(index))
         return _index.getitem(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -367,9 +380,17 @@ class TensorDictBase(abc.ABC):
         if isinstance(value, Mapping):
             return self._dense_cls(value, batch_size=bs, device=node.device, names=node._maybe_names(),
                                    _path=path)
-        if isinstance(value, (int, float, bool, complex, np.ndarray, np.generic, list)):
+        if isinstance(value, (int, float, bool, complex, np.ndarray, np.generic, tuple)):
             return node._validate(torch.as_tensor(value, device=node.device), path, node)
-        raise _errors.not_a_tensor(path, value)
+        if isinstance(value, list):
+            try:
+                tensor = torch.as_tensor(value, device=node.device)
+            except (TypeError, ValueError, RuntimeError):  # strings, ragged lists: one value per element
+                if not bs or len(value) != bs[0]:
+                    raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
+                return node._validate(_nontensor.NonTensorStack.from_list(value), path, node)
+            return node._validate(tensor, path, node)
+        return _nontensor.wrap(value, bs, node.device)
 
     def del_(self, key: NestedKey) -> TensorDictBase:
         """Delete ``key``; returns self."""
@@ -682,7 +703,9 @@ class TensorDictBase(abc.ABC):
             >>> td.flatten_keys().sorted_keys
             ['a.b']
         """
-        out = {separator.join(path): value for path, value in named_leaves(self, is_leaf=is_leaf)}
+        leaf_type = _nontensor.is_non_tensor_type if is_leaf is None else (
+            lambda cls: _nontensor.is_non_tensor_type(cls) or is_leaf(cls))
+        out = {separator.join(path): value for path, value in named_leaves(self, is_leaf=leaf_type)}
         result = self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
         return self._replace_with(result) if inplace else result
 
@@ -803,11 +826,11 @@ class TensorDictBase(abc.ABC):
                           propagate_lock=propagate_lock)
 
     def _map(self, fn: Callable[[Any], Any], what: str, batch_size: Any = None,
-             names: Any = NO_DEFAULT, device: Any = NO_DEFAULT) -> TensorDictBase:
-        """Internal leaf map without user-facing options."""
+             names: Any = NO_DEFAULT, device: Any = NO_DEFAULT, follow: bool = False) -> TensorDictBase:
+        """Internal leaf map without user-facing options (``follow``: a batch op, see traverse)."""
         if batch_size is not None and type(batch_size) is not _Size:
             batch_size = _Size(batch_size)
-        return map_leaves(self, fn, what=what, batch_size=batch_size, names=names, device=device)
+        return map_leaves(self, fn, what=what, batch_size=batch_size, names=names, device=device, follow=follow)
 
     # ------------------------------------------------------------------ device, dtype, copies
     def to(self, *args: Any, **kwargs: Any) -> TensorDictBase:
@@ -1012,12 +1035,53 @@ class TensorDictBase(abc.ABC):
         return all(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
                    for a, b in zip(flat_leaves(self), others, strict=True))
 
+    # ------------------------------------------------------------------ non-tensor leaves
+    def set_non_tensor(self, key: NestedKey, value: Any) -> TensorDictBase:
+        """Store any Python object (even a dict or a number) as a non-tensor leaf at ``key``.
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict(batch_size=[2]).set_non_tensor("cfg", {"lr": 0.1})
+            >>> td["cfg"]
+            {'lr': 0.1}
+        """
+        return self.set(key, _nontensor.wrap(value, self.batch_size, self.device))
+
+    def get_non_tensor(self, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
+        """The value of the non-tensor leaf at ``key`` (other leaves are returned as they are)."""
+        return _nontensor.value_of(self._get(key, default))
+
+    def is_non_tensor(self, key: NestedKey) -> bool:
+        """True when the leaf at ``key`` is a non-tensor leaf."""
+        return _nontensor.is_non_tensor(self._get(key))
+
+    def non_tensor_items(self, include_nested: bool = False) -> Iterator[tuple[NestedKey, Any]]:
+        """``(key, leaf)`` for each non-tensor leaf (nested ones with tuple keys when asked)."""
+        for path, value in named_leaves(self, include_nested=include_nested,
+                                        is_leaf=_nontensor.is_non_tensor_type):
+            if _nontensor.is_non_tensor(value):
+                yield (path if len(path) > 1 else path[0]), value
+
+    def filter_non_tensor_data(self) -> TensorDictBase:
+        """A shallow copy without the non-tensor leaves (nested nodes are kept, possibly empty)."""
+        out = {key: value.filter_non_tensor_data() if is_td(value) else value
+               for key, value in self._items_str() if not _nontensor.is_non_tensor(value)}
+        return self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+
+    def tolist(self, *, convert_tensors: bool = False) -> Any:
+        """Nested lists over the batch dims of per-element dicts (``td[i, j].to_dict()``)."""
+        if not self.batch_dims:
+            return self.to_dict(convert_tensors=convert_tensors)
+        return [td.tolist(convert_tensors=convert_tensors) for td in self.unbind(0)]
+
     # ------------------------------------------------------------------ conversions
     def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
-        """A plain nested ``dict`` of the leaves."""
+        """A plain nested ``dict`` of the leaves (non-tensor leaves give their values)."""
         return {
-            key: value.to_dict(retain_none=retain_none, convert_tensors=convert_tensors) if is_td(value)
-            else (value.tolist() if convert_tensors and isinstance(value, _Tensor) else value)
+            key: (value.tolist() if convert_tensors else value) if type(value) is _Tensor
+            else _nontensor.value_of(value) if _nontensor.is_non_tensor(value)
+            else value.to_dict(retain_none=retain_none, convert_tensors=convert_tensors) if is_td(value)
+            else value
             for key, value in self._items_str()
         }
 
@@ -1220,6 +1284,8 @@ class _Creator:
 
 
 def _leaf_repr(value: Any) -> str:
+    if _nontensor.is_non_tensor(value):
+        return repr(value)
     if isinstance(value, _Tensor):
         dtype = str(value.dtype).removeprefix("torch.")
         return f"Tensor(shape={list(value.shape)}, dtype={dtype}, device={value.device})"
@@ -1231,7 +1297,7 @@ def _tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
     for i, (key, value) in enumerate(items):
         last = i == len(items) - 1
         branch, extend = ("`-- ", "    ") if last else ("|-- ", "|   ")
-        if is_td(value):
+        if is_td(value) and not _nontensor.is_non_tensor(value):
             lines.append(f"{indent}{branch}{key}: {type(value).__name__}(batch_size={list(value.batch_size)})")
             _tree_lines(value, indent + extend, lines)
         else:
@@ -1239,3 +1305,6 @@ def _tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
 
 
 _pointwise.install(TensorDictBase)
+
+# Non-tensor leaves subclass TensorDictBase, so they are imported after it (used at call time only).
+from . import _nontensor  # noqa: E402

@@ -13,7 +13,16 @@ import torch
 
 from .._errors import add_path_note, fmt_path, fmt_shape, locked
 from .._keys import unravel_key_to_tuple
-from .traverse import MISSING, NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, map_leaves, named_leaves
+from .traverse import (
+    MISSING,
+    NO_DEFAULT,
+    apply_leaves,
+    flat_leaves,
+    from_leaves,
+    is_td,
+    map_leaves,
+    named_leaves,
+)
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -131,8 +140,8 @@ def getitem(td: Any, index: Any) -> Any:
     leaf_idx = idx[0] if len(idx) == 1 else idx
     if new_bs is not None:
         return map_leaves(td, lambda x: x[leaf_idx], what="indexing", batch_size=new_bs,
-                          names=names)
-    leaves = flat_leaves(td)
+                          names=names, follow=True)
+    leaves = flat_leaves(td, follow=True)
     try:
         out = [leaf[leaf_idx] for leaf in leaves]
     except Exception:
@@ -140,7 +149,7 @@ def getitem(td: Any, index: Any) -> Any:
         raise
     if new_bs is None:
         new_bs = _result_size(td, idx, leaves, out)
-    return from_leaves(td, out, batch_size=new_bs, names=names)
+    return from_leaves(td, out, batch_size=new_bs, names=names, follow=True)
 
 
 def _target_size(td: Any, idx: tuple[Any, ...], new_bs: Any) -> torch.Size:
@@ -223,12 +232,12 @@ def setitem(td: Any, index: Any, value: Any) -> None:
         if td.is_locked and any(w[2] is None for w in writes):
             raise locked()
     else:
-        if not isinstance(value, _Tensor):
+        if not isinstance(value, (_Tensor, int, float, bool)):
             value = torch.as_tensor(value)
-        if value.ndim:
+        if isinstance(value, _Tensor) and value.ndim:
             new_bs = _target_size(td, idx, new_bs)
         for path, leaf in named_leaves(td):
-            if value.ndim:
+            if isinstance(value, _Tensor) and value.ndim:
                 _check_fits(path, value, _Size((*new_bs, *leaf.shape[nd:])))
             writes.append((path[:-1], path[-1], leaf, value, None))
     for prefix, key, target, leaf, feat in writes:
@@ -238,6 +247,8 @@ def setitem(td: Any, index: Any, value: Any) -> None:
                 target[leaf_idx] = leaf
                 td.set((*prefix, key), target)
             else:
+                if type(leaf) is _Tensor and leaf.dtype != target.dtype:  # index_put does not cast
+                    leaf = leaf.to(target.dtype)
                 target[leaf_idx] = leaf
         except Exception as err:
             add_path_note(err, "writing at an index", (*prefix, key))
@@ -318,7 +329,7 @@ def masked_select(td: Any, mask: _Tensor) -> Any:
     _check_mask(td, mask)
     n = int(mask.sum())
     new = _Size([n, *td.batch_size[mask.ndim:]])
-    return td._map(lambda x: x[mask], "masked_select", batch_size=new)
+    return td._map(lambda x: x[mask], "masked_select", batch_size=new, follow=True)
 
 
 def where(td: Any, condition: _Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .traverse import apply_leaves, check_leaves, flat_leaves, from_leaves, is_td
+from .traverse import check_leaves, flat_leaves, from_leaves, is_td, map_leaves
 
 _Size = torch.Size
 
@@ -71,7 +71,7 @@ def view(td: Any, *shape: Any, size: Any = None, batch_size: Any = None) -> Any:
     if new == td.batch_size:
         return td
     nd = td.batch_dims
-    return td._map(lambda x: x.view(*new, *x.shape[nd:]), "view", batch_size=new)
+    return td._map(lambda x: x.view(*new, *x.shape[nd:]), "view", batch_size=new, follow=True)
 
 
 def reshape(td: Any, *shape: Any, size: Any = None) -> Any:
@@ -79,7 +79,7 @@ def reshape(td: Any, *shape: Any, size: Any = None) -> Any:
     new = _infer_shape(td, _shape_args(shape or (size,)), "reshape")
     nd = td.batch_dims
     names = td._maybe_names() if new == td.batch_size else None
-    return td._map(lambda x: x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new, names=names)
+    return td._map(lambda x: x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new, names=names, follow=True)
 
 
 def permute(td: Any, *dims: Any) -> Any:
@@ -99,7 +99,7 @@ def permute(td: Any, *dims: Any) -> Any:
     bs = td.batch_size
     new = _Size(bs[d] for d in order)
     names = _renamed(td, lambda n: [n[d] for d in order])
-    return td._map(lambda x: x.permute(*order, *range(nd, x.ndim)), "permute", batch_size=new, names=names)
+    return td._map(lambda x: x.permute(*order, *range(nd, x.ndim)), "permute", batch_size=new, names=names, follow=True)
 
 
 def transpose(td: Any, dim0: int, dim1: int) -> Any:
@@ -118,7 +118,7 @@ def unsqueeze(td: Any, dim: int) -> Any:
     bs = list(td.batch_size)
     bs.insert(d, 1)
     names = _renamed(td, lambda n: [*n[:d], None, *n[d:]])
-    return td._map(lambda x: x.unsqueeze(d), "unsqueeze", batch_size=bs, names=names)
+    return td._map(lambda x: x.unsqueeze(d), "unsqueeze", batch_size=bs, names=names, follow=True)
 
 
 def squeeze(td: Any, dim: int | None = None) -> Any:
@@ -133,7 +133,7 @@ def squeeze(td: Any, dim: int | None = None) -> Any:
         return td
     new = [s for i, s in enumerate(bs) if i not in dims]
     names = _renamed(td, lambda n: [x for i, x in enumerate(n) if i not in dims])
-    return td._map(lambda x: x.squeeze(dims), "squeeze", batch_size=new, names=names)
+    return td._map(lambda x: x.squeeze(dims), "squeeze", batch_size=new, names=names, follow=True)
 
 
 def flatten(td: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
@@ -145,7 +145,7 @@ def flatten(td: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     bs = td.batch_size
     new = [*bs[:s], math.prod(bs[s : e + 1]), *bs[e + 1 :]]
-    return td._map(lambda x: x.flatten(s, e), "flatten", batch_size=new)
+    return td._map(lambda x: x.flatten(s, e), "flatten", batch_size=new, follow=True)
 
 
 def unflatten(td: Any, dim: int, unflattened_size: Sequence[int]) -> Any:
@@ -159,7 +159,7 @@ def unflatten(td: Any, dim: int, unflattened_size: Sequence[int]) -> Any:
     if math.prod(sizes) != bs[d]:
         raise RuntimeError(f"unflatten: sizes {list(unflattened_size)} don't multiply to dim {dim} of size {bs[d]}")
     new = [*bs[:d], *sizes, *bs[d + 1 :]]
-    return td._map(lambda x: x.unflatten(d, sizes), "unflatten", batch_size=new)
+    return td._map(lambda x: x.unflatten(d, sizes), "unflatten", batch_size=new, follow=True)
 
 
 def expand(td: Any, *shape: Any) -> Any:
@@ -175,7 +175,7 @@ def expand(td: Any, *shape: Any) -> Any:
         if bs[i] != 1 and bs[i] != new[lead + i]:
             raise RuntimeError(f"expand: batch_size {list(bs)} cannot be expanded to {list(new)}")
     names = _renamed(td, lambda n: [None] * lead + n)
-    return td._map(lambda x: x.expand(*new, *x.shape[nd:]), "expand", batch_size=new, names=names)
+    return td._map(lambda x: x.expand(*new, *x.shape[nd:]), "expand", batch_size=new, names=names, follow=True)
 
 
 def expand_as(td: Any, other: Any) -> Any:
@@ -188,7 +188,7 @@ def _split_leaves(td: Any, d: int, pieces: list[list[Any]], sizes: list[int]) ->
     outs = []
     for i, size in enumerate(sizes):
         new = _Size([*bs[:d], size, *bs[d + 1 :]]) if size >= 0 else _Size([*bs[:d], *bs[d + 1 :]])
-        outs.append(from_leaves(td, [p[i] for p in pieces], batch_size=new))
+        outs.append(from_leaves(td, [p[i] for p in pieces], batch_size=new, follow=True))
     return tuple(outs)
 
 
@@ -196,7 +196,7 @@ def unbind(td: Any, dim: int = 0) -> tuple[Any, ...]:
     """Remove batch dim ``dim``, returning one TensorDict per index."""
     d = _dim(td, dim)
     n = td.batch_size[d]
-    pieces = [leaf.unbind(d) for leaf in flat_leaves(td)]
+    pieces = [leaf.unbind(d) for leaf in flat_leaves(td, follow=True)]
     return _split_leaves(td, d, pieces, [-1] * n)
 
 
@@ -212,7 +212,7 @@ def split(td: Any, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, 
         sizes = list(split_size)
         if sum(sizes) != total:
             raise RuntimeError(f"split: sizes {sizes} don't sum to dim {dim} of size {total}")
-    pieces = [leaf.split(sizes, d) for leaf in flat_leaves(td)]
+    pieces = [leaf.split(sizes, d) for leaf in flat_leaves(td, follow=True)]
     return _split_leaves(td, d, pieces, sizes)
 
 
@@ -232,7 +232,7 @@ def repeat(td: Any, *repeats: Any) -> Any:
         raise ValueError(f"repeat: got {len(reps)} repeats for batch_size {list(td.batch_size)} ({nd} dims)")
     bs = [1] * (len(reps) - nd) + list(td.batch_size)
     new = [b * r for b, r in zip(bs, reps, strict=True)]
-    return td._map(lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))), "repeat", batch_size=new)
+    return td._map(lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))), "repeat", batch_size=new, follow=True)
 
 
 def repeat_interleave(td: Any, repeats: Any, dim: int | None = None, *, output_size: int | None = None) -> Any:
@@ -240,14 +240,14 @@ def repeat_interleave(td: Any, repeats: Any, dim: int | None = None, *, output_s
     if dim is None:
         td, dim = flatten(td), 0
     d = _dim(td, dim)
-    leaves = flat_leaves(td)
+    leaves = flat_leaves(td, follow=True)
     out = [leaf.repeat_interleave(repeats, dim=d, output_size=output_size) for leaf in leaves]
     bs = list(td.batch_size)
     if out:
         bs[d] = out[0].shape[d]
     else:
         bs[d] = int(torch.as_tensor(repeats).expand(bs[d]).sum()) if bs[d] else 0
-    return from_leaves(td, out, batch_size=_Size(bs))
+    return from_leaves(td, out, batch_size=_Size(bs), follow=True)
 
 
 def gather(td: Any, dim: int, index: torch.Tensor, out: Any = None) -> Any:
@@ -264,7 +264,7 @@ def gather(td: Any, dim: int, index: torch.Tensor, out: Any = None) -> Any:
         idx = index.reshape(*index.shape, *([1] * len(feat))).expand(*index.shape, *feat)
         return torch.gather(x, d, idx)
 
-    result = apply_leaves(td, fn, batch_size=index.shape, what="gather")
+    result = map_leaves(td, fn, batch_size=index.shape, what="gather", follow=True)
     if out is not None:
         out.update_(result)
         return out

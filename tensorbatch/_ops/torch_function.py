@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from .._errors import add_path_note, fmt_shape, key_sets_differ
-from .traverse import flat_leaves, flat_leaves_like, from_leaves, is_td, named_leaves
+from .traverse import NON_TENSOR_TYPES, flat_leaves_like, from_leaves, is_td, named_leaves
 
 HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {}
 
@@ -69,7 +69,7 @@ def _columns(tds: Sequence[Any], what: str) -> list[list[Any]]:
             if _dense_columns([td._tensordict for td in tds], dense, cols, ()):
                 return cols
         first = tds[0]
-        rows = [flat_leaves(first)] + [flat_leaves_like(td, first) for td in tds[1:]]
+        rows = [flat_leaves_like(td, first, nodes=True) for td in tds]
     except KeyError as err:
         if what == "cat":  # tensordict's cat raises KeyError, its stack RuntimeError
             raise
@@ -128,6 +128,8 @@ def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     if not all(is_td(td) for td in tds):
         raise TypeError("stack expects a sequence of TensorDicts")
     _check_same_batch(tds, "stack")
+    if type(tds[0]) in NON_TENSOR_TYPES:
+        return _non_tensor_cat(tds, dim, cat=False)
     nd = tds[0].batch_dims
     if not -nd - 1 <= dim <= nd:
         raise IndexError(f"stack: dim {dim} is out of range for {nd} batch dims")
@@ -142,7 +144,15 @@ def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     names = tds[0]._maybe_names()
     if names is not None:
         names = (*names[:d], None, *names[d:])
-    return from_leaves(tds[0], leaves, batch_size=torch.Size(bs), names=names)
+    return from_leaves(tds[0], leaves, batch_size=torch.Size(bs), names=names, follow=True)
+
+
+def _non_tensor_cat(tds: list[Any], dim: int, cat: bool) -> Any:
+    if not all(type(td) in NON_TENSOR_TYPES for td in tds):
+        raise RuntimeError(f"{'cat' if cat else 'stack'}: cannot mix non-tensor leaves with tensor collections")
+    from .._nontensor import stack_non_tensor  # the leaf classes subclass the base, which imports us
+
+    return stack_non_tensor(tds, dim, cat=cat)
 
 
 @implements(torch.cat)
@@ -156,6 +166,8 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         raise RuntimeError(f"cat: dim {dim} is out of range for batch_size {fmt_shape(tds[0].batch_size)}")
     d = dim % nd
     _check_same_batch(tds, "cat", skip_dim=d)
+    if type(tds[0]) in NON_TENSOR_TYPES:
+        return _non_tensor_cat(tds, d, cat=True)
     bs = list(tds[0].batch_size)
     bs[d] = sum(td.batch_size[d] for td in tds)
     if out is not None:
@@ -163,7 +175,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
             torch.cat(col, d, out=target)
         return out
     leaves = _per_column(torch.cat, _columns(tds, "cat"), d, tds[0], "cat")
-    return from_leaves(tds[0], leaves, batch_size=torch.Size(bs), names=tds[0]._maybe_names())
+    return from_leaves(tds[0], leaves, batch_size=torch.Size(bs), names=tds[0]._maybe_names(), follow=True)
 
 
 for _alias in (torch.concat, torch.concatenate):

@@ -38,6 +38,14 @@ MISSING: Any = _Sentinel.MISSING
 COLLECTION_TYPES: set[type] = set()
 """Every tensor-collection class (TensorDictBase subclasses and typed wrappers register here)."""
 
+NON_TENSOR_TYPES: set[type] = set()
+"""Non-tensor leaf classes (``_nontensor.py``): collections without keys that carry Python values.
+
+Value operations walk past them (they have no leaves) and rebuild them with ``_follow``; batch
+operations (``follow=True``) apply the leaf function to their ``_positions()`` tensor and rebuild
+them with ``_from_positions``.
+"""
+
 
 def is_td(value: Any) -> bool:
     """True for tensor collections (TensorDictBase and its wrappers): a set lookup, no isinstance."""
@@ -63,21 +71,29 @@ def named_leaves(
             yield path, value
 
 
-def flat_leaves(td: TensorDictBase, out: list[Any] | None = None) -> list[Any]:
-    """All leaves in walk order (the order :func:`from_leaves` consumes)."""
+def flat_leaves(td: TensorDictBase, out: list[Any] | None = None, follow: bool = False) -> list[Any]:
+    """All leaves in walk order (the order :func:`from_leaves` consumes).
+
+    With ``follow`` (batch operations), each non-tensor leaf contributes its positions tensor.
+    """
     if out is None:
         out = []
     for value in td._values_str():
         if type(value) is _Tensor or not is_td(value):
             out.append(value)
+        elif follow and type(value) in NON_TENSOR_TYPES:
+            out.append(value._positions())
         else:
-            flat_leaves(value, out)
+            flat_leaves(value, out, follow)
     return out
 
 
 def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any] | None = None,
-                     prefix: tuple[str, ...] = ()) -> list[Any]:
-    """Leaves of ``other`` in the walk order of ``like``; key sets must match exactly."""
+                     prefix: tuple[str, ...] = (), nodes: bool = False) -> list[Any]:
+    """Leaves of ``other`` in the walk order of ``like``; key sets must match exactly.
+
+    With ``nodes``, non-tensor leaves are included as they are (for stack and cat).
+    """
     if out is None:
         out = []
     if len(other._keys_str()) != len(like._keys_str()):
@@ -89,14 +105,19 @@ def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any]
         if is_td(value):
             if not is_td(theirs):
                 raise key_sets_differ((*prefix, key), value._keys_str(), ())
-            flat_leaves_like(theirs, value, out, (*prefix, key))
+            if nodes and type(value) in NON_TENSOR_TYPES:
+                if type(theirs) not in NON_TENSOR_TYPES:
+                    raise key_sets_differ((*prefix, key), (), theirs._keys_str())
+                out.append(theirs)
+                continue
+            flat_leaves_like(theirs, value, out, (*prefix, key), nodes)
         else:
             out.append(theirs)
     return out
 
 
 def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None = None,
-                device: Any = NO_DEFAULT, names: Any = None) -> TensorDictBase:
+                device: Any = NO_DEFAULT, names: Any = None, follow: bool = False) -> TensorDictBase:
     """Rebuild an in-memory TensorDict shaped like ``spec`` from leaves in walk order.
 
     Args:
@@ -105,20 +126,27 @@ def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None
         batch_size: the new batch size of the root (nested nodes keep their extra dims).
         device: the result's device; defaults to ``spec.device``.
         names: the root's dim names when ``batch_size`` is given (else ``spec``'s are kept).
+        follow: the leaves came from ``flat_leaves(..., follow=True)`` (non-tensor positions included).
     """
-    out = _rebuild(spec, iter(leaves), batch_size, device)
+    out = _rebuild(spec, iter(leaves), batch_size, device, follow)
     if batch_size is not None and names is not None:
         out._names = names
     return out
 
 
-def _rebuild(spec: TensorDictBase, it: Iterator[Any], batch_size: Any, device: Any) -> TensorDictBase:
+def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow: bool) -> Any:
+    if type(spec) in NON_TENSOR_TYPES:
+        return spec._follow(batch_size, device)
     out = {}
     nd = spec.batch_dims
     for key, value in spec._items_str():
         if type(value) is not _Tensor and is_td(value):
+            if follow and type(value) in NON_TENSOR_TYPES:
+                leaf = next(it)  # positions, or an already built non-tensor leaf (stack, cat)
+                out[key] = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
+                continue
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
-            out[key] = _rebuild(value, it, sub_bs, device)
+            out[key] = _rebuild(value, it, sub_bs, device, follow)
         else:
             out[key] = next(it)
     return spec._dense_cls._new_unsafe(
@@ -131,7 +159,7 @@ def _rebuild(spec: TensorDictBase, it: Iterator[Any], batch_size: Any, device: A
 
 def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: str = "mapping",
                batch_size: torch.Size | None = None, names: Any = NO_DEFAULT, device: Any = NO_DEFAULT,
-               prefix: tuple[str, ...] = ()) -> TensorDictBase:
+               prefix: tuple[str, ...] = (), follow: bool = False) -> TensorDictBase:
     """New tree with ``fn(leaf)`` (or ``fn(leaf, other_leaf)``) per leaf: the lean twin of apply_leaves.
 
     Args:
@@ -143,7 +171,10 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
         names: the root's new dim names (default: kept when the batch size is, else dropped).
         device: the result's device (default: the source's).
         prefix: key path of ``td`` (for error notes).
+        follow: a batch operation: non-tensor leaves follow ``fn`` (applied to their positions).
     """
+    if follow and type(td) in NON_TENSOR_TYPES:
+        return td._from_positions(fn(td._positions()))
     out = {}
     nd = td.batch_dims
     if other is NO_DEFAULT:
@@ -156,7 +187,8 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
                     raise
             else:
                 sub_bs = None if batch_size is None else torch.Size((*batch_size, *value.batch_size[nd:]))
-                out[key] = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, NO_DEFAULT, device, (*prefix, key))
+                out[key] = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, NO_DEFAULT, device, (*prefix, key),
+                                      follow)
     else:
         keys = td._keys_str()
         if len(other._keys_str()) != len(keys):
@@ -174,6 +206,9 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
             else:
                 if not is_td(theirs):
                     raise key_sets_differ((*prefix, key), value._keys_str(), ())
+                if type(value) in NON_TENSOR_TYPES:  # comparisons compare values; other ops keep them
+                    out[key] = value._binary(fn, theirs)
+                    continue
                 sub_bs = None if batch_size is None else torch.Size((*batch_size, *value.batch_size[nd:]))
                 out[key] = map_leaves(value, fn, theirs, what, sub_bs, NO_DEFAULT, device, (*prefix, key))
     return _result(td, out, batch_size, names, device)
@@ -181,6 +216,8 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
 
 def _result(td: Any, out: dict[str, Any], batch_size: Any, names: Any, device: Any) -> Any:
     """The in-memory node for ``out``: names kept only when the batch size is."""
+    if type(td) in NON_TENSOR_TYPES:
+        return td._follow(batch_size, device)
     if batch_size is None:
         batch_size = td.batch_size
         if names is NO_DEFAULT:

@@ -52,9 +52,6 @@ def run_both(ref: Any, tb: Any):
 # tensordict"), or lacks a feature that arrives with a later issue. Each listed test is a strict
 # xfail: it fails loudly if the difference ever disappears.
 DIFFERENCES: dict[str, str] = {
-    "string_value": "non-tensor leaves (NonTensorData) arrive with the lazy-stack/non-tensor issue",
-    "string_get_nontensor": "non-tensor leaves (NonTensorData) arrive with the lazy-stack/non-tensor issue",
-    "string_getitem_data": "non-tensor leaves (NonTensorData) arrive with the lazy-stack/non-tensor issue",
     "numel_zero_batch_quirk": "numel() of an empty batch is 0 (tensordict returns 1)",
     "addcmul_tensor": "addcmul/addcdiv accept tensor operands (tensordict raises TypeError)",
     "test_arith_operator[//-": "// is supported (floor_divide); tensordict raises TypeError",

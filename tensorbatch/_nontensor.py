@@ -1,0 +1,362 @@
+"""Non-tensor leaves: Python objects (strings, dicts, None, ...) that follow the batch.
+
+``NonTensorData`` holds one value shared by every element of its batch; ``NonTensorStack`` holds
+one value per element. Both are tensor collections with no keys, so value operations (arithmetic,
+casts, reductions, apply) walk past them and keep them, while batch operations (index, reshape,
+permute, unbind, stack, ...) move them with the batch.
+
+The one mechanism for batch operations: a non-tensor leaf shows the traversal an int64
+*positions* tensor whose shape is its batch size (``_positions``); the traversal applies the
+leaf function (``x[idx]``, ``x.reshape(...)``, ...) to it and rebuilds the leaf from the result
+(``_from_positions``). For ``NonTensorData`` the positions are a zero-stride view (no memory);
+for ``NonTensorStack`` each position points into its list of values. Stack and cat merge the
+value lists (:func:`stack_non_tensor`); identical values collapse to one ``NonTensorData``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES
+from .base import TensorDictBase, _as_device, _as_size
+
+_Size = torch.Size
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Value equality that never raises (tensors and arrays compare by identity)."""
+    if a is b:
+        return True
+    if type(a) is not type(b) or isinstance(a, torch.Tensor):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+class _NonTensor(TensorDictBase):
+    """Shared behaviour of the two non-tensor leaf types: no keys, batch facts, equality."""
+
+    __slots__ = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        NON_TENSOR_TYPES.add(cls)
+
+    # primitives: a node with no keys
+    def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
+        if default is NO_DEFAULT:
+            raise KeyError(f"{type(self).__name__} has no keys (asked for {key!r})")
+        return default
+
+    def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
+        raise RuntimeError(f"cannot set key {key!r} on a {type(self).__name__}: it holds a non-tensor value")
+
+    def _del_str(self, key: str) -> None:
+        raise KeyError(key)
+
+    def _keys_str(self) -> Any:
+        return {}.keys()
+
+    def _items_str(self) -> Any:
+        return {}.items()
+
+    def _values_str(self) -> Any:
+        return {}.values()
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._batch_size  # type: ignore[attr-defined, no-any-return]
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        self._change_batch_size(_as_size(value))
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._device  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def is_locked(self) -> bool:
+        return False
+
+    def _set_lock(self, value: bool) -> None:
+        pass
+
+    def _maybe_names(self) -> None:
+        return None
+
+    @property
+    def names(self) -> list[None]:
+        return [None] * len(self.batch_size)
+
+    # the batch-op protocol (see module docstring)
+    def _positions(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _from_positions(self, positions: torch.Tensor) -> _NonTensor:
+        raise NotImplementedError
+
+    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> _NonTensor:
+        """This leaf after a value operation: the batch may change, the values may not."""
+        raise NotImplementedError
+
+    def tolist(self, *, convert_tensors: bool = False) -> Any:
+        """The values as nested lists shaped like the batch (one value for a 0-d batch)."""
+        raise NotImplementedError
+
+    def _value(self) -> Any:
+        """What ``td[key]`` returns for this leaf."""
+        return self.tolist()
+
+    def __getitem__(self, index: Any) -> Any:
+        if type(index) is str:
+            return self._get_str(index)
+        return self._from_positions(self._positions()[index])
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        """Elementwise equality of the values: a bool tensor shaped like the batch."""
+        mine = self.tolist()
+        theirs = other.tolist() if isinstance(other, _NonTensor) else other
+        return torch.tensor(_compare(mine, theirs, self.batch_dims), dtype=torch.bool).expand(self.batch_size)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return ~(self == other)
+
+    def _binary(self, fn: Any, other: Any) -> Any:
+        """This leaf in ``td <op> other``: ``==``/``!=`` compare values, other ops keep the leaf."""
+        if fn is torch.eq:
+            return self == other
+        if fn is torch.ne:
+            return self != other
+        return self
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _change_batch_size(self, new_size: torch.Size) -> None:
+        if new_size[: len(self.batch_size)] != self.batch_size and not self._uniform():
+            raise RuntimeError(
+                f"cannot set batch_size {list(new_size)} on a NonTensorStack of batch_size "
+                f"{list(self.batch_size)}"
+            )
+        self._become(self._follow(new_size))
+
+    def _uniform(self) -> bool:
+        return True
+
+    def _become(self, other: _NonTensor) -> None:
+        raise NotImplementedError
+
+
+def _compare(mine: Any, theirs: Any, depth: int) -> Any:
+    if depth == 0 or not isinstance(mine, list):
+        return _same(mine, theirs)
+    if isinstance(theirs, list) and len(theirs) == len(mine):
+        return [_compare(a, b, depth - 1) for a, b in zip(mine, theirs, strict=True)]
+    return [_compare(a, theirs, depth - 1) for a in mine]
+
+
+class NonTensorData(_NonTensor):
+    """One non-tensor value shared by every element of a batch.
+
+    Args:
+        data: any Python object.
+        batch_size: the batch it follows.
+        device: the device of the TensorDict holding it.
+
+    Examples:
+        >>> from tensorbatch import NonTensorData
+        >>> nt = NonTensorData("hello", batch_size=[2])
+        >>> nt.tolist()
+        ['hello', 'hello']
+        >>> nt[0].data
+        'hello'
+    """
+
+    __slots__ = ("_batch_size", "_device", "data")
+
+    def __init__(self, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
+        if isinstance(data, _NonTensor):
+            data = data._value()
+        self.data = data
+        self._batch_size = _as_size(batch_size)
+        self._device = _as_device(device)
+
+    @classmethod
+    def _new(cls, data: Any, batch_size: torch.Size, device: Any) -> NonTensorData:
+        out = cls.__new__(cls)
+        out.data, out._batch_size, out._device = data, batch_size, device
+        return out
+
+    def _positions(self) -> torch.Tensor:
+        return torch.zeros((), dtype=torch.int64).expand(self._batch_size)
+
+    def _from_positions(self, positions: torch.Tensor) -> NonTensorData:
+        return NonTensorData._new(self.data, positions.shape, self._device)
+
+    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> NonTensorData:
+        bs = self._batch_size if batch_size is None else _Size(batch_size)
+        dev = self._device if device is NO_DEFAULT else device
+        return NonTensorData._new(self.data, bs, dev)
+
+    def _become(self, other: _NonTensor) -> None:
+        self._batch_size = other.batch_size
+
+    def _value(self) -> Any:
+        return self.data
+
+    def tolist(self, *, convert_tensors: bool = False) -> Any:
+        out: Any = self.data
+        for size in reversed(self._batch_size):
+            out = [out] * size if not isinstance(out, list) or size <= 1 else [list(out) for _ in range(size)]
+        return out
+
+    def __reduce__(self) -> Any:
+        return (NonTensorData, (self.data, self._batch_size, self._device))
+
+    def __repr__(self) -> str:
+        return f"NonTensorData(data={self.data!r}, batch_size={list(self._batch_size)}, device={self._device})"
+
+
+class NonTensorStack(_NonTensor):
+    """One non-tensor value per batch element (what stacking different values gives).
+
+    Args:
+        *values: the values of the first batch dim (each a plain object, a ``NonTensorData`` or a
+            ``NonTensorStack``); all members must have the same batch size.
+        stack_dim: where the new dim goes (0 by default).
+
+    Examples:
+        >>> from tensorbatch import NonTensorStack
+        >>> st = NonTensorStack("a", "b", "c")
+        >>> st.batch_size
+        torch.Size([3])
+        >>> st.tolist()
+        ['a', 'b', 'c']
+        >>> st[1:].tolist()
+        ['b', 'c']
+    """
+
+    __slots__ = ("_batch_size", "_device", "_items", "_pos")
+
+    def __init__(self, *values: Any, stack_dim: int = 0, batch_size: Any = None, device: Any = None) -> None:
+        members = [v if isinstance(v, _NonTensor) else NonTensorData._new(v, _Size(()), None) for v in values]
+        if not members:
+            raise ValueError("NonTensorStack needs at least one value")
+        built = stack_non_tensor(members, stack_dim, collapse=False)
+        assert isinstance(built, NonTensorStack)
+        self._items, self._pos = built._items, built._pos
+        self._batch_size, self._device = built._batch_size, _as_device(device)
+        if batch_size is not None and _as_size(batch_size) != self._batch_size:
+            raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the {len(members)} values")
+
+    @classmethod
+    def from_list(cls, values: Sequence[Any], device: Any = None) -> NonTensorStack:
+        """Build from (nested) lists: each list level becomes a batch dim."""
+        return cls(*(cls.from_list(v) if isinstance(v, list) else v for v in values), device=device)
+
+    @classmethod
+    def _new(cls, items: list[Any], positions: torch.Tensor, device: Any) -> NonTensorStack:
+        out = cls.__new__(cls)
+        out._items, out._pos, out._batch_size, out._device = items, positions, positions.shape, device
+        return out
+
+    def _positions(self) -> torch.Tensor:
+        return self._pos
+
+    def _from_positions(self, positions: torch.Tensor) -> _NonTensor:
+        flat = positions.reshape(-1)
+        if flat.numel() and bool((flat == flat[0]).all()):  # one value left: collapse
+            return NonTensorData._new(self._items[int(flat[0])], positions.shape, self._device)
+        return NonTensorStack._new(self._items, positions, self._device)
+
+    def _uniform(self) -> bool:
+        flat = self._pos.reshape(-1)
+        return not flat.numel() or bool((flat == flat[0]).all())
+
+    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> _NonTensor:
+        dev = self._device if device is NO_DEFAULT else device
+        if batch_size is None or _Size(batch_size) == self._batch_size:
+            return NonTensorStack._new(self._items, self._pos, dev)
+        if self._uniform():
+            first = self._items[int(self._pos.reshape(-1)[0])] if self._pos.numel() else None
+            return NonTensorData._new(first, _Size(batch_size), dev)
+        raise RuntimeError(
+            f"a NonTensorStack of batch_size {list(self._batch_size)} with different values cannot follow "
+            f"this operation to batch_size {list(batch_size)}; exclude the key first"
+        )
+
+    def _become(self, other: _NonTensor) -> None:
+        raise RuntimeError("cannot change the batch size of a NonTensorStack in place")
+
+    def tolist(self, *, convert_tensors: bool = False) -> Any:
+        items = self._items
+        pos = self._pos.tolist()
+        if not self._pos.ndim:
+            return items[pos]
+        return _pick(pos, items)
+
+    def __reduce__(self) -> Any:
+        return (NonTensorStack._new, (self._items, self._pos, self._device))
+
+    def __repr__(self) -> str:
+        return f"NonTensorStack({self.tolist()!r}, batch_size={list(self._batch_size)}, device={self._device})"
+
+
+def _pick(pos: list[Any], items: list[Any]) -> list[Any]:
+    if pos and isinstance(pos[0], list):
+        return [_pick(p, items) for p in pos]
+    return [items[i] for i in pos]
+
+
+def _parts(nt: _NonTensor) -> tuple[list[Any], torch.Tensor]:
+    if isinstance(nt, NonTensorStack):
+        return nt._items, nt._pos
+    assert isinstance(nt, NonTensorData)
+    return [nt.data], nt._positions()
+
+
+def stack_non_tensor(members: Sequence[_NonTensor], dim: int, cat: bool = False,
+                     collapse: bool = True) -> _NonTensor:
+    """Stack (or concatenate) non-tensor leaves: one value when all agree, else a NonTensorStack."""
+    if collapse and all(isinstance(m, NonTensorData) for m in members):
+        first = members[0].data  # type: ignore[attr-defined]
+        if all(_same(first, m.data) for m in members[1:]):  # type: ignore[attr-defined]
+            shape = (torch.cat if cat else torch.stack)([m._positions() for m in members], dim).shape
+            return NonTensorData._new(first, shape, members[0].device)
+    items: list[Any] = []
+    positions = []
+    for m in members:
+        its, pos = _parts(m)
+        positions.append(pos + len(items))
+        items.extend(its)
+    pos = (torch.cat if cat else torch.stack)(positions, dim)
+    out = NonTensorStack._new(items, pos, members[0].device)
+    return out._from_positions(pos) if collapse else out
+
+
+def is_non_tensor(value: Any) -> bool:
+    """True for ``NonTensorData`` and ``NonTensorStack`` instances."""
+    return type(value) in NON_TENSOR_TYPES
+
+
+def is_non_tensor_type(cls: type) -> bool:
+    """True for the non-tensor leaf classes (an ``is_leaf`` predicate)."""
+    return cls in NON_TENSOR_TYPES
+
+
+def wrap(value: Any, batch_size: torch.Size, device: Any) -> NonTensorData:
+    """Wrap a plain Python object as a leaf of the given batch."""
+    return NonTensorData._new(value, batch_size, device)
+
+
+def value_of(leaf: Any) -> Any:
+    """What a lookup returns: the value of a non-tensor leaf, anything else unchanged."""
+    return leaf._value() if type(leaf) in NON_TENSOR_TYPES else leaf
+
+
+__all__ = ["NonTensorData", "NonTensorStack", "is_non_tensor", "stack_non_tensor"]
