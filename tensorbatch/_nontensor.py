@@ -148,6 +148,19 @@ class _NonTensor(TensorDictBase):
     def _uniform(self) -> bool:
         return True
 
+    def _written(self, index: Any, value: Any) -> _NonTensor:
+        """A copy of this leaf with ``value`` (an object or a non-tensor leaf) written at ``index``."""
+        items, pos = _parts(self)
+        items, pos = list(items), pos.clone()
+        v_items, v_pos = _parts(value) if isinstance(value, _NonTensor) else ([value], torch.zeros((), dtype=torch.int64))
+        pos[index] = v_pos + len(items)
+        items.extend(v_items)
+        used = torch.unique(pos).tolist()
+        first = items[used[0]] if used else None
+        if all(_same(first, items[i]) for i in used[1:]):
+            return NonTensorData._new(first, pos.shape, self.device)
+        return NonTensorStack._new(items, pos, self.device)
+
     def _become(self, other: _NonTensor) -> None:
         raise NotImplementedError
 

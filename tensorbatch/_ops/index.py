@@ -16,6 +16,7 @@ from .._keys import unravel_key_to_tuple
 from .traverse import (
     MISSING,
     NO_DEFAULT,
+    NON_TENSOR_TYPES,
     apply_leaves,
     flat_leaves,
     from_leaves,
@@ -25,6 +26,7 @@ from .traverse import (
 )
 
 _Tensor = torch.Tensor
+_NON_TENSOR = "non-tensor"  # marks a planned write into a non-tensor leaf
 _Size = torch.Size
 
 
@@ -201,6 +203,9 @@ def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, prefix: tu
             writes.append((prefix, key, target, value, None))
             continue
         path = (*prefix, key)
+        if type(target) in NON_TENSOR_TYPES or type(value) in NON_TENSOR_TYPES or type(value) is str:
+            _plan_non_tensor(path, target, value, writes)
+            continue
         if is_td(value) or isinstance(value, dict):
             if target is not MISSING and not is_td(target):
                 raise TypeError(f"cannot write a TensorDict into leaf {fmt_path(path)}")
@@ -218,6 +223,15 @@ def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, prefix: tu
         if value.shape != target.shape:
             _check_fits(path, value, _Size((*new_bs, *target.shape[nd:])))
         writes.append((prefix, key, target, value, None))
+
+
+def _plan_non_tensor(path: tuple[str, ...], target: Any, value: Any, writes: list[Any]) -> None:
+    """A write into (or creating) a non-tensor leaf: its values are rebuilt, the node replaced."""
+    if isinstance(target, _Tensor) or (is_td(value) and type(value) not in NON_TENSOR_TYPES):
+        raise TypeError(f"cannot write a {type(value).__name__} into the tensor leaf {fmt_path(path)}")
+    if isinstance(value, _Tensor) or (is_td(target) and type(target) not in NON_TENSOR_TYPES):
+        raise TypeError(f"cannot write a {type(value).__name__} into the non-tensor leaf {fmt_path(path)}")
+    writes.append((path[:-1], path[-1], target, value, _NON_TENSOR))
 
 
 def setitem(td: Any, index: Any, value: Any) -> None:
@@ -242,7 +256,12 @@ def setitem(td: Any, index: Any, value: Any) -> None:
             writes.append((path[:-1], path[-1], leaf, value, None))
     for prefix, key, target, leaf, feat in writes:
         try:
-            if target is None:
+            if feat is _NON_TENSOR:
+                node = td._walk_to((*prefix, key))
+                if target is MISSING:  # a new key: None at the other positions
+                    target = node._validate(None, (*prefix, key), node)
+                node._set_str(key, target._written(leaf_idx, leaf), inplace=False, validated=True)
+            elif target is None:
                 target = leaf.new_zeros((*td.batch_size, *feat))
                 target[leaf_idx] = leaf
                 td.set((*prefix, key), target)
@@ -267,6 +286,9 @@ def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
     """Write ``value`` into the existing leaf at ``key``, at ``index`` (in place)."""
     target = td._get(key)
     path = unravel_key_to_tuple(key)
+    if type(target) in NON_TENSOR_TYPES:
+        td._walk_to(path)._set_str(path[-1], target._written(index, value), inplace=False, validated=True)
+        return td
     if is_td(target):
         target[index] = value
         return td
