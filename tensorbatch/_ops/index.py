@@ -159,6 +159,8 @@ def _target_size(td: Any, idx: tuple[Any, ...], new_bs: Any) -> torch.Size:
     if new_bs is not None:
         return new_bs
     bs = td.batch_size
+    if len(idx) == 1 and type(idx[0]) is _Tensor and idx[0].dtype is not torch.bool:  # td[long_tensor]
+        return _Size((*idx[0].shape, *bs[1:]))
     tensors = [i for i, item in enumerate(idx) if isinstance(item, _Tensor)]
     if len(tensors) == 1 and all(isinstance(item, slice) and item == slice(None) for item in idx if
                                  not isinstance(item, _Tensor)):
