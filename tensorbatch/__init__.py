@@ -5,6 +5,10 @@ from ._keys import NestedKey as NestedKey
 from ._keys import unravel_key as unravel_key
 from ._keys import unravel_key_list as unravel_key_list
 from ._keys import unravel_key_to_tuple as unravel_key_to_tuple
+from ._lazy import LazyStackedTensorDict as LazyStackedTensorDict
+from ._lazy import dense_stack_tds as dense_stack_tds
+from ._lazy import lazy_stack as lazy_stack
+from ._lazy import maybe_dense_stack as maybe_dense_stack
 from ._nontensor import NonTensorData as NonTensorData
 from ._nontensor import NonTensorStack as NonTensorStack
 from ._nontensor import is_non_tensor as is_non_tensor
@@ -22,6 +26,6 @@ from_dict = TensorDict.from_dict
 __version__ = "0.1.0"
 
 __all__ = [
-    "NestedKey", "NonTensorData", "NonTensorStack", "TensorDict", "TensorDictBase", "assert_allclose_td", "assert_close", "cat", "from_dict",
-    "fromkeys", "is_non_tensor", "is_tensor_collection", "stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+    "LazyStackedTensorDict", "NestedKey", "NonTensorData", "NonTensorStack", "TensorDict", "TensorDictBase", "assert_allclose_td", "assert_close", "cat", "dense_stack_tds", "from_dict",
+    "fromkeys", "is_non_tensor", "is_tensor_collection", "lazy_stack", "maybe_dense_stack", "stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
 ]

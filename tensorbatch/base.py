@@ -218,6 +218,7 @@ class TensorDictBase(abc.ABC):
                     raise _errors.locked()
                 sub = node._dense_cls._new_unsafe({}, node.batch_size, node.device, node._maybe_names())
                 node._set_str(key, sub, inplace=False, validated=True)
+                sub = node._get_str(key)  # a backend may store a different object (a lazy stack splits it)
             elif not is_td(sub):  # tensordict raises KeyError when writing, ValueError when reading
                 raise KeyError(str(_errors.key_through_leaf(path, i + 1, sub)))
             node = sub
@@ -792,7 +793,7 @@ class TensorDictBase(abc.ABC):
             what="applying fn",
         )
         check_leaves(result)  # a user function may change leading dims: refuse an inconsistent result
-        if not len(result._keys_str()) and filter_empty is None and not self.is_empty():
+        if not len(result._keys_str()) and filter_empty is not False and not self.is_empty():
             return None
         if inplace:
             return self.update_(result)
@@ -1115,8 +1116,9 @@ class TensorDictBase(abc.ABC):
         if strict:
             mine = {p for p, _ in named_leaves(self)}
             theirs = {p for p, _ in named_leaves(source)}
-            if mine != theirs:
-                raise _errors.key_sets_differ((), [".".join(p) for p in mine], [".".join(p) for p in theirs])
+            if mine != theirs:  # tensordict raises RuntimeError here
+                err = _errors.key_sets_differ((), [".".join(p) for p in mine], [".".join(p) for p in theirs])
+                raise RuntimeError(f"load_state_dict(strict=True): {err.args[0]}")
         self.update(source, inplace=not assign)
         return self
 

@@ -1,0 +1,549 @@
+"""LazyStackedTensorDict: a stack that keeps its members apart until a leaf is asked for.
+
+Members may have different key sets (only common keys are visible) and different leaf shapes
+(reading such a key needs ``as_padded_tensor``, ``as_nested_tensor`` or ``as_list``). Reads
+stack the members' leaves; writes are split along the stack dim and go to the members.
+
+Value operations (the pointwise table, casts, apply, clone, select/exclude, ...) run per member
+and give a lazy stack again, so heterogeneous stacks support them; in-place ones compute every
+member's result before writing any (no half-applied update). Shape operations and reductions use
+the generic path, which reads stacked leaves and gives an in-memory TensorDict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from . import _errors
+from ._keys import NestedKey, unravel_key_to_tuple
+from ._nontensor import is_non_tensor, stack_non_tensor
+from ._ops import pointwise as _pointwise
+from ._ops.index import normalize
+from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_td
+from .base import TensorDictBase, _as_size, _leaf_repr
+
+_Tensor = torch.Tensor
+_Size = torch.Size
+
+
+def _check_members(tds: Sequence[Any], what: str) -> None:
+    if not all(is_td(td) for td in tds):
+        bad = next(type(td).__name__ for td in tds if not is_td(td))
+        raise TypeError(f"{what} expects TensorDicts, got a {bad}")
+    first = tds[0].batch_size
+    for i, td in enumerate(tds):
+        if td.batch_size != first:
+            raise RuntimeError(
+                f"{what}: member {i} has batch_size {_errors.fmt_shape(td.batch_size)} but member 0 has "
+                f"{_errors.fmt_shape(first)}; all members must have the same batch size"
+            )
+
+
+class LazyStackedTensorDict(TensorDictBase):
+    """A lazy stack of TensorDicts along ``stack_dim``.
+
+    Args:
+        *tensordicts: the members, all with the same batch size.
+        stack_dim: where the stack dim goes in the batch size.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import LazyStackedTensorDict, TensorDict
+        >>> a = TensorDict({"x": torch.zeros(3, 2)}, [3])
+        >>> b = TensorDict({"x": torch.ones(3, 4)}, [3])
+        >>> s = LazyStackedTensorDict(a, b)
+        >>> s.batch_size
+        torch.Size([2, 3])
+        >>> s[1] is b
+        True
+        >>> s.get("x", as_padded_tensor=True).shape
+        torch.Size([2, 3, 4])
+    """
+
+    __slots__ = ("__weakref__", "_batch_size", "_is_locked", "_stack_dim", "_tds")
+
+    def __init__(self, *tensordicts: Any, stack_dim: int = 0, batch_size: Any = None, **kwargs: Any) -> None:
+        tds = list(tensordicts)
+        if not tds:
+            if batch_size is None:
+                raise RuntimeError("LazyStackedTensorDict needs members or a batch_size")
+            bs = _as_size(batch_size)
+            if bs[stack_dim] != 0:
+                raise RuntimeError(f"an empty LazyStackedTensorDict needs size 0 at stack_dim, got {list(bs)}")
+            self._tds, self._stack_dim, self._batch_size, self._is_locked = [], stack_dim, bs, False
+            return
+        _check_members(tds, "LazyStackedTensorDict")
+        nd = tds[0].batch_dims
+        if not -nd - 1 <= stack_dim <= nd:
+            raise IndexError(f"stack_dim {stack_dim} is out of range for members with {nd} batch dims")
+        self._init(tds, stack_dim % (nd + 1))
+        if batch_size is not None and _as_size(batch_size) != self._batch_size:
+            raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the stack's "
+                               f"{list(self._batch_size)}")
+
+    def _init(self, tds: list[Any], stack_dim: int) -> None:
+        bs = list(tds[0].batch_size)
+        bs.insert(stack_dim, len(tds))
+        self._tds, self._stack_dim, self._batch_size, self._is_locked = tds, stack_dim, _Size(bs), False
+
+    @classmethod
+    def _new(cls, tds: list[Any], stack_dim: int) -> LazyStackedTensorDict:
+        out = cls.__new__(cls)
+        out._init(tds, stack_dim)
+        return out
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def tensordicts(self) -> list[Any]:
+        """The members (a live list)."""
+        return self._tds
+
+    @property
+    def stack_dim(self) -> int:
+        """The batch dim along which the members are stacked."""
+        return self._stack_dim
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        self._change_batch_size(_as_size(value))
+
+    def _change_batch_size(self, new_size: torch.Size) -> None:
+        d = self._stack_dim
+        if len(new_size) <= d or new_size[d] != len(self._tds):
+            raise RuntimeError(
+                f"cannot set batch_size {list(new_size)} on a lazy stack of {len(self._tds)} members along "
+                f"dim {d}"
+            )
+        member = _Size((*new_size[:d], *new_size[d + 1:]))
+        old = [td.batch_size for td in self._tds]
+        try:
+            for td in self._tds:
+                td.batch_size = member
+        except Exception:
+            for td, size in zip(self._tds, old, strict=False):  # undo: no half-applied change
+                if td.batch_size != size:
+                    td.batch_size = size
+            raise
+        self._batch_size = new_size
+
+    @property
+    def device(self) -> torch.device | None:
+        devices = {td.device for td in self._tds}
+        return devices.pop() if len(devices) == 1 else None
+
+    @property
+    def is_locked(self) -> bool:
+        return self._is_locked
+
+    def _set_lock(self, value: bool) -> None:
+        self._is_locked = value
+        for td in self._tds:
+            td.lock_() if value else td.unlock_()
+
+    def _maybe_names(self) -> None:
+        return None
+
+    @property
+    def names(self) -> list[None]:
+        return [None] * len(self._batch_size)
+
+    # ------------------------------------------------------------------ primitives
+    def _keys_str(self) -> list[str]:
+        if not self._tds:
+            return []
+        first, rest = self._tds[0], self._tds[1:]
+        return [k for k in first._keys_str() if all(td._get_str(k, MISSING) is not MISSING for td in rest)]
+
+    def keys(self, include_nested: bool = False, leaves_only: bool = False,
+             is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Any:
+        """The keys every member has (in the first member's order); reads no leaf."""
+        if not self._tds:
+            return []
+        lists = [td.keys(include_nested, leaves_only, is_leaf, sort=sort) for td in self._tds]
+        common = set(lists[0]).intersection(*lists[1:])
+        return [k for k in lists[0] if k in common]
+
+    def _items_str(self) -> Any:
+        return ((k, self._get_str(k)) for k in self._keys_str())
+
+    def _values_str(self) -> Any:
+        return (self._get_str(k) for k in self._keys_str())
+
+    def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
+        values = []
+        for td in self._tds:
+            value = td._get_str(key, MISSING)
+            if value is MISSING:
+                if default is NO_DEFAULT:
+                    raise _errors.missing_key((key,), self._keys_str())
+                return default
+            values.append(value)
+        return _stack_values(key, values, self._stack_dim)
+
+    def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
+        pieces = _unbind(value, self._stack_dim)
+        for td, piece in zip(self._tds, pieces, strict=True):
+            exists = td._get_str(key, MISSING) is not MISSING
+            td._set_str(key, piece, inplace=inplace and exists, validated=True)
+
+    def _del_str(self, key: str) -> None:
+        for td in self._tds:
+            td._del_str(key)
+
+    # ------------------------------------------------------------------ reading
+    def get(self, key: NestedKey, default: Any = None, *, as_padded_tensor: bool = False,
+            as_nested_tensor: bool = False, as_list: bool = False, padding_value: float = 0.0,
+            padding_side: str = "right", layout: Any = None) -> Any:
+        """Value at ``key``; leaves whose shapes differ across members need one of the ``as_*`` forms.
+
+        Args:
+            key: a string or tuple of strings.
+            default: returned when the key is missing (from any member).
+            as_padded_tensor: pad every member's leaf to the largest shape (with ``padding_value``) and stack.
+            as_nested_tensor: a ``torch.nested`` tensor of the members' leaves (stack dim 0 only).
+            as_list: the members' values as a list.
+            padding_value: the fill for ``as_padded_tensor``.
+            padding_side: ``"right"`` or ``"left"`` padding.
+            layout: the nested-tensor layout (``torch.strided`` or ``torch.jagged``).
+        """
+        if not (as_padded_tensor or as_nested_tensor or as_list):
+            return self._get(key, default)
+        path = unravel_key_to_tuple(key)
+        values = [td._get(path, MISSING) for td in self._tds]
+        if any(v is MISSING for v in values):
+            return default
+        if as_list:
+            return values
+        if as_nested_tensor:
+            if self._stack_dim != 0:
+                raise RuntimeError("as_nested_tensor needs stack_dim 0")
+            return torch.nested.nested_tensor(values, layout=layout or torch.strided)
+        return _pad_stack(values, self._stack_dim, padding_value, padding_side)
+
+    def __getitem__(self, index: Any) -> Any:
+        """``s[key]`` or a batch index: along the stack dim it picks members, elsewhere it indexes them."""
+        if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+            return TensorDictBase.__getitem__(self, index)
+        plan = self._split_index(index)
+        if plan is None:
+            return TensorDictBase.__getitem__(self, index)
+        picked, rest, new_dim = plan
+        if new_dim is None:  # an int at the stack dim: one member
+            member = self._tds[picked[0]]
+            return member[rest] if rest else member
+        members = [self._tds[i][rest] if rest else self._tds[i] for i in picked]
+        if not members:
+            return TensorDictBase.__getitem__(self, index)
+        return LazyStackedTensorDict._new(members, new_dim)
+
+    def _split_index(self, index: Any) -> tuple[list[int], tuple[Any, ...], int | None] | None:
+        """``(member positions, index for each member, stack dim of the result or None)``.
+
+        None when the index is not a plain per-dim index (None, masks over several dims, advanced
+        indices before the stack dim): the generic path handles those.
+        """
+        if index is Ellipsis:
+            index = (Ellipsis,)
+        conv, _, _ = normalize(self, index)
+        d = self._stack_dim
+        items = list(conv) + [slice(None)] * (len(self._batch_size) - len(conv))
+        if any(i is None for i in items) or len(items) != len(self._batch_size):
+            return None
+        for item in items[:d]:
+            if not isinstance(item, (int, slice)):
+                return None
+        for item in items:
+            if isinstance(item, _Tensor) and item.dtype == torch.bool and item.ndim != 1:
+                return None
+        at = items[d]
+        rest = tuple(items[:d] + items[d + 1:])
+        if all(isinstance(i, slice) and i == slice(None) for i in rest):
+            rest = ()
+        positions = list(range(len(self._tds)))
+        if isinstance(at, int):
+            return [positions[at]], rest, None
+        if any(isinstance(i, _Tensor) for i in rest):  # advanced indices on both sides: let torch decide
+            return None
+        new_dim = sum(1 for i in items[:d] if isinstance(i, slice))
+        if isinstance(at, slice):
+            return positions[at], rest, new_dim
+        at = torch.as_tensor(at)
+        if at.dtype == torch.bool:
+            at = at.nonzero().squeeze(-1)
+        if at.ndim != 1:
+            return None
+        return [positions[i] for i in at.tolist()], rest, new_dim
+
+    def unbind(self, dim: int = 0) -> tuple[Any, ...]:
+        """The members when ``dim`` is the stack dim, else the generic unbind."""
+        if dim % max(len(self._batch_size), 1) == self._stack_dim:
+            return tuple(self._tds)
+        return TensorDictBase.unbind(self, dim)
+
+    # ------------------------------------------------------------------ writing at an index
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+            TensorDictBase.__setitem__(self, index, value)
+            return
+        self._distribute(index, value, lambda td, idx, piece: td.__setitem__(idx if idx else slice(None), piece))
+
+    def set_at_(self, key: NestedKey, value: Any, index: Any) -> LazyStackedTensorDict:
+        """Write ``value`` into the leaf at ``key`` at ``index``, in the members."""
+        self._distribute(index, value, lambda td, idx, piece: td.set_at_(key, piece, idx if idx else slice(None)))
+        return self
+
+    def update_at_(self, input_dict_or_td: Any, index: Any, clone: bool = False, **kwargs: Any) -> Any:
+        """Write every entry of ``input_dict_or_td`` at ``index``, in the members."""
+        self._distribute(index, input_dict_or_td,
+                         lambda td, idx, piece: td.update_at_(piece, idx if idx else slice(None), clone=clone))
+        return self
+
+    def _distribute(self, index: Any, value: Any, write: Callable[[Any, tuple[Any, ...], Any], Any]) -> None:
+        plan = self._split_index(index)
+        if plan is None:
+            raise IndexError(
+                f"writing into a lazy stack at index {index!r} is not supported: use an index with one entry "
+                "per batch dim (ints, slices, 1-d index tensors or masks); None and multi-dim masks are not"
+            )
+        picked, rest, new_dim = plan
+        if new_dim is None:
+            write(self._tds[picked[0]], rest, value)
+            return
+        target = torch.zeros((), dtype=torch.bool).expand(self._batch_size)[index].shape
+        if isinstance(value, dict):
+            value = self._dense_cls(value, batch_size=target)
+        pieces = _pieces(value, new_dim, len(picked), target)
+        for i, piece in zip(picked, pieces, strict=True):
+            write(self._tds[i], rest, piece)
+
+    # ------------------------------------------------------------------ members
+    def insert(self, index: int, tensordict: Any) -> None:
+        """Insert a member at ``index`` (batch size and lock rules apply)."""
+        if self._is_locked:
+            raise _errors.locked()
+        if self._tds:
+            _check_members([self._tds[0], tensordict], "insert")
+        tds = list(self._tds)
+        tds.insert(index, tensordict)
+        self._tds[:] = tds
+        self._init(self._tds, self._stack_dim)
+
+    def append(self, tensordict: Any) -> None:
+        """Add a member at the end."""
+        self.insert(len(self._tds), tensordict)
+
+    def extend(self, tensordicts: Sequence[Any]) -> None:
+        """Add members at the end."""
+        if self._is_locked:
+            raise _errors.locked()
+        tds = list(tensordicts)
+        if tds:
+            _check_members([*(self._tds[:1]), *tds], "extend")
+            self._tds.extend(tds)
+            self._init(self._tds, self._stack_dim)
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
+        """A dense in-memory TensorDict of the common keys (their leaf shapes must agree)."""
+        out = {k: v.to_tensordict() if isinstance(v, LazyStackedTensorDict) else v for k, v in self._items_str()}
+        return self._dense_cls._new_unsafe(out, self._batch_size, self.device, None)
+
+    contiguous = to_tensordict
+
+    def densify(self, layout: Any = torch.strided) -> Any:
+        """A dense TensorDict; ``layout=torch.jagged`` would give nested tensors (not supported yet)."""
+        if layout is not torch.strided:
+            raise NotImplementedError("densify(layout=torch.jagged) is not supported")
+        return self.to_tensordict()
+
+    def __reduce__(self) -> Any:
+        return (LazyStackedTensorDict._new, (self._tds, self._stack_dim))
+
+    def __repr__(self) -> str:
+        lines = [f"LazyStackedTensorDict(batch_size={list(self._batch_size)}, stack_dim={self._stack_dim}, "
+                 f"device={self.device}, members={len(self._tds)})"]
+        common = self._keys_str()
+        for key in common:
+            lines.append(f"|-- {key}: {_member_repr(self._tds, key)}")
+        for i, td in enumerate(self._tds):
+            extra = [k for k in td._keys_str() if k not in common]
+            if extra:
+                lines.append(f"|-- only in member {i}: {extra}")
+        return "\n".join(lines)
+
+
+def _member_repr(tds: list[Any], key: str) -> str:
+    values = [td._get_str(key) for td in tds]
+    first = values[0]
+    if isinstance(first, _Tensor) and any(v.shape != first.shape for v in values):
+        return f"Tensor(member shapes {[list(v.shape) for v in values[:4]]}{', ...' if len(values) > 4 else ''})"
+    return _leaf_repr(first) if not is_td(first) or is_non_tensor(first) else f"{type(first).__name__}(...)"
+
+
+def _stack_values(key: str, values: list[Any], dim: int) -> Any:
+    """The stacked value of one key across the members (nested TensorDicts stay lazy)."""
+    first = values[0]
+    if type(first) is _Tensor:
+        shape = first.shape
+        if all(type(v) is _Tensor and v.shape == shape for v in values):
+            return torch.stack(values, dim)
+        shapes = [list(v.shape) if isinstance(v, _Tensor) else type(v).__name__ for v in values]
+        raise RuntimeError(
+            f"cannot stack the members' leaves at key {key!r}: their shapes are {shapes}. Read them with "
+            "get(key, as_padded_tensor=True), get(key, as_nested_tensor=True) or get(key, as_list=True)"
+        )
+    if type(first) in NON_TENSOR_TYPES and all(type(v) in NON_TENSOR_TYPES for v in values):
+        return stack_non_tensor(values, dim)
+    if is_td(first) and all(is_td(v) and type(v) not in NON_TENSOR_TYPES for v in values):
+        return LazyStackedTensorDict._new(values, dim)
+    raise RuntimeError(
+        f"cannot stack the members' values at key {key!r}: types {[type(v).__name__ for v in values]}"
+    )
+
+
+def _unbind(value: Any, dim: int) -> tuple[Any, ...]:
+    """Split a validated value along the stack dim (non-tensor leaves split their positions)."""
+    if type(value) in NON_TENSOR_TYPES:
+        return tuple(value._from_positions(p) for p in value._positions().unbind(dim))
+    return tuple(value.unbind(dim))
+
+
+def _pieces(value: Any, dim: int, n: int, target: torch.Size) -> list[Any]:
+    """One piece of a written value per selected member (values without the dim are broadcast)."""
+    if is_td(value):
+        shape = value.batch_size
+    elif isinstance(value, _Tensor):
+        shape = value.shape
+    else:
+        return [value] * n
+    lead = len(target) - len(shape)  # a value may leave out leading dims (it broadcasts)
+    pos = dim - max(lead, 0)
+    if lead > dim or len(shape) <= pos:
+        return [value] * n
+    if shape[pos] == n:
+        return list(_unbind(value, pos))
+    if shape[pos] == 1:
+        return [_unbind(value, pos)[0]] * n
+    raise RuntimeError(
+        f"cannot write a value of shape {_errors.fmt_shape(shape)} into {n} members of a lazy stack "
+        f"(selected shape {_errors.fmt_shape(target)})"
+    )
+
+
+def _pad_stack(values: list[Any], dim: int, padding_value: float, side: str) -> torch.Tensor:
+    ndim = values[0].ndim
+    if any(v.ndim != ndim for v in values):
+        raise RuntimeError(f"as_padded_tensor: leaves have different numbers of dims {[v.ndim for v in values]}")
+    biggest = [max(v.shape[i] for v in values) for i in range(ndim)]
+    padded = []
+    for v in values:
+        pad: list[int] = []
+        for i in reversed(range(ndim)):
+            extra = biggest[i] - v.shape[i]
+            pad += [0, extra] if side == "right" else [extra, 0]
+        padded.append(F.pad(v, pad, value=padding_value) if any(pad) else v)
+    return torch.stack(padded, dim)
+
+
+# ---------------------------------------------------------------------- per-member operations
+def _split_arg(arg: Any, n: int, dim: int) -> list[Any]:
+    if isinstance(arg, LazyStackedTensorDict) and arg._stack_dim == dim and len(arg._tds) == n:
+        return list(arg._tds)
+    if is_td(arg) and type(arg) not in NON_TENSOR_TYPES and arg.batch_dims > dim:
+        return list(arg.unbind(dim))
+    if isinstance(arg, _Tensor) and arg.ndim > dim and arg.shape[dim] == n:
+        return list(arg.unbind(dim))
+    return [arg] * n
+
+
+def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
+    """A method that runs ``name`` on every member (an in-place one: all results first, then writes)."""
+
+    def method(self: LazyStackedTensorDict, *args: Any, **kwargs: Any) -> Any:
+        n, d = len(self._tds), self._stack_dim
+        split = [_split_arg(a, n, d) for a in args]
+        split_kw = {k: _split_arg(v, n, d) for k, v in kwargs.items()}
+        call = inplace_of or name
+        results = []
+        for i, td in enumerate(self._tds):
+            out = getattr(td, call)(*(s[i] for s in split), **{k: v[i] for k, v in split_kw.items()})
+            if out is NotImplemented:
+                return NotImplemented
+            results.append(out)
+        if inplace_of is not None:
+            for td, out in zip(self._tds, results, strict=True):
+                td.update_(out)
+            return self
+        if not all(is_td(r) for r in results):
+            return results
+        return LazyStackedTensorDict._new(results, d)
+
+    method.__name__ = name
+    method.__doc__ = f"``{name}`` on every member; see :class:`TensorDictBase`."
+    return method
+
+
+def _install() -> None:
+    cls = LazyStackedTensorDict
+    names = [*_pointwise.UNARY, *_pointwise.BINARY, *_pointwise.CASTS, "lerp", "addcmul", "addcdiv", "clamp",
+             "apply", "named_apply", "clone", "detach", "select", "exclude", "to", "cpu", "float"]
+    for name in names:
+        setattr(cls, name, _per_member(name))
+    inplace = [f"{n}_" for n, twin in _pointwise.UNARY.items() if twin]
+    inplace += [f"{n}_" for n, (_, twin) in _pointwise.BINARY.items() if twin]
+    inplace += ["lerp_", "addcmul_", "addcdiv_", "clamp_", "apply_", "masked_fill_"]
+    for name in inplace:
+        setattr(cls, name, _per_member(name, inplace_of=name[:-1]))
+    for dunder, method in _pointwise.OPERATORS.items():
+        twin = method[:-1] if method.endswith("_") else None
+        setattr(cls, dunder, _pointwise._operator(_per_member(dunder, twin and method[:-1])))
+    for dunder in _pointwise.REFLECTED:
+        setattr(cls, dunder, _per_member(dunder))
+    cls.zero_ = _per_member("zero_")  # cannot fail: written member by member
+    cls.__hash__ = None  # type: ignore[assignment]
+
+
+_install()
+
+
+def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> LazyStackedTensorDict:
+    """Stack TensorDicts lazily along ``dim`` (members kept apart).
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict, lazy_stack
+        >>> s = lazy_stack([TensorDict({"a": torch.zeros(2)}, [2]), TensorDict({"b": torch.ones(2)}, [2])])
+        >>> s.batch_size, list(s.keys())
+        (torch.Size([2, 2]), [])
+    """
+    tds = list(input)
+    if not tds:
+        raise RuntimeError("lazy_stack expects a non-empty sequence of TensorDicts")
+    result = LazyStackedTensorDict(*tds, stack_dim=dim)
+    if out is not None:
+        out.update_(result)
+        return out
+    return result
+
+
+def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+    """A dense stack when the members agree on keys and leaf shapes, else a lazy one."""
+    tds = list(input)
+    try:
+        return torch.stack(tds, dim, out=out) if out is not None else torch.stack(tds, dim)
+    except (RuntimeError, KeyError):
+        return lazy_stack(tds, dim, out=out)
+
+
+def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | None = None) -> Any:
+    """Densely stack a list of TensorDicts (or a lazy stack's members along its stack dim)."""
+    if isinstance(td_list, LazyStackedTensorDict):
+        return torch.stack(list(td_list.tensordicts), td_list.stack_dim if dim is None else dim)
+    return torch.stack(list(td_list), 0 if dim is None else dim)

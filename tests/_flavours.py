@@ -1,0 +1,247 @@
+"""The TensorDict flavours run by the conformance suite, and helpers to check their results.
+
+Every factory returns a TensorDict with the same logical content (see :func:`reference`):
+
+    batch_size [3, 4]
+    "a"                   float32 [3, 4, 5]   values in [0.5, 2)  (safe for log, sqrt, reciprocal)
+    "b"                   int64   [3, 4]      values in [1, 10)   (safe as a divisor)
+    "c"                   bool    [3, 4, 1]
+    ("nested", "d")       float32 [3, 4, 2]   values in [0.5, 2)
+    ("nested", "deep", "e") float64 [3, 4]    values in [0.5, 2)
+
+but each builds it differently (views, permutations, stacks, ...). Factories take ``seed``
+(default 0): ``factory(seed=1)`` gives a second operand with different values (``reference(1)``).
+A flavour declares its
+capabilities in ``caps``; tests call ``requires(flavour, cap)`` instead of branching on names, so
+a new backend is one more line in ``FLAVOURS``::
+
+    _param("memmap", make_memmap_td, add={"memmap"}, marks=...)
+    _param("tensorclass_over_td", make_tc, drop={"mapping_mutation"})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+
+from tensorbatch import TensorDict, TensorDictBase
+
+BATCH = torch.Size([3, 4])
+LEAF_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("b",), ("c",), ("nested", "d"), ("nested", "deep", "e"))
+FLOAT_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("nested", "d"), ("nested", "deep", "e"))
+
+# Capabilities every flavour has unless it drops them.
+#   mapping_mutation  keys can be added, deleted, renamed (set/del/pop/update with new keys)
+#   inplace           leaves can be written in place (zero_, copy_, set_, index assignment, apply_)
+#   lock              lock_()/unlock_() are honoured
+#   pickle            pickle round trip
+#   state_dict        state_dict()/load_state_dict()
+#   grad              leaves can require grad and be detached
+BASE_CAPS = frozenset({"mapping_mutation", "inplace", "lock", "pickle", "state_dict", "grad"})
+# Facts some flavours add:
+#   device            td.device is set (to cpu)
+#   noncontiguous     leaves are not contiguous
+#   view              leaves are views into a larger storage
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """One way of building the reference content; ``caps`` says what it supports."""
+
+    name: str
+    factory: Callable[..., TensorDictBase]  # factory(seed=0): the reference content for that seed
+    caps: frozenset[str] = BASE_CAPS
+
+    def __repr__(self) -> str:
+        return f"Flavour({self.name})"
+
+
+def requires(flavour: Flavour, cap: str) -> None:
+    """Skip the calling test when ``flavour`` lacks capability ``cap``."""
+    if cap not in flavour.caps:
+        pytest.skip(f"flavour {flavour.name!r} lacks capability {cap!r}")
+
+
+# ---------------------------------------------------------------------------- reference data
+def reference(seed: int = 0) -> dict[tuple[str, ...], torch.Tensor]:
+    """The logical content shared by every flavour: a fresh dict ``path -> tensor`` (batch [3, 4])."""
+    g = torch.Generator().manual_seed(seed)
+
+    def unit(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return (torch.rand(*shape, generator=g, dtype=torch.float64) * 1.5 + 0.5).to(dtype)
+
+    return {
+        ("a",): unit(3, 4, 5),
+        ("b",): torch.randint(1, 10, (3, 4), generator=g, dtype=torch.int64),
+        ("c",): torch.rand(3, 4, 1, generator=g) > 0.5,
+        ("nested", "d"): unit(3, 4, 2),
+        ("nested", "deep", "e"): unit(3, 4, dtype=torch.float64),
+    }
+
+
+def _nest(leaves: Mapping[tuple[str, ...], torch.Tensor]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path, value in leaves.items():
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return out
+
+
+def _mapped(fn: Callable[[torch.Tensor], torch.Tensor], seed: int) -> dict[tuple[str, ...], torch.Tensor]:
+    return {path: fn(value) for path, value in reference(seed).items()}
+
+
+def make_td(seed: int = 0) -> TensorDictBase:
+    """Direct construction, nested TensorDicts built explicitly."""
+    ref = reference(seed)
+    deep = TensorDict({"e": ref["nested", "deep", "e"]}, batch_size=BATCH)
+    nested = TensorDict({"d": ref["nested", "d"], "deep": deep}, batch_size=BATCH)
+    return TensorDict({"a": ref["a",], "b": ref["b",], "c": ref["c",], "nested": nested}, batch_size=BATCH)
+
+
+def make_nested_td(seed: int = 0) -> TensorDictBase:
+    """A nested plain dict for the first levels, tuple-key assignment for the deepest leaf."""
+    ref = reference(seed)
+    td = TensorDict({"a": ref["a",], "b": ref["b",], "c": ref["c",], "nested": {"d": ref["nested", "d"]}},
+                    batch_size=[3, 4])
+    td["nested", "deep", "e"] = ref["nested", "deep", "e"]
+    return td
+
+
+def make_sliced_td(seed: int = 0) -> TensorDictBase:
+    """A [5, 6] TensorDict indexed with [1:4, 2:6]: leaves are strided views."""
+
+    def embed(x: torch.Tensor) -> torch.Tensor:
+        big = torch.zeros(5, 6, *x.shape[2:], dtype=x.dtype)
+        big[1:4, 2:6] = x
+        return big
+
+    return TensorDict(_nest(_mapped(embed, seed)), batch_size=[5, 6])[1:4, 2:6]
+
+
+def make_permuted_td(seed: int = 0) -> TensorDictBase:
+    """Built at [4, 3], then ``permute(1, 0)``: leaves are non-contiguous."""
+    leaves = _mapped(lambda x: x.transpose(0, 1).contiguous(), seed)
+    return TensorDict(_nest(leaves), batch_size=[4, 3]).permute(1, 0)
+
+
+def make_unsqueezed_td(seed: int = 0) -> TensorDictBase:
+    """Built at [3, 1, 4], then ``squeeze(1)``."""
+    return TensorDict(_nest(_mapped(lambda x: x.unsqueeze(1), seed)), batch_size=[3, 1, 4]).squeeze(1)
+
+
+def make_stacked_td(seed: int = 0) -> TensorDictBase:
+    """``torch.stack`` of three TensorDicts of batch [4]."""
+    ref = reference(seed)
+    rows = [TensorDict(_nest({p: v[i] for p, v in ref.items()}), batch_size=[4]) for i in range(3)]
+    return torch.stack(rows, 0)
+
+
+def make_cloned_td(seed: int = 0) -> TensorDictBase:
+    """``clone()`` of a locked TensorDict, then unlocked."""
+    locked = TensorDict(_nest(reference(seed)), batch_size=BATCH, lock=True)
+    return locked.clone().unlock_()
+
+
+def make_device_td(seed: int = 0) -> TensorDictBase:
+    """Built with ``device="cpu"``."""
+    return TensorDict(_nest(reference(seed)), batch_size=BATCH, device="cpu")
+
+
+def _param(name: str, factory: Callable[..., TensorDictBase], *, add: Iterable[str] = (),
+           drop: Iterable[str] = (), marks: Any = ()) -> Any:
+    caps = (BASE_CAPS | frozenset(add)) - frozenset(drop)
+    return pytest.param(Flavour(name, factory, caps), id=name, marks=marks)
+
+
+FLAVOURS = [
+    _param("td", make_td),
+    _param("nested_td", make_nested_td),
+    _param("sliced_td", make_sliced_td, add={"noncontiguous", "view"}),
+    _param("permuted_td", make_permuted_td, add={"noncontiguous"}),
+    _param("unsqueezed_td", make_unsqueezed_td),
+    _param("stacked_td", make_stacked_td),
+    _param("cloned_td", make_cloned_td),
+    _param("device_td", make_device_td, add={"device"}),
+]
+
+
+# ---------------------------------------------------------------------------- checking helpers
+def _path(key: Any) -> tuple[str, ...]:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+def leaves(td: TensorDictBase | Mapping[Any, torch.Tensor]) -> dict[tuple[str, ...], torch.Tensor]:
+    """``path -> leaf`` of a TensorDict (or a mapping of keys to tensors), paths as tuples."""
+    if isinstance(td, TensorDictBase):
+        return {_path(k): v for k, v in td.items(include_nested=True, leaves_only=True)}
+    return {_path(k): v for k, v in td.items()}
+
+
+def snapshot(td: TensorDictBase) -> dict[tuple[str, ...], torch.Tensor]:
+    """Cloned leaves (plain torch), to compare with after an in-place operation."""
+    return {path: value.clone() for path, value in leaves(td).items()}
+
+
+def assert_leaves(source: TensorDictBase | Mapping[Any, torch.Tensor],
+                  fn: Callable[[torch.Tensor], torch.Tensor | None], result: TensorDictBase, *,
+                  keys: Iterable[Any] | None = None, batch_size: Any = None, rtol: float = 0.0,
+                  atol: float = 0.0) -> None:
+    """Check that ``result`` holds ``fn(leaf)`` for every leaf of ``source``, and nothing else.
+
+    ``fn`` returning None means the leaf must be absent from ``result``. ``keys`` restricts the
+    leaves of ``source`` considered. Values, shapes and dtypes are compared exactly unless
+    tolerances are given.
+    """
+    assert isinstance(result, TensorDictBase), f"expected a TensorDict, got {type(result).__name__}"
+    src = leaves(source)
+    if keys is not None:
+        wanted = [_path(k) for k in keys]
+        src = {p: src[p] for p in wanted}
+    got = leaves(result)
+    expected = {p: out for p, out in ((p, fn(v)) for p, v in src.items()) if out is not None}
+    assert set(got) == set(expected), f"leaf keys differ: got {sorted(got)}, expected {sorted(expected)}"
+    for path, want in expected.items():
+        have = got[path]
+        assert have.shape == want.shape, f"{path}: shape {tuple(have.shape)} != {tuple(want.shape)}"
+        assert have.dtype == want.dtype, f"{path}: dtype {have.dtype} != {want.dtype}"
+        torch.testing.assert_close(have, want, rtol=rtol, atol=atol, equal_nan=True,
+                                   msg=lambda m, path=path: f"{path}: {m}")
+    if batch_size is not None:
+        assert result.batch_size == torch.Size(batch_size)
+
+
+def assert_op(td: TensorDictBase, td_op: Callable[[TensorDictBase], Any],
+              leaf_op: Callable[[torch.Tensor], torch.Tensor | None], **kwargs: Any) -> Any:
+    """Check an out-of-place ``td_op`` against ``leaf_op`` on each leaf of ``td``.
+
+    When torch raises on some leaf, ``td_op`` must raise the same exception type. Otherwise the
+    result is checked with :func:`assert_leaves` (``kwargs`` forwarded) and returned.
+    """
+    try:
+        expected = {path: leaf_op(value) for path, value in leaves(td).items()}
+    except Exception as err:  # torch refuses: so must the TensorDict
+        with pytest.raises(type(err)):
+            td_op(td)
+        return None
+    result = td_op(td)
+    assert_leaves(expected, lambda x: x, result, **kwargs)
+    return result
+
+
+def assert_same_content(td: TensorDictBase, seed: int = 0) -> None:
+    """``td`` holds exactly the reference content (batch [3, 4])."""
+    assert td.batch_size == BATCH
+    assert_leaves(reference(seed), lambda x: x, td)
+
+
+__all__ = [
+    "BASE_CAPS", "BATCH", "FLAVOURS", "FLOAT_KEYS", "LEAF_KEYS", "Flavour", "assert_leaves", "assert_op",
+    "assert_same_content", "leaves", "reference", "requires", "snapshot",
+]

@@ -1,0 +1,1 @@
+"""Conformance suite: every TensorDict flavour through the same behaviour checks."""

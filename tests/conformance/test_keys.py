@@ -1,0 +1,317 @@
+"""Keys, get/set/delete, select/exclude, key flattening, update, state_dict and pickle, per flavour."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+import torch
+from _flavours import (
+    BATCH,
+    LEAF_KEYS,
+    assert_leaves,
+    assert_same_content,
+    leaves,
+    make_td,
+    reference,
+    requires,
+    snapshot,
+)
+
+from tensorbatch import TensorDictBase
+
+ALL_KEYS = {"a", "b", "c", "nested", ("nested", "d"), ("nested", "deep"), ("nested", "deep", "e")}
+LEAVES = {"a", "b", "c", ("nested", "d"), ("nested", "deep", "e")}
+
+
+def test_content_is_the_reference(tdf):
+    assert_same_content(tdf)
+    assert isinstance(tdf, TensorDictBase)
+    assert tdf.batch_size == BATCH == tdf.shape
+    assert (tdf.batch_dims, tdf.ndim, tdf.dim(), len(tdf), tdf.numel()) == (2, 2, 2, 3, 12)
+    assert tdf.size(1) == 4
+    assert tdf["nested"].batch_size == BATCH
+    assert tdf["nested", "deep"].batch_size == BATCH
+    assert tdf.depth == 2
+
+
+def test_keys_top_level(tdf):
+    assert set(tdf.keys()) == {"a", "b", "c", "nested"}
+    assert sorted(tdf.keys()) == tdf.sorted_keys
+    assert len(tdf.keys()) == 4
+
+
+def test_keys_include_nested(tdf):
+    keys = list(tdf.keys(include_nested=True))
+    assert set(keys) == ALL_KEYS
+    assert len(keys) == len(ALL_KEYS)
+
+
+def test_keys_leaves_only(tdf):
+    assert set(tdf.keys(include_nested=True, leaves_only=True)) == LEAVES
+    assert set(tdf.keys(leaves_only=True)) == {"a", "b", "c"}
+
+
+def test_keys_sort(tdf):
+    keys = list(tdf.keys(include_nested=True, sort=True))
+    assert keys == sorted(ALL_KEYS, key=lambda k: k if isinstance(k, str) else ".".join(k))
+    leaf_keys = list(tdf.keys(True, True, sort=True))
+    assert leaf_keys == ["a", "b", "c", ("nested", "d"), ("nested", "deep", "e")]
+
+
+def test_items_and_values_match_getitem(tdf):
+    items = dict(tdf.items(include_nested=True, leaves_only=True))
+    assert set(items) == LEAVES
+    for key, value in items.items():
+        assert value is tdf[key]
+    values = list(tdf.values(include_nested=True, leaves_only=True))
+    assert len(values) == 5
+    assert {id(v) for v in values} == {id(v) for v in items.values()}
+    nested = dict(tdf.items())["nested"]
+    assert isinstance(nested, TensorDictBase)
+    assert nested["deep", "e"] is tdf["nested", "deep", "e"]
+
+
+def test_contains_get_and_missing_keys(tdf):
+    assert "a" in tdf
+    assert ("nested", "deep", "e") in tdf
+    assert ("nested", "deep") in tdf
+    assert "missing" not in tdf
+    assert ("nested", "missing") not in tdf
+    assert tdf.get("missing") is None
+    sentinel = torch.zeros(())
+    assert tdf.get(("nested", "missing"), sentinel) is sentinel
+    assert tdf["nested"]["deep"]["e"] is tdf["nested", "deep", "e"]
+    assert tdf.get(("nested", "d")) is tdf["nested", "d"]
+    with pytest.raises(KeyError):
+        tdf["missing"]
+    with pytest.raises(KeyError):
+        tdf["nested", "missing"]
+
+
+def test_entry_class_and_item_shape(tdf):
+    assert tdf.entry_class("a") is torch.Tensor
+    assert issubclass(tdf.entry_class("nested"), TensorDictBase)
+    assert tdf.get_item_shape("a") == torch.Size([3, 4, 5])
+    assert tdf.get_item_shape(("nested", "deep", "e")) == BATCH
+    assert tdf.get_item_shape("nested") == BATCH
+
+
+def test_select(tdf):
+    out = tdf.select("a", ("nested", "deep", "e"))
+    assert_leaves(tdf, lambda x: x, out, keys=["a", ("nested", "deep", "e")], batch_size=BATCH)
+    assert out["a"] is tdf["a"]
+    assert set(tdf.keys(True, True)) == LEAVES  # the source is untouched
+    with pytest.raises(KeyError):
+        tdf.select("a", "missing")
+    assert set(tdf.select("a", "missing", strict=False).keys()) == {"a"}
+
+
+def test_exclude(tdf):
+    out = tdf.exclude("b", ("nested", "deep"))
+    assert_leaves(tdf, lambda x: x, out, keys=["a", "c", ("nested", "d")])
+    assert set(tdf.keys(True, True)) == LEAVES
+    assert set(tdf.exclude("missing").keys(True, True)) == LEAVES
+
+
+def test_flatten_and_unflatten_keys(tdf):
+    flat = tdf.flatten_keys()
+    assert set(flat.keys()) == {"a", "b", "c", "nested.d", "nested.deep.e"}
+    assert flat["nested.deep.e"] is tdf["nested", "deep", "e"]
+    assert flat.batch_size == BATCH
+    back = flat.unflatten_keys()
+    assert_leaves(tdf, lambda x: x, back)
+    assert back["nested", "deep"].batch_size == BATCH
+    slash = tdf.flatten_keys("/")
+    assert "nested/deep/e" in slash
+    assert_leaves(tdf, lambda x: x, slash.unflatten_keys("/"))
+
+
+def test_set_new_keys(flavour, tdf):
+    requires(flavour, "mapping_mutation")
+    value = torch.arange(12.0).reshape(3, 4, 1)
+    tdf["f"] = value
+    tdf.set(("nested", "g"), value * 2)
+    tdf["x", "y", "z"] = value * 3
+    assert tdf["f"] is value
+    assert torch.equal(tdf["nested", "g"], value * 2)
+    assert torch.equal(tdf["x", "y", "z"], value * 3)
+    assert tdf["x", "y"].batch_size == BATCH
+    with pytest.raises(RuntimeError):  # a Python scalar is a 0-d tensor: it does not fit batch [3, 4]
+        tdf["scalar"] = 1.5
+    tdf["sub"] = {"q": torch.ones(3, 4)}
+    assert isinstance(tdf["sub"], TensorDictBase)
+    assert tdf["sub"].batch_size == BATCH
+    assert_same_content(tdf.exclude("f", ("nested", "g"), "x", "sub"))
+
+
+def test_set_rejects_wrong_batch_shape(flavour, tdf):
+    requires(flavour, "mapping_mutation")
+    before = snapshot(tdf)
+    with pytest.raises(RuntimeError):
+        tdf["f"] = torch.zeros(4, 3)
+    with pytest.raises(RuntimeError):
+        tdf["nested", "g"] = torch.zeros(3)
+    assert_leaves(before, lambda x: x, tdf)
+
+
+def test_replace_existing_key(flavour, tdf):
+    requires(flavour, "mapping_mutation")
+    value = torch.full((3, 4, 7), 2.0)
+    tdf["a"] = value
+    tdf["nested", "d"] = value
+    assert tdf["a"] is value
+    assert tdf["nested", "d"].shape == (3, 4, 7)
+
+
+def test_delete_and_pop(flavour, tdf):
+    requires(flavour, "mapping_mutation")
+    a = tdf["a"]
+    del tdf["b"]
+    assert tdf.pop("a") is a
+    d = tdf["nested", "d"]
+    assert tdf.pop(("nested", "d")) is d
+    del tdf["nested", "deep", "e"]
+    assert tdf.pop("missing", None) is None
+    with pytest.raises(KeyError):
+        tdf.pop("missing")
+    with pytest.raises(KeyError):
+        del tdf["missing"]
+    assert set(tdf.keys(True)) == {"c", "nested", ("nested", "deep")}
+
+
+def test_rename_key(flavour, tdf):
+    requires(flavour, "mapping_mutation")
+    d = tdf["nested", "d"]
+    tdf.rename_key_(("nested", "d"), "d2")
+    tdf.rename_key_("a", ("nested", "a2"))
+    assert tdf["d2"] is d
+    assert ("nested", "d") not in tdf
+    assert set(tdf.keys(True, True)) == {"b", "c", "d2", ("nested", "a2"), ("nested", "deep", "e")}
+    with pytest.raises(KeyError):
+        tdf.rename_key_("b", "c", safe=True)
+
+
+def test_update_merges_nested(flavour, tdf):
+    requires(flavour, "mapping_mutation")
+    f, g = torch.ones(3, 4), torch.zeros(3, 4, 3)
+    out = tdf.update({"f": f, "nested": {"g": g, "deep": {"h": f * 2}}})
+    assert out is tdf
+    assert tdf["f"] is f
+    assert tdf["nested", "g"] is g
+    assert torch.equal(tdf["nested", "deep", "h"], f * 2)
+    assert_same_content(tdf.exclude("f", ("nested", "g"), ("nested", "deep", "h")))
+
+
+def test_update_with_tensordict_keeps_old_keys(flavour, tdf):
+    requires(flavour, "mapping_mutation")
+    other = flavour.factory(seed=1).select("a", ("nested", "d"))
+    tdf.update(other)
+    assert tdf["a"] is other["a"]
+    assert tdf["nested", "d"] is other["nested", "d"]
+    assert set(tdf.keys(True, True)) == LEAVES
+
+
+def test_update_inplace_keeps_leaf_objects(flavour, tdf):
+    requires(flavour, "inplace")
+    ids = {k: id(v) for k, v in leaves(tdf).items()}
+    other = flavour.factory(seed=1)
+    tdf.update_(other)
+    assert {k: id(v) for k, v in leaves(tdf).items()} == ids
+    assert_same_content(tdf, seed=1)
+    with pytest.raises(KeyError):
+        tdf.update_({"missing": torch.zeros(3, 4)})
+
+
+def test_to_dict(tdf):
+    out = tdf.to_dict()
+    assert type(out) is dict
+    assert set(out) == {"a", "b", "c", "nested"}
+    assert type(out["nested"]) is dict
+    assert type(out["nested"]["deep"]) is dict
+    assert out["nested"]["deep"]["e"] is tdf["nested", "deep", "e"]
+
+
+def test_state_dict_round_trip(flavour, tdf):
+    requires(flavour, "state_dict")
+    sd = tdf.state_dict()
+    assert set(sd) == {"a", "b", "c", "nested.d", "nested.deep.e"}
+    assert_leaves(tdf, lambda x: x, tdf.empty().update(sd).unflatten_keys())
+    target = flavour.factory(seed=1)
+    target.load_state_dict(sd)
+    assert_same_content(target)
+
+
+def test_pickle_round_trip(flavour, tdf):
+    requires(flavour, "pickle")
+    back = pickle.loads(pickle.dumps(tdf))
+    assert back.batch_size == tdf.batch_size
+    assert back.device == tdf.device
+    assert back["nested", "deep"].batch_size == BATCH
+    assert_same_content(back)
+
+
+def test_copy_and_deepcopy(tdf):
+    shallow = copy.copy(tdf)
+    deep = copy.deepcopy(tdf)
+    assert shallow["nested", "d"] is tdf["nested", "d"]
+    assert shallow["nested"] is not tdf["nested"]
+    assert deep["nested", "d"] is not tdf["nested", "d"]
+    assert_same_content(shallow)
+    assert_same_content(deep)
+
+
+def test_empty_and_is_empty(tdf):
+    empty = tdf.empty()
+    assert empty.batch_size == BATCH
+    assert empty.is_empty()
+    assert not tdf.is_empty()
+    assert list(empty.keys()) == []
+    rec = tdf.empty(recurse=True)
+    assert set(rec.keys(True)) == {"nested", ("nested", "deep")}
+    assert rec.is_empty()
+
+
+def test_leaf_keys_constant():
+    assert {k[0] if len(k) == 1 else k for k in LEAF_KEYS} == LEAVES
+
+
+def test_declared_facts_hold(flavour, tdf):
+    """The fact-caps a flavour declares describe how it was built."""
+    assert ("device" in flavour.caps) is (tdf.device is not None)
+    assert ("noncontiguous" in flavour.caps) is (not tdf.is_contiguous())
+    is_view = any(x.untyped_storage().nbytes() > x.numel() * x.element_size() for x in leaves(tdf).values())
+    assert ("view" in flavour.caps) is is_view
+
+
+def test_assert_leaves_catches_differences():
+    td = make_td()
+    assert_leaves(td, lambda x: x, td)
+    wrong = [
+        (lambda x: x + 1 if x.dtype == torch.float64 else x, td),  # a value
+        (lambda x: x.double() if x.dtype == torch.float32 else x, td),  # a dtype
+        (lambda x: x[:2], td),  # a shape
+        (lambda x: x, td.exclude("b")),  # a missing leaf
+        (lambda x: None if x.dtype == torch.bool else x, td),  # an extra leaf
+    ]
+    for fn, result in wrong:
+        with pytest.raises(AssertionError):
+            assert_leaves(td, fn, result)
+
+
+def test_load_state_dict_strict_missing_keys(flavour, tdf):
+    requires(flavour, "state_dict")
+    with pytest.raises(RuntimeError):
+        tdf.load_state_dict({"a": torch.zeros(3, 4, 5)})
+    assert_same_content(tdf)
+
+
+def test_load_state_dict_not_strict(flavour, tdf):
+    requires(flavour, "state_dict")
+    requires(flavour, "inplace")
+    tdf.load_state_dict({"a": torch.zeros(3, 4, 5), "nested": {"d": torch.ones(3, 4, 2)}}, strict=False)
+    assert (tdf["a"] == 0).all()
+    assert (tdf["nested", "d"] == 1).all()
+    rest = ["b", "c", ("nested", "deep", "e")]
+    assert_leaves(reference(), lambda x: x, tdf.select(*rest), keys=rest)
