@@ -141,7 +141,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
     @property
     def is_locked(self) -> bool:
-        return self._is_locked
+        return self._is_locked or any(td.is_locked for td in self._tds)
 
     def _set_lock(self, value: bool) -> None:
         self._is_locked = value
@@ -309,10 +309,8 @@ class LazyStackedTensorDict(TensorDictBase):
     def _distribute(self, index: Any, value: Any, write: Callable[[Any, tuple[Any, ...], Any], Any]) -> None:
         plan = self._split_index(index)
         if plan is None:
-            raise IndexError(
-                f"writing into a lazy stack at index {index!r} is not supported: use an index with one entry "
-                "per batch dim (ints, slices, 1-d index tensors or masks); None and multi-dim masks are not"
-            )
+            self._distribute_elements(index, value, write)
+            return
         picked, rest, new_dim = plan
         if new_dim is None:
             write(self._tds[picked[0]], rest, value)
@@ -323,6 +321,33 @@ class LazyStackedTensorDict(TensorDictBase):
         pieces = _pieces(value, new_dim, len(picked), target)
         for i, piece in zip(picked, pieces, strict=True):
             write(self._tds[i], rest, piece)
+
+    def _distribute_elements(self, index: Any, value: Any, write: Callable[[Any, Any, Any], Any]) -> None:
+        """Any index: find (member, element) for every selected element, then write member by member."""
+        bs, d, n = self._batch_size, self._stack_dim, len(self._tds)
+        member_bs = self._tds[0].batch_size
+        shape = [n if i == d else 1 for i in range(len(bs))]
+        member = torch.arange(n).view(shape).expand(bs)[index]
+        element = torch.arange(member_bs.numel()).view(member_bs).unsqueeze(d).expand(bs)[index]
+        target = member.shape
+        if isinstance(value, dict):
+            value = self._dense_cls(value, batch_size=target)
+        flat = None
+        if is_td(value):
+            flat = (value if value.batch_size == target else value.expand(target)).reshape(-1)
+        elif isinstance(value, _Tensor) and value.ndim:
+            if value.shape[: len(target)] != target:
+                raise RuntimeError(
+                    f"cannot write a value of shape {_errors.fmt_shape(value.shape)} at an index selecting "
+                    f"shape {_errors.fmt_shape(target)} of a lazy stack"
+                )
+            flat = value.reshape(-1, *value.shape[len(target):])
+        member, element = member.reshape(-1), element.reshape(-1)
+        for i, td in enumerate(self._tds):
+            sel = member == i
+            if bool(sel.any()):
+                where = tuple(torch.unravel_index(element[sel], member_bs))
+                write(td, where, value if flat is None else flat[sel])
 
     # ------------------------------------------------------------------ members
     def insert(self, index: int, tensordict: Any) -> None:
@@ -349,6 +374,12 @@ class LazyStackedTensorDict(TensorDictBase):
             _check_members([*(self._tds[:1]), *tds], "extend")
             self._tds.extend(tds)
             self._init(self._tds, self._stack_dim)
+
+    def empty(self, recurse: bool = False, *, batch_size: Any = None, **kwargs: Any) -> Any:
+        """A lazy stack of the members' ``empty()`` (a dense one when ``batch_size`` is given)."""
+        if batch_size is not None:
+            return self._dense_cls(batch_size=batch_size, device=self.device)
+        return LazyStackedTensorDict._new([td.empty(recurse, **kwargs) for td in self._tds], self._stack_dim)
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
         """A dense in-memory TensorDict of the common keys (their leaf shapes must agree)."""
@@ -481,6 +512,8 @@ def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
             for td, out in zip(self._tds, results, strict=True):
                 td.update_(out)
             return self
+        if all(r is None for r in results):  # apply(fn returning None everywhere)
+            return None
         if not all(is_td(r) for r in results):
             return results
         return LazyStackedTensorDict._new(results, d)
