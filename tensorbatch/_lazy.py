@@ -23,6 +23,7 @@ from ._keys import NestedKey, unravel_key_to_tuple
 from ._nontensor import is_non_tensor, stack_non_tensor
 from ._ops import pointwise as _pointwise
 from ._ops.index import normalize
+from ._ops.torch_function import _columns
 from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from .base import TensorDictBase, _as_size, _leaf_repr
 
@@ -569,10 +570,27 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> LazySt
 def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """A dense stack when the members agree on keys and leaf shapes, else a lazy one."""
     tds = list(input)
+    if out is None and not _stackable(tds):
+        return lazy_stack(tds, dim)
     try:
         return torch.stack(tds, dim, out=out) if out is not None else torch.stack(tds, dim)
     except (RuntimeError, KeyError):
         return lazy_stack(tds, dim, out=out)
+
+
+def _stackable(tds: list[Any]) -> bool:
+    """True when every key and leaf shape agree (checked without stacking anything)."""
+    try:
+        cols = _columns(tds, "stack")
+    except (RuntimeError, KeyError):
+        return False
+    for col in cols:
+        first = col[0]
+        if type(first) is _Tensor:
+            shape = first.shape
+            if not all(type(t) is _Tensor and t.shape == shape for t in col):
+                return False
+    return True
 
 
 def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | None = None) -> Any:

@@ -127,6 +127,13 @@ class _NonTensor(TensorDictBase):
     def __ne__(self, other: Any) -> Any:  # type: ignore[override]
         return ~(self == other)
 
+    def clone(self, recurse: bool = True, **kwargs: Any) -> _NonTensor:
+        """A new leaf with the same values (the values themselves are shared, as in tensordict)."""
+        return self._follow(None)
+
+    def _copy_tree(self) -> _NonTensor:
+        return self._follow(None)
+
     def _binary(self, fn: Any, other: Any) -> Any:
         """This leaf in ``td <op> other``: ``==``/``!=`` compare values, other ops keep the leaf."""
         if fn is torch.eq:
@@ -152,7 +159,13 @@ class _NonTensor(TensorDictBase):
         """A copy of this leaf with ``value`` (an object or a non-tensor leaf) written at ``index``."""
         items, pos = _parts(self)
         items, pos = list(items), pos.clone()
-        v_items, v_pos = _parts(value) if isinstance(value, _NonTensor) else ([value], torch.zeros((), dtype=torch.int64))
+        selected = pos[index].shape
+        if isinstance(value, list) and selected and len(value) == selected[0]:  # one value per position
+            value = NonTensorStack.from_list(value, depth=len(selected))
+        if isinstance(value, _NonTensor):
+            v_items, v_pos = _parts(value)
+        else:
+            v_items, v_pos = [value], torch.zeros((), dtype=torch.int64)
         pos[index] = v_pos + len(items)
         items.extend(v_items)
         used = torch.unique(pos).tolist()
@@ -268,9 +281,18 @@ class NonTensorStack(_NonTensor):
             raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the {len(members)} values")
 
     @classmethod
-    def from_list(cls, values: Sequence[Any], device: Any = None) -> NonTensorStack:
-        """Build from (nested) lists: each list level becomes a batch dim."""
-        return cls(*(cls.from_list(v) if isinstance(v, list) else v for v in values), device=device)
+    def from_list(cls, values: Sequence[Any], device: Any = None, depth: int | None = None) -> NonTensorStack:
+        """Build from (nested) lists: each list level becomes a batch dim, down to ``depth`` levels.
+
+        Without ``depth``, nesting goes as deep as the lists are regular (a ragged level holds values).
+        """
+        if depth is None:
+            depth = _regular_depth(values)
+        if depth <= 1:
+            return cls(*values, device=device)
+        if not all(isinstance(v, list) for v in values):
+            raise RuntimeError(f"expected {depth} levels of nested lists for the batch dims, got {values!r:.80}")
+        return cls(*(cls.from_list(v, depth=depth - 1) for v in values), device=device)
 
     @classmethod
     def _new(cls, items: list[Any], positions: torch.Tensor, device: Any) -> NonTensorStack:
@@ -280,6 +302,11 @@ class NonTensorStack(_NonTensor):
 
     def _positions(self) -> torch.Tensor:
         return self._pos
+
+    @property
+    def data(self) -> Any:
+        """Not available on a stack (one value per element): use :meth:`tolist`."""
+        raise AttributeError("a NonTensorStack holds one value per element: use tolist() to read them")
 
     def _from_positions(self, positions: torch.Tensor) -> _NonTensor:
         flat = positions.reshape(-1)
@@ -318,6 +345,15 @@ class NonTensorStack(_NonTensor):
 
     def __repr__(self) -> str:
         return f"NonTensorStack({self.tolist()!r}, batch_size={list(self._batch_size)}, device={self._device})"
+
+
+def _regular_depth(values: Any) -> int:
+    """How many leading levels of ``values`` are lists of equal lengths."""
+    if not isinstance(values, list) or not values:
+        return 0
+    subs = [_regular_depth(v) if isinstance(v, list) else 0 for v in values]
+    lengths = {len(v) if isinstance(v, list) else -1 for v in values}
+    return 1 + (min(subs) if len(lengths) == 1 and -1 not in lengths else 0)
 
 
 def _pick(pos: list[Any], items: list[Any]) -> list[Any]:

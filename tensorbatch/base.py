@@ -389,7 +389,11 @@ class TensorDictBase(abc.ABC):
             except (TypeError, ValueError, RuntimeError):  # strings, ragged lists: one value per element
                 if not bs or len(value) != bs[0]:
                     raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
-                return node._validate(_nontensor.NonTensorStack.from_list(value), path, node)
+                try:
+                    stack = _nontensor.NonTensorStack.from_list(value, depth=len(bs))
+                except RuntimeError:
+                    raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
+                return node._validate(stack, path, node)
             return node._validate(tensor, path, node)
         return _nontensor.wrap(value, bs, node.device)
 

@@ -214,7 +214,11 @@ def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, prefix: tu
             _plan_writes(None if target is MISSING else target, value, new_bs, nd, path, writes)
             continue
         if not isinstance(value, _Tensor):
-            value = torch.as_tensor(value)
+            try:
+                value = torch.as_tensor(value)
+            except (TypeError, ValueError, RuntimeError):  # strings, ragged lists: non-tensor values
+                _plan_non_tensor(path, target, value, writes)
+                continue
         if target is MISSING:  # a new key: created (zeros elsewhere), as tensordict does
             feat = value.shape[vnd:]
             _check_fits(path, value, _Size((*new_bs, *feat)))
@@ -260,7 +264,10 @@ def setitem(td: Any, index: Any, value: Any) -> None:
         try:
             if feat is _NON_TENSOR:
                 node = td._walk_to((*prefix, key))
-                if target is MISSING:  # a new key: None at the other positions
+                if target is MISSING and type(leaf) not in NON_TENSOR_TYPES and not isinstance(leaf, list):
+                    node._set_str(key, node._validate(leaf, (*prefix, key), node), inplace=False, validated=True)
+                    continue  # a new key with one value: that value everywhere, as tensordict does
+                if target is MISSING:  # a new key with one value per position: None elsewhere
                     target = node._validate(None, (*prefix, key), node)
                 node._set_str(key, target._written(leaf_idx, leaf), inplace=False, validated=True)
             elif target is None:
@@ -295,7 +302,10 @@ def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
         target[index] = value
         return td
     if not isinstance(value, _Tensor):
-        value = torch.as_tensor(value, device=target.device)
+        try:
+            value = torch.as_tensor(value, device=target.device)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"cannot write a {type(value).__name__} into the tensor leaf {fmt_path(path)}") from err
     sub = target[index]
     _check_fits(path, value, sub.shape)
     target[index] = value

@@ -78,6 +78,9 @@ def flat_leaves(td: TensorDictBase, out: list[Any] | None = None, follow: bool =
     """
     if out is None:
         out = []
+        if follow and type(td) in NON_TENSOR_TYPES:  # a non-tensor leaf on its own
+            out.append(td._positions())
+            return out
     for value in td._values_str():
         if type(value) is _Tensor or not is_td(value):
             out.append(value)
@@ -136,6 +139,10 @@ def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None
 
 def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow: bool) -> Any:
     if type(spec) in NON_TENSOR_TYPES:
+        if follow:
+            leaf = next(it, None)
+            if leaf is not None:
+                return leaf if type(leaf) in NON_TENSOR_TYPES else spec._from_positions(leaf)
         return spec._follow(batch_size, device)
     out = {}
     nd = spec.batch_dims

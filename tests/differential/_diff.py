@@ -170,6 +170,11 @@ def _is_td(obj: Any, lib: Any) -> bool:
 
 def assert_same(r: Any, s: Any, ref: Any, tb: Any, where: str = "result") -> None:
     """Assert the subject's ``s`` matches the reference's ``r``, type-agnostically for containers."""
+    if type(r).__name__ in ("NonTensorData", "NonTensorStack"):
+        assert type(s).__name__ == type(r).__name__, f"{where}: {type(s)!r} != reference {type(r).__name__}"
+        assert s.batch_size == r.batch_size, f"{where}: batch_size {s.batch_size} != {r.batch_size}"
+        assert_same(r.tolist(), s.tolist(), ref, tb, f"{where}.tolist()")
+        return
     if _is_td(r, ref):
         assert _is_td(s, tb), f"{where}: reference gave {type(r).__name__}, subject gave {type(s)!r}"
         assert type(s).__name__ == type(r).__name__, (
@@ -189,11 +194,9 @@ def assert_same(r: Any, s: Any, ref: Any, tb: Any, where: str = "result") -> Non
         assert sall == rall, f"{where}: nested keys differ: missing {rall - sall}, extra {sall - rall}"
         for key in rk:
             assert_same(r.get(key), s.get(key), ref, tb, f"{where}[{key!r}]")
-        return
-    if type(r).__name__ in ("NonTensorData", "NonTensorStack"):
-        assert type(s).__name__ == type(r).__name__, f"{where}: {type(s)!r} != reference {type(r).__name__}"
-        assert s.batch_size == r.batch_size, f"{where}: batch_size {s.batch_size} != {r.batch_size}"
-        assert_same(r.tolist(), s.tolist(), ref, tb, f"{where}.tolist()")
+        for key in rall - rk:  # non-tensor leaves are not "leaves" in keys(leaves_only=True)
+            if type(r.get(key)).__name__ in ("NonTensorData", "NonTensorStack"):
+                assert_same(r.get(key), s.get(key), ref, tb, f"{where}[{key!r}]")
         return
     assert not _is_td(s, tb), f"{where}: reference gave {type(r)!r}, subject gave {type(s).__name__}"
     if isinstance(r, torch.Tensor):

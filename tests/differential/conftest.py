@@ -71,6 +71,18 @@ DIFFERENCES: dict[str, str] = {
     "test_reduction[min-dim_tuple]": "max/min with indices refuse a tuple dim (tensordict 0.15 uses the first)",
     "max_feature": "max/min over dim='feature' work without call_on_nested",
     "permute_wrong_len": "permute with too few dims raises ValueError (tensordict returns the input)",
+    # non-tensor leaves (test_vs_tensordict_nontensor.py)
+    "[nt_stack0]": "stacking identical non-tensor values gives one NonTensorData (tensordict: a stack)",
+    "[nt_stack1]": "stacking identical non-tensor values gives one NonTensorData (tensordict: a stack)",
+    "[nt_stack_same_values]": "stacking identical values gives one NonTensorData (tensordict: a stack)",
+    "[nt_torch_stack_data_same]": "stacking identical values gives one NonTensorData (tensordict: a stack)",
+    "[nt_expand]": "expand keeps a NonTensorData (tensordict: NonTensorStack)",
+    "[nt_unsqueeze]": "unsqueeze keeps a NonTensorData (tensordict: NonTensorStack)",
+    "[nt_index_repeated_position]": "a stack indexed down to one repeated value collapses to NonTensorData",
+    "[nt_split_to_single_values]": "a stack split down to single values collapses to NonTensorData",
+    "[nt_sum_stack_message]": "reducing a stack of different values raises, saying to exclude the key",
+    "[nt_amax_stack]": "amax over a stack of different values raises (tensordict: an empty TensorDict)",
+    "[nt_set_at_all]": "one value written at every position of a stack collapses it to NonTensorData",
 }
 
 
