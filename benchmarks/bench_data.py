@@ -12,7 +12,8 @@ Data:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -92,9 +93,9 @@ def leaf_keys(d: dict, prefix: tuple = ()) -> list:
     out = []
     for k, v in d.items():
         if isinstance(v, dict):
-            out.extend(leaf_keys(v, prefix + (k,)))
+            out.extend(leaf_keys(v, (*prefix, k)))
         else:
-            out.append(prefix + (k,) if prefix else k)
+            out.append((*prefix, k) if prefix else k)
     return out
 
 

@@ -20,28 +20,28 @@ Notes on semantics:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
-
 from bench_data import (
-    B,
-    clone,
     FLAT,
-    flat,
     FLAT2,
     FLAT_KEYS,
-    flatten,
     IDX,
-    leaf_keys,
     MASK,
     NESTED,
-    nested,
     NESTED2,
+    SMALL,
+    B,
+    clone,
+    flat,
+    flatten,
+    leaf_keys,
+    nested,
     rand,
     rmap,
     rmap2,
-    SMALL,
 )
 
 Setup = Callable[[Any], Callable[[], Any]]

@@ -7,12 +7,12 @@ padding uses ``torch.nn.utils.rnn.pad_sequence`` key by key.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
-from torch.nn.utils.rnn import pad_sequence as _torch_pad_sequence
-
 from bench_data import SMALL, rand
+from torch.nn.utils.rnn import pad_sequence as _torch_pad_sequence
 
 Setup = Callable[[Any], Callable[[], Any]]
 

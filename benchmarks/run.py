@@ -34,15 +34,15 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
-
-import cases  # noqa: E402
-import cases_lazy  # noqa: E402
+import cases
+import cases_lazy
+import torch
 
 SUITES = {"core": cases.CASES, "lazy": cases_lazy.CASES}
 CASES = {**cases.CASES, **cases_lazy.CASES}
@@ -200,7 +200,8 @@ def report(results: list[dict]) -> dict:
     clearly = [res["case"] for res in results if (ratio(res, "tb", "td") or 0) > 1.05]
     summary["tb_slower_than_td"] = slower
     print(f"cases with tb/td > 1.0: {len(slower)}" + (f"  ({', '.join(slower)})" if slower else ""))
-    print(f"  of which > 1.05 (beyond typical noise): {len(clearly)}" + (f"  ({', '.join(clearly)})" if clearly else ""))
+    names = f"  ({', '.join(clearly)})" if clearly else ""
+    print(f"  of which > 1.05 (beyond typical noise): {len(clearly)}" + names)
     sys.stdout.flush()
     for res in results:
         for impl, err in res["errors"].items():

@@ -1,6 +1,11 @@
 """tensorbatch: a batched, nested dict of tensors that behaves like one tensor."""
 
 from . import _pytree as _pytree  # registers TensorDict with torch's pytree
+from ._convert import from_any as from_any
+from ._convert import from_namedtuple as from_namedtuple
+from ._convert import from_pytree as from_pytree
+from ._convert import from_struct_array as from_struct_array
+from ._convert import from_tuple as from_tuple
 from ._keys import NestedKey as NestedKey
 from ._keys import unravel_key as unravel_key
 from ._keys import unravel_key_list as unravel_key_list
@@ -15,6 +20,11 @@ from ._nontensor import is_non_tensor as is_non_tensor
 from ._td import TensorDict as TensorDict
 from .base import TensorDictBase as TensorDictBase
 from .functional import cat as cat
+from .functional import group_by as group_by
+from .functional import make_tensordict as make_tensordict
+from .functional import merge_tensordicts as merge_tensordicts
+from .functional import pad as pad
+from .functional import pad_sequence as pad_sequence
 from .functional import stack as stack
 from .utils import assert_allclose_td as assert_allclose_td
 from .utils import assert_close as assert_close
@@ -26,6 +36,9 @@ from_dict = TensorDict.from_dict
 __version__ = "0.1.0"
 
 __all__ = [
-    "LazyStackedTensorDict", "NestedKey", "NonTensorData", "NonTensorStack", "TensorDict", "TensorDictBase", "assert_allclose_td", "assert_close", "cat", "dense_stack_tds", "from_dict",
-    "fromkeys", "is_non_tensor", "is_tensor_collection", "lazy_stack", "maybe_dense_stack", "stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+    "LazyStackedTensorDict", "NestedKey", "NonTensorData", "NonTensorStack", "TensorDict", "TensorDictBase",
+    "assert_allclose_td", "assert_close", "cat", "dense_stack_tds", "from_any", "from_dict", "from_namedtuple",
+    "from_pytree", "from_struct_array", "from_tuple", "fromkeys", "group_by", "is_non_tensor",
+    "is_tensor_collection", "lazy_stack", "make_tensordict", "maybe_dense_stack", "merge_tensordicts", "pad",
+    "pad_sequence", "stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
 ]

@@ -6,6 +6,7 @@ Our errors are the builtin types that tensordict raises (``KeyError``, ``Runtime
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,10 +32,8 @@ def add_path_note(err: BaseException, what: str, path: tuple[str, ...]) -> None:
     """Attach ``while <what> at key <path>`` to an exception, once (at the innermost frame)."""
     if not getattr(err, "_tb_noted", False):
         err.add_note(f"while {what} at key {fmt_path(path)}")
-        try:
+        with contextlib.suppress(AttributeError):  # exceptions with __slots__
             err._tb_noted = True  # type: ignore[attr-defined]
-        except AttributeError:  # pragma: no cover - exceptions with __slots__
-            pass
 
 
 def missing_key(path: tuple[str, ...], available: Iterable[str], cls_name: str = "TensorDict") -> KeyError:

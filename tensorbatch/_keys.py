@@ -40,7 +40,9 @@ def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
         return tuple(out)
     if isinstance(key, str):
         return (str(key),)
-    raise KeyError(f"keys must be a str or a non-empty (possibly nested) tuple of str, got {type(key).__name__} {key!r}")
+    raise KeyError(
+        f"keys must be a str or a non-empty (possibly nested) tuple of str, got {type(key).__name__} {key!r}"
+    )
 
 
 def unravel_key(key: NestedKey) -> NestedKey:

@@ -24,7 +24,7 @@ from ._nontensor import is_non_tensor, stack_non_tensor
 from ._ops import pointwise as _pointwise
 from ._ops.index import normalize
 from ._ops.torch_function import _columns
-from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_td
+from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_leaves
 from .base import TensorDictBase, _as_size, _leaf_repr
 
 _Tensor = torch.Tensor
@@ -285,9 +285,65 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
         """The members when ``dim`` is the stack dim, else the generic unbind."""
-        if dim % max(len(self._batch_size), 1) == self._stack_dim:
+        nd = len(self._batch_size)
+        if not -nd <= dim < nd:
+            raise IndexError(f"unbind: dim {dim} is out of range for batch_size {list(self._batch_size)}")
+        if dim % nd == self._stack_dim:
             return tuple(self._tds)
         return TensorDictBase.unbind(self, dim)
+
+    # ------------------------------------------------------------------ member-wise writes
+    def apply(self, fn: Callable[..., Any], *others: Any, batch_size: Any = None, inplace: bool = False,
+              out: Any = None, **kwargs: Any) -> Any:
+        """``apply`` on every member (a new batch size uses the dense path, as tensordict does)."""
+        if batch_size is not None:
+            return TensorDictBase.apply(self, fn, *others, batch_size=batch_size, inplace=inplace, out=out,
+                                        **kwargs)
+        if inplace:
+            return self.apply_(fn, *others, **kwargs)
+        result = _per_member("apply")(self, fn, *others, **kwargs)
+        if out is not None and result is not None:
+            out.update_(result)
+            return out
+        return result
+
+    @property
+    def grad(self) -> Any:
+        """The members' gradients, as a lazy stack."""
+        return LazyStackedTensorDict._new([td.grad for td in self._tds], self._stack_dim)
+
+    @property
+    def data(self) -> Any:
+        """The members' ``.data``, as a lazy stack."""
+        return LazyStackedTensorDict._new([td.data for td in self._tds], self._stack_dim)
+
+    def zero_grad(self, set_to_none: bool = True) -> LazyStackedTensorDict:
+        """Reset the members' gradients."""
+        for td in self._tds:
+            td.zero_grad(set_to_none)
+        return self
+
+    def zero_(self) -> LazyStackedTensorDict:
+        """Zero every member's leaves."""
+        for td in self._tds:
+            td.zero_()
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> LazyStackedTensorDict:
+        """Set ``requires_grad`` on every member's leaves."""
+        for td in self._tds:
+            td.requires_grad_(requires_grad)
+        return self
+
+    def fill_(self, key: NestedKey, value: float | bool) -> LazyStackedTensorDict:
+        """Fill the leaf (or nested TensorDict) at ``key`` in every member."""
+        for td in self._tds:
+            td.fill_(key, value)
+        return self
+
+    def masked_fill_(self, mask: _Tensor, value: Any) -> LazyStackedTensorDict:
+        """Fill where ``mask`` (over the batch dims) is True, writing through to the members."""
+        return self.update_(TensorDictBase.masked_fill(self, mask, value))
 
     # ------------------------------------------------------------------ writing at an index
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -490,9 +546,24 @@ def _split_arg(arg: Any, n: int, dim: int) -> list[Any]:
         return list(arg._tds)
     if is_td(arg) and type(arg) not in NON_TENSOR_TYPES and arg.batch_dims > dim:
         return list(arg.unbind(dim))
-    if isinstance(arg, _Tensor) and arg.ndim > dim and arg.shape[dim] == n:
-        return list(arg.unbind(dim))
+    if isinstance(arg, _Tensor) and arg.ndim > dim:
+        if arg.shape[dim] == n:
+            return list(arg.unbind(dim))
+        if arg.shape[dim] == 1:  # broadcasts along the stack dim
+            return [arg.select(dim, 0)] * n
     return [arg] * n
+
+
+def _check_castable(name: str, members: list[Any], results: list[Any]) -> None:
+    """Refuse an in-place op whose result cannot be cast back into a leaf (before any write)."""
+    for i, (td, out) in enumerate(zip(members, results, strict=True)):
+        for path, leaf in named_leaves(td):
+            new = out._get(path, None)
+            if isinstance(leaf, _Tensor) and isinstance(new, _Tensor) and not torch.can_cast(new.dtype, leaf.dtype):
+                raise RuntimeError(
+                    f"{name}: result type {new.dtype} can't be cast to the desired output type {leaf.dtype} at "
+                    f"key {_errors.fmt_path(path)} of member {i}: nothing was modified"
+                )
 
 
 def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
@@ -510,6 +581,8 @@ def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
                 return NotImplemented
             results.append(out)
         if inplace_of is not None:
+            if name != "apply_":  # apply_ casts like update_; the pointwise ops refuse, as torch does
+                _check_castable(name, self._tds, results)
             for td, out in zip(self._tds, results, strict=True):
                 td.update_(out)
             return self
@@ -527,12 +600,12 @@ def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
 def _install() -> None:
     cls = LazyStackedTensorDict
     names = [*_pointwise.UNARY, *_pointwise.BINARY, *_pointwise.CASTS, "lerp", "addcmul", "addcdiv", "clamp",
-             "apply", "named_apply", "clone", "detach", "select", "exclude", "to", "cpu", "float"]
+             "named_apply", "clone", "detach", "select", "exclude", "to", "cpu", "float"]
     for name in names:
         setattr(cls, name, _per_member(name))
     inplace = [f"{n}_" for n, twin in _pointwise.UNARY.items() if twin]
     inplace += [f"{n}_" for n, (_, twin) in _pointwise.BINARY.items() if twin]
-    inplace += ["lerp_", "addcmul_", "addcdiv_", "clamp_", "apply_", "masked_fill_"]
+    inplace += ["lerp_", "addcmul_", "addcdiv_", "clamp_", "apply_"]
     for name in inplace:
         setattr(cls, name, _per_member(name, inplace_of=name[:-1]))
     for dunder, method in _pointwise.OPERATORS.items():
@@ -540,7 +613,6 @@ def _install() -> None:
         setattr(cls, dunder, _pointwise._operator(_per_member(dunder, twin and method[:-1])))
     for dunder in _pointwise.REFLECTED:
         setattr(cls, dunder, _per_member(dunder))
-    cls.zero_ = _per_member("zero_")  # cannot fail: written member by member
     cls.__hash__ = None  # type: ignore[assignment]
 
 

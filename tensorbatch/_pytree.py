@@ -31,7 +31,7 @@ def _flatten_with_keys(td: TensorDict) -> tuple[list[tuple[Any, Any]], Any]:
 
 
 def _batch_size(values: list[Any], context: Any) -> torch.Size:
-    keys, batch_size, _, _, feats = context
+    _keys, batch_size, _, _, feats = context
     for value, feat in zip(values, feats, strict=True):
         if feat is None:
             continue

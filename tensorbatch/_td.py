@@ -315,7 +315,8 @@ class TensorDict(TensorDictBase):
         dev = self._device if device is NO_DEFAULT else _as_device(device)
         source: dict[str, Any] = {}
         if recurse:
-            source = {k: v.empty(True, batch_size=None if batch_size is None else (*bs, *v.batch_size[len(self._batch_size):]))
+            nd = len(self._batch_size)
+            source = {k: v.empty(True, batch_size=None if batch_size is None else (*bs, *v.batch_size[nd:]))
                       for k, v in self._tensordict.items() if is_td(v)}
         return type(self)._new_unsafe(source, bs, dev, names if names is not None else
                                       (self._names if batch_size is None else None))

@@ -299,6 +299,7 @@ class TensorDictBase(abc.ABC):
             item: a tensor, a TensorDict, a (nested) dict, an array or a number.
             inplace: when the key exists, copy into the existing tensor instead of replacing it.
             non_blocking: passed to device moves.
+            **kwargs: accepted for tensordict compatibility and ignored.
 
         Returns:
             self.
@@ -1313,4 +1314,9 @@ def _tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
 _pointwise.install(TensorDictBase)
 
 # Non-tensor leaves subclass TensorDictBase, so they are imported after it (used at call time only).
-from . import _nontensor  # noqa: E402
+from . import (  # noqa: E402
+    _convert,
+    _nontensor,
+)
+
+_convert.install(TensorDictBase)

@@ -8,6 +8,7 @@ import builtins
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Self
 
+import numpy as np
 import torch
 from torch import Tensor as _Tensor
 
@@ -288,6 +289,67 @@ class TensorDictBase(abc.ABC):
     def floor_divide_(self, other: Any, *, alpha: Any = ...) -> Self: ...
     def frac(self) -> TensorDictBase: ...
     def frac_(self) -> Self: ...
+    @classmethod
+    def from_any(
+        cls,
+        obj: Any,
+        *,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+        device: Any = ...,
+        batch_size: Any = ...,
+    ) -> Any: ...
+    @classmethod
+    def from_dataclass(
+        cls,
+        dataclass: Any,
+        *,
+        dest_cls: Any = ...,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+        as_tensorclass: builtins.bool = ...,
+        device: Any = ...,
+        batch_size: Any = ...,
+    ) -> Any: ...
+    @classmethod
+    def from_namedtuple(
+        cls,
+        named_tuple: Any,
+        *,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+        device: Any = ...,
+        batch_size: Any = ...,
+    ) -> Any: ...
+    @classmethod
+    def from_pytree(
+        cls,
+        pytree: Any,
+        *,
+        batch_size: Any = ...,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+    ) -> Any: ...
+    @classmethod
+    def from_struct_array(
+        cls,
+        struct_array: np.ndarray,
+        *,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+        device: Any = ...,
+        batch_size: Any = ...,
+    ) -> Any: ...
+    @classmethod
+    def from_tuple(
+        cls,
+        obj: Any,
+        *,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+        device: Any = ...,
+        batch_size: Any = ...,
+    ) -> Any: ...
     def gather(td, dim: builtins.int, index: torch.Tensor, out: Any = ...) -> Any: ...
     def ge(self, other: Any, *, alpha: Any = ..., default: Any = ...) -> TensorDictBase: ...
     def get(self, key: NestedKey, default: Any = ...) -> Any: ...
@@ -584,6 +646,9 @@ class TensorDictBase(abc.ABC):
         retain_none: builtins.bool = ...,
         convert_tensors: builtins.bool = ...,
     ) -> dict[str, Any]: ...
+    def to_namedtuple(self, dest_cls: type | None = ...) -> Any: ...
+    def to_pytree(self) -> Any: ...
+    def to_struct_array(self) -> np.ndarray: ...
     def to_tensordict(self, *, retain_none: builtins.bool | None = ...) -> TensorDictBase: ...
     def tolist(self, *, convert_tensors: builtins.bool = ...) -> Any: ...
     def transpose(td, dim0: builtins.int, dim1: builtins.int) -> Any: ...

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import torch
 
-from tensorbatch import TensorDict, TensorDictBase
+from tensorbatch import TensorDict, TensorDictBase, lazy_stack
 
 BATCH = torch.Size([3, 4])
 LEAF_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("b",), ("c",), ("nested", "d"), ("nested", "deep", "e"))
@@ -41,7 +41,36 @@ FLOAT_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("nested", "d"), ("nested", "
 #   pickle            pickle round trip
 #   state_dict        state_dict()/load_state_dict()
 #   grad              leaves can require grad and be detached
-BASE_CAPS = frozenset({"mapping_mutation", "inplace", "lock", "pickle", "state_dict", "grad"})
+#   pytree            registered with torch.utils._pytree (torch.vmap / torch.compile see through it);
+#                     lazy stacks are not registered yet
+#   stored_leaves     reading a leaf returns the stored tensor object: ``td["a"] is td["a"]``, a leaf
+#                     read with get/getitem can be mutated in place and the TD sees it, leaves keep
+#                     their identity through in-place writes, clone(False), select, update, ..., and
+#                     shape ops (view, permute, ...) give views sharing the TD's storage. A lazy stack
+#                     lacks it: reading a leaf stacks the members' leaves into a new tensor (as in
+#                     tensordict 0.15.3); writes go through the TD API (set_, update_, td[idx] = ...).
+#   whole_leaf_apply  apply/named_apply call fn once per leaf, on the whole leaf (a lazy stack calls
+#                     it once per member, on the member's leaf, as tensordict 0.15.3 does)
+#   fresh_index_nodes indexing and unbind give new TensorDict nodes (unlocked even when the source is
+#                     locked); a lazy stack indexed along its stack dim hands back its members
+#                     (``s[i] is member``), which share its lock (as in tensordict 0.15.3)
+#   batch_size_shrink batch_size can be set to fewer dims (the dropped dims become feature dims); a
+#                     lazy stack cannot when its stack dim would become a feature dim
+BASE_CAPS = frozenset(
+    {
+        "mapping_mutation",
+        "inplace",
+        "lock",
+        "pickle",
+        "state_dict",
+        "grad",
+        "stored_leaves",
+        "whole_leaf_apply",
+        "fresh_index_nodes",
+        "batch_size_shrink",
+        "pytree",
+    }
+)
 # Facts some flavours add:
 #   device            td.device is set (to cpu)
 #   noncontiguous     leaves are not contiguous
@@ -108,8 +137,10 @@ def make_td(seed: int = 0) -> TensorDictBase:
 def make_nested_td(seed: int = 0) -> TensorDictBase:
     """A nested plain dict for the first levels, tuple-key assignment for the deepest leaf."""
     ref = reference(seed)
-    td = TensorDict({"a": ref["a",], "b": ref["b",], "c": ref["c",], "nested": {"d": ref["nested", "d"]}},
-                    batch_size=[3, 4])
+    td = TensorDict(
+        {"a": ref["a",], "b": ref["b",], "c": ref["c",], "nested": {"d": ref["nested", "d"]}},
+        batch_size=[3, 4],
+    )
     td["nested", "deep", "e"] = ref["nested", "deep", "e"]
     return td
 
@@ -154,8 +185,28 @@ def make_device_td(seed: int = 0) -> TensorDictBase:
     return TensorDict(_nest(reference(seed)), batch_size=BATCH, device="cpu")
 
 
-def _param(name: str, factory: Callable[..., TensorDictBase], *, add: Iterable[str] = (),
-           drop: Iterable[str] = (), marks: Any = ()) -> Any:
+def make_lazy_stack0(seed: int = 0) -> TensorDictBase:
+    """``lazy_stack`` of three TensorDicts of batch [4] along dim 0 (members kept apart)."""
+    ref = reference(seed)
+    rows = [TensorDict(_nest({p: v[i] for p, v in ref.items()}), batch_size=[4]) for i in range(3)]
+    return lazy_stack(rows, 0)
+
+
+def make_lazy_stack1(seed: int = 0) -> TensorDictBase:
+    """``lazy_stack`` of four TensorDicts of batch [3] along dim 1."""
+    ref = reference(seed)
+    cols = [TensorDict(_nest({p: v[:, j] for p, v in ref.items()}), batch_size=[3]) for j in range(4)]
+    return lazy_stack(cols, 1)
+
+
+def _param(
+    name: str,
+    factory: Callable[..., TensorDictBase],
+    *,
+    add: Iterable[str] = (),
+    drop: Iterable[str] = (),
+    marks: Any = (),
+) -> Any:
     caps = (BASE_CAPS | frozenset(add)) - frozenset(drop)
     return pytest.param(Flavour(name, factory, caps), id=name, marks=marks)
 
@@ -169,6 +220,18 @@ FLAVOURS = [
     _param("stacked_td", make_stacked_td),
     _param("cloned_td", make_cloned_td),
     _param("device_td", make_device_td, add={"device"}),
+    _param(
+        "lazy_stack0",
+        make_lazy_stack0,
+        add={"lazy"},
+        drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree"},
+    ),
+    _param(
+        "lazy_stack1",
+        make_lazy_stack1,
+        add={"lazy"},
+        drop={"stored_leaves", "whole_leaf_apply", "batch_size_shrink", "pytree"},
+    ),
 ]
 
 
@@ -189,10 +252,16 @@ def snapshot(td: TensorDictBase) -> dict[tuple[str, ...], torch.Tensor]:
     return {path: value.clone() for path, value in leaves(td).items()}
 
 
-def assert_leaves(source: TensorDictBase | Mapping[Any, torch.Tensor],
-                  fn: Callable[[torch.Tensor], torch.Tensor | None], result: TensorDictBase, *,
-                  keys: Iterable[Any] | None = None, batch_size: Any = None, rtol: float = 0.0,
-                  atol: float = 0.0) -> None:
+def assert_leaves(
+    source: TensorDictBase | Mapping[Any, torch.Tensor],
+    fn: Callable[[torch.Tensor], torch.Tensor | None],
+    result: TensorDictBase,
+    *,
+    keys: Iterable[Any] | None = None,
+    batch_size: Any = None,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+) -> None:
     """Check that ``result`` holds ``fn(leaf)`` for every leaf of ``source``, and nothing else.
 
     ``fn`` returning None means the leaf must be absent from ``result``. ``keys`` restricts the
@@ -211,14 +280,19 @@ def assert_leaves(source: TensorDictBase | Mapping[Any, torch.Tensor],
         have = got[path]
         assert have.shape == want.shape, f"{path}: shape {tuple(have.shape)} != {tuple(want.shape)}"
         assert have.dtype == want.dtype, f"{path}: dtype {have.dtype} != {want.dtype}"
-        torch.testing.assert_close(have, want, rtol=rtol, atol=atol, equal_nan=True,
-                                   msg=lambda m, path=path: f"{path}: {m}")
+        torch.testing.assert_close(
+            have, want, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m, path=path: f"{path}: {m}"
+        )
     if batch_size is not None:
         assert result.batch_size == torch.Size(batch_size)
 
 
-def assert_op(td: TensorDictBase, td_op: Callable[[TensorDictBase], Any],
-              leaf_op: Callable[[torch.Tensor], torch.Tensor | None], **kwargs: Any) -> Any:
+def assert_op(
+    td: TensorDictBase,
+    td_op: Callable[[TensorDictBase], Any],
+    leaf_op: Callable[[torch.Tensor], torch.Tensor | None],
+    **kwargs: Any,
+) -> Any:
     """Check an out-of-place ``td_op`` against ``leaf_op`` on each leaf of ``td``.
 
     When torch raises on some leaf, ``td_op`` must raise the same exception type. Otherwise the
@@ -235,6 +309,28 @@ def assert_op(td: TensorDictBase, td_op: Callable[[TensorDictBase], Any],
     return result
 
 
+def assert_same_leaf(flavour: Flavour, got: Any, want: torch.Tensor) -> None:
+    """``got`` is the leaf ``want``: the same object where the flavour has ``stored_leaves``, else a tensor
+    with the same shape, dtype and values (a lazy stack builds a new tensor at every read)."""
+    if "stored_leaves" in flavour.caps:
+        assert got is want
+        return
+    assert isinstance(got, torch.Tensor), f"expected a tensor, got {type(got).__name__}"
+    assert (got.shape, got.dtype) == (want.shape, want.dtype)
+    assert torch.equal(got, want)
+
+
+def leaf_ids(flavour: Flavour, td: TensorDictBase) -> dict[tuple[str, ...], int] | None:
+    """``path -> id(leaf)`` where the flavour has ``stored_leaves``, else None.
+
+    Compare it before and after an in-place operation to check that the leaf objects were written into,
+    not replaced (a lazy stack has no stored leaf objects to compare: None == None).
+    """
+    if "stored_leaves" not in flavour.caps:
+        return None
+    return {path: id(value) for path, value in leaves(td).items()}
+
+
 def assert_same_content(td: TensorDictBase, seed: int = 0) -> None:
     """``td`` holds exactly the reference content (batch [3, 4])."""
     assert td.batch_size == BATCH
@@ -242,6 +338,19 @@ def assert_same_content(td: TensorDictBase, seed: int = 0) -> None:
 
 
 __all__ = [
-    "BASE_CAPS", "BATCH", "FLAVOURS", "FLOAT_KEYS", "LEAF_KEYS", "Flavour", "assert_leaves", "assert_op",
-    "assert_same_content", "leaves", "reference", "requires", "snapshot",
+    "BASE_CAPS",
+    "BATCH",
+    "FLAVOURS",
+    "FLOAT_KEYS",
+    "LEAF_KEYS",
+    "Flavour",
+    "assert_leaves",
+    "assert_op",
+    "assert_same_content",
+    "assert_same_leaf",
+    "leaf_ids",
+    "leaves",
+    "reference",
+    "requires",
+    "snapshot",
 ]

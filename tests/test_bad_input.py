@@ -379,8 +379,6 @@ def _fails_midway(td: Any, action: Any, exc: type[BaseException], match: str | N
     assert_unchanged(td, before)
 
 
-
-
 def test_add_inplace_bad_second_leaf() -> None:
     td = make()
     other = with_leaf(td, "b", torch.ones(3, 9, dtype=torch.int64))

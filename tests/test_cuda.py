@@ -23,7 +23,8 @@ def test_to_cuda_moves_every_leaf(non_blocking: bool) -> None:
     out = td.to("cuda", non_blocking=non_blocking)
     torch.cuda.synchronize()
     assert out.device == torch.device("cuda", 0) or out.device.type == "cuda"
-    assert out["a"].device.type == "cuda" and out["n", "b"].device.type == "cuda"
+    assert out["a"].device.type == "cuda"
+    assert out["n", "b"].device.type == "cuda"
     assert out["n"].device.type == "cuda"
     torch.testing.assert_close(out["a"].cpu(), td["a"])
     back = out.cpu()

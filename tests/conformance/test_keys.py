@@ -12,6 +12,8 @@ from _flavours import (
     LEAF_KEYS,
     assert_leaves,
     assert_same_content,
+    assert_same_leaf,
+    leaf_ids,
     leaves,
     make_td,
     reference,
@@ -60,20 +62,21 @@ def test_keys_sort(tdf):
     assert leaf_keys == ["a", "b", "c", ("nested", "d"), ("nested", "deep", "e")]
 
 
-def test_items_and_values_match_getitem(tdf):
+def test_items_and_values_match_getitem(flavour, tdf):
     items = dict(tdf.items(include_nested=True, leaves_only=True))
     assert set(items) == LEAVES
     for key, value in items.items():
-        assert value is tdf[key]
+        assert_same_leaf(flavour, value, tdf[key])
     values = list(tdf.values(include_nested=True, leaves_only=True))
     assert len(values) == 5
-    assert {id(v) for v in values} == {id(v) for v in items.values()}
+    for value, item in zip(values, items.values(), strict=True):  # same order as items()
+        assert_same_leaf(flavour, value, item)
     nested = dict(tdf.items())["nested"]
     assert isinstance(nested, TensorDictBase)
-    assert nested["deep", "e"] is tdf["nested", "deep", "e"]
+    assert_same_leaf(flavour, nested["deep", "e"], tdf["nested", "deep", "e"])
 
 
-def test_contains_get_and_missing_keys(tdf):
+def test_contains_get_and_missing_keys(flavour, tdf):
     assert "a" in tdf
     assert ("nested", "deep", "e") in tdf
     assert ("nested", "deep") in tdf
@@ -82,8 +85,8 @@ def test_contains_get_and_missing_keys(tdf):
     assert tdf.get("missing") is None
     sentinel = torch.zeros(())
     assert tdf.get(("nested", "missing"), sentinel) is sentinel
-    assert tdf["nested"]["deep"]["e"] is tdf["nested", "deep", "e"]
-    assert tdf.get(("nested", "d")) is tdf["nested", "d"]
+    assert_same_leaf(flavour, tdf["nested"]["deep"]["e"], tdf["nested", "deep", "e"])
+    assert_same_leaf(flavour, tdf.get(("nested", "d")), tdf["nested", "d"])
     with pytest.raises(KeyError):
         tdf["missing"]
     with pytest.raises(KeyError):
@@ -98,10 +101,10 @@ def test_entry_class_and_item_shape(tdf):
     assert tdf.get_item_shape("nested") == BATCH
 
 
-def test_select(tdf):
+def test_select(flavour, tdf):
     out = tdf.select("a", ("nested", "deep", "e"))
     assert_leaves(tdf, lambda x: x, out, keys=["a", ("nested", "deep", "e")], batch_size=BATCH)
-    assert out["a"] is tdf["a"]
+    assert_same_leaf(flavour, out["a"], tdf["a"])
     assert set(tdf.keys(True, True)) == LEAVES  # the source is untouched
     with pytest.raises(KeyError):
         tdf.select("a", "missing")
@@ -115,10 +118,10 @@ def test_exclude(tdf):
     assert set(tdf.exclude("missing").keys(True, True)) == LEAVES
 
 
-def test_flatten_and_unflatten_keys(tdf):
+def test_flatten_and_unflatten_keys(flavour, tdf):
     flat = tdf.flatten_keys()
     assert set(flat.keys()) == {"a", "b", "c", "nested.d", "nested.deep.e"}
-    assert flat["nested.deep.e"] is tdf["nested", "deep", "e"]
+    assert_same_leaf(flavour, flat["nested.deep.e"], tdf["nested", "deep", "e"])
     assert flat.batch_size == BATCH
     back = flat.unflatten_keys()
     assert_leaves(tdf, lambda x: x, back)
@@ -134,7 +137,7 @@ def test_set_new_keys(flavour, tdf):
     tdf["f"] = value
     tdf.set(("nested", "g"), value * 2)
     tdf["x", "y", "z"] = value * 3
-    assert tdf["f"] is value
+    assert_same_leaf(flavour, tdf["f"], value)
     assert torch.equal(tdf["nested", "g"], value * 2)
     assert torch.equal(tdf["x", "y", "z"], value * 3)
     assert tdf["x", "y"].batch_size == BATCH
@@ -161,7 +164,7 @@ def test_replace_existing_key(flavour, tdf):
     value = torch.full((3, 4, 7), 2.0)
     tdf["a"] = value
     tdf["nested", "d"] = value
-    assert tdf["a"] is value
+    assert_same_leaf(flavour, tdf["a"], value)
     assert tdf["nested", "d"].shape == (3, 4, 7)
 
 
@@ -169,9 +172,9 @@ def test_delete_and_pop(flavour, tdf):
     requires(flavour, "mapping_mutation")
     a = tdf["a"]
     del tdf["b"]
-    assert tdf.pop("a") is a
+    assert_same_leaf(flavour, tdf.pop("a"), a)
     d = tdf["nested", "d"]
-    assert tdf.pop(("nested", "d")) is d
+    assert_same_leaf(flavour, tdf.pop(("nested", "d")), d)
     del tdf["nested", "deep", "e"]
     assert tdf.pop("missing", None) is None
     with pytest.raises(KeyError):
@@ -186,7 +189,7 @@ def test_rename_key(flavour, tdf):
     d = tdf["nested", "d"]
     tdf.rename_key_(("nested", "d"), "d2")
     tdf.rename_key_("a", ("nested", "a2"))
-    assert tdf["d2"] is d
+    assert_same_leaf(flavour, tdf["d2"], d)
     assert ("nested", "d") not in tdf
     assert set(tdf.keys(True, True)) == {"b", "c", "d2", ("nested", "a2"), ("nested", "deep", "e")}
     with pytest.raises(KeyError):
@@ -198,8 +201,8 @@ def test_update_merges_nested(flavour, tdf):
     f, g = torch.ones(3, 4), torch.zeros(3, 4, 3)
     out = tdf.update({"f": f, "nested": {"g": g, "deep": {"h": f * 2}}})
     assert out is tdf
-    assert tdf["f"] is f
-    assert tdf["nested", "g"] is g
+    assert_same_leaf(flavour, tdf["f"], f)
+    assert_same_leaf(flavour, tdf["nested", "g"], g)
     assert torch.equal(tdf["nested", "deep", "h"], f * 2)
     assert_same_content(tdf.exclude("f", ("nested", "g"), ("nested", "deep", "h")))
 
@@ -208,29 +211,29 @@ def test_update_with_tensordict_keeps_old_keys(flavour, tdf):
     requires(flavour, "mapping_mutation")
     other = flavour.factory(seed=1).select("a", ("nested", "d"))
     tdf.update(other)
-    assert tdf["a"] is other["a"]
-    assert tdf["nested", "d"] is other["nested", "d"]
+    assert_same_leaf(flavour, tdf["a"], other["a"])
+    assert_same_leaf(flavour, tdf["nested", "d"], other["nested", "d"])
     assert set(tdf.keys(True, True)) == LEAVES
 
 
 def test_update_inplace_keeps_leaf_objects(flavour, tdf):
     requires(flavour, "inplace")
-    ids = {k: id(v) for k, v in leaves(tdf).items()}
+    ids = leaf_ids(flavour, tdf)
     other = flavour.factory(seed=1)
     tdf.update_(other)
-    assert {k: id(v) for k, v in leaves(tdf).items()} == ids
+    assert leaf_ids(flavour, tdf) == ids
     assert_same_content(tdf, seed=1)
     with pytest.raises(KeyError):
         tdf.update_({"missing": torch.zeros(3, 4)})
 
 
-def test_to_dict(tdf):
+def test_to_dict(flavour, tdf):
     out = tdf.to_dict()
     assert type(out) is dict
     assert set(out) == {"a", "b", "c", "nested"}
     assert type(out["nested"]) is dict
     assert type(out["nested"]["deep"]) is dict
-    assert out["nested"]["deep"]["e"] is tdf["nested", "deep", "e"]
+    assert_same_leaf(flavour, out["nested"]["deep"]["e"], tdf["nested", "deep", "e"])
 
 
 def test_state_dict_round_trip(flavour, tdf):
@@ -252,10 +255,10 @@ def test_pickle_round_trip(flavour, tdf):
     assert_same_content(back)
 
 
-def test_copy_and_deepcopy(tdf):
+def test_copy_and_deepcopy(flavour, tdf):
     shallow = copy.copy(tdf)
     deep = copy.deepcopy(tdf)
-    assert shallow["nested", "d"] is tdf["nested", "d"]
+    assert_same_leaf(flavour, shallow["nested", "d"], tdf["nested", "d"])
     assert shallow["nested"] is not tdf["nested"]
     assert deep["nested", "d"] is not tdf["nested", "d"]
     assert_same_content(shallow)

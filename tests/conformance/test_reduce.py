@@ -40,16 +40,30 @@ def test_reduction(tdf, name, dim):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_reduction_keepdim(tdf, name):
-    assert_op(tdf.float(), lambda td: getattr(td, name)(1, keepdim=True),
-              lambda x: _leaf_reduce(name, x, 1, keepdim=True), batch_size=[3, 1], **TOL)
-    assert_op(tdf.float(), lambda td: getattr(td, name)((0, 1), keepdim=True),
-              lambda x: _leaf_reduce(name, x, (0, 1), keepdim=True), batch_size=[1, 1], **TOL)
+    assert_op(
+        tdf.float(),
+        lambda td: getattr(td, name)(1, keepdim=True),
+        lambda x: _leaf_reduce(name, x, 1, keepdim=True),
+        batch_size=[3, 1],
+        **TOL,
+    )
+    assert_op(
+        tdf.float(),
+        lambda td: getattr(td, name)((0, 1), keepdim=True),
+        lambda x: _leaf_reduce(name, x, (0, 1), keepdim=True),
+        batch_size=[1, 1],
+        **TOL,
+    )
 
 
 @pytest.mark.parametrize("name", ["std", "var"])
 def test_correction(tdf, name):
-    assert_op(tdf.float(), lambda td: getattr(td, name)(0, correction=0),
-              lambda x: getattr(torch, name)(x, dim=0, correction=0), **TOL)
+    assert_op(
+        tdf.float(),
+        lambda td: getattr(td, name)(0, correction=0),
+        lambda x: getattr(torch, name)(x, dim=0, correction=0),
+        **TOL,
+    )
 
 
 @pytest.mark.parametrize("name", ["sum", "prod", "amax", "amin", "mean"])

@@ -48,12 +48,18 @@ SHAPE_OPS = {
     "expand": (lambda td: td.expand(2, 3, 4), lambda x: x.expand(2, *x.shape), [2, 3, 4]),
     "expand_size": (lambda td: td.expand(torch.Size([2, 3, 4])), lambda x: x.expand(2, *x.shape), [2, 3, 4]),
     "expand_same": (lambda td: td.expand(3, 4), lambda x: x, [3, 4]),
-    "expand_unsq": (lambda td: td.unsqueeze(1).expand(3, 5, 4),
-                    lambda x: x.unsqueeze(1).expand(3, 5, *x.shape[1:]), [3, 5, 4]),
+    "expand_unsq": (
+        lambda td: td.unsqueeze(1).expand(3, 5, 4),
+        lambda x: x.unsqueeze(1).expand(3, 5, *x.shape[1:]),
+        [3, 5, 4],
+    ),
     "repeat": (lambda td: td.repeat(2, 1), lambda x: x.repeat(2, 1, *_ones(x)), [6, 4]),
     "repeat_both": (lambda td: td.repeat(2, 3), lambda x: x.repeat(2, 3, *_ones(x)), [6, 12]),
-    "repeat_interleave": (lambda td: td.repeat_interleave(2, dim=1), lambda x: x.repeat_interleave(2, dim=1),
-                          [3, 8]),
+    "repeat_interleave": (
+        lambda td: td.repeat_interleave(2, dim=1),
+        lambda x: x.repeat_interleave(2, dim=1),
+        [3, 8],
+    ),
     "torch_permute": (lambda td: torch.permute(td, (1, 0)), lambda x: x.transpose(0, 1), [4, 3]),
     "torch_unsqueeze": (lambda td: torch.unsqueeze(td, 0), lambda x: x.unsqueeze(0), [1, 3, 4]),
     "torch_flatten": (lambda td: torch.flatten(td, 0, 1), lambda x: x.flatten(0, 1), [12]),
@@ -75,6 +81,7 @@ def test_shape_op(tdf, case):
 @pytest.mark.parametrize("case", ["view_12", "view_3_2_2", "permute", "transpose", "unsqueeze_1", "expand"])
 def test_views_share_storage(flavour, tdf, case):
     requires(flavour, "inplace")
+    requires(flavour, "stored_leaves")  # a lazy stack's shape ops give in-memory TensorDicts (copies)
     td_op, _, _ = SHAPE_OPS[case]
     try:
         out = td_op(tdf)
@@ -145,6 +152,12 @@ def test_chunk(tdf, chunks, dim):
 
 
 def test_batch_size_setter(flavour, tdf):
+    with pytest.raises(RuntimeError):
+        tdf.batch_size = [4]
+    with pytest.raises(RuntimeError):
+        tdf.batch_size = [3, 4, 5, 6]
+    assert_same_content(tdf)
+    requires(flavour, "batch_size_shrink")
     tdf.batch_size = [3]
     assert tdf.batch_size == torch.Size([3])
     assert tdf.batch_dims == 1
