@@ -26,6 +26,7 @@ from .functional import merge_tensordicts as merge_tensordicts
 from .functional import pad as pad
 from .functional import pad_sequence as pad_sequence
 from .functional import stack as stack
+from .functional import unpad_sequence as unpad_sequence
 from .utils import assert_allclose_td as assert_allclose_td
 from .utils import assert_close as assert_close
 from .utils import is_tensor_collection as is_tensor_collection
@@ -40,5 +41,5 @@ __all__ = [
     "assert_allclose_td", "assert_close", "cat", "dense_stack_tds", "from_any", "from_dict", "from_namedtuple",
     "from_pytree", "from_struct_array", "from_tuple", "fromkeys", "group_by", "is_non_tensor",
     "is_tensor_collection", "lazy_stack", "make_tensordict", "maybe_dense_stack", "merge_tensordicts", "pad",
-    "pad_sequence", "stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+    "pad_sequence", "stack", "unpad_sequence", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
 ]

@@ -37,10 +37,10 @@ def _check_members(tds: Sequence[Any], what: str) -> None:
         raise TypeError(f"{what} expects TensorDicts, got a {bad}")
     first = tds[0].batch_size
     for i, td in enumerate(tds):
-        if td.batch_size != first:
+        if len(td.batch_size) != len(first):
             raise RuntimeError(
                 f"{what}: member {i} has batch_size {_errors.fmt_shape(td.batch_size)} but member 0 has "
-                f"{_errors.fmt_shape(first)}; all members must have the same batch size"
+                f"{_errors.fmt_shape(first)}; all members must have the same number of batch dims"
             )
 
 
@@ -88,6 +88,10 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def _init(self, tds: list[Any], stack_dim: int) -> None:
         bs = list(tds[0].batch_size)
+        for td in tds[1:]:  # members may differ in a batch dim: it reads -1 (ragged), as in tensordict
+            other = td.batch_size
+            if other != tds[0].batch_size:
+                bs = [a if a == b else -1 for a, b in zip(bs, other, strict=True)]
         bs.insert(stack_dim, len(tds))
         self._tds, self._stack_dim, self._batch_size, self._is_locked = tds, stack_dim, _Size(bs), False
 

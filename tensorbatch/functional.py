@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence as _torch_pad_sequence
 
 from . import _convert
 from ._errors import add_path_note, fmt_path, fmt_shape, locked
@@ -21,7 +22,9 @@ from ._nontensor import stack_non_tensor
 from ._ops.torch_function import cat, stack
 from ._ops.traverse import MISSING, NON_TENSOR_TYPES, apply_leaves, is_td, named_leaves
 
-__all__ = ["cat", "group_by", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence", "stack"]
+__all__ = [
+    "cat", "group_by", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence", "stack", "unpad_sequence",
+]
 
 _Tensor = torch.Tensor
 
@@ -237,6 +240,8 @@ def _pad_positions(
     batch_size = list(tds[0].batch_size)
     positions: list[int] = []
     grow_batch, batch_dims_hit, longer, longest, grow_dim = True, set(), None, 0, None
+    dims = [td.batch_dims for td in tds]
+    fewest, most = min(dims), max(dims)
     for path, col in zip(paths, cols, strict=True):
         ndim = col[0].ndim
         if ndim == 0:
@@ -250,14 +255,14 @@ def _pad_positions(
         if any(x.ndim != ndim for x in col):
             _check_column(path, col, pos, pad_dim)
         positions.append(pos)
-        for td, x in zip(tds, col, strict=True):
-            longest = max(longest, x.shape[pos])
-            if pos >= td.batch_dims:
-                grow_batch = False
-            else:
-                batch_dims_hit.add(pos)
-            if pos < len(batch_size) and x.shape[pos] > batch_size[pos]:
-                longer = (path, pos)
+        most_here = max([x.shape[pos] for x in col])
+        longest = max(longest, most_here)
+        if pos >= fewest:  # a feature dim of some input
+            grow_batch = False
+        if pos < most:  # a batch dim of some input
+            batch_dims_hit.add(pos)
+        if pos < len(batch_size) and most_here > batch_size[pos]:
+            longer = (path, pos)
     if batch_dims_hit and (len(batch_dims_hit) > 1 or not grow_batch):
         if pad_dim < 0 and longer is not None and not has_out:
             raise ValueError(
@@ -268,8 +273,6 @@ def _pad_positions(
                 f"{fmt_path(longer[0])} is longer than the batch of tensordict 0 along dim {longer[1]}"
             )
         grow_batch = False
-    for path, col, pos in zip(paths, cols, positions, strict=True):
-        _check_column(path, col, pos, pad_dim)
     if grow_batch and batch_size:
         if not paths:  # no leaf: pad the batch to the longest one
             try:
@@ -285,18 +288,19 @@ def _pad_positions(
     return positions, torch.Size([len(tds), *batch_size]), grow_dim
 
 
-def _pad_stack(col: list[_Tensor], pos: int, value: Any, left: bool) -> _Tensor:
-    """Stack ``col`` along a new first dim, padding dim ``pos`` to the longest (dtype of the first)."""
-    first = col[0]
-    length = max(x.shape[pos] for x in col)
-    shape = list(first.shape)
-    shape[pos] = length
-    out = torch.full((len(col), *shape), value, dtype=first.dtype, device=first.device)
-    for i, x in enumerate(col):
-        n = x.shape[pos]
-        if n:
-            out[i].narrow(pos, length - n if left else 0, n).copy_(x)
-    return out
+def _pad_stack(path: tuple[str, ...], col: list[_Tensor], pos: int, value: Any, left: bool, pad_dim: int) -> _Tensor:
+    """Stack ``col`` along a new first dim, padding dim ``pos`` to the longest (dtype of the first).
+
+    torch's own ``pad_sequence`` does the work; when it refuses, the shapes are checked to name the key.
+    """
+    try:
+        if pos == 0:
+            return _torch_pad_sequence(col, True, value, "left" if left else "right")
+        moved = [x.movedim(pos, 0) for x in col]
+        return _torch_pad_sequence(moved, True, value, "left" if left else "right").movedim(1, pos + 1)
+    except RuntimeError:
+        _check_column(path, col, pos, pad_dim)
+        raise
 
 
 def _padding_values(
@@ -332,7 +336,7 @@ def _masks(
             dim = min(pos, td.batch_dims)
         key = (*mask_key, *path)
         _check_column(key, ones, dim, dim)
-        out[key] = _pad_stack(ones, dim, False, left)
+        out[key] = _pad_stack(key, ones, dim, False, left, dim)
     return out
 
 
@@ -410,7 +414,7 @@ def pad_sequence(
     left = padding_side == "left"
     pos_of = dict(zip(paths, positions, strict=True))
     result = {
-        path: _pad_stack(col, pos_of[path], values.get(path, default), left)
+        path: _pad_stack(path, col, pos_of[path], values.get(path, default), left, pad_dim)
         if path in pos_of
         else _stack_non_tensor(col, grow_dim, batch_size[grow_dim + 1] if grow_dim is not None else 0, left)
         for path, col in zip(all_paths, all_cols, strict=True)
@@ -622,3 +626,98 @@ def group_by(tensordict: Any, key: NestedKey) -> tuple[_Tensor | list[Any], tupl
         )
     order = torch.argsort(inverse, stable=True)
     return values, tuple(tensordict[order].split(counts.tolist(), 0))
+
+
+# ----------------------------------------------------------------------------------- unpad_sequence
+def _run(valid: _Tensor, where: str) -> tuple[int, int]:
+    """``(start, length)`` of the one contiguous run of True in a 1-d mask."""
+    hits = valid.nonzero().flatten().tolist()
+    if not hits:
+        return 0, 0
+    start, stop = hits[0], hits[-1] + 1
+    if stop - start != len(hits):
+        raise ValueError(f"unpad_sequence: the valid positions of {where} are not contiguous: {hits}")
+    return start, stop - start
+
+
+def _along(mask: _Tensor, pos: int) -> _Tensor:
+    """Reduce a sample's mask to one flag per position of dim ``pos`` (True where any value is valid)."""
+    if mask.ndim == 1:
+        return mask
+    return mask.movedim(min(pos, mask.ndim - 1), 0).reshape(mask.shape[min(pos, mask.ndim - 1)], -1).any(-1)
+
+
+def unpad_sequence(padded: Any, mask: Any = None, *, pad_dim: int = 0) -> Any:
+    """Split a padded batch (from :func:`pad_sequence`) back into its variable-length samples.
+
+    Args:
+        padded: the padded batch, samples along its first dim.
+        mask: the valid positions: a TensorDict with one mask per entry (the layout
+            ``pad_sequence(..., return_mask=True)`` writes), or a bool tensor ``[len(padded), max_len]``
+            used for every entry. None reads the ``"masks"`` entry of ``padded`` (and drops it).
+        pad_dim: the ``pad_dim`` given to :func:`pad_sequence` (counted from each sample's first dim).
+
+    Returns:
+        A lazy stack of the samples; their leaves are views of ``padded``.
+
+    Raises:
+        ValueError: without a batch dim, without a mask, or when a row's valid positions are not one run.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> tds = [TensorDict({"a": torch.arange(n)}, batch_size=[n]) for n in (2, 4)]
+        >>> samples = unpad_sequence(pad_sequence(tds, return_mask=True))
+        >>> [s["a"].tolist() for s in samples.tensordicts]
+        [[0, 1], [0, 1, 2, 3]]
+    """
+    from ._lazy import lazy_stack  # the lazy stack imports this module's neighbours
+
+    if not padded.batch_dims:
+        raise ValueError("unpad_sequence: padded needs a batch dim holding the samples")
+    source = padded
+    if mask is None:
+        mask = padded._get("masks", MISSING)
+        if mask is MISSING:
+            raise ValueError(
+                "unpad_sequence needs a mask: pass mask=..., or pad with pad_sequence(..., return_mask=True)"
+            )
+        source = padded.exclude("masks")
+    if isinstance(mask, _Tensor) and (mask.ndim != 2 or mask.shape[0] != padded.batch_size[0]):
+        raise ValueError(f"unpad_sequence: a mask tensor must have shape [{padded.batch_size[0]}, max_len], "
+                         f"got {fmt_shape(mask.shape)}")
+    entries = [(p, v) for p, v in named_leaves(source, is_leaf=_is_non_tensor)
+               if not is_td(v) or _is_non_tensor(type(v))]
+    tensors = [(p, v) for p, v in entries if isinstance(v, _Tensor)]
+    sample_bs = list(padded.batch_size[1:])
+    on_batch = pad_dim < len(sample_bs)  # padding went along a batch dim: non-tensor entries are trimmed too
+    samples = []
+    for i in range(padded.batch_size[0]):
+        out: dict[Any, Any] = {}
+        bs = list(sample_bs)
+        batch_run = None
+        for path, leaf in tensors:
+            if isinstance(mask, _Tensor):
+                row = mask[i]
+            else:
+                m = mask._get(path, MISSING)
+                if m is MISSING:
+                    raise KeyError(f"unpad_sequence: no mask for the entry {fmt_path(path)}")
+                row = _along(m[i], pad_dim)
+            start, length = _run(row, f"row {i} of {fmt_path(path)}")
+            out[path] = leaf[i].narrow(pad_dim, start, length)
+            if on_batch and batch_run is None:
+                batch_run = (start, length)
+        if on_batch and batch_run is None and isinstance(mask, _Tensor):
+            batch_run = _run(mask[i], f"row {i}")
+        if batch_run is not None:
+            bs[pad_dim] = batch_run[1]
+        for path, leaf in entries:
+            if not isinstance(leaf, _Tensor):
+                sample = leaf[i]
+                if batch_run is not None:
+                    start, length = batch_run
+                    sample = sample[(slice(None),) * pad_dim + (slice(start, start + length),)]
+                out[path] = sample
+        samples.append(padded._dense_cls(out, batch_size=bs))
+    return lazy_stack(samples, 0)
