@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from . import _errors
 from ._keys import NestedKey, unravel_key_to_tuple
-from ._nontensor import is_non_tensor, stack_non_tensor
+from ._nontensor import is_non_tensor, stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
 from ._ops.index import normalize
 from ._ops.torch_function import _columns
@@ -188,10 +188,20 @@ class LazyStackedTensorDict(TensorDictBase):
             value = td._get_str(key, MISSING)
             if value is MISSING:
                 if default is NO_DEFAULT:
-                    raise _errors.missing_key((key,), self._keys_str())
+                    raise self._missing(key)
                 return default
             values.append(value)
         return _stack_values(key, values, self._stack_dim)
+
+    def _missing(self, key: str) -> KeyError:
+        """KeyError for a key some (or all) members lack, naming them."""
+        lacking = [i for i, td in enumerate(self._tds) if td._get_str(key, MISSING) is MISSING]
+        if len(lacking) == len(self._tds):
+            return _errors.missing_key((key,), self._keys_str())
+        return KeyError(
+            f"key {key!r} is missing from members {lacking} of the lazy stack (of {len(self._tds)}); "
+            f"only keys every member has can be read: {sorted(self._keys_str())}"
+        )
 
     def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
         pieces = _unbind(value, self._stack_dim)
@@ -235,7 +245,9 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def __getitem__(self, index: Any) -> Any:
         """``s[key]`` or a batch index: along the stack dim it picks members, elsewhere it indexes them."""
-        if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+        if type(index) is str:
+            return value_of(self._get_str(index))  # a missing key names the members that lack it
+        if (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
             return TensorDictBase.__getitem__(self, index)
         plan = self._split_index(index)
         if plan is None:
