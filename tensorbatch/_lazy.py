@@ -75,7 +75,8 @@ class LazyStackedTensorDict(TensorDictBase):
             bs = _as_size(batch_size)
             if bs[stack_dim] != 0:
                 raise RuntimeError(f"an empty LazyStackedTensorDict needs size 0 at stack_dim, got {list(bs)}")
-            self._tds, self._stack_dim, self._batch_size, self._is_locked = [], stack_dim, bs, False
+            self._tds: list[Any] = []
+            self._stack_dim, self._batch_size, self._is_locked = stack_dim, bs, False
             return
         _check_members(tds, "LazyStackedTensorDict")
         nd = tds[0].batch_dims
@@ -157,7 +158,7 @@ class LazyStackedTensorDict(TensorDictBase):
         return None
 
     @property
-    def names(self) -> list[None]:
+    def names(self) -> list[str | None]:
         return [None] * len(self._batch_size)
 
     # ------------------------------------------------------------------ primitives
@@ -359,7 +360,8 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def masked_fill_(self, mask: _Tensor, value: Any) -> LazyStackedTensorDict:
         """Fill where ``mask`` (over the batch dims) is True, writing through to the members."""
-        return self.update_(TensorDictBase.masked_fill(self, mask, value))
+        self.update_(TensorDictBase.masked_fill(self, mask, value))
+        return self
 
     # ------------------------------------------------------------------ writing at an index
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -629,7 +631,7 @@ def _install() -> None:
         setattr(cls, dunder, _pointwise._operator(_per_member(dunder, twin and method[:-1])))
     for dunder in _pointwise.REFLECTED:
         setattr(cls, dunder, _per_member(dunder))
-    cls.__hash__ = None  # type: ignore[assignment]
+    cls.__hash__ = None
 
 
 _install()
@@ -651,7 +653,7 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> LazySt
     result = LazyStackedTensorDict(*tds, stack_dim=dim)
     if out is not None:
         out.update_(result)
-        return out
+        return out  # type: ignore[no-any-return]  # ``out`` is the caller's TensorDict
     return result
 
 

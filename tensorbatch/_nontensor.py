@@ -91,7 +91,7 @@ class _NonTensor(TensorDictBase):
         return None
 
     @property
-    def names(self) -> list[None]:
+    def names(self) -> list[str | None]:
         return [None] * len(self.batch_size)
 
     # the batch-op protocol (see module docstring)
@@ -118,13 +118,13 @@ class _NonTensor(TensorDictBase):
             return self._get_str(index)
         return self._from_positions(self._positions()[index])
 
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, other: Any) -> Any:
         """Elementwise equality of the values: a bool tensor shaped like the batch."""
         mine = self.tolist()
         theirs = other.tolist() if isinstance(other, _NonTensor) else other
         return torch.tensor(_compare(mine, theirs, self.batch_dims), dtype=torch.bool).expand(self.batch_size)
 
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+    def __ne__(self, other: Any) -> Any:
         return ~(self == other)
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> _NonTensor:
@@ -142,7 +142,7 @@ class _NonTensor(TensorDictBase):
             return self != other
         return self
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def _change_batch_size(self, new_size: torch.Size) -> None:
         if new_size[: len(self.batch_size)] != self.batch_size and not self._uniform():
@@ -204,6 +204,7 @@ class NonTensorData(_NonTensor):
     """
 
     __slots__ = ("_batch_size", "_device", "data")
+    data: Any  # a slot (a plain attribute) in place of TensorDictBase.data
 
     def __init__(self, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
         if isinstance(data, _NonTensor):
@@ -268,6 +269,10 @@ class NonTensorStack(_NonTensor):
     """
 
     __slots__ = ("_batch_size", "_device", "_items", "_pos")
+    _batch_size: torch.Size
+    _device: torch.device | None
+    _items: list[Any]
+    _pos: torch.Tensor
 
     def __init__(self, *values: Any, stack_dim: int = 0, batch_size: Any = None, device: Any = None) -> None:
         members = [v if isinstance(v, _NonTensor) else NonTensorData._new(v, _Size(()), None) for v in values]
@@ -335,7 +340,7 @@ class NonTensorStack(_NonTensor):
 
     def tolist(self, *, convert_tensors: bool = False) -> Any:
         items = self._items
-        pos = self._pos.tolist()
+        pos: Any = self._pos.tolist()  # an int for a 0-d stack
         if not self._pos.ndim:
             return items[pos]
         return _pick(pos, items)
@@ -373,8 +378,8 @@ def stack_non_tensor(members: Sequence[_NonTensor], dim: int, cat: bool = False,
                      collapse: bool = True) -> _NonTensor:
     """Stack (or concatenate) non-tensor leaves: one value when all agree, else a NonTensorStack."""
     if collapse and all(isinstance(m, NonTensorData) for m in members):
-        first = members[0].data  # type: ignore[attr-defined]
-        if all(_same(first, m.data) for m in members[1:]):  # type: ignore[attr-defined]
+        first = members[0].data
+        if all(_same(first, m.data) for m in members[1:]):
             shape = (torch.cat if cat else torch.stack)([m._positions() for m in members], dim).shape
             return NonTensorData._new(first, shape, members[0].device)
     items: list[Any] = []

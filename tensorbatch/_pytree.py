@@ -31,6 +31,7 @@ def _flatten_with_keys(td: TensorDict) -> tuple[list[tuple[Any, Any]], Any]:
 
 
 def _batch_size(values: list[Any], context: Any) -> torch.Size:
+    batch_size: torch.Size
     _keys, batch_size, _, _, feats = context
     for value, feat in zip(values, feats, strict=True):
         if feat is None:
@@ -38,7 +39,7 @@ def _batch_size(values: list[Any], context: Any) -> torch.Size:
         if isinstance(value, torch.Tensor):
             return value.shape[: value.ndim - feat]
         if hasattr(value, "batch_size"):
-            return value.batch_size[: len(value.batch_size) - feat]
+            return value.batch_size[: len(value.batch_size) - feat]  # type: ignore[no-any-return]  # a collection
     return batch_size
 
 

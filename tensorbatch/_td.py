@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, SupportsIndex
 
 import torch
 
@@ -40,7 +40,7 @@ class TensorDict(TensorDictBase):
 
     __slots__ = ("__weakref__", "_batch_size", "_device", "_is_locked", "_names", "_tensordict")
 
-    def __init__(self, source: Mapping[NestedKey, Any] | None = None, batch_size: Any = None,
+    def __init__(self, source: Mapping[Any, Any] | None = None, batch_size: Any = None,
                  device: Any = None, names: Sequence[str | None] | None = None,
                  non_blocking: bool | None = None, lock: bool = False, **kwargs: Any) -> None:
         path_prefix: tuple[str, ...] = kwargs.pop("_path", ()) if kwargs else ()
@@ -53,10 +53,10 @@ class TensorDict(TensorDictBase):
         self._batch_size = _as_size(batch_size)
         self._device = _as_device(device)
         self._is_locked = False
-        self._names = None
+        self._names: tuple[str | None, ...] | None = None
         self._tensordict: dict[str, Any] = {}
         items = source.items() if type(source) is dict else (
-            source._items_str() if is_td(source) else source.items())
+            source._items_str() if is_td(source) else source.items())  # type: ignore[union-attr]  # a TensorDict source
         data = self._tensordict
         bs, n, dev = self._batch_size, len(self._batch_size), self._device
         for key, value in items:
@@ -67,7 +67,7 @@ class TensorDict(TensorDictBase):
                     data[key] = self._validate(value, (*path_prefix, key), self, bool(non_blocking))
             else:
                 path = unravel_key_to_tuple(key)
-                node = self._walk_to(path, create=True)
+                node: TensorDict = self._walk_to(path, create=True)  # type: ignore[assignment]  # dense nodes
                 node._tensordict[path[-1]] = node._validate(value, (*path_prefix, *path), node,
                                                             bool(non_blocking))
         if names is not None:
@@ -91,7 +91,7 @@ class TensorDict(TensorDictBase):
     def _from_state(cls, source: dict[str, Any], batch_size: Any, device: Any, names: Any,
                     locked: bool) -> TensorDict:
         out = cls(source, batch_size=batch_size, device=device, names=names)
-        return out.lock_() if locked else out
+        return out.lock_() if locked else out  # type: ignore[return-value]  # lock_ returns self
 
     # ------------------------------------------------------------------ primitives
     @property
@@ -332,7 +332,7 @@ class TensorDict(TensorDictBase):
         self._names = state["names"]
         self._is_locked = state["locked"]
 
-    def __reduce_ex__(self, protocol: int) -> Any:
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
         return (object.__new__, (type(self),), self.__getstate__())
 
 

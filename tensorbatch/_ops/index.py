@@ -46,7 +46,7 @@ def normalize(td: Any, index: Any) -> tuple[tuple[Any, ...], torch.Size | None, 
     nd = len(bs)
     if not nd and any(i is not None and i is not Ellipsis for i in items):
         raise RuntimeError(f"indexing a TensorDict with batch_size [] is not permitted, got index {index!r}")
-    conv = []
+    conv: list[Any] = []
     used = 0
     ellipsis_at = -1
     for item in items:
@@ -109,7 +109,7 @@ def _static_size(conv: list[Any], bs: torch.Size) -> torch.Size | None:
 
 
 def _new_names(conv: list[Any], names: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    out = []
+    out: list[Any] = []
     dim = 0
     for item in conv:
         if item is None:
@@ -127,6 +127,7 @@ def _new_names(conv: list[Any], names: tuple[Any, ...]) -> tuple[Any, ...] | Non
 
 def _result_size(td: Any, idx: tuple[Any, ...], leaves: list[Any], out: list[Any]) -> torch.Size:
     """Batch size after a value-dependent index: read it off the first indexed leaf (or a proxy)."""
+    res: torch.Tensor  # the leaf indexed (only read when the leaf is a tensor)
     for leaf, res in zip(leaves, out, strict=False):
         if isinstance(leaf, _Tensor):
             return res.shape[: res.ndim - (leaf.ndim - td.batch_dims)]
@@ -154,7 +155,7 @@ def getitem(td: Any, index: Any) -> Any:
     return from_leaves(td, out, batch_size=new_bs, names=names, follow=True)
 
 
-def _target_size(td: Any, idx: tuple[Any, ...], new_bs: Any) -> torch.Size:
+def _target_size(td: Any, idx: tuple[Any, ...], new_bs: torch.Size | None) -> torch.Size:
     """Batch shape selected by ``idx`` (cheap for one index tensor or one mask)."""
     if new_bs is not None:
         return new_bs
@@ -176,7 +177,7 @@ def _fits(value_shape: Any, target: torch.Size) -> bool:
     if value_shape == target:
         return True
     try:
-        return torch.broadcast_shapes(value_shape, target) == target
+        return torch.broadcast_shapes(value_shape, target) == target  # type: ignore[no-untyped-call, no-any-return]
     except RuntimeError:
         return False
 
@@ -258,7 +259,7 @@ def setitem(td: Any, index: Any, value: Any) -> None:
             new_bs = _target_size(td, idx, new_bs)
         for path, leaf in named_leaves(td):
             if isinstance(value, _Tensor) and value.ndim:
-                _check_fits(path, value, _Size((*new_bs, *leaf.shape[nd:])))
+                _check_fits(path, value, _Size((*new_bs, *leaf.shape[nd:])))  # type: ignore[misc]  # not None here
             writes.append((path[:-1], path[-1], leaf, value, None))
     for prefix, key, target, leaf, feat in writes:
         try:

@@ -139,7 +139,7 @@ def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any]) -> None:
         else:
             if b.shape != a.shape:
                 try:
-                    fits = torch.broadcast_shapes(a.shape, b.shape) == a.shape
+                    fits = torch.broadcast_shapes(a.shape, b.shape) == a.shape  # type: ignore[no-untyped-call]
                 except RuntimeError:
                     fits = False
                 if not fits:
@@ -206,7 +206,7 @@ def _result_batch(td: Any, other: Any) -> Any:
     if isinstance(other, torch.Tensor) and other.ndim:
         nd = td.batch_dims
         aligned = (*other.shape[:nd], *([1] * (nd - other.ndim)))
-        new = torch.broadcast_shapes(td.batch_size, aligned)
+        new = torch.broadcast_shapes(td.batch_size, aligned)  # type: ignore[no-untyped-call]
         return None if new == td.batch_size else new
     return None
 
@@ -458,7 +458,7 @@ def _operator(method: Callable[..., Any]) -> Callable[..., Any]:
     return op
 
 
-def install(cls: type) -> None:
+def install(cls: type[Any]) -> None:
     """Attach every table entry to ``cls`` as a method (and operator)."""
     for name, inplace in UNARY.items():
         setattr(cls, name, _make_unary(name))

@@ -79,7 +79,7 @@ def _reduce_features(td: Any, name: str, keepdim: bool, kwargs: dict[str, Any]) 
         dims = tuple(range(nd, x.ndim))
         if not dims:
             return x
-        return _call(op, alias, x, dims, keepdim, kwargs)
+        return _call(op, alias, x, dims, keepdim, kwargs)  # type: ignore[no-any-return]  # amax/amin: no indices
 
     return apply_leaves(td, fn, what=f"reducing features with {name!r}")
 
@@ -106,11 +106,12 @@ def _call(op: Callable[..., Any], name: str, x: torch.Tensor, dims: Any, keepdim
 def _fold(op: Callable[..., Any], name: str, td: Any) -> torch.Tensor:
     leaves = flat_leaves(td)
     stacked = torch.stack(leaves) if leaves else torch.zeros(0)
+    # torch.linalg is untyped and ``op`` is looked up by name: their results are Any
     if name in {"norm"}:
-        return torch.linalg.vector_norm(stacked, dim=0)
+        return torch.linalg.vector_norm(stacked, dim=0)  # type: ignore[no-any-return]
     if name in _WITH_INDICES:
-        return op(stacked, dim=0).values
-    return op(stacked, dim=0)
+        return op(stacked, dim=0).values  # type: ignore[no-any-return]
+    return op(stacked, dim=0)  # type: ignore[no-any-return]
 
 
 def make(name: str) -> Callable[..., Any]:

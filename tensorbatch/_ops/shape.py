@@ -25,7 +25,7 @@ def _shape_args(shape: Any) -> tuple[int, ...]:
 
 def _dim(td: Any, dim: int, extra: int = 0, error: type[Exception] = IndexError) -> int:
     """Normalise a batch dim (``extra`` = 1 for unsqueeze-like ops that may point one past the end)."""
-    nd = td.batch_dims + extra
+    nd: int = td.batch_dims + extra
     if not -nd <= dim < nd:
         raise error(
             f"dim {dim} is out of range for batch_size {list(td.batch_size)} "

@@ -79,7 +79,7 @@ def flat_leaves(td: TensorDictBase, out: list[Any] | None = None, follow: bool =
     if out is None:
         out = []
         if follow and type(td) in NON_TENSOR_TYPES:  # a non-tensor leaf on its own
-            out.append(td._positions())
+            out.append(td._positions())  # type: ignore[attr-defined]  # a non-tensor leaf
             return out
     for value in td._values_str():
         if type(value) is _Tensor or not is_td(value):
@@ -134,7 +134,7 @@ def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None
     out = _rebuild(spec, iter(leaves), batch_size, device, follow)
     if batch_size is not None and names is not None:
         out._names = names
-    return out
+    return out  # type: ignore[no-any-return]  # _rebuild builds with the untyped _dense_cls
 
 
 def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow: bool) -> Any:
@@ -181,7 +181,7 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
         follow: a batch operation: non-tensor leaves follow ``fn`` (applied to their positions).
     """
     if follow and type(td) in NON_TENSOR_TYPES:
-        return td._from_positions(fn(td._positions()))
+        return td._from_positions(fn(td._positions()))  # type: ignore[attr-defined, no-any-return]  # non-tensor leaf
     out = {}
     nd = td.batch_dims
     if other is NO_DEFAULT:
@@ -218,7 +218,7 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
                     continue
                 sub_bs = None if batch_size is None else torch.Size((*batch_size, *value.batch_size[nd:]))
                 out[key] = map_leaves(value, fn, theirs, what, sub_bs, NO_DEFAULT, device, (*prefix, key))
-    return _result(td, out, batch_size, names, device)
+    return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # built with _dense_cls
 
 
 def _result(td: Any, out: dict[str, Any], batch_size: Any, names: Any, device: Any) -> Any:
@@ -289,7 +289,9 @@ def apply_leaves(
     """
     if batch_size is not None and not isinstance(batch_size, torch.Size):
         batch_size = torch.Size(batch_size)
-    return _walk(td, fn, others, batch_size, names, device, inplace, is_leaf, filter_empty, default, what, ())
+    return _walk(  # type: ignore[no-any-return]  # td itself or a node built with _dense_cls
+        td, fn, others, batch_size, names, device, inplace, is_leaf, filter_empty, default, what, ()
+    )
 
 
 def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: Any, inplace: bool,
