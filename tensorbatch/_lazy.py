@@ -44,6 +44,17 @@ def _check_members(tds: Sequence[Any], what: str) -> None:
             )
 
 
+def _check_same_batch(first: Any, tds: list[Any], what: str) -> None:
+    """New members must match the existing ones' batch size (ValueError, as tensordict)."""
+    _check_members([first, *tds], what)
+    for td in tds:
+        if td.batch_size != first.batch_size:
+            raise ValueError(
+                f"{what}: the new member has batch_size {_errors.fmt_shape(td.batch_size)} but the members have "
+                f"{_errors.fmt_shape(first.batch_size)}"
+            )
+
+
 class LazyStackedTensorDict(TensorDictBase):
     """A lazy stack of TensorDicts along ``stack_dim``.
 
@@ -177,6 +188,48 @@ class LazyStackedTensorDict(TensorDictBase):
         common = set(lists[0]).intersection(*lists[1:])
         return [k for k in lists[0] if k in common]
 
+    def _has_str(self, key: str) -> bool:
+        return bool(self._tds) and all(td._has_str(key) for td in self._tds)
+
+    def is_empty(self) -> bool:
+        """True when no key is common to every member and a leaf."""
+        return not self.keys(True, True)
+
+    def lock_(self) -> LazyStackedTensorDict:
+        """Lock the stack and its members."""
+        self._set_lock(True)
+        return self
+
+    def unlock_(self) -> LazyStackedTensorDict:
+        """Unlock the stack and its members."""
+        self._set_lock(False)
+        return self
+
+    def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> LazyStackedTensorDict:
+        """Rename a key in every member (checked in all of them first)."""
+        for td in self._tds:
+            if unravel_key_to_tuple(old_key) not in td:
+                raise self._missing(old_key) if type(old_key) is str else KeyError(old_key)
+            if safe and new_key in td:
+                raise KeyError(f"key {new_key!r} already exists in a member; rename_key_(safe=True) refuses")
+        if self.is_locked:
+            raise _errors.locked()
+        for td in self._tds:
+            td.rename_key_(old_key, new_key, safe=safe)
+        return self
+
+    def all(self, dim: Any = None) -> Any:
+        """True when every leaf of every member is all-True (``dim`` reduces the dense stack)."""
+        if dim is not None:
+            return TensorDictBase.all(self, dim)
+        return all(td.all() for td in self._tds)
+
+    def any(self, dim: Any = None) -> Any:
+        """True when some leaf of some member has a True (``dim`` reduces the dense stack)."""
+        if dim is not None:
+            return TensorDictBase.any(self, dim)
+        return any(td.any() for td in self._tds)
+
     def _items_str(self) -> Any:
         return ((k, self._get_str(k)) for k in self._keys_str())
 
@@ -228,7 +281,7 @@ class LazyStackedTensorDict(TensorDictBase):
             as_list: the members' values as a list.
             padding_value: the fill for ``as_padded_tensor``.
             padding_side: ``"right"`` or ``"left"`` padding.
-            layout: the nested-tensor layout (``torch.strided`` or ``torch.jagged``).
+            layout: the nested-tensor layout (``torch.jagged`` by default, or ``torch.strided``).
         """
         if not (as_padded_tensor or as_nested_tensor or as_list):
             return self._get(key, default)
@@ -241,7 +294,7 @@ class LazyStackedTensorDict(TensorDictBase):
         if as_nested_tensor:
             if self._stack_dim != 0:
                 raise RuntimeError("as_nested_tensor needs stack_dim 0")
-            return torch.nested.nested_tensor(values, layout=layout or torch.strided)
+            return torch.nested.nested_tensor(values, layout=layout or torch.jagged)
         return _pad_stack(values, self._stack_dim, padding_value, padding_side)
 
     def __getitem__(self, index: Any) -> Any:
@@ -368,7 +421,16 @@ class LazyStackedTensorDict(TensorDictBase):
         if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
             TensorDictBase.__setitem__(self, index, value)
             return
-        self._distribute(index, value, lambda td, idx, piece: td.__setitem__(idx if idx else slice(None), piece))
+        common = None
+        if not is_td(value) and not isinstance(value, dict):  # a number or tensor: only the common keys
+            common = self.keys(True, True)
+            if all(set(td.keys(True, True)) == set(common) for td in self._tds):
+                common = None
+
+        def write(td: Any, idx: Any, piece: Any) -> None:
+            (td if common is None else td.select(*common))[idx or slice(None)] = piece
+
+        self._distribute(index, value, write)
 
     def set_at_(self, key: NestedKey, value: Any, index: Any) -> LazyStackedTensorDict:
         """Write ``value`` into the leaf at ``key`` at ``index``, in the members."""
@@ -430,7 +492,7 @@ class LazyStackedTensorDict(TensorDictBase):
         if self._is_locked:
             raise _errors.locked()
         if self._tds:
-            _check_members([self._tds[0], tensordict], "insert")
+            _check_same_batch(self._tds[0], [tensordict], "insert")
         tds = list(self._tds)
         tds.insert(index, tensordict)
         self._tds[:] = tds
@@ -445,6 +507,8 @@ class LazyStackedTensorDict(TensorDictBase):
         if self._is_locked:
             raise _errors.locked()
         tds = list(tensordicts)
+        if tds and self._tds:
+            _check_same_batch(self._tds[0], tds, "extend")
         if tds:
             _check_members([*(self._tds[:1]), *tds], "extend")
             self._tds.extend(tds)

@@ -198,6 +198,9 @@ class TensorDict(TensorDictBase):
     def _keys_str(self) -> Any:
         return self._tensordict.keys()
 
+    def _has_str(self, key: str) -> bool:
+        return key in self._tensordict
+
     def _items_str(self) -> Any:
         return self._tensordict.items()
 

@@ -283,11 +283,17 @@ class TensorDictBase(abc.ABC):
     def __delitem__(self, key: NestedKey) -> None:
         self.del_(key)
 
+    def _has_str(self, key: str) -> bool:
+        """True when this level holds ``key`` (a backend may answer without reading the value)."""
+        return self._get_str(key, MISSING) is not MISSING
+
     def __contains__(self, key: Any) -> bool:
         if type(key) is str:
-            return self._get_str(key, MISSING) is not MISSING
+            return self._has_str(key)
         if isinstance(key, tuple):
-            return self._get(key, MISSING) is not MISSING
+            path = unravel_key_to_tuple(key)
+            node = self._parent_of(path) if len(path) > 1 else self
+            return node is not None and node._has_str(path[-1])
         raise RuntimeError("key must be a NestedKey (a str or a possibly tuple of str).")
 
     def set(self, key: NestedKey, item: Any, inplace: bool = False, *, non_blocking: bool = False,
@@ -321,7 +327,7 @@ class TensorDictBase(abc.ABC):
             node._set_str(path[-1], item, inplace=False, validated=True)
             return self
         name = path[-1]
-        exists = node._get_str(name, MISSING) is not MISSING
+        exists = node._has_str(name)
         if node.is_locked and not (inplace and exists):
             raise _errors.locked()
         node._set_str(name, node._validate(item, path, node, non_blocking), inplace=inplace and exists,
@@ -404,7 +410,7 @@ class TensorDictBase(abc.ABC):
         node = self._walk_to(path)
         if node.is_locked:
             raise _errors.locked()
-        if node._get_str(path[-1], MISSING) is MISSING:
+        if not node._has_str(path[-1]):
             raise _errors.missing_key(path, node._keys_str())
         node._del_str(path[-1])
         return self
@@ -470,7 +476,7 @@ class TensorDictBase(abc.ABC):
                     raise _errors.locked()
                 checked.append((None, path, self._validate(value, path, self), False))
                 continue
-            exists = node._get_str(path[-1], MISSING) is not MISSING
+            exists = node._has_str(path[-1])
             if node.is_locked and not (inplace and exists) and not ignore_lock:
                 raise _errors.locked()
             checked.append((node, path, node._validate(value, path, node, non_blocking), exists))
