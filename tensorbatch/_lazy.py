@@ -31,17 +31,25 @@ _Tensor = torch.Tensor
 _Size = torch.Size
 
 
-def _check_members(tds: Sequence[Any], what: str) -> None:
-    if not all(is_td(td) for td in tds):
-        bad = next(type(td).__name__ for td in tds if not is_td(td))
-        raise TypeError(f"{what} expects TensorDicts, got a {bad}")
-    first = tds[0].batch_size
+def _check_members(tds: Sequence[Any], what: str) -> torch.Size:
+    """Check the members and return their common batch size (``-1`` in dims where they differ)."""
+    first = tds[0].batch_size if is_td(tds[0]) else None
+    ragged = False
     for i, td in enumerate(tds):
-        if len(td.batch_size) != len(first):
-            raise RuntimeError(
-                f"{what}: member {i} has batch_size {_errors.fmt_shape(td.batch_size)} but member 0 has "
-                f"{_errors.fmt_shape(first)}; all members must have the same number of batch dims"
-            )
+        if not is_td(td):
+            raise TypeError(f"{what} expects TensorDicts, got a {type(td).__name__}")
+        size = td.batch_size
+        if size != first:
+            if len(size) != len(first):  # type: ignore[arg-type]
+                raise RuntimeError(
+                    f"{what}: member {i} has batch_size {_errors.fmt_shape(size)} but member 0 has "
+                    f"{_errors.fmt_shape(first)}; all members must have the same number of batch dims"
+                )
+            ragged = True
+    if not ragged:
+        return first  # type: ignore[return-value]
+    sizes = [td.batch_size for td in tds]  # a dim where members differ reads -1, as in tensordict
+    return _Size([dim[0] if len(set(dim)) == 1 else -1 for dim in zip(*sizes, strict=True)])
 
 
 def _check_same_batch(first: Any, tds: list[Any], what: str) -> None:
@@ -89,29 +97,30 @@ class LazyStackedTensorDict(TensorDictBase):
             self._tds: list[Any] = []
             self._stack_dim, self._batch_size, self._is_locked = stack_dim, bs, False
             return
-        _check_members(tds, "LazyStackedTensorDict")
-        nd = tds[0].batch_dims
+        member_bs = _check_members(tds, "LazyStackedTensorDict")
+        nd = len(member_bs)
         if not -nd - 1 <= stack_dim <= nd:
             raise IndexError(f"stack_dim {stack_dim} is out of range for members with {nd} batch dims")
-        self._init(tds, stack_dim % (nd + 1))
+        self._init(tds, stack_dim % (nd + 1), member_bs)
         if batch_size is not None and _as_size(batch_size) != self._batch_size:
             raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the stack's "
                                f"{list(self._batch_size)}")
 
-    def _init(self, tds: list[Any], stack_dim: int) -> None:
-        bs = list(tds[0].batch_size)
-        for td in tds[1:]:  # members may differ in a batch dim: it reads -1 (ragged), as in tensordict
-            other = td.batch_size
-            if other != tds[0].batch_size:
-                bs = [a if a == b else -1 for a, b in zip(bs, other, strict=True)]
-        bs.insert(stack_dim, len(tds))
-        self._tds, self._stack_dim, self._batch_size, self._is_locked = tds, stack_dim, _Size(bs), False
+    def _init(self, tds: list[Any], stack_dim: int, member_bs: torch.Size | None = None) -> None:
+        if member_bs is None:
+            member_bs = _check_members(tds, "LazyStackedTensorDict") if tds else _Size([])
+        bs = _Size((*member_bs[:stack_dim], len(tds), *member_bs[stack_dim:]))
+        self._tds, self._stack_dim, self._batch_size, self._is_locked = tds, stack_dim, bs, False
 
     @classmethod
-    def _new(cls, tds: list[Any], stack_dim: int) -> LazyStackedTensorDict:
+    def _new(cls, tds: list[Any], stack_dim: int, member_bs: torch.Size | None = None) -> LazyStackedTensorDict:
         out = cls.__new__(cls)
-        out._init(tds, stack_dim)
+        out._init(tds, stack_dim, member_bs)
         return out
+
+    def _member_bs(self) -> torch.Size:
+        d = self._stack_dim
+        return _Size((*self._batch_size[:d], *self._batch_size[d + 1:]))
 
     # ------------------------------------------------------------------ facts
     @property
@@ -313,7 +322,7 @@ class LazyStackedTensorDict(TensorDictBase):
         members = [self._tds[i][rest] if rest else self._tds[i] for i in picked]
         if not members:
             return TensorDictBase.__getitem__(self, index)
-        return LazyStackedTensorDict._new(members, new_dim)
+        return LazyStackedTensorDict._new(members, new_dim, None if rest else self._member_bs())
 
     def _split_index(self, index: Any) -> tuple[list[int], tuple[Any, ...], int | None] | None:
         """``(member positions, index for each member, stack dim of the result or None)``.
@@ -321,6 +330,11 @@ class LazyStackedTensorDict(TensorDictBase):
         None when the index is not a plain per-dim index (None, masks over several dims, advanced
         indices before the stack dim): the generic path handles those.
         """
+        if type(index) is int and self._stack_dim == 0:  # s[i]: one member
+            n = len(self._tds)
+            if not -n <= index < n:
+                raise IndexError(f"index {index} is out of bounds for a lazy stack of {n} members")
+            return [index % n], (), None
         if index is Ellipsis:
             index = (Ellipsis,)
         conv, _, _ = normalize(self, index)
