@@ -442,19 +442,19 @@ class LazyStackedTensorDict(TensorDictBase):
                 common = None
 
         def write(td: Any, idx: Any, piece: Any) -> None:
-            (td if common is None else td.select(*common))[idx or slice(None)] = piece
+            (td if common is None else td.select(*common))[idx or Ellipsis] = piece
 
         self._distribute(index, value, write)
 
     def set_at_(self, key: NestedKey, value: Any, index: Any) -> LazyStackedTensorDict:
         """Write ``value`` into the leaf at ``key`` at ``index``, in the members."""
-        self._distribute(index, value, lambda td, idx, piece: td.set_at_(key, piece, idx if idx else slice(None)))
+        self._distribute(index, value, lambda td, idx, piece: td.set_at_(key, piece, idx if idx else Ellipsis))
         return self
 
     def update_at_(self, input_dict_or_td: Any, index: Any, clone: bool = False, **kwargs: Any) -> Any:
         """Write every entry of ``input_dict_or_td`` at ``index``, in the members."""
         self._distribute(index, input_dict_or_td,
-                         lambda td, idx, piece: td.update_at_(piece, idx if idx else slice(None), clone=clone))
+                         lambda td, idx, piece: td.update_at_(piece, idx if idx else Ellipsis, clone=clone))
         return self
 
     def _distribute(self, index: Any, value: Any, write: Callable[[Any, tuple[Any, ...], Any], Any]) -> None:

@@ -41,6 +41,8 @@ FLOAT_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("nested", "d"), ("nested", "
 #   pickle            pickle round trip
 #   state_dict        state_dict()/load_state_dict()
 #   grad              leaves can require grad and be detached
+#   uniform_members   a lazy stack's members hold exactly the keys the stack shows (indexing the stack
+#                     dim hands out members, so their own extra keys would show)
 #   pytree            registered with torch.utils._pytree (torch.vmap / torch.compile see through it);
 #                     lazy stacks are not registered yet
 #   stored_leaves     reading a leaf returns the stored tensor object: ``td["a"] is td["a"]``, a leaf
@@ -69,6 +71,7 @@ BASE_CAPS = frozenset(
         "fresh_index_nodes",
         "batch_size_shrink",
         "pytree",
+        "uniform_members",
     }
 )
 # Facts some flavours add:
@@ -199,6 +202,26 @@ def make_lazy_stack1(seed: int = 0) -> TensorDictBase:
     return lazy_stack(cols, 1)
 
 
+def make_lazy_exclusive(seed: int = 0) -> TensorDictBase:
+    """A lazy stack whose members also hold keys of their own (hidden: only common keys show)."""
+    ref = reference(seed)
+    rows = []
+    for i in range(3):
+        row = TensorDict(_nest({p: v[i] for p, v in ref.items()}), batch_size=[4])
+        row[f"only_{i}"] = torch.full((4,), float(i))
+        row["nested", f"private_{i}"] = torch.zeros(4, i + 1)
+        rows.append(row)
+    return lazy_stack(rows, 0)
+
+
+def make_lazy_nested(seed: int = 0) -> TensorDictBase:
+    """A lazy stack of three lazy stacks of four 0-d TensorDicts (stack of stacks)."""
+    ref = reference(seed)
+    rows = [lazy_stack([TensorDict(_nest({p: v[i, j] for p, v in ref.items()}), batch_size=[]) for j in range(4)])
+            for i in range(3)]
+    return lazy_stack(rows, 0)
+
+
 def _param(
     name: str,
     factory: Callable[..., TensorDictBase],
@@ -225,6 +248,18 @@ FLAVOURS = [
         make_lazy_stack0,
         add={"lazy"},
         drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree"},
+    ),
+    _param(
+        "lazy_exclusive",
+        make_lazy_exclusive,
+        add={"lazy"},
+        drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree", "uniform_members"},
+    ),
+    _param(
+        "lazy_nested",
+        make_lazy_nested,
+        add={"lazy"},
+        drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree", "batch_size_shrink"},
     ),
     _param(
         "lazy_stack1",

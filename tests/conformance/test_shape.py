@@ -121,7 +121,8 @@ def test_bad_shape_op_raises(tdf, case):
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1, -2])
-def test_unbind(tdf, dim):
+def test_unbind(flavour, tdf, dim):
+    requires(flavour, "uniform_members")
     pieces = tdf.unbind(dim)
     n = BATCH[dim]
     assert len(pieces) == n

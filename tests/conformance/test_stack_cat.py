@@ -58,6 +58,7 @@ def test_cat(flavour, tdf, dim):
 
 @pytest.mark.parametrize("name", CATTERS)
 def test_cat_entry_points(flavour, tdf, name):
+    requires(flavour, "uniform_members")
     other = flavour.factory(seed=1)
     out = CATTERS[name]([tdf, other[:1]], 0)
     assert_leaves(_expected(torch.cat, [tdf, other[:1]], 0), lambda x: x, out, batch_size=[4, 4])
@@ -70,6 +71,7 @@ def test_stack_and_cat_with_a_plain_tensordict(tdf):
 
 
 def test_stack_then_unbind_round_trip(flavour, tdf):
+    requires(flavour, "uniform_members")
     other = flavour.factory(seed=1)
     first, second = torch.stack([tdf, other], 0).unbind(0)
     assert_same_content(first)
