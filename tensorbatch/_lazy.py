@@ -542,10 +542,40 @@ class LazyStackedTensorDict(TensorDictBase):
     contiguous = to_tensordict
 
     def densify(self, layout: Any = torch.strided) -> Any:
-        """A dense TensorDict; ``layout=torch.jagged`` would give nested tensors (not supported yet)."""
-        if layout is not torch.strided:
-            raise NotImplementedError("densify(layout=torch.jagged) is not supported")
-        return self.to_tensordict()
+        """A dense TensorDict of the common keys.
+
+        ``torch.strided`` stacks the leaves (their shapes must agree); ``torch.jagged`` makes leaves whose
+        shapes differ in their first dim nested tensors, and the batch size reads ``-1`` there.
+
+        Examples:
+            >>> import torch
+            >>> from tensorbatch import TensorDict, lazy_stack
+            >>> s = lazy_stack([TensorDict(a=torch.zeros(3), batch_size=[3]),
+            ...                 TensorDict(a=torch.ones(4), batch_size=[4])])
+            >>> td = s.densify(layout=torch.jagged)
+            >>> td.batch_size, td["a"].is_nested
+            (torch.Size([2, -1]), True)
+            >>> td.to_padded_tensor(padding=-1.0)["a"]
+            tensor([[ 0.,  0.,  0., -1.],
+                    [ 1.,  1.,  1.,  1.]])
+        """
+        if layout is torch.strided:
+            return self.to_tensordict()
+        if layout is not torch.jagged:
+            raise ValueError(f"densify: layout must be torch.strided or torch.jagged, got {layout}")
+        if self._stack_dim != 0:
+            raise RuntimeError("densify(layout=torch.jagged) needs stack_dim 0 (the jagged dim follows it)")
+        out = {}
+        for key in self._keys_str():
+            values = [td._get_str(key) for td in self._tds]
+            first = values[0]
+            if type(first) is _Tensor and any(v.shape != first.shape for v in values):
+                out[key] = torch.nested.nested_tensor(values, layout=torch.jagged)
+            elif is_td(first) and type(first) not in NON_TENSOR_TYPES:
+                out[key] = LazyStackedTensorDict._new(values, 0).densify(layout)
+            else:
+                out[key] = _stack_values(key, values, 0)
+        return self._dense_cls._new_unsafe(out, self._batch_size, self.device, None)
 
     def __reduce__(self) -> Any:
         return (LazyStackedTensorDict._new, (self._tds, self._stack_dim))

@@ -1086,6 +1086,29 @@ class TensorDictBase(abc.ABC):
             return self.to_dict(convert_tensors=convert_tensors)
         return [td.tolist(convert_tensors=convert_tensors) for td in self.unbind(0)]
 
+    def to_padded_tensor(self, padding: float = 0.0, mask_key: NestedKey | None = None) -> TensorDictBase:
+        """Nested-tensor leaves become padded tensors (:func:`torch.nested.to_padded_tensor`).
+
+        A ragged batch dim (``-1``, from ``densify(layout=torch.jagged)``) takes the padded length.
+
+        Args:
+            padding: the fill value.
+            mask_key: where to write a bool mask of the valid batch elements (needs a ragged batch dim).
+        """
+        nested = next((x for x in flat_leaves(self) if isinstance(x, _Tensor) and x.is_nested), None)
+        bs = self.batch_size
+        if nested is not None and -1 in bs:
+            padded_shape = torch.nested.to_padded_tensor(nested, padding).shape
+            bs = _Size([padded_shape[i] if n == -1 else n for i, n in enumerate(bs)])
+        out = self._map(lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x,
+                        "padding nested tensors", batch_size=bs)
+        if mask_key is not None:
+            if nested is None or -1 not in self.batch_size:
+                raise RuntimeError("to_padded_tensor(mask_key=...) needs a ragged batch dim (-1) and a nested leaf")
+            lengths = nested.offsets().diff()
+            out.set(mask_key, torch.arange(bs[1], device=lengths.device) < lengths[:, None])
+        return out
+
     # ------------------------------------------------------------------ conversions
     def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
         """A plain nested ``dict`` of the leaves (non-tensor leaves give their values)."""

@@ -1434,3 +1434,45 @@ def test_non_tensor_mixed_with_tensor_raises():
     b = TensorDict({"x": torch.zeros(3), "s": torch.zeros(3)}, [3])
     with pytest.raises(RuntimeError, match="key 's'"):
         lazy_stack([a, b]).get("s")
+
+
+# ---------------------------------------------------------------------------- jagged densify, to_padded_tensor
+def _ragged_pair():
+    return lazy_stack([
+        TensorDict(a=torch.zeros(3), n={"b": torch.zeros(3, 2)}, batch_size=[3]),
+        TensorDict(a=torch.ones(4), n={"b": torch.ones(4, 2)}, batch_size=[4]),
+    ])
+
+
+def test_densify_jagged_gives_nested_leaves_and_ragged_batch():
+    td = _ragged_pair().densify(layout=torch.jagged)
+    assert type(td) is TensorDict
+    assert td.batch_size == torch.Size([2, -1])
+    assert td["a"].is_nested and td["n", "b"].is_nested
+    assert td["n"].batch_size == torch.Size([2, -1])
+    assert [x.tolist() for x in td["a"].unbind()] == [[0.0] * 3, [1.0] * 4]
+
+
+def test_densify_strided_is_to_tensordict_and_bad_layout_raises():
+    s = lazy_stack([TensorDict(a=torch.zeros(3), batch_size=[3]), TensorDict(a=torch.ones(3), batch_size=[3])])
+    assert torch.equal(s.densify()["a"], torch.stack([torch.zeros(3), torch.ones(3)]))
+    with pytest.raises(ValueError, match="layout"):
+        s.densify(layout=torch.sparse_coo)
+    with pytest.raises(RuntimeError, match="stack_dim 0"):
+        lazy_stack(list(s.tensordicts), 1).densify(layout=torch.jagged)
+
+
+def test_to_padded_tensor_pads_and_masks():
+    padded = _ragged_pair().densify(layout=torch.jagged).to_padded_tensor(padding=-1.0, mask_key="mask")
+    assert padded.batch_size == torch.Size([2, 4])
+    assert padded["a"].tolist() == [[0.0, 0.0, 0.0, -1.0], [1.0, 1.0, 1.0, 1.0]]
+    assert padded["n", "b"].shape == torch.Size([2, 4, 2])
+    assert padded["n", "b"][0, 3].tolist() == [-1.0, -1.0]
+    assert padded["mask"].tolist() == [[True, True, True, False], [True, True, True, True]]
+
+
+def test_to_padded_tensor_without_nested_leaves():
+    td = TensorDict(a=torch.arange(3.0), batch_size=[3])
+    assert torch.equal(td.to_padded_tensor()["a"], td["a"])
+    with pytest.raises(RuntimeError, match="ragged batch dim"):
+        td.to_padded_tensor(mask_key="m")
