@@ -1448,7 +1448,8 @@ def test_densify_jagged_gives_nested_leaves_and_ragged_batch():
     td = _ragged_pair().densify(layout=torch.jagged)
     assert type(td) is TensorDict
     assert td.batch_size == torch.Size([2, -1])
-    assert td["a"].is_nested and td["n", "b"].is_nested
+    assert td["a"].is_nested
+    assert td["n", "b"].is_nested
     assert td["n"].batch_size == torch.Size([2, -1])
     assert [x.tolist() for x in td["a"].unbind()] == [[0.0] * 3, [1.0] * 4]
 
