@@ -6,6 +6,10 @@ from ._convert import from_namedtuple as from_namedtuple
 from ._convert import from_pytree as from_pytree
 from ._convert import from_struct_array as from_struct_array
 from ._convert import from_tuple as from_tuple
+from ._io.methods import load as load
+from ._io.methods import load_memmap as load_memmap
+from ._io.methods import memmap as memmap
+from ._io.methods import save as save
 from ._keys import NestedKey as NestedKey
 from ._keys import unravel_key as unravel_key
 from ._keys import unravel_key_list as unravel_key_list
@@ -27,6 +31,7 @@ from .functional import pad as pad
 from .functional import pad_sequence as pad_sequence
 from .functional import stack as stack
 from .functional import unpad_sequence as unpad_sequence
+from .memmap import MemoryMappedTensor as MemoryMappedTensor
 from .utils import assert_allclose_td as assert_allclose_td
 from .utils import assert_close as assert_close
 from .utils import is_tensor_collection as is_tensor_collection
@@ -37,9 +42,10 @@ from_dict = TensorDict.from_dict
 __version__ = "0.1.0"
 
 __all__ = [
-    "LazyStackedTensorDict", "NestedKey", "NonTensorData", "NonTensorStack", "TensorDict", "TensorDictBase",
-    "assert_allclose_td", "assert_close", "cat", "dense_stack_tds", "from_any", "from_dict", "from_namedtuple",
-    "from_pytree", "from_struct_array", "from_tuple", "fromkeys", "group_by", "is_non_tensor",
-    "is_tensor_collection", "lazy_stack", "make_tensordict", "maybe_dense_stack", "merge_tensordicts", "pad",
-    "pad_sequence", "stack", "unpad_sequence", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+    "LazyStackedTensorDict", "MemoryMappedTensor", "NestedKey", "NonTensorData", "NonTensorStack", "TensorDict",
+    "TensorDictBase", "assert_allclose_td", "assert_close", "cat", "dense_stack_tds", "from_any", "from_dict",
+    "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple", "fromkeys", "group_by", "is_non_tensor",
+    "is_tensor_collection", "lazy_stack", "load", "load_memmap", "make_tensordict", "maybe_dense_stack", "memmap",
+    "merge_tensordicts", "pad", "pad_sequence", "save", "stack", "unpad_sequence", "unravel_key", "unravel_key_list",
+    "unravel_key_to_tuple",
 ]

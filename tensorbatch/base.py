@@ -1349,3 +1349,7 @@ from . import (  # noqa: E402
 )
 
 _convert.install(TensorDictBase)
+
+from ._io import methods as _persistence  # noqa: E402  (memmap, save, load, share_memory_, ...)
+
+_persistence.install(TensorDictBase)

@@ -6,6 +6,7 @@ Regenerate with ``python tools/gen_stubs.py`` after changing tensorbatch/base.py
 import abc
 import builtins
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -258,6 +259,19 @@ class TensorDictBase(abc.ABC):
     def double(self) -> TensorDictBase: ...
     @property
     def dtype(self) -> torch.dtype | None: ...
+    def dumps(
+        self,
+        prefix: str | Path | None = ...,
+        copy_existing: builtins.bool = ...,
+        *,
+        num_threads: builtins.int = ...,
+        return_early: builtins.bool = ...,
+        share_non_tensor: builtins.bool = ...,
+        existsok: builtins.bool = ...,
+        robust_key: builtins.bool | None = ...,
+        allow_pickle: builtins.bool = ...,
+        **kwargs: Any,
+    ) -> Any: ...
     def entry_class(self, key: NestedKey) -> type: ...
     def eq(self, other: Any, *, alpha: Any = ..., default: Any = ...) -> TensorDictBase: ...
     def erf(self) -> TensorDictBase: ...
@@ -371,7 +385,9 @@ class TensorDictBase(abc.ABC):
     @property
     @abc.abstractmethod
     def is_locked(self) -> builtins.bool: ...
+    def is_memmap(self) -> builtins.bool: ...
     def is_non_tensor(self, key: NestedKey) -> builtins.bool: ...
+    def is_shared(self) -> builtins.bool: ...
     def isfinite(self) -> TensorDictBase: ...
     def isinf(self) -> TensorDictBase: ...
     def isnan(self) -> TensorDictBase: ...
@@ -399,6 +415,38 @@ class TensorDictBase(abc.ABC):
     def lerp_(self, end: Any, weight: Any) -> Self: ...
     def lgamma(self) -> TensorDictBase: ...
     def lgamma_(self) -> Self: ...
+    @classmethod
+    def load(
+        cls,
+        prefix: str | Path,
+        device: Any = ...,
+        non_blocking: builtins.bool = ...,
+        *,
+        out: Any = ...,
+        robust_key: builtins.bool | None = ...,
+        allow_pickle: builtins.bool | None = ...,
+        **kwargs: Any,
+    ) -> Any: ...
+    @classmethod
+    def load_memmap(
+        cls,
+        prefix: str | Path,
+        device: Any = ...,
+        non_blocking: builtins.bool = ...,
+        *,
+        out: Any = ...,
+        robust_key: builtins.bool | None = ...,
+        allow_pickle: builtins.bool | None = ...,
+        **kwargs: Any,
+    ) -> Any: ...
+    def load_memmap_(
+        self,
+        prefix: str | Path,
+        robust_key: builtins.bool | None = ...,
+        *,
+        allow_pickle: builtins.bool | None = ...,
+        **kwargs: Any,
+    ) -> Any: ...
     def load_state_dict(
         self,
         state_dict: Mapping[str, Any],
@@ -444,6 +492,44 @@ class TensorDictBase(abc.ABC):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        **kwargs: Any,
+    ) -> Any: ...
+    def memmap(
+        self,
+        prefix: str | Path | None = ...,
+        copy_existing: builtins.bool = ...,
+        *,
+        num_threads: builtins.int = ...,
+        return_early: builtins.bool = ...,
+        share_non_tensor: builtins.bool = ...,
+        existsok: builtins.bool = ...,
+        robust_key: builtins.bool | None = ...,
+        allow_pickle: builtins.bool = ...,
+        **kwargs: Any,
+    ) -> Any: ...
+    def memmap_(
+        self,
+        prefix: str | Path | None = ...,
+        copy_existing: builtins.bool = ...,
+        *,
+        num_threads: builtins.int = ...,
+        return_early: builtins.bool = ...,
+        share_non_tensor: builtins.bool = ...,
+        existsok: builtins.bool = ...,
+        robust_key: builtins.bool | None = ...,
+        allow_pickle: builtins.bool = ...,
+        **kwargs: Any,
+    ) -> Any: ...
+    def memmap_like(
+        self,
+        prefix: str | Path | None = ...,
+        copy_existing: builtins.bool = ...,
+        *,
+        existsok: builtins.bool = ...,
+        num_threads: builtins.int = ...,
+        return_early: builtins.bool = ...,
+        share_non_tensor: builtins.bool = ...,
+        robust_key: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def min(
@@ -513,6 +599,7 @@ class TensorDictBase(abc.ABC):
     ) -> Any: ...
     def numel(self) -> builtins.int: ...
     def permute(td, *dims: Any) -> Any: ...
+    def pin_memory(self, num_threads: builtins.int | None = ..., inplace: builtins.bool = ...) -> Any: ...
     def pop(self, key: NestedKey, default: Any = ...) -> Any: ...
     def popitem(self) -> tuple[str, Any]: ...
     def pow(self, other: Any, *, alpha: Any = ..., default: Any = ...) -> TensorDictBase: ...
@@ -552,6 +639,21 @@ class TensorDictBase(abc.ABC):
     def reshape(td, *shape: Any, size: Any = ...) -> Any: ...
     def round(self) -> TensorDictBase: ...
     def round_(self) -> Self: ...
+    def save(
+        self,
+        prefix: str | Path | None = ...,
+        copy_existing: builtins.bool = ...,
+        *,
+        num_threads: builtins.int = ...,
+        return_early: builtins.bool = ...,
+        share_non_tensor: builtins.bool = ...,
+        existsok: builtins.bool = ...,
+        robust_key: builtins.bool | None = ...,
+        allow_pickle: builtins.bool = ...,
+        **kwargs: Any,
+    ) -> Any: ...
+    @property
+    def saved_path(self) -> str | None: ...
     def select(
         self,
         *keys: NestedKey,
@@ -573,6 +675,7 @@ class TensorDictBase(abc.ABC):
     def setdefault(self, key: NestedKey, default: Any, inplace: builtins.bool = ...) -> Any: ...
     @property
     def shape(self) -> torch.Size: ...
+    def share_memory_(self) -> Any: ...
     def short(self) -> TensorDictBase: ...
     def sigmoid(self) -> TensorDictBase: ...
     def sigmoid_(self) -> Self: ...

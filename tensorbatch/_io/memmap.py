@@ -1,0 +1,276 @@
+"""Save TensorDicts as memory-mapped folders and load them back (the format is in README.md).
+
+Saving is atomic: everything is written into a temporary sibling folder, which is then renamed into
+place, so a killed process leaves the previous save or nothing, never a half-written one. Loading
+checks every file against its metadata and refuses to unpickle anything unless asked to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import torch
+
+from .._errors import fmt_path
+from .._lazy import LazyStackedTensorDict
+from .._nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from .._ops.traverse import is_td
+from ..memmap import MemoryMappedTensor
+
+FORMAT_VERSION = 1
+META = "meta.json"
+PICKLE = "other.pickle"
+_DTYPES = {str(d): d for d in (
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
+    torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2,
+)}
+
+
+def _file_key(key: str, robust_key: bool = True) -> str:
+    """The file or folder name for ``key`` (percent-encoded, so any key is a safe single name)."""
+    name = quote(key, safe="") if robust_key else key
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"the key {key!r} cannot be stored as a file name")
+    return name
+
+
+# Node kinds carry the names tensordict gives them: the format's vocabulary, so that either library
+# reads the other's folders (tensordict resolves ``_type`` to a class; we read only the kind).
+_KINDS = {
+    "TensorDict": "tensordict._td.TensorDict",
+    "LazyStackedTensorDict": "tensordict._lazy.LazyStackedTensorDict",
+    "NonTensorData": "tensordict.tensorclass.NonTensorData",
+    "NonTensorStack": "tensordict.tensorclass.NonTensorStack",
+}
+
+
+def _class_tag(obj: Any) -> dict[str, Any]:
+    kind = next((k for k in _KINDS if k == type(obj).__name__), "TensorDict")
+    return {"_type": f"<class '{_KINDS[kind]}'>", "_format_version": FORMAT_VERSION, "_class": f"tensordict:{kind}"}
+
+
+# ---------------------------------------------------------------------------------------------- save
+class _Writer:
+    """Collects the files of one save, then writes the tensor data (optionally on threads)."""
+
+    def __init__(self, allow_pickle: bool, like: bool) -> None:
+        self.allow_pickle, self.like = allow_pickle, like
+        self.jobs: list[tuple[torch.Tensor, Path]] = []
+
+    def node(self, td: Any, folder: Path, path: tuple[str, ...]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        if isinstance(td, LazyStackedTensorDict):
+            meta: dict[str, Any] = {**_class_tag(td), "stack_dim": td.stack_dim, "stack_dim_name": None}
+            for i, member in enumerate(td.tensordicts):
+                self.node(member, folder / str(i), (*path, str(i)))
+            _write_json(folder / META, meta)
+            return
+        meta = {}
+        for key, value in td._items_str():
+            name = _file_key(key)
+            if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
+                if value.is_nested:
+                    raise NotImplementedError(f"nested tensors cannot be saved yet (key {fmt_path((*path, key))})")
+                meta[key] = {"device": str(value.device), "shape": list(value.shape), "dtype": str(value.dtype),
+                             "is_nested": False}
+                self.jobs.append((value, folder / f"{name}.memmap"))
+            elif is_non_tensor(value):
+                meta[key] = {"type": type(value).__name__}
+                self.non_tensor(value, folder / name, (*path, key))
+            elif is_td(value):
+                meta[key] = {"type": "LazyStackedTensorDict" if isinstance(value, LazyStackedTensorDict)
+                             else "TensorDict"}
+                self.node(value, folder / name, (*path, key))
+            else:
+                raise TypeError(f"cannot save a {type(value).__name__} at key {fmt_path((*path, key))}")
+        # files live on the CPU: a TensorDict without a device loads back on "cpu" (as with tensordict)
+        meta.update({"shape": list(td.batch_size), "device": "cpu" if td.device is None else str(td.device)})
+        meta.update(_class_tag(td))
+        _write_json(folder / META, meta)
+
+    def non_tensor(self, value: Any, folder: Path, path: tuple[str, ...]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        data = value.data if isinstance(value, NonTensorData) else value.tolist()
+        tag = _class_tag(value)
+        meta: dict[str, Any]  # exactly tensordict's fields, which it checks
+        if isinstance(value, NonTensorStack):
+            meta = {**tag, "stack_dim": 0, "device": None}
+        else:
+            meta = {"_type": tag["_type"], "_metadata": None, "_is_non_tensor": True}
+        try:
+            json.dumps(data)
+        except (TypeError, ValueError):
+            if not self.allow_pickle:
+                raise TypeError(
+                    f"the non-tensor value at key {fmt_path(path)} ({type(data).__name__}) is not JSON-serializable; "
+                    "pass allow_pickle=True to store it with pickle (loading it will need allow_pickle=True too)"
+                ) from None
+            with open(folder / PICKLE, "wb") as f:
+                pickle.dump({"data": data}, f)
+        else:
+            meta["data"] = data
+        _write_json(folder / META, meta)
+
+    def write(self, num_threads: int) -> None:
+        if num_threads > 1 and len(self.jobs) > 1:
+            with ThreadPoolExecutor(num_threads) as pool:
+                list(pool.map(self._write_one, self.jobs))
+        else:
+            for job in self.jobs:
+                self._write_one(job)
+
+    def _write_one(self, job: tuple[torch.Tensor, Path]) -> None:
+        tensor, file = job
+        nbytes = tensor.numel() * tensor.element_size()
+        with open(file, "wb") as f:
+            if self.like or not nbytes:
+                f.truncate(nbytes)  # a sparse, zero-filled file: no page is touched
+                return
+            data = tensor.detach()
+            if data.device.type != "cpu":
+                data = data.cpu()
+            raw = data.as_subclass(torch.Tensor).contiguous().reshape(-1).view(torch.uint8).numpy()
+            f.write(raw.data)
+
+
+def _write_json(file: Path, meta: dict[str, Any]) -> None:
+    file.write_text(json.dumps(meta))
+
+
+def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int = 0, allow_pickle: bool = False,
+         like: bool = False) -> Path:
+    """Write ``td`` into the folder ``prefix``, atomically (a temporary sibling renamed into place).
+
+    Raises:
+        RuntimeError: when ``prefix`` exists and ``existsok`` is False.
+    """
+    prefix = Path(prefix).absolute()
+    if prefix.exists() and not existsok:
+        raise RuntimeError(f"the folder {prefix} already exists (pass existsok=True to replace it)")
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    tmp = prefix.parent / f".{prefix.name}.tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        writer = _Writer(allow_pickle, like)
+        writer.node(td, tmp, ())
+        writer.write(num_threads)
+        _swap_into_place(tmp, prefix)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return prefix
+
+
+def _swap_into_place(tmp: Path, prefix: Path) -> None:
+    """Rename ``tmp`` to ``prefix``; an existing ``prefix`` is moved aside first and removed after."""
+    if not prefix.exists():
+        os.rename(tmp, prefix)
+        return
+    old = prefix.parent / f".{prefix.name}.old-{uuid.uuid4().hex[:12]}"
+    os.rename(prefix, old)
+    os.rename(tmp, prefix)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- load
+def _read_json(file: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no {META} in {file.parent}: not a saved TensorDict folder") from None
+    except json.JSONDecodeError as err:
+        raise RuntimeError(f"{file} is not valid JSON ({err}): the save is corrupted") from None
+    if not isinstance(meta, dict):
+        raise RuntimeError(f"{file} does not hold a JSON object: the save is corrupted")
+    return meta
+
+
+def _shape(entry: Any, file: Path) -> torch.Size:
+    shape = entry.get("shape") if isinstance(entry, dict) else None
+    if not isinstance(shape, list) or not all(isinstance(n, int) and n >= -1 for n in shape):
+        raise RuntimeError(f"{file}: invalid shape {shape!r} in the metadata")
+    return torch.Size(shape)
+
+
+class _Reader:
+    def __init__(self, dense_cls: Any, device: Any, allow_pickle: bool, robust_key: bool) -> None:
+        self.dense_cls, self.device, self.allow_pickle, self.robust_key = dense_cls, device, allow_pickle, robust_key
+
+    def node(self, folder: Path) -> Any:
+        meta = _read_json(folder / META)
+        kind = str(meta.get("_class", "")).rpartition(":")[2]
+        if meta.get("_is_non_tensor") or kind == "NonTensorStack":
+            return self.non_tensor(folder, meta)
+        if kind == "LazyStackedTensorDict":
+            members = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()),
+                             key=lambda p: int(p.name))
+            return LazyStackedTensorDict(*(self.node(p) for p in members), stack_dim=int(meta.get("stack_dim", 0)))
+        out = {}
+        for key, entry in meta.items():
+            if key in ("shape", "device", "_type", "_format_version", "_class", "_non_tensor", "names"):
+                continue
+            name = _file_key(key, self.robust_key)
+            if isinstance(entry, dict) and "type" in entry:
+                out[key] = self.node(folder / name)
+            elif isinstance(entry, dict) and "dtype" in entry:
+                out[key] = self.leaf(folder / f"{name}.memmap", entry)
+            else:
+                raise RuntimeError(f"{folder / META}: invalid entry for key {key!r}")
+        device = self.device if self.device is not None else meta.get("device")
+        return self.dense_cls(out, batch_size=_shape(meta, folder / META), device=device)
+
+    def leaf(self, file: Path, entry: dict[str, Any]) -> torch.Tensor:
+        dtype = _DTYPES.get(str(entry.get("dtype")))
+        if dtype is None:
+            raise RuntimeError(f"{file}: unknown dtype {entry.get('dtype')!r} in the metadata")
+        shape = _shape(entry, file)
+        if self.device is not None and torch.device(self.device).type == "meta":
+            return torch.empty(shape, dtype=dtype, device="meta")
+        if not file.exists():
+            raise FileNotFoundError(f"{file} is missing: the save is incomplete")
+        tensor: torch.Tensor = MemoryMappedTensor.from_filename(file, dtype, shape)
+        if self.device is not None and torch.device(self.device).type != "cpu":
+            tensor = tensor.to(self.device)
+        return tensor
+
+    def non_tensor(self, folder: Path, meta: dict[str, Any]) -> Any:
+        if "data" in meta:
+            data = meta["data"]
+        elif (folder / PICKLE).exists():
+            if not self.allow_pickle:
+                raise RuntimeError(
+                    f"{folder / PICKLE} holds a pickled value; loading it runs arbitrary code, so it needs "
+                    "allow_pickle=True (only for files you trust)"
+                )
+            with open(folder / PICKLE, "rb") as f:
+                data = pickle.load(f)["data"]  # allowed explicitly by the caller
+        else:
+            raise RuntimeError(f"{folder}: a non-tensor entry without data")
+        if str(meta.get("_class", "")).endswith("NonTensorStack") or "NonTensorStack" in str(meta.get("_type")):
+            return NonTensorStack.from_list(data) if isinstance(data, list) else NonTensorData(data)
+        return NonTensorData(data)  # the batch size comes from the parent node
+
+
+def load(prefix: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False,
+         robust_key: bool = True) -> Any:
+    """Read the folder ``prefix`` (leaves map its files; ``device="meta"`` reads the metadata only)."""
+    folder = Path(prefix)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder with a saved TensorDict")
+    return _Reader(dense_cls, device, allow_pickle, robust_key).node(folder)
+
+
+def run_early(fn: Any) -> Future[Any]:
+    """Run ``fn`` on a background thread and return its future (``return_early=True``)."""
+    pool = ThreadPoolExecutor(1)
+    future = pool.submit(fn)
+    pool.shutdown(wait=False)
+    return future

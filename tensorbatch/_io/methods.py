@@ -1,0 +1,210 @@
+"""Persistence methods of every TensorDict (attached to TensorDictBase by :func:`install`)."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .._lazy import LazyStackedTensorDict
+from .._ops.traverse import is_td
+from ..memmap import MemoryMappedTensor
+from . import memmap as _memmap
+
+_SAVED: dict[int, str] = {}  # id(td) -> the folder it was saved to or loaded from (see saved_path)
+
+
+def _stored_leaves(td: Any) -> Iterator[torch.Tensor]:
+    """The tensors a TensorDict stores (a lazy stack's members' leaves, not stacked copies)."""
+    if isinstance(td, LazyStackedTensorDict):
+        for member in td.tensordicts:
+            yield from _stored_leaves(member)
+        return
+    for value in td._values_str():
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif is_td(value):
+            yield from _stored_leaves(value)
+
+
+def _remember(td: Any, prefix: str | Path) -> None:
+    key = id(td)
+    if key not in _SAVED:
+        weakref.finalize(td, _SAVED.pop, key, None)  # the entry goes with the TensorDict
+    _SAVED[key] = str(Path(prefix).absolute())
+
+
+class _Persistence:
+    """The methods; :func:`install` copies them onto TensorDictBase."""
+
+    def memmap(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *, num_threads: int = 0,
+               return_early: bool = False, share_non_tensor: bool = False, existsok: bool = True,
+               robust_key: bool | None = True, allow_pickle: bool = False, **kwargs: Any) -> Any:
+        """A memory-mapped copy: saved to the folder ``prefix`` (or in shared memory without one), locked.
+
+        Saving is atomic (written aside, then renamed into place). Non-tensor leaves are stored as JSON;
+        other Python objects need ``allow_pickle=True``.
+
+        Args:
+            prefix: the folder; None maps every leaf in shared memory instead of files.
+            copy_existing: copy leaves already mapped from other files (else that is refused).
+            num_threads: write the leaves on this many threads.
+            return_early: return a :class:`concurrent.futures.Future` of the result at once.
+            share_non_tensor: accepted for tensordict compatibility (non-tensor leaves are copied).
+            existsok: allow replacing an existing folder.
+            robust_key: accepted for compatibility: keys are always percent-encoded into file names.
+            allow_pickle: store non-JSON non-tensor values with pickle.
+            **kwargs: tensordict's ``archive``/``compression``/``atomic`` are accepted and ignored (saves are
+                always atomic, never archived).
+
+        Examples:
+            >>> import tempfile, torch
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": torch.arange(3.0), "n": {"b": torch.ones(3, 2)}}, batch_size=[3])
+            >>> folder = tempfile.mkdtemp() + "/td"
+            >>> m = td.memmap(folder)
+            >>> m.is_locked, m.is_memmap(), TensorDict.load_memmap(folder)["n", "b"].shape
+            (True, True, torch.Size([3, 2]))
+        """
+        def run() -> Any:
+            if prefix is None:
+                out = self.apply(lambda x: MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing))
+                return out.lock_()
+            _check_existing(self, prefix, copy_existing)
+            _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, allow_pickle=allow_pickle)
+            return type(self).load_memmap(prefix, allow_pickle=allow_pickle)
+
+        return _memmap.run_early(run) if return_early else run()
+
+    def memmap_(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *,
+                num_threads: int = 0, return_early: bool = False, share_non_tensor: bool = False,
+                existsok: bool = True, robust_key: bool | None = True, allow_pickle: bool = False,
+                **kwargs: Any) -> Any:
+        """Like :meth:`memmap`, but this TensorDict's leaves become the mapped ones (then it is locked)."""
+        def run() -> Any:
+            mapped = self.memmap(prefix, copy_existing, num_threads=num_threads, existsok=existsok,
+                                 allow_pickle=allow_pickle)
+            self.unlock_()
+            self.update(mapped)
+            if prefix is not None:
+                _remember(self, prefix)
+            return self.lock_()
+
+        return _memmap.run_early(run) if return_early else run()
+
+    def memmap_like(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *,
+                    existsok: bool = True, num_threads: int = 0, return_early: bool = False,
+                    share_non_tensor: bool = False, robust_key: bool | None = True, **kwargs: Any) -> Any:
+        """An empty memory-mapped TensorDict with this one's structure (zero-filled, sparse files).
+
+        Nothing is copied and no page is touched, so a huge ``td.expand(n).memmap_like(folder)`` costs
+        almost no memory.
+        """
+        def run() -> Any:
+            if prefix is None:
+                out = self.apply(lambda x: MemoryMappedTensor.zeros(x.shape, dtype=x.dtype))
+                return out.lock_()
+            _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, like=True)
+            return type(self).load_memmap(prefix)
+
+        return _memmap.run_early(run) if return_early else run()
+
+    @classmethod
+    def load_memmap(cls: Any, prefix: str | Path, device: Any = None, non_blocking: bool = False, *,
+                    out: Any = None, robust_key: bool | None = True, allow_pickle: bool | None = None,
+                    **kwargs: Any) -> Any:
+        """Load a folder written by :meth:`memmap` (or by tensordict): leaves map its files, locked.
+
+        Every file is checked against its metadata first; a truncated or missing file raises naming it.
+        ``device="meta"`` reads the metadata only. Pickled values load only with ``allow_pickle=True``.
+        """
+        td = _memmap.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
+                          robust_key=robust_key is not False)
+        _remember(td, prefix)
+        if out is not None:
+            out.update_(td)
+            return out
+        return td.lock_()
+
+    def load_memmap_(self: Any, prefix: str | Path, robust_key: bool | None = True, *,
+                     allow_pickle: bool | None = None, **kwargs: Any) -> Any:
+        """Copy the values of a saved folder into this TensorDict (same keys and shapes)."""
+        loaded = type(self).load_memmap(prefix, allow_pickle=allow_pickle)
+        return self.update_(loaded)
+
+    def is_memmap(self: Any) -> bool:
+        """True when every tensor leaf is a MemoryMappedTensor."""
+        leaves = list(_stored_leaves(self))
+        return bool(leaves) and all(isinstance(x, MemoryMappedTensor) for x in leaves)
+
+    @property
+    def saved_path(self: Any) -> str | None:
+        """The folder this TensorDict was saved to with ``memmap_`` or loaded from (else None)."""
+        return _SAVED.get(id(self))
+
+    def share_memory_(self: Any) -> Any:
+        """Move every leaf's storage to shared memory (in place); locks the TensorDict."""
+        for leaf in _stored_leaves(self):
+            leaf.share_memory_()  # type: ignore[no-untyped-call]
+        return self.lock_()
+
+    def is_shared(self: Any) -> bool:
+        """True when every tensor leaf lives in shared memory (or is memory-mapped from a file)."""
+        leaves = list(_stored_leaves(self))
+        return bool(leaves) and all(
+            x.is_shared() or isinstance(x, MemoryMappedTensor) for x in leaves  # type: ignore[no-untyped-call]
+        )
+
+    def pin_memory(self: Any, num_threads: int | None = None, inplace: bool = False) -> Any:
+        """Page-locked copies of the leaves (needs an accelerator build of torch)."""
+        out = self._map(lambda x: x.pin_memory(), "pinning memory")
+        return self._replace_with(out) if inplace else out
+
+
+def _check_existing(td: Any, prefix: str | Path, copy_existing: bool) -> None:
+    """Refuse to copy leaves already mapped from other files unless ``copy_existing``."""
+    if copy_existing:
+        return
+    target = str(Path(prefix).absolute())
+    for leaf in _stored_leaves(td):
+        name = getattr(leaf, "_filename", None)
+        if name is not None and not name.startswith(target + "/"):
+            raise RuntimeError(
+                f"a leaf is already memory-mapped from {name}; pass copy_existing=True to copy it into {target}"
+            )
+
+
+def install(cls: type) -> None:
+    """Attach the persistence methods (and tensordict's aliases) to ``cls``."""
+    for name, value in vars(_Persistence).items():
+        if not name.startswith("__"):
+            setattr(cls, name, value)
+    methods = vars(_Persistence)
+    for alias, name in (("save", "memmap"), ("dumps", "memmap"), ("load", "load_memmap")):
+        setattr(cls, alias, methods[name])
+
+
+# ---------------------------------------------------------------------------------------------- functions
+def memmap(data: Any, prefix: str | Path | None = None, copy_existing: bool = False, **kwargs: Any) -> Any:
+    """``data.memmap(prefix, ...)`` as a function."""
+    return data.memmap(prefix, copy_existing, **kwargs)
+
+
+def save(data: Any, prefix: str | Path | None = None, copy_existing: bool = False, **kwargs: Any) -> Any:
+    """``data.save(prefix, ...)`` as a function (an alias of :func:`memmap`)."""
+    return data.memmap(prefix, copy_existing, **kwargs)
+
+
+def load_memmap(prefix: str | Path, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+    """Load a saved folder; its metadata decides the type (TensorDict, lazy stack, ...)."""
+    from .._td import TensorDict  # the in-memory backend imports the base, which installs this module
+
+    return TensorDict.load_memmap(prefix, device, non_blocking, **kwargs)
+
+
+load = load_memmap
+_ = Future

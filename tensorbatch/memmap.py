@@ -1,0 +1,211 @@
+"""MemoryMappedTensor: a tensor whose storage is a file mapped into memory.
+
+Reads and writes go to the page cache of the file, so several processes mapping the same file see
+each other's writes. Pickling sends the file name and the view (offset, shape, strides), never the
+data: the receiving process maps the same file. Indexing keeps the type (a view of the same file);
+other operations return plain tensors.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["MemoryMappedTensor"]
+
+
+def _nbytes(shape: torch.Size, dtype: torch.dtype) -> int:
+    return shape.numel() * torch.empty((), dtype=dtype).element_size()
+
+
+def _map(filename: str, dtype: torch.dtype, numel: int) -> torch.Tensor:
+    """A flat tensor over the first ``numel`` elements of ``filename`` (shared: writes reach the file)."""
+    if numel == 0:
+        return torch.empty(0, dtype=dtype)
+    return torch.from_file(filename, shared=True, size=numel, dtype=dtype)
+
+
+def _create(filename: str, nbytes: int, existsok: bool) -> None:
+    if not existsok and os.path.exists(filename):
+        raise RuntimeError(f"the file {filename} already exists (pass existsok=True to overwrite it)")
+    Path(filename).parent.mkdir(parents=True, exist_ok=True)
+    with open(filename, "wb") as f:
+        f.truncate(nbytes)
+
+
+class MemoryMappedTensor(torch.Tensor):
+    """A ``torch.Tensor`` backed by a memory-mapped file (or by shared memory when it has no file).
+
+    Build one with :meth:`from_tensor`, :meth:`from_filename`, :meth:`empty`, :meth:`zeros`,
+    :meth:`ones`, :meth:`full` or :meth:`from_storage`.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from tensorbatch.memmap import MemoryMappedTensor
+        >>> path = tempfile.mkdtemp() + "/x.memmap"
+        >>> m = MemoryMappedTensor.from_tensor(torch.arange(4.0), filename=path)
+        >>> m.filename == path, m[1:].tolist()
+        (True, [1.0, 2.0, 3.0])
+        >>> type(m + 1).__name__
+        'Tensor'
+    """
+
+    _filename: str | None
+
+    @staticmethod
+    def _wrap(tensor: torch.Tensor, filename: str | None) -> MemoryMappedTensor:
+        out = tensor.as_subclass(MemoryMappedTensor)
+        out._filename = filename
+        return out
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*args, **(kwargs or {}))
+        if func is torch.Tensor.__getitem__ and isinstance(out, torch.Tensor):  # views keep the file
+            return MemoryMappedTensor._wrap(out, getattr(args[0], "_filename", None))
+        return out
+
+    @property
+    def filename(self) -> str:
+        """The mapped file (RuntimeError for a shared-memory tensor without a file)."""
+        name: str | None = getattr(self, "_filename", None)
+        if name is None:
+            raise RuntimeError("this MemoryMappedTensor has no file (it lives in shared memory)")
+        return name
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_tensor(cls, input: torch.Tensor, *, filename: str | Path | None = None, existsok: bool = False,
+                    copy_existing: bool = False, copy_data: bool = True,
+                    shape: torch.Size | None = None) -> MemoryMappedTensor:
+        """A memory-mapped copy of ``input`` (in ``filename``, or in shared memory without one).
+
+        Args:
+            input: the tensor to copy (must be on the CPU or movable there).
+            filename: where to write; None keeps the data in shared memory.
+            existsok: allow overwriting an existing file.
+            copy_existing: when ``input`` is already a MemoryMappedTensor of another file, copy it anyway
+                (otherwise that is refused, as silently duplicating a big file is rarely intended).
+            copy_data: False allocates the file without copying the values.
+            shape: the shape to allocate (defaults to ``input.shape``).
+        """
+        shape = torch.Size(input.shape if shape is None else shape)
+        if isinstance(input, MemoryMappedTensor) and getattr(input, "_filename", None) is not None:
+            if filename is not None and str(filename) == input._filename:
+                return input
+            if filename is not None and not copy_existing:
+                raise RuntimeError(
+                    f"the tensor is already mapped from {input._filename}; pass copy_existing=True to copy it "
+                    f"to {filename}"
+                )
+        if filename is None:
+            out = torch.empty(shape, dtype=input.dtype).share_memory_()  # type: ignore[no-untyped-call]
+            if copy_data:
+                out.copy_(input)
+            return cls._wrap(out, None)
+        name = str(filename)
+        _create(name, _nbytes(shape, input.dtype), existsok)
+        out = _map(name, input.dtype, shape.numel()).view(shape)
+        if copy_data:
+            with torch._C.DisableTorchFunctionSubclass():
+                out.copy_(input)
+        return cls._wrap(out, name)
+
+    @classmethod
+    def from_filename(cls, filename: str | Path, dtype: torch.dtype, shape: Any,
+                      index: Any = None, mode: str | None = None) -> MemoryMappedTensor:
+        """Map an existing file holding ``shape`` elements of ``dtype`` (checks the file size first).
+
+        Raises:
+            RuntimeError: when the file is shorter or longer than ``shape`` and ``dtype`` need.
+        """
+        name = str(filename)
+        shape = torch.Size(shape)
+        expected = _nbytes(shape, dtype)
+        actual = os.path.getsize(name)
+        if actual != expected:
+            raise RuntimeError(
+                f"the file {name} holds {actual} bytes but shape {list(shape)} of {dtype} needs {expected}: "
+                "it is truncated or does not belong to this tensor"
+            )
+        out = cls._wrap(_map(name, dtype, shape.numel()).view(shape), name)
+        return out if index is None else out[index]  # type: ignore[return-value]  # views keep the type
+
+    @classmethod
+    def _filled(cls, args: Any, kwargs: dict[str, Any], fill: Any) -> MemoryMappedTensor:
+        shape = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
+        dtype = kwargs.pop("dtype", None) or torch.get_default_dtype()
+        filename = kwargs.pop("filename", None)
+        existsok = kwargs.pop("existsok", False)
+        if kwargs:
+            raise TypeError(f"unexpected arguments {sorted(kwargs)}")
+        proto = torch.empty(0, dtype=dtype)
+        out = cls.from_tensor(proto, filename=filename, existsok=existsok, copy_data=False,
+                              shape=torch.Size(shape))
+        if fill is not None:
+            with torch._C.DisableTorchFunctionSubclass():
+                out.fill_(fill)
+        return out
+
+    @classmethod
+    def empty(cls, *args: Any, **kwargs: Any) -> MemoryMappedTensor:
+        """An uninitialised tensor of the given shape (``dtype=``, ``filename=``, ``existsok=``)."""
+        return cls._filled(args, kwargs, None)
+
+    @classmethod
+    def zeros(cls, *args: Any, **kwargs: Any) -> MemoryMappedTensor:
+        """A tensor of zeros (a new file is already zero-filled)."""
+        return cls._filled(args, kwargs, None if kwargs.get("filename") else 0)
+
+    @classmethod
+    def ones(cls, *args: Any, **kwargs: Any) -> MemoryMappedTensor:
+        """A tensor of ones."""
+        return cls._filled(args, kwargs, 1)
+
+    @classmethod
+    def full(cls, *args: Any, fill_value: Any = None, **kwargs: Any) -> MemoryMappedTensor:
+        """A tensor filled with ``fill_value`` (``full(shape, value)`` or ``full(shape, fill_value=value)``)."""
+        if fill_value is None:
+            *args, fill_value = args  # type: ignore[assignment]
+        return cls._filled(tuple(args), kwargs, fill_value)
+
+    @classmethod
+    def from_storage(cls, storage: Any, *, shape: torch.Size | None = None, dtype: torch.dtype | None = None,
+                     device: Any = None, index: Any = None, filename: str | Path | None = None,
+                     handler: Any = None) -> MemoryMappedTensor:
+        """A tensor over an existing (file-backed or shared) storage."""
+        dtype = dtype or torch.uint8
+        tensor = torch.empty(0, dtype=dtype).set_(storage.untyped_storage() if hasattr(storage, "untyped_storage")
+                                                  else storage)
+        if shape is not None:
+            tensor = tensor.view(shape)
+        name = str(filename) if filename is not None else getattr(tensor.untyped_storage(), "filename", None)
+        out = cls._wrap(tensor, name)
+        return out if index is None else out[index]  # type: ignore[return-value]  # views keep the type
+
+    # ------------------------------------------------------------------ pickling: the file, not the data
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        name = getattr(self, "_filename", None)
+        if name is None:
+            return (_rebuild_shared, (self.as_subclass(torch.Tensor),))
+        file_numel = os.path.getsize(name) // self.element_size()
+        return (_rebuild_file, (name, self.dtype, file_numel, self.storage_offset(), tuple(self.shape),
+                                self.stride()))
+
+    def __repr__(self, *, tensor_contents: Any = None) -> Any:  # type: ignore[override]
+        inner = repr(self.as_subclass(torch.Tensor))
+        return f"MemoryMappedTensor({inner}, filename={getattr(self, '_filename', None)!r})"
+
+
+def _rebuild_file(filename: str, dtype: torch.dtype, file_numel: int, offset: int, shape: tuple[int, ...],
+                  stride: tuple[int, ...]) -> MemoryMappedTensor:
+    flat = _map(filename, dtype, file_numel)
+    return MemoryMappedTensor._wrap(flat.as_strided(shape, stride, offset), filename)
+
+
+def _rebuild_shared(tensor: torch.Tensor) -> MemoryMappedTensor:
+    return MemoryMappedTensor._wrap(tensor, None)
