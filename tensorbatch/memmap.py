@@ -66,7 +66,9 @@ class MemoryMappedTensor(torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
             out = func(*args, **(kwargs or {}))
         if func is torch.Tensor.__getitem__ and isinstance(out, torch.Tensor):  # views keep the file
-            return MemoryMappedTensor._wrap(out, getattr(args[0], "_filename", None))
+            source = args[0]
+            if out.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
+                return MemoryMappedTensor._wrap(out, getattr(source, "_filename", None))
         return out
 
     @property

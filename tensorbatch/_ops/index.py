@@ -135,6 +135,17 @@ def _result_size(td: Any, idx: tuple[Any, ...], leaves: list[Any], out: list[Any
     return torch.zeros((), device=device).expand(td.batch_size)[idx].shape
 
 
+def _take_rows(td: Any, idx: torch.Tensor, leaves: list[Any], names: Any) -> Any:
+    """``td[long_tensor]`` for many rows: ``index_select`` is several times faster than advanced indexing."""
+    n = td.batch_size[0]
+    lo, hi = (int(v) for v in torch.aminmax(idx))
+    if lo < -n or hi >= n:
+        raise IndexError(f"index {hi if hi >= n else lo} is out of bounds for dimension 0 with size {n}")
+    rows = idx if lo >= 0 else torch.where(idx < 0, idx + n, idx)
+    out = [leaf.index_select(0, rows) for leaf in leaves]
+    return from_leaves(td, out, batch_size=_Size((len(idx), *td.batch_size[1:])), names=names, follow=True)
+
+
 def getitem(td: Any, index: Any) -> Any:
     """``td[index]`` for any torch index on the batch dims (``td[...]`` and ``td[()]`` return ``td``)."""
     if index is Ellipsis or (type(index) is tuple and (not index or index == (Ellipsis,))):
@@ -145,6 +156,9 @@ def getitem(td: Any, index: Any) -> Any:
         return map_leaves(td, lambda x: x[leaf_idx], what="indexing", batch_size=new_bs,
                           names=names, follow=True)
     leaves = flat_leaves(td, follow=True)
+    if type(leaf_idx) is _Tensor and leaf_idx.ndim == 1 and leaf_idx.numel() >= 256 and (
+            leaf_idx.dtype == torch.int64 or leaf_idx.dtype == torch.int32):
+        return _take_rows(td, leaf_idx, leaves, names)
     try:
         out = [leaf[leaf_idx] for leaf in leaves]
     except Exception:
