@@ -6,6 +6,7 @@ Cases (medians of interleaved repeats; ratios printed, tb/raw as bandwidth or ti
 - write:  ``td.memmap(folder)`` of ~MB of float32 leaves vs writing the same bytes with numpy.memmap
 - load:   ``TensorDict.load_memmap(folder)`` (maps the files) vs numpy.memmap opening them
 - gather: reading 1e5 random rows of a loaded memmapped TensorDict vs numpy.memmap fancy indexing
+- consolidate: ``td.consolidate()`` vs ``torch.cat`` of the leaves' bytes
 - like:   ``td.expand(1_000_000).memmap_like(folder)`` with 3x32x32 uint8 leaves: peak RSS growth (MB)
 """
 
@@ -84,7 +85,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="tb-bench-"))
     libs = {"tb": tensorbatch, "td": tensordict} if tensordict is not None else {"tb": tensorbatch}
     tds = {name: lib.TensorDict(dict(data), batch_size=[len(data["obs"])]) for name, lib in libs.items()}
-    rows: dict[str, dict[str, float]] = {"write": {}, "load": {}, "gather": {}}
+    rows: dict[str, dict[str, float]] = {"write": {}, "load": {}, "gather": {}, "consolidate": {}}
     try:
         for name in ["raw", *libs]:  # write: interleaved by repeat
             folder = root / f"w-{name}"
@@ -108,6 +109,11 @@ def main() -> None:
         for name, lib in libs.items():
             loaded = lib.TensorDict.load_memmap(root / f"w-{name}")
             rows["gather"][name] = _median(lambda t=loaded: t[idx], args.repeats)
+        leaves = list(data.values())
+        rows["consolidate"]["raw"] = _median(lambda: torch.cat([v.reshape(-1).view(torch.uint8) for v in leaves]),
+                                             args.repeats)
+        for name in libs:
+            rows["consolidate"][name] = _median(lambda n=name: tds[n].consolidate(), args.repeats)
         _report(rows, nbytes)
         _report_like(root)
     finally:

@@ -336,6 +336,11 @@ class TensorDict(TensorDictBase):
         self._is_locked = state["locked"]
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        from ._io.methods import reduce_consolidated  # imported by the base after this module
+
+        consolidated = reduce_consolidated(self)  # one buffer instead of one tensor per leaf
+        if consolidated is not None:
+            return consolidated
         return (object.__new__, (type(self),), self.__getstate__())
 
 

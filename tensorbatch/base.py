@@ -868,6 +868,10 @@ class TensorDictBase(abc.ABC):
         if kwargs:
             raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
         result: TensorDictBase = self
+        if device is not None and dtype is None and batch_size is None:  # a consolidated one moves one buffer
+            moved = _persistence.consolidated_to(self, _as_device(device), non_blocking)
+            if moved is not None:
+                return moved  # type: ignore[no-any-return]
         if device is not None:
             device = _as_device(device)
             result = result._map(lambda x: x.to(device, non_blocking=non_blocking), "moving to device",

@@ -13,6 +13,7 @@ import torch
 from .._lazy import LazyStackedTensorDict
 from .._ops.traverse import is_td
 from ..memmap import MemoryMappedTensor
+from . import consolidate as _consolidate
 from . import memmap as _memmap
 
 _SAVED: dict[int, str] = {}  # id(td) -> the folder it was saved to or loaded from (see saved_path)
@@ -159,6 +160,42 @@ class _Persistence:
             x.is_shared() or isinstance(x, MemoryMappedTensor) for x in leaves  # type: ignore[no-untyped-call]
         )
 
+    def consolidate(self: Any, filename: str | Path | None = None, *, num_threads: int = 0, device: Any = None,
+                    non_blocking: bool = False, inplace: bool = False, return_early: bool = False,
+                    use_buffer: bool = False, share_memory: bool = False, pin_memory: bool = False,
+                    metadata: bool = False) -> Any:
+        """A copy whose tensor leaves are views into one contiguous byte buffer (in a file if given).
+
+        Moving (``to(device)``), pickling or sending a consolidated TensorDict to another process moves
+        that one buffer. Operations return ordinary TensorDicts.
+
+        Examples:
+            >>> import torch
+            >>> from tensorbatch import TensorDict
+            >>> c = TensorDict({"a": torch.zeros(3), "n": {"b": torch.ones(3, 2)}}, batch_size=[3]).consolidate()
+            >>> c.is_consolidated(), c["a"].untyped_storage().data_ptr() == c["n", "b"].untyped_storage().data_ptr()
+            (True, True)
+        """
+        def run() -> Any:
+            out = _consolidate.consolidate(self, filename, device=device, non_blocking=non_blocking,
+                                           share_memory=share_memory, pin_memory=pin_memory)
+            if inplace:
+                self._replace_with(out)
+                buffer, layout = _consolidate.state(out)  # type: ignore[misc]
+                return _consolidate._remember(self, buffer, layout)
+            return out
+
+        return _memmap.run_early(run) if return_early else run()
+
+    def is_consolidated(self: Any) -> bool:
+        """True for the result of :meth:`consolidate` (not for TensorDicts derived from it)."""
+        return _consolidate.state(self) is not None
+
+    @classmethod
+    def from_consolidated(cls: Any, filename: str | Path) -> Any:
+        """Map a file written by ``consolidate(filename)`` back (leaves are views of the mapped file)."""
+        return _consolidate.from_consolidated(cls._dense_cls, filename)
+
     def pin_memory(self: Any, num_threads: int | None = None, inplace: bool = False) -> Any:
         """Page-locked copies of the leaves (needs an accelerator build of torch)."""
         out = self._map(lambda x: x.pin_memory(), "pinning memory")
@@ -176,6 +213,25 @@ def _check_existing(td: Any, prefix: str | Path, copy_existing: bool) -> None:
             raise RuntimeError(
                 f"a leaf is already memory-mapped from {name}; pass copy_existing=True to copy it into {target}"
             )
+
+
+def consolidated_to(td: Any, device: Any, non_blocking: bool) -> Any:
+    """``to(device)`` of a consolidated TensorDict: one buffer moves (None when ``td`` is not consolidated)."""
+    found = _consolidate.state(td)
+    if found is None:
+        return None
+    buffer, layout = found
+    moved = buffer.to(device, non_blocking=non_blocking)
+    return _consolidate.restore(td._dense_cls, moved, {**layout, "device": str(device)})
+
+
+def reduce_consolidated(td: Any) -> Any:
+    """Pickling a consolidated TensorDict: its one buffer and its layout (None when not consolidated)."""
+    found = _consolidate.state(td)
+    if found is None:
+        return None
+    buffer, layout = found
+    return (_consolidate.restore, (td._dense_cls, buffer, layout))
 
 
 def install(cls: type) -> None:

@@ -1,0 +1,150 @@
+"""Consolidation: every tensor leaf of a TensorDict packed into one contiguous byte buffer.
+
+The leaves of a consolidated TensorDict are views into that buffer, so moving it to a device, pickling
+it or sending it to another process moves one buffer instead of one tensor per leaf. The layout (a
+tree of ``(offset, dtype, shape)`` entries and the non-tensor values) travels with it. With a file
+name the buffer is a memory-mapped file, followed by the JSON layout and an 8-byte length footer, so
+:func:`from_consolidated` can map it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import weakref
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .._lazy import LazyStackedTensorDict
+from .._nontensor import is_non_tensor, value_of
+from .._ops.traverse import is_td
+from ..memmap import MemoryMappedTensor
+
+_ALIGN = 8
+_STATE: dict[int, tuple[torch.Tensor, dict[str, Any]]] = {}  # id(td) -> (buffer, layout)
+_DTYPES = {str(d): d for d in (
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
+)}
+
+
+def _plan(td: Any, offset: int, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any], int]:
+    """The layout of ``td`` starting at byte ``offset``; ``jobs`` collects (leaf, offset) copies."""
+    if isinstance(td, LazyStackedTensorDict):
+        raise NotImplementedError("consolidate() of a lazy stack: call to_tensordict() first")
+    entries: dict[str, Any] = {}
+    for key, value in td._items_str():
+        if isinstance(value, torch.Tensor):
+            nbytes = value.numel() * value.element_size()
+            entries[key] = {"offset": offset, "dtype": str(value.dtype), "shape": list(value.shape)}
+            jobs.append((value, offset))
+            offset += -(-nbytes // _ALIGN) * _ALIGN
+        elif is_non_tensor(value):
+            entries[key] = {"non_tensor": value_of(value), "stack": type(value).__name__ == "NonTensorStack"}
+        elif is_td(value):
+            entries[key], offset = _plan(value, offset, jobs)
+        else:
+            raise TypeError(f"cannot consolidate a {type(value).__name__} at key {key!r}")
+    return {"batch_size": list(td.batch_size), "device": None if td.device is None else str(td.device),
+            "entries": entries}, offset
+
+
+def _view(buffer: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
+    dtype = _DTYPES[entry["dtype"]]
+    shape = torch.Size(entry["shape"])
+    start = entry["offset"]
+    nbytes = shape.numel() * torch.empty((), dtype=dtype).element_size()
+    return buffer[start:start + nbytes].view(dtype).view(shape)
+
+
+def _rebuild(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], device: Any = None) -> Any:
+    from .._nontensor import NonTensorData, NonTensorStack
+
+    out: dict[str, Any] = {}
+    for key, entry in layout["entries"].items():
+        if "entries" in entry:
+            out[key] = _rebuild(dense_cls, buffer, entry, device)
+        elif "non_tensor" in entry:
+            value = entry["non_tensor"]
+            out[key] = NonTensorStack.from_list(value) if entry["stack"] else NonTensorData(value)
+        else:
+            out[key] = _view(buffer, entry)
+    dev = device if device is not None else layout["device"]
+    return dense_cls(out, batch_size=layout["batch_size"], device=dev)
+
+
+def _remember(td: Any, buffer: torch.Tensor, layout: dict[str, Any]) -> Any:
+    key = id(td)
+    _STATE[key] = (buffer, layout)
+    weakref.finalize(td, _STATE.pop, key, None)
+    return td
+
+
+def consolidate(td: Any, filename: str | Path | None = None, *, device: Any = None, non_blocking: bool = False,
+                share_memory: bool = False, pin_memory: bool = False) -> Any:
+    """A copy of ``td`` whose tensor leaves are views into one byte buffer (see the module docstring)."""
+    jobs: list[tuple[torch.Tensor, int]] = []
+    layout, total = _plan(td, 0, jobs)
+    if filename is not None:
+        buffer: torch.Tensor = MemoryMappedTensor.empty(total, dtype=torch.uint8, filename=filename, existsok=True)
+        buffer = buffer.as_subclass(torch.Tensor)
+    else:
+        buffer = torch.empty(total, dtype=torch.uint8)
+        if share_memory:
+            buffer.share_memory_()  # type: ignore[no-untyped-call]
+        elif pin_memory:
+            buffer = buffer.pin_memory()
+    for leaf, offset in jobs:
+        nbytes = leaf.numel() * leaf.element_size()
+        target = buffer[offset:offset + nbytes].view(leaf.dtype).view(leaf.shape)
+        target.copy_(leaf.detach().as_subclass(torch.Tensor), non_blocking=non_blocking)
+    if filename is not None:
+        _append_layout(Path(filename), total, layout)
+    if device is not None:
+        buffer = buffer.to(device, non_blocking=non_blocking)
+    out = _rebuild(td._dense_cls, buffer, layout, device)
+    return _remember(out, buffer, layout)
+
+
+def _append_layout(file: Path, total: int, layout: dict[str, Any]) -> None:
+    raw = json.dumps(layout).encode()
+    with open(file, "r+b") as f:
+        f.seek(total)
+        f.write(raw)
+        f.write(struct.pack("<Q", len(raw)))
+
+
+def from_consolidated(dense_cls: Any, filename: str | Path) -> Any:
+    """Map a file written by ``consolidate(filename)`` back into a consolidated TensorDict."""
+    file = Path(filename)
+    size = os.path.getsize(file)
+    with open(file, "rb") as f:
+        if size < 8:
+            raise RuntimeError(f"{file} is too short to be a consolidated TensorDict")
+        f.seek(size - 8)
+        (length,) = struct.unpack("<Q", f.read(8))
+        if length > size - 8:
+            raise RuntimeError(f"{file}: corrupted layout footer")
+        f.seek(size - 8 - length)
+        layout = json.loads(f.read(length))
+    total = size - 8 - length
+    buffer = MemoryMappedTensor.from_tensor(torch.empty(0, dtype=torch.uint8), copy_data=False,
+                                            shape=torch.Size([0])) if total == 0 else None
+    if buffer is None:
+        flat = torch.from_file(str(file), shared=True, size=total, dtype=torch.uint8)
+        buffer = MemoryMappedTensor._wrap(flat, str(file))
+    plain = buffer.as_subclass(torch.Tensor)
+    return _remember(_rebuild(dense_cls, plain, layout), plain, layout)
+
+
+def state(td: Any) -> tuple[torch.Tensor, dict[str, Any]] | None:
+    """``(buffer, layout)`` of a consolidated TensorDict, else None."""
+    return _STATE.get(id(td))
+
+
+def restore(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any]) -> Any:
+    """Rebuild a consolidated TensorDict from its buffer and layout (unpickling, device moves)."""
+    return _remember(_rebuild(dense_cls, buffer, layout), buffer, layout)
