@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from torch import Tensor as _Tensor
 
-from tensorbatch._keys import NestedKey
+from tensorbatch._io.methods import NestedKey
+from tensorbatch.memmap import MemoryMappedTensor
 
 class TensorDictBase(abc.ABC):
     def __abs__(self) -> TensorDictBase: ...
@@ -490,6 +491,66 @@ class TensorDictBase(abc.ABC):
     def logical_xor_(self, other: Any, *, alpha: Any = ...) -> Self: ...
     def long(self) -> TensorDictBase: ...
     def lt(self, other: Any, *, alpha: Any = ..., default: Any = ...) -> TensorDictBase: ...
+    def make_memmap(
+        self,
+        key: NestedKey,
+        shape: Any,
+        *,
+        dtype: torch.dtype | None = ...,
+        robust_key: builtins.bool | None = ...,
+    ) -> MemoryMappedTensor: ...
+    def make_memmap_from_storage(
+        self,
+        key: NestedKey,
+        storage: Any,
+        shape: Any,
+        *,
+        dtype: torch.dtype | None = ...,
+        robust_key: builtins.bool | None = ...,
+    ) -> Any: ...
+    def make_memmap_from_tensor(
+        self,
+        key: NestedKey,
+        tensor: torch.Tensor,
+        *,
+        copy_data: builtins.bool = ...,
+        existsok: builtins.bool = ...,
+        robust_key: builtins.bool | None = ...,
+    ) -> MemoryMappedTensor: ...
+    def map(
+        self,
+        fn: Any,
+        dim: builtins.int = ...,
+        num_workers: builtins.int | None = ...,
+        *,
+        out: Any = ...,
+        chunksize: builtins.int | None = ...,
+        num_chunks: builtins.int | None = ...,
+        pool: Any = ...,
+        generator: torch.Generator | None = ...,
+        max_tasks_per_child: builtins.int | None = ...,
+        worker_threads: builtins.int = ...,
+        index_with_generator: builtins.bool = ...,
+        pbar: builtins.bool = ...,
+        mp_start_method: str | None = ...,
+    ) -> Any: ...
+    def map_iter(
+        self,
+        fn: Any,
+        dim: builtins.int = ...,
+        num_workers: builtins.int | None = ...,
+        *,
+        shuffle: builtins.bool = ...,
+        chunksize: builtins.int | None = ...,
+        num_chunks: builtins.int | None = ...,
+        pool: Any = ...,
+        generator: torch.Generator | None = ...,
+        max_tasks_per_child: builtins.int | None = ...,
+        worker_threads: builtins.int = ...,
+        index_with_generator: builtins.bool = ...,
+        pbar: builtins.bool = ...,
+        mp_start_method: str | None = ...,
+    ) -> Iterator[Any]: ...
     def masked_fill(td, mask: _Tensor, value: Any) -> Any: ...
     def masked_fill_(td, mask: _Tensor, value: Any) -> Any: ...
     def masked_select(td, mask: _Tensor) -> Any: ...
@@ -549,6 +610,7 @@ class TensorDictBase(abc.ABC):
         robust_key: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
+    def memmap_refresh_(self, *, allow_pickle: builtins.bool | None = ...) -> Any: ...
     def min(
         self,
         dim: Any = ...,

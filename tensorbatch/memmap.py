@@ -65,10 +65,13 @@ class MemoryMappedTensor(torch.Tensor):
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         with torch._C.DisableTorchFunctionSubclass():
             out = func(*args, **(kwargs or {}))
-        if func is torch.Tensor.__getitem__ and isinstance(out, torch.Tensor):  # views keep the file
-            source = args[0]
-            if out.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
-                return MemoryMappedTensor._wrap(out, getattr(source, "_filename", None))
+        source = args[0] if args and isinstance(args[0], MemoryMappedTensor) else None
+        if source is None:
+            return out
+        if isinstance(out, torch.Tensor):
+            return _keep_if_view(out, source)
+        if isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out):
+            return type(out)(_keep_if_view(o, source) for o in out)  # split, unbind, chunk: views
         return out
 
     @property
@@ -201,6 +204,13 @@ class MemoryMappedTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents: Any = None) -> Any:  # type: ignore[override]
         inner = repr(self.as_subclass(torch.Tensor))
         return f"MemoryMappedTensor({inner}, filename={getattr(self, '_filename', None)!r})"
+
+
+def _keep_if_view(out: torch.Tensor, source: MemoryMappedTensor) -> torch.Tensor:
+    """Views of the mapped file stay MemoryMappedTensors (they pickle as the file); copies become plain."""
+    if out.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
+        return MemoryMappedTensor._wrap(out.as_subclass(torch.Tensor), getattr(source, "_filename", None))
+    return out.as_subclass(torch.Tensor) if isinstance(out, MemoryMappedTensor) else out
 
 
 def _rebuild_file(filename: str, dtype: torch.dtype, file_numel: int, offset: int, shape: tuple[int, ...],

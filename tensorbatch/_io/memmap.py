@@ -146,6 +146,13 @@ def _write_json(file: Path, meta: dict[str, Any]) -> None:
     file.write_text(json.dumps(meta))
 
 
+def add_to_meta(folder: Path, key: str, tensor: torch.Tensor) -> None:
+    """Record a leaf created in an existing save (``make_memmap``) in its node's meta.json."""
+    meta = _read_json(folder / META)
+    meta[key] = {"device": "cpu", "shape": list(tensor.shape), "dtype": str(tensor.dtype), "is_nested": False}
+    _write_json(folder / META, meta)
+
+
 def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int = 0, allow_pickle: bool = False,
          like: bool = False) -> Path:
     """Write ``td`` into the folder ``prefix``, atomically (a temporary sibling renamed into place).

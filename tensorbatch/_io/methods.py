@@ -10,11 +10,14 @@ from typing import Any
 
 import torch
 
+from .._keys import NestedKey as NestedKey
+from .._keys import unravel_key_to_tuple
 from .._lazy import LazyStackedTensorDict
 from .._ops.traverse import is_td
 from ..memmap import MemoryMappedTensor
 from . import consolidate as _consolidate
 from . import memmap as _memmap
+from . import parallel as _parallel
 
 _SAVED: dict[int, str] = {}  # id(td) -> the folder it was saved to or loaded from (see saved_path)
 
@@ -187,6 +190,78 @@ class _Persistence:
 
         return _memmap.run_early(run) if return_early else run()
 
+    def map(self: Any, fn: Any, dim: int = 0, num_workers: int | None = None, *, out: Any = None,
+            chunksize: int | None = None, num_chunks: int | None = None, pool: Any = None,
+            generator: torch.Generator | None = None, max_tasks_per_child: int | None = None,
+            worker_threads: int = 1, index_with_generator: bool = False, pbar: bool = False,
+            mp_start_method: str | None = None) -> Any:
+        """Apply ``fn`` to chunks along ``dim`` in a pool of processes and join the results.
+
+        The results are concatenated along ``dim`` (stacked when ``chunksize=0``).
+
+        Chunks of a memory-mapped or shared TensorDict reach the workers as file names or shared handles (no
+        copy); an ``out`` that is memory-mapped or shared is written by the workers directly, so results
+        larger than memory can be produced. ``fn`` must be picklable (a module-level function).
+
+        Args:
+            fn: called on each chunk; returns a TensorDict, a tensor or None.
+            dim: the batch dim to split.
+            num_workers: pool size (default: one per CPU); ignored with ``pool``.
+            out: where to write the joined result.
+            chunksize: chunk length along ``dim`` (0: one element at a time); exclusive with ``num_chunks``.
+            num_chunks: how many chunks (default: one per worker).
+            pool: an existing ``multiprocessing`` pool to use.
+            generator: accepted for tensordict compatibility.
+            max_tasks_per_child: recycle workers after this many chunks.
+            worker_threads: torch threads in each worker.
+            index_with_generator: accepted for tensordict compatibility.
+            pbar: show a tqdm progress bar (needs tqdm).
+            mp_start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"`` (default: torch's default).
+        """
+        return _parallel.map_chunks(self, fn, dim, num_workers, out=out, chunksize=chunksize,
+                                    num_chunks=num_chunks, pool=pool, max_tasks_per_child=max_tasks_per_child,
+                                    worker_threads=worker_threads, pbar=pbar, mp_start_method=mp_start_method)
+
+    def map_iter(self: Any, fn: Any, dim: int = 0, num_workers: int | None = None, *, shuffle: bool = False,
+                 chunksize: int | None = None, num_chunks: int | None = None, pool: Any = None,
+                 generator: torch.Generator | None = None, max_tasks_per_child: int | None = None,
+                 worker_threads: int = 1, index_with_generator: bool = True, pbar: bool = False,
+                 mp_start_method: str | None = None) -> Iterator[Any]:
+        """Like :meth:`map`, but yield each chunk's result as it arrives (``shuffle`` randomises chunk order)."""
+        return _parallel.map_iter_chunks(self, fn, dim, num_workers, shuffle=shuffle, chunksize=chunksize,
+                                         num_chunks=num_chunks, pool=pool, generator=generator,
+                                         max_tasks_per_child=max_tasks_per_child, worker_threads=worker_threads,
+                                         pbar=pbar, mp_start_method=mp_start_method)
+
+    def make_memmap(self: Any, key: NestedKey, shape: Any, *, dtype: torch.dtype | None = None,
+                    robust_key: bool | None = True) -> MemoryMappedTensor:
+        """Create an empty memory-mapped leaf at ``key`` (a file in :attr:`saved_path`, else shared memory)."""
+        proto = torch.empty(0, dtype=dtype or torch.get_default_dtype())
+        return _new_leaf(self, key, proto, torch.Size(shape), copy_data=False, existsok=True)
+
+    def make_memmap_from_tensor(self: Any, key: NestedKey, tensor: torch.Tensor, *, copy_data: bool = True,
+                                existsok: bool = True, robust_key: bool | None = True) -> MemoryMappedTensor:
+        """Create a memory-mapped leaf at ``key`` holding a copy of ``tensor`` (or its shape only)."""
+        return _new_leaf(self, key, tensor, tensor.shape, copy_data=copy_data, existsok=existsok)
+
+    def make_memmap_from_storage(self: Any, key: NestedKey, storage: Any, shape: Any, *,
+                                 dtype: torch.dtype | None = None, robust_key: bool | None = True) -> Any:
+        """Put a MemoryMappedTensor over an existing storage at ``key``."""
+        leaf = MemoryMappedTensor.from_storage(storage, shape=torch.Size(shape), dtype=dtype)
+        _set_ignoring_lock(self, key, leaf)
+        return leaf
+
+    def memmap_refresh_(self: Any, *, allow_pickle: bool | None = None) -> Any:
+        """Re-read :attr:`saved_path` (keys or values another process added there) into this TensorDict."""
+        path = self.saved_path
+        if path is None:
+            raise RuntimeError("memmap_refresh_ needs a TensorDict saved with memmap_ or loaded with load_memmap")
+        loaded = type(self).load_memmap(path, allow_pickle=allow_pickle)
+        locked = self.is_locked
+        self.unlock_()
+        self.update(loaded)
+        return self.lock_() if locked else self
+
     def is_consolidated(self: Any) -> bool:
         """True for the result of :meth:`consolidate` (not for TensorDicts derived from it)."""
         return _consolidate.state(self) is not None
@@ -200,6 +275,33 @@ class _Persistence:
         """Page-locked copies of the leaves (needs an accelerator build of torch)."""
         out = self._map(lambda x: x.pin_memory(), "pinning memory")
         return self._replace_with(out) if inplace else out
+
+
+def _set_ignoring_lock(td: Any, key: NestedKey, leaf: Any) -> None:
+    locked = td.is_locked
+    td.unlock_()
+    try:
+        td.set(key, leaf)
+    finally:
+        if locked:
+            td.lock_()
+
+
+def _new_leaf(td: Any, key: NestedKey, proto: torch.Tensor, shape: torch.Size, copy_data: bool,
+              existsok: bool) -> MemoryMappedTensor:
+    """A new memory-mapped leaf at ``key``: a file beside the others (and in meta.json) when saved."""
+    path = td.saved_path
+    keys = unravel_key_to_tuple(key)
+    if path is None:
+        leaf = MemoryMappedTensor.from_tensor(proto, copy_data=copy_data, shape=shape)
+    else:
+        folder = Path(path).joinpath(*(_memmap._file_key(k) for k in keys[:-1]))
+        file = folder / f"{_memmap._file_key(keys[-1])}.memmap"
+        leaf = MemoryMappedTensor.from_tensor(proto, filename=file, existsok=existsok, copy_data=copy_data,
+                                              shape=shape)
+        _memmap.add_to_meta(folder, keys[-1], leaf)
+    _set_ignoring_lock(td, key, leaf)
+    return leaf
 
 
 def _check_existing(td: Any, prefix: str | Path, copy_existing: bool) -> None:

@@ -96,3 +96,37 @@ def test_shared_memory_td_shared_with_a_worker_process():
     assert proc.exitcode == 0
     assert td["a"].tolist() == [42.0, 0.0, 0.0]
     assert td["n", "b"].tolist() == [0, -1, 0]
+
+
+def _double(td: TensorDict) -> TensorDict:
+    return td.apply(lambda x: x * 2)
+
+
+def _row_sums(td: TensorDict) -> TensorDict:
+    return TensorDict({"s": td["a"].sum(-1)}, batch_size=td.batch_size)
+
+
+@pytest.mark.slow
+def test_map_over_a_memmapped_td_into_a_memmapped_out(tmp_path):
+    td = TensorDict({"a": torch.arange(40.0).view(10, 4)}, [10]).memmap(tmp_path / "in")
+    out = TensorDict({"s": torch.zeros(10)}, [10]).memmap_like(tmp_path / "out")
+    result = td.map(_row_sums, num_workers=2, chunksize=3, out=out, mp_start_method="spawn")
+    assert result is out
+    assert out["s"].tolist() == torch.arange(40.0).view(10, 4).sum(-1).tolist()  # written by the workers
+    assert TensorDict.load_memmap(tmp_path / "out")["s"][9] == 36 + 37 + 38 + 39
+
+
+@pytest.mark.slow
+def test_map_joins_results_and_map_iter_yields_them(tmp_path):
+    td = TensorDict({"a": torch.arange(12.0).view(6, 2)}, [6]).memmap(tmp_path / "in")
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        joined = td.map(_double, chunksize=2, pool=pool)
+        assert torch.equal(joined["a"], torch.arange(12.0).view(6, 2) * 2)
+        stacked = td.map(_double, chunksize=0, pool=pool)
+        assert stacked.batch_size == torch.Size([6])
+        pieces = list(td.map_iter(_double, num_chunks=3, pool=pool))
+    assert [p.batch_size[0] for p in pieces] == [2, 2, 2]
+    assert torch.equal(torch.cat([p["a"] for p in pieces]), torch.arange(12.0).view(6, 2) * 2)
+    with pytest.raises(ValueError, match="chunksize or num_chunks"):
+        td.map(_double, chunksize=2, num_chunks=2)
