@@ -33,8 +33,8 @@ _DTYPES = {str(d): d for d in (
 
 def _plan(td: Any, offset: int, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any], int]:
     """The layout of ``td`` starting at byte ``offset``; ``jobs`` collects (leaf, offset) copies."""
-    if isinstance(td, LazyStackedTensorDict):
-        raise NotImplementedError("consolidate() of a lazy stack: call to_tensordict() first")
+    if isinstance(td, LazyStackedTensorDict):  # its dense form (members must agree on keys and shapes)
+        td = td.to_tensordict()
     entries: dict[str, Any] = {}
     for key, value in td._items_str():
         if isinstance(value, torch.Tensor):

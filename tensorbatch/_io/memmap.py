@@ -130,20 +130,36 @@ class _Writer:
 
     def _write_one(self, job: tuple[torch.Tensor, Path]) -> None:
         tensor, file = job
+        if _is_whole_file(tensor, file):  # re-saving in place: the leaf already is that file
+            return
         nbytes = tensor.numel() * tensor.element_size()
-        with open(file, "wb") as f:
+        tmp = file.with_name(f".{file.name}.tmp-{uuid.uuid4().hex[:8]}")
+        with open(tmp, "wb") as f:
             if self.like or not nbytes:
                 f.truncate(nbytes)  # a sparse, zero-filled file: no page is touched
-                return
-            data = tensor.detach()
-            if data.device.type != "cpu":
-                data = data.cpu()
-            raw = data.as_subclass(torch.Tensor).contiguous().reshape(-1).view(torch.uint8).numpy()
-            f.write(raw.data)
+            else:
+                self._copy(tensor, f)
+        os.replace(tmp, file)
+
+    @staticmethod
+    def _copy(tensor: torch.Tensor, f: Any) -> None:
+        data = tensor.detach()
+        if data.device.type != "cpu":
+            data = data.cpu()
+        raw = data.as_subclass(torch.Tensor).contiguous().reshape(-1).view(torch.uint8).numpy()
+        f.write(raw.data)
+
+
+def _is_whole_file(tensor: torch.Tensor, file: Path) -> bool:
+    if getattr(tensor, "_filename", None) != str(file) or tensor.storage_offset() or not tensor.is_contiguous():
+        return False
+    return file.exists() and os.path.getsize(file) == tensor.numel() * tensor.element_size()
 
 
 def _write_json(file: Path, meta: dict[str, Any]) -> None:
-    file.write_text(json.dumps(meta))
+    tmp = file.with_name(f".{file.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp.write_text(json.dumps(meta))
+    os.replace(tmp, file)  # each metadata file is replaced whole
 
 
 def add_to_meta(folder: Path, key: str, tensor: torch.Tensor) -> None:
@@ -164,9 +180,15 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     if prefix.exists() and not existsok:
         raise RuntimeError(f"the folder {prefix} already exists (pass existsok=True to replace it)")
     prefix.parent.mkdir(parents=True, exist_ok=True)
+    writer = _Writer(allow_pickle, like)
+    if prefix.exists() and _maps_from(td, prefix):
+        # The TensorDict is mapped from this very folder: update it in place (file by file), as tensordict
+        # does, so that its existing mappings keep reaching the files.
+        writer.node(td, prefix, ())
+        writer.write(num_threads)
+        return prefix
     tmp = prefix.parent / f".{prefix.name}.tmp-{uuid.uuid4().hex[:12]}"
     try:
-        writer = _Writer(allow_pickle, like)
         writer.node(td, tmp, ())
         writer.write(num_threads)
         _swap_into_place(tmp, prefix)
@@ -174,6 +196,20 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return prefix
+
+
+def _maps_from(td: Any, prefix: Path) -> bool:
+    """True when a tensor leaf of ``td`` is mapped from a file inside ``prefix``."""
+    inside = str(prefix) + os.sep
+    if isinstance(td, LazyStackedTensorDict):
+        return any(_maps_from(m, prefix) for m in td.tensordicts)
+    for value in td._values_str():
+        if isinstance(value, torch.Tensor):
+            if str(getattr(value, "_filename", None) or "").startswith(inside):
+                return True
+        elif is_td(value) and _maps_from(value, prefix):
+            return True
+    return False
 
 
 def _swap_into_place(tmp: Path, prefix: Path) -> None:
@@ -202,7 +238,7 @@ def _read_json(file: Path) -> dict[str, Any]:
 
 def _shape(entry: Any, file: Path) -> torch.Size:
     shape = entry.get("shape") if isinstance(entry, dict) else None
-    if not isinstance(shape, list) or not all(isinstance(n, int) and n >= -1 for n in shape):
+    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
         raise RuntimeError(f"{file}: invalid shape {shape!r} in the metadata")
     return torch.Size(shape)
 
