@@ -604,9 +604,9 @@ def _member_repr(tds: list[Any], key: str) -> str:
 def _stack_values(key: str, values: list[Any], dim: int) -> Any:
     """The stacked value of one key across the members (nested TensorDicts stay lazy)."""
     first = values[0]
-    if type(first) is _Tensor:
+    if isinstance(first, _Tensor):  # plain or memory-mapped leaves
         shape = first.shape
-        if all(type(v) is _Tensor and v.shape == shape for v in values):
+        if all(isinstance(v, _Tensor) and v.shape == shape for v in values):
             return torch.stack(values, dim)
         shapes = [list(v.shape) if isinstance(v, _Tensor) else type(v).__name__ for v in values]
         raise RuntimeError(

@@ -203,7 +203,7 @@ class NonTensorData(_NonTensor):
         'hello'
     """
 
-    __slots__ = ("_batch_size", "_device", "data")
+    __slots__ = ("__weakref__", "_batch_size", "_device", "data")
     data: Any  # a slot (a plain attribute) in place of TensorDictBase.data
 
     def __init__(self, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
@@ -268,7 +268,7 @@ class NonTensorStack(_NonTensor):
         ['b', 'c']
     """
 
-    __slots__ = ("_batch_size", "_device", "_items", "_pos")
+    __slots__ = ("__weakref__", "_batch_size", "_device", "_items", "_pos")
     _batch_size: torch.Size
     _device: torch.device | None
     _items: list[Any]

@@ -21,6 +21,10 @@ a new backend is one more line in ``FLAVOURS``::
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +82,7 @@ BASE_CAPS = frozenset(
 #   device            td.device is set (to cpu)
 #   noncontiguous     leaves are not contiguous
 #   view              leaves are views into a larger storage
+#   memmap            leaves are MemoryMappedTensors (td.is_memmap())
 
 
 @dataclass(frozen=True)
@@ -222,6 +227,14 @@ def make_lazy_nested(seed: int = 0) -> TensorDictBase:
     return lazy_stack(rows, 0)
 
 
+def make_memmap_td(seed: int = 0) -> TensorDictBase:
+    """Saved with ``memmap(folder)`` (leaves are MemoryMappedTensors of files in a temporary folder), then
+    unlocked. The folder holds the device, so the result has ``device="cpu"``."""
+    folder = tempfile.mkdtemp(prefix="tb-memmap-flavour-")
+    atexit.register(shutil.rmtree, folder, True)
+    return make_td(seed).memmap(os.path.join(folder, "td")).unlock_()
+
+
 def _param(
     name: str,
     factory: Callable[..., TensorDictBase],
@@ -243,6 +256,7 @@ FLAVOURS = [
     _param("stacked_td", make_stacked_td),
     _param("cloned_td", make_cloned_td),
     _param("device_td", make_device_td, add={"device"}),
+    _param("memmap_td", make_memmap_td, add={"device", "memmap"}),
     _param(
         "lazy_stack0",
         make_lazy_stack0,

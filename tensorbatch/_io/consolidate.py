@@ -26,7 +26,7 @@ from ..memmap import MemoryMappedTensor
 _ALIGN = 8
 _STATE: dict[int, tuple[torch.Tensor, dict[str, Any]]] = {}  # id(td) -> (buffer, layout)
 _DTYPES = {str(d): d for d in (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128,
     torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
 )}
 

@@ -15,7 +15,6 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import torch
 
@@ -27,20 +26,33 @@ from ..memmap import MemoryMappedTensor
 
 FORMAT_VERSION = 1
 META = "meta.json"
-PICKLE = "other.pickle"
+PICKLE = "other.pickle"  # a pickled NonTensorData value (tensordict's layout)
+STACK_PICKLE = "pickle.pkl"  # a pickled NonTensorStack's values (tensordict's layout)
 _DTYPES = {str(d): d for d in (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128,
     torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
     torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2,
 )}
 
 
+_UNSAFE = set('/<>:"|?*\\ %')
+
+
 def _file_key(key: str, robust_key: bool = True) -> str:
-    """The file or folder name for ``key`` (percent-encoded, so any key is a safe single name)."""
-    name = quote(key, safe="") if robust_key else key
-    if name in ("", ".", "..") or "/" in name or "\0" in name:
-        raise ValueError(f"the key {key!r} cannot be stored as a file name")
-    return name
+    """The file or folder name for ``key``: characters that are unsafe in file names are percent-encoded.
+
+    The encoded set is tensordict's (path separators, ``<>:"|?*``, space, ``%``, control characters), so
+    both libraries name files alike; ``"."`` and ``".."`` become ``%2E`` and ``%2E%2E``.
+    """
+    if not key:
+        raise ValueError("the key '' cannot be stored as a file name")
+    if key in (".", ".."):
+        return "%2E" * len(key)
+    if not robust_key:
+        if "/" in key or "\0" in key:
+            raise ValueError(f"the key {key!r} cannot be stored as a file name (robust_key=False)")
+        return key
+    return "".join(f"%{ord(c):02X}" if c in _UNSAFE or ord(c) < 32 or ord(c) == 127 else c for c in key)
 
 
 # Node kinds carry the names tensordict gives them: the format's vocabulary, so that either library
@@ -95,7 +107,33 @@ class _Writer:
         # files live on the CPU: a TensorDict without a device loads back on "cpu" (as with tensordict)
         meta.update({"shape": list(td.batch_size), "device": "cpu" if td.device is None else str(td.device)})
         meta.update(_class_tag(td))
+        names = td._maybe_names()
+        if names is not None:
+            meta["_names"] = list(names)
+        self._drop_stale(folder, meta)
         _write_json(folder / META, meta)
+
+    def root(self, td: Any, folder: Path) -> None:
+        """Write the tree rooted at ``td`` (a TensorDict, a lazy stack or a single non-tensor leaf)."""
+        if is_non_tensor(td):
+            self.non_tensor(td, folder, ())
+        else:
+            self.node(td, folder, ())
+
+    def _drop_stale(self, folder: Path, meta: dict[str, Any]) -> None:
+        """Re-saving in place: remove the files of keys the new save no longer has (or stores differently)."""
+        if not (folder / META).exists():
+            return
+        try:
+            old = _read_json(folder / META)
+        except RuntimeError:
+            return
+        for key, entry in old.items():
+            if not isinstance(entry, dict) or meta.get(key, {}).keys() == entry.keys():
+                continue
+            name = _file_key(key)
+            _remove(folder / f"{name}.memmap")
+            _remove(folder / name)
 
     def non_tensor(self, value: Any, folder: Path, path: tuple[str, ...]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -114,8 +152,13 @@ class _Writer:
                     f"the non-tensor value at key {fmt_path(path)} ({type(data).__name__}) is not JSON-serializable; "
                     "pass allow_pickle=True to store it with pickle (loading it will need allow_pickle=True too)"
                 ) from None
-            with open(folder / PICKLE, "wb") as f:
-                pickle.dump({"data": data}, f)
+            if isinstance(value, NonTensorStack):
+                with open(folder / STACK_PICKLE, "wb") as f:
+                    pickle.dump(data, f)
+                meta["data"] = STACK_PICKLE
+            else:
+                with open(folder / PICKLE, "wb") as f:
+                    pickle.dump({"data": data}, f)
         else:
             meta["data"] = data
         _write_json(folder / META, meta)
@@ -184,12 +227,12 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     if prefix.exists() and _maps_from(td, prefix):
         # The TensorDict is mapped from this very folder: update it in place (file by file), as tensordict
         # does, so that its existing mappings keep reaching the files.
-        writer.node(td, prefix, ())
+        writer.root(td, prefix)
         writer.write(num_threads)
         return prefix
     tmp = prefix.parent / f".{prefix.name}.tmp-{uuid.uuid4().hex[:12]}"
     try:
-        writer.node(td, tmp, ())
+        writer.root(td, tmp)
         writer.write(num_threads)
         _swap_into_place(tmp, prefix)
     except BaseException:
@@ -220,7 +263,15 @@ def _swap_into_place(tmp: Path, prefix: Path) -> None:
     old = prefix.parent / f".{prefix.name}.old-{uuid.uuid4().hex[:12]}"
     os.rename(prefix, old)
     os.rename(tmp, prefix)
-    shutil.rmtree(old, ignore_errors=True)
+    _remove(old)
+
+
+def _remove(path: Path) -> None:
+    """Delete a file or a folder tree (nothing when absent)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
 
 
 # ---------------------------------------------------------------------------------------------- load
@@ -258,7 +309,7 @@ class _Reader:
             return LazyStackedTensorDict(*(self.node(p) for p in members), stack_dim=int(meta.get("stack_dim", 0)))
         out = {}
         for key, entry in meta.items():
-            if key in ("shape", "device", "_type", "_format_version", "_class", "_non_tensor", "names"):
+            if key in ("shape", "device", "_type", "_format_version", "_class", "_non_tensor", "names", "_names"):
                 continue
             name = _file_key(key, self.robust_key)
             if isinstance(entry, dict) and "type" in entry:
@@ -268,7 +319,9 @@ class _Reader:
             else:
                 raise RuntimeError(f"{folder / META}: invalid entry for key {key!r}")
         device = self.device if self.device is not None else meta.get("device")
-        return self.dense_cls(out, batch_size=_shape(meta, folder / META), device=device)
+        names = meta.get("_names")
+        return self.dense_cls(out, batch_size=_shape(meta, folder / META), device=device,
+                              names=names if isinstance(names, list) else None)
 
     def leaf(self, file: Path, entry: dict[str, Any]) -> torch.Tensor:
         dtype = _DTYPES.get(str(entry.get("dtype")))
@@ -278,6 +331,8 @@ class _Reader:
         if self.device is not None and torch.device(self.device).type == "meta":
             return torch.empty(shape, dtype=dtype, device="meta")
         if not file.exists():
+            if shape.numel() == 0:  # tensordict writes no file for an empty leaf
+                return torch.empty(shape, dtype=dtype)
             raise FileNotFoundError(f"{file} is missing: the save is incomplete")
         tensor: torch.Tensor = MemoryMappedTensor.from_filename(file, dtype, shape)
         if self.device is not None and torch.device(self.device).type != "cpu":
@@ -285,7 +340,18 @@ class _Reader:
         return tensor
 
     def non_tensor(self, folder: Path, meta: dict[str, Any]) -> Any:
-        if "data" in meta:
+        stack_pickle = meta.get("data") == STACK_PICKLE and (folder / STACK_PICKLE).exists()
+        if stack_pickle or ("data" not in meta and (folder / PICKLE).exists()):
+            file = folder / (STACK_PICKLE if stack_pickle else PICKLE)
+            if not self.allow_pickle:
+                raise RuntimeError(
+                    f"{file} holds a pickled value; loading it runs arbitrary code, so it needs "
+                    "allow_pickle=True (only for files you trust)"
+                )
+            with open(file, "rb") as f:
+                loaded = pickle.load(f)  # allowed explicitly by the caller
+            data = loaded if stack_pickle else loaded["data"]
+        elif "data" in meta:
             data = meta["data"]
         elif (folder / PICKLE).exists():
             if not self.allow_pickle:
@@ -305,7 +371,7 @@ class _Reader:
 def load(prefix: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False,
          robust_key: bool = True) -> Any:
     """Read the folder ``prefix`` (leaves map its files; ``device="meta"`` reads the metadata only)."""
-    folder = Path(prefix)
+    folder = Path(prefix).absolute()  # mapped file names are absolute, whatever the working directory
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder with a saved TensorDict")
     return _Reader(dense_cls, device, allow_pickle, robust_key).node(folder)

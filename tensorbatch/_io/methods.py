@@ -13,6 +13,7 @@ import torch
 from .._keys import NestedKey as NestedKey
 from .._keys import unravel_key_to_tuple
 from .._lazy import LazyStackedTensorDict
+from .._nontensor import is_non_tensor
 from .._ops.traverse import is_td
 from ..memmap import MemoryMappedTensor
 from . import consolidate as _consolidate
@@ -75,12 +76,16 @@ class _Persistence:
             (True, True, torch.Size([3, 2]))
         """
         def run() -> Any:
-            if prefix is None:
-                out = self.apply(lambda x: MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing))
+            if prefix is None:  # shared memory, on the CPU (as files would be)
+                out = self.apply(lambda x: MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing),
+                                 device=torch.device("cpu"))
                 return out.lock_()
             _check_existing(self, prefix, copy_existing)
             _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, allow_pickle=allow_pickle)
-            return type(self).load_memmap(prefix, allow_pickle=allow_pickle)
+            loaded = type(self).load_memmap(prefix, allow_pickle=allow_pickle)
+            if is_non_tensor(self) and loaded.batch_size != self.batch_size:  # a leaf's batch is its parent's
+                loaded = loaded._follow(self.batch_size)
+            return loaded
 
         return _memmap.run_early(run) if return_early else run()
 
@@ -92,8 +97,7 @@ class _Persistence:
         def run() -> Any:
             mapped = self.memmap(prefix, copy_existing, num_threads=num_threads, existsok=existsok,
                                  allow_pickle=allow_pickle)
-            self.unlock_()
-            self.update(mapped)
+            _adopt(self, mapped)
             if prefix is not None:
                 _remember(self, prefix)
             return self.lock_()
@@ -110,7 +114,7 @@ class _Persistence:
         """
         def run() -> Any:
             if prefix is None:
-                out = self.apply(lambda x: MemoryMappedTensor.zeros(x.shape, dtype=x.dtype))
+                out = self.apply(lambda x: MemoryMappedTensor.zeros(x.shape, dtype=x.dtype), device=torch.device("cpu"))
                 return out.lock_()
             _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, like=True)
             return type(self).load_memmap(prefix)
@@ -275,6 +279,25 @@ class _Persistence:
         """Page-locked copies of the leaves (needs an accelerator build of torch)."""
         out = self._map(lambda x: x.pin_memory(), "pinning memory")
         return self._replace_with(out) if inplace else out
+
+
+def _adopt(td: Any, mapped: Any) -> None:
+    """Make ``td``'s leaves the mapped ones (member by member for a lazy stack); they live on the CPU."""
+    if isinstance(td, LazyStackedTensorDict):
+        for member, mapped_member in zip(td.tensordicts, mapped.tensordicts, strict=True):
+            _adopt(member, mapped_member)
+        return
+    td.unlock_()
+    td.update(mapped)
+    _on_cpu(td)
+
+
+def _on_cpu(td: Any) -> None:
+    if hasattr(td, "_device"):
+        td._device = torch.device("cpu")
+    for value in td._values_str():
+        if is_td(value) and not isinstance(value, LazyStackedTensorDict):
+            _on_cpu(value)
 
 
 def _set_ignoring_lock(td: Any, key: NestedKey, leaf: Any) -> None:

@@ -21,7 +21,7 @@ from _flavours import (
     snapshot,
 )
 
-from tensorbatch import TensorDictBase
+from tensorbatch import MemoryMappedTensor, TensorDictBase
 
 ALL_KEYS = {"a", "b", "c", "nested", ("nested", "d"), ("nested", "deep"), ("nested", "deep", "e")}
 LEAVES = {"a", "b", "c", ("nested", "d"), ("nested", "deep", "e")}
@@ -93,8 +93,9 @@ def test_contains_get_and_missing_keys(flavour, tdf):
         tdf["nested", "missing"]
 
 
-def test_entry_class_and_item_shape(tdf):
-    assert tdf.entry_class("a") is torch.Tensor
+def test_entry_class_and_item_shape(flavour, tdf):
+    # a memory-mapped TensorDict stores MemoryMappedTensors (tensordict's entry_class says so too)
+    assert tdf.entry_class("a") is (MemoryMappedTensor if "memmap" in flavour.caps else torch.Tensor)
     assert issubclass(tdf.entry_class("nested"), TensorDictBase)
     assert tdf.get_item_shape("a") == torch.Size([3, 4, 5])
     assert tdf.get_item_shape(("nested", "deep", "e")) == BATCH
@@ -286,6 +287,7 @@ def test_declared_facts_hold(flavour, tdf):
     assert ("noncontiguous" in flavour.caps) is (not tdf.is_contiguous())
     is_view = any(x.untyped_storage().nbytes() > x.numel() * x.element_size() for x in leaves(tdf).values())
     assert ("view" in flavour.caps) is is_view
+    assert ("memmap" in flavour.caps) is tdf.is_memmap()
 
 
 def test_assert_leaves_catches_differences():

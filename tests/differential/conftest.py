@@ -110,6 +110,32 @@ DIFFERENCES: dict[str, str] = {
     "[lz_masked_fill]": "masked_fill of a lazy stack gives a dense TensorDict (tensordict: a lazy stack)",
     "[lz_where]": "where on a lazy stack gives a dense TensorDict (tensordict: a lazy stack)",
     "[lz_het_reshape]": "shape operations read stacked leaves, so a heterogeneous stack cannot be reshaped",
+    # memory-mapped folders (test_vs_tensordict_memmap.py)
+    "[mm_load_locked]": "load_memmap returns a locked TensorDict, as memmap does (tensordict: unlocked)",
+    "test_memmap_result[mm_nt_data_root]": "non-tensor leaves carry no lock: memmap of a NonTensorData is unlocked",
+    "test_memmap_result[mm_nt_stack_root]": "non-tensor leaves carry no lock: memmap of a NonTensorStack is unlocked",
+    "[mm_truncated_file]": "a file shorter than its metadata says is refused, naming it (tensordict maps it and "
+    "reads zeros or garbage past the end)",
+    "[mm_oversized_file]": "a file longer than its metadata says is refused, naming it (tensordict maps its start)",
+    "[mm_missing_file]": "a missing leaf file raises FileNotFoundError naming it (tensordict silently drops the key)",
+    "[mm_bad_json]": "a corrupted meta.json raises RuntimeError naming the file (tensordict: JSONDecodeError)",
+    "[mm_unknown_dtype]": "an unknown dtype in meta.json raises RuntimeError naming the file (tensordict: KeyError)",
+    "[mm_keys_dot_empty]": "keys '', '.' and '..' cannot be saved or loaded: ValueError (tensordict encodes them as "
+    "'%', '%2E', '%2E%2E')",
+    "[mm_pickle_save]": "non-JSON non-tensor values are saved only with allow_pickle=True: TypeError naming the key "
+    "(tensordict pickles them silently)",
+    "[mm_pickle_load]": "pickled values load only with allow_pickle=True: RuntimeError naming other.pickle "
+    "(tensordict 0.15 warns and unpickles)",
+    "[mm_load_out]": "load_memmap(out=td) copies the values into td's leaves (tensordict replaces them with the "
+    "memory-mapped ones)",
+    "[mm_load_memmap_]": "load_memmap_ copies the values into the leaves (tensordict replaces them with the "
+    "memory-mapped ones)",
+    "[mm_return_early_no_threads]": "return_early=True always returns a Future (tensordict only with num_threads>0)",
+    "[mm_shared_is_shared]": "a MemoryMappedTensor in shared memory (memmap() without a folder) reports "
+    "is_shared() True (tensordict: False)",
+    "test_our_folder_loads_in_reference[mm_empty_leaf]": "an empty leaf gets a 0-byte file (tensordict writes "
+    "none): tensordict loads ours as a MemoryMappedTensor, its own as a plain Tensor",
+    "test_same_files[mm_empty_leaf]": "an empty leaf gets a 0-byte file (tensordict writes none)",
 }
 
 
