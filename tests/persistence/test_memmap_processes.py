@@ -130,3 +130,12 @@ def test_map_joins_results_and_map_iter_yields_them(tmp_path):
     assert torch.equal(torch.cat([p["a"] for p in pieces]), torch.arange(12.0).view(6, 2) * 2)
     with pytest.raises(ValueError, match="chunksize or num_chunks"):
         td.map(_double, chunksize=2, num_chunks=2)
+
+
+@pytest.mark.slow
+def test_map_with_a_progress_bar(tmp_path, capsys):
+    pytest.importorskip("tqdm", reason="pbar=True needs tqdm (in the test extra)")
+    td = TensorDict({"a": torch.arange(8.0)}, [8]).memmap(tmp_path / "in")
+    out = td.map(_double, num_workers=2, num_chunks=4, pbar=True, mp_start_method="spawn")
+    assert out["a"].tolist() == [2.0 * i for i in range(8)]
+    assert "4/4" in capsys.readouterr().err  # tqdm's counter reached every chunk
