@@ -32,6 +32,10 @@ from .functional import pad_sequence as pad_sequence
 from .functional import stack as stack
 from .functional import unpad_sequence as unpad_sequence
 from .memmap import MemoryMappedTensor as MemoryMappedTensor
+from .tensorclass import TensorClass as TensorClass
+from .tensorclass import is_tensorclass as is_tensorclass
+from .tensorclass import tensorclass as tensorclass
+from .typed import TypedTensorDict as TypedTensorDict
 from .utils import assert_allclose_td as assert_allclose_td
 from .utils import assert_close as assert_close
 from .utils import is_tensor_collection as is_tensor_collection
@@ -42,10 +46,10 @@ from_dict = TensorDict.from_dict
 __version__ = "0.1.0"
 
 __all__ = [
-    "LazyStackedTensorDict", "MemoryMappedTensor", "NestedKey", "NonTensorData", "NonTensorStack", "TensorDict",
-    "TensorDictBase", "assert_allclose_td", "assert_close", "cat", "dense_stack_tds", "from_any", "from_dict",
-    "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple", "fromkeys", "group_by", "is_non_tensor",
-    "is_tensor_collection", "lazy_stack", "load", "load_memmap", "make_tensordict", "maybe_dense_stack", "memmap",
-    "merge_tensordicts", "pad", "pad_sequence", "save", "stack", "unpad_sequence", "unravel_key", "unravel_key_list",
-    "unravel_key_to_tuple",
+    "LazyStackedTensorDict", "MemoryMappedTensor", "NestedKey", "NonTensorData", "NonTensorStack", "TensorClass",
+    "TensorDict", "TensorDictBase", "TypedTensorDict", "assert_allclose_td", "assert_close", "cat", "dense_stack_tds",
+    "from_any", "from_dict", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple", "fromkeys",
+    "group_by", "is_non_tensor", "is_tensor_collection", "is_tensorclass", "lazy_stack", "load", "load_memmap",
+    "make_tensordict", "maybe_dense_stack", "memmap", "merge_tensordicts", "pad", "pad_sequence", "save", "stack",
+    "tensorclass", "unpad_sequence", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
 ]

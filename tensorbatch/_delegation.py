@@ -26,6 +26,8 @@ from typing import Any
 from ._ops import pointwise as _pointwise
 from ._ops import torch_function as _torch_function
 from ._ops.traverse import NON_TENSOR_TYPES, is_td
+from ._td import TensorDict
+from .base import TensorDictBase
 
 # ----------------------------------------------------------------------------------- the lists
 _POINTWISE_ALIASES = ("true_divide", "multiply", "subtract", "divide")
@@ -49,7 +51,9 @@ FORWARD: frozenset[str] = frozenset({
     "is_non_tensor", "non_tensor_items", "pop", "popitem", "setdefault", "__contains__", "__delitem__",
     # queries and exports
     "allclose", "is_contiguous", "is_empty", "state_dict", "to_dict", "to_namedtuple", "to_pytree",
-    "to_struct_array", "tolist", "is_memmap", "is_shared", "saved_path",
+    "to_struct_array", "tolist", "is_memmap", "is_shared", "saved_path", "is_consolidated",
+    # memory-mapped leaves created in place (the new MemoryMappedTensor is returned)
+    "make_memmap", "make_memmap_from_storage", "make_memmap_from_tensor",
     # constructors of plain TensorDicts (classmethods)
     "from_any", "from_dataclass", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple",
 })
@@ -71,9 +75,12 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise_names() | frozenset({
     "all", "any", "sum", "mean", "nansum", "nanmean", "prod", "std", "var", "max", "min", "amax", "amin",
     "norm",
     # persistence (``memmap_``/``share_memory_`` return the backend, hence the wrapper)
-    "memmap", "memmap_", "memmap_like", "save", "dumps", "load_memmap_", "share_memory_", "pin_memory",
-    # classmethods building a TensorDict (from several, or from a saved folder)
-    "stack", "cat", "load_memmap", "load",
+    "memmap", "memmap_", "memmap_like", "save", "dumps", "load_memmap_", "memmap_refresh_", "share_memory_",
+    "pin_memory", "consolidate",
+    # process-pool maps (map_iter yields the chunks' results)
+    "map", "map_iter",
+    # classmethods building a TensorDict (from several, or from a saved folder or file)
+    "stack", "cat", "load_memmap", "load", "from_consolidated",
 })
 
 EXCLUDED: dict[str, str] = {
@@ -86,6 +93,10 @@ EXCLUDED: dict[str, str] = {
     "__repr__": "shows the wrapper class and its fields",
     "to_tensordict": "converts out of the wrapper: always a plain in-memory TensorDict",
 }
+
+BACKEND_EXTRAS: frozenset[str] = frozenset({"empty"})
+"""Forwarded (and wrapped) like FORWARD_RETURNS_WRAPPED: every backend implements these, but
+TensorDictBase does not declare them yet. A name moves to the lists above once the base declares it."""
 
 PRIMITIVES: tuple[str, ...] = (
     "_get_str", "_set_str", "_del_str", "_keys_str", "_items_str", "_values_str", "_has_str",
@@ -130,16 +141,50 @@ def unwrap(value: Any) -> Any:
     return value
 
 
-def _unwrap_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    if not any(type(a) in WRAPPER_TYPES for a in args):
-        return args
-    return tuple(unwrap(a) for a in args)
+def storage_of(td: Any) -> dict[str, Any] | None:
+    """The ``dict`` holding an in-memory backend's entries (through wrappers), or None for other backends."""
+    td = unwrap(td)
+    return td._tensordict if type(td) is TensorDict else None
 
 
-def _unwrap_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    if not any(type(v) in WRAPPER_TYPES for v in kwargs.values()):
-        return kwargs
-    return {k: unwrap(v) for k, v in kwargs.items()}
+def to_dense(td: Any) -> Any:
+    """An in-memory TensorDict copy of any backend (a lazy stack's leaves are stacked)."""
+    td = unwrap(td)
+    if type(td) is TensorDict:
+        return td.clone()
+    return td._map(lambda x: x.clone(), "cloning")
+
+
+def locked_field(wrapper: Any, name: str) -> RuntimeError:
+    """The RuntimeError of an assignment to a field of a locked (frozen, memory-mapped...) instance."""
+    frozen = " (the class is frozen)" if type(wrapper)._frozen else ""
+    return RuntimeError(
+        f"cannot assign to field {name!r} of {type(wrapper).__name__}: its TensorDict is locked{frozen}. "
+        f"To write into the existing tensor, use set_({name!r}, value)."
+    )
+
+
+def _strip(value: Any, seen: dict[int, Any]) -> Any:
+    if type(value) in WRAPPER_TYPES:
+        inner = unwrap(value)
+        seen.setdefault(id(inner), value)
+        return inner
+    return value
+
+
+def _call(self: Any, backend: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], wrap: bool) -> Any:
+    """``backend.name(*args, **kwargs)`` with wrapper arguments unwrapped and the result mapped back."""
+    seen: dict[int, Any] = {}
+    if any(type(a) in WRAPPER_TYPES for a in args):
+        args = tuple(_strip(a, seen) for a in args)
+    if kwargs and any(type(v) in WRAPPER_TYPES for v in kwargs.values()):
+        kwargs = {k: _strip(v, seen) for k, v in kwargs.items()}
+    result = getattr(backend, name)(*args, **kwargs)
+    if result is backend:
+        return self
+    if seen and id(result) in seen:  # ``out=other_wrapper``
+        return seen[id(result)]
+    return rewrap(self, backend, result) if wrap else result
 
 
 def rewrap(wrapper: Any, backend: Any, result: Any) -> Any:
@@ -150,32 +195,23 @@ def rewrap(wrapper: Any, backend: Any, result: Any) -> Any:
     if result is backend:
         return wrapper
     kind = type(result)
-    if kind in WRAPPER_TYPES or kind in NON_TENSOR_TYPES:
+    if kind in NON_TENSOR_TYPES or getattr(kind, "_tb_tensorclass", False):
         return result
-    if is_td(result):
+    if is_td(result):  # a TensorDict of any backend, a TypedTensorDict included
         return wrapper._wrap_like(result)
     if kind is tuple or kind is list:
         return kind(rewrap(wrapper, backend, r) for r in result)
+    if inspect.isgenerator(result):
+        return (rewrap(wrapper, backend, r) for r in result)
     if isinstance(result, tuple) and any(is_td(r) for r in result):  # named tuples and torch.return_types
         items = [rewrap(wrapper, backend, r) for r in result]
         return kind(*items) if hasattr(kind, "_fields") else kind(items)
     return result
 
 
-def _plain(name: str, get: Callable[[Any], Any]) -> Callable[..., Any]:
+def _forwarder(name: str, get: Callable[[Any], Any], wrap: bool) -> Callable[..., Any]:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        backend = get(self)
-        result = getattr(backend, name)(*_unwrap_args(args), **_unwrap_kwargs(kwargs))
-        return self if result is backend else result
-
-    return method
-
-
-def _wrapped(name: str, get: Callable[[Any], Any]) -> Callable[..., Any]:
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        backend = get(self)
-        result = getattr(backend, name)(*_unwrap_args(args), **_unwrap_kwargs(kwargs))
-        return rewrap(self, backend, result)
+        return _call(self, get(self), name, args, kwargs, wrap)
 
     return method
 
@@ -197,17 +233,11 @@ def _classmethod(name: str, wrap: bool) -> classmethod[Any, Any, Any]:
         args = tuple(
             [unwrap(v) for v in a] if type(a) in (list, tuple) else unwrap(a) for a in args
         )
-        result = getattr(_dense_cls(), name)(*args, **_unwrap_kwargs(kwargs))
+        result = getattr(TensorDictBase._dense_cls, name)(*args, **{k: unwrap(v) for k, v in kwargs.items()})
         return cls._wrap_new(result) if wrap and is_td(result) else result
 
     method.__name__ = name
     return classmethod(method)
-
-
-def _dense_cls() -> Any:
-    from .base import TensorDictBase  # the base imports nothing of ours; resolved at call time
-
-    return TensorDictBase._dense_cls
 
 
 def install(cls: type, attr: str) -> None:
@@ -217,21 +247,19 @@ def install(cls: type, attr: str) -> None:
         cls: the wrapper class (it defines ``_wrap_like(td)`` and, for classmethods, ``_wrap_new(td)``).
         attr: the attribute holding the backend (``"_tensordict"`` or ``"_source"``).
     """
-    from .base import TensorDictBase
-
     get = operator.attrgetter(attr)
-    for names, wrap in ((FORWARD, False), (FORWARD_RETURNS_WRAPPED, True)):
+    for names, wrap in ((FORWARD, False), (FORWARD_RETURNS_WRAPPED, True), (BACKEND_EXTRAS, True)):
         for name in sorted(names):
             if name in cls.__dict__:
                 continue
-            static = inspect.getattr_static(TensorDictBase, name)
+            static = inspect.getattr_static(TensorDictBase, name, None)
             forwarder: Any
             if isinstance(static, property):
                 forwarder = _property(name, get, wrap)
             elif isinstance(static, classmethod):
                 forwarder = _classmethod(name, wrap)
             else:
-                forwarder = (_wrapped if wrap else _plain)(name, get)
+                forwarder = _forwarder(name, get, wrap)
                 forwarder.__name__ = name
                 forwarder.__qualname__ = f"{cls.__name__}.{name}"
                 summary = (inspect.getdoc(static) or "").split("\n", 1)[0]
@@ -267,4 +295,6 @@ def torch_function(func: Any, args: Any, kwargs: Any) -> Any:
     return rewrap(first, unwrap(first), result)
 
 
-__all__ = ["EXCLUDED", "FORWARD", "FORWARD_RETURNS_WRAPPED", "PRIMITIVES", "install", "public_methods"]
+__all__ = [
+    "BACKEND_EXTRAS", "EXCLUDED", "FORWARD", "FORWARD_RETURNS_WRAPPED", "PRIMITIVES", "install", "public_methods",
+]

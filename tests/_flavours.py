@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import torch
 
-from tensorbatch import TensorDict, TensorDictBase, lazy_stack
+from tensorbatch import TensorDict, TensorDictBase, TypedTensorDict, lazy_stack
 
 BATCH = torch.Size([3, 4])
 LEAF_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("b",), ("c",), ("nested", "d"), ("nested", "deep", "e"))
@@ -235,6 +235,25 @@ def make_memmap_td(seed: int = 0) -> TensorDictBase:
     return make_td(seed).memmap(os.path.join(folder, "td")).unlock_()
 
 
+class RefState(TypedTensorDict):
+    """The reference content's schema (the flavours ``typed_over_*`` wrap a backend in it)."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    c: torch.Tensor
+    nested: TensorDictBase
+
+
+def make_typed_over_td(seed: int = 0) -> TensorDictBase:
+    """``RefState.from_tensordict`` over an in-memory TensorDict (zero-copy, live)."""
+    return RefState.from_tensordict(make_td(seed))
+
+
+def make_typed_over_lazy(seed: int = 0) -> TensorDictBase:
+    """``RefState.from_tensordict`` over a lazy stack along dim 0."""
+    return RefState.from_tensordict(make_lazy_stack0(seed))
+
+
 def _param(
     name: str,
     factory: Callable[..., TensorDictBase],
@@ -280,6 +299,13 @@ FLAVOURS = [
         make_lazy_stack1,
         add={"lazy"},
         drop={"stored_leaves", "whole_leaf_apply", "batch_size_shrink", "pytree"},
+    ),
+    _param("typed_over_td", make_typed_over_td, add={"typed"}),
+    _param(
+        "typed_over_lazy",
+        make_typed_over_lazy,
+        add={"lazy", "typed"},
+        drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree"},
     ),
 ]
 

@@ -1,0 +1,720 @@
+"""TensorClass and ``@tensorclass``: dataclass-like typed containers over a TensorDict.
+
+A TensorClass HAS-A TensorDict (``_tensordict``, any backend) that holds its tensor fields, nested
+TensorDicts (nested TensorClasses are stored as their TensorDict and re-wrapped when read, by
+annotation) and non-tensor values (as non-tensor leaves). ``None`` is stored as the absence of the
+key. Batch operations are forwarded to the TensorDict from the one list in
+:mod:`tensorbatch._delegation` and their results re-wrapped in the class; writes go to the
+TensorDict, so a TensorClass over an existing backend stays live.
+
+Reading a tensor field of an in-memory TensorDict is a plain instance-dict lookup: the instance's
+``__dict__`` *is* the TensorDict's entry dict, so there is no Python call on that path. Other fields
+go through small data descriptors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch.utils import _pytree
+
+from . import _delegation, _lazy
+from ._compat import register_pytree_node
+from ._keys import unravel_key_to_tuple
+from ._nontensor import wrap as _wrap_non_tensor
+from ._ops.traverse import COLLECTION_TYPES, MISSING, NON_TENSOR_TYPES, is_td
+from ._td import TensorDict
+from .base import TensorDictBase, _as_device, _as_size, _leaf_repr, _tree_lines
+from .typed import TypedTensorDict, resolve_annotations, strip_optional
+
+_Tensor = torch.Tensor
+_CASTABLE = (int, float, bool, str)
+_TENSOR_LIKE = (int, float, bool, complex, list, tuple, np.ndarray, np.generic, Mapping)
+_INIT_KEYWORDS = ("self", "batch_size", "device", "names", "non_blocking", "lock")
+
+
+class _Default:
+    """Marks an argument left out of a generated ``__init__`` call (its field takes its default)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+_DEFAULT: Any = _Default()
+_new = object.__new__
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """How one field is stored and read back."""
+
+    name: str
+    tensor: bool  # annotated as a Tensor: numbers and arrays become tensors (unless nocast)
+    nested: Any  # a TensorClass / TypedTensorDict class values are read back as, or None
+    raw: bool  # the stored value is what a read returns (a tensor or a plain TensorDict)
+    cast: Any  # the class autocast converts to, or None
+    default: Any  # dataclasses.MISSING when none
+    factory: Any  # dataclasses.MISSING when none
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not dataclasses.MISSING or self.factory is not dataclasses.MISSING
+
+    def default_value(self) -> Any:
+        return self.factory() if self.factory is not dataclasses.MISSING else self.default
+
+
+class _Absent:
+    """Non-data descriptor of a tensor field, read only when the instance dict lacks the field.
+
+    The instance dict (the TensorDict's own) wins when it holds the field; this runs for another
+    backend, or when the field is None.
+    """
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: _Spec) -> None:
+        self.spec = spec
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:  # class access: the default, as for a dataclass field
+            if self.spec.default is not dataclasses.MISSING:
+                return self.spec.default
+            raise AttributeError(f"type object {owner.__name__!r} has no attribute {self.spec.name!r}")
+        return _read(obj, self.spec)
+
+
+class _Field(_Absent):
+    """Data descriptor of a field whose stored value needs work when read (non-tensor, nested class)."""
+
+    __slots__ = ()
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return _Absent.__get__(self, obj, owner)
+        value = obj.__dict__.get(self.spec.name, MISSING)  # the in-memory TensorDict's dict, when it is one
+        if value is not MISSING and type(value) in NON_TENSOR_TYPES:
+            return value._value()
+        return _read(obj, self.spec)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__setattr__(self.spec.name, value)
+
+
+def _read(obj: Any, spec: _Spec) -> Any:
+    """A field's value: non-tensor leaves give their value, nested classes are re-wrapped, absent is None."""
+    value = obj._tensordict._get_str(spec.name, MISSING)
+    if value is MISSING:
+        return obj._non_tensordict.get(spec.name)
+    if type(value) in NON_TENSOR_TYPES:
+        return value._value()
+    nested = spec.nested
+    if nested is not None and type(value) is not nested and is_td(value):
+        return nested._wrap_new(_delegation.unwrap(value))
+    return value
+
+
+def _cast(cls: Any, spec: _Spec, value: Any) -> Any:
+    """``value`` converted to the field's annotated class (autocast); TypeError naming the field when it cannot be."""
+    target = spec.cast
+    if target is None or value is None or isinstance(value, target) or is_td(value):
+        return value
+    try:
+        if target is _Tensor:
+            return torch.as_tensor(value)
+        if isinstance(value, _Tensor):
+            value = value.item()
+        return target(value)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(
+            f"field {spec.name!r} of {cls.__name__} is annotated {target.__name__} and the class casts its "
+            f"fields (autocast), but the value {value!r:.60} ({type(value).__name__}) cannot be cast: {err}"
+        ) from None
+
+
+def _prepare(cls: Any, spec: _Spec, value: Any) -> tuple[Any, bool]:
+    """The value to store for ``spec`` and whether it must be kept as a Python value (a non-tensor leaf)."""
+    if value is None:
+        return None, False
+    if type(value) in _delegation.WRAPPER_TYPES:
+        return _delegation.unwrap(value), False
+    if cls._autocast:
+        value = _cast(cls, spec, value)
+    if isinstance(value, _Tensor) or is_td(value):
+        return value, False
+    if spec.tensor:
+        if cls._nocast:
+            return value, True
+        if not isinstance(value, _TENSOR_LIKE):
+            raise TypeError(
+                f"field {spec.name!r} of {cls.__name__} is annotated Tensor but got a {type(value).__name__} "
+                f"({value!r:.60}); pass a tensor (or a number, list or array), or annotate the field with the "
+                f"type it holds, or use the nocast option to keep Python values"
+            )
+        return value, False  # the TensorDict turns numbers, lists and arrays into tensors
+    if spec.nested is not None and isinstance(value, Mapping):
+        return value, False
+    return value, True
+
+
+def _write(obj: Any, spec: _Spec, value: Any, inplace: bool = False) -> None:
+    value, python = _prepare(type(obj), spec, value)
+    td = obj._tensordict
+    name = spec.name
+    extras = obj._non_tensordict
+    if extras and name in extras:
+        del extras[name]
+    if td.is_locked and not (inplace and td._has_str(name)):
+        raise _delegation.locked_field(obj, name)
+    if value is None:
+        if td._has_str(name):
+            td.del_(name)
+        return
+    if python:
+        td.set_non_tensor(name, value)
+    elif type(td) is TensorDict and not inplace:
+        td[name] = value  # the in-memory fast path (validates the batch size)
+    else:
+        td.set(name, value, inplace=inplace)
+
+
+def _init(self: Any, values: tuple[Any, ...], batch_size: Any, device: Any, names: Any, non_blocking: Any,
+          lock: bool) -> None:
+    """Body of every generated ``__init__``: one validated TensorDict from the field values."""
+    cls = type(self)
+    bs, dev = _as_size(batch_size), _as_device(device)
+    data: dict[str, Any] = {}
+    for spec, value in zip(cls._fields_in_order, values, strict=True):
+        if value is _DEFAULT:
+            value = spec.default_value()
+        value, python = _prepare(cls, spec, value)
+        if value is not None:
+            data[spec.name] = _wrap_non_tensor(value, bs, dev) if python else value
+    td = TensorDict(data, batch_size=bs, device=dev, names=names, non_blocking=non_blocking)
+    if lock or cls._frozen:
+        td.lock_()
+    _attach(self, td, {})
+    post_init = getattr(cls, "__post_init__", None)
+    if post_init is not None:  # as a dataclass does
+        post_init(self)
+
+
+def _attach(obj: Any, td: Any, extras: dict[str, Any]) -> None:
+    _SET_TD(obj, td)  # the slots' own setters: TensorClass.__setattr__ guards user assignments
+    _SET_EXTRAS(obj, extras)
+    store = td._tensordict if type(td) is TensorDict else _delegation.storage_of(td)
+    if store is not None:
+        _SET_DICT(obj, store)  # tensor fields read straight from the TensorDict's own dict
+
+
+@typing.dataclass_transform()
+class TensorClass:
+    """Base class of typed, batched containers: fields from annotations, the TensorDict API forwarded.
+
+    Subclass it (or decorate a class with :func:`tensorclass`). Fields may be tensors, nested
+    TensorDicts or TensorClasses, and non-tensor values (``str``, ``int``, ``Optional[...]``...), with
+    defaults. The constructor takes the fields (positionally or by keyword) plus ``batch_size``,
+    ``device`` and ``names``; tensor fields must start with ``batch_size``. Options, given as
+    ``TensorClass["frozen", ...]`` or ``class A(TensorClass, frozen=True)`` (inherited):
+    ``autocast`` casts values to the annotated types, ``nocast`` keeps numbers given to tensor fields
+    as Python values, ``frozen`` locks the instance and refuses field assignment, ``shadow`` allows
+    field names that hide TensorClass attributes.
+
+    Note:
+        Differs from tensordict 0.15: fields annotated ``int``/``float``/``bool`` keep the Python value
+        (tensordict 0.15 stores a 0-d tensor and warns that 0.17 will keep the value).
+
+    Examples:
+        >>> import torch
+        >>> from torch import Tensor
+        >>> from tensorbatch import TensorClass
+        >>> class Sample(TensorClass):
+        ...     obs: Tensor
+        ...     label: str = "none"
+        >>> s = Sample(obs=torch.zeros(4, 3), batch_size=[4])
+        >>> s.obs.shape, s.label, type(s[1:3]).__name__, s[1:3].batch_size
+        (torch.Size([4, 3]), 'none', 'Sample', torch.Size([2]))
+        >>> torch.stack([s, s]).batch_size
+        torch.Size([2, 4])
+    """
+
+    __slots__ = ("__dict__", "__weakref__", "_non_tensordict", "_tensordict")
+    _tensordict: TensorDictBase
+    _non_tensordict: dict[str, Any]
+    _wrapped_attr: ClassVar[str] = "_tensordict"
+    _is_tensor_collection: ClassVar[bool] = True
+    _tb_tensorclass: ClassVar[bool] = True  # not "_is_tensorclass": tensordict duck-types that name
+    _dense_cls: ClassVar[Any] = TensorDict  # nodes a backend rebuilds from a TensorClass value
+    _autocast: ClassVar[bool] = False
+    _nocast: ClassVar[bool] = False
+    _frozen: ClassVar[bool] = False
+    _shadow: ClassVar[bool] = False
+    _tensor_only: ClassVar[bool] = False
+    _fields_in_order: ClassVar[tuple[_Spec, ...]] = ()
+    _field_specs: ClassVar[dict[str, _Spec]] = {}
+    _option_classes: ClassVar[dict[tuple[type, tuple[str, ...]], type]] = {}
+    __hash__ = None  # type: ignore[assignment]  # == is leaf-wise
+
+    def __init_subclass__(cls, autocast: bool | None = None, nocast: bool | None = None, frozen: bool | None = None,
+                          shadow: bool | None = None, tensor_only: bool | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        given = {"autocast": autocast, "nocast": nocast, "frozen": frozen, "shadow": shadow,
+                 "tensor_only": tensor_only}
+        for option, value in given.items():
+            if value is not None:
+                setattr(cls, f"_{option}", bool(value))
+        if cls._autocast and cls._nocast:
+            raise ValueError(f"{cls.__name__}: the autocast and nocast options exclude each other")
+        _build_class(cls)
+        COLLECTION_TYPES.add(cls)
+        _delegation.WRAPPER_TYPES.add(cls)
+        _register_pytree(cls)
+
+    def __class_getitem__(cls, item: Any) -> type:
+        """A base class with the given options on: ``TensorClass["frozen", "autocast"]``."""
+        options = tuple(item) if isinstance(item, tuple) else (item,)
+        valid = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
+        unknown = [o for o in options if o not in valid]
+        if unknown:
+            raise ValueError(f"unknown TensorClass option(s) {unknown}; valid options: {list(valid)}")
+        key = (cls, options)
+        if key not in TensorClass._option_classes:
+            name = f"{cls.__name__}_{'_'.join(options)}"
+            TensorClass._option_classes[key] = type(name, (cls,), {"__module__": cls.__module__},
+                                                   **dict.fromkeys(options, True))
+        return TensorClass._option_classes[key]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(f"{type(self).__name__} declares no fields: subclass TensorClass and annotate them")
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def _from_backend(cls, td: Any, extras: dict[str, Any] | None = None) -> Any:
+        obj = _new(cls)
+        _attach(obj, td, {} if extras is None else extras)
+        return obj
+
+    @classmethod
+    def _wrap_new(cls, td: Any) -> Any:
+        return cls._from_backend(td)
+
+    def _wrap_like(self, td: Any) -> Any:
+        extras = self._non_tensordict
+        return type(self)._from_backend(td, dict(extras) if extras else None)
+
+    @classmethod
+    def from_tensordict(cls, tensordict: Any, non_tensordict: dict[str, Any] | None = None, safe: bool = True,
+                        *, check: bool = False) -> Any:
+        """Wrap a TensorDict of any backend in this class, without copying it (writes go through).
+
+        Args:
+            tensordict: the TensorDict holding the fields (fields it lacks read as None).
+            non_tensordict: more field values kept beside the TensorDict (non-tensor values).
+            safe: check that ``tensordict`` is a TensorDict whose keys are all fields of the class.
+            check: also raise if a field without a default is missing (tensordict has no such check).
+
+        Raises:
+            RuntimeError: when ``safe`` and ``tensordict`` is not a TensorDict.
+            ValueError: when ``safe`` and ``tensordict`` holds keys that are not fields.
+            TypeError: when ``check`` and required fields are missing.
+
+        Examples:
+            >>> import torch
+            >>> from torch import Tensor
+            >>> from tensorbatch import TensorClass, TensorDict
+            >>> class Pair(TensorClass):
+            ...     a: Tensor
+            ...     b: Tensor
+            >>> td = TensorDict(a=torch.zeros(2), b=torch.ones(2), batch_size=[2])
+            >>> pair = Pair.from_tensordict(td)
+            >>> pair.a = torch.full((2,), 5.0)
+            >>> td["a"]
+            tensor([5., 5.])
+        """
+        if type(tensordict) in _delegation.WRAPPER_TYPES and not isinstance(tensordict, TypedTensorDict):
+            tensordict = _delegation.unwrap(tensordict)
+        if not is_td(tensordict):
+            if safe:
+                raise RuntimeError(f"Expected a TensorDictBase instance but got {type(tensordict)}")
+            tensordict = TensorDict(dict(tensordict))
+        if safe:
+            extra = sorted(set(tensordict.keys()) - set(cls._field_specs))
+            if extra:
+                raise ValueError(f"{cls.__name__}.from_tensordict(): key(s) {extra} of the TensorDict are not "
+                                 f"fields of {cls.__name__} (its fields are {sorted(cls._field_specs)})")
+        if check:
+            missing = sorted(s.name for s in cls._fields_in_order
+                             if not s.has_default and s.name not in tensordict)
+            if missing and not (non_tensordict and set(missing) <= set(non_tensordict)):
+                raise TypeError(f"{cls.__name__}.from_tensordict() missing required field(s): {', '.join(missing)}")
+        obj = cls._from_backend(tensordict)
+        for name, value in (non_tensordict or {}).items():
+            _add_extra(obj, name, value)
+        return obj
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
+        """An in-memory TensorDict copy of the fields (never a TensorClass, whatever the backend)."""
+        out = _delegation.to_dense(self._tensordict)
+        for name, value in self._non_tensordict.items():
+            if value is not None:
+                out.set_non_tensor(name, value)
+        return out  # type: ignore[no-any-return]
+
+    @classmethod
+    def fields(cls) -> tuple[dataclasses.Field[Any], ...]:
+        """The dataclass fields of the class (as :func:`dataclasses.fields` gives them)."""
+        return dataclasses.fields(cls)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ tensorclass extras (not on TensorDictBase)
+    @classmethod
+    def lazy_stack(cls, items: Any, dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
+        """A lazy stack of instances (their TensorDicts stay apart), as an instance of the class."""
+        return cls._from_backend(_lazy.lazy_stack([_delegation.unwrap(x) for x in items], dim))
+
+    @classmethod
+    def maybe_dense_stack(cls, items: Any, dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
+        """A dense stack when the instances' TensorDicts allow one, else a lazy stack."""
+        return cls._from_backend(_lazy.maybe_dense_stack([_delegation.unwrap(x) for x in items], dim))
+
+    def load_(self, prefix: Any, *args: Any, **kwargs: Any) -> Any:
+        """Load a saved folder into this instance (an alias of ``load_memmap_``)."""
+        return _delegation.rewrap(self, self._tensordict, self._tensordict.load_memmap_(prefix, *args, **kwargs))
+
+    # ------------------------------------------------------------------ attributes
+    if typing.TYPE_CHECKING:  # forwarded methods are generated: let type checkers accept them
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        cls = type(self)
+        spec = cls._field_specs.get(name)
+        if spec is None:
+            if hasattr(_class_attr(cls, name), "__set__"):  # slots and properties (batch_size, names)
+                object.__setattr__(self, name, value)
+                return
+            raise AttributeError(f"Cannot set the attribute {name!r}: {cls.__name__} has no such field. "
+                                 f"Its fields are {sorted(cls._field_specs)}.")
+        if cls._frozen:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r} of frozen {cls.__name__}")
+        _write(self, spec, value)
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+
+    def get(self, key: Any, *args: Any, **kwargs: Any) -> Any:
+        """The value at ``key`` (a field name, or a nested key through nested fields), or ``default``.
+
+        Non-tensor fields give their Python value, nested TensorClass fields an instance of their class.
+        """
+        default = args[0] if args else kwargs.get("default")
+        path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+        spec = type(self)._field_specs.get(path[0])
+        head = _read(self, spec) if spec is not None else _unwrapped(self._tensordict.get(path[0], None))
+        if head is None:
+            return default
+        if len(path) == 1:
+            return head
+        if type(head) in _delegation.WRAPPER_TYPES and isinstance(head, TensorClass):
+            return head.get(path[1:], default)
+        if not is_td(head):
+            raise KeyError(f"key {key!r}: {path[0]!r} holds a {type(head).__name__}, not a nested collection")
+        return _unwrapped(head.get(path[1:], default))
+
+    def set(self, key: Any, value: Any, inplace: bool = False, non_blocking: bool = False, **kwargs: Any) -> Any:
+        """Write a field (or a nested key through a nested field); returns self.
+
+        Raises:
+            AttributeError: when the first key is not a field of the class.
+        """
+        path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+        cls = type(self)
+        spec = cls._field_specs.get(path[0])
+        if spec is None:
+            raise AttributeError(f"Cannot set the key {key!r}: {cls.__name__} has no field {path[0]!r}. "
+                                 f"Its fields are {sorted(cls._field_specs)}.")
+        if len(path) == 1:
+            if cls._frozen and not inplace:
+                raise dataclasses.FrozenInstanceError(f"cannot assign to field {path[0]!r} of frozen {cls.__name__}")
+            _write(self, spec, value, inplace=inplace)
+            return self
+        head = _read(self, spec)
+        if head is None:
+            self._tensordict.set(path, _delegation.unwrap(value), inplace=inplace, non_blocking=non_blocking)
+        else:
+            head.set(path[1:], _delegation.unwrap(value), inplace=inplace, non_blocking=non_blocking)
+        return self
+
+    # ------------------------------------------------------------------ excluded from forwarding
+    def __getitem__(self, index: Any) -> Any:
+        if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+            raise ValueError(f"Invalid indexing arguments: {index!r}. A tensorclass is indexed along its batch "
+                             f"dimensions; to read a field, use the attribute or get({index!r}).")
+        backend = self._tensordict
+        return _delegation.rewrap(self, backend, backend[index])
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+            raise ValueError(f"Invalid indexing arguments: {index!r}. A tensorclass is indexed along its batch "
+                             f"dimensions; to write a field, use the attribute or set({index!r}, value).")
+        self._tensordict[index] = _delegation.unwrap(value)
+
+    def __iter__(self) -> Any:
+        if not self._tensordict.batch_dims:
+            raise TypeError(f"iteration over a 0-d {type(self).__name__}: it has no batch dimension")
+        for i in range(self._tensordict.batch_size[0]):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        td = self._tensordict
+        lines = [f"{type(self).__name__}(batch_size={list(td.batch_size)}, device={td.device})"]
+        names = [s.name for s in type(self)._fields_in_order]
+        names += [k for k in td._keys_str() if k not in type(self)._field_specs]
+        for i, name in enumerate(names):
+            branch, extend = ("`-- ", "    ") if i == len(names) - 1 else ("|-- ", "|   ")
+            value = td._get_str(name, MISSING)
+            spec = type(self)._field_specs.get(name)
+            if value is MISSING:
+                lines.append(f"{branch}{name}: {self._non_tensordict.get(name)!r}")
+            elif type(value) in NON_TENSOR_TYPES:
+                lines.append(f"{branch}{name}: {value._value()!r}")
+            elif is_td(value):
+                kind = spec.nested if spec is not None and spec.nested is not None else type(value)
+                lines.append(f"{branch}{name}: {kind.__name__}(batch_size={list(value.batch_size)})")
+                _tree_lines(value, extend, lines)
+            else:
+                lines.append(f"{branch}{name}: {_leaf_repr(value)}")
+        return "\n".join(lines)
+
+    def __reduce__(self) -> Any:
+        return _unpickle, (type(self), self._tensordict, self._non_tensordict)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return self.__reduce__()
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return _delegation.torch_function(func, args, kwargs)
+
+
+def _unwrapped(value: Any) -> Any:
+    return value._value() if type(value) in NON_TENSOR_TYPES else value
+
+
+def _unpickle(cls: Any, td: Any, extras: dict[str, Any]) -> Any:
+    return cls._from_backend(td, extras)
+
+
+def _add_extra(obj: Any, name: str, value: Any) -> None:
+    """A ``non_tensordict`` entry of from_tensordict: tensors and collections go to the TensorDict."""
+    spec = type(obj)._field_specs.get(name)
+    if spec is None:
+        raise ValueError(f"{type(obj).__name__}.from_tensordict(): non_tensordict key {name!r} is not a field")
+    if isinstance(value, _Tensor) or is_td(value) or type(value) in _delegation.WRAPPER_TYPES:
+        _write(obj, spec, value)
+    else:
+        obj._non_tensordict[name] = value
+
+
+def _class_attr(cls: type, name: str) -> Any:
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+def _field_kind(cls: type, field: dataclasses.Field[Any]) -> _Spec:
+    tp = field.type
+    if isinstance(tp, str):
+        tp = resolve_annotations(_owner_of(cls, field.name)).get(field.name, tp)
+    base = strip_optional(tp)
+    tensor = (isinstance(base, type) and issubclass(base, _Tensor)) or (
+        isinstance(base, str) and base.replace("torch.", "").split(" ")[0] == "Tensor")
+    nested = base if isinstance(base, type) and base in _delegation.WRAPPER_TYPES else None
+    cast = _Tensor if tensor else (base if base in _CASTABLE else None)
+    raw = tensor or (nested is None and isinstance(base, type) and issubclass(base, TensorDictBase))
+    return _Spec(field.name, tensor, nested, raw, cast, field.default, field.default_factory)
+
+
+def _owner_of(cls: type, name: str) -> type:
+    for klass in cls.__mro__:
+        if name in inspect.get_annotations(klass):
+            return klass
+    return cls
+
+
+def _build_class(cls: Any) -> None:
+    """Turn a new subclass into a tensorclass: dataclass fields, field access, generated __init__."""
+    own_init = "__init__" in cls.__dict__
+    own_doc = cls.__dict__.get("__doc__")
+    dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+    specs = tuple(_field_kind(cls, f) for f in dataclasses.fields(cls))
+    reserved = _reserved()
+    bad = sorted(s.name for s in specs if s.name in _INIT_KEYWORDS or s.name in ("_tensordict", "_non_tensordict"))
+    if bad:
+        raise AttributeError(f"field name(s) {bad} of {cls.__name__} are reserved by TensorClass")
+    if not cls._shadow:
+        taken = sorted(s.name for s in specs if s.name in reserved)
+        if taken:
+            raise AttributeError(
+                f"Attribute name(s) {taken} can't be used as fields of {cls.__name__}, as tensorclasses have "
+                f"members of that name. To allow it, pass shadow=True (@tensorclass(shadow=True) or "
+                f"TensorClass['shadow'])."
+            )
+    for spec in specs:
+        if spec.name in cls.__dict__:
+            delattr(cls, spec.name)
+        inherited = _class_attr(cls, spec.name)  # a shadowed member needs a data descriptor to win
+        raw = spec.raw and not cls._nocast and (inherited is None or type(inherited) is _Absent)
+        setattr(cls, spec.name, _Absent(spec) if raw else _Field(spec))
+    cls._fields_in_order = specs
+    cls._field_specs = {s.name: s for s in specs}
+    if not own_init:
+        cls.__init__ = _make_init(cls, specs)
+    if own_doc is None:
+        cls.__doc__ = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
+
+
+def _make_init(cls: Any, specs: tuple[_Spec, ...]) -> Callable[..., None]:
+    """A real ``__init__(self, <fields>, *, batch_size=None, device=None, names=None, ...)`` (as dataclasses do)."""
+    params, after_default = [], None
+    namespace: dict[str, Any] = {"_init": _init, "_DEFAULT": _DEFAULT}
+    for spec in specs:
+        if spec.has_default:
+            if spec.factory is dataclasses.MISSING:  # the default itself shows in the signature
+                namespace[f"_default_{spec.name}"] = spec.default
+                params.append(f"{spec.name}=_default_{spec.name}")
+            else:
+                params.append(f"{spec.name}=_DEFAULT")
+            after_default = spec.name
+        elif after_default is not None:
+            raise TypeError(f"{cls.__name__}: non-default field {spec.name!r} follows field {after_default!r}, "
+                            f"which has a default")
+        else:
+            params.append(spec.name)
+    fields = "".join(f"{s.name}, " for s in specs)
+    src = (f"def __init__(self, {''.join(p + ', ' for p in params)}*, batch_size=None, device=None, names=None, "
+           f"non_blocking=None, lock=False):\n"
+           f"    _init(self, ({fields}), batch_size, device, names, non_blocking, lock)\n")
+    exec(src, namespace)  # the same technique dataclasses uses: a real signature, no *args parsing
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__doc__ = f"Build a {cls.__name__} from its fields and batch facts."
+    return init  # type: ignore[no-any-return]
+
+
+_RESERVED: set[str] = set()
+
+
+def _reserved() -> set[str]:
+    if not _RESERVED:
+        _RESERVED.update(n for n in dir(TensorClass) if not n.startswith("__"))
+    return _RESERVED
+
+
+def _register_pytree(cls: type) -> None:
+    """A TensorClass is a pytree node with one child, its TensorDict (vmap and compile see through it)."""
+
+    def flatten(obj: Any) -> tuple[list[Any], Any]:
+        return [obj._tensordict], tuple(obj._non_tensordict.items()) or None
+
+    def flatten_with_keys(obj: Any) -> tuple[list[tuple[Any, Any]], Any]:
+        values, context = flatten(obj)
+        return [(_pytree.GetAttrKey("_tensordict"), values[0])], context
+
+    def unflatten(values: Any, context: Any) -> Any:
+        return cls._from_backend(next(iter(values)), dict(context or ()))  # type: ignore[attr-defined]
+
+    register_pytree_node(cls, flatten, unflatten, flatten_with_keys, None, None)
+
+
+def _forward_primitive(name: str) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._tensordict, name)(*args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+@typing.dataclass_transform()
+def tensorclass(cls: Any = None, /, *, autocast: bool = False, frozen: bool = False, nocast: bool = False,
+                shadow: bool = False, tensor_only: bool = False) -> Any:
+    """Decorator form of :class:`TensorClass`: ``@tensorclass`` or ``@tensorclass(frozen=True, ...)``.
+
+    Note:
+        Differs from tensordict: the decorated class is rebuilt as a subclass of TensorClass, so
+        ``isinstance(obj, TensorClass)`` holds for it too.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import tensorclass
+        >>> @tensorclass
+        ... class Point:
+        ...     xy: torch.Tensor
+        ...     tag: str = "p"
+        ...     def norm(self):
+        ...         return self.xy.norm(dim=-1)
+        >>> Point(xy=torch.ones(5, 2), batch_size=[5]).norm().shape
+        torch.Size([5])
+    """
+    options = {"autocast": autocast, "frozen": frozen, "nocast": nocast, "shadow": shadow,
+               "tensor_only": tensor_only}
+
+    def build(klass: Any) -> Any:
+        if isinstance(klass, type) and issubclass(klass, TensorClass) and not any(options.values()):
+            return klass
+        slots = set(klass.__dict__.get("__slots__", ()))
+        namespace = {k: v for k, v in klass.__dict__.items() if k not in ("__dict__", "__weakref__", *slots)}
+        bases = klass.__bases__ if any(issubclass(b, TensorClass) for b in klass.__bases__) else (
+            *(b for b in klass.__bases__ if b is not object), TensorClass)
+        new = type(klass.__name__, bases, namespace, **{k: v for k, v in options.items() if v})
+        _fix_class_cells(namespace.values(), klass, new)
+        return new
+
+    return build if cls is None else build(cls)
+
+
+def _fix_class_cells(values: Any, old: type, new: type) -> None:
+    """Point zero-argument ``super()`` in the methods at the rebuilt class (dataclasses(slots=True) does this)."""
+    for value in values:
+        func = getattr(value, "__func__", value)
+        funcs = [value.fget, value.fset, value.fdel] if isinstance(value, property) else [func]
+        for f in funcs:
+            closure = getattr(f, "__closure__", None) or ()
+            for cell in closure:
+                try:
+                    if cell.cell_contents is old:
+                        cell.cell_contents = new
+                except ValueError:  # an empty cell
+                    continue
+
+
+def is_tensorclass(obj: Any) -> bool:
+    """True for TensorClass subclasses and their instances.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> is_tensorclass(TensorDict())
+        False
+    """
+    klass = obj if isinstance(obj, type) else type(obj)
+    return issubclass(klass, TensorClass)
+
+
+_SET_TD = TensorClass.__dict__["_tensordict"].__set__
+_SET_EXTRAS = TensorClass.__dict__["_non_tensordict"].__set__
+_SET_DICT = TensorClass.__dict__["__dict__"].__set__
+
+for _name in _delegation.PRIMITIVES:
+    setattr(TensorClass, _name, _forward_primitive(_name))
+_delegation.install(TensorClass, "_tensordict")
+_delegation.WRAPPER_TYPES.add(TensorClass)
+
+__all__ = ["TensorClass", "is_tensorclass", "tensorclass"]

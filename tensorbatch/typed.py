@@ -1,0 +1,395 @@
+"""TypedTensorDict: a TensorDictBase subclass whose schema is its class annotations.
+
+An instance delegates the backend primitives to the TensorDict it wraps (``_source``), so it works
+over any backend, live: writes go to the wrapped storage. Direct construction builds an in-memory
+TensorDict. The rest of the API is forwarded from the one list in :mod:`tensorbatch._delegation`,
+with TensorDict results re-wrapped in the subclass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import sys
+import typing
+from collections.abc import MutableMapping
+from typing import Any, ClassVar
+
+import torch
+from torch.utils import _pytree
+
+from . import _delegation
+from ._compat import register_pytree_node
+from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_td
+from ._td import TensorDict
+from .base import TensorDictBase
+
+_Tensor = torch.Tensor
+OPTIONS = ("shadow", "frozen", "autocast", "nocast", "tensor_only")
+
+
+def resolve_annotations(cls: type) -> dict[str, Any]:
+    """The annotations ``cls`` declares itself, with strings evaluated in its module (kept when they fail)."""
+    raw = inspect.get_annotations(cls)
+    module = sys.modules.get(cls.__module__)
+    globalns = dict(vars(module)) if module is not None else {}
+    localns = {cls.__name__: cls}
+    out = {}
+    for name, ann in raw.items():
+        if isinstance(ann, str):
+            with contextlib.suppress(Exception):  # an unresolvable forward reference stays a string
+                ann = eval(ann, globalns, localns)  # the same lookup typing.get_type_hints performs
+        out[name] = ann
+    return out
+
+
+def strip_optional(tp: Any) -> Any:
+    """``T`` for ``Optional[T]`` / ``T | None``; ``tp`` otherwise."""
+    if typing.get_origin(tp) in (typing.Union, type(int | None)):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _is_classvar(tp: Any) -> bool:
+    return tp is ClassVar or typing.get_origin(tp) is ClassVar or (isinstance(tp, str) and tp.startswith("ClassVar"))
+
+
+def _is_not_required(tp: Any) -> bool:
+    return typing.get_origin(tp) is typing.NotRequired or (isinstance(tp, str) and tp.startswith("NotRequired"))
+
+
+def _nested_class(tp: Any) -> Any:
+    """The wrapper class a field's value is read back as (a TypedTensorDict or TensorClass type), or None."""
+    tp = strip_optional(tp)
+    if typing.get_origin(tp) is typing.NotRequired:
+        tp = strip_optional(typing.get_args(tp)[0])
+    if isinstance(tp, type) and tp in _delegation.WRAPPER_TYPES:
+        return tp
+    return None
+
+
+def _read(self: Any, name: str, value: Any, default: Any, wrap: Any) -> Any:
+    if value is MISSING:
+        if default is not NO_DEFAULT:
+            return default
+        raise AttributeError(f"'{type(self).__name__}' has field {name!r} declared but not set")
+    if type(value) in NON_TENSOR_TYPES:
+        return value._value()
+    if wrap is not None and is_td(value) and type(value) is not wrap:
+        return wrap._wrap_new(value)
+    return value
+
+
+def _field_property(name: str, default: Any, wrap: Any) -> property:
+    """Attribute access to a field: a dict read when the backend is in memory, else ``_get_str``."""
+
+    def fget(self: Any) -> Any:
+        store = self._store
+        value = store.get(name, MISSING) if store is not None else self._source._get_str(name, MISSING)
+        if type(value) is _Tensor:
+            return value
+        return _read(self, name, value, default, wrap)
+
+    def fset(self: Any, value: Any) -> None:
+        source = self._source
+        value = _delegation.unwrap(value)
+        if source.is_locked:
+            raise _delegation.locked_field(self, name)
+        if type(source) is TensorDict:
+            source[name] = value  # the in-memory fast path (validates the batch size)
+        else:
+            source.set(name, value)
+
+    return property(fget, fset, doc=f"The field {name!r} (read from and written to the wrapped TensorDict).")
+
+
+class TypedTensorDict(TensorDictBase):
+    """A TensorDict whose fields are declared as class annotations.
+
+    Subclasses declare fields like a ``TypedDict`` and get keyword construction with checks, attribute
+    access (``state.x``), schema composition by inheritance, ``**state`` spreading, and typed access to
+    an existing TensorDict of any backend with :meth:`from_tensordict` (no copy: writes go through).
+
+    Options (``class S(TypedTensorDict["frozen"])`` or ``class S(TypedTensorDict, frozen=True)``, inherited):
+    ``shadow`` lets a field hide a TensorDictBase attribute (else defining it raises AttributeError);
+    ``frozen`` locks instances at construction. ``autocast``, ``nocast`` and ``tensor_only`` are accepted
+    and have no effect.
+
+    Args:
+        _source: an optional mapping of field values (merged with ``fields``).
+        batch_size: leading dims shared by every field.
+        device: device of every field (None allows mixed devices).
+        names: names of the batch dims.
+        non_blocking: passed to device moves.
+        lock: lock the instance.
+        **fields: the field values; a missing required field or an unknown name raises TypeError.
+
+    Examples:
+        >>> import torch
+        >>> from torch import Tensor
+        >>> from tensorbatch import TensorDict, TypedTensorDict
+        >>> class State(TypedTensorDict):
+        ...     x: Tensor
+        ...     y: Tensor
+        >>> state = State(x=torch.zeros(4, 3), y=torch.zeros(4), batch_size=[4])
+        >>> state.x.shape, type(state[1:]).__name__
+        (torch.Size([4, 3]), 'State')
+        >>> td = TensorDict(x=torch.zeros(2), y=torch.zeros(2), batch_size=[2])
+        >>> State.from_tensordict(td).x += 1  # writes go to td
+        >>> td["x"]
+        tensor([1., 1.])
+    """
+
+    __slots__ = ("_source", "_store")
+    _source: TensorDictBase
+    _store: dict[str, Any] | None
+    _wrapped_attr: ClassVar[str] = "_source"
+    _shadow: ClassVar[bool] = False
+    _frozen: ClassVar[bool] = False
+    _autocast: ClassVar[bool] = False
+    _nocast: ClassVar[bool] = False
+    _tensor_only: ClassVar[bool] = False
+    __expected_keys__: ClassVar[frozenset[str]] = frozenset()
+    __required_keys__: ClassVar[frozenset[str]] = frozenset()
+    __optional_keys__: ClassVar[frozenset[str]] = frozenset()
+    __field_defaults__: ClassVar[dict[str, Any]] = {}
+    _option_classes: ClassVar[dict[tuple[type, tuple[str, ...]], type]] = {}
+
+    def __init_subclass__(cls, shadow: bool | None = None, frozen: bool | None = None, autocast: bool | None = None,
+                          nocast: bool | None = None, tensor_only: bool | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        given = {"shadow": shadow, "frozen": frozen, "autocast": autocast, "nocast": nocast,
+                 "tensor_only": tensor_only}
+        for option, value in given.items():
+            if value is not None:
+                setattr(cls, f"_{option}", bool(value))
+        _delegation.WRAPPER_TYPES.add(cls)
+        _collect_fields(cls)
+        _register_pytree(cls)
+
+    def __class_getitem__(cls, item: Any) -> type:
+        """A base class with the given options on: ``TypedTensorDict["shadow", "frozen"]``."""
+        options = tuple(item) if isinstance(item, tuple) else (item,)
+        unknown = [o for o in options if o not in OPTIONS]
+        if unknown:
+            raise ValueError(f"unknown TypedTensorDict option(s) {unknown}; valid options: {list(OPTIONS)}")
+        key = (cls, options)
+        if key not in TypedTensorDict._option_classes:
+            name = f"{cls.__name__}_{'_'.join(options)}"
+            meta: Any = type(cls)
+            TypedTensorDict._option_classes[key] = meta(name, (cls,), {"__module__": cls.__module__},
+                                                        **dict.fromkeys(options, True))
+        return TypedTensorDict._option_classes[key]
+
+    def __init__(self, _source: Any = None, *, batch_size: Any = None, device: Any = None, names: Any = None,
+                 non_blocking: bool | None = None, lock: bool = False, **fields: Any) -> None:
+        cls = type(self)
+        if _source is not None:
+            fields = {**dict(_source.items()), **fields}
+        _check_keys(cls, fields.keys(), f"{cls.__name__}()")
+        values = {k: _delegation.unwrap(v) for k, v in fields.items()}
+        source = TensorDict(values, batch_size=batch_size, device=device, names=names, non_blocking=non_blocking,
+                            lock=lock or cls._frozen)
+        self._source = source
+        self._store = source._tensordict
+
+    # ------------------------------------------------------------------ wrapping
+    @classmethod
+    def from_tensordict(cls, td: Any, *, check: bool = True) -> Any:
+        """Wrap an existing TensorDict of any backend in this class, without copying it.
+
+        Args:
+            td: the TensorDict (a TensorClass or TypedTensorDict is unwrapped to the TensorDict it wraps).
+            check: raise if a required field is missing; ``check=False`` wraps an empty or partly
+                filled TensorDict (a missing field then raises AttributeError when read).
+
+        Raises:
+            TypeError: when ``td`` is not a TensorDict, or (with ``check``) misses required fields.
+
+        Examples:
+            >>> import torch
+            >>> from torch import Tensor
+            >>> from tensorbatch import TensorDict, TypedTensorDict
+            >>> class S(TypedTensorDict):
+            ...     x: Tensor
+            >>> S.from_tensordict(TensorDict())
+            Traceback (most recent call last):
+                ...
+            TypeError: S.from_tensordict() missing required field(s): x
+            >>> S.from_tensordict(TensorDict(), check=False).batch_size
+            torch.Size([])
+        """
+        td = _delegation.unwrap(td)  # over a wrapper's own storage: one level of wrapping
+        if not is_td(td):
+            raise TypeError(f"{cls.__name__}.from_tensordict() expects a TensorDict, got {type(td).__name__}")
+        if check:
+            missing = cls.__required_keys__.difference(td.keys())
+            if missing:
+                raise TypeError(f"{cls.__name__}.from_tensordict() missing required field(s): "
+                                f"{', '.join(sorted(missing))}")
+        return cls._wrap(td)
+
+    @classmethod
+    def _wrap(cls, td: Any) -> Any:
+        obj = object.__new__(cls)
+        obj._source = td
+        obj._store = _delegation.storage_of(td)
+        return obj
+
+    _wrap_new = _wrap
+
+    def _wrap_like(self, td: Any) -> Any:
+        return type(self)._wrap(td)
+
+    # ------------------------------------------------------------------ primitives (delegated)
+    @property
+    def batch_size(self) -> torch.Size:
+        """The leading dimensions shared by every leaf."""
+        return self._source.batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        self._source.batch_size = value
+
+    def _change_batch_size(self, new_size: torch.Size) -> None:
+        self._source._change_batch_size(new_size)
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device of every leaf, or None."""
+        return self._source.device
+
+    def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
+        return self._source._get_str(key, default)
+
+    def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
+        self._source._set_str(key, value, inplace=inplace, validated=validated)
+
+    def _del_str(self, key: str) -> None:
+        self._source._del_str(key)
+
+    def _keys_str(self) -> Any:
+        return self._source._keys_str()
+
+    def _items_str(self) -> Any:
+        return self._source._items_str()
+
+    def _values_str(self) -> Any:
+        return self._source._values_str()
+
+    def _has_str(self, key: str) -> bool:
+        return self._source._has_str(key)
+
+    @property
+    def is_locked(self) -> bool:
+        """True when keys cannot be added or removed."""
+        return self._source.is_locked
+
+    def _set_lock(self, value: bool) -> None:
+        self._source._set_lock(value)
+
+    def _maybe_names(self) -> tuple[Any, ...] | None:
+        return self._source._maybe_names()
+
+    # ------------------------------------------------------------------ excluded from forwarding
+    def __getitem__(self, index: Any) -> Any:
+        source = self._source
+        if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+            return source[index]
+        return _delegation.rewrap(self, source, source[index])
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._source[index] = _delegation.unwrap(value)
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
+        """An in-memory TensorDict copy (never a wrapper, whatever the backend)."""
+        out: TensorDictBase = _delegation.to_dense(self._source)
+        return out
+
+    def __reduce__(self) -> Any:
+        return _unpickle, (type(self), self._source)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return self.__reduce__()
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return _delegation.torch_function(func, args, kwargs)
+
+
+def _unpickle(cls: Any, source: Any) -> Any:
+    return cls._wrap(source)
+
+
+def _check_keys(cls: Any, keys: Any, call: str) -> None:
+    """TypeError naming the missing required and the unknown fields."""
+    keys = set(keys)
+    missing = cls.__required_keys__ - keys
+    if missing:
+        raise TypeError(f"{call} missing required field(s): {', '.join(sorted(missing))}")
+    extra = keys - cls.__expected_keys__
+    if extra:
+        raise TypeError(f"{call} got unexpected field(s): {', '.join(sorted(extra))}; "
+                        f"the fields of {cls.__name__} are {sorted(cls.__expected_keys__)}")
+
+
+def _collect_fields(cls: Any) -> None:
+    """Set the schema of a new subclass (fields of its TypedTensorDict bases first) and its field properties."""
+    fields: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        if base is TypedTensorDict or not issubclass(base, TypedTensorDict):
+            continue
+        defaults.update(base.__dict__.get("__field_defaults__", {}))
+        for name, tp in resolve_annotations(base).items():
+            if name.startswith("_") or _is_classvar(tp):
+                continue
+            fields[name] = tp
+            default = base.__dict__.get(name, MISSING)
+            if default is not MISSING and not isinstance(default, property):
+                defaults[name] = default
+    if not cls._shadow:
+        taken = sorted(n for n in fields if n in _reserved())
+        if taken:
+            raise AttributeError(f"field(s) {taken} of {cls.__name__} shadow TensorDictBase attributes; "
+                                 f"use TypedTensorDict['shadow'] to allow it")
+    optional = {n for n, tp in fields.items() if n in defaults or _is_not_required(tp)}
+    cls.__expected_keys__ = frozenset(fields)
+    cls.__required_keys__ = frozenset(fields) - optional
+    cls.__optional_keys__ = frozenset(optional)
+    cls.__field_defaults__ = {n: v for n, v in defaults.items() if n in fields}
+    for name, tp in fields.items():
+        setattr(cls, name, _field_property(name, defaults.get(name, NO_DEFAULT), _nested_class(tp)))
+
+
+_RESERVED: set[str] = set()
+
+
+def _reserved() -> set[str]:
+    if not _RESERVED:
+        _RESERVED.update(n for n in dir(TypedTensorDict) if not n.startswith("__"))
+    return _RESERVED
+
+
+def _register_pytree(cls: type) -> None:
+    """A TypedTensorDict is a pytree node with one child, its backend (vmap and compile see through it)."""
+
+    def flatten(obj: Any) -> tuple[list[Any], Any]:
+        return [obj._source], None
+
+    def flatten_with_keys(obj: Any) -> tuple[list[tuple[Any, Any]], Any]:
+        return [(_pytree.GetAttrKey("_source"), obj._source)], None
+
+    def unflatten(values: Any, context: Any) -> Any:
+        return cls._wrap(next(iter(values)))  # type: ignore[attr-defined]
+
+    register_pytree_node(cls, flatten, unflatten, flatten_with_keys, None, None)
+
+
+_delegation.install(TypedTensorDict, "_source")
+_delegation.WRAPPER_TYPES.add(TypedTensorDict)
+MutableMapping.register(TypedTensorDict)
+
+__all__ = ["TypedTensorDict"]
