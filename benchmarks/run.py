@@ -42,11 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cases
 import cases_lazy
+import cases_typed
 import torch
 
-SUITES = {"core": cases.CASES, "lazy": cases_lazy.CASES}
-CASES = {**cases.CASES, **cases_lazy.CASES}
-UNCHECKED = cases_lazy.UNCHECKED
+SUITES = {"core": cases.CASES, "lazy": cases_lazy.CASES, "typed": cases_typed.CASES}
+CASES = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES}
+UNCHECKED = cases_lazy.UNCHECKED | cases_typed.UNCHECKED
 
 IMPLS = ("tb", "td", "raw")
 MODULES = {"tb": "tensorbatch", "td": "tensordict"}
@@ -214,7 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="", help="only run cases whose name contains this substring")
     p.add_argument("--suite", choices=[*SUITES, "all"], default="core",
-                   help="core: the core TensorDict cases (default); lazy: lazy stacks and padding")
+                   help="core: the core TensorDict cases (default); lazy: lazy stacks and padding; "
+                   "typed: TensorClass and TypedTensorDict")
     p.add_argument("--json", metavar="PATH", help="write results and summary as JSON")
     p.add_argument("--quick", action="store_true", help="15 repeats instead of 30")
     p.add_argument("--repeats", type=int, help="override the number of repeats")
