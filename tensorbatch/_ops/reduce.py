@@ -7,14 +7,19 @@ leaf is reduced over those dims only; ``reduce=True`` further folds the leaves i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from .traverse import NO_DEFAULT, apply_leaves, flat_leaves
+from .traverse import NO_DEFAULT, apply_leaves, flat_leaves, map_leaves
+
+_Size = torch.Size
 
 _WITH_INDICES = {"max", "min"}
+# reductions whose torch op takes ``dim`` (int or tuple) and ``keepdim`` directly
+_SIMPLE = {"sum", "mean", "nansum", "nanmean", "std", "var", "amax", "amin"}
 # reductions taking torch's ``correction`` keyword
 _CORRECTION = {"std", "var"}
 
@@ -47,8 +52,8 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
         if reduce:
             leaves = [leaf.reshape(-1) for leaf in flat_leaves(td)]
             return _call(op, name, torch.cat(leaves) if leaves else torch.zeros(0), None, False, kwargs)
-        return apply_leaves(td, lambda x: _call(op, name, x, None, False, kwargs), batch_size=(),
-                            what=f"reducing with {name!r}")
+        return map_leaves(td, _leaf_fn(op, name, None, False, kwargs), batch_size=_Size(()),
+                          what=f"reducing with {name!r}")
     dims = batch_dims_of(td, dim)
     bs = td.batch_size
     new_bs = [s if i not in dims else 1 for i, s in enumerate(bs)]
@@ -64,9 +69,19 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
         if not return_indices:
             return values
         return getattr(torch.return_types, name)((values, indices))
-    result = apply_leaves(td, lambda x: _call(op, name, x, dims, keepdim, kwargs), batch_size=new_bs,
-                          what=f"reducing with {name!r}")
+    result = map_leaves(td, _leaf_fn(op, name, dims, keepdim, kwargs), batch_size=_Size(new_bs),
+                        what=f"reducing with {name!r}")
     return _fold(op, name, result) if reduce else result
+
+
+def _leaf_fn(op: Callable[..., Any], name: str, dims: Any, keepdim: bool,
+             kwargs: dict[str, Any]) -> Callable[[torch.Tensor], Any]:
+    """The per-leaf reduction: a plain ``partial`` of the torch op in the common case (no Python frame)."""
+    if name in _SIMPLE and not kwargs:
+        if dims is None:
+            return op
+        return functools.partial(op, dim=dims[0] if len(dims) == 1 else dims, keepdim=keepdim)
+    return lambda x: _call(op, name, x, dims, keepdim, kwargs)
 
 
 def _reduce_features(td: Any, name: str, keepdim: bool, kwargs: dict[str, Any]) -> Any:
