@@ -237,11 +237,17 @@ def _result(td: Any, out: dict[str, Any], batch_size: Any, names: Any, device: A
 def check_leaves(td: TensorDictBase, prefix: tuple[str, ...] = ()) -> None:
     """Raise if a leaf does not start with its node's batch size (results of user functions)."""
     bs = td.batch_size
+    n = len(bs)
     for key, value in td._items_str():
-        shape = value.batch_size if is_td(value) else getattr(value, "shape", None)
-        if shape is not None and shape[: len(bs)] != bs:
+        if type(value) is _Tensor:  # the common case first
+            if value.shape[:n] != bs:
+                raise batch_mismatch(bs, (*prefix, key), value.shape)
+            continue
+        node = is_td(value)
+        shape = value.batch_size if node else getattr(value, "shape", None)
+        if shape is not None and shape[:n] != bs:
             raise batch_mismatch(bs, (*prefix, key), shape)
-        if is_td(value):
+        if node:
             check_leaves(value, (*prefix, key))
 
 
@@ -299,6 +305,15 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
     out = {}
     nd = td.batch_dims
     for key, value in td._items_str():
+        if not others and type(value) is _Tensor and not inplace:  # the common case, kept lean
+            try:
+                result = fn(value)
+            except Exception as err:
+                add_path_note(err, what, (*prefix, key))
+                raise
+            if result is not None:
+                out[key] = result
+            continue
         subs = [_other_entry(o, key, default, prefix) for o in others] if others else ()
         if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
