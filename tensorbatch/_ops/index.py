@@ -43,6 +43,9 @@ def normalize(td: Any, index: Any) -> tuple[tuple[Any, ...], torch.Size | None, 
         if not -size <= index < size:
             raise IndexError(f"index {index} is out of bounds for dimension 0 with size {size}")
         return (index,), bs[1:], None
+    if (type(index) is _Tensor and bs and names is None and index.ndim == 1
+            and index.dtype == torch.int64):  # td[long_tensor]: the size is known without indexing
+        return (index,), _Size((index.shape[0], *bs[1:])), None
     if type(index) is slice and bs and names is None:  # td[a:b:c], also common
         step = index.step
         if step is None or step > 0:
@@ -157,13 +160,13 @@ def getitem(td: Any, index: Any) -> Any:
         return td
     idx, new_bs, names = normalize(td, index)
     leaf_idx = idx[0] if len(idx) == 1 else idx
+    if type(leaf_idx) is _Tensor and leaf_idx.ndim == 1 and leaf_idx.numel() >= 256 and (
+            leaf_idx.dtype == torch.int64 or leaf_idx.dtype == torch.int32):
+        return _take_rows(td, leaf_idx, flat_leaves(td, follow=True), names)
     if new_bs is not None:
         return map_leaves(td, operator.itemgetter(leaf_idx), what="indexing", batch_size=new_bs,
                           names=names, follow=True)
     leaves = flat_leaves(td, follow=True)
-    if type(leaf_idx) is _Tensor and leaf_idx.ndim == 1 and leaf_idx.numel() >= 256 and (
-            leaf_idx.dtype == torch.int64 or leaf_idx.dtype == torch.int32):
-        return _take_rows(td, leaf_idx, leaves, names)
     try:
         out = [leaf[leaf_idx] for leaf in leaves]
     except Exception:
