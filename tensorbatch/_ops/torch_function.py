@@ -40,6 +40,9 @@ def _check_same_batch(tds: Sequence[Any], what: str, skip_dim: int | None = None
     if skip_dim is None:
         if all(td.batch_size == first for td in tds):
             return
+    elif len(first) == 1:  # one batch dim, the cat dim: only the number of dims must agree
+        if all(len(td.batch_size) == 1 for td in tds):
+            return
     else:
         head, tail = first[:skip_dim], first[skip_dim + 1:]
         n = len(first)
