@@ -166,6 +166,12 @@ def getitem(td: Any, index: Any) -> Any:
     if new_bs is not None:
         return map_leaves(td, operator.itemgetter(leaf_idx), what="indexing", batch_size=new_bs,
                           names=names, follow=True)
+    if (type(leaf_idx) is _Tensor and leaf_idx.dtype == torch.bool and leaf_idx.ndim == 1
+            and leaf_idx.shape[0] == td.batch_size[0]):  # td[mask]: find the rows once, not once per leaf
+        rows = leaf_idx.nonzero().squeeze(-1)
+        out = [leaf.index_select(0, rows if rows.device == leaf.device else rows.to(leaf.device))
+               for leaf in flat_leaves(td, follow=True)]
+        return from_leaves(td, out, batch_size=_Size((len(rows), *td.batch_size[1:])), names=names, follow=True)
     leaves = flat_leaves(td, follow=True)
     try:
         out = [leaf[leaf_idx] for leaf in leaves]
