@@ -90,16 +90,25 @@ def permute(td: Any, *dims: Any) -> Any:
         >>> TensorDict({"a": torch.zeros(2, 3, 5)}, batch_size=[2, 3]).permute(1, 0)["a"].shape
         torch.Size([3, 2, 5])
     """
-    order = tuple(_dim(td, d, error=ValueError) for d in _shape_args(dims))
-    if sorted(order) != list(range(td.batch_dims)):
-        raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {td.batch_dims} batch dims")
-    if order == tuple(range(td.batch_dims)):
-        return td
-    nd = td.batch_dims
     bs = td.batch_size
-    new = _Size(bs[d] for d in order)
+    nd = len(bs)
+    order = tuple(_dim(td, d, error=ValueError) for d in _shape_args(dims))
+    identity = tuple(range(nd))
+    if sorted(order) != list(identity):
+        raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {nd} batch dims")
+    if order == identity:
+        return td
+    new = _Size([bs[d] for d in order])
     names = _renamed(td, lambda n: [n[d] for d in order])
-    return td._map(lambda x: x.permute(*order, *range(nd, x.ndim)), "permute", batch_size=new, names=names, follow=True)
+    perms: dict[int, tuple[int, ...]] = {}  # leaf ndim -> full permutation (feature dims stay in place)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        perm = perms.get(x.ndim)
+        if perm is None:
+            perm = perms[x.ndim] = (*order, *range(nd, x.ndim))
+        return x.permute(*perm)  # varargs: the tuple form parses ~30% slower
+
+    return td._map(fn, "permute", batch_size=new, names=names, follow=True)
 
 
 def transpose(td: Any, dim0: int, dim1: int) -> Any:
