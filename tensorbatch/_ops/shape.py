@@ -7,6 +7,7 @@ Leaves keep their trailing (feature) dims untouched.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -127,7 +128,7 @@ def unsqueeze(td: Any, dim: int) -> Any:
     bs = list(td.batch_size)
     bs.insert(d, 1)
     names = _renamed(td, lambda n: [*n[:d], None, *n[d:]])
-    return td._map(lambda x: x.unsqueeze(d), "unsqueeze", batch_size=bs, names=names, follow=True)
+    return td._map(operator.methodcaller("unsqueeze", d), "unsqueeze", batch_size=bs, names=names, follow=True)
 
 
 def squeeze(td: Any, dim: int | None = None) -> Any:
@@ -142,7 +143,7 @@ def squeeze(td: Any, dim: int | None = None) -> Any:
         return td
     new = [s for i, s in enumerate(bs) if i not in dims]
     names = _renamed(td, lambda n: [x for i, x in enumerate(n) if i not in dims])
-    return td._map(lambda x: x.squeeze(dims), "squeeze", batch_size=new, names=names, follow=True)
+    return td._map(operator.methodcaller("squeeze", dims), "squeeze", batch_size=new, names=names, follow=True)
 
 
 def flatten(td: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
@@ -154,7 +155,7 @@ def flatten(td: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     bs = td.batch_size
     new = [*bs[:s], math.prod(bs[s : e + 1]), *bs[e + 1 :]]
-    return td._map(lambda x: x.flatten(s, e), "flatten", batch_size=new, follow=True)
+    return td._map(operator.methodcaller("flatten", s, e), "flatten", batch_size=new, follow=True)
 
 
 def unflatten(td: Any, dim: int, unflattened_size: Sequence[int]) -> Any:
@@ -168,7 +169,7 @@ def unflatten(td: Any, dim: int, unflattened_size: Sequence[int]) -> Any:
     if math.prod(sizes) != bs[d]:
         raise RuntimeError(f"unflatten: sizes {list(unflattened_size)} don't multiply to dim {dim} of size {bs[d]}")
     new = [*bs[:d], *sizes, *bs[d + 1 :]]
-    return td._map(lambda x: x.unflatten(d, sizes), "unflatten", batch_size=new, follow=True)
+    return td._map(operator.methodcaller("unflatten", d, sizes), "unflatten", batch_size=new, follow=True)
 
 
 def expand(td: Any, *shape: Any) -> Any:
