@@ -28,7 +28,6 @@ from ._ops.traverse import (
     MISSING,
     NO_DEFAULT,
     apply_leaves,
-    check_leaves,
     flat_leaves,
     is_td,
     map_leaves,
@@ -801,9 +800,8 @@ class TensorDictBase(abc.ABC):
         result = apply_leaves(  # in place too: all results first, then the writes (no half-applied state)
             self, fn, *others, batch_size=batch_size, names=names, device=dev, inplace=False,
             is_leaf=is_leaf, filter_empty=True if filter_empty is None else filter_empty, default=default,
-            what="applying fn",
+            what="applying fn", check=True,  # a user function may change leading dims: refuse that
         )
-        check_leaves(result)  # a user function may change leading dims: refuse an inconsistent result
         if not len(result._keys_str()) and filter_empty is not False and not self.is_empty():
             return None
         if inplace:

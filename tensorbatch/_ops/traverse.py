@@ -274,6 +274,7 @@ def apply_leaves(
     filter_empty: bool = False,
     default: Any = NO_DEFAULT,
     what: str = "applying a function",
+    check: bool = False,
 ) -> TensorDictBase:
     """Map ``fn(leaf, *other_leaves)`` over every leaf and build the result.
 
@@ -289,21 +290,26 @@ def apply_leaves(
         filter_empty: drop nested nodes that end up with no keys.
         default: value passed for keys missing from ``others`` (else KeyError).
         what: text used in the error note (``while <what> at key <path>``).
+        check: refuse results whose leading dims differ from their node's batch size (user functions).
 
     Returns:
         the new tree, or ``td`` itself when ``inplace``.
     """
     if batch_size is not None and not isinstance(batch_size, torch.Size):
         batch_size = torch.Size(batch_size)
-    return _walk(  # type: ignore[no-any-return]  # td itself or a node built with _dense_cls
-        td, fn, others, batch_size, names, device, inplace, is_leaf, filter_empty, default, what, ()
-    )
+    out = _walk(td, fn, others, batch_size, names, device, inplace, is_leaf, filter_empty, default, what, (),
+                check and not others)
+    if check and others:
+        check_leaves(out)
+    return out  # type: ignore[no-any-return]  # td itself or a node built with _dense_cls
 
 
 def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: Any, inplace: bool,
-          is_leaf: Any, filter_empty: bool, default: Any, what: str, prefix: tuple[str, ...]) -> Any:
+          is_leaf: Any, filter_empty: bool, default: Any, what: str, prefix: tuple[str, ...],
+          check: bool = False) -> Any:
     out = {}
     nd = td.batch_dims
+    bs = td.batch_size if batch_size is None else batch_size
     for key, value in td._items_str():
         if not others and type(value) is _Tensor and not inplace:  # the common case, kept lean
             try:
@@ -312,13 +318,15 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
                 add_path_note(err, what, (*prefix, key))
                 raise
             if result is not None:
+                if check and (type(result) is not _Tensor or result.shape[:nd] != bs):
+                    _check_one(result, bs, (*prefix, key))
                 out[key] = result
             continue
         subs = [_other_entry(o, key, default, prefix) for o in others] if others else ()
         if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
             result = _walk(value, fn, subs, sub_bs, NO_DEFAULT, device, inplace, is_leaf,
-                           filter_empty, default, what, (*prefix, key))
+                           filter_empty, default, what, (*prefix, key), check)
             if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
                 continue
         else:
@@ -329,6 +337,8 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
                 raise
             if result is None:
                 continue
+            if check:
+                _check_one(result, bs, (*prefix, key))
             if inplace:
                 if result is not value:
                     td._set_str(key, result, inplace=True, validated=True)
@@ -337,6 +347,15 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
     if inplace:
         return td
     return _result(td, out, batch_size, names, device)
+
+
+def _check_one(result: Any, bs: torch.Size, path: tuple[str, ...]) -> None:
+    """A user function's result must start with its node's batch size."""
+    shape = result.batch_size if is_td(result) else getattr(result, "shape", None)
+    if shape is not None and shape[: len(bs)] != bs:
+        raise batch_mismatch(bs, path, shape)
+    if is_td(result):
+        check_leaves(result, path)
 
 
 def _other_entry(other: Any, key: str, default: Any, prefix: tuple[str, ...]) -> Any:
