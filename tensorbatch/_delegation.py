@@ -23,11 +23,18 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from ._ops import pointwise as _pointwise
 from ._ops import torch_function as _torch_function
 from ._ops.traverse import NON_TENSOR_TYPES, is_td
 from ._td import TensorDict
 from .base import TensorDictBase
+
+_Tensor = torch.Tensor
+_Size = torch.Size
+_TORCH_STACK = torch.stack
+_NO_DIMS = torch.Size(())
 
 # ----------------------------------------------------------------------------------- the lists
 _POINTWISE_ALIASES = ("true_divide", "multiply", "subtract", "divide")
@@ -147,6 +154,38 @@ def storage_of(td: Any) -> dict[str, Any] | None:
     return td._tensordict if type(td) is TensorDict else None
 
 
+def index_dense(td: Any, index: Any) -> Any:
+    """``td[index]`` for the common case, or None: an int or forward slice on an in-memory TensorDict.
+
+    Only a flat TensorDict of tensors without dim names is handled (what the generic indexing
+    builds for it, without its walk); anything else, errors included, is left to ``td[index]``.
+    """
+    if type(td) is not TensorDict or td._names is not None:
+        return None
+    bs = td._batch_size
+    if not bs:
+        return None
+    kind = type(index)
+    if kind is slice:
+        step = index.step
+        if step is not None and step <= 0:
+            return None
+        size = len(range(*index.indices(bs[0])))
+        new_bs = _Size((size,)) if len(bs) == 1 else _Size((size, *bs[1:]))
+    elif kind is int:
+        if not -bs[0] <= index < bs[0]:
+            return None
+        new_bs = _NO_DIMS if len(bs) == 1 else bs[1:]
+    else:
+        return None
+    out = {}
+    for key, value in td._tensordict.items():
+        if type(value) is not _Tensor:
+            return None
+        out[key] = value[index]
+    return TensorDict._new_unsafe(out, new_bs, td._device)
+
+
 def to_dense(td: Any) -> Any:
     """An in-memory TensorDict copy of any backend (a lazy stack's leaves are stacked)."""
     td = unwrap(td)
@@ -195,6 +234,10 @@ def rewrap(wrapper: Any, backend: Any, result: Any) -> Any:
     if result is backend:
         return wrapper
     kind = type(result)
+    if kind is TensorDict:  # the common results first: an in-memory TensorDict, a tensor
+        return wrapper._wrap_like(result)
+    if kind is _Tensor:
+        return result
     if kind in NON_TENSOR_TYPES or getattr(kind, "_tb_tensorclass", False):
         return result
     if is_td(result):  # a TensorDict of any backend, a TypedTensorDict included
@@ -267,12 +310,70 @@ def install(cls: type, attr: str) -> None:
             setattr(cls, name, forwarder)
 
 
+_BATCH_SIZE_OF = operator.attrgetter("_batch_size")
+_STORAGE_OF = operator.attrgetter("_tensordict")
+_ONLY_DENSE = frozenset({TensorDict})
+
+
+def _stack_dense(args: Any, kwargs: Any) -> Any:
+    """``torch.stack`` of wrappers of one class over flat in-memory TensorDicts of tensors, or None.
+
+    The stack the generic path builds for them (the same columns stacked, the same result), without
+    its walk; anything else, errors included, is left to the generic path. The loops are C-level
+    ``map`` calls: a stack has many items.
+    """
+    if kwargs:
+        if len(args) != 1 or len(kwargs) != 1 or "dim" not in kwargs:
+            return None
+        dim = kwargs["dim"]
+    else:
+        if not 1 <= len(args) <= 2:
+            return None
+        dim = args[1] if len(args) == 2 else 0
+    items = args[0]
+    if type(dim) is not int or (type(items) is not list and type(items) is not tuple) or not items:
+        return None
+    kinds = set(map(type, items))
+    if len(kinds) != 1:
+        return None
+    kind: Any = kinds.pop()
+    if kind not in WRAPPER_TYPES:
+        return None
+    tds = list(map(operator.attrgetter(kind._wrapped_attr), items))
+    if set(map(type, tds)) != _ONLY_DENSE:
+        return None
+    first = tds[0]
+    bs = first._batch_size
+    if first._names is not None or list(map(_BATCH_SIZE_OF, tds)).count(bs) != len(tds):
+        return None
+    stores = list(map(_STORAGE_OF, tds))
+    if len(set(map(len, stores))) != 1:  # with every key of the first in each (below): the same keys
+        return None
+    nd = len(bs)
+    if not -nd - 1 <= dim <= nd:
+        return None
+    d = dim % (nd + 1)
+    out = {}
+    for key, value in stores[0].items():
+        if type(value) is not _Tensor:
+            return None
+        try:
+            out[key] = torch.stack(list(map(operator.itemgetter(key), stores)), d)
+        except Exception:  # a missing key, or an error the generic path raises again with the key path
+            return None
+    return items[0]._wrap_like(TensorDict._new_unsafe(out, _Size((*bs[:d], len(tds), *bs[d:])), first._device))
+
+
 def torch_function(func: Any, args: Any, kwargs: Any) -> Any:
     """``__torch_function__`` body for wrappers: unwrap, dispatch through the one table, re-wrap.
 
     The result takes the class of the first wrapper among the arguments; a result that is the
     backend of a wrapper argument (``out=``) is that wrapper.
     """
+    if func is _TORCH_STACK:
+        result = _stack_dense(args, kwargs)
+        if result is not None:
+            return result
     wrappers: dict[int, Any] = {}
 
     def strip(value: Any) -> Any:

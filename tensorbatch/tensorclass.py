@@ -34,6 +34,7 @@ from .base import TensorDictBase, _as_device, _as_size, _leaf_repr, _tree_lines
 from .typed import TypedTensorDict, resolve_annotations, strip_optional
 
 _Tensor = torch.Tensor
+_Size = torch.Size
 _CASTABLE = (int, float, bool, str)
 _TENSOR_LIKE = (int, float, bool, complex, list, tuple, np.ndarray, np.generic, Mapping)
 _INIT_KEYWORDS = ("self", "batch_size", "device", "names", "non_blocking", "lock")
@@ -50,6 +51,7 @@ class _Default:
 
 _DEFAULT: Any = _Default()
 _new = object.__new__
+_index_dense = _delegation.index_dense
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,19 +192,37 @@ def _init(self: Any, values: tuple[Any, ...], batch_size: Any, device: Any, name
           lock: bool) -> None:
     """Body of every generated ``__init__``: one validated TensorDict from the field values."""
     cls = type(self)
-    bs, dev = _as_size(batch_size), _as_device(device)
+    bs = batch_size if type(batch_size) is _Size else _as_size(batch_size)
+    dev = None if device is None else _as_device(device)
+    n = len(bs)
+    one = n == 1
+    b0 = bs[0] if one else -1
     data: dict[str, Any] = {}
-    for spec, value in zip(cls._fields_in_order, values, strict=True):
+    fits = names is None  # every value so far a tensor the TensorDict would store as it is
+    for spec, plain, value in zip(cls._fields_in_order, cls._plain_tensor, values, strict=True):
         if value is _DEFAULT:
             value = spec.default_value()
+        if plain and type(value) is _Tensor:  # what _prepare returns unchanged: the common case
+            if fits:
+                shape = value.shape  # shape[:n] == bs, cheaper for the usual single batch dim
+                if (shape[0] != b0 if one and shape else shape[:n] != bs) or (dev is not None and value.device != dev):
+                    fits = False
+            data[spec.name] = value
+            continue
         value, python = _prepare(cls, spec, value)
         if value is not None:
+            fits = False
             data[spec.name] = _wrap_non_tensor(value, bs, dev) if python else value
-    td = TensorDict(data, batch_size=bs, device=dev, names=names, non_blocking=non_blocking)
+    if fits:  # the checks the TensorDict constructor makes, all passed: skip it
+        td = TensorDict._new_unsafe(data, bs, dev)
+    else:
+        td = TensorDict(data, batch_size=bs, device=dev, names=names, non_blocking=non_blocking)
     if lock or cls._frozen:
         td.lock_()
-    _attach(self, td, {})
-    post_init = getattr(cls, "__post_init__", None)
+    _SET_TD(self, td)
+    _SET_EXTRAS(self, {})
+    _SET_DICT(self, td._tensordict)  # tensor fields read straight from the TensorDict's own dict
+    post_init = cls._post_init
     if post_init is not None:  # as a dataclass does
         post_init(self)
 
@@ -259,6 +279,8 @@ class TensorClass:
     _shadow: ClassVar[bool] = False
     _tensor_only: ClassVar[bool] = False
     _fields_in_order: ClassVar[tuple[_Spec, ...]] = ()
+    _plain_tensor: ClassVar[tuple[bool, ...]] = ()  # per field: a tensor value is stored as it is
+    _post_init: ClassVar[Any] = None  # the class's __post_init__ (looked up once, at class creation)
     _field_specs: ClassVar[dict[str, _Spec]] = {}
     _option_classes: ClassVar[dict[tuple[type, tuple[str, ...]], type]] = {}
     __hash__ = None  # type: ignore[assignment]  # == is leaf-wise
@@ -458,7 +480,15 @@ class TensorClass:
             raise ValueError(f"Invalid indexing arguments: {index!r}. A tensorclass is indexed along its batch "
                              f"dimensions; to read a field, use the attribute or get({index!r}).")
         backend = self._tensordict
-        return _delegation.rewrap(self, backend, backend[index])
+        td = _index_dense(backend, index)
+        if td is None:
+            return _delegation.rewrap(self, backend, backend[index])
+        obj = _new(type(self))  # _wrap_like(td), inlined
+        _SET_TD(obj, td)
+        extras = self._non_tensordict
+        _SET_EXTRAS(obj, dict(extras) if extras else {})
+        _SET_DICT(obj, td._tensordict)
+        return obj
 
     def __setitem__(self, index: Any, value: Any) -> None:
         if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
@@ -575,6 +605,8 @@ def _build_class(cls: Any) -> None:
         raw = spec.raw and not cls._nocast and (inherited is None or type(inherited) is _Absent)
         setattr(cls, spec.name, _Absent(spec) if raw else _Field(spec))
     cls._fields_in_order = specs
+    cls._plain_tensor = tuple(not cls._autocast or s.cast is None or s.cast is _Tensor for s in specs)
+    cls._post_init = getattr(cls, "__post_init__", None)
     cls._field_specs = {s.name: s for s in specs}
     if not own_init:
         cls.__init__ = _make_init(cls, specs)

@@ -22,9 +22,13 @@ from . import _delegation
 from ._compat import register_pytree_node
 from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ._td import TensorDict
-from .base import TensorDictBase
+from .base import TensorDictBase, _as_device, _as_size
 
 _Tensor = torch.Tensor
+_Size = torch.Size
+_new = object.__new__
+_index_dense = _delegation.index_dense
+_NOT_READ: Any = object()
 OPTIONS = ("shadow", "frozen", "autocast", "nocast", "tensor_only")
 
 
@@ -86,10 +90,17 @@ def _field_property(name: str, default: Any, wrap: Any) -> property:
     """Attribute access to a field: a dict read when the backend is in memory, else ``_get_str``."""
 
     def fget(self: Any) -> Any:
-        store = self._store
-        value = store.get(name, MISSING) if store is not None else self._source._get_str(name, MISSING)
-        if type(value) is _Tensor:
-            return value
+        try:
+            value = self._store[name]  # None (a TypeError) for the other backends
+        except KeyError:
+            value = MISSING
+        except TypeError:
+            value = _NOT_READ
+        else:
+            if type(value) is _Tensor:
+                return value
+        if value is _NOT_READ:  # the backend is not in memory
+            value = self._source._get_str(name, MISSING)
         return _read(self, name, value, default, wrap)
 
     def fset(self: Any, value: Any) -> None:
@@ -186,7 +197,28 @@ class TypedTensorDict(TensorDictBase):
     def __init__(self, _source: Any = None, *, batch_size: Any = None, device: Any = None, names: Any = None,
                  non_blocking: bool | None = None, lock: bool = False, **fields: Any) -> None:
         cls = type(self)
-        if _source is not None:
+        if _source is None and names is None and not lock and fields.keys() == cls.__expected_keys__:
+            # the common call: every field given as a keyword, no names. When every value is a tensor
+            # that fits (the TensorDict constructor's own fast check), skip the constructor.
+            bs = batch_size if type(batch_size) is _Size else _as_size(batch_size)
+            dev = None if device is None else _as_device(device)
+            n = len(bs)
+            one = n == 1
+            b0 = bs[0] if one else -1
+            for value in fields.values():
+                if type(value) is not _Tensor:
+                    break
+                shape = value.shape  # shape[:n] == bs, cheaper for the usual single batch dim
+                if (shape[0] != b0 if one and shape else shape[:n] != bs) or (dev is not None and value.device != dev):
+                    break
+            else:
+                source = TensorDict._new_unsafe(fields, bs, dev)
+                if cls._frozen:
+                    source.lock_()
+                self._source = source
+                self._store = fields
+                return
+        elif _source is not None:
             fields = {**dict(_source.items()), **fields}
         _check_keys(cls, fields.keys(), f"{cls.__name__}()")
         values = {k: _delegation.unwrap(v) for k, v in fields.items()}
@@ -298,7 +330,13 @@ class TypedTensorDict(TensorDictBase):
         source = self._source
         if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
             return source[index]
-        return _delegation.rewrap(self, source, source[index])
+        td = _index_dense(source, index)
+        if td is None:
+            return _delegation.rewrap(self, source, source[index])
+        obj = _new(type(self))  # _wrap_like(td), inlined
+        obj._source = td
+        obj._store = td._tensordict
+        return obj
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._source[index] = _delegation.unwrap(value)
