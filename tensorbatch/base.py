@@ -761,9 +761,10 @@ class TensorDictBase(abc.ABC):
             torch.Size([3, 4])
         """
         for value in self._values_str():
-            if is_td(value):
+            if is_td(value) and not _nontensor.is_non_tensor(value):
                 value.auto_batch_size_(batch_dims)
-        shapes = [v.batch_size if is_td(v) else v.shape for v in self._values_str()]
+        # non-tensor leaves follow the batch size; they do not decide it (as in tensordict)
+        shapes = [v.batch_size if is_td(v) else v.shape for v in self._values_str() if not _nontensor.is_non_tensor(v)]
         common: list[int] = []
         if shapes:
             limit = min(len(s) for s in shapes)
@@ -773,7 +774,11 @@ class TensorDictBase(abc.ABC):
                 if any(s[i] != shapes[0][i] for s in shapes):
                     break
                 common.append(shapes[0][i])
-        self.batch_size = common
+        size = _Size(common)
+        for key, value in list(self._items_str()):
+            if _nontensor.is_non_tensor(value) and value.batch_size[: len(size)] != size:
+                self._set_str(key, value._follow(size), inplace=False, validated=True)
+        self.batch_size = size
         return self
 
     # ------------------------------------------------------------------ apply

@@ -852,10 +852,6 @@ def test_pytree_special_keys_numbers_and_types():
         TensorDict.from_pytree(["a"])
 
 
-@pytest.mark.xfail(
-    reason="core: TensorDictBase.auto_batch_size_ counts the batch size of non-tensor leaves (the "
-    "_pytree_type entries); tensordict ignores them and gives [3]",
-)
 def test_pytree_auto_batch_size():
     auto = TensorDict.from_pytree({"a": torch.zeros(3, 2), "b": [torch.zeros(3)]}, auto_batch_size=True)
     assert auto.batch_size == torch.Size([3])

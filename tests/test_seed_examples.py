@@ -239,8 +239,6 @@ def test_ifeval_namedtuple():
     assert back["nested", "a_string"] == "zero!"
 
 
-@pytest.mark.xfail(strict=True, reason="core bug (not typed wrappers): auto_batch_size counts the batch size of "
-                                       "non-tensor leaves, so the nested 'a_string' makes it [] (tensordict: [3])")
 def test_ifeval_namedtuple_auto_batch_size():
     data = TensorDict({"a_tensor": torch.zeros(3), "nested": {"a_tensor": torch.zeros(3), "a_string": "zero!"}}, [3])
     assert TensorDict.from_namedtuple(data.to_namedtuple(), auto_batch_size=True).batch_size == torch.Size([3])
