@@ -68,7 +68,7 @@ FORWARD: frozenset[str] = frozenset({
 FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise_names() | frozenset({
     # writes (they return the backend, hence the wrapper)
     "set", "set_", "set_at_", "set_non_tensor", "update", "update_", "update_at_", "del_", "clear",
-    "rename_key_", "fill_", "zero_", "zero_grad", "apply_", "copy_", "detach_", "requires_grad_",
+    "rename_key_", "fill_", "zero_", "zero_grad", "apply_", "copy_", "detach_", "requires_grad_", "empty",
     "masked_fill_", "lock_", "unlock_", "load_state_dict", "auto_batch_size_", "refine_names", "rename_",
     # new TensorDicts of the same schema
     "apply", "named_apply", "clone", "copy", "__copy__", "__deepcopy__", "to", "cpu", "cuda", "detach",
@@ -101,7 +101,7 @@ EXCLUDED: dict[str, str] = {
     "to_tensordict": "converts out of the wrapper: always a plain in-memory TensorDict",
 }
 
-BACKEND_EXTRAS: frozenset[str] = frozenset({"empty"})
+BACKEND_EXTRAS: frozenset[str] = frozenset()
 """Forwarded (and wrapped) like FORWARD_RETURNS_WRAPPED: every backend implements these, but
 TensorDictBase does not declare them yet. A name moves to the lists above once the base declares it."""
 

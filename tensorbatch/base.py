@@ -648,6 +648,26 @@ class TensorDictBase(abc.ABC):
     def _empty_like(self) -> TensorDictBase:
         return self._dense_cls._new_unsafe({}, self.batch_size, self.device, self._maybe_names())
 
+    def empty(self, recurse: bool = False, *, batch_size: Any = None, device: Any = NO_DEFAULT,
+              names: Any = None) -> TensorDictBase:
+        """A TensorDict with this one's batch facts and no leaves (``recurse`` keeps empty nested nodes).
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, batch_size=[2])
+            >>> list(td.empty().keys()), list(td.empty(recurse=True).keys())
+            ([], ['n'])
+        """
+        bs = self.batch_size if batch_size is None else _as_size(batch_size)
+        dev = self.device if device is NO_DEFAULT else _as_device(device)
+        source: dict[str, Any] = {}
+        if recurse:
+            nd = self.batch_dims
+            source = {k: v.empty(True, batch_size=None if batch_size is None else (*bs, *v.batch_size[nd:]))
+                      for k, v in self._items_str() if is_td(v) and not _nontensor.is_non_tensor(v)}
+        kept = self._maybe_names() if batch_size is None else None
+        return self._dense_cls._new_unsafe(source, bs, dev, names if names is not None else kept)
+
     def _set_path_unsafe(self, path: tuple[str, ...], value: Any, like: Any) -> None:
         node: Any = self
         for key in path[:-1]:
