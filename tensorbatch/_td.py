@@ -114,7 +114,10 @@ class TensorDict(TensorDictBase):
             if shape[:n] == new_size:
                 continue
             if is_td(value) and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
-                value._check_batch_size(new_size, (*prefix, key))  # will be extended
+                if type(value) is TensorDict:
+                    value._check_batch_size(new_size, (*prefix, key))  # will be extended
+                elif type(value) in NON_TENSOR_TYPES and not value._uniform():
+                    raise _errors.batch_mismatch(new_size, (*prefix, key), shape)  # per-element values
                 continue
             raise _errors.batch_mismatch(new_size, (*prefix, key), shape)
 
@@ -122,7 +125,10 @@ class TensorDict(TensorDictBase):
         n = len(new_size)
         for value in self._tensordict.values():
             if is_td(value) and len(value.batch_size) < n:
-                value._apply_batch_size(new_size)
+                if type(value) is TensorDict:
+                    value._apply_batch_size(new_size)
+                else:  # another backend, a wrapper or a non-tensor leaf: through its public setter
+                    value.batch_size = new_size
         if self._names is not None and len(self._names) != n:
             self._names = None
         self._batch_size = new_size

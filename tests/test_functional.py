@@ -857,10 +857,6 @@ def test_pytree_auto_batch_size():
     assert auto.batch_size == torch.Size([3])
 
 
-@pytest.mark.xfail(
-    reason="core: TensorDictBase.clone(False) turns a non-tensor leaf into an empty TensorDict, so the "
-    "nested _pytree_type entry is lost when the constructor widens the nested batch size",
-)
 def test_pytree_batch_size():
     td = TensorDict.from_pytree({"a": torch.zeros(3), "b": [torch.zeros(3)]}, batch_size=[3])
     assert td["b"].batch_size == torch.Size([3])

@@ -858,13 +858,11 @@ PYTREES = [
         "pt_structure",
         lambda lib, _: lib.TensorDict.from_pytree({"obs": torch.zeros(3), "pair": (torch.zeros(3), 1)}),
     ),
-    core_gap(
+    case(
         "pt_batch_size",
         lambda lib, _: lib.TensorDict.from_pytree(
             {"a": torch.zeros(3), "b": [torch.zeros(3)]}, batch_size=[3]
         ),
-        "TensorDictBase.clone(False) (_copy_tree) turns a non-tensor leaf into an empty TensorDict, so a "
-        "nested _pytree_type entry is lost when the constructor widens the nested batch size",
     ),
     case("pt_tensor", lambda lib, _: lib.TensorDict.from_pytree(torch.zeros(2))),
     case("pt_to_pytree_plain", lambda lib, td: td.to_pytree(), data="float"),
