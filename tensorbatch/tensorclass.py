@@ -28,7 +28,7 @@ from . import _delegation, _lazy
 from ._compat import register_pytree_node
 from ._keys import unravel_key_to_tuple
 from ._nontensor import wrap as _wrap_non_tensor
-from ._ops.traverse import COLLECTION_TYPES, MISSING, NON_TENSOR_TYPES, is_td
+from ._ops.traverse import COLLECTION_TYPES, MISSING, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
 from ._td import TensorDict
 from .base import TensorDictBase, _as_device, _as_size, _leaf_repr, _tree_lines
 from .typed import TypedTensorDict, resolve_annotations, strip_optional
@@ -297,6 +297,7 @@ class TensorClass:
             raise ValueError(f"{cls.__name__}: the autocast and nocast options exclude each other")
         _build_class(cls)
         COLLECTION_TYPES.add(cls)
+        REWRAP_TYPES.add(cls)  # nested in a TensorDict, it is rebuilt as itself
         _delegation.WRAPPER_TYPES.add(cls)
         _register_pytree(cls)
 

@@ -20,7 +20,7 @@ from torch.utils import _pytree
 
 from . import _delegation
 from ._compat import register_pytree_node
-from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_td
+from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
 from ._td import TensorDict
 from .base import TensorDictBase, _as_device, _as_size
 
@@ -177,6 +177,7 @@ class TypedTensorDict(TensorDictBase):
             if value is not None:
                 setattr(cls, f"_{option}", bool(value))
         _delegation.WRAPPER_TYPES.add(cls)
+        REWRAP_TYPES.add(cls)  # nested in a TensorDict, it is rebuilt as itself
         _collect_fields(cls)
         _register_pytree(cls)
 

@@ -15,7 +15,6 @@ from tensorbatch import (
     LazyStackedTensorDict,
     TensorClass,
     TensorDict,
-    TensorDictBase,
     TypedTensorDict,
     is_tensor_collection,
     is_tensorclass,
@@ -548,7 +547,11 @@ class TestForwarding:
         assert td["p"] is p
         assert td["p", "x"].shape == torch.Size([3, 2])
         assert td[0]["p", "y"] == 1
-        assert isinstance(td.clone()["p"], TensorDictBase)  # rebuilt nodes are TensorDicts (see report)
+        assert type(td.clone()["p"]) is Pair  # nested wrappers are rebuilt as themselves (as tensordict)
+        assert type(td[0]["p"]) is Pair
+        assert type(torch.stack([td, td])["p"]) is Pair
+        assert type(td.apply(lambda v: v + 1)["p"]) is Pair
+        assert td.reshape(3, 1)["p"].batch_size == torch.Size([3, 1])
 
     def test_gradients(self):
         p = Pair(x=torch.ones(2, requires_grad=True), y=torch.ones(2), batch_size=[2])

@@ -325,3 +325,13 @@ class TestBadInput:
         with pytest.raises(AttributeError, match=r"\['batch_size'\].*TypedTensorDict\['shadow'\]"):
             class Bad(TypedTensorDict):
                 batch_size: Tensor
+
+
+def test_nested_typed_tensordict_keeps_its_class_through_parent_ops():
+    class Inner(TypedTensorDict):
+        a: torch.Tensor
+
+    td = TensorDict(s=Inner(a=torch.arange(3.0), batch_size=[3]), batch_size=[3])
+    for out in (td[0], td[1:], td.clone(), td.reshape(3, 1), td + 1, torch.stack([td, td])):
+        assert type(out.get("s")) is Inner
+    assert (td + 1)["s", "a"].tolist() == [1.0, 2.0, 3.0]

@@ -38,6 +38,9 @@ MISSING: Any = _Sentinel.MISSING
 COLLECTION_TYPES: set[type] = set()
 """Every tensor-collection class (TensorDictBase subclasses and typed wrappers register here)."""
 
+REWRAP_TYPES: set[type] = set()
+"""Typed wrappers (TensorClass, TypedTensorDict subclasses): a nested one is rebuilt as its own class."""
+
 NON_TENSOR_TYPES: set[type] = set()
 """Non-tensor leaf classes (``_nontensor.py``): collections without keys that carry Python values.
 
@@ -153,7 +156,8 @@ def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow:
                 out[key] = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
                 continue
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
-            out[key] = _rebuild(value, it, sub_bs, device, follow)
+            node = _rebuild(value, it, sub_bs, device, follow)
+            out[key] = value._wrap_like(node) if type(value) in REWRAP_TYPES else node
         else:
             out[key] = next(it)
     return spec._dense_cls._new_unsafe(
@@ -194,8 +198,8 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
                     raise
             else:
                 sub_bs = None if batch_size is None else torch.Size((*batch_size, *value.batch_size[nd:]))
-                out[key] = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, NO_DEFAULT, device, (*prefix, key),
-                                      follow)
+                node = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, NO_DEFAULT, device, (*prefix, key), follow)
+                out[key] = value._wrap_like(node) if type(value) in REWRAP_TYPES else node
     else:
         keys = td._keys_str()
         if len(other._keys_str()) != len(keys):
@@ -217,7 +221,8 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
                     out[key] = value._binary(fn, theirs)
                     continue
                 sub_bs = None if batch_size is None else torch.Size((*batch_size, *value.batch_size[nd:]))
-                out[key] = map_leaves(value, fn, theirs, what, sub_bs, NO_DEFAULT, device, (*prefix, key))
+                node = map_leaves(value, fn, theirs, what, sub_bs, NO_DEFAULT, device, (*prefix, key))
+                out[key] = value._wrap_like(node) if type(value) in REWRAP_TYPES else node
     return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # built with _dense_cls
 
 
@@ -329,6 +334,8 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
                            filter_empty, default, what, (*prefix, key), check)
             if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
                 continue
+            if not inplace and type(value) in REWRAP_TYPES:
+                result = value._wrap_like(result)
         else:
             try:
                 result = fn(value, *subs)
