@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,10 @@ from .._lazy import LazyStackedTensorDict
 from .._nontensor import is_non_tensor, value_of
 from .._ops.traverse import is_td
 from ..memmap import MemoryMappedTensor
+from ._shared import DTYPES, SideTable
 
 _ALIGN = 8
-_STATE: dict[int, tuple[torch.Tensor, dict[str, Any]]] = {}  # id(td) -> (buffer, layout)
-_DTYPES = {str(d): d for d in (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128,
-    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
-)}
+_STATE = SideTable()  # a consolidated TensorDict -> (buffer, layout)
 
 
 def _plan(td: Any, offset: int, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any], int]:
@@ -53,7 +49,7 @@ def _plan(td: Any, offset: int, jobs: list[tuple[torch.Tensor, int]]) -> tuple[d
 
 
 def _view(buffer: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
-    dtype = _DTYPES[entry["dtype"]]
+    dtype = DTYPES[entry["dtype"]]
     shape = torch.Size(entry["shape"])
     start = entry["offset"]
     nbytes = shape.numel() * torch.empty((), dtype=dtype).element_size()
@@ -77,9 +73,7 @@ def _rebuild(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], devic
 
 
 def _remember(td: Any, buffer: torch.Tensor, layout: dict[str, Any]) -> Any:
-    key = id(td)
-    _STATE[key] = (buffer, layout)
-    weakref.finalize(td, _STATE.pop, key, None)
+    _STATE.set(td, (buffer, layout))
     return td
 
 
@@ -142,7 +136,7 @@ def from_consolidated(dense_cls: Any, filename: str | Path) -> Any:
 
 def state(td: Any) -> tuple[torch.Tensor, dict[str, Any]] | None:
     """``(buffer, layout)`` of a consolidated TensorDict, else None."""
-    return _STATE.get(id(td))
+    return _STATE.get(td)  # type: ignore[no-any-return]
 
 
 def restore(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any]) -> Any:

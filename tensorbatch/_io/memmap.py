@@ -23,16 +23,12 @@ from .._lazy import LazyStackedTensorDict
 from .._nontensor import NonTensorData, NonTensorStack, is_non_tensor
 from .._ops.traverse import is_td
 from ..memmap import MemoryMappedTensor
+from ._shared import DTYPES, stored_leaves
 
 FORMAT_VERSION = 1
 META = "meta.json"
 PICKLE = "other.pickle"  # a pickled NonTensorData value (tensordict's layout)
 STACK_PICKLE = "pickle.pkl"  # a pickled NonTensorStack's values (tensordict's layout)
-_DTYPES = {str(d): d for d in (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128,
-    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
-    torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2,
-)}
 
 
 _UNSAFE = set('/<>:"|?*\\ %')
@@ -244,15 +240,7 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
 def _maps_from(td: Any, prefix: Path) -> bool:
     """True when a tensor leaf of ``td`` is mapped from a file inside ``prefix``."""
     inside = str(prefix) + os.sep
-    if isinstance(td, LazyStackedTensorDict):
-        return any(_maps_from(m, prefix) for m in td.tensordicts)
-    for value in td._values_str():
-        if isinstance(value, torch.Tensor):
-            if str(getattr(value, "_filename", None) or "").startswith(inside):
-                return True
-        elif is_td(value) and _maps_from(value, prefix):
-            return True
-    return False
+    return any(str(getattr(leaf, "_filename", None) or "").startswith(inside) for leaf in stored_leaves(td))
 
 
 def _swap_into_place(tmp: Path, prefix: Path) -> None:
@@ -324,7 +312,7 @@ class _Reader:
                               names=names if isinstance(names, list) else None)
 
     def leaf(self, file: Path, entry: dict[str, Any]) -> torch.Tensor:
-        dtype = _DTYPES.get(str(entry.get("dtype")))
+        dtype = DTYPES.get(str(entry.get("dtype")))
         if dtype is None:
             raise RuntimeError(f"{file}: unknown dtype {entry.get('dtype')!r} in the metadata")
         shape = _shape(entry, file)

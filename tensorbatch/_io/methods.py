@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -19,28 +17,13 @@ from ..memmap import MemoryMappedTensor
 from . import consolidate as _consolidate
 from . import memmap as _memmap
 from . import parallel as _parallel
+from ._shared import SideTable, stored_leaves
 
-_SAVED: dict[int, str] = {}  # id(td) -> the folder it was saved to or loaded from (see saved_path)
-
-
-def _stored_leaves(td: Any) -> Iterator[torch.Tensor]:
-    """The tensors a TensorDict stores (a lazy stack's members' leaves, not stacked copies)."""
-    if isinstance(td, LazyStackedTensorDict):
-        for member in td.tensordicts:
-            yield from _stored_leaves(member)
-        return
-    for value in td._values_str():
-        if isinstance(value, torch.Tensor):
-            yield value
-        elif is_td(value):
-            yield from _stored_leaves(value)
+_SAVED = SideTable()  # a TensorDict -> the folder it was saved to or loaded from (see saved_path)
 
 
 def _remember(td: Any, prefix: str | Path) -> None:
-    key = id(td)
-    if key not in _SAVED:
-        weakref.finalize(td, _SAVED.pop, key, None)  # the entry goes with the TensorDict
-    _SAVED[key] = str(Path(prefix).absolute())
+    _SAVED.set(td, str(Path(prefix).absolute()))
 
 
 class _Persistence:
@@ -146,23 +129,23 @@ class _Persistence:
 
     def is_memmap(self: Any) -> bool:
         """True when every tensor leaf is a MemoryMappedTensor."""
-        leaves = list(_stored_leaves(self))
+        leaves = list(stored_leaves(self))
         return bool(leaves) and all(isinstance(x, MemoryMappedTensor) for x in leaves)
 
     @property
     def saved_path(self: Any) -> str | None:
         """The folder this TensorDict was saved to with ``memmap_`` or loaded from (else None)."""
-        return _SAVED.get(id(self))
+        return _SAVED.get(self)  # type: ignore[no-any-return]
 
     def share_memory_(self: Any) -> Any:
         """Move every leaf's storage to shared memory (in place); locks the TensorDict."""
-        for leaf in _stored_leaves(self):
+        for leaf in stored_leaves(self):
             leaf.share_memory_()  # type: ignore[no-untyped-call]
         return self.lock_()
 
     def is_shared(self: Any) -> bool:
         """True when every tensor leaf lives in shared memory (or is memory-mapped from a file)."""
-        leaves = list(_stored_leaves(self))
+        leaves = list(stored_leaves(self))
         return bool(leaves) and all(
             x.is_shared() or isinstance(x, MemoryMappedTensor) for x in leaves  # type: ignore[no-untyped-call]
         )
@@ -332,7 +315,7 @@ def _check_existing(td: Any, prefix: str | Path, copy_existing: bool) -> None:
     if copy_existing:
         return
     target = str(Path(prefix).absolute())
-    for leaf in _stored_leaves(td):
+    for leaf in stored_leaves(td):
         name = getattr(leaf, "_filename", None)
         if name is not None and not name.startswith(target + "/"):
             raise RuntimeError(
@@ -388,4 +371,3 @@ def load_memmap(prefix: str | Path, device: Any = None, non_blocking: bool = Fal
 
 
 load = load_memmap
-_ = Future

@@ -1,0 +1,48 @@
+"""Pieces shared by the persistence modules: the dtype table, the storage walk, per-object side state."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from .._lazy import LazyStackedTensorDict
+from .._ops.traverse import is_td
+
+DTYPES: dict[str, torch.dtype] = {str(d): d for d in (
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128,
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
+    torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2,
+)}
+"""Every dtype the formats store, by its ``str`` (``"torch.float32"``): read back without ``eval``."""
+
+
+def stored_leaves(td: Any) -> Iterator[torch.Tensor]:
+    """The tensors a TensorDict stores (a lazy stack's members' leaves, not stacked copies)."""
+    if isinstance(td, LazyStackedTensorDict):
+        for member in td.tensordicts:
+            yield from stored_leaves(member)
+        return
+    for value in td._values_str():
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif is_td(value):
+            yield from stored_leaves(value)
+
+
+class SideTable:
+    """Facts attached to live objects without touching their slots (dropped when the object dies)."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, Any] = {}
+
+    def set(self, obj: Any, value: Any) -> None:
+        key = id(obj)
+        if key not in self._values:
+            weakref.finalize(obj, self._values.pop, key, None)
+        self._values[key] = value
+
+    def get(self, obj: Any) -> Any:
+        return self._values.get(id(obj))
