@@ -143,15 +143,20 @@ def _result_size(td: Any, idx: tuple[Any, ...], leaves: list[Any], out: list[Any
     return torch.zeros((), device=device).expand(td.batch_size)[idx].shape
 
 
-def _take_rows(td: Any, idx: torch.Tensor, leaves: list[Any], names: Any) -> Any:
+def _take_rows(td: Any, idx: torch.Tensor, names: Any) -> Any:
     """``td[long_tensor]`` for many rows: ``index_select`` is several times faster than advanced indexing."""
     n = td.batch_size[0]
     lo, hi = (int(v) for v in torch.aminmax(idx))
     if lo < -n or hi >= n:
         raise IndexError(f"index {hi if hi >= n else lo} is out of bounds for dimension 0 with size {n}")
-    rows = idx if lo >= 0 else torch.where(idx < 0, idx + n, idx)
-    out = [leaf.index_select(0, rows) for leaf in leaves]
-    return from_leaves(td, out, batch_size=_Size((len(idx), *td.batch_size[1:])), names=names, follow=True)
+    return _select_rows(td, idx if lo >= 0 else torch.where(idx < 0, idx + n, idx), names)
+
+
+def _select_rows(td: Any, rows: torch.Tensor, names: Any) -> Any:
+    """Rows ``rows`` (valid, non-negative) of the first batch dim, one ``index_select`` per leaf."""
+    out = [leaf.index_select(0, rows if rows.device == leaf.device else rows.to(leaf.device))
+           for leaf in flat_leaves(td, follow=True)]
+    return from_leaves(td, out, batch_size=_Size((len(rows), *td.batch_size[1:])), names=names, follow=True)
 
 
 def getitem(td: Any, index: Any) -> Any:
@@ -162,16 +167,13 @@ def getitem(td: Any, index: Any) -> Any:
     leaf_idx = idx[0] if len(idx) == 1 else idx
     if type(leaf_idx) is _Tensor and leaf_idx.ndim == 1 and leaf_idx.numel() >= 256 and (
             leaf_idx.dtype == torch.int64 or leaf_idx.dtype == torch.int32):
-        return _take_rows(td, leaf_idx, flat_leaves(td, follow=True), names)
+        return _take_rows(td, leaf_idx, names)
     if new_bs is not None:
         return map_leaves(td, operator.itemgetter(leaf_idx), what="indexing", batch_size=new_bs,
                           names=names, follow=True)
     if (type(leaf_idx) is _Tensor and leaf_idx.dtype == torch.bool and leaf_idx.ndim == 1
             and leaf_idx.shape[0] == td.batch_size[0]):  # td[mask]: find the rows once, not once per leaf
-        rows = leaf_idx.nonzero().squeeze(-1)
-        out = [leaf.index_select(0, rows if rows.device == leaf.device else rows.to(leaf.device))
-               for leaf in flat_leaves(td, follow=True)]
-        return from_leaves(td, out, batch_size=_Size((len(rows), *td.batch_size[1:])), names=names, follow=True)
+        return _select_rows(td, leaf_idx.nonzero().squeeze(-1), names)
     leaves = flat_leaves(td, follow=True)
     try:
         out = [leaf[leaf_idx] for leaf in leaves]

@@ -248,12 +248,7 @@ def check_leaves(td: TensorDictBase, prefix: tuple[str, ...] = ()) -> None:
             if value.shape[:n] != bs:
                 raise batch_mismatch(bs, (*prefix, key), value.shape)
             continue
-        node = is_td(value)
-        shape = value.batch_size if node else getattr(value, "shape", None)
-        if shape is not None and shape[:n] != bs:
-            raise batch_mismatch(bs, (*prefix, key), shape)
-        if node:
-            check_leaves(value, (*prefix, key))
+        _check_one(value, bs, (*prefix, key))
 
 
 def first_leaf(td: TensorDictBase) -> Any:
