@@ -9,6 +9,7 @@ with TensorDict results re-wrapped in the subclass.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
 import typing
@@ -28,7 +29,6 @@ _Tensor = torch.Tensor
 _Size = torch.Size
 _new = object.__new__
 _index_dense = _delegation.index_dense
-_NOT_READ: Any = object()
 OPTIONS = ("shadow", "frozen", "autocast", "nocast", "tensor_only")
 
 
@@ -86,34 +86,47 @@ def _read(self: Any, name: str, value: Any, default: Any, wrap: Any) -> Any:
     return value
 
 
+def _write_field(self: Any, name: str, value: Any) -> None:
+    source = self._source
+    value = _delegation.unwrap(value)
+    if source.is_locked:
+        raise _delegation.locked_field(self, name)
+    if type(source) is TensorDict:
+        source[name] = value  # the in-memory fast path (validates the batch size)
+    else:
+        source.set(name, value)
+
+
 def _field_property(name: str, default: Any, wrap: Any) -> property:
-    """Attribute access to a field: a dict read when the backend is in memory, else ``_get_str``."""
+    """Attribute access to a field that needs work when read (non-tensor values, nested classes)."""
 
     def fget(self: Any) -> Any:
-        try:
-            value = self._store[name]  # None (a TypeError) for the other backends
-        except KeyError:
-            value = MISSING
-        except TypeError:
-            value = _NOT_READ
-        else:
-            if type(value) is _Tensor:
-                return value
-        if value is _NOT_READ:  # the backend is not in memory
-            value = self._source._get_str(name, MISSING)
-        return _read(self, name, value, default, wrap)
+        return _read(self, name, self._source._get_str(name, MISSING), default, wrap)
 
     def fset(self: Any, value: Any) -> None:
-        source = self._source
-        value = _delegation.unwrap(value)
-        if source.is_locked:
-            raise _delegation.locked_field(self, name)
-        if type(source) is TensorDict:
-            source[name] = value  # the in-memory fast path (validates the batch size)
-        else:
-            source.set(name, value)
+        _write_field(self, name, value)
 
     return property(fget, fset, doc=f"The field {name!r} (read from and written to the wrapped TensorDict).")
+
+
+class _TensorField:
+    """Non-data descriptor of a ``Tensor`` field, read only when the instance dict lacks the field.
+
+    Over an in-memory TensorDict the instance ``__dict__`` *is* the TensorDict's entry dict, so
+    ``state.obs`` is one dict lookup (as fast as a dataclass attribute); this runs for the other
+    backends and for a missing field. Writes go through ``TypedTensorDict.__setattr__``.
+    """
+
+    __slots__ = ("default", "name")
+
+    def __init__(self, name: str, default: Any) -> None:
+        self.name = name
+        self.default = default
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        return _read(obj, self.name, obj._source._get_str(self.name, MISSING), self.default, None)
 
 
 class TypedTensorDict(TensorDictBase):
@@ -153,9 +166,10 @@ class TypedTensorDict(TensorDictBase):
         tensor([1., 1.])
     """
 
-    __slots__ = ("_source", "_store")
+    # ``__dict__``: the in-memory backend's entry dict (see _TensorField); ``_attrs``: plain attributes
+    __slots__ = ("__dict__", "_attrs", "_source")
     _source: TensorDictBase
-    _store: dict[str, Any] | None
+    _attrs: dict[str, Any]
     _wrapped_attr: ClassVar[str] = "_source"
     _shadow: ClassVar[bool] = False
     _frozen: ClassVar[bool] = False
@@ -165,6 +179,8 @@ class TypedTensorDict(TensorDictBase):
     __expected_keys__: ClassVar[frozenset[str]] = frozenset()
     __required_keys__: ClassVar[frozenset[str]] = frozenset()
     __optional_keys__: ClassVar[frozenset[str]] = frozenset()
+    _tensor_fields: ClassVar[frozenset[str]] = frozenset()  # fields read through the instance dict
+    _class_names: ClassVar[frozenset[str]] = frozenset()  # attributes a backend key must not shadow
     __field_defaults__: ClassVar[dict[str, Any]] = {}
     _option_classes: ClassVar[dict[tuple[type, tuple[str, ...]], type]] = {}
 
@@ -216,8 +232,8 @@ class TypedTensorDict(TensorDictBase):
                 source = TensorDict._new_unsafe(fields, bs, dev)
                 if cls._frozen:
                     source.lock_()
-                self._source = source
-                self._store = fields
+                _SET_SOURCE(self, source)
+                _SET_DICT(self, fields)  # schema keys only: none shadows a class attribute
                 return
         elif _source is not None:
             fields = {**dict(_source.items()), **fields}
@@ -225,8 +241,8 @@ class TypedTensorDict(TensorDictBase):
         values = {k: _delegation.unwrap(v) for k, v in fields.items()}
         source = TensorDict(values, batch_size=batch_size, device=device, names=names, non_blocking=non_blocking,
                             lock=lock or cls._frozen)
-        self._source = source
-        self._store = source._tensordict
+        _SET_SOURCE(self, source)
+        _SET_DICT(self, source._tensordict)  # schema keys only (checked above)
 
     # ------------------------------------------------------------------ wrapping
     @classmethod
@@ -266,9 +282,11 @@ class TypedTensorDict(TensorDictBase):
 
     @classmethod
     def _wrap(cls, td: Any) -> Any:
-        obj = object.__new__(cls)
-        obj._source = td
-        obj._store = _delegation.storage_of(td)
+        obj = _new(cls)
+        _SET_SOURCE(obj, td)
+        store = _delegation.storage_of(td)
+        if store is not None:
+            _attach(obj, store)
         return obj
 
     _wrap_new = _wrap
@@ -299,6 +317,46 @@ class TypedTensorDict(TensorDictBase):
 
     def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
         self._source._set_str(key, value, inplace=inplace, validated=validated)
+        if key in type(self)._class_names:  # the new key would shadow a method: stop reading the dict
+            _SET_DICT(self, {})
+
+    # ------------------------------------------------------------------ attributes
+    def __setattr__(self, name: str, value: Any) -> None:
+        cls = type(self)
+        if name in cls._tensor_fields:
+            source = self._source
+            if type(source) is TensorDict and type(value) is _Tensor and not source._is_locked:
+                source[name] = value  # the in-memory fast path (validates the batch size)
+            else:
+                _write_field(self, name, value)
+        elif hasattr(type(getattr(cls, name, None)), "__set__"):  # properties (fields, batch_size, ...), slots
+            object.__setattr__(self, name, value)
+        else:  # a plain attribute, kept apart from the backend's entries
+            try:
+                self._attrs[name] = value
+            except AttributeError:
+                _SET_ATTRS(self, {name: value})
+
+    def __getattr__(self, name: str) -> Any:  # only called when the normal lookup fails
+        cls = type(self)
+        if name in cls.__expected_keys__:  # a field not set: its descriptor raises the field's own error
+            return getattr(cls, name).__get__(self, cls)
+        if name != "_attrs":
+            try:
+                return self._attrs[name]
+            except (AttributeError, KeyError):
+                pass
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        if name in type(self).__expected_keys__:
+            raise AttributeError(f"cannot delete field {name!r} of {type(self).__name__}; use del td[{name!r}]")
+        try:
+            del self._attrs[name]
+        except (AttributeError, KeyError):
+            if not hasattr(type(getattr(type(self), name, None)), "__delete__"):
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}") from None
+            object.__delattr__(self, name)
 
     def _del_str(self, key: str) -> None:
         self._source._del_str(key)
@@ -335,12 +393,14 @@ class TypedTensorDict(TensorDictBase):
         if td is None:
             return _delegation.rewrap(self, source, source[index])
         obj = _new(type(self))  # _wrap_like(td), inlined
-        obj._source = td
-        obj._store = td._tensordict
+        _SET_SOURCE(obj, td)
+        _attach(obj, td._tensordict)
         return obj
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._source[index] = _delegation.unwrap(value)
+        if type(index) is str and index in type(self)._class_names:
+            _SET_DICT(self, {})  # the new key would shadow a method: stop reading the dict
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
         """An in-memory TensorDict copy (never a wrapper, whatever the backend)."""
@@ -356,6 +416,21 @@ class TypedTensorDict(TensorDictBase):
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return _delegation.torch_function(func, args, kwargs)
+
+
+_SET_SOURCE = TypedTensorDict._source.__set__  # type: ignore[attr-defined]
+_SET_ATTRS = TypedTensorDict._attrs.__set__  # type: ignore[attr-defined]
+_SET_DICT = TypedTensorDict.__dict__["__dict__"].__set__
+
+
+def _attach(obj: Any, store: dict[str, Any]) -> None:
+    """Make the in-memory backend's entry dict the instance dict, unless a key of it would shadow a class attribute.
+
+    A key named like a method, outside the schema, must not hide the method: such a backend is read
+    through the field descriptors instead.
+    """
+    if type(obj)._class_names.isdisjoint(store):
+        _SET_DICT(obj, store)
 
 
 def _unpickle(cls: Any, source: Any) -> Any:
@@ -387,7 +462,7 @@ def _collect_fields(cls: Any) -> None:
                 continue
             fields[name] = tp
             default = base.__dict__.get(name, MISSING)
-            if default is not MISSING and not isinstance(default, property):
+            if default is not MISSING and not isinstance(default, (property, _TensorField)):
                 defaults[name] = default
     if not cls._shadow:
         taken = sorted(n for n in fields if n in _reserved())
@@ -399,8 +474,17 @@ def _collect_fields(cls: Any) -> None:
     cls.__required_keys__ = frozenset(fields) - optional
     cls.__optional_keys__ = frozenset(optional)
     cls.__field_defaults__ = {n: v for n, v in defaults.items() if n in fields}
+    reserved = _reserved()
+    tensor_fields = set()
     for name, tp in fields.items():
-        setattr(cls, name, _field_property(name, defaults.get(name, NO_DEFAULT), _nested_class(tp)))
+        default = defaults.get(name, NO_DEFAULT)
+        if strip_optional(tp) is _Tensor and name not in reserved and not cls._nocast:
+            tensor_fields.add(name)
+            setattr(cls, name, _TensorField(name, default))
+        else:
+            setattr(cls, name, _field_property(name, default, _nested_class(tp)))
+    cls._tensor_fields = frozenset(tensor_fields)
+    cls._class_names = frozenset(n for n in dir(cls) if not n.startswith("__")) - cls.__expected_keys__
 
 
 _RESERVED: set[str] = set()
@@ -428,6 +512,27 @@ def _register_pytree(cls: type) -> None:
 
 
 _delegation.install(TypedTensorDict, "_source")
+# Forwarded methods that can add keys to the backend: afterwards, a key named like a class attribute
+# detaches the instance dict (see _attach). Keys added to the backend directly, not through the
+# wrapper, are not seen: a TypedTensorDict over an in-memory TensorDict should not get such keys.
+_ADDS_KEYS = ("set", "setdefault", "update", "set_non_tensor", "rename_key_", "flatten_keys", "unflatten_keys",
+              "load_state_dict", "load_memmap_")
+
+
+def _rechecked(method: Any) -> Any:
+    @functools.wraps(method)
+    def rechecked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = method(self, *args, **kwargs)
+        store = self.__dict__
+        if store and not type(self)._class_names.isdisjoint(store):
+            _SET_DICT(self, {})
+        return out
+
+    return rechecked
+
+
+for _name in _ADDS_KEYS:
+    setattr(TypedTensorDict, _name, _rechecked(getattr(TypedTensorDict, _name)))
 _delegation.WRAPPER_TYPES.add(TypedTensorDict)
 MutableMapping.register(TypedTensorDict)
 

@@ -290,8 +290,53 @@ class TestForwarding:
 
     def test_field_read_is_a_dict_lookup_for_in_memory_sources(self):
         s = make_state()
-        assert s._store is s._source._tensordict
-        assert State.from_tensordict(_lazy_backend(None))._store is None
+        assert vars(s) is s._source._tensordict  # tensor fields read straight from the backend's dict
+        part = s[1:3]
+        assert vars(part) is part._source._tensordict
+        lazy = State.from_tensordict(_lazy_backend(None))
+        assert vars(lazy) == {}  # other backends: the field descriptor reads through _get_str
+        assert torch.equal(lazy.x, _data()["x"])
+
+    def test_tensor_field_holding_a_non_tensor_reads_as_its_wrapper_as_tensordict(self):
+        s = make_state()
+        s.x = "text"
+        assert type(s.x).__name__ == "NonTensorData"
+        assert s.x.data == "text"
+        assert s["x"] == "text"
+
+    def test_plain_attributes_stay_out_of_the_backend(self):
+        s = make_state()
+        s.note = "hello"
+        assert s.note == "hello"
+        assert "note" not in s
+        del s.note
+        with pytest.raises(AttributeError, match="has no attribute 'note'"):
+            _ = s.note
+        with pytest.raises(AttributeError, match="has no attribute 'other'"):
+            del s.other
+
+    def test_field_writes_are_validated_and_fields_cannot_be_deleted(self):
+        s = make_state()
+        with pytest.raises(RuntimeError, match="leaf 'x'"):
+            s.x = torch.zeros(2)
+        assert s.x.shape == (4, 3)
+        with pytest.raises(AttributeError, match="cannot delete field 'x' of State"):
+            del s.x
+        assert "x" in s
+
+    def test_backend_keys_named_like_methods_do_not_shadow_them(self):
+        td = TensorDict(_data(), sum=torch.ones(4), batch_size=[4])
+        s = State.from_tensordict(td)
+        assert callable(s.sum)
+        assert torch.equal(s.sum()["x"], td.sum()["x"])
+        s2 = make_state()
+        s2.set("keys", torch.ones(4))  # added through the wrapper: the dict is no longer read
+        assert callable(s2.keys)
+        assert sorted(s2.keys()) == ["keys", "x", "y"]
+        s3 = make_state()
+        s3.update({"mean": torch.ones(4)})
+        assert callable(s3.mean)
+        assert torch.equal(s2.x, s2["x"])
 
 
 # ------------------------------------------------------------------------------------------ bad input
