@@ -59,9 +59,13 @@ class TensorDict(TensorDictBase):
             source._items_str() if is_td(source) else source.items())  # type: ignore[union-attr]  # a TensorDict source
         data = self._tensordict
         bs, n, dev = self._batch_size, len(self._batch_size), self._device
+        one = n == 1
+        b0 = bs[0] if one else -1
         for key, value in items:
             if type(key) is str:
-                if type(value) is _Tensor and value.shape[:n] == bs and (dev is None or value.device == dev):
+                if type(value) is _Tensor and (dev is None or value.device == dev) and (
+                        # shape[:n] == bs, cheaper for the usual single batch dim
+                        shape[0] == b0 if one and (shape := value.shape) else value.shape[:n] == bs):
                     data[key] = value
                 else:
                     data[key] = self._validate(value, (*path_prefix, key), self, bool(non_blocking))
@@ -252,9 +256,9 @@ class TensorDict(TensorDictBase):
             index = index[-1]
         if type(index) is str and not node._is_locked:
             bs = node._batch_size
-            if type(value) is _Tensor and value.shape[: len(bs)] == bs and (
-                node._device is None or value.device == node._device
-            ):
+            if type(value) is _Tensor and (
+                shape[0] == bs[0] if len(bs) == 1 and (shape := value.shape) else value.shape[: len(bs)] == bs
+            ) and (node._device is None or value.device == node._device):
                 node._tensordict[index] = value
                 return None
             node._tensordict[index] = node._validate(value, path if type(path) is tuple else (index,))
@@ -267,10 +271,12 @@ class TensorDict(TensorDictBase):
             return TensorDictBase.update(self, input_dict_or_td, clone, inplace, **kwargs)
         source = input_dict_or_td._tensordict if type(input_dict_or_td) is TensorDict else input_dict_or_td
         bs, n, device = self._batch_size, len(self._batch_size), self._device
+        one = n == 1
+        b0 = bs[0] if one else -1
         for key, value in source.items():  # all plain tensors at this level? else the general path
-            if type(key) is not str or type(value) is not _Tensor or value.shape[:n] != bs or (
-                device is not None and value.device != device
-            ):
+            if type(key) is not str or type(value) is not _Tensor or not (
+                shape[0] == b0 if one and (shape := value.shape) else value.shape[:n] == bs
+            ) or (device is not None and value.device != device):
                 return TensorDictBase.update(self, input_dict_or_td)
         self._tensordict.update(source)
         return self

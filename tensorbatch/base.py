@@ -38,6 +38,9 @@ _Tensor = torch.Tensor
 _Size = torch.Size
 
 
+_FOREACH_CLONE = getattr(torch, "_foreach_clone", None)
+
+
 def _as_size(batch_size: Any) -> torch.Size:
     if type(batch_size) is _Size:
         return batch_size
@@ -928,8 +931,7 @@ class TensorDictBase(abc.ABC):
             (True, False)
         """
         if recurse:
-            return _pointwise.map_dense(self, torch._foreach_clone if hasattr(torch, "_foreach_clone") else None,
-                                        torch.clone, "cloning")
+            return _pointwise.map_dense(self, _FOREACH_CLONE, torch.clone, "cloning")
         return self._copy_tree()
 
     def copy(self) -> TensorDictBase:

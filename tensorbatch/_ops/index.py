@@ -306,9 +306,12 @@ def setitem(td: Any, index: Any, value: Any) -> None:
                 target[leaf_idx] = leaf
                 td.set((*prefix, key), target)
             else:
-                if type(leaf) is _Tensor and leaf.dtype != target.dtype:  # index_put does not cast
-                    leaf = leaf.to(target.dtype)
-                target[leaf_idx] = leaf
+                try:
+                    target[leaf_idx] = leaf
+                except RuntimeError:  # index_put does not cast: cast, then write (it failed before writing)
+                    if type(leaf) is not _Tensor or leaf.dtype == target.dtype:
+                        raise
+                    target[leaf_idx] = leaf.to(target.dtype)
         except Exception as err:
             add_path_note(err, "writing at an index", (*prefix, key))
             raise

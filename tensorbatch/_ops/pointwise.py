@@ -85,8 +85,11 @@ def _foreach(name: str) -> Any:
 def _use_foreach(td: Any) -> bool:
     # foreach kernels fuse launches on accelerators; on the CPU they are a C++ loop no faster than
     # ours, and building the flat leaf lists costs more than it saves.
+    device = td.device
+    if device is not None:
+        return device.type != "cpu"  # type: ignore[no-any-return]
     leaf = first_leaf(td)
-    return isinstance(leaf, torch.Tensor) and leaf.device.type != "cpu"
+    return isinstance(leaf, torch.Tensor) and not leaf.is_cpu
 
 
 def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: Any, **kwargs: Any) -> Any:
