@@ -1,6 +1,6 @@
 """The TensorDict flavours run by the conformance suite, and helpers to check their results.
 
-Every factory returns a TensorDict with the same logical content (see :func:`reference`):
+Every factory returns a TensorDict (or a TensorClass) with the same logical content (see :func:`reference`):
 
     batch_size [3, 4]
     "a"                   float32 [3, 4, 5]   values in [0.5, 2)  (safe for log, sqrt, reciprocal)
@@ -16,7 +16,14 @@ capabilities in ``caps``; tests call ``requires(flavour, cap)`` instead of branc
 a new backend is one more line in ``FLAVOURS``::
 
     _param("memmap", make_memmap_td, add={"memmap"}, marks=...)
-    _param("tensorclass_over_td", make_tc, drop={"mapping_mutation"})
+    _param("tensorclass_over_td", make_tc, add={"tensorclass"}, drop={"str_keys", "new_keys"})
+
+Not every flavour is a TensorDictBase: the ``tensorclass_*`` flavours are TensorClass instances (a
+TensorClass HAS-A TensorDict and forwards its API). A TensorClass refuses string keys in ``[]``
+(``tc["a"]`` raises ValueError, as tensordict 0.15.3's tensorclass), so tests read and write keys
+with ``get``/``set``; only the tests about string-key ``[]`` require ``str_keys``. The helpers below
+accept any tensor collection and check that an operation on a TensorClass (or TypedTensorDict) gives
+back the same class.
 """
 
 from __future__ import annotations
@@ -32,14 +39,23 @@ from typing import Any
 import pytest
 import torch
 
-from tensorbatch import TensorDict, TensorDictBase, TypedTensorDict, lazy_stack
+from tensorbatch import TensorClass, TensorDict, TensorDictBase, TypedTensorDict, is_tensor_collection, lazy_stack
+from tensorbatch._delegation import WRAPPER_TYPES
 
 BATCH = torch.Size([3, 4])
 LEAF_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("b",), ("c",), ("nested", "d"), ("nested", "deep", "e"))
 FLOAT_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("nested", "d"), ("nested", "deep", "e"))
 
 # Capabilities every flavour has unless it drops them.
-#   mapping_mutation  keys can be added, deleted, renamed (set/del/pop/update with new keys)
+#   mapping_mutation  keys can be deleted, popped, renamed, replaced, and added under a nested node
+#                     (set/del/pop/rename_key_/update)
+#   new_keys          new top-level keys can be added (set/setitem/update/setdefault with a new key). A
+#                     TensorClass holds its fields only: ``tc.set("f", x)`` raises AttributeError (as
+#                     tensordict 0.15.3's tensorclass; its nested TensorDict fields take new keys)
+#   str_keys          ``td["a"]``, ``td["nested", "d"]`` read and ``td["a"] = x`` writes a key (a missing
+#                     key raises KeyError). A TensorClass is indexed along its batch dims only: a string
+#                     (or tuple of strings) index raises ValueError, keys go through get/set (as in
+#                     tensordict 0.15.3)
 #   inplace           leaves can be written in place (zero_, copy_, set_, index assignment, apply_)
 #   lock              lock_()/unlock_() are honoured
 #   pickle            pickle round trip
@@ -49,7 +65,7 @@ FLOAT_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("nested", "d"), ("nested", "
 #                     dim hands out members, so their own extra keys would show)
 #   pytree            registered with torch.utils._pytree (torch.vmap / torch.compile see through it);
 #                     lazy stacks are not registered yet
-#   stored_leaves     reading a leaf returns the stored tensor object: ``td["a"] is td["a"]``, a leaf
+#   stored_leaves     reading a leaf returns the stored tensor object: ``td.get("a") is td.get("a")``, a leaf
 #                     read with get/getitem can be mutated in place and the TD sees it, leaves keep
 #                     their identity through in-place writes, clone(False), select, update, ..., and
 #                     shape ops (view, permute, ...) give views sharing the TD's storage. A lazy stack
@@ -65,6 +81,8 @@ FLOAT_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("nested", "d"), ("nested", "
 BASE_CAPS = frozenset(
     {
         "mapping_mutation",
+        "new_keys",
+        "str_keys",
         "inplace",
         "lock",
         "pickle",
@@ -83,6 +101,10 @@ BASE_CAPS = frozenset(
 #   noncontiguous     leaves are not contiguous
 #   view              leaves are views into a larger storage
 #   memmap            leaves are MemoryMappedTensors (td.is_memmap())
+#   lazy              the backend is a lazy stack
+#   typed             a TypedTensorDict (a TensorDictBase subclass) over a backend
+#   tensorclass       a TensorClass over a backend: not a TensorDictBase; results of its operations are
+#                     instances of the same class (re-wrapped)
 
 
 @dataclass(frozen=True)
@@ -90,7 +112,7 @@ class Flavour:
     """One way of building the reference content; ``caps`` says what it supports."""
 
     name: str
-    factory: Callable[..., TensorDictBase]  # factory(seed=0): the reference content for that seed
+    factory: Callable[..., Any]  # factory(seed=0): the reference content for that seed (TensorDict or TensorClass)
     caps: frozenset[str] = BASE_CAPS
 
     def __repr__(self) -> str:
@@ -254,9 +276,33 @@ def make_typed_over_lazy(seed: int = 0) -> TensorDictBase:
     return RefState.from_tensordict(make_lazy_stack0(seed))
 
 
+class RefSample(TensorClass):
+    """The reference content's schema as a TensorClass (the flavours ``tensorclass_over_*`` wrap a backend in it)."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    c: torch.Tensor
+    nested: TensorDictBase
+
+
+def make_tensorclass_over_td(seed: int = 0) -> RefSample:
+    """``RefSample.from_tensordict`` over an in-memory TensorDict (zero-copy, live)."""
+    return RefSample.from_tensordict(make_td(seed))
+
+
+def make_tensorclass_over_lazy(seed: int = 0) -> RefSample:
+    """``RefSample.from_tensordict`` over a lazy stack along dim 0."""
+    return RefSample.from_tensordict(make_lazy_stack0(seed))
+
+
+def make_tensorclass_over_memmap(seed: int = 0) -> RefSample:
+    """``RefSample.from_tensordict`` over a memory-mapped TensorDict (unlocked)."""
+    return RefSample.from_tensordict(make_memmap_td(seed))
+
+
 def _param(
     name: str,
-    factory: Callable[..., TensorDictBase],
+    factory: Callable[..., Any],
     *,
     add: Iterable[str] = (),
     drop: Iterable[str] = (),
@@ -265,6 +311,8 @@ def _param(
     caps = (BASE_CAPS | frozenset(add)) - frozenset(drop)
     return pytest.param(Flavour(name, factory, caps), id=name, marks=marks)
 
+
+_TC_DROPS = frozenset({"str_keys", "new_keys"})
 
 FLAVOURS = [
     _param("td", make_td),
@@ -307,6 +355,19 @@ FLAVOURS = [
         add={"lazy", "typed"},
         drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree"},
     ),
+    # A TensorClass refuses string keys in [] and new top-level keys (it holds its fields only): it drops
+    # str_keys and new_keys; everything else of the TensorDict API is forwarded to its backend.
+    _param("tensorclass_over_td", make_tensorclass_over_td, add={"tensorclass"}, drop=_TC_DROPS),
+    _param("tensorclass_over_memmap", make_tensorclass_over_memmap, add={"tensorclass", "device", "memmap"},
+           drop=_TC_DROPS),
+    _param(
+        "tensorclass_over_lazy",
+        make_tensorclass_over_lazy,
+        add={"tensorclass", "lazy"},
+        # as lazy_stack0 (its backend): leaves are stacked at each read, apply runs per member, indexing
+        # the stack dim hands out members, lazy stacks are not pytree-registered
+        drop=_TC_DROPS | {"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree"},
+    ),
 ]
 
 
@@ -315,22 +376,34 @@ def _path(key: Any) -> tuple[str, ...]:
     return (key,) if isinstance(key, str) else tuple(key)
 
 
-def leaves(td: TensorDictBase | Mapping[Any, torch.Tensor]) -> dict[tuple[str, ...], torch.Tensor]:
-    """``path -> leaf`` of a TensorDict (or a mapping of keys to tensors), paths as tuples."""
-    if isinstance(td, TensorDictBase):
+def leaves(td: Any) -> dict[tuple[str, ...], torch.Tensor]:
+    """``path -> leaf`` of a tensor collection (TensorDict, TensorClass) or a mapping of keys to tensors,
+    paths as tuples."""
+    if is_tensor_collection(td):
         return {_path(k): v for k, v in td.items(include_nested=True, leaves_only=True)}
     return {_path(k): v for k, v in td.items()}
 
 
-def snapshot(td: TensorDictBase) -> dict[tuple[str, ...], torch.Tensor]:
+def assert_same_kind(source: Any, result: Any) -> None:
+    """``result`` of an operation on the collection ``source`` is a collection of the same kind: the same
+    class for a TensorClass or TypedTensorDict ``source`` (results are re-wrapped), a TensorDictBase for
+    any other TensorDict."""
+    assert is_tensor_collection(result), f"expected a tensor collection, got {type(result).__name__}"
+    if type(source) in WRAPPER_TYPES:
+        assert type(result) is type(source), f"expected a {type(source).__name__}, got {type(result).__name__}"
+    elif isinstance(source, TensorDictBase):
+        assert isinstance(result, TensorDictBase), f"expected a TensorDict, got {type(result).__name__}"
+
+
+def snapshot(td: Any) -> dict[tuple[str, ...], torch.Tensor]:
     """Cloned leaves (plain torch), to compare with after an in-place operation."""
     return {path: value.clone() for path, value in leaves(td).items()}
 
 
 def assert_leaves(
-    source: TensorDictBase | Mapping[Any, torch.Tensor],
+    source: Any,
     fn: Callable[[torch.Tensor], torch.Tensor | None],
-    result: TensorDictBase,
+    result: Any,
     *,
     keys: Iterable[Any] | None = None,
     batch_size: Any = None,
@@ -341,9 +414,12 @@ def assert_leaves(
 
     ``fn`` returning None means the leaf must be absent from ``result``. ``keys`` restricts the
     leaves of ``source`` considered. Values, shapes and dtypes are compared exactly unless
-    tolerances are given.
+    tolerances are given. A collection ``source`` (not a mapping) and ``result`` must be of the same
+    kind (:func:`assert_same_kind`): an operation on a TensorClass gives back that class.
     """
-    assert isinstance(result, TensorDictBase), f"expected a TensorDict, got {type(result).__name__}"
+    assert is_tensor_collection(result), f"expected a tensor collection, got {type(result).__name__}"
+    if is_tensor_collection(source):
+        assert_same_kind(source, result)
     src = leaves(source)
     if keys is not None:
         wanted = [_path(k) for k in keys]
@@ -363,8 +439,8 @@ def assert_leaves(
 
 
 def assert_op(
-    td: TensorDictBase,
-    td_op: Callable[[TensorDictBase], Any],
+    td: Any,
+    td_op: Callable[[Any], Any],
     leaf_op: Callable[[torch.Tensor], torch.Tensor | None],
     **kwargs: Any,
 ) -> Any:
@@ -380,6 +456,7 @@ def assert_op(
             td_op(td)
         return None
     result = td_op(td)
+    assert_same_kind(td, result)
     assert_leaves(expected, lambda x: x, result, **kwargs)
     return result
 
@@ -395,7 +472,7 @@ def assert_same_leaf(flavour: Flavour, got: Any, want: torch.Tensor) -> None:
     assert torch.equal(got, want)
 
 
-def leaf_ids(flavour: Flavour, td: TensorDictBase) -> dict[tuple[str, ...], int] | None:
+def leaf_ids(flavour: Flavour, td: Any) -> dict[tuple[str, ...], int] | None:
     """``path -> id(leaf)`` where the flavour has ``stored_leaves``, else None.
 
     Compare it before and after an in-place operation to check that the leaf objects were written into,
@@ -406,7 +483,7 @@ def leaf_ids(flavour: Flavour, td: TensorDictBase) -> dict[tuple[str, ...], int]
     return {path: id(value) for path, value in leaves(td).items()}
 
 
-def assert_same_content(td: TensorDictBase, seed: int = 0) -> None:
+def assert_same_content(td: Any, seed: int = 0) -> None:
     """``td`` holds exactly the reference content (batch [3, 4])."""
     assert td.batch_size == BATCH
     assert_leaves(reference(seed), lambda x: x, td)
@@ -419,9 +496,11 @@ __all__ = [
     "FLOAT_KEYS",
     "LEAF_KEYS",
     "Flavour",
+    "RefSample",
     "assert_leaves",
     "assert_op",
     "assert_same_content",
+    "assert_same_kind",
     "assert_same_leaf",
     "leaf_ids",
     "leaves",

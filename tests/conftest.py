@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from _flavours import FLAVOURS, Flavour
-
-from tensorbatch import TensorDictBase
 
 
 @pytest.fixture(params=FLAVOURS)
@@ -15,6 +15,7 @@ def flavour(request: pytest.FixtureRequest) -> Flavour:
 
 
 @pytest.fixture
-def tdf(flavour: Flavour) -> TensorDictBase:
-    """A fresh TensorDict from the flavour's factory (reference content, batch [3, 4])."""
+def tdf(flavour: Flavour) -> Any:
+    """A fresh collection from the flavour's factory (reference content, batch [3, 4]): a TensorDict, or a
+    TensorClass for the ``tensorclass_*`` flavours."""
     return flavour.factory()

@@ -9,6 +9,7 @@ from _flavours import (
     FLOAT_KEYS,
     assert_leaves,
     assert_same_content,
+    assert_same_kind,
     leaf_ids,
     leaves,
     requires,
@@ -26,8 +27,8 @@ def test_apply(tdf):
     out = tdf.apply(_double)
     assert out is not tdf
     assert_leaves(tdf, _double, out, batch_size=BATCH)
-    assert out["nested"].batch_size == BATCH
-    assert out["nested", "deep"].batch_size == BATCH
+    assert out.get("nested").batch_size == BATCH
+    assert out.get(("nested", "deep")).batch_size == BATCH
     assert out.device == tdf.device
     assert_same_content(tdf)
 
@@ -52,8 +53,8 @@ def test_apply_other_missing_key(flavour, tdf):
     with pytest.raises(KeyError):
         tdf.apply(lambda x, y: x, other)
     out = tdf.apply(lambda x, y: x.float() + y, other, default=torch.tensor(10.0))
-    assert torch.equal(out["b"], tdf["b"].float() + 10)
-    assert torch.equal(out["nested", "d"], tdf["nested", "d"] + 10)
+    assert torch.equal(out.get("b"), tdf.get("b").float() + 10)
+    assert torch.equal(out.get(("nested", "d")), tdf.get(("nested", "d")) + 10)
 
 
 def test_apply_none_drops_leaf(tdf):
@@ -67,13 +68,13 @@ def test_apply_none_drops_empty_nested_node(tdf):
     assert set(out.keys(True)) == {"a", "b", "c", "nested", ("nested", "d")}
     kept = tdf.apply(lambda x: None if x.dtype == torch.float64 else x, filter_empty=False)
     assert set(kept.keys(True)) == {"a", "b", "c", "nested", ("nested", "d"), ("nested", "deep")}
-    assert kept["nested", "deep"].is_empty()
+    assert kept.get(("nested", "deep")).is_empty()
 
 
 def test_apply_all_none(tdf):
     assert tdf.apply(lambda x: None) is None
     kept = tdf.apply(lambda x: None, filter_empty=False)
-    assert isinstance(kept, TensorDictBase)
+    assert_same_kind(tdf, kept)
     assert kept.is_empty()
     assert set(kept.keys(True)) == {"nested", ("nested", "deep")}
 
@@ -85,8 +86,8 @@ def test_apply_all_none_filter_empty_true(tdf):
 def test_apply_new_batch_size(tdf):
     out = tdf.apply(lambda x: x[:, 0], batch_size=[3])
     assert_leaves(tdf, lambda x: x[:, 0], out, batch_size=[3])
-    assert out["nested"].batch_size == torch.Size([3])
-    assert out["nested", "deep"].batch_size == torch.Size([3])
+    assert out.get("nested").batch_size == torch.Size([3])
+    assert out.get(("nested", "deep")).batch_size == torch.Size([3])
 
 
 def test_apply_inconsistent_result_raises(flavour, tdf):
@@ -200,5 +201,5 @@ def test_vmap_over_dim0(flavour, tdf):
     requires(flavour, "pytree")
     out = torch.vmap(lambda td: td.float() * 2)(tdf)
     assert_leaves(tdf, lambda x: x.float() * 2, out, batch_size=BATCH)
-    sums = torch.vmap(lambda td: td["nested", "d"].sum())(tdf)
-    torch.testing.assert_close(sums, tdf["nested", "d"].sum(dim=(1, 2)))
+    sums = torch.vmap(lambda td: td.get(("nested", "d")).sum())(tdf)
+    torch.testing.assert_close(sums, tdf.get(("nested", "d")).sum(dim=(1, 2)))

@@ -37,8 +37,8 @@ CASTS = {
 def test_device_attribute(flavour, tdf):
     expected = CPU if "device" in flavour.caps else None
     assert tdf.device == expected
-    assert tdf["nested"].device == expected
-    assert tdf["nested", "deep"].device == expected
+    assert tdf.get("nested").device == expected
+    assert tdf.get(("nested", "deep")).device == expected
     assert all(x.device == CPU for x in leaves(tdf).values())
 
 
@@ -46,7 +46,7 @@ def test_device_attribute(flavour, tdf):
 def test_to_device(tdf, device):
     out = tdf.to(device)
     assert out.device == CPU
-    assert out["nested", "deep"].device == CPU
+    assert out.get(("nested", "deep")).device == CPU
     assert_same_content(out)
 
 
@@ -61,7 +61,7 @@ def test_to_dtype(tdf, dtype):
 @pytest.mark.parametrize("name", CASTS)
 def test_cast_methods(tdf, name):
     out = assert_op(tdf, lambda td: getattr(td, name)(), lambda x: x.to(CASTS[name]))
-    assert out["nested", "deep"].batch_size == BATCH
+    assert out.get(("nested", "deep")).batch_size == BATCH
 
 
 def test_to_device_and_dtype_keywords(tdf):
@@ -82,7 +82,7 @@ def test_clone(flavour, tdf):
     out = tdf.clone()
     assert_same_content(out)
     assert out.device == tdf.device
-    assert out["nested", "deep"].batch_size == BATCH
+    assert out.get(("nested", "deep")).batch_size == BATCH
     mine = leaves(tdf)
     for path, leaf in leaves(out).items():
         assert leaf.data_ptr() != mine[path].data_ptr()
@@ -93,7 +93,7 @@ def test_clone(flavour, tdf):
 def test_clone_shallow(flavour, tdf):
     out = tdf.clone(False)
     assert out is not tdf
-    assert out["nested"] is not tdf["nested"]
+    assert out.get("nested") is not tdf.get("nested")
     mine = leaves(tdf)
     for path, leaf in leaves(out).items():
         assert_same_leaf(flavour, leaf, mine[path])
@@ -118,7 +118,7 @@ def test_detach_shares_storage(flavour, tdf):
     assert_same_content(out)
     if "inplace" in flavour.caps:  # an in-place write through the detached TensorDict reaches the source
         out.set_(("nested", "d"), torch.full((3, 4, 2), -1.0))
-        assert (tdf["nested", "d"] == -1).all()
+        assert (tdf.get(("nested", "d")) == -1).all()
 
 
 def test_requires_grad_and_backward(flavour, tdf):
@@ -185,7 +185,7 @@ NEW = {
 def test_new_and_like(tdf, case):
     td_op, leaf_op = NEW[case]
     out = assert_op(tdf, td_op, leaf_op)
-    assert out["nested", "deep"].batch_size == out.batch_size
+    assert out.get(("nested", "deep")).batch_size == out.batch_size
 
 
 def test_new_empty_shapes(tdf):
@@ -210,7 +210,7 @@ def test_to_cuda_and_back(tdf):
     gpu = tdf.to("cuda")
     assert gpu.device.type == "cuda"
     assert all(x.device.type == "cuda" for x in leaves(gpu).values())
-    assert gpu["nested", "deep"].device == gpu.device
+    assert gpu.get(("nested", "deep")).device == gpu.device
     back = gpu.cpu()
     assert back.device == CPU
     assert_same_content(back)

@@ -56,28 +56,28 @@ def test_getitem(flavour, tdf, case):
     td_idx, leaf_idx = INDICES[case]
     out = tdf[td_idx]
     assert_leaves(tdf, lambda x: x[leaf_idx], out, batch_size=_batch_after(leaf_idx))
-    assert out["nested"].batch_size == out.batch_size
-    assert out["nested", "deep"].batch_size == out.batch_size
+    assert out.get("nested").batch_size == out.batch_size
+    assert out.get(("nested", "deep")).batch_size == out.batch_size
 
 
 @pytest.mark.parametrize("case", ["int", "slice", "ellipsis_int"])
 def test_getitem_nested_then_index_agree(flavour, tdf, case):
     requires(flavour, "uniform_members")
     td_idx, leaf_idx = INDICES[case]
-    assert torch.equal(tdf[td_idx]["nested", "deep", "e"], tdf["nested", "deep", "e"][leaf_idx])
-    assert_leaves(tdf["nested"], lambda x: x[leaf_idx], tdf["nested"][td_idx])
+    assert torch.equal(tdf[td_idx].get(("nested", "deep", "e")), tdf.get(("nested", "deep", "e"))[leaf_idx])
+    assert_leaves(tdf.get("nested"), lambda x: x[leaf_idx], tdf.get("nested")[td_idx])
 
 
 def test_slice_is_a_view(flavour, tdf):
     requires(flavour, "inplace")
     sub = tdf[1:3]
     sub.set_(("nested", "d"), torch.full((2, 4, 2), -1.0))
-    assert (tdf["nested", "d"][1:3] == -1).all()
-    assert not (tdf["nested", "d"][0] == -1).any()
+    assert (tdf.get(("nested", "d"))[1:3] == -1).all()
+    assert not (tdf.get(("nested", "d"))[0] == -1).any()
     if "stored_leaves" in flavour.caps:  # the slice's leaves are views too
-        sub["a"].fill_(-2.0)
-        assert (tdf["a"][1:3] == -2).all()
-        assert not (tdf["a"][0] == -2).any()
+        sub.get("a").fill_(-2.0)
+        assert (tdf.get("a")[1:3] == -2).all()
+        assert not (tdf.get("a")[0] == -2).any()
 
 
 @pytest.mark.parametrize(
@@ -157,11 +157,11 @@ def test_setitem_rejects_bad_shape_without_partial_write(flavour, tdf):
 
 def test_get_at(flavour, tdf):
     idx = (slice(1, 3), T([0, 3]))
-    assert torch.equal(tdf.get_at(("nested", "d"), idx), tdf["nested", "d"][idx])
-    assert torch.equal(tdf.get_at("a", 2), tdf["a"][2])
+    assert torch.equal(tdf.get_at(("nested", "d"), idx), tdf.get(("nested", "d"))[idx])
+    assert torch.equal(tdf.get_at("a", 2), tdf.get("a")[2])
     if "uniform_members" in flavour.caps:  # get_at(node, i) hands out a lazy stack's member
         sub = tdf.get_at("nested", 1)
-        assert_leaves(tdf["nested"], lambda x: x[1], sub, batch_size=[4])
+        assert_leaves(tdf.get("nested"), lambda x: x[1], sub, batch_size=[4])
     sentinel = torch.zeros(())
     assert tdf.get_at("missing", 0, sentinel) is sentinel
 
@@ -226,7 +226,7 @@ def test_where_with_tensordict(flavour, tdf):
 def test_where_with_scalar(tdf):
     out = tdf.where(MASK, 0)
     assert_op(tdf, lambda td: td.where(MASK, 0), lambda x: torch.where(_expand(MASK, x), x, 0))
-    assert out["c"].dtype == torch.where(MASK[..., None], tdf["c"], 0).dtype
+    assert out.get("c").dtype == torch.where(MASK[..., None], tdf.get("c"), 0).dtype
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])

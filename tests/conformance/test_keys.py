@@ -21,20 +21,21 @@ from _flavours import (
     snapshot,
 )
 
-from tensorbatch import MemoryMappedTensor, TensorDictBase
+from tensorbatch import MemoryMappedTensor, TensorClass, TensorDictBase
 
 ALL_KEYS = {"a", "b", "c", "nested", ("nested", "d"), ("nested", "deep"), ("nested", "deep", "e")}
 LEAVES = {"a", "b", "c", ("nested", "d"), ("nested", "deep", "e")}
 
 
-def test_content_is_the_reference(tdf):
+def test_content_is_the_reference(flavour, tdf):
     assert_same_content(tdf)
-    assert isinstance(tdf, TensorDictBase)
+    assert isinstance(tdf, TensorDictBase) is ("tensorclass" not in flavour.caps)
+    assert isinstance(tdf, TensorClass) is ("tensorclass" in flavour.caps)
     assert tdf.batch_size == BATCH == tdf.shape
     assert (tdf.batch_dims, tdf.ndim, tdf.dim(), len(tdf), tdf.numel()) == (2, 2, 2, 3, 12)
     assert tdf.size(1) == 4
-    assert tdf["nested"].batch_size == BATCH
-    assert tdf["nested", "deep"].batch_size == BATCH
+    assert tdf.get("nested").batch_size == BATCH
+    assert tdf.get(("nested", "deep")).batch_size == BATCH
     assert tdf.depth == 2
 
 
@@ -62,18 +63,18 @@ def test_keys_sort(tdf):
     assert leaf_keys == ["a", "b", "c", ("nested", "d"), ("nested", "deep", "e")]
 
 
-def test_items_and_values_match_getitem(flavour, tdf):
+def test_items_and_values_match_get(flavour, tdf):
     items = dict(tdf.items(include_nested=True, leaves_only=True))
     assert set(items) == LEAVES
     for key, value in items.items():
-        assert_same_leaf(flavour, value, tdf[key])
+        assert_same_leaf(flavour, value, tdf.get(key))
     values = list(tdf.values(include_nested=True, leaves_only=True))
     assert len(values) == 5
     for value, item in zip(values, items.values(), strict=True):  # same order as items()
         assert_same_leaf(flavour, value, item)
     nested = dict(tdf.items())["nested"]
     assert isinstance(nested, TensorDictBase)
-    assert_same_leaf(flavour, nested["deep", "e"], tdf["nested", "deep", "e"])
+    assert_same_leaf(flavour, nested.get(("deep", "e")), tdf.get(("nested", "deep", "e")))
 
 
 def test_contains_get_and_missing_keys(flavour, tdf):
@@ -85,12 +86,53 @@ def test_contains_get_and_missing_keys(flavour, tdf):
     assert tdf.get("missing") is None
     sentinel = torch.zeros(())
     assert tdf.get(("nested", "missing"), sentinel) is sentinel
+    assert_same_leaf(flavour, tdf.get("nested").get("deep").get("e"), tdf.get(("nested", "deep", "e")))
+    assert_same_leaf(flavour, tdf.get(("nested", "d")), tdf.get("nested").get("d"))
+
+
+def test_string_keys_in_brackets(flavour, tdf):
+    """``td[key]`` reads and ``td[key] = x`` writes a key; a TensorClass refuses string keys in [] (ValueError)."""
+    if "str_keys" not in flavour.caps:  # as tensordict 0.15.3's tensorclass: keys go through get/set
+        for key in ("a", ("nested", "d"), "nested"):
+            with pytest.raises(ValueError, match="Invalid indexing arguments"):
+                tdf[key]
+            with pytest.raises(ValueError, match="Invalid indexing arguments"):
+                tdf[key] = tdf.get(key)
+        assert_same_content(tdf)
+        return
+    for key in ALL_KEYS:
+        got = tdf[key]
+        if isinstance(got, torch.Tensor):
+            assert_same_leaf(flavour, got, tdf.get(key))
+        else:
+            assert_leaves(tdf.get(key), lambda x: x, got, batch_size=BATCH)
     assert_same_leaf(flavour, tdf["nested"]["deep"]["e"], tdf["nested", "deep", "e"])
     assert_same_leaf(flavour, tdf.get(("nested", "d")), tdf["nested", "d"])
     with pytest.raises(KeyError):
         tdf["missing"]
     with pytest.raises(KeyError):
         tdf["nested", "missing"]
+    requires(flavour, "inplace")
+    value = torch.full((3, 4, 2), -1.0)
+    tdf["nested", "d"] = value
+    assert torch.equal(tdf.get(("nested", "d")), value)
+
+
+def test_fields_as_attributes(flavour, tdf):
+    """A TensorClass reads and writes its fields as attributes, through to its backend."""
+    requires(flavour, "tensorclass")
+    for name in ("a", "b", "c"):
+        assert_same_leaf(flavour, getattr(tdf, name), tdf.get(name))
+    assert_leaves(tdf.get("nested"), lambda x: x, tdf.nested, batch_size=BATCH)
+    value = torch.full((3, 4, 5), 3.0)
+    tdf.a = value
+    assert_same_leaf(flavour, tdf.get("a"), value)
+    assert_same_leaf(flavour, tdf.a, value)
+    del tdf.c
+    assert tdf.c is None
+    assert set(tdf.keys()) == {"a", "b", "nested"}
+    rest = ["b", ("nested", "d"), ("nested", "deep", "e")]
+    assert_leaves(reference(), lambda x: x, tdf.select(*rest), keys=rest)
 
 
 def test_entry_class_and_item_shape(flavour, tdf):
@@ -105,7 +147,7 @@ def test_entry_class_and_item_shape(flavour, tdf):
 def test_select(flavour, tdf):
     out = tdf.select("a", ("nested", "deep", "e"))
     assert_leaves(tdf, lambda x: x, out, keys=["a", ("nested", "deep", "e")], batch_size=BATCH)
-    assert_same_leaf(flavour, out["a"], tdf["a"])
+    assert_same_leaf(flavour, out.get("a"), tdf.get("a"))
     assert set(tdf.keys(True, True)) == LEAVES  # the source is untouched
     with pytest.raises(KeyError):
         tdf.select("a", "missing")
@@ -122,11 +164,11 @@ def test_exclude(tdf):
 def test_flatten_and_unflatten_keys(flavour, tdf):
     flat = tdf.flatten_keys()
     assert set(flat.keys()) == {"a", "b", "c", "nested.d", "nested.deep.e"}
-    assert_same_leaf(flavour, flat["nested.deep.e"], tdf["nested", "deep", "e"])
+    assert_same_leaf(flavour, flat.get("nested.deep.e"), tdf.get(("nested", "deep", "e")))
     assert flat.batch_size == BATCH
     back = flat.unflatten_keys()
     assert_leaves(tdf, lambda x: x, back)
-    assert back["nested", "deep"].batch_size == BATCH
+    assert back.get(("nested", "deep")).batch_size == BATCH
     slash = tdf.flatten_keys("/")
     assert "nested/deep/e" in slash
     assert_leaves(tdf, lambda x: x, slash.unflatten_keys("/"))
@@ -134,6 +176,8 @@ def test_flatten_and_unflatten_keys(flavour, tdf):
 
 def test_set_new_keys(flavour, tdf):
     requires(flavour, "mapping_mutation")
+    requires(flavour, "new_keys")
+    requires(flavour, "str_keys")  # setitem with new keys
     value = torch.arange(12.0).reshape(3, 4, 1)
     tdf["f"] = value
     tdf.set(("nested", "g"), value * 2)
@@ -150,31 +194,62 @@ def test_set_new_keys(flavour, tdf):
     assert_same_content(tdf.exclude("f", ("nested", "g"), "x", "sub"))
 
 
+def test_new_top_level_keys_refused(flavour, tdf):
+    """Without ``new_keys`` (a TensorClass holds its fields only), set with a new top-level key raises
+    AttributeError naming it, as tensordict 0.15.3's tensorclass, and changes nothing."""
+    if "new_keys" in flavour.caps:
+        pytest.skip("the flavour takes new top-level keys (test_set_new_keys)")
+    with pytest.raises(AttributeError, match="no field 'f'"):
+        tdf.set("f", torch.zeros(3, 4))
+    with pytest.raises(AttributeError, match="no field 'x'"):
+        tdf.set(("x", "y"), torch.zeros(3, 4))
+    assert_same_content(tdf)
+
+
+def test_set_new_nested_keys(flavour, tdf):
+    requires(flavour, "mapping_mutation")
+    value = torch.arange(12.0).reshape(3, 4, 1)
+    assert tdf.set(("nested", "g"), value * 2) is tdf
+    tdf.set(("nested", "x", "z"), value * 3)
+    assert torch.equal(tdf.get(("nested", "g")), value * 2)
+    assert torch.equal(tdf.get(("nested", "x", "z")), value * 3)
+    assert tdf.get(("nested", "x")).batch_size == BATCH
+    with pytest.raises(RuntimeError):  # a Python scalar is a 0-d tensor: it does not fit batch [3, 4]
+        tdf.set(("nested", "scalar"), 1.5)
+    tdf.set(("nested", "sub"), {"q": torch.ones(3, 4)})
+    assert isinstance(tdf.get(("nested", "sub")), TensorDictBase)
+    assert tdf.get(("nested", "sub")).batch_size == BATCH
+    assert_same_content(tdf.exclude(("nested", "g"), ("nested", "x"), ("nested", "sub")))
+
+
 def test_set_rejects_wrong_batch_shape(flavour, tdf):
     requires(flavour, "mapping_mutation")
     before = snapshot(tdf)
+    if "new_keys" in flavour.caps:
+        with pytest.raises(RuntimeError):
+            tdf.set("f", torch.zeros(4, 3))
     with pytest.raises(RuntimeError):
-        tdf["f"] = torch.zeros(4, 3)
+        tdf.set("a", torch.zeros(4, 3))
     with pytest.raises(RuntimeError):
-        tdf["nested", "g"] = torch.zeros(3)
+        tdf.set(("nested", "g"), torch.zeros(3))
     assert_leaves(before, lambda x: x, tdf)
 
 
 def test_replace_existing_key(flavour, tdf):
     requires(flavour, "mapping_mutation")
     value = torch.full((3, 4, 7), 2.0)
-    tdf["a"] = value
-    tdf["nested", "d"] = value
-    assert_same_leaf(flavour, tdf["a"], value)
-    assert tdf["nested", "d"].shape == (3, 4, 7)
+    tdf.set("a", value)
+    tdf.set(("nested", "d"), value)
+    assert_same_leaf(flavour, tdf.get("a"), value)
+    assert tdf.get(("nested", "d")).shape == (3, 4, 7)
 
 
 def test_delete_and_pop(flavour, tdf):
     requires(flavour, "mapping_mutation")
-    a = tdf["a"]
+    a = tdf.get("a")
     del tdf["b"]
     assert_same_leaf(flavour, tdf.pop("a"), a)
-    d = tdf["nested", "d"]
+    d = tdf.get(("nested", "d"))
     assert_same_leaf(flavour, tdf.pop(("nested", "d")), d)
     del tdf["nested", "deep", "e"]
     assert tdf.pop("missing", None) is None
@@ -187,10 +262,10 @@ def test_delete_and_pop(flavour, tdf):
 
 def test_rename_key(flavour, tdf):
     requires(flavour, "mapping_mutation")
-    d = tdf["nested", "d"]
+    d = tdf.get(("nested", "d"))
     tdf.rename_key_(("nested", "d"), "d2")
     tdf.rename_key_("a", ("nested", "a2"))
-    assert_same_leaf(flavour, tdf["d2"], d)
+    assert_same_leaf(flavour, tdf.get("d2"), d)
     assert ("nested", "d") not in tdf
     assert set(tdf.keys(True, True)) == {"b", "c", "d2", ("nested", "a2"), ("nested", "deep", "e")}
     with pytest.raises(KeyError):
@@ -200,20 +275,22 @@ def test_rename_key(flavour, tdf):
 def test_update_merges_nested(flavour, tdf):
     requires(flavour, "mapping_mutation")
     f, g = torch.ones(3, 4), torch.zeros(3, 4, 3)
-    out = tdf.update({"f": f, "nested": {"g": g, "deep": {"h": f * 2}}})
+    new_top = {"f": f} if "new_keys" in flavour.caps else {}  # a TensorClass holds its fields only
+    out = tdf.update({**new_top, "nested": {"g": g, "deep": {"h": f * 2}}})
     assert out is tdf
-    assert_same_leaf(flavour, tdf["f"], f)
-    assert_same_leaf(flavour, tdf["nested", "g"], g)
-    assert torch.equal(tdf["nested", "deep", "h"], f * 2)
-    assert_same_content(tdf.exclude("f", ("nested", "g"), ("nested", "deep", "h")))
+    if new_top:
+        assert_same_leaf(flavour, tdf.get("f"), f)
+    assert_same_leaf(flavour, tdf.get(("nested", "g")), g)
+    assert torch.equal(tdf.get(("nested", "deep", "h")), f * 2)
+    assert_same_content(tdf.exclude(*new_top, ("nested", "g"), ("nested", "deep", "h")))
 
 
 def test_update_with_tensordict_keeps_old_keys(flavour, tdf):
     requires(flavour, "mapping_mutation")
     other = flavour.factory(seed=1).select("a", ("nested", "d"))
     tdf.update(other)
-    assert_same_leaf(flavour, tdf["a"], other["a"])
-    assert_same_leaf(flavour, tdf["nested", "d"], other["nested", "d"])
+    assert_same_leaf(flavour, tdf.get("a"), other.get("a"))
+    assert_same_leaf(flavour, tdf.get(("nested", "d")), other.get(("nested", "d")))
     assert set(tdf.keys(True, True)) == LEAVES
 
 
@@ -234,7 +311,7 @@ def test_to_dict(flavour, tdf):
     assert set(out) == {"a", "b", "c", "nested"}
     assert type(out["nested"]) is dict
     assert type(out["nested"]["deep"]) is dict
-    assert_same_leaf(flavour, out["nested"]["deep"]["e"], tdf["nested", "deep", "e"])
+    assert_same_leaf(flavour, out["nested"]["deep"]["e"], tdf.get(("nested", "deep", "e")))
 
 
 def test_state_dict_round_trip(flavour, tdf):
@@ -252,16 +329,16 @@ def test_pickle_round_trip(flavour, tdf):
     back = pickle.loads(pickle.dumps(tdf))
     assert back.batch_size == tdf.batch_size
     assert back.device == tdf.device
-    assert back["nested", "deep"].batch_size == BATCH
+    assert back.get(("nested", "deep")).batch_size == BATCH
     assert_same_content(back)
 
 
 def test_copy_and_deepcopy(flavour, tdf):
     shallow = copy.copy(tdf)
     deep = copy.deepcopy(tdf)
-    assert_same_leaf(flavour, shallow["nested", "d"], tdf["nested", "d"])
-    assert shallow["nested"] is not tdf["nested"]
-    assert deep["nested", "d"] is not tdf["nested", "d"]
+    assert_same_leaf(flavour, shallow.get(("nested", "d")), tdf.get(("nested", "d")))
+    assert shallow.get("nested") is not tdf.get("nested")
+    assert deep.get(("nested", "d")) is not tdf.get(("nested", "d"))
     assert_same_content(shallow)
     assert_same_content(deep)
 
@@ -288,6 +365,7 @@ def test_declared_facts_hold(flavour, tdf):
     is_view = any(x.untyped_storage().nbytes() > x.numel() * x.element_size() for x in leaves(tdf).values())
     assert ("view" in flavour.caps) is is_view
     assert ("memmap" in flavour.caps) is tdf.is_memmap()
+    assert ("tensorclass" in flavour.caps) is isinstance(tdf, TensorClass)
 
 
 def test_assert_leaves_catches_differences():
@@ -316,7 +394,7 @@ def test_load_state_dict_not_strict(flavour, tdf):
     requires(flavour, "state_dict")
     requires(flavour, "inplace")
     tdf.load_state_dict({"a": torch.zeros(3, 4, 5), "nested": {"d": torch.ones(3, 4, 2)}}, strict=False)
-    assert (tdf["a"] == 0).all()
-    assert (tdf["nested", "d"] == 1).all()
+    assert (tdf.get("a") == 0).all()
+    assert (tdf.get(("nested", "d")) == 1).all()
     rest = ["b", "c", ("nested", "deep", "e")]
     assert_leaves(reference(), lambda x: x, tdf.select(*rest), keys=rest)

@@ -35,7 +35,7 @@ def test_reduction(tdf, name, dim):
     d = DIMS[dim]
     call = (lambda td: getattr(td, name)()) if d is None else (lambda td: getattr(td, name)(dim=d))
     out = assert_op(tdf.float(), call, lambda x: _leaf_reduce(name, x, d), batch_size=_batch(d), **TOL)
-    assert out["nested", "deep"].batch_size == out.batch_size
+    assert out.get(("nested", "deep")).batch_size == out.batch_size
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -73,8 +73,8 @@ def test_shape_op(tdf, case):
     td_op, leaf_op, batch = SHAPE_OPS[case]
     out = assert_op(tdf, td_op, leaf_op, batch_size=batch)
     if out is not None:
-        assert out["nested"].batch_size == out.batch_size
-        assert out["nested", "deep"].batch_size == out.batch_size
+        assert out.get("nested").batch_size == out.batch_size
+        assert out.get(("nested", "deep")).batch_size == out.batch_size
     assert_same_content(tdf)  # the source is untouched
 
 
@@ -87,8 +87,8 @@ def test_views_share_storage(flavour, tdf, case):
         out = td_op(tdf)
     except RuntimeError:  # a view of non-contiguous leaves, refused as torch refuses it
         return
-    out["nested", "d"].fill_(-1.0)
-    assert (tdf["nested", "d"] == -1).all()
+    out.get(("nested", "d")).fill_(-1.0)
+    assert (tdf.get(("nested", "d")) == -1).all()
 
 
 # id -> op expected to fail on a [3, 4] batch (as on a torch.empty(3, 4) tensor)
@@ -128,7 +128,7 @@ def test_unbind(flavour, tdf, dim):
     assert len(pieces) == n
     for i, piece in enumerate(pieces):
         assert_leaves(tdf, lambda x, i=i: x.unbind(dim % 2)[i], piece)
-        assert piece["nested", "deep"].batch_size == piece.batch_size
+        assert piece.get(("nested", "deep")).batch_size == piece.batch_size
     assert len(torch.unbind(tdf, dim)) == n
 
 
@@ -176,7 +176,7 @@ def test_batch_size_setter_grows_to_feature_dims(tdf):
     sub = tdf.select("a")
     sub.batch_size = [3, 4, 5]
     assert sub.batch_size == torch.Size([3, 4, 5])
-    assert sub[0, 0, 0]["a"].shape == torch.Size([])
+    assert sub[0, 0, 0].get("a").shape == torch.Size([])
 
 
 def test_shape_queries(tdf):

@@ -35,7 +35,7 @@ def test_stack(flavour, tdf, dim):
     leaf_dim = dim % 3
     batch = torch.stack([torch.empty(BATCH)] * 2, dim).shape
     assert_leaves(_expected(torch.stack, [tdf, other], leaf_dim), lambda x: x, out, batch_size=batch)
-    assert out["nested", "deep"].batch_size == batch
+    assert out.get(("nested", "deep")).batch_size == batch
     assert_same_content(tdf)
 
 
@@ -52,7 +52,7 @@ def test_cat(flavour, tdf, dim):
     out = torch.cat([tdf, other], dim)
     batch = torch.cat([torch.empty(BATCH)] * 2, dim).shape
     assert_leaves(_expected(torch.cat, [tdf, other], dim % 2), lambda x: x, out, batch_size=batch)
-    assert out["nested"].batch_size == batch
+    assert out.get("nested").batch_size == batch
     assert_same_content(tdf)
 
 
@@ -122,6 +122,6 @@ def test_stack_and_cat_mismatched_batch_raise(tdf):
 def test_stack_of_mismatched_leaf_shapes_raises(flavour, tdf):
     requires(flavour, "mapping_mutation")
     other = flavour.factory(seed=1)
-    other["a"] = torch.zeros(3, 4, 6)
+    other.set("a", torch.zeros(3, 4, 6))
     with pytest.raises(RuntimeError):
         torch.stack([tdf, other], 0)
