@@ -168,11 +168,21 @@ class _NonTensor(TensorDictBase):
             v_items, v_pos = [value], torch.zeros((), dtype=torch.int64)
         pos[index] = v_pos + len(items)
         items.extend(v_items)
-        used = torch.unique(pos).tolist()
-        first = items[used[0]] if used else None
-        if all(_same(first, items[i]) for i in used[1:]):
-            return NonTensorData._new(first, pos.shape, self.device)
-        return NonTensorStack._new(items, pos, self.device)
+        return _collapsed(items, pos, self.device)
+
+    def _where(self, condition: torch.Tensor, other: Any) -> _NonTensor:
+        """``where(condition, self, other)`` element-wise.
+
+        ``other`` is a non-tensor leaf (its values are picked where ``condition`` is False) or anything
+        else (this leaf is kept, as in tensordict).
+        """
+        if type(other) not in NON_TENSOR_TYPES:
+            return self
+        items, pos = _parts(self)
+        o_items, o_pos = _parts(other)
+        mask = condition.reshape(*condition.shape, *([1] * (pos.ndim - condition.ndim)))
+        picked = torch.where(mask, pos, o_pos + len(items))
+        return _collapsed([*items, *o_items], picked, self.device)
 
     def _become(self, other: _NonTensor) -> None:
         raise NotImplementedError
@@ -365,6 +375,15 @@ def _pick(pos: list[Any], items: list[Any]) -> list[Any]:
     if pos and isinstance(pos[0], list):
         return [_pick(p, items) for p in pos]
     return [items[i] for i in pos]
+
+
+def _collapsed(items: list[Any], pos: torch.Tensor, device: Any) -> _NonTensor:
+    """The leaf holding ``items[pos]``: one NonTensorData when every used value is the same."""
+    used = torch.unique(pos).tolist()
+    first = items[used[0]] if used else None
+    if all(_same(first, items[i]) for i in used[1:]):
+        return NonTensorData._new(first, pos.shape, device)
+    return NonTensorStack._new(items, pos, device)
 
 
 def _parts(nt: _NonTensor) -> tuple[list[Any], torch.Tensor]:

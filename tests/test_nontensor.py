@@ -449,12 +449,26 @@ def test_clone_is_independent():
     assert other["l"] == ["z", "b", "a"]
 
 
-@bug("td.where(cond, other) keeps self's non-tensor value everywhere, ignoring other where cond is False")
 def test_where_with_other_td_picks_other_values():
     td = TensorDict({"s": "v", "x": torch.zeros(2)}, [2])
     other = TensorDict({"s": "w", "x": torch.ones(2)}, [2])
     out = td.where(torch.tensor([True, False]), other)
     assert out["s"] == ["v", "w"]
+    assert type(out.get("s")) is NonTensorStack
+    assert torch.equal(out["x"], torch.tensor([0.0, 1.0]))
+    assert torch.where(torch.tensor([False, True]), td, other)["s"] == ["w", "v"]
+    assert td["s"] == "v"  # the sources are untouched
+    assert other["s"] == "w"
+
+
+def test_where_non_tensor_collapses_and_keeps_self_against_a_number():
+    td = TensorDict({"s": "v", "x": torch.zeros(2, 3)}, [2])
+    other = TensorDict({"s": NonTensorStack("a", "b"), "x": torch.ones(2, 3)}, [2])
+    all_self = td.where(torch.tensor([True, True]), other)
+    assert type(all_self.get("s")) is NonTensorData
+    assert all_self["s"] == "v"
+    assert td.where(torch.tensor([False, True]), other)["s"] == ["a", "v"]
+    assert td.where(torch.tensor([False, False]), 0)["s"] == "v"  # a number: the values stay (as tensordict)
 
 
 @pytest.mark.parametrize(

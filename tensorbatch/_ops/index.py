@@ -402,15 +402,17 @@ def masked_select(td: Any, mask: _Tensor) -> Any:
 
 def where(td: Any, condition: _Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Any:
     """``torch.where(condition, td, other)`` leaf-wise; ``condition`` covers the leading batch dims."""
-    def pick(x: _Tensor, *rest: Any) -> _Tensor:
+    def pick(x: Any, *rest: Any) -> Any:
         y = rest[0] if rest else other
+        if type(x) in NON_TENSOR_TYPES:  # values picked per element from the other non-tensor leaf
+            return x._where(condition, y)
         return torch.where(_expand_mask(condition, x), x, y)
 
     if is_td(other):
-        result = apply_leaves(td, pick, other, what="where",
+        result = apply_leaves(td, pick, other, what="where", is_leaf=NON_TENSOR_TYPES.__contains__,
                               default=NO_DEFAULT if pad is None else pad)
     else:
-        result = apply_leaves(td, pick, what="where")
+        result = apply_leaves(td, pick, what="where", is_leaf=NON_TENSOR_TYPES.__contains__)
     if out is not None:
         out.update_(result)
         return out

@@ -57,10 +57,6 @@ def case(case_id: str, fn: Any, **kwargs: Any) -> Any:
     return pytest.param(_summarized(fn), kwargs, id=case_id)
 
 
-def bug_case(case_id: str, fn: Any, reason: str, **kwargs: Any) -> Any:
-    return pytest.param(_summarized(fn), kwargs, id=case_id, marks=bug(reason))
-
-
 class _Token:
     """An arbitrary Python object (one shared instance, so both libraries store the same one)."""
 
@@ -380,14 +376,22 @@ VALUE = [
     _leaf_case(
         "nt_masked_fill", lambda lib, td: td.masked_fill(torch.tensor([[True, False, True]] * 2), 1.0)
     ),
-    bug_case(
+    case(
         "nt_where_other_td",
         lambda lib, _: (
             lib.TensorDict({"s": "v", "x": torch.zeros(2)}, [2])
             .where(torch.tensor([True, False]), lib.TensorDict({"s": "w", "x": torch.ones(2)}, [2]))
             .get("s")
         ),
-        "td.where(cond, other) keeps self's non-tensor value everywhere, ignoring other where cond is False",
+        data=None,
+    ),
+    case(
+        "nt_where_other_td_all_self",
+        lambda lib, _: (
+            lib.TensorDict({"s": "v", "x": torch.zeros(2)}, [2])
+            .where(torch.tensor([True, True]), lib.TensorDict({"s": "w", "x": torch.ones(2)}, [2]))
+            .get("s")
+        ),
         data=None,
     ),
     case("nt_sum_data", lambda lib, _: _td(lib).exclude("l").sum(0).get("s"), data=None),
