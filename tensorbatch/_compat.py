@@ -31,3 +31,9 @@ def register_pytree_node(cls: type, flatten: Any, unflatten: Any, flatten_with_k
 def mapping_key(key: str) -> Any:
     """A pytree key entry for a mapping key."""
     return pytree.MappingKey(key)
+
+
+def fake_mode_active() -> bool:
+    """True under an active ``FakeTensorMode``: tensors made then are fake, and files cannot be mapped."""
+    active = getattr(torch._guards, "active_fake_mode", None)  # private API (as tensordict uses it)
+    return active is not None and active() is not None

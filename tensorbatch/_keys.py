@@ -71,6 +71,20 @@ def unravel_key_list(keys: Any) -> list[NestedKey]:
 unravel_keys = unravel_key_list
 
 
+def is_key(index: Any) -> bool:
+    """True when ``index`` is a key (a str, or a non-empty tuple of keys), not a batch index.
+
+    ``td["a", "b"]`` and ``td[("a", ("b", "c"))]`` read keys; ``td[(0, 1), :]`` indexes the batch.
+
+    Examples:
+        >>> is_key(("a", ("b", "c"))), is_key(((0, 1),)), is_key(())
+        (True, False, False)
+    """
+    if type(index) is str:
+        return True
+    return type(index) is tuple and bool(index) and all(type(k) is str or is_key(k) for k in index)
+
+
 def key_of(path: tuple[str, ...]) -> NestedKey:
     """Public form of a path: a string for one level, else the tuple."""
     return path[0] if len(path) == 1 else path

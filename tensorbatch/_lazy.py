@@ -19,13 +19,13 @@ import torch
 import torch.nn.functional as F
 
 from . import _errors
-from ._keys import NestedKey, unravel_key_to_tuple
+from ._keys import NestedKey, is_key, unravel_key_to_tuple
 from ._nontensor import is_non_tensor, stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
 from ._ops.index import normalize
 from ._ops.torch_function import _columns
 from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_leaves
-from .base import TensorDictBase, _as_size, _leaf_repr
+from .base import TensorDictBase, _as_size, _checked_names, _leaf_repr
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -66,9 +66,16 @@ def _check_same_batch(first: Any, tds: list[Any], what: str) -> None:
 class LazyStackedTensorDict(TensorDictBase):
     """A lazy stack of TensorDicts along ``stack_dim``.
 
+    Dim names live where the dims do: the stack dim's name on the stack, the other dims' names on the
+    members (setting ``names`` on the stack names the members). A dim whose members disagree on its
+    name reads as unnamed.
+
     Args:
         *tensordicts: the members, all with the same batch size.
         stack_dim: where the stack dim goes in the batch size.
+        batch_size: the expected batch size (required when there are no members).
+        names: names of every batch dim (the members are named too).
+        stack_dim_name: name of the stack dim alone.
 
     Examples:
         >>> import torch
@@ -84,10 +91,13 @@ class LazyStackedTensorDict(TensorDictBase):
         torch.Size([2, 3, 4])
     """
 
-    __slots__ = ("__weakref__", "_batch_size", "_is_locked", "_stack_dim", "_tds")
+    __slots__ = ("__weakref__", "_batch_size", "_is_locked", "_stack_dim", "_stack_name", "_tds")
 
-    def __init__(self, *tensordicts: Any, stack_dim: int = 0, batch_size: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *tensordicts: Any, stack_dim: int = 0, batch_size: Any = None,
+                 names: Sequence[str | None] | None = None, stack_dim_name: str | None = None,
+                 **kwargs: Any) -> None:
         tds = list(tensordicts)
+        self._stack_name: str | None = None
         if not tds:
             if batch_size is None:
                 raise RuntimeError("LazyStackedTensorDict needs members or a batch_size")
@@ -95,16 +105,23 @@ class LazyStackedTensorDict(TensorDictBase):
             if bs[stack_dim] != 0:
                 raise RuntimeError(f"an empty LazyStackedTensorDict needs size 0 at stack_dim, got {list(bs)}")
             self._tds: list[Any] = []
-            self._stack_dim, self._batch_size, self._is_locked = stack_dim, bs, False
-            return
-        member_bs = _check_members(tds, "LazyStackedTensorDict")
-        nd = len(member_bs)
-        if not -nd - 1 <= stack_dim <= nd:
-            raise IndexError(f"stack_dim {stack_dim} is out of range for members with {nd} batch dims")
-        self._init(tds, stack_dim % (nd + 1), member_bs)
-        if batch_size is not None and _as_size(batch_size) != self._batch_size:
-            raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the stack's "
-                               f"{list(self._batch_size)}")
+            self._stack_dim, self._batch_size, self._is_locked = stack_dim % len(bs), bs, False
+        else:
+            member_bs = _check_members(tds, "LazyStackedTensorDict")
+            nd = len(member_bs)
+            if not -nd - 1 <= stack_dim <= nd:
+                raise IndexError(f"stack_dim {stack_dim} is out of range for members with {nd} batch dims")
+            self._init(tds, stack_dim % (nd + 1), member_bs)
+            if batch_size is not None and _as_size(batch_size) != self._batch_size:
+                raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the stack's "
+                                   f"{list(self._batch_size)}")
+        if names is not None:
+            self.names = names
+        if stack_dim_name is not None:
+            if stack_dim_name in self.names:
+                raise ValueError(f"stack_dim_name {stack_dim_name!r} is already the name of a member dim: "
+                                 f"{self.names}")
+            self._stack_name = stack_dim_name
 
     def _init(self, tds: list[Any], stack_dim: int, member_bs: torch.Size | None = None) -> None:
         if member_bs is None:
@@ -113,9 +130,11 @@ class LazyStackedTensorDict(TensorDictBase):
         self._tds, self._stack_dim, self._batch_size, self._is_locked = tds, stack_dim, bs, False
 
     @classmethod
-    def _new(cls, tds: list[Any], stack_dim: int, member_bs: torch.Size | None = None) -> LazyStackedTensorDict:
+    def _new(cls, tds: list[Any], stack_dim: int, member_bs: torch.Size | None = None,
+             stack_name: str | None = None) -> LazyStackedTensorDict:
         out = cls.__new__(cls)
         out._init(tds, stack_dim, member_bs)
+        out._stack_name = stack_name
         return out
 
     def _member_bs(self) -> torch.Size:
@@ -158,6 +177,8 @@ class LazyStackedTensorDict(TensorDictBase):
                 if td.batch_size != size:
                     td.batch_size = size
             raise
+        if len(new_size) != len(self._batch_size):  # as a TensorDict: a new number of dims drops the names
+            self._stack_name = None
         self._batch_size = new_size
 
     @property
@@ -174,12 +195,53 @@ class LazyStackedTensorDict(TensorDictBase):
         for td in self._tds:
             td.lock_() if value else td.unlock_()
 
-    def _maybe_names(self) -> None:
-        return None
+    def _maybe_names(self) -> tuple[str | None, ...] | None:
+        member = _common_names(self._tds)
+        if member is None and self._stack_name is None:
+            return None
+        if member is None:
+            member = (None,) * (len(self._batch_size) - 1)
+        d = self._stack_dim
+        return (*member[:d], self._stack_name, *member[d:])
 
     @property
     def names(self) -> list[str | None]:
-        return [None] * len(self._batch_size)
+        """Names of the batch dims: the stack dim's own, the members' (where they agree) for the others.
+
+        Setting them names the stack dim and every member's dims; ``None`` clears them all.
+
+        Examples:
+            >>> import torch
+            >>> from tensorbatch import TensorDict, lazy_stack
+            >>> s = lazy_stack([TensorDict(a=torch.zeros(3), batch_size=[3]) for _ in range(2)])
+            >>> s.refine_names("x", "y").names
+            ['x', 'y']
+            >>> s[0].names, s[:, 0].names
+            (['y'], ['x'])
+        """
+        names = self._maybe_names()
+        return list(names) if names is not None else [None] * len(self._batch_size)
+
+    @names.setter
+    def names(self, value: Sequence[str | None] | None) -> None:
+        d = self._stack_dim
+        member: tuple[str | None, ...] | None = None
+        if value is not None:
+            value = _checked_names(value, self._batch_size)
+            member = (*value[:d], *value[d + 1:])
+            if not self._tds and any(n is not None for n in member):
+                raise ValueError(f"names {list(value)}: a lazy stack without members can only name its stack dim "
+                                 f"(dim {d})")
+        old = [td._maybe_names() for td in self._tds]
+        for i, td in enumerate(self._tds):
+            try:
+                td.names = member
+            except Exception as err:
+                for done, names in zip(self._tds[:i], old, strict=False):  # undo: no half-named stack
+                    done.names = names
+                err.add_note(f"while naming member {i} ({type(td).__name__}) of a lazy stack: nothing was renamed")
+                raise
+        self._stack_name = None if value is None else value[d]
 
     # ------------------------------------------------------------------ primitives
     def _keys_str(self) -> list[str]:
@@ -254,7 +316,7 @@ class LazyStackedTensorDict(TensorDictBase):
                     raise self._missing(key)
                 return default
             values.append(value)
-        return _stack_values(key, values, self._stack_dim)
+        return _stack_values(key, values, self._stack_dim, self._stack_name)
 
     def _missing(self, key: str) -> KeyError:
         """KeyError for a key some (or all) members lack, naming them."""
@@ -310,7 +372,7 @@ class LazyStackedTensorDict(TensorDictBase):
         """``s[key]`` or a batch index: along the stack dim it picks members, elsewhere it indexes them."""
         if type(index) is str:
             return value_of(self._get_str(index))  # a missing key names the members that lack it
-        if (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+        if is_key(index):
             return TensorDictBase.__getitem__(self, index)
         plan = self._split_index(index)
         if plan is None:
@@ -322,7 +384,7 @@ class LazyStackedTensorDict(TensorDictBase):
         members = [self._tds[i][rest] if rest else self._tds[i] for i in picked]
         if not members:
             return TensorDictBase.__getitem__(self, index)
-        return LazyStackedTensorDict._new(members, new_dim, None if rest else self._member_bs())
+        return LazyStackedTensorDict._new(members, new_dim, None if rest else self._member_bs(), self._stack_name)
 
     def _split_index(self, index: Any) -> tuple[list[int], tuple[Any, ...], int | None] | None:
         """``(member positions, index for each member, stack dim of the result or None)``.
@@ -394,12 +456,12 @@ class LazyStackedTensorDict(TensorDictBase):
     @property
     def grad(self) -> Any:
         """The members' gradients, as a lazy stack."""
-        return LazyStackedTensorDict._new([td.grad for td in self._tds], self._stack_dim)
+        return LazyStackedTensorDict._new([td.grad for td in self._tds], self._stack_dim, None, self._stack_name)
 
     @property
     def data(self) -> Any:
         """The members' ``.data``, as a lazy stack."""
-        return LazyStackedTensorDict._new([td.data for td in self._tds], self._stack_dim)
+        return LazyStackedTensorDict._new([td.data for td in self._tds], self._stack_dim, None, self._stack_name)
 
     def zero_grad(self, set_to_none: bool = True) -> LazyStackedTensorDict:
         """Reset the members' gradients."""
@@ -432,7 +494,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
     # ------------------------------------------------------------------ writing at an index
     def __setitem__(self, index: Any, value: Any) -> None:
-        if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+        if is_key(index):
             TensorDictBase.__setitem__(self, index, value)
             return
         common = None
@@ -532,12 +594,13 @@ class LazyStackedTensorDict(TensorDictBase):
         """A lazy stack of the members' ``empty()`` (a dense one when ``batch_size`` is given)."""
         if batch_size is not None:
             return self._dense_cls(batch_size=batch_size, device=self.device)
-        return LazyStackedTensorDict._new([td.empty(recurse, **kwargs) for td in self._tds], self._stack_dim)
+        return LazyStackedTensorDict._new([td.empty(recurse, **kwargs) for td in self._tds], self._stack_dim,
+                                          stack_name=self._stack_name)
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
         """A dense in-memory TensorDict of the common keys (their leaf shapes must agree)."""
         out = {k: v.to_tensordict() if isinstance(v, LazyStackedTensorDict) else v for k, v in self._items_str()}
-        return self._dense_cls._new_unsafe(out, self._batch_size, self.device, None)
+        return self._dense_cls._new_unsafe(out, self._batch_size, self.device, self._maybe_names())
 
     contiguous = to_tensordict
 
@@ -572,13 +635,13 @@ class LazyStackedTensorDict(TensorDictBase):
             if type(first) is _Tensor and any(v.shape != first.shape for v in values):
                 out[key] = torch.nested.nested_tensor(values, layout=torch.jagged)
             elif is_td(first) and type(first) not in NON_TENSOR_TYPES:
-                out[key] = LazyStackedTensorDict._new(values, 0).densify(layout)
+                out[key] = LazyStackedTensorDict._new(values, 0, stack_name=self._stack_name).densify(layout)
             else:
                 out[key] = _stack_values(key, values, 0)
-        return self._dense_cls._new_unsafe(out, self._batch_size, self.device, None)
+        return self._dense_cls._new_unsafe(out, self._batch_size, self.device, self._maybe_names())
 
     def __reduce__(self) -> Any:
-        return (LazyStackedTensorDict._new, (self._tds, self._stack_dim))
+        return (LazyStackedTensorDict._new, (self._tds, self._stack_dim, None, self._stack_name))
 
     def __repr__(self) -> str:
         lines = [f"LazyStackedTensorDict(batch_size={list(self._batch_size)}, stack_dim={self._stack_dim}, "
@@ -601,7 +664,19 @@ def _member_repr(tds: list[Any], key: str) -> str:
     return _leaf_repr(first) if not is_td(first) or is_non_tensor(first) else f"{type(first).__name__}(...)"
 
 
-def _stack_values(key: str, values: list[Any], dim: int) -> Any:
+def _common_names(tds: list[Any]) -> tuple[str | None, ...] | None:
+    """The members' dim names: per dim, the name every member gives it (None where they disagree)."""
+    names = [td._maybe_names() for td in tds]
+    first = names[0] if names else None
+    if all(n == first for n in names[1:]):  # the usual case: one naming (or none) for all
+        return None if first is None else tuple(first)
+    nd = tds[0].batch_dims
+    full = [(None,) * nd if n is None else tuple(n) for n in names]
+    common = tuple(col[0] if len(set(col)) == 1 else None for col in zip(*full, strict=True))
+    return common if any(n is not None for n in common) else None
+
+
+def _stack_values(key: str, values: list[Any], dim: int, stack_name: str | None = None) -> Any:
     """The stacked value of one key across the members (nested TensorDicts stay lazy)."""
     first = values[0]
     if isinstance(first, _Tensor):  # plain or memory-mapped leaves
@@ -616,7 +691,7 @@ def _stack_values(key: str, values: list[Any], dim: int) -> Any:
     if type(first) in NON_TENSOR_TYPES and all(type(v) in NON_TENSOR_TYPES for v in values):
         return stack_non_tensor(values, dim)
     if is_td(first) and all(is_td(v) and type(v) not in NON_TENSOR_TYPES for v in values):
-        return LazyStackedTensorDict._new(values, dim)
+        return LazyStackedTensorDict._new(values, dim, stack_name=stack_name)
     raise RuntimeError(
         f"cannot stack the members' values at key {key!r}: types {[type(v).__name__ for v in values]}"
     )
@@ -716,7 +791,7 @@ def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
             return None
         if not all(is_td(r) for r in results):
             return results
-        return LazyStackedTensorDict._new(results, d)
+        return LazyStackedTensorDict._new(results, d, stack_name=self._stack_name)
 
     method.__name__ = name
     method.__doc__ = f"``{name}`` on every member; see :class:`TensorDictBase`."

@@ -94,6 +94,10 @@ class _NonTensor(TensorDictBase):
     def names(self) -> list[str | None]:
         return [None] * len(self.batch_size)
 
+    @names.setter
+    def names(self, value: Any) -> None:
+        """Ignored: a non-tensor leaf carries no dim names (naming its parent works, the leaf stays unnamed)."""
+
     # the batch-op protocol (see module docstring)
     def _positions(self) -> torch.Tensor:
         raise NotImplementedError

@@ -10,7 +10,7 @@ import torch
 from . import _errors
 from ._keys import NestedKey, unravel_key_to_tuple
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
-from .base import TensorDictBase, _as_device, _as_size
+from .base import TensorDictBase, _as_device, _as_size, _checked_names
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -168,15 +168,8 @@ class TensorDict(TensorDictBase):
         if value is None:
             self._names = None
             return
-        value = tuple(value)
-        if len(value) != len(self._batch_size):
-            raise ValueError(
-                f"names {list(value)} must have one entry per batch dim (batch_size {list(self._batch_size)})"
-            )
-        named = [n for n in value if n is not None]
-        if len(set(named)) != len(named):
-            raise ValueError(f"names must be unique, got {list(value)}")
-        self._names = value if named else None
+        value = _checked_names(value, self._batch_size)
+        self._names = value if any(n is not None for n in value) else None
         for sub in self._tensordict.values():
             if is_td(sub):
                 sub.names = (*value, *sub.names[len(value):])

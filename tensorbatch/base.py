@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from . import _errors
-from ._keys import NestedKey, key_of, unravel_key_to_tuple
+from ._keys import NestedKey, is_key, key_of, unravel_key_to_tuple
 from ._ops import index as _index
 from ._ops import pointwise as _pointwise
 from ._ops import reduce as _reduce
@@ -52,6 +52,17 @@ def _as_size(batch_size: Any) -> torch.Size:
         return _Size(batch_size)
     except TypeError:
         raise ValueError(f"batch_size must be an int or a sequence of ints, got {batch_size!r}") from None
+
+
+def _checked_names(value: Any, batch_size: torch.Size) -> tuple[str | None, ...]:
+    """``value`` as a tuple of dim names, one per batch dim and unique (ValueError otherwise)."""
+    names = tuple(value)
+    if len(names) != len(batch_size):
+        raise ValueError(f"names {list(names)} must have one entry per batch dim (batch_size {list(batch_size)})")
+    named = [n for n in names if n is not None]
+    if len(set(named)) != len(named):
+        raise ValueError(f"names must be unique, got {list(names)}")
+    return names
 
 
 def _as_device(device: Any) -> torch.device | None:
@@ -172,6 +183,10 @@ class TensorDictBase(abc.ABC):
         names = self._maybe_names()
         return list(names) if names is not None else [None] * self.batch_dims
 
+    @names.setter
+    def names(self, value: Any) -> None:
+        raise RuntimeError(f"{type(self).__name__} cannot name its batch dims")
+
     @property
     def depth(self) -> int:
         """Number of nesting levels below this one (0 when no value is a TensorDict)."""
@@ -210,7 +225,7 @@ class TensorDictBase(abc.ABC):
     # ------------------------------------------------------------------ get / set
     def _walk_to(self, path: tuple[str, ...], create: bool = False) -> TensorDictBase:
         """The node holding ``path[-1]``; missing levels are created when ``create``."""
-        node: Any = self
+        node: TensorDictBase = self
         for i, key in enumerate(path[:-1]):
             sub = node._get_str(key, MISSING)
             if sub is MISSING:
@@ -218,7 +233,7 @@ class TensorDictBase(abc.ABC):
                     raise _errors.missing_key(path[: i + 1], node._keys_str())
                 if node.is_locked:
                     raise _errors.locked()
-                sub = node._dense_cls._new_unsafe({}, node.batch_size, node.device, node._maybe_names())
+                sub = node._new_node({})
                 node._set_str(key, sub, inplace=False, validated=True)
                 sub = node._get_str(key)  # a backend may store a different object (a lazy stack splits it)
             elif not is_td(sub):  # tensordict raises KeyError when writing, ValueError when reading
@@ -270,14 +285,12 @@ class TensorDictBase(abc.ABC):
             if out is MISSING:
                 raise _errors.missing_key((index,), self._keys_str())
             return _nontensor.value_of(out)
-        if type(index) is tuple and index and all(type(k) is str or type(k) is tuple for k in index):
+        if is_key(index):
             return _nontensor.value_of(self._get(index))
         return _index.getitem(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        if type(index) is str or (
-            type(index) is tuple and index and all(type(k) is str or type(k) is tuple for k in index)
-        ):
+        if is_key(index):
             self.set(index, value)
         else:
             _index.setitem(self, index, value)
@@ -338,7 +351,7 @@ class TensorDictBase(abc.ABC):
 
     def _deepest(self, path: tuple[str, ...]) -> TensorDictBase:
         """The deepest existing node along ``path[:-1]`` (KeyError when the path runs through a leaf)."""
-        node: Any = self
+        node: TensorDictBase = self
         for i, key in enumerate(path[:-1]):
             sub = node._get_str(key, MISSING)
             if sub is MISSING:
@@ -598,7 +611,8 @@ class TensorDictBase(abc.ABC):
     def get_item_shape(self, key: NestedKey) -> torch.Size:
         """Full shape of the leaf (or batch size of the nested TensorDict) at ``key``."""
         value = self._get(key)
-        return value.batch_size if is_td(value) else value.shape
+        shape: torch.Size = value.batch_size if is_td(value) else value.shape
+        return shape
 
     def is_empty(self) -> bool:
         """True when the tree holds no leaf (nested empty TensorDicts don't count)."""
@@ -639,7 +653,7 @@ class TensorDictBase(abc.ABC):
                         self._get((key, *path))
                     raise
             out[key] = value
-        result = self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+        result = self._new_node(out)
         return self._replace_with(result) if inplace else result
 
     def _walk_keys(self, path: tuple[str, ...]) -> Any:
@@ -649,7 +663,12 @@ class TensorDictBase(abc.ABC):
             return self._keys_str()
 
     def _empty_like(self) -> TensorDictBase:
-        return self._dense_cls._new_unsafe({}, self.batch_size, self.device, self._maybe_names())
+        return self._new_node({})
+
+    def _new_node(self, source: dict[str, Any]) -> TensorDictBase:
+        """An in-memory node over ``source`` with this one's batch size, device and names (no validation)."""
+        node: TensorDictBase = self._dense_cls._new_unsafe(source, self.batch_size, self.device, self._maybe_names())
+        return node
 
     def empty(self, recurse: bool = False, *, batch_size: Any = None, device: Any = NO_DEFAULT,
               names: Any = None) -> TensorDictBase:
@@ -669,7 +688,8 @@ class TensorDictBase(abc.ABC):
             source = {k: v.empty(True, batch_size=None if batch_size is None else (*bs, *v.batch_size[nd:]))
                       for k, v in self._items_str() if is_td(v) and not _nontensor.is_non_tensor(v)}
         kept = self._maybe_names() if batch_size is None else None
-        return self._dense_cls._new_unsafe(source, bs, dev, names if names is not None else kept)
+        out: TensorDictBase = self._dense_cls._new_unsafe(source, bs, dev, names if names is not None else kept)
+        return out
 
     def _set_path_unsafe(self, path: tuple[str, ...], value: Any, like: Any) -> None:
         node: Any = self
@@ -709,13 +729,13 @@ class TensorDictBase(abc.ABC):
             if key in nested and is_td(value):  # untouched sub-trees are shared, as in tensordict
                 value = value.exclude(*nested[key])
             out[key] = value
-        result = self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+        result = self._new_node(out)
         return self._replace_with(result) if inplace else result
 
     def _copy_tree(self) -> TensorDictBase:
         """New tree objects (every level) over the same leaves."""
         out = {k: v._copy_tree() if type(v) is not _Tensor and is_td(v) else v for k, v in self._items_str()}
-        return self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+        return self._new_node(out)
 
     def split_keys(self, *key_sets: Sequence[NestedKey], inplace: bool = False, default: Any = None,
                    strict: bool = True, reproduce_struct: bool = False) -> tuple[TensorDictBase, ...]:
@@ -740,7 +760,7 @@ class TensorDictBase(abc.ABC):
         leaf_type = _nontensor.is_non_tensor_type if is_leaf is None else (
             lambda cls: _nontensor.is_non_tensor_type(cls) or is_leaf(cls))
         out = {separator.join(path): value for path, value in named_leaves(self, is_leaf=leaf_type)}
-        result = self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+        result = self._new_node(out)
         return self._replace_with(result) if inplace else result
 
     def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> TensorDictBase:
@@ -880,7 +900,8 @@ class TensorDictBase(abc.ABC):
             torch.float64
         """
         if len(args) == 1 and not kwargs and type(args[0]) is torch.dtype:  # the common cast, kept cheap
-            return _pointwise.cast(self, args[0])
+            cast: TensorDictBase = _pointwise.cast(self, args[0])
+            return cast
         non_blocking = kwargs.pop("non_blocking", False)
         device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
         batch_size = kwargs.pop("batch_size", None)
@@ -931,7 +952,8 @@ class TensorDictBase(abc.ABC):
             (True, False)
         """
         if recurse:
-            return _pointwise.map_dense(self, _FOREACH_CLONE, torch.clone, "cloning")
+            cloned: TensorDictBase = _pointwise.map_dense(self, _FOREACH_CLONE, torch.clone, "cloning")
+            return cloned
         return self._copy_tree()
 
     def copy(self) -> TensorDictBase:
@@ -1033,7 +1055,9 @@ class TensorDictBase(abc.ABC):
         The result's batch size is the shape of ``data`` (its batch size for a TensorDict).
         """
         if is_td(data):
-            return self.apply(lambda x, d: x.new_tensor(d, **kwargs), data, batch_size=data.batch_size)
+            out = self.apply(lambda x, d: x.new_tensor(d, **kwargs), data, batch_size=data.batch_size)
+            assert out is not None  # apply gives None only with filter_empty
+            return out
         data = torch.as_tensor(data)
         return self._map(lambda x: x.new_tensor(data.detach(), **kwargs), "new_tensor", batch_size=data.shape,
                          device=data.device if "device" not in kwargs else _as_device(kwargs["device"]))
@@ -1061,14 +1085,16 @@ class TensorDictBase(abc.ABC):
         if dim is None:
             return all(bool(leaf.all()) for leaf in flat_leaves(self))
         _check_reduce_dim(self, dim)
-        return _reduce.reduce(self, "all", dim=dim)
+        out: bool | TensorDictBase = _reduce.reduce(self, "all", dim=dim)
+        return out
 
     def any(self, dim: int | None = None) -> bool | TensorDictBase:
         """True when any leaf has a true element; with ``dim``, reduced along that batch dim."""
         if dim is None:
             return any(bool(leaf.any()) for leaf in flat_leaves(self))
         _check_reduce_dim(self, dim)
-        return _reduce.reduce(self, "any", dim=dim)
+        out: bool | TensorDictBase = _reduce.reduce(self, "any", dim=dim)
+        return out
 
     def allclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
         """True when every leaf is close to the matching leaf (or value) of ``other``."""
@@ -1107,7 +1133,7 @@ class TensorDictBase(abc.ABC):
         """A shallow copy without the non-tensor leaves (nested nodes are kept, possibly empty)."""
         out = {key: value.filter_non_tensor_data() if is_td(value) else value
                for key, value in self._items_str() if not _nontensor.is_non_tensor(value)}
-        return self._dense_cls._new_unsafe(out, self.batch_size, self.device, self._maybe_names())
+        return self._new_node(out)
 
     def tolist(self, *, convert_tensors: bool = False) -> Any:
         """Nested lists over the batch dims of per-element dicts (``td[i, j].to_dict()``)."""
@@ -1134,7 +1160,7 @@ class TensorDictBase(abc.ABC):
         if mask_key is not None:
             if nested is None or -1 not in self.batch_size:
                 raise RuntimeError("to_padded_tensor(mask_key=...) needs a ragged batch dim (-1) and a nested leaf")
-            lengths = nested.offsets().diff()
+            lengths = nested.offsets().diff()  # type: ignore[attr-defined]  # a jagged nested tensor
             out.set(mask_key, torch.arange(bs[1], device=lengths.device) < lengths[:, None])
         return out
 
@@ -1271,12 +1297,14 @@ class TensorDictBase(abc.ABC):
     @classmethod
     def stack(cls, input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> TensorDictBase:
         """Stack TensorDicts along a new batch dim (see :func:`torch.stack`)."""
-        return _torch_function.stack(input, dim, out=out)
+        stacked: TensorDictBase = _torch_function.stack(input, dim, out=out)
+        return stacked
 
     @classmethod
     def cat(cls, input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> TensorDictBase:
         """Concatenate TensorDicts along an existing batch dim (see :func:`torch.cat`)."""
-        return _torch_function.cat(input, dim, out=out)
+        joined: TensorDictBase = _torch_function.cat(input, dim, out=out)
+        return joined
 
 
 def _collect_keys(td: TensorDictBase, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool,
@@ -1297,7 +1325,7 @@ def _check_inplace_shape(path: tuple[str, ...], value: Any, current: Any) -> Non
     """Raise if ``value`` cannot be copied into the existing leaf ``current``."""
     if isinstance(current, _Tensor) and isinstance(value, _Tensor) and value.shape != current.shape:
         try:
-            ok = torch.broadcast_shapes(value.shape, current.shape) == current.shape
+            ok = torch.broadcast_shapes(value.shape, current.shape) == current.shape  # type: ignore[no-untyped-call]
         except RuntimeError:
             ok = False
         if not ok:

@@ -152,7 +152,7 @@ def pad(
     )
     if not inplace:
         if names is not None:
-            padded.names = names  # type: ignore[misc]  # the setter names the nested batch dims too
+            padded.names = names  # the setter names the nested batch dims too
         return padded
     # every leaf is padded: now swap them in, then fix the batch sizes from the deepest node up
     for path, leaf in named_leaves(padded, is_leaf=_is_non_tensor):

@@ -26,7 +26,7 @@ from torch.utils import _pytree
 
 from . import _delegation, _lazy
 from ._compat import register_pytree_node
-from ._keys import unravel_key_to_tuple
+from ._keys import is_key, unravel_key_to_tuple
 from ._nontensor import wrap as _wrap_non_tensor
 from ._ops.traverse import COLLECTION_TYPES, MISSING, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
 from ._td import TensorDict
@@ -475,9 +475,42 @@ class TensorClass:
             head.set(path[1:], _delegation.unwrap(value), inplace=inplace, non_blocking=non_blocking)
         return self
 
+    def update(self, input_dict_or_td: Any, *args: Any, **kwargs: Any) -> Any:
+        """Write the entries of ``input_dict_or_td`` into the fields (nested entries merge); returns self.
+
+        A dict may only name fields of the class (a nested key starts with one), as tensordict's
+        tensorclass; a locked instance refuses new keys with its ``RuntimeError`` first.
+
+        Raises:
+            ValueError: when a dict holds keys that are not fields of the class (nothing is written).
+        """
+        backend = self._tensordict
+        if isinstance(input_dict_or_td, Mapping) and not is_td(input_dict_or_td) and not backend.is_locked:
+            _check_fields(type(self), {unravel_key_to_tuple(k)[0] for k in input_dict_or_td}, "update()")
+        return _delegation.rewrap(self, backend, backend.update(_delegation.unwrap(input_dict_or_td), *args, **kwargs))
+
+    def flatten_keys(self, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> Any:
+        """Turn nested keys into flat ``separator``-joined keys, as long as they are all fields of the class.
+
+        A nested field (a TensorDict or TensorClass value) would become keys that are not fields, so
+        such an instance refuses, as tensordict's tensorclass does: flatten its ``to_tensordict()``.
+
+        Raises:
+            ValueError: when the flat keys are not all fields of the class (nothing is changed).
+        """
+        backend = self._tensordict
+        if inplace and backend.is_locked:  # the lock's RuntimeError first, as for any key change
+            return _delegation.rewrap(self, backend, backend.flatten_keys(separator, True, is_leaf))
+        flat = backend.flatten_keys(separator, False, is_leaf)
+        _check_fields(type(self), set(flat.keys()), f"flatten_keys(separator={separator!r})",
+                      hint="flatten its to_tensordict() instead")
+        if inplace:
+            return _delegation.rewrap(self, backend, backend.flatten_keys(separator, True, is_leaf))
+        return _delegation.rewrap(self, backend, flat)
+
     # ------------------------------------------------------------------ excluded from forwarding
     def __getitem__(self, index: Any) -> Any:
-        if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+        if is_key(index):
             raise ValueError(f"Invalid indexing arguments: {index!r}. A tensorclass is indexed along its batch "
                              f"dimensions; to read a field, use the attribute or get({index!r}).")
         backend = self._tensordict
@@ -492,7 +525,7 @@ class TensorClass:
         return obj
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+        if is_key(index):
             raise ValueError(f"Invalid indexing arguments: {index!r}. A tensorclass is indexed along its batch "
                              f"dimensions; to write a field, use the attribute or set({index!r}, value).")
         self._tensordict[index] = _delegation.unwrap(value)
@@ -541,6 +574,14 @@ def _unwrapped(value: Any) -> Any:
 
 def _unpickle(cls: Any, td: Any, extras: dict[str, Any]) -> Any:
     return cls._from_backend(td, extras)
+
+
+def _check_fields(cls: Any, keys: set[str], what: str, hint: str = "write fields only") -> None:
+    """ValueError naming the ``keys`` that are not fields of ``cls`` (the result of ``what`` would hold them)."""
+    unknown = sorted(keys - cls._field_specs.keys())
+    if unknown:
+        raise ValueError(f"{cls.__name__}.{what}: key(s) {unknown} are not fields of {cls.__name__} (its fields are "
+                         f"{sorted(cls._field_specs)}); {hint}")
 
 
 def _add_extra(obj: Any, name: str, value: Any) -> None:

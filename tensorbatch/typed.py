@@ -21,6 +21,7 @@ from torch.utils import _pytree
 
 from . import _delegation
 from ._compat import register_pytree_node
+from ._keys import is_key
 from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
 from ._td import TensorDict
 from .base import TensorDictBase, _as_device, _as_size
@@ -387,7 +388,7 @@ class TypedTensorDict(TensorDictBase):
     # ------------------------------------------------------------------ excluded from forwarding
     def __getitem__(self, index: Any) -> Any:
         source = self._source
-        if type(index) is str or (type(index) is tuple and index and all(type(k) in (str, tuple) for k in index)):
+        if is_key(index):
             return source[index]
         td = _index_dense(source, index)
         if td is None:

@@ -1477,3 +1477,10 @@ def test_to_padded_tensor_without_nested_leaves():
     assert torch.equal(td.to_padded_tensor()["a"], td["a"])
     with pytest.raises(RuntimeError, match="ragged batch dim"):
         td.to_padded_tensor(mask_key="m")
+
+
+def test_index_with_tuples_of_ints_is_a_batch_index():  # not a key (tensordict 0.15.3 raises TypeError)
+    s = lazy_stack([TensorDict(a=torch.arange(4.0) + 10 * i, batch_size=[4]) for i in range(3)])
+    assert type(s[(0, 2),]) is LazyStackedTensorDict
+    torch.testing.assert_close(s[(0, 2),]["a"], torch.tensor([[0.0, 1.0, 2.0, 3.0], [20.0, 21.0, 22.0, 23.0]]))
+    torch.testing.assert_close(s[(0, 2), (1, 3)]["a"], torch.tensor([1.0, 23.0]))

@@ -858,6 +858,50 @@ class TestLoad:
             assert got.device.type == "meta"
             assert (got.shape, got.dtype) == (leaf.shape, leaf.dtype)
 
+    def test_fake_mode_gives_fake_tensors_and_reads_no_file(self, tmp_path):
+        from torch._subclasses import FakeTensor, FakeTensorMode
+
+        make_td().memmap(tmp_path / "td")
+        for file in (tmp_path / "td").rglob("*.memmap"):
+            file.unlink()  # nothing to read: the metadata is enough
+        with FakeTensorMode() as mode:
+            fake = TensorDict.load_memmap(tmp_path / "td")
+            on_meta = TensorDict.load_memmap(tmp_path / "td", device="meta")
+        assert type(fake) is TensorDict
+        assert fake.batch_size == (3,)
+        assert fake.device == torch.device("cpu")
+        assert not fake.is_memmap()
+        for key, leaf in make_td().items(include_nested=True, leaves_only=True):
+            got = fake.get(key)
+            assert type(got) is FakeTensor
+            assert got.fake_mode is mode
+            assert (got.shape, got.dtype, got.device) == (leaf.shape, leaf.dtype, torch.device("cpu"))
+            assert type(on_meta.get(key)) is FakeTensor
+            assert on_meta.get(key).device.type == "meta"
+
+    def test_fake_mode_lazy_stack_and_non_tensor(self, tmp_path):
+        from torch._subclasses import FakeTensor, FakeTensorMode
+
+        s = lazy_stack([TensorDict({"x": torch.ones(3, 2), "s": "hi"}, [3]) for _ in range(2)]).refine_names("m", "t")
+        s.memmap(tmp_path / "ls")
+        with FakeTensorMode():
+            back = TensorDict.load_memmap(tmp_path / "ls")
+        assert type(back) is LazyStackedTensorDict
+        assert back.names == ["m", "t"]
+        assert type(back.tensordicts[1]["x"]) is FakeTensor
+        assert back.tensordicts[1]["x"].shape == (3, 2)
+        assert back.tensordicts[0]["s"] == "hi"
+
+    def test_without_fake_mode_the_files_are_mapped(self, tmp_path):
+        from torch._subclasses import FakeTensorMode
+
+        make_td().memmap(tmp_path / "td")
+        with FakeTensorMode():
+            pass  # a finished mode leaves later loads alone
+        back = TensorDict.load_memmap(tmp_path / "td")
+        assert type(back["a"]) is MemoryMappedTensor
+        assert_same_td(back, make_td())
+
     def test_out(self, tmp_path):
         make_td().memmap(tmp_path / "td")
         out = make_td().zero_()

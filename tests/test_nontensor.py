@@ -830,3 +830,13 @@ def test_non_tensor_data_shallow_clone():
     out = NonTensorData("a", batch_size=[2]).clone(False)
     assert type(out) is NonTensorData
     assert out.data == "a"
+
+
+def test_naming_a_tensordict_with_non_tensor_leaves():
+    td = TensorDict({"s": "x", "a": torch.zeros(2, 3), "n": {"t": "y"}}, [2], names=["b"])
+    assert td.names == ["b"]
+    assert td.get("n").names == ["b"]
+    assert td.get("s").names == [None]  # non-tensor leaves carry no names (tensordict: ["b"])
+    td.names = ["c"]
+    assert td.get("n").names == ["c"]
+    assert td["s"] == "x"

@@ -632,3 +632,79 @@ class TestBadInput:
         tc = MyTC.from_tensordict(_memmap_backend(tmp_path))
         with pytest.raises(RuntimeError, match=r"cannot assign to field 'b'.*set_"):
             tc.b = torch.zeros(4, 5)
+
+
+# ------------------------------------------------------------------------------------------ fields only
+class TestFieldsOnly:
+    """Writes that would add keys that are not fields are refused, as by tensordict 0.15.3's tensorclass."""
+
+    def test_update_with_a_dict_of_non_fields_raises_and_writes_nothing(self):
+        p = Pair(x=torch.zeros(3), y=torch.ones(3), batch_size=[3])
+        with pytest.raises(ValueError, match=r"^Pair.update\(\): key\(s\) \['bad', 'worse'\] are not fields of Pair "
+                                             r"\(its fields are \['x', 'y'\]\)"):
+            p.update({"x": torch.full((3,), 5.0), "bad": torch.zeros(3), "worse": torch.zeros(3)})
+        assert torch.equal(p.x, torch.zeros(3))
+        assert sorted(p._tensordict.keys()) == ["x", "y"]
+
+    def test_update_with_a_nested_key_under_a_non_field_raises(self):
+        o = make_outer()
+        with pytest.raises(ValueError, match=r"key\(s\) \['bad'\] are not fields of Outer"):
+            o.update({("bad", "z"): torch.zeros(3)})
+        assert "bad" not in o._tensordict
+
+    def test_update_with_fields_and_nested_keys_under_fields(self):
+        o = make_outer()
+        out = o.update({"inner": {"x": torch.ones(3, 2)}, ("extra", "w"): torch.full((3,), 2.0)})
+        assert out is o
+        assert type(o.inner) is Pair
+        assert torch.equal(o.inner.x, torch.ones(3, 2))
+        assert torch.equal(o.extra["w"], torch.full((3,), 2.0))
+        assert torch.equal(o.inner.y, torch.ones(3))
+
+    def test_update_with_a_tensorclass_of_the_same_class(self):
+        p = Pair(x=torch.zeros(3), y=torch.ones(3), batch_size=[3])
+        assert p.update(Pair(x=torch.full((3,), 4.0), y=torch.zeros(3), batch_size=[3])) is p
+        assert torch.equal(p.x, torch.full((3,), 4.0))
+
+    def test_update_of_a_locked_instance_reports_the_lock(self):
+        p = Pair(x=torch.zeros(3), y=torch.ones(3), batch_size=[3]).lock_()
+        with pytest.raises(RuntimeError, match="locked"):
+            p.update({"bad": torch.zeros(3)})
+
+    def test_flatten_keys_of_nested_fields_raises(self):
+        o = make_outer()
+        with pytest.raises(ValueError, match=r"^Outer.flatten_keys\(separator='/'\): key\(s\) \['extra/z', 'inner/x', "
+                                             r"'inner/y'\] are not fields of Outer .*flatten its to_tensordict\(\)"):
+            o.flatten_keys("/")
+        with pytest.raises(ValueError, match=r"key\(s\) \['extra.z', 'inner.x', 'inner.y'\] are not fields of Outer"):
+            o.flatten_keys(inplace=True)
+        assert sorted(o._tensordict.keys()) == ["extra", "inner", "name"]
+        assert type(o.inner) is Pair
+
+    def test_flatten_keys_without_nested_fields(self):
+        p = Pair(x=torch.zeros(3), y=torch.ones(3), batch_size=[3])
+        flat = p.flatten_keys()
+        assert type(flat) is Pair
+        assert flat is not p
+        assert torch.equal(flat.y, torch.ones(3))
+        assert p.flatten_keys(inplace=True) is p
+
+    def test_flatten_keys_in_place_of_a_locked_instance_reports_the_lock(self):
+        o = make_outer().lock_()
+        with pytest.raises(RuntimeError, match="locked"):
+            o.flatten_keys(inplace=True)
+
+    def test_flatten_keys_of_to_tensordict(self):
+        flat = make_outer().to_tensordict().flatten_keys()
+        assert type(flat) is TensorDict
+        assert sorted(flat.keys()) == ["extra.z", "inner.x", "inner.y", "name"]
+
+
+def test_index_with_tuples_of_ints_is_a_batch_index():
+    p = Pair(x=torch.arange(12.0).reshape(3, 4), y=torch.zeros(3, 4), batch_size=[3, 4])
+    out = p[(0, 2), (1, 3)]
+    assert type(out) is Pair
+    assert torch.equal(out.x, torch.tensor([1.0, 11.0]))
+    p[(0, 2), (1, 3)] = Pair(x=torch.full((2,), -1.0), y=torch.ones(2), batch_size=[2])
+    assert p.x[0, 1] == -1.0
+    assert p.x[2, 3] == -1.0

@@ -2,7 +2,8 @@
 
 Saving is atomic: everything is written into a temporary sibling folder, which is then renamed into
 place, so a killed process leaves the previous save or nothing, never a half-written one. Loading
-checks every file against its metadata and refuses to unpickle anything unless asked to.
+checks every file against its metadata and refuses to unpickle anything unless asked to. Under an
+active ``FakeTensorMode`` (tracing, export) loading reads the metadata only and gives fake tensors.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .._compat import fake_mode_active
 from .._errors import fmt_path
 from .._lazy import LazyStackedTensorDict
 from .._nontensor import NonTensorData, NonTensorStack, is_non_tensor
@@ -77,7 +79,8 @@ class _Writer:
     def node(self, td: Any, folder: Path, path: tuple[str, ...]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         if isinstance(td, LazyStackedTensorDict):
-            meta: dict[str, Any] = {**_class_tag(td), "stack_dim": td.stack_dim, "stack_dim_name": None}
+            meta: dict[str, Any] = {**_class_tag(td), "stack_dim": td.stack_dim,
+                                    "stack_dim_name": td.names[td.stack_dim]}
             for i, member in enumerate(td.tensordicts):
                 self.node(member, folder / str(i), (*path, str(i)))
             _write_json(folder / META, meta)
@@ -285,6 +288,8 @@ def _shape(entry: Any, file: Path) -> torch.Size:
 class _Reader:
     def __init__(self, dense_cls: Any, device: Any, allow_pickle: bool, robust_key: bool) -> None:
         self.dense_cls, self.device, self.allow_pickle, self.robust_key = dense_cls, device, allow_pickle, robust_key
+        meta_device = device is not None and torch.device(device).type == "meta"
+        self.metadata_only = meta_device or fake_mode_active()  # leaves from the metadata, no file read
 
     def node(self, folder: Path) -> Any:
         meta = _read_json(folder / META)
@@ -294,7 +299,8 @@ class _Reader:
         if kind == "LazyStackedTensorDict":
             members = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()),
                              key=lambda p: int(p.name))
-            return LazyStackedTensorDict(*(self.node(p) for p in members), stack_dim=int(meta.get("stack_dim", 0)))
+            return LazyStackedTensorDict(*(self.node(p) for p in members), stack_dim=int(meta.get("stack_dim", 0)),
+                                         stack_dim_name=meta.get("stack_dim_name"))
         out = {}
         for key, entry in meta.items():
             if key in ("shape", "device", "_type", "_format_version", "_class", "_non_tensor", "names", "_names"):
@@ -316,8 +322,8 @@ class _Reader:
         if dtype is None:
             raise RuntimeError(f"{file}: unknown dtype {entry.get('dtype')!r} in the metadata")
         shape = _shape(entry, file)
-        if self.device is not None and torch.device(self.device).type == "meta":
-            return torch.empty(shape, dtype=dtype, device="meta")
+        if self.metadata_only:  # "meta", or fake tensors (on the device asked for, else the CPU)
+            return torch.empty(shape, dtype=dtype, device="cpu" if self.device is None else self.device)
         if not file.exists():
             if shape.numel() == 0:  # tensordict writes no file for an empty leaf
                 return torch.empty(shape, dtype=dtype)
@@ -358,7 +364,11 @@ class _Reader:
 
 def load(prefix: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False,
          robust_key: bool = True) -> Any:
-    """Read the folder ``prefix`` (leaves map its files; ``device="meta"`` reads the metadata only)."""
+    """Read the folder ``prefix`` (leaves map its files).
+
+    ``device="meta"`` or an active ``FakeTensorMode`` read the metadata only: leaves are meta (or fake)
+    tensors of the saved shapes and dtypes.
+    """
     folder = Path(prefix).absolute()  # mapped file names are absolute, whatever the working directory
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder with a saved TensorDict")

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .._errors import add_path_note, fmt_path, fmt_shape, locked
-from .._keys import unravel_key_to_tuple
+from .._keys import is_key, unravel_key_to_tuple
 from .traverse import (
     MISSING,
     NO_DEFAULT,
@@ -68,7 +68,7 @@ def normalize(td: Any, index: Any) -> tuple[tuple[Any, ...], torch.Size | None, 
             item = torch.tensor(item)
         elif isinstance(item, _Tensor):
             used += item.ndim if item.dtype == torch.bool else 1
-        elif isinstance(item, (list, range, np.ndarray)):
+        elif isinstance(item, (list, tuple, range, np.ndarray)) and not is_key(item):  # (0, 2): as [0, 2]
             item = torch.as_tensor(item)
             used += max(item.ndim, 1) if item.dtype == torch.bool else 1
         elif isinstance(item, (np.integer, np.bool_)):

@@ -41,8 +41,10 @@ INDICES = {
     "bool_dim0": (T([True, False, True]), T([True, False, True])),
     "bool_2d": (MASK, MASK),
     "int_bool": ((1, T([True, False, True, False])), (1, T([True, False, True, False]))),
+    "tuple_of_ints": (((0, 2),), ((0, 2),)),  # a tuple of ints inside the index is a list index, as in torch
+    "tuple_pair": (((0, 2), (1, 3)), ((0, 2), (1, 3))),
 }
-SET_INDICES = ["int", "slice", "int_int", "tensor_dim1", "bool_2d", "ellipsis_int", "step"]
+SET_INDICES = ["int", "slice", "int_int", "tensor_dim1", "bool_2d", "ellipsis_int", "step", "tuple_pair"]
 SET_NUMBER_INDICES = [*SET_INDICES, "long_tensor", "list"]
 
 

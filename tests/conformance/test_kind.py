@@ -56,7 +56,7 @@ SINGLE = {
     "new_zeros": lambda td: td.new_zeros(2),
     "stack": lambda td: torch.stack([td, td], 0),
     "cat": lambda td: torch.cat([td, td], 1),
-    "flatten_keys": lambda td: td.flatten_keys(),
+    "flatten_keys": lambda td: td.exclude("nested").flatten_keys(),  # a TensorClass refuses non-field flat keys
     "gather": lambda td: td.gather(1, torch.tensor([[0], [1], [2]])),
 }
 

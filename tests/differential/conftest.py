@@ -53,6 +53,8 @@ def run_both(ref: Any, tb: Any):
 # xfail: it fails loudly if the difference ever disappears.
 DIFFERENCES: dict[str, str] = {
     "numel_zero_batch_quirk": "numel() of an empty batch is 0 (tensordict returns 1)",
+    "test_getitem_2d[tuple_": "a tuple of ints inside an index is a list index, as torch: td[((0, 2),)] has "
+                              "batch [2, 5] (tensordict indexes the leaves the same way but reports batch [5])",
     "addcmul_tensor": "addcmul/addcdiv accept tensor operands (tensordict raises TypeError)",
     "test_arith_operator[//-": "// is supported (floor_divide); tensordict raises TypeError",
     "test_arith_operator_int[//]": "// is supported (floor_divide); tensordict raises TypeError",

@@ -97,6 +97,15 @@ def _written(write: Any, stack: Any = _homo) -> Any:
     return fn
 
 
+def _named(s: Any) -> Any:
+    """Name a stack, then read the names back from it, its members, its parts and its renamed copies."""
+    s.refine_names("x", "y")
+    out = [s.names, [td.names for td in s.tensordicts], s[0].names, s[:, 0].names, s[:, :2].names, s["n"].names]
+    out += [s.rename(x="p").names, s.names]
+    s.names = None
+    return [*out, s.names, [td.names for td in s.tensordicts]]
+
+
 MASK2D = torch.tensor([[True, False, True], [False, False, True], [True, True, False]])
 
 
@@ -148,6 +157,9 @@ CONSTRUCT = [
     case("lz_het_nested_lazy", lambda lib, _: _m(_het(lib)["n"])),
     case("lz_homo_nested_lazy_sd1", lambda lib, _: _m(_homo(lib, 1)["n"])),
     case("lz_het_exclusive_in_members", lambda lib, _: [list(td.keys()) for td in _het(lib).tensordicts]),
+    case("lz_names", lambda lib, _: _named(_homo(lib, 1))),
+    case("lz_names_clone", lambda lib, _: (lambda s: (s.clone().names, (s + 1).names, s.to_tensordict().names))(
+        _homo(lib).refine_names("x", "y"))),
 ]
 
 
