@@ -117,20 +117,41 @@ def _static_size(conv: list[Any], bs: torch.Size) -> torch.Size | None:
 
 
 def _new_names(conv: list[Any], names: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    out: list[Any] = []
+    """Dim names after indexing with ``conv``, as tensordict gives them.
+
+    A single 1-d index tensor or 1-d mask keeps its dim's name; the dims made by several index tensors
+    (or by a multi-dim one) are unnamed, and placed as torch places them.
+    """
+    advanced = [i for i, item in enumerate(conv)
+                if isinstance(item, _Tensor) and (item.ndim or item.dtype == torch.bool)]
+    block: list[Any] = []  # the dims the index tensors make together
+    if len(advanced) == 1 and conv[advanced[0]].ndim == 1:
+        block = [names[sum(_consumed(item) for item in conv[: advanced[0]])]]
+    elif advanced:
+        shapes = [(int(t.sum()),) if t.dtype == torch.bool else t.shape for t in (conv[i] for i in advanced)]
+        block = [None] * len(torch.broadcast_shapes(*shapes))  # type: ignore[no-untyped-call]
+    front = len(advanced) > 1 and advanced[-1] - advanced[0] != len(advanced) - 1  # apart: torch puts them first
+    out: list[Any] = block if front else []
     dim = 0
-    for item in conv:
+    for i, item in enumerate(conv):
         if item is None:
             out.append(None)
         elif isinstance(item, slice):
             out.append(names[dim])
-            dim += 1
-        elif isinstance(item, int):
-            dim += 1
-        else:
-            return None
+        elif advanced and i == advanced[0] and not front:
+            out.extend(block)
+        dim += _consumed(item)
     out.extend(names[dim:])
     return tuple(out) if any(n is not None for n in out) else None
+
+
+def _consumed(item: Any) -> int:
+    """How many batch dims an index item uses up."""
+    if item is None:
+        return 0
+    if isinstance(item, _Tensor) and item.dtype == torch.bool:
+        return item.ndim
+    return 1
 
 
 def _result_size(td: Any, idx: tuple[Any, ...], leaves: list[Any], out: list[Any]) -> torch.Size:

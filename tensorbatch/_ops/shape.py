@@ -195,10 +195,14 @@ def expand_as(td: Any, other: Any) -> Any:
 
 def _split_leaves(td: Any, d: int, pieces: list[list[Any]], sizes: list[int]) -> tuple[Any, ...]:
     bs = td.batch_size
+    names = td._maybe_names()
+    dropped = None if names is None or not any(n is not None for i, n in enumerate(names) if i != d) else (
+        *names[:d], *names[d + 1:])
     outs = []
     for i, size in enumerate(sizes):
         new = _Size([*bs[:d], size, *bs[d + 1 :]]) if size >= 0 else _Size([*bs[:d], *bs[d + 1 :]])
-        outs.append(from_leaves(td, [p[i] for p in pieces], batch_size=new, follow=True))
+        outs.append(from_leaves(td, [p[i] for p in pieces], batch_size=new, names=names if size >= 0 else dropped,
+                                follow=True))
     return tuple(outs)
 
 

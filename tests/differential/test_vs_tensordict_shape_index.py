@@ -87,6 +87,39 @@ BAD_INDEX = [
     case("names_after_mask", lambda lib, td: td[torch.ones(4, 5, dtype=torch.bool)].names, names=["x", "y"]),
 ]
 
+# index -> the names after td[index] on a [3, 4, 5] TensorDict named x, y, z
+_T = torch.tensor
+NAMED_INDEX = {
+    "list_dim0": [0, 1],
+    "tensor_dim1": (slice(None), _T([0, 1])),
+    "mask_dim0": _T([True, False, True]),
+    "mask_dim1": (slice(None), _T([True, False, True, True])),
+    "mask_2d": torch.ones(3, 4, dtype=torch.bool),
+    "tensor_2d": _T([[0, 1], [1, 2]]),
+    "two_lists": ([0, 1], [1, 2]),
+    "tensors_apart": (_T([0, 1]), slice(None), _T([1, 2])),
+    "tensors_adjacent_last": (slice(None), _T([0, 1]), _T([1, 2])),
+    "tensor_then_int": (_T([0, 1]), 0),
+    "tensor_slice_int": (_T([0, 1]), slice(None), 0),
+    "tensor_none_tensor": (_T([0, 1]), None, _T([1, 2])),
+    "none_tensor": (None, _T([0, 1])),
+    "bool_true": True,
+    "ellipsis_tensor": (Ellipsis, _T([0, 1])),
+    "many_rows": _T([0, 1, 2] * 100),  # the index_select path
+}
+
+
+@pytest.mark.parametrize("idx", list(NAMED_INDEX.values()), ids=list(NAMED_INDEX))
+def test_names_after_index(run_both, idx):
+    run_both(lambda lib, td: (td[idx].batch_size, td[idx].names), batch_size=B3, names=["x", "y", "z"])
+
+
+@pytest.mark.parametrize("op", ["unbind0", "unbind1", "split1", "chunk2"])
+def test_names_after_split(run_both, op):
+    ops = {"unbind0": lambda td: td.unbind(0), "unbind1": lambda td: td.unbind(1),
+           "split1": lambda td: td.split(1, 1), "chunk2": lambda td: td.chunk(2, 2)}
+    run_both(lambda lib, td: [part.names for part in ops[op](td)], batch_size=B3, names=["x", "y", "z"])
+
 
 @pytest.mark.parametrize(("fn", "kw"), BAD_INDEX)
 def test_getitem_edge(run_both, fn, kw):
