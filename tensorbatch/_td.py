@@ -91,6 +91,10 @@ class TensorDict(TensorDictBase):
         self._is_locked = lock
         return self
 
+    def _new_node(self, source: dict[str, Any]) -> TensorDictBase:
+        """:meth:`TensorDictBase._new_node` without the generic property reads."""
+        return TensorDict._new_unsafe(source, self._batch_size, self._device, self._names)
+
     @classmethod
     def _from_state(cls, source: dict[str, Any], batch_size: Any, device: Any, names: Any,
                     locked: bool) -> TensorDict:

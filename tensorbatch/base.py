@@ -627,6 +627,18 @@ class TensorDictBase(abc.ABC):
             >>> td.select("a").sorted_keys
             ['a']
         """
+        out = {}
+        for key in keys:  # the common call, first-level keys only
+            if type(key) is not str:
+                break
+            value = self._get_str(key, MISSING)
+            if value is not MISSING:
+                out[key] = value
+            elif strict:
+                raise _errors.missing_key((key,), self._keys_str())
+        else:
+            result = self._new_node(out)
+            return self._replace_with(result) if inplace else result
         groups: dict[str, Any] = {}  # first-level key -> None (whole entry) or list of sub-keys
         for key in keys:
             path = (key,) if type(key) is str else unravel_key_to_tuple(key)
@@ -714,6 +726,12 @@ class TensorDictBase(abc.ABC):
 
     def exclude(self, *keys: NestedKey, inplace: bool = False) -> TensorDictBase:
         """A TensorDict without the given keys (missing keys are ignored); nested nodes are new objects."""
+        for key in keys:
+            if type(key) is not str:
+                break
+        else:  # the common call, first-level keys only
+            result = self._new_node({k: v for k, v in self._items_str() if k not in keys})
+            return self._replace_with(result) if inplace else result
         top: set[str] = set()
         nested: dict[str, list[tuple[str, ...]]] = {}
         for key in keys:
