@@ -28,13 +28,12 @@ import torch
 from ._ops import pointwise as _pointwise
 from ._ops import torch_function as _torch_function
 from ._ops.traverse import NON_TENSOR_TYPES, is_td
-from ._td import TensorDict
+from ._td import TensorDict, index_flat
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
 _Size = torch.Size
 _TORCH_STACK = torch.stack
-_NO_DIMS = torch.Size(())
 
 # ----------------------------------------------------------------------------------- the lists
 _POINTWISE_ALIASES = ("true_divide", "multiply", "subtract", "divide")
@@ -154,36 +153,7 @@ def storage_of(td: Any) -> dict[str, Any] | None:
     return td._tensordict if type(td) is TensorDict else None
 
 
-def index_dense(td: Any, index: Any) -> Any:
-    """``td[index]`` for the common case, or None: an int or forward slice on an in-memory TensorDict.
-
-    Only a flat TensorDict of tensors without dim names is handled (what the generic indexing
-    builds for it, without its walk); anything else, errors included, is left to ``td[index]``.
-    """
-    if type(td) is not TensorDict or td._names is not None:
-        return None
-    bs = td._batch_size
-    if not bs:
-        return None
-    kind = type(index)
-    if kind is slice:
-        step = index.step
-        if step is not None and step <= 0:
-            return None
-        size = len(range(*index.indices(bs[0])))
-        new_bs = _Size((size,)) if len(bs) == 1 else _Size((size, *bs[1:]))
-    elif kind is int:
-        if not -bs[0] <= index < bs[0]:
-            return None
-        new_bs = _NO_DIMS if len(bs) == 1 else bs[1:]
-    else:
-        return None
-    out = {}
-    for key, value in td._tensordict.items():
-        if type(value) is not _Tensor:
-            return None
-        out[key] = value[index]
-    return TensorDict._new_unsafe(out, new_bs, td._device)
+index_dense = index_flat  # td[index] for an int or forward slice on a flat TensorDict, else None
 
 
 def to_dense(td: Any) -> Any:

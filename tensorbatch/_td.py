@@ -14,6 +14,7 @@ from .base import TensorDictBase, _as_device, _as_size, _checked_names
 
 _Tensor = torch.Tensor
 _Size = torch.Size
+_NO_DIMS = torch.Size(())
 
 
 class TensorDict(TensorDictBase):
@@ -240,6 +241,10 @@ class TensorDict(TensorDictBase):
                 return node if type(node) is _Tensor or type(node) not in NON_TENSOR_TYPES else node._value()
             except (KeyError, AttributeError, TypeError):
                 pass
+        elif type(index) is int or type(index) is slice:
+            out = index_flat(self, index)
+            if out is not None:
+                return out
         return TensorDictBase.__getitem__(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -354,3 +359,35 @@ class TensorDict(TensorDictBase):
 
 
 TensorDictBase._dense_cls = TensorDict
+
+
+def index_flat(td: Any, index: Any) -> TensorDict | None:
+    """``td[index]`` for the common case, or None: an int or forward slice on a flat in-memory TensorDict.
+
+    Only a TensorDict of tensors without dim names is handled (what the generic indexing builds for
+    it, without its walk); anything else, errors included, is left to the generic ``td[index]``.
+    """
+    if type(td) is not TensorDict or td._names is not None:
+        return None
+    bs = td._batch_size
+    if not bs:
+        return None
+    kind = type(index)
+    if kind is slice:
+        step = index.step
+        if step is not None and step <= 0:
+            return None
+        size = len(range(*index.indices(bs[0])))
+        new_bs = _Size((size,)) if len(bs) == 1 else _Size((size, *bs[1:]))
+    elif kind is int:
+        if not -bs[0] <= index < bs[0]:
+            return None
+        new_bs = _NO_DIMS if len(bs) == 1 else bs[1:]
+    else:
+        return None
+    out = {}
+    for key, value in td._tensordict.items():
+        if type(value) is not _Tensor:
+            return None
+        out[key] = value[index]
+    return TensorDict._new_unsafe(out, new_bs, td._device)
