@@ -310,6 +310,7 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
     out = {}
     nd = td.batch_dims
     bs = td.batch_size if batch_size is None else batch_size
+    b0 = bs[0] if len(bs) == 1 else -1  # shape[0] == b0 stands for shape[:1] == bs (cheaper)
     for key, value in td._items_str():
         if not others and type(value) is _Tensor and not inplace:  # the common case, kept lean
             try:
@@ -318,7 +319,8 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
                 add_path_note(err, what, (*prefix, key))
                 raise
             if result is not None:
-                if check and (type(result) is not _Tensor or result.shape[:nd] != bs):
+                if check and (type(result) is not _Tensor or not (
+                        shape[0] == b0 if b0 >= 0 and (shape := result.shape) else result.shape[:nd] == bs)):
                     _check_one(result, bs, (*prefix, key))
                 out[key] = result
             continue
