@@ -399,7 +399,7 @@ class LazyStackedTensorDict(TensorDictBase):
             return [index % n], (), None
         if index is Ellipsis:
             index = (Ellipsis,)
-        conv, _, _ = normalize(self, index)
+        conv, _, _ = normalize(self, index, with_names=False)
         d = self._stack_dim
         items = list(conv) + [slice(None)] * (len(self._batch_size) - len(conv))
         if any(i is None for i in items) or len(items) != len(self._batch_size):

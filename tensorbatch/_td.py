@@ -362,10 +362,11 @@ TensorDictBase._dense_cls = TensorDict
 
 
 def index_flat(td: Any, index: Any) -> TensorDict | None:
-    """``td[index]`` for the common case, or None: an int or forward slice on a flat in-memory TensorDict.
+    """``td[index]`` for the common case, or None: an int or forward slice on an in-memory TensorDict.
 
-    Only a TensorDict of tensors without dim names is handled (what the generic indexing builds for
-    it, without its walk); anything else, errors included, is left to the generic ``td[index]``.
+    Only TensorDicts of tensors (and nested TensorDicts of tensors) without dim names are handled
+    (what the generic indexing builds for them, without its walk); anything else, errors included, is
+    left to the generic ``td[index]``.
     """
     if type(td) is not TensorDict or td._names is not None:
         return None
@@ -385,9 +386,13 @@ def index_flat(td: Any, index: Any) -> TensorDict | None:
         new_bs = _NO_DIMS if len(bs) == 1 else bs[1:]
     else:
         return None
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in td._tensordict.items():
-        if type(value) is not _Tensor:
-            return None
-        out[key] = value[index]
+        if type(value) is _Tensor:
+            out[key] = value[index]
+        else:  # a nested TensorDict takes the same path; anything else goes the generic way
+            sub = index_flat(value, index)
+            if sub is None:
+                return None
+            out[key] = sub
     return TensorDict._new_unsafe(out, new_bs, td._device)

@@ -31,13 +31,14 @@ _NON_TENSOR = "non-tensor"  # marks a planned write into a non-tensor leaf
 _Size = torch.Size
 
 
-def normalize(td: Any, index: Any) -> tuple[tuple[Any, ...], torch.Size | None, Any]:
+def normalize(td: Any, index: Any, with_names: bool = True) -> tuple[tuple[Any, ...], torch.Size | None, Any]:
     """Return ``(index tuple, new batch size or None, new names)`` for a batch index.
 
-    The new batch size is None when it depends on tensor values (masks, index tensors).
+    The new batch size is None when it depends on tensor values (masks, index tensors). The names
+    are None when ``with_names`` is False (a lazy stack's members name their own results).
     """
     bs = td.batch_size
-    names = td._maybe_names()
+    names = td._maybe_names() if with_names else None
     if type(index) is int and bs and names is None:  # the common case, kept cheap
         size = bs[0]
         if not -size <= index < size:
