@@ -222,3 +222,19 @@ def test_member_refusing_names_changes_nothing():
     assert "while naming member 1 (_NoNames) of a lazy stack: nothing was renamed" in info.value.__notes__
     assert a.names == [None]
     assert s.names == [None, None]
+
+
+def test_indexing_along_the_stack_dim_reads_no_member_names(monkeypatch):
+    """Picking members must not scan every member's names (it made ``s[10:20]`` of 100 members 3x slower)."""
+    calls = []
+    original = TensorDict._maybe_names
+
+    def counting(self):
+        calls.append(self)
+        return original(self)
+
+    s = lazy_stack([TensorDict(a=torch.zeros(3), batch_size=[3]) for _ in range(50)])
+    monkeypatch.setattr(TensorDict, "_maybe_names", counting)
+    assert s[10:20].batch_size == (10, 3)
+    assert s[torch.tensor([1, 2])].batch_size == (2, 3)
+    assert calls == []
