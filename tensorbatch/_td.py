@@ -15,6 +15,7 @@ from .base import TensorDictBase, _as_device, _as_size, _checked_names
 _Tensor = torch.Tensor
 _Size = torch.Size
 _NO_DIMS = torch.Size(())
+_LONG = torch.int64
 
 
 class TensorDict(TensorDictBase):
@@ -241,7 +242,7 @@ class TensorDict(TensorDictBase):
                 return node if type(node) is _Tensor or type(node) not in NON_TENSOR_TYPES else node._value()
             except (KeyError, AttributeError, TypeError):
                 pass
-        elif type(index) is int or type(index) is slice:
+        elif type(index) is int or type(index) is slice or type(index) is _Tensor:
             out = index_flat(self, index)
             if out is not None:
                 return out
@@ -384,15 +385,20 @@ def index_flat(td: Any, index: Any) -> TensorDict | None:
         if not -bs[0] <= index < bs[0]:
             return None
         new_bs = _NO_DIMS if len(bs) == 1 else bs[1:]
+    elif kind is _Tensor and index.dtype is _LONG and index.ndim == 1 and index.shape[0] < 256:
+        new_bs = _Size((index.shape[0], *bs[1:]))  # (many rows take the generic index_select path)
     else:
         return None
     out: dict[str, Any] = {}
-    for key, value in td._tensordict.items():
-        if type(value) is _Tensor:
-            out[key] = value[index]
-        else:  # a nested TensorDict takes the same path; anything else goes the generic way
-            sub = index_flat(value, index)
-            if sub is None:
-                return None
-            out[key] = sub
+    try:
+        for key, value in td._tensordict.items():
+            if type(value) is _Tensor:
+                out[key] = value[index]
+            else:  # a nested TensorDict takes the same path; anything else goes the generic way
+                sub = index_flat(value, index)
+                if sub is None:
+                    return None
+                out[key] = sub
+    except (IndexError, RuntimeError):  # an index out of range, on another device...: the generic path says it
+        return None
     return TensorDict._new_unsafe(out, new_bs, td._device)
