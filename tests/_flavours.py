@@ -266,16 +266,6 @@ class RefState(TypedTensorDict):
     nested: TensorDictBase
 
 
-def make_typed_over_td(seed: int = 0) -> TensorDictBase:
-    """``RefState.from_tensordict`` over an in-memory TensorDict (zero-copy, live)."""
-    return RefState.from_tensordict(make_td(seed))
-
-
-def make_typed_over_lazy(seed: int = 0) -> TensorDictBase:
-    """``RefState.from_tensordict`` over a lazy stack along dim 0."""
-    return RefState.from_tensordict(make_lazy_stack0(seed))
-
-
 class RefSample(TensorClass):
     """The reference content's schema as a TensorClass (the flavours ``tensorclass_over_*`` wrap a backend in it)."""
 
@@ -285,19 +275,14 @@ class RefSample(TensorClass):
     nested: TensorDictBase
 
 
-def make_tensorclass_over_td(seed: int = 0) -> RefSample:
-    """``RefSample.from_tensordict`` over an in-memory TensorDict (zero-copy, live)."""
-    return RefSample.from_tensordict(make_td(seed))
+def over(wrapper: Any, backend: Callable[..., Any]) -> Callable[..., Any]:
+    """A factory: ``wrapper.from_tensordict(backend(seed))`` (zero-copy, live)."""
 
+    def factory(seed: int = 0) -> Any:
+        return wrapper.from_tensordict(backend(seed))
 
-def make_tensorclass_over_lazy(seed: int = 0) -> RefSample:
-    """``RefSample.from_tensordict`` over a lazy stack along dim 0."""
-    return RefSample.from_tensordict(make_lazy_stack0(seed))
-
-
-def make_tensorclass_over_memmap(seed: int = 0) -> RefSample:
-    """``RefSample.from_tensordict`` over a memory-mapped TensorDict (unlocked)."""
-    return RefSample.from_tensordict(make_memmap_td(seed))
+    factory.__doc__ = f"``{wrapper.__name__}.from_tensordict`` over ``{backend.__name__}``."
+    return factory
 
 
 def _param(
@@ -348,21 +333,21 @@ FLAVOURS = [
         add={"lazy"},
         drop={"stored_leaves", "whole_leaf_apply", "batch_size_shrink", "pytree"},
     ),
-    _param("typed_over_td", make_typed_over_td, add={"typed"}),
+    _param("typed_over_td", over(RefState, make_td), add={"typed"}),
     _param(
         "typed_over_lazy",
-        make_typed_over_lazy,
+        over(RefState, make_lazy_stack0),
         add={"lazy", "typed"},
         drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree"},
     ),
     # A TensorClass refuses string keys in [] and new top-level keys (it holds its fields only): it drops
     # str_keys and new_keys; everything else of the TensorDict API is forwarded to its backend.
-    _param("tensorclass_over_td", make_tensorclass_over_td, add={"tensorclass"}, drop=_TC_DROPS),
-    _param("tensorclass_over_memmap", make_tensorclass_over_memmap, add={"tensorclass", "device", "memmap"},
+    _param("tensorclass_over_td", over(RefSample, make_td), add={"tensorclass"}, drop=_TC_DROPS),
+    _param("tensorclass_over_memmap", over(RefSample, make_memmap_td), add={"tensorclass", "device", "memmap"},
            drop=_TC_DROPS),
     _param(
         "tensorclass_over_lazy",
-        make_tensorclass_over_lazy,
+        over(RefSample, make_lazy_stack0),
         add={"tensorclass", "lazy"},
         # as lazy_stack0 (its backend): leaves are stacked at each read, apply runs per member, indexing
         # the stack dim hands out members, lazy stacks are not pytree-registered
