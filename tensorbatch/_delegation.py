@@ -66,11 +66,11 @@ FORWARD: frozenset[str] = frozenset({
 
 FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise_names() | frozenset({
     # writes (they return the backend, hence the wrapper)
-    "set", "set_", "set_at_", "set_non_tensor", "update", "update_", "update_at_", "del_", "clear",
+    "set", "set_", "set_at_", "set_non_tensor", "update", "update_", "update_at_", "copy_at_", "del_", "clear",
     "rename_key_", "fill_", "zero_", "zero_grad", "apply_", "copy_", "detach_", "requires_grad_", "empty",
     "masked_fill_", "lock_", "unlock_", "load_state_dict", "auto_batch_size_", "refine_names", "rename_",
     # new TensorDicts of the same schema
-    "apply", "named_apply", "clone", "copy", "__copy__", "__deepcopy__", "to", "cpu", "cuda", "detach",
+    "apply", "named_apply", "clone", "copy", "replace", "__copy__", "__deepcopy__", "to", "cpu", "cuda", "detach",
     "contiguous", "data", "grad", "select", "exclude", "flatten_keys", "unflatten_keys", "split_keys",
     "filter_non_tensor_data", "to_padded_tensor", "rename", "masked_fill", "masked_select", "where",
     "new_empty", "new_full", "new_ones", "new_tensor", "new_zeros",
@@ -82,7 +82,7 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise_names() | frozenset({
     "norm",
     # persistence (``memmap_``/``share_memory_`` return the backend, hence the wrapper)
     "memmap", "memmap_", "memmap_like", "save", "dumps", "load_memmap_", "memmap_refresh_", "share_memory_",
-    "pin_memory", "consolidate",
+    "pin_memory", "pin_memory_", "load_", "consolidate",
     # process-pool maps (map_iter yields the chunks' results)
     "map", "map_iter",
     # classmethods building a TensorDict (from several, or from a saved folder or file)

@@ -984,6 +984,38 @@ class TensorDictBase(abc.ABC):
     def __deepcopy__(self, memo: Any) -> TensorDictBase:
         return self.clone()
 
+    def replace(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        """A shallow copy with some entries replaced: ``self.copy().update(...)``; ``self`` if none are given.
+
+        Nested TensorDicts are merged (as ``update`` does); this TensorDict does not change.
+
+        Args:
+            *args: at most one dict or TensorDict of entries to write.
+            **kwargs: top-level entries, by key (merged into a copy of the positional argument).
+
+        Examples:
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, batch_size=[2])
+            >>> out = td.replace({"n": {"c": torch.ones(2)}}, a=torch.ones(2))
+            >>> list(out.keys(True, True)), td["a"].sum().item()
+            (['a', ('n', 'b'), ('n', 'c')], 0.0)
+        """
+        if len(args) > 1:
+            raise TypeError(f"replace() takes at most one positional argument (a dict or TensorDict), got {len(args)}")
+        entries: Any = args[0] if args else {}
+        if not is_td(entries) and not isinstance(entries, Mapping):
+            raise TypeError(f"replace() expects a dict or a TensorDict, got {type(entries).__name__}")
+        if kwargs:
+            entries = entries.copy().update(kwargs) if is_td(entries) else {**entries, **kwargs}
+        if not len(entries):
+            return self
+        return self.copy().update(entries)
+
+    def copy_at_(self, tensordict: Any, idx: Any, non_blocking: bool = False) -> TensorDictBase:
+        """Copy ``tensordict``'s values into this one's leaves at ``idx`` (see :meth:`update_at_`)."""
+        out: TensorDictBase = self.update_at_(tensordict, idx, non_blocking=non_blocking)
+        return out
+
     def copy_(self, tensordict: Any, non_blocking: bool = False) -> TensorDictBase:
         """Copy the values of ``tensordict`` into this one's leaves."""
         return self.update_(tensordict, non_blocking=non_blocking)

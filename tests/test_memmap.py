@@ -915,6 +915,12 @@ class TestLoad:
         assert target.load_memmap_(tmp_path / "td") is target
         assert_same_td(target, make_td())
 
+    def test_load_underscore_is_load_memmap_(self, tmp_path):
+        make_td().memmap(tmp_path / "td")
+        target = make_td().zero_()
+        assert target.load_(tmp_path / "td") is target
+        assert_same_td(target, make_td())
+
     def test_load_memmap_shape_mismatch(self, tmp_path):
         make_td().memmap(tmp_path / "td")
         wrong = TensorDict({"a": torch.zeros(3, 5)}, batch_size=[3])
@@ -1312,3 +1318,15 @@ class TestSharing:
         pinned = td.pin_memory()
         assert all(v.is_pinned() for v in pinned.values(True, True))
         assert_same_td(pinned, td)
+
+    def test_pin_memory_underscore_is_deprecated_inplace_pinning(self):
+        td = make_td()
+        if not torch.cuda.is_available():
+            with pytest.warns(DeprecationWarning, match=r"pin_memory\(inplace=True\)"), pytest.raises(RuntimeError):
+                td.pin_memory_()
+            assert_same_td(td, make_td())  # nothing pinned, nothing changed
+            return
+        with pytest.warns(DeprecationWarning, match=r"pin_memory\(inplace=True\)"):
+            assert td.pin_memory_() is td
+        assert all(v.is_pinned() for v in td.values(True, True))
+        assert_same_td(td, make_td())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -262,6 +263,16 @@ class _Persistence:
         """Page-locked copies of the leaves (needs an accelerator build of torch)."""
         out = self._map(lambda x: x.pin_memory(), "pinning memory")
         return self._replace_with(out) if inplace else out
+
+    def pin_memory_(self: Any, num_threads: int = 0) -> Any:
+        """Deprecated (as in tensordict 0.15): ``pin_memory(inplace=True)``."""
+        warnings.warn("pin_memory_() is deprecated (tensordict removes it in 0.17): use pin_memory(inplace=True)",
+                      DeprecationWarning, stacklevel=2)
+        return self.pin_memory(num_threads, inplace=True)
+
+    def load_(self: Any, prefix: str | Path, *args: Any, **kwargs: Any) -> Any:
+        """Load a saved folder into this TensorDict: :meth:`load_memmap_`."""
+        return self.load_memmap_(prefix, *args, **kwargs)
 
 
 def _adopt(td: Any, mapped: Any) -> None:

@@ -11,6 +11,7 @@ from _flavours import (
     assert_same_content,
     leaf_ids,
     leaves,
+    reference,
     requires,
     snapshot,
 )
@@ -192,6 +193,18 @@ def test_update_at_(flavour, tdf):
     assert torch.equal(after["a",][:2], before["a",][:2])
     assert (after["nested", "d"][2] == 1).all()
     assert torch.equal(after["b",], before["b",])
+
+
+def test_copy_at_(flavour, tdf):
+    requires(flavour, "inplace")
+    other = flavour.factory(seed=1)
+    ids = leaf_ids(flavour, tdf)
+    assert tdf.copy_at_(other[1:3], slice(1, 3)) is tdf
+    got, before, new = leaves(tdf), reference(0), reference(1)
+    for path, value in got.items():
+        assert torch.equal(value[1:3], new[path][1:3]), path
+        assert torch.equal(value[0], before[path][0]), path
+    assert leaf_ids(flavour, tdf) == ids  # written into, not replaced
 
 
 def _expand(mask, x):

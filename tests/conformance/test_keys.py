@@ -310,6 +310,21 @@ def test_update_inplace_keeps_leaf_objects(flavour, tdf):
         tdf.update_({"missing": torch.zeros(3, 4)})
 
 
+def test_replace_copies_then_updates(flavour, tdf):
+    a, g = torch.full((3, 4, 5), 7.0), torch.zeros(3, 4, 3)
+    assert tdf.replace() is tdf
+    assert tdf.replace({}) is tdf
+    out = tdf.replace({"nested": {"g": g}}, a=a)
+    assert out is not tdf
+    assert_same_leaf(flavour, out.get("a"), a)
+    assert_same_leaf(flavour, out.get(("nested", "g")), g)
+    assert_same_leaf(flavour, out.get("b"), tdf.get("b"))  # a shallow copy: the other leaves are shared
+    assert_same_content(tdf)  # the source is unchanged (its nested node too)
+    assert_same_content(out.exclude("a", ("nested", "g")).update({"a": tdf.get("a")}))
+    with pytest.raises(TypeError, match="at most one positional argument"):
+        tdf.replace({}, {})
+
+
 def test_to_dict(flavour, tdf):
     out = tdf.to_dict()
     assert type(out) is dict
