@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -479,7 +480,9 @@ class TensorClass:
         """Write the entries of ``input_dict_or_td`` into the fields (nested entries merge); returns self.
 
         A dict may only name fields of the class (a nested key starts with one), as tensordict's
-        tensorclass; a locked instance refuses new keys with its ``RuntimeError`` first.
+        tensorclass; a locked instance refuses new keys with its ``RuntimeError`` first. A TensorDict
+        holding other keys is written whole with a ``DeprecationWarning`` (as tensordict 0.15 does; it
+        plans to refuse it in 0.17).
 
         Raises:
             ValueError: when a dict holds keys that are not fields of the class (nothing is written).
@@ -487,6 +490,12 @@ class TensorClass:
         backend = self._tensordict
         if isinstance(input_dict_or_td, Mapping) and not is_td(input_dict_or_td) and not backend.is_locked:
             _check_fields(type(self), {unravel_key_to_tuple(k)[0] for k in input_dict_or_td}, "update()")
+        elif is_td(input_dict_or_td):
+            extra = sorted(set(_delegation.unwrap(input_dict_or_td).keys()) - type(self)._field_specs.keys())
+            if extra:
+                warnings.warn(f"{type(self).__name__}.update() writes key(s) {extra} that are not fields "
+                              f"(its fields are {sorted(type(self)._field_specs)}); tensordict deprecates this "
+                              "and will refuse it in 0.17", DeprecationWarning, stacklevel=2)
         return _delegation.rewrap(self, backend, backend.update(_delegation.unwrap(input_dict_or_td), *args, **kwargs))
 
     def flatten_keys(self, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> Any:

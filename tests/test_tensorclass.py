@@ -666,6 +666,13 @@ class TestFieldsOnly:
         assert p.update(Pair(x=torch.full((3,), 4.0), y=torch.zeros(3), batch_size=[3])) is p
         assert torch.equal(p.x, torch.full((3,), 4.0))
 
+    def test_update_with_a_tensordict_of_non_fields_writes_with_a_deprecation_warning(self):
+        p = Pair(x=torch.zeros(3), y=torch.ones(3), batch_size=[3])
+        with pytest.warns(DeprecationWarning, match=r"Pair.update\(\) writes key\(s\) \['z'\] that are not fields"):
+            p.update(TensorDict(x=torch.full((3,), 2.0), z=torch.ones(3), batch_size=[3]))
+        assert torch.equal(p.x, torch.full((3,), 2.0))
+        assert torch.equal(p.get("z"), torch.ones(3))  # written, as tensordict 0.15.3 does
+
     def test_update_of_a_locked_instance_reports_the_lock(self):
         p = Pair(x=torch.zeros(3), y=torch.ones(3), batch_size=[3]).lock_()
         with pytest.raises(RuntimeError, match="locked"):
