@@ -9,6 +9,7 @@ leaf by leaf so the error carries the key path.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -131,13 +132,25 @@ def _check_unary_(td: Any, name: str) -> None:
             )
 
 
-def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any]) -> None:
-    """Refuse an in-place binary op whose result cannot be written into some leaf (shape or dtype)."""
-    scalar = not is_td(other) and not isinstance(other, torch.Tensor)
-    for (path, a), b in zip(named_leaves(td), rhs, strict=True):
-        if scalar or type(b) is not torch.Tensor:
+def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any], leaves: list[Any] | None = None) -> None:
+    """Refuse an in-place binary op whose result cannot be written into some leaf (shape or dtype).
+
+    ``leaves``: ``flat_leaves(td)`` when the caller has them.
+    """
+    if leaves is None:
+        leaves = flat_leaves(td)
+    if not is_td(other) and not isinstance(other, torch.Tensor):  # a number: the result dtype depends on
+        seen = set()  # the leaf's dtype only, so each dtype is checked once
+        for a in leaves:
+            if a.dtype not in seen:
+                seen.add(a.dtype)
+                _check_result_dtype(name, torch.result_type(a, other), a.dtype, partial(_path_of_dtype, td, a.dtype))
+        return
+    same_ok = name not in ("div", "lerp")
+    for i, (a, b) in enumerate(zip(leaves, rhs, strict=True)):
+        if type(b) is not torch.Tensor:
             result = torch.result_type(a, b)
-        elif b.dtype == a.dtype and b.shape == a.shape and (name not in ("div", "lerp") or _is_float(a.dtype)):
+        elif b.dtype == a.dtype and b.shape == a.shape and (same_ok or _is_float(a.dtype)):
             continue
         else:
             if b.shape != a.shape:
@@ -148,16 +161,35 @@ def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any]) -> None:
                 if not fits:
                     raise RuntimeError(
                         f"{name}_: operand of shape {fmt_shape(b.shape)} cannot be written in place into "
-                        f"leaf {fmt_path(path)} of shape {fmt_shape(a.shape)}: nothing was modified"
+                        f"leaf {fmt_path(_path_at(td, i))} of shape {fmt_shape(a.shape)}: nothing was modified"
                     )
             result = torch.result_type(a, b)
-        if name in ("div", "lerp") and not _is_float(result):
-            result = torch.get_default_dtype()
-        if not torch.can_cast(result, a.dtype) or (name in _INTEGRAL_ONLY and _is_float(result)):
-            raise RuntimeError(
-                f"{name}_: result type {result} cannot be written in place into leaf {fmt_path(path)} "
-                f"of dtype {a.dtype}: nothing was modified"
-            )
+        _check_result_dtype(name, result, a.dtype, partial(_path_at, td, i))
+
+
+def _path_at(td: Any, i: int) -> tuple[str, ...]:
+    """The path of ``flat_leaves(td)[i]`` (found only for an error message)."""
+    return next(path for j, (path, _) in enumerate(named_leaves(td)) if j == i)
+
+
+def _path_of_dtype(td: Any, dtype: torch.dtype) -> tuple[str, ...]:
+    """The path of the first leaf of ``dtype`` (found only for an error message)."""
+    return next(path for path, leaf in named_leaves(td) if leaf.dtype == dtype)
+
+
+def _check_result_dtype(name: str, result: torch.dtype, dtype: torch.dtype,
+                        path_of: Callable[[], tuple[str, ...]]) -> None:
+    """Raise if ``name``'s result of dtype ``result`` cannot be written into a leaf of ``dtype``.
+
+    ``path_of()`` gives the leaf's path (only called for the error message).
+    """
+    if name in ("div", "lerp") and not _is_float(result):
+        result = torch.get_default_dtype()
+    if not torch.can_cast(result, dtype) or (name in _INTEGRAL_ONLY and _is_float(result)):
+        raise RuntimeError(
+            f"{name}_: result type {result} cannot be written in place into leaf {fmt_path(path_of())} "
+            f"of dtype {dtype}: nothing was modified"
+        )
 
 
 def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwargs: Any) -> Any:
@@ -185,15 +217,17 @@ def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwar
     return td
 
 
-def leaves_of(other: Any, like: Any) -> list[Any]:
+def leaves_of(other: Any, like: Any, leaves: list[Any] | None = None) -> list[Any]:
     """The operand matching each leaf of ``like``.
 
     A TensorDict gives its leaves (same keys required); a tensor is aligned with the batch dims of
     each leaf (trailing singleton dims added over the leaf's feature dims); anything else repeats.
+    ``leaves``: ``flat_leaves(like)`` when the caller has them.
     """
     if is_td(other):
         return flat_leaves_like(other, like)
-    leaves = flat_leaves(like)
+    if leaves is None:
+        leaves = flat_leaves(like)
     if isinstance(other, torch.Tensor) and other.ndim:
         return [_align(other, leaf) for leaf in leaves]
     return [other] * len(leaves)
@@ -318,9 +352,9 @@ def _make_binary_(name: str) -> Callable[..., Any]:
 
     def method(self: Any, other: Any, *, alpha: Any = None) -> Any:
         kwargs = {} if alpha is None else {"alpha": alpha}
-        rhs = leaves_of(other, self)
-        _check_binary_(self, name, other, rhs)
         leaves = flat_leaves(self)
+        rhs = leaves_of(other, self, leaves)
+        _check_binary_(self, name, other, rhs, leaves)
         try:
             if foreach is not None and not kwargs and leaves and (is_td(other) or (
                     not isinstance(other, torch.Tensor) and name not in _TENSOR_ONLY)):
