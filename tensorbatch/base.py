@@ -970,7 +970,7 @@ class TensorDictBase(abc.ABC):
             (True, False)
         """
         if recurse:
-            cloned: TensorDictBase = _pointwise.map_dense(self, _FOREACH_CLONE, torch.clone, "cloning")
+            cloned: TensorDictBase = _pointwise.map_dense(self, _FOREACH_CLONE, torch.clone, "cloning", cpu=True)
             return cloned
         return self._copy_tree()
 
