@@ -9,7 +9,7 @@ leaf by leaf so the error carries the key path.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import torch
@@ -79,6 +79,7 @@ _OPERANDS = (torch.Tensor, int, float, bool, complex)
 _TENSOR_ONLY = {"maximum", "minimum", "logical_and", "logical_or", "logical_xor"}
 
 
+@cache  # a missing name goes through torch's slow module __getattr__: look each one up once
 def _foreach(name: str) -> Any:
     return getattr(torch, f"_foreach_{name}", None)
 
