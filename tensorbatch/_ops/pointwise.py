@@ -9,7 +9,7 @@ leaf by leaf so the error carries the key path.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache, partial
+from functools import partial
 from typing import Any
 
 import torch
@@ -79,8 +79,7 @@ _OPERANDS = (torch.Tensor, int, float, bool, complex)
 _TENSOR_ONLY = {"maximum", "minimum", "logical_and", "logical_or", "logical_xor"}
 
 
-@cache  # a missing name goes through torch's slow module __getattr__: look each one up once
-def _foreach(name: str) -> Any:
+def _foreach(name: str) -> Any:  # at op-creation time: a missing name goes through torch's slow __getattr__
     return getattr(torch, f"_foreach_{name}", None)
 
 
@@ -255,9 +254,8 @@ def _result_batch(td: Any, other: Any) -> Any:
     return None
 
 
-def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any]) -> Any:
-    op = getattr(torch, name)
-    foreach = _foreach(name)
+def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any], op: Any, foreach: Any) -> Any:
+    """``op(leaf, other_leaf)`` per leaf (``foreach`` is ``torch._foreach_<name>`` or None)."""
     if is_td(other):
         if foreach is not None and not kwargs and _use_foreach(td):
             leaves, rhs = flat_leaves(td), flat_leaves_like(other, td)
@@ -325,13 +323,15 @@ def _make_unary_(name: str) -> Callable[..., Any]:
 
 
 def _make_binary(name: str, torch_name: str) -> Callable[..., Any]:
+    op, foreach = getattr(torch, torch_name), _foreach(torch_name)
+
     def method(self: Any, other: Any, *, alpha: Any = None, default: Any = None) -> Any:
         if not isinstance(other, _OPERANDS) and not is_td(other):
             raise TypeError(f"{name}: unsupported operand of type {type(other).__name__}")
         kwargs = {} if alpha is None else {"alpha": alpha}
         if default is not None and is_td(other):
             return _with_default(self, other, torch_name, default, kwargs)
-        return _binary_map(self, other, torch_name, kwargs)
+        return _binary_map(self, other, torch_name, kwargs, op, foreach)
 
     method.__name__ = name
     method.__doc__ = (
