@@ -28,7 +28,7 @@ import torch
 from ._ops import pointwise as _pointwise
 from ._ops import torch_function as _torch_function
 from ._ops.traverse import NON_TENSOR_TYPES, is_td
-from ._td import TensorDict, index_flat
+from ._td import TensorDict
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
@@ -153,7 +153,17 @@ def storage_of(td: Any) -> dict[str, Any] | None:
     return td._tensordict if type(td) is TensorDict else None
 
 
-index_dense = index_flat  # td[index] for an int or forward slice on a flat TensorDict, else None
+_RESERVED: dict[type, frozenset[str]] = {}
+
+
+def reserved_names(cls: type) -> frozenset[str]:
+    """The public attribute names of a wrapper base class (fields may not take them without ``shadow``).
+
+    Computed on first use, once the class has its forwarded methods.
+    """
+    if cls not in _RESERVED:
+        _RESERVED[cls] = frozenset(n for n in dir(cls) if not n.startswith("__"))
+    return _RESERVED[cls]
 
 
 def to_dense(td: Any) -> Any:

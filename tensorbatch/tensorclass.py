@@ -30,7 +30,7 @@ from ._compat import register_pytree_node
 from ._keys import is_key, unravel_key_to_tuple
 from ._nontensor import wrap as _wrap_non_tensor
 from ._ops.traverse import COLLECTION_TYPES, MISSING, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
-from ._td import TensorDict
+from ._td import TensorDict, index_flat
 from .base import TensorDictBase, _as_device, _as_size, _leaf_repr, _tree_lines
 from .typed import TypedTensorDict, resolve_annotations, strip_optional
 
@@ -52,7 +52,6 @@ class _Default:
 
 _DEFAULT: Any = _Default()
 _new = object.__new__
-_index_dense = _delegation.index_dense
 
 
 @dataclasses.dataclass(frozen=True)
@@ -523,7 +522,7 @@ class TensorClass:
             raise ValueError(f"Invalid indexing arguments: {index!r}. A tensorclass is indexed along its batch "
                              f"dimensions; to read a field, use the attribute or get({index!r}).")
         backend = self._tensordict
-        td = _index_dense(backend, index)
+        td = index_flat(backend, index)
         if td is None:
             return _delegation.rewrap(self, backend, backend[index])
         obj = _new(type(self))  # _wrap_like(td), inlined
@@ -637,7 +636,7 @@ def _build_class(cls: Any) -> None:
     own_doc = cls.__dict__.get("__doc__")
     dataclasses.dataclass(cls, init=False, repr=False, eq=False)
     specs = tuple(_field_kind(cls, f) for f in dataclasses.fields(cls))
-    reserved = _reserved()
+    reserved = _delegation.reserved_names(TensorClass)
     bad = sorted(s.name for s in specs if s.name in _INIT_KEYWORDS or s.name in ("_tensordict", "_non_tensordict"))
     if bad:
         raise AttributeError(f"field name(s) {bad} of {cls.__name__} are reserved by TensorClass")
@@ -691,15 +690,6 @@ def _make_init(cls: Any, specs: tuple[_Spec, ...]) -> Callable[..., None]:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = f"Build a {cls.__name__} from its fields and batch facts."
     return init  # type: ignore[no-any-return]
-
-
-_RESERVED: set[str] = set()
-
-
-def _reserved() -> set[str]:
-    if not _RESERVED:
-        _RESERVED.update(n for n in dir(TensorClass) if not n.startswith("__"))
-    return _RESERVED
 
 
 def _register_pytree(cls: type) -> None:

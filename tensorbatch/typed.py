@@ -23,13 +23,12 @@ from . import _delegation
 from ._compat import register_pytree_node
 from ._keys import is_key
 from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
-from ._td import TensorDict
+from ._td import TensorDict, index_flat
 from .base import TensorDictBase, _as_device, _as_size
 
 _Tensor = torch.Tensor
 _Size = torch.Size
 _new = object.__new__
-_index_dense = _delegation.index_dense
 OPTIONS = ("shadow", "frozen", "autocast", "nocast", "tensor_only")
 
 
@@ -390,7 +389,7 @@ class TypedTensorDict(TensorDictBase):
         source = self._source
         if is_key(index):
             return source[index]
-        td = _index_dense(source, index)
+        td = index_flat(source, index)
         if td is None:
             return _delegation.rewrap(self, source, source[index])
         obj = _new(type(self))  # _wrap_like(td), inlined
@@ -400,8 +399,8 @@ class TypedTensorDict(TensorDictBase):
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._source[index] = _delegation.unwrap(value)
-        if type(index) is str and index in type(self)._class_names:
-            _SET_DICT(self, {})  # the new key would shadow a method: stop reading the dict
+        if is_key(index):
+            _recheck(self)
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
         """An in-memory TensorDict copy (never a wrapper, whatever the backend)."""
@@ -466,7 +465,7 @@ def _collect_fields(cls: Any) -> None:
             if default is not MISSING and not isinstance(default, (property, _TensorField)):
                 defaults[name] = default
     if not cls._shadow:
-        taken = sorted(n for n in fields if n in _reserved())
+        taken = sorted(n for n in fields if n in _delegation.reserved_names(TypedTensorDict))
         if taken:
             raise AttributeError(f"field(s) {taken} of {cls.__name__} shadow TensorDictBase attributes; "
                                  f"use TypedTensorDict['shadow'] to allow it")
@@ -475,7 +474,7 @@ def _collect_fields(cls: Any) -> None:
     cls.__required_keys__ = frozenset(fields) - optional
     cls.__optional_keys__ = frozenset(optional)
     cls.__field_defaults__ = {n: v for n, v in defaults.items() if n in fields}
-    reserved = _reserved()
+    reserved = _delegation.reserved_names(TypedTensorDict)
     tensor_fields = set()
     for name, tp in fields.items():
         default = defaults.get(name, NO_DEFAULT)
@@ -486,15 +485,6 @@ def _collect_fields(cls: Any) -> None:
             setattr(cls, name, _field_property(name, default, _nested_class(tp)))
     cls._tensor_fields = frozenset(tensor_fields)
     cls._class_names = frozenset(n for n in dir(cls) if not n.startswith("__")) - cls.__expected_keys__
-
-
-_RESERVED: set[str] = set()
-
-
-def _reserved() -> set[str]:
-    if not _RESERVED:
-        _RESERVED.update(n for n in dir(TypedTensorDict) if not n.startswith("__"))
-    return _RESERVED
 
 
 def _register_pytree(cls: type) -> None:
@@ -520,13 +510,18 @@ _ADDS_KEYS = ("set", "setdefault", "update", "set_non_tensor", "rename_key_", "f
               "load_state_dict", "load_memmap_")
 
 
+def _recheck(obj: Any) -> None:
+    """After keys were added: stop reading the instance dict if a key now shadows a class attribute."""
+    store = obj.__dict__
+    if store and not type(obj)._class_names.isdisjoint(store):
+        _SET_DICT(obj, {})
+
+
 def _rechecked(method: Any) -> Any:
     @functools.wraps(method)
     def rechecked(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = method(self, *args, **kwargs)
-        store = self.__dict__
-        if store and not type(self)._class_names.isdisjoint(store):
-            _SET_DICT(self, {})
+        _recheck(self)
         return out
 
     return rechecked

@@ -336,6 +336,9 @@ class TestForwarding:
         s3 = make_state()
         s3.update({"mean": torch.ones(4)})
         assert callable(s3.mean)
+        s4 = make_state()
+        s4["max", "inner"] = torch.ones(4)  # a nested key creates the top-level key "max"
+        assert callable(s4.max)
         assert torch.equal(s2.x, s2["x"])
 
 
