@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from .._errors import add_path_note, fmt_shape, key_sets_differ
-from .traverse import NON_TENSOR_TYPES, flat_leaves_like, from_leaves, is_td, named_leaves
+from .traverse import COLLECTION_TYPES, NON_TENSOR_TYPES, flat_leaves_like, from_leaves, is_td, named_leaves
 
 HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {}
 
@@ -36,9 +36,10 @@ def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
 
 
 def _check_same_batch(tds: Sequence[Any], what: str, skip_dim: int | None = None) -> None:
-    first = tds[0].batch_size
+    sizes = [td.batch_size for td in tds]
+    first = sizes[0]
     if skip_dim is None:
-        if all(td.batch_size == first for td in tds):
+        if sizes.count(first) == len(sizes):  # one C loop instead of a generator
             return
     elif len(first) == 1:  # one batch dim, the cat dim: only the number of dims must agree
         if all(len(td.batch_size) == 1 for td in tds):
@@ -47,7 +48,7 @@ def _check_same_batch(tds: Sequence[Any], what: str, skip_dim: int | None = None
         head, tail = first[:skip_dim], first[skip_dim + 1:]
         n = len(first)
         if all(len(bs) == n and bs[:skip_dim] == head and bs[skip_dim + 1:] == tail
-               for bs in (td.batch_size for td in tds)):
+               for bs in sizes):
             return
     for i, td in enumerate(tds):
         bs = td.batch_size
@@ -59,17 +60,41 @@ def _check_same_batch(tds: Sequence[Any], what: str, skip_dim: int | None = None
             )
 
 
-def _columns(tds: Sequence[Any], what: str) -> list[list[Any]]:
+def _dense_dicts(tds: list[Any], skip_dim: int | None) -> list[dict[str, Any]] | None:
+    """The storage dicts when every TensorDict is in-memory with fitting batch sizes, else None.
+
+    One pass does the type and batch-size checks of the common case (``_check_same_batch`` and
+    ``_columns`` each pay a walk over the list otherwise); None leaves both to the generic path.
+    """
+    first = tds[0]
+    dense = first._dense_cls
+    if type(first) is not dense:
+        return None
+    bs = first._batch_size
+    if skip_dim is None:
+        dicts = [td._tensordict for td in tds if type(td) is dense and td._batch_size == bs]
+    elif len(bs) == 1:  # cat along the only batch dim: any length fits
+        dicts = [td._tensordict for td in tds if type(td) is dense and len(td._batch_size) == 1]
+    else:
+        return None
+    return dicts if len(dicts) == len(tds) else None
+
+
+def _columns(tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None = None) -> list[list[Any]]:
     """Leaves of every TensorDict, grouped by key path (in the first one's walk order).
+
+    Args:
+        tds: the TensorDicts.
+        what: the operation, for errors.
+        dicts: their storage, from :func:`_dense_dicts`, when they are all in-memory.
 
     Raises:
         RuntimeError: when the key sets differ (as tensordict's stack does).
     """
     try:
-        dense = type(tds[0])
-        if dense is tds[0]._dense_cls and all(type(td) is dense for td in tds):
+        if dicts is not None:
             cols: list[list[Any]] = []
-            if _dense_columns([td._tensordict for td in tds], dense, cols, ()):
+            if _dense_columns(dicts, tds[0]._dense_cls, cols, ()):
                 return cols
         first = tds[0]
         rows = [flat_leaves_like(td, first, nodes=True) for td in tds]
@@ -84,22 +109,27 @@ def _dense_columns(dicts: list[dict[str, Any]], dense: type, cols: list[list[Any
                    prefix: tuple[str, ...]) -> bool:
     """Fast path over in-memory storage; False when a node is not in-memory (use the generic path)."""
     first = dicts[0]
-    keys = first.keys()
-    for d in dicts:
-        if d.keys() != keys:
-            raise key_sets_differ(prefix, keys, d.keys())
+    if sum(map(len, dicts)) != len(first) * len(dicts):  # with every key of the first found below: equal sets
+        raise _differ(dicts, prefix)
     for key, value in first.items():
+        try:
+            col = [d[key] for d in dicts]
+        except KeyError:
+            raise _differ(dicts, prefix) from None
         if type(value) is torch.Tensor:
-            cols.append([d[key] for d in dicts])
+            cols.append(col)
         elif type(value) is dense:
-            subs = [d[key] for d in dicts]
-            if not all(type(v) is dense for v in subs):
-                return False
-            if not _dense_columns([v._tensordict for v in subs], dense, cols, (*prefix, key)):
+            subs = [v._tensordict for v in col if type(v) is dense]
+            if len(subs) != len(col) or not _dense_columns(subs, dense, cols, (*prefix, key)):
                 return False
         else:
             return False
     return True
+
+
+def _differ(dicts: list[dict[str, Any]], prefix: tuple[str, ...]) -> KeyError:
+    other = next(d for d in dicts if d.keys() != dicts[0].keys())
+    return key_sets_differ(prefix, dicts[0].keys(), other.keys())
 
 
 def _per_column(fn: Callable[..., Any], cols: list[list[Any]], dim: int, first: Any, what: str) -> list[Any]:
@@ -128,11 +158,13 @@ def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     tds = list(tds)
     if not tds:
         raise RuntimeError("stack expects a non-empty sequence of TensorDicts")
-    if not all(is_td(td) for td in tds):
+    if not COLLECTION_TYPES.issuperset(map(type, tds)):
         raise TypeError("stack expects a sequence of TensorDicts")
-    _check_same_batch(tds, "stack")
-    if type(tds[0]) in NON_TENSOR_TYPES:
-        return _non_tensor_cat(tds, dim, cat=False)
+    dicts = _dense_dicts(tds, None)
+    if dicts is None:
+        _check_same_batch(tds, "stack")
+        if type(tds[0]) in NON_TENSOR_TYPES:
+            return _non_tensor_cat(tds, dim, cat=False)
     nd = tds[0].batch_dims
     if not -nd - 1 <= dim <= nd:
         raise IndexError(f"stack: dim {dim} is out of range for {nd} batch dims")
@@ -143,7 +175,7 @@ def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         for col, target in zip(_columns(tds, "stack"), flat_leaves_like(out, tds[0]), strict=True):
             torch.stack(col, d, out=target)
         return out
-    leaves = _per_column(torch.stack, _columns(tds, "stack"), d, tds[0], "stack")
+    leaves = _per_column(torch.stack, _columns(tds, "stack", dicts), d, tds[0], "stack")
     names = tds[0]._maybe_names()
     if names is not None:
         names = (*names[:d], None, *names[d:])
@@ -168,16 +200,18 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     if not -nd <= dim < nd:
         raise RuntimeError(f"cat: dim {dim} is out of range for batch_size {fmt_shape(tds[0].batch_size)}")
     d = dim % nd
-    _check_same_batch(tds, "cat", skip_dim=d)
-    if type(tds[0]) in NON_TENSOR_TYPES:
-        return _non_tensor_cat(tds, d, cat=True)
+    dicts = _dense_dicts(tds, d)
+    if dicts is None:
+        _check_same_batch(tds, "cat", skip_dim=d)
+        if type(tds[0]) in NON_TENSOR_TYPES:
+            return _non_tensor_cat(tds, d, cat=True)
     bs = list(tds[0].batch_size)
     bs[d] = sum(td.batch_size[d] for td in tds)
     if out is not None:
         for col, target in zip(_columns(tds, "cat"), flat_leaves_like(out, tds[0]), strict=True):
             torch.cat(col, d, out=target)
         return out
-    leaves = _per_column(torch.cat, _columns(tds, "cat"), d, tds[0], "cat")
+    leaves = _per_column(torch.cat, _columns(tds, "cat", dicts), d, tds[0], "cat")
     return from_leaves(tds[0], leaves, batch_size=torch.Size(bs), names=tds[0]._maybe_names(), follow=True)
 
 

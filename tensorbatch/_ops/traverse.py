@@ -55,6 +55,17 @@ def is_td(value: Any) -> bool:
     return type(value) in COLLECTION_TYPES
 
 
+def tensors_only(td: Any) -> dict[str, Any] | None:
+    """The storage dict of an in-memory TensorDict whose values are all plain tensors, else None.
+
+    Leaf-wise operations run one comprehension over it, with no per-leaf type dispatch.
+    """
+    if type(td) is not td._dense_cls:
+        return None
+    data: dict[str, Any] = td._tensordict
+    return data if list(map(type, data.values())).count(_Tensor) == len(data) else None
+
+
 def named_leaves(
     td: TensorDictBase, *, include_nested: bool = True, is_leaf: Callable[[type], bool] | None = None,
     prefix: tuple[str, ...] = (),
@@ -186,6 +197,19 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
     """
     if follow and type(td) in NON_TENSOR_TYPES:
         return td._from_positions(fn(td._positions()))  # type: ignore[attr-defined, no-any-return]  # non-tensor leaf
+    data = tensors_only(td)
+    if data is not None:  # the common case: one comprehension (a failure re-runs below to name the key)
+        try:
+            if other is NO_DEFAULT:
+                out = {key: fn(value) for key, value in data.items()}
+            else:
+                theirs = tensors_only(other)
+                if theirs is None or theirs.keys() != data.keys():
+                    raise LookupError  # the loop below says which keys differ, or recurses
+                out = {key: fn(value, theirs[key]) for key, value in data.items()}
+            return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # _dense_cls
+        except Exception:  # the loop below raises again, with the key path
+            pass
     out = {}
     nd = td.batch_dims
     if other is NO_DEFAULT:
