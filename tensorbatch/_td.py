@@ -69,6 +69,8 @@ class TensorDict(TensorDictBase):
                         # shape[:n] == bs, cheaper for the usual single batch dim
                         shape[0] == b0 if one and (shape := value.shape) else value.shape[:n] == bs):
                     data[key] = value
+                elif type(value) is dict:  # a nested plain dict: straight into this constructor
+                    data[key] = TensorDict(value, bs, dev, None, non_blocking, _path=(*path_prefix, key))
                 else:
                     data[key] = self._validate(value, (*path_prefix, key), self, bool(non_blocking))
             else:

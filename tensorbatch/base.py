@@ -27,6 +27,7 @@ from ._ops.traverse import (
     COLLECTION_TYPES,
     MISSING,
     NO_DEFAULT,
+    NON_TENSOR_TYPES,
     apply_leaves,
     flat_leaves,
     is_td,
@@ -775,9 +776,8 @@ class TensorDictBase(abc.ABC):
             >>> td.flatten_keys().sorted_keys
             ['a.b']
         """
-        leaf_type = _nontensor.is_non_tensor_type if is_leaf is None else (
-            lambda cls: _nontensor.is_non_tensor_type(cls) or is_leaf(cls))
-        out = {separator.join(path): value for path, value in named_leaves(self, is_leaf=leaf_type)}
+        out: dict[str, Any] = {}
+        _flat_items(self, "", separator, is_leaf, out)
         result = self._new_node(out)
         return self._replace_with(result) if inplace else result
 
@@ -1369,6 +1369,16 @@ def _collect_keys(td: TensorDictBase, prefix: tuple[str, ...], include_nested: b
             _collect_keys(value, (*prefix, key), include_nested, leaves_only, is_leaf, out)
         if not (is_node and leaves_only):
             out.append((*prefix, key) if prefix else key)
+
+
+def _flat_items(td: TensorDictBase, prefix: str, separator: str, is_leaf: Any, out: dict[str, Any]) -> None:
+    """Leaves under ``separator``-joined keys (non-tensor leaves and ``is_leaf`` types count as leaves)."""
+    for key, value in td._items_str():
+        if type(value) is _Tensor or not is_td(value) or type(value) in NON_TENSOR_TYPES or (
+                is_leaf is not None and is_leaf(type(value))):
+            out[prefix + key] = value
+        else:
+            _flat_items(value, prefix + key + separator, separator, is_leaf, out)
 
 
 def _check_inplace_shape(path: tuple[str, ...], value: Any, current: Any) -> None:

@@ -153,6 +153,12 @@ def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any], leaves: list[
                 _check_result_dtype(name, torch.result_type(a, other), a.dtype, partial(_path_of_dtype, td, a.dtype))
         return
     same_ok = name not in ("div", "lerp")
+    if same_ok and len(leaves) == len(rhs):  # the usual case, checked in one tight loop: equal dtypes and shapes
+        for a, b in zip(leaves, rhs, strict=True):
+            if type(b) is not torch.Tensor or a.dtype is not b.dtype or a.shape != b.shape:
+                break
+        else:
+            return
     for i, (a, b) in enumerate(zip(leaves, rhs, strict=True)):
         if type(b) is not torch.Tensor:
             result = torch.result_type(a, b)

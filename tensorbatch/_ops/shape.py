@@ -93,14 +93,18 @@ def permute(td: Any, *dims: Any) -> Any:
     """
     bs = td.batch_size
     nd = len(bs)
-    order = tuple(_dim(td, d, error=ValueError) for d in _shape_args(dims))
+    order = tuple([d + nd if type(d) is int and d < 0 else d for d in _shape_args(dims)])
     identity = tuple(range(nd))
-    if sorted(order) != list(identity):
+    if sorted(order) != list(identity):  # a dim out of range, repeated or missing
+        for d in _shape_args(dims):
+            _dim(td, d, error=ValueError)  # raises for a dim out of range
         raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {nd} batch dims")
     if order == identity:
         return td
     new = _Size([bs[d] for d in order])
-    names = _renamed(td, lambda n: [n[d] for d in order])
+    names = td._maybe_names()
+    if names is not None:
+        names = tuple([names[d] for d in order])
     swapped = [d for d in identity if order[d] != d]
     if len(swapped) == 2:  # a swap of two dims: one transpose fits leaves of every ndim
         return map_leaves(td, operator.methodcaller("transpose", *swapped), what="permute", batch_size=new,

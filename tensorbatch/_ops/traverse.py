@@ -112,6 +112,12 @@ def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any]
     With ``nodes``, non-tensor leaves are included as they are (for stack and cat).
     """
     if out is None:
+        mine, theirs = tensors_only(like), tensors_only(other)
+        if mine is not None and theirs is not None and len(mine) == len(theirs):
+            try:  # equal sizes and every key found: equal key sets
+                return [theirs[key] for key in mine]
+            except KeyError:
+                pass  # the walk below says which keys differ
         out = []
     if len(other._keys_str()) != len(like._keys_str()):
         raise key_sets_differ(prefix, like._keys_str(), other._keys_str())
