@@ -86,13 +86,16 @@ def _columns(tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None =
     Args:
         tds: the TensorDicts.
         what: the operation, for errors.
-        dicts: their storage, from :func:`_dense_dicts`, when they are all in-memory.
+        dicts: their storage, from :func:`_dense_dicts`, when the caller has it.
 
     Raises:
         RuntimeError: when the key sets differ (as tensordict's stack does).
     """
+    if dicts is None:
+        dense = tds[0]._dense_cls
+        dicts = [td._tensordict for td in tds if type(td) is dense]
     try:
-        if dicts is not None:
+        if len(dicts) == len(tds):
             cols: list[list[Any]] = []
             if _dense_columns(dicts, tds[0]._dense_cls, cols, ()):
                 return cols
