@@ -23,6 +23,7 @@ from .traverse import (
     is_td,
     map_leaves,
     named_leaves,
+    tensors_only,
 )
 
 # name -> has an in-place twin
@@ -90,6 +91,9 @@ def _use_foreach(td: Any) -> bool:
     device = td.device
     if device is not None:
         return device.type != "cpu"  # type: ignore[no-any-return]
+    data = tensors_only(td)
+    if data is not None:
+        return bool(data) and not next(iter(data.values())).is_cpu
     leaf = first_leaf(td)
     return isinstance(leaf, torch.Tensor) and not leaf.is_cpu
 
@@ -332,7 +336,7 @@ def _make_binary(name: str, torch_name: str) -> Callable[..., Any]:
     op, foreach = getattr(torch, torch_name), _foreach(torch_name)
 
     def method(self: Any, other: Any, *, alpha: Any = None, default: Any = None) -> Any:
-        if not isinstance(other, _OPERANDS) and not is_td(other):
+        if not is_td(other) and not isinstance(other, _OPERANDS):  # (the set lookup first: cheaper)
             raise TypeError(f"{name}: unsupported operand of type {type(other).__name__}")
         kwargs = {} if alpha is None else {"alpha": alpha}
         if default is not None and is_td(other):
@@ -511,7 +515,7 @@ def _operator(method: Callable[..., Any]) -> Callable[..., Any]:
     """Python operator form: NotImplemented for operands we don't know (``td == "x"`` is False)."""
 
     def op(self: Any, *other: Any) -> Any:
-        if other and not isinstance(other[0], _OPERANDS) and not is_td(other[0]):
+        if other and not is_td(other[0]) and not isinstance(other[0], _OPERANDS):
             return NotImplemented
         return method(self, *other)
 
