@@ -208,11 +208,14 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
         try:
             if other is NO_DEFAULT:
                 out = {key: fn(value) for key, value in data.items()}
-            else:
-                theirs = tensors_only(other)
+            else:  # (other's values may be anything: fn meets them as the loop below would)
+                theirs: dict[str, Any] | None = (
+                    other._tensordict if type(other) is type(td) else None)  # type: ignore[attr-defined]  # in-memory
                 if theirs is None or theirs.keys() != data.keys():
-                    raise LookupError  # the loop below says which keys differ, or recurses
+                    raise LookupError  # the loop below says which keys differ
                 out = {key: fn(value, theirs[key]) for key, value in data.items()}
+            if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT:
+                return td._new_node(out)
             return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # _dense_cls
         except Exception:  # the loop below raises again, with the key path
             pass
