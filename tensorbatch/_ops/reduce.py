@@ -131,9 +131,18 @@ def _fold(op: Callable[..., Any], name: str, td: Any) -> torch.Tensor:
 
 def make(name: str) -> Callable[..., Any]:
     """A reduction method for ``name``."""
+    op, what, simple = getattr(torch, name), f"reducing with {name!r}", name in _SIMPLE
 
     def method(self: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, reduce: bool = False,
                **kwargs: Any) -> Any:
+        if type(dim) is int and simple and not reduce and not kwargs:  # the common call, without the general
+            bs = self.batch_size  # normalisation (it costs as much as reducing a few leaves)
+            nd = len(bs)
+            if -nd <= dim < nd:
+                d = dim % nd
+                new_bs = _Size((*bs[:d], 1, *bs[d + 1:]) if keepdim else (*bs[:d], *bs[d + 1:]))
+                return map_leaves(self, functools.partial(op, dim=d, keepdim=keepdim), batch_size=new_bs,
+                                  what=what)
         return _reduce(self, name, dim, keepdim, reduce=reduce, **kwargs)
 
     method.__name__ = name
