@@ -209,7 +209,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         if type(tds[0]) in NON_TENSOR_TYPES:
             return _non_tensor_cat(tds, d, cat=True)
     bs = list(tds[0].batch_size)
-    bs[d] = sum(td.batch_size[d] for td in tds)
+    bs[d] = sum([td._batch_size[d] for td in tds] if dicts is not None else [td.batch_size[d] for td in tds])
     if out is not None:
         for col, target in zip(_columns(tds, "cat"), flat_leaves_like(out, tds[0]), strict=True):
             torch.cat(col, d, out=target)

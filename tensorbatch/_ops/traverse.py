@@ -151,6 +151,13 @@ def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None
         names: the root's dim names when ``batch_size`` is given (else ``spec``'s are kept).
         follow: the leaves came from ``flat_leaves(..., follow=True)`` (non-tensor positions included).
     """
+    data = tensors_only(spec)
+    if data is not None:  # one level of tensors: pair keys and leaves directly
+        return spec._dense_cls._new_unsafe(  # type: ignore[no-any-return]  # the untyped _dense_cls
+            dict(zip(data, leaves)),  # noqa: B905  # as many leaves as keys, by construction (strict costs)
+            spec._batch_size if batch_size is None else batch_size,  # type: ignore[attr-defined]  # in-memory
+            spec._device if device is NO_DEFAULT else device,  # type: ignore[attr-defined]
+            spec._names if batch_size is None else names)  # type: ignore[attr-defined]
     out = _rebuild(spec, iter(leaves), batch_size, device, follow)
     if batch_size is not None and names is not None:
         out._names = names
