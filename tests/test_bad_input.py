@@ -132,6 +132,14 @@ def rename_key(td: Any, old: Any, new: Any, **kw: Any) -> None:
     td.rename_key_(old, new, **kw)
 
 
+def node_at_a(td: Any) -> Any:
+    """A copy of ``td`` whose leaf 'a' is a nested TensorDict ``{"z": ...}`` instead."""
+    out = td.clone()
+    del out["a"]
+    out["a"] = {"z": torch.ones(3)}
+    return out
+
+
 def bad_obs(td: Any, n: int = 7, batch: int = 3) -> Any:
     """A copy of ``td`` (+1) whose ('next', 'obs') leaf has the trailing dim ``n`` instead of 5."""
     return with_leaf(td, ("next", "obs"), torch.ones(batch, n))
@@ -248,6 +256,18 @@ CASES = [
     Case("binop-nested-renamed", lambda L, td: td * td.clone().rename_key_(("next", "rew"), ("next", "rex")),
          KeyError, P("'next'", "'rew'", "'rex'")),
     Case("inplace-binop-missing", lambda L, td: td.add_(td.exclude("b")), KeyError, P("mismatch", "['b']")),
+    # ---- a leaf in one, a node in the other: a key mismatch under that key (tensordict: AttributeErrors
+    #      from stack/cat, and where() broadcasts the leaf into the node when the leaf is the operand)
+    Case("binop-leaf-vs-node", lambda L, td: td + node_at_a(td), KeyError, P("mismatch under 'a'", "['z']")),
+    Case("binop-node-vs-leaf", lambda L, td: node_at_a(td) - td, KeyError, P("mismatch under 'a'", "['z']")),
+    Case("inplace-binop-leaf-vs-node", lambda L, td: td.add_(node_at_a(td)), KeyError,
+         P("mismatch under 'a'", "['z']")),
+    Case("stack-leaf-vs-node", lambda L, td: torch.stack([td, node_at_a(td)]), RuntimeError,
+         P("different keys", "under 'a'", "['z']"), ref=False),
+    Case("cat-leaf-vs-node", lambda L, td: torch.cat([td, node_at_a(td)]), KeyError,
+         P("mismatch under 'a'", "['z']"), ref=False),
+    Case("where-node-vs-leaf", lambda L, td: node_at_a(td).where(torch.ones(3, dtype=torch.bool), td), KeyError,
+         P("mismatch under 'a'", "['z']"), ref=False),
     # ---- leaf-wise torch errors keep their type and gain "while ... at key ..."
     Case("binop-leaf-shape", lambda L, td: td + bad_obs(td), RuntimeError,
          P("(5)", "(7)", "while add at key ('next', 'obs')")),

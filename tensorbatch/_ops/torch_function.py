@@ -142,6 +142,12 @@ def _per_column(fn: Callable[..., Any], cols: list[list[Any]], dim: int, first: 
             out.append(fn(col, dim))
         except Exception as err:
             path = [p for p, _ in named_leaves(first)][len(out)]
+            node = next((t for t in col if is_td(t) and type(t) not in NON_TENSOR_TYPES), None)
+            if node is not None:  # a leaf in the first, a node in another: a key mismatch, said as one
+                mismatch = key_sets_differ(path, (), node._keys_str())
+                if what == "cat":
+                    raise mismatch from None
+                raise RuntimeError(f"{what}: the TensorDicts have different keys ({mismatch.args[0]})") from None
             shapes = ", ".join(fmt_shape(t.shape) for t in col[:4]) + (", ..." if len(col) > 4 else "")
             add_path_note(err, f"{what}ing leaves of shapes {shapes}", path)
             raise

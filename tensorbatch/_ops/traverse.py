@@ -134,6 +134,8 @@ def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any]
                 out.append(theirs)
                 continue
             flat_leaves_like(theirs, value, out, (*prefix, key), nodes)
+        elif is_td(theirs) and type(theirs) not in NON_TENSOR_TYPES:  # a leaf here, a node there
+            raise key_sets_differ((*prefix, key), (), theirs._keys_str())
         else:
             out.append(theirs)
     return out
@@ -216,11 +218,11 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
             if other is NO_DEFAULT:
                 out = {key: fn(value) for key, value in data.items()}
             else:  # (other's values may be anything: fn meets them as the loop below would)
-                theirs: dict[str, Any] | None = (
+                other_data: dict[str, Any] | None = (
                     other._tensordict if type(other) is type(td) else None)  # type: ignore[attr-defined]  # in-memory
-                if theirs is None or theirs.keys() != data.keys():
+                if other_data is None or other_data.keys() != data.keys():
                     raise LookupError  # the loop below says which keys differ
-                out = {key: fn(value, theirs[key]) for key, value in data.items()}
+                out = {key: fn(value, other_data[key]) for key, value in data.items()}
             if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT:
                 return td._new_node(out)
             return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # _dense_cls
@@ -249,6 +251,8 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
             if theirs is MISSING:
                 raise key_sets_differ(prefix, keys, other._keys_str())
             if type(value) is _Tensor or not is_td(value):
+                if is_td(theirs) and type(theirs) not in NON_TENSOR_TYPES:  # a leaf here, a node there
+                    raise key_sets_differ((*prefix, key), (), theirs._keys_str())
                 try:
                     out[key] = fn(value, theirs)
                 except Exception as err:
@@ -405,6 +409,8 @@ def _check_one(result: Any, bs: torch.Size, path: tuple[str, ...]) -> None:
 def _other_entry(other: Any, key: str, default: Any, prefix: tuple[str, ...]) -> Any:
     if other is default:
         return default
+    if not is_td(other):  # a leaf in the other tree where this one has a node
+        raise key_sets_differ(prefix, (key,), ())
     value = other._get_str(key, MISSING)
     if value is MISSING:
         if default is NO_DEFAULT:
