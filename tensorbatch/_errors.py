@@ -78,6 +78,18 @@ class InplaceWriteError(RuntimeError, ValueError):
     """An in-place write whose value cannot fill the target (tensordict raises a Value+Runtime error)."""
 
 
+class NotAMappingError(TypeError, AttributeError):
+    """A value given where a mapping or TensorDict is required.
+
+    A TypeError, and an AttributeError too: tensordict lets ``value.items()`` fail there.
+    """
+
+
+def not_a_mapping(what: str, value: Any) -> NotAMappingError:
+    """The error for a non-mapping ``value`` given to ``what``."""
+    return NotAMappingError(f"{what} expects a mapping or a TensorDict, got {type(value).__name__}")
+
+
 def key_through_leaf(path: tuple[str, ...], depth: int, leaf: Any) -> ValueError:
     """ValueError for a nested key that passes through a non-TensorDict value."""
     return ValueError(

@@ -278,7 +278,11 @@ class TensorDict(TensorDictBase):
         bs, n, device = self._batch_size, len(self._batch_size), self._device
         one = n == 1
         b0 = bs[0] if one else -1
-        for key, value in source.items():  # all plain tensors at this level? else the general path
+        try:
+            items = source.items()
+        except AttributeError:  # not a mapping: the general path refuses it, naming the type
+            return TensorDictBase.update(self, input_dict_or_td)
+        for key, value in items:  # all plain tensors at this level? else the general path
             if type(key) is not str or type(value) is not _Tensor or not (
                 shape[0] == b0 if one and (shape := value.shape) else value.shape[:n] == bs
             ) or (device is not None and value.device != device):

@@ -33,6 +33,7 @@ from ._ops.traverse import (
     is_td,
     map_leaves,
     named_leaves,
+    source_items,
 )
 
 _Tensor = torch.Tensor
@@ -514,8 +515,7 @@ class TensorDictBase(abc.ABC):
 
     def _plan_update(self, source: Any, prefix: tuple[str, ...], wanted: Any, clone: bool,
                      plan: list[Any], is_leaf: Any) -> None:
-        items = source._items_str() if is_td(source) else source.items()
-        for key, value in items:
+        for key, value in source_items(source, "update"):
             path = (*prefix, *unravel_key_to_tuple(key))
             nested = is_td(value) or isinstance(value, Mapping)
             if nested and (is_leaf is None or not is_leaf(type(value))):
@@ -1404,8 +1404,7 @@ def _check_reduce_dim(td: TensorDictBase, dim: int) -> None:
 
 def _leaf_items(source: Any, prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
     """``(path, leaf)`` pairs of a TensorDict or a nested mapping."""
-    items = source._items_str() if is_td(source) else source.items()
-    for key, value in items:
+    for key, value in source_items(source, "update_"):
         path = (*prefix, *unravel_key_to_tuple(key))
         if is_td(value) or isinstance(value, Mapping):
             yield from _leaf_items(value, path)

@@ -256,6 +256,11 @@ CASES = [
     Case("binop-nested-renamed", lambda L, td: td * td.clone().rename_key_(("next", "rew"), ("next", "rex")),
          KeyError, P("'next'", "'rew'", "'rex'")),
     Case("inplace-binop-missing", lambda L, td: td.add_(td.exclude("b")), KeyError, P("mismatch", "['b']")),
+    # ---- a value that is no mapping: tensordict lets `.items()` fail (AttributeError); ours is a TypeError too
+    Case("update-not-mapping", lambda L, td: td.update(5), AttributeError, P("update expects a mapping", "int")),
+    Case("update-list", lambda L, td: td.update([("a", Z(3, 4))]), AttributeError, P("update expects", "list")),
+    Case("update_-not-mapping", lambda L, td: td.update_(5), TypeError, P("update_ expects", "int")),
+    Case("update_at_-not-mapping", lambda L, td: td.update_at_(5, 0), AttributeError, P("update_at_ expects", "int")),
     # ---- a leaf in one, a node in the other: a key mismatch under that key (tensordict: AttributeErrors
     #      from stack/cat, and where() broadcasts the leaf into the node when the leaf is the operand)
     Case("binop-leaf-vs-node", lambda L, td: td + node_at_a(td), KeyError, P("mismatch under 'a'", "['z']")),
@@ -389,6 +394,20 @@ def test_reference_type(case: Case) -> None:
     """tensordict 0.15.3 raises the type written in the case (messages and atomicity not compared)."""
     with pytest.raises(case.exc):
         case.action(tensordict, case.build(tensordict))
+
+
+def test_not_a_mapping_is_a_type_error_too() -> None:
+    with pytest.raises(TypeError, match="update expects a mapping or a TensorDict, got int"):
+        make().update(5)
+
+
+@pytest.mark.parametrize("method", ["update", "update_"])
+def test_update_with_none_does_nothing(method: str) -> None:
+    """As in tensordict: None is taken for an empty mapping."""
+    td = make()
+    before = snapshot(td)
+    assert getattr(td, method)(None) is td
+    assert_unchanged(td, before)
 
 
 # ------------------------------------------------------------------ in-place ops that fail midway

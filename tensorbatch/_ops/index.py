@@ -24,6 +24,7 @@ from .traverse import (
     is_td,
     map_leaves,
     named_leaves,
+    source_items,
 )
 
 _Tensor = torch.Tensor
@@ -371,7 +372,8 @@ def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
 def update_at_(td: Any, input_dict_or_td: Any, index: Any, clone: bool = False, *,
                non_blocking: bool = False, keys_to_update: Any = None) -> Any:
     """Write every entry of a mapping/TensorDict into the matching leaves at ``index``."""
-    items = input_dict_or_td.items(True, True) if is_td(input_dict_or_td) else input_dict_or_td.items()
+    items = input_dict_or_td.items(True, True) if is_td(input_dict_or_td) else source_items(input_dict_or_td,
+                                                                                             "update_at_")
     wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
     plan = []
     for key, value in items:

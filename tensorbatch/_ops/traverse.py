@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._errors import add_path_note, batch_mismatch, key_sets_differ, missing_key
+from .._errors import add_path_note, batch_mismatch, key_sets_differ, missing_key, not_a_mapping
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -64,6 +64,21 @@ def tensors_only(td: Any) -> dict[str, Any] | None:
         return None
     data: dict[str, Any] = td._tensordict
     return data if list(map(type, data.values())).count(_Tensor) == len(data) else None
+
+
+def source_items(source: Any, what: str) -> Any:
+    """The first-level ``(key, value)`` pairs of a mapping or TensorDict; anything else is refused.
+
+    None counts as an empty mapping, as tensordict's ``update(None)`` does nothing.
+    """
+    if is_td(source):
+        return source._items_str()
+    if source is None:
+        return ()
+    try:
+        return source.items()
+    except AttributeError:
+        raise not_a_mapping(what, source) from None
 
 
 def named_leaves(
