@@ -423,11 +423,18 @@ class LazyStackedTensorDict(TensorDictBase):
         if isinstance(at, slice):
             return positions[at], rest, new_dim
         at = torch.as_tensor(at)
+        if at.dtype.is_floating_point or at.dtype.is_complex:
+            raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {at.dtype}")
         if at.dtype == torch.bool:
             at = at.nonzero().squeeze(-1)
         if at.ndim != 1:
             return None
-        return [positions[i] for i in at.tolist()], rest, new_dim
+        picked = at.tolist()
+        n = len(positions)
+        for i in picked:
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for the stack dim {d} of size {n}")
+        return [positions[i] for i in picked], rest, new_dim
 
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
         """The members when ``dim`` is the stack dim, else the generic unbind."""

@@ -48,6 +48,11 @@ def make_two_nested(lib: Any = tensorbatch) -> Any:
     return lib.TensorDict({"n1": {"x": torch.ones(3, 5)}, "n2": {"y": torch.ones(3)}}, batch_size=[3])
 
 
+def make_lazy(lib: Any = tensorbatch) -> Any:
+    """``make()``'s rows as a lazy stack of three members (stack dim 0)."""
+    return lib.lazy_stack(list(make(lib).unbind(0)), 0)
+
+
 def make_nested_only(lib: Any = tensorbatch) -> Any:
     return make(lib).exclude("a", "b")
 
@@ -219,6 +224,12 @@ CASES = [
     Case("index-neg", lambda L, td: td[-4],
          IndexError, P("index -4 is out of bounds for dimension 0 with size 3")),
     Case("index-nested-td", lambda L, td: td["next"][5], IndexError, P("index 5", "size 3")),
+    Case("lazy-index-tensor-oob", lambda L, td: td[torch.tensor([0, 5])], IndexError,
+         P("index 5 is out of bounds for the stack dim", "size 3"), build=make_lazy),
+    Case("lazy-index-list-neg", lambda L, td: td[[0, -4]], IndexError, P("index -4", "size 3"), build=make_lazy),
+    # tensordict lets a list lookup fail there (TypeError); a float index is an IndexError for tensors
+    Case("lazy-index-float", lambda L, td: td[torch.tensor([0.5])], IndexError, P("must be long", "float32"),
+         build=make_lazy, ref=False),
     Case("index-2d", lambda L, td: td.unsqueeze(0)[0, 5],
          IndexError, P("index 5", "dimension 1 with size 3")),
     Case("index-2d-slice", lambda L, td: td.unsqueeze(0)[:, 5],
