@@ -23,7 +23,6 @@ from .traverse import (
     is_td,
     map_leaves,
     named_leaves,
-    tensors_only,
 )
 
 # name -> has an in-place twin
@@ -91,9 +90,6 @@ def _use_foreach(td: Any) -> bool:
     device = td.device
     if device is not None:
         return device.type != "cpu"  # type: ignore[no-any-return]
-    data = tensors_only(td)
-    if data is not None:
-        return bool(data) and not next(iter(data.values())).is_cpu
     leaf = first_leaf(td)
     return isinstance(leaf, torch.Tensor) and not leaf.is_cpu
 

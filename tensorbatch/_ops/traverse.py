@@ -127,12 +127,6 @@ def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any]
     With ``nodes``, non-tensor leaves are included as they are (for stack and cat).
     """
     if out is None:
-        mine, theirs = tensors_only(like), tensors_only(other)
-        if mine is not None and theirs is not None and len(mine) == len(theirs):
-            try:  # equal sizes and every key found: equal key sets
-                return [theirs[key] for key in mine]
-            except KeyError:
-                pass  # the walk below says which keys differ
         out = []
     if len(other._keys_str()) != len(like._keys_str()):
         raise key_sets_differ(prefix, like._keys_str(), other._keys_str())
@@ -168,13 +162,6 @@ def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None
         names: the root's dim names when ``batch_size`` is given (else ``spec``'s are kept).
         follow: the leaves came from ``flat_leaves(..., follow=True)`` (non-tensor positions included).
     """
-    data = tensors_only(spec)
-    if data is not None:  # one level of tensors: pair keys and leaves directly
-        return spec._dense_cls._new_unsafe(  # type: ignore[no-any-return]  # the untyped _dense_cls
-            dict(zip(data, leaves)),  # noqa: B905  # as many leaves as keys, by construction (strict costs)
-            spec._batch_size if batch_size is None else batch_size,  # type: ignore[attr-defined]  # in-memory
-            spec._device if device is NO_DEFAULT else device,  # type: ignore[attr-defined]
-            spec._names if batch_size is None else names)  # type: ignore[attr-defined]
     out = _rebuild(spec, iter(leaves), batch_size, device, follow)
     if batch_size is not None and names is not None:
         out._names = names
@@ -227,22 +214,20 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
     """
     if follow and type(td) in NON_TENSOR_TYPES:
         return td._from_positions(fn(td._positions()))  # type: ignore[attr-defined, no-any-return]  # non-tensor leaf
-    data = tensors_only(td)
-    if data is not None:  # the common case: one comprehension (a failure re-runs below to name the key)
-        try:
-            if other is NO_DEFAULT:
-                out = {key: fn(value) for key, value in data.items()}
-            else:  # (other's values may be anything: fn meets them as the loop below would)
-                other_data: dict[str, Any] | None = (
-                    other._tensordict if type(other) is type(td) else None)  # type: ignore[attr-defined]  # in-memory
-                if other_data is None or other_data.keys() != data.keys():
-                    raise LookupError  # the loop below says which keys differ
+    data = tensors_only(td) if other is not NO_DEFAULT else None
+    if data is not None:  # two in-memory trees of tensors: one comprehension, no per-key method calls
+        # (a unary map gains nothing from this: its loop below is as fast for a few leaves)
+        other_data: dict[str, Any] | None = (
+            other._tensordict if type(other) is type(td) else None)  # type: ignore[attr-defined]  # in-memory
+        if other_data is not None and other_data.keys() == data.keys():
+            try:  # (other's values may be anything: fn meets them as in the loop below)
                 out = {key: fn(value, other_data[key]) for key, value in data.items()}
-            if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT:
-                return td._new_node(out)
-            return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # _dense_cls
-        except Exception:  # the loop below raises again, with the key path
-            pass
+            except Exception:  # the loop below raises again, with the key path
+                pass
+            else:
+                if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT:
+                    return td._new_node(out)
+                return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # _dense_cls
     out = {}
     nd = td.batch_dims
     if other is NO_DEFAULT:
