@@ -273,7 +273,7 @@ CASES = [
     Case("update_-not-mapping", lambda L, td: td.update_(5), TypeError, P("update_ expects", "int")),
     Case("update_at_-not-mapping", lambda L, td: td.update_at_(5, 0), AttributeError, P("update_at_ expects", "int")),
     # ---- a leaf in one, a node in the other: a key mismatch under that key (tensordict: AttributeErrors
-    #      from stack/cat, and where() broadcasts the leaf into the node when the leaf is the operand)
+    #      from stack/cat; where() broadcasts the leaf into the node; apply() hands the node to fn)
     Case("binop-leaf-vs-node", lambda L, td: td + node_at_a(td), KeyError, P("mismatch under 'a'", "['z']")),
     Case("binop-node-vs-leaf", lambda L, td: node_at_a(td) - td, KeyError, P("mismatch under 'a'", "['z']")),
     Case("inplace-binop-leaf-vs-node", lambda L, td: td.add_(node_at_a(td)), KeyError,
@@ -283,6 +283,10 @@ CASES = [
     Case("cat-leaf-vs-node", lambda L, td: torch.cat([td, node_at_a(td)]), KeyError,
          P("mismatch under 'a'", "['z']"), ref=False),
     Case("where-node-vs-leaf", lambda L, td: node_at_a(td).where(torch.ones(3, dtype=torch.bool), td), KeyError,
+         P("mismatch under 'a'", "['z']"), ref=False),
+    Case("where-leaf-vs-node", lambda L, td: td.where(torch.ones(3, dtype=torch.bool), node_at_a(td)), KeyError,
+         P("mismatch under 'a'", "['z']"), ref=False),
+    Case("apply-leaf-vs-node", lambda L, td: td.apply(lambda x, y: x, node_at_a(td)), KeyError,
          P("mismatch under 'a'", "['z']"), ref=False),
     # ---- leaf-wise torch errors keep their type and gain "while ... at key ..."
     Case("binop-leaf-shape", lambda L, td: td + bad_obs(td), RuntimeError,

@@ -378,6 +378,9 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
             if not inplace and type(value) in REWRAP_TYPES:
                 result = value._wrap_like(result)
         else:
+            for sub in subs:  # a leaf here, a node in another tree: a key mismatch, said as one
+                if is_td(sub) and type(sub) not in NON_TENSOR_TYPES and (is_leaf is None or not is_leaf(type(sub))):
+                    raise key_sets_differ((*prefix, key), (), sub._keys_str())
             try:
                 result = fn(value, *subs)
             except Exception as err:
