@@ -58,7 +58,8 @@ def is_td(value: Any) -> bool:
 def tensors_only(td: Any) -> dict[str, Any] | None:
     """The storage dict of an in-memory TensorDict whose values are all plain tensors, else None.
 
-    Leaf-wise operations run one comprehension over it, with no per-leaf type dispatch.
+    Binary leaf maps run one comprehension over two of them. (The test costs ~0.25 us: for unary
+    maps over a few leaves the plain loop is as fast, measured.)
     """
     if type(td) is not td._dense_cls:
         return None
