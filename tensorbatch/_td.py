@@ -332,19 +332,6 @@ class TensorDict(TensorDictBase):
             out.set(key, value)
         return out
 
-    def empty(self, recurse: bool = False, *, batch_size: Any = None, device: Any = NO_DEFAULT,
-              names: Any = None) -> TensorDict:
-        """A TensorDict with the same batch facts and no leaves (``recurse`` keeps empty nested nodes)."""
-        bs = self._batch_size if batch_size is None else _as_size(batch_size)
-        dev = self._device if device is NO_DEFAULT else _as_device(device)
-        source: dict[str, Any] = {}
-        if recurse:
-            nd = len(self._batch_size)
-            source = {k: v.empty(True, batch_size=None if batch_size is None else (*bs, *v.batch_size[nd:]))
-                      for k, v in self._tensordict.items() if is_td(v)}
-        return type(self)._new_unsafe(source, bs, dev, names if names is not None else
-                                      (self._names if batch_size is None else None))
-
     def __getstate__(self) -> dict[str, Any]:
         return {"tensordict": self._tensordict, "batch_size": self._batch_size, "device": self._device,
                 "names": self._names, "locked": self._is_locked}

@@ -685,7 +685,9 @@ class TensorDictBase(abc.ABC):
 
     def empty(self, recurse: bool = False, *, batch_size: Any = None, device: Any = NO_DEFAULT,
               names: Any = None) -> TensorDictBase:
-        """A TensorDict with this one's batch facts and no leaves (``recurse`` keeps empty nested nodes).
+        """A TensorDict with this one's batch facts and no leaves.
+
+        ``recurse`` keeps the nested nodes, emptied, and the non-tensor leaves as they are (as tensordict).
 
         Examples:
             >>> from tensorbatch import TensorDict
@@ -698,8 +700,14 @@ class TensorDictBase(abc.ABC):
         source: dict[str, Any] = {}
         if recurse:
             nd = self.batch_dims
-            source = {k: v.empty(True, batch_size=None if batch_size is None else (*bs, *v.batch_size[nd:]))
-                      for k, v in self._items_str() if is_td(v) and not _nontensor.is_non_tensor(v)}
+            for key, value in self._items_str():
+                if not is_td(value):
+                    continue
+                sub = None if batch_size is None else _Size((*bs, *value.batch_size[nd:]))
+                if type(value) in NON_TENSOR_TYPES:
+                    source[key] = value if sub is None else value._follow(sub)
+                else:
+                    source[key] = value.empty(True, batch_size=sub)
         kept = self._maybe_names() if batch_size is None else None
         out: TensorDictBase = self._dense_cls._new_unsafe(source, bs, dev, names if names is not None else kept)
         return out
