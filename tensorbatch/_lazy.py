@@ -24,7 +24,7 @@ from ._nontensor import is_non_tensor, stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
 from ._ops.index import normalize
 from ._ops.torch_function import _columns
-from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_leaves
+from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_node, is_td, named_leaves
 from .base import TensorDictBase, _as_size, _checked_names, _leaf_repr
 
 _Tensor = torch.Tensor
@@ -641,7 +641,7 @@ class LazyStackedTensorDict(TensorDictBase):
             first = values[0]
             if type(first) is _Tensor and any(v.shape != first.shape for v in values):
                 out[key] = torch.nested.nested_tensor(values, layout=torch.jagged)
-            elif is_td(first) and type(first) not in NON_TENSOR_TYPES:
+            elif is_node(first):
                 out[key] = LazyStackedTensorDict._new(values, 0, stack_name=self._stack_name).densify(layout)
             else:
                 out[key] = _stack_values(key, values, 0)
@@ -697,7 +697,7 @@ def _stack_values(key: str, values: list[Any], dim: int, stack_name: str | None 
         )
     if type(first) in NON_TENSOR_TYPES and all(type(v) in NON_TENSOR_TYPES for v in values):
         return stack_non_tensor(values, dim)
-    if is_td(first) and all(is_td(v) and type(v) not in NON_TENSOR_TYPES for v in values):
+    if is_td(first) and all(is_node(v) for v in values):
         return LazyStackedTensorDict._new(values, dim, stack_name=stack_name)
     raise RuntimeError(
         f"cannot stack the members' values at key {key!r}: types {[type(v).__name__ for v in values]}"
@@ -752,7 +752,7 @@ def _pad_stack(values: list[Any], dim: int, padding_value: float, side: str) -> 
 def _split_arg(arg: Any, n: int, dim: int) -> list[Any]:
     if isinstance(arg, LazyStackedTensorDict) and arg._stack_dim == dim and len(arg._tds) == n:
         return list(arg._tds)
-    if is_td(arg) and type(arg) not in NON_TENSOR_TYPES and arg.batch_dims > dim:
+    if is_node(arg) and arg.batch_dims > dim:
         return list(arg.unbind(dim))
     if isinstance(arg, _Tensor) and arg.ndim > dim:
         if arg.shape[dim] == n:

@@ -20,7 +20,7 @@ from ._errors import add_path_note, fmt_path, fmt_shape, locked
 from ._keys import NestedKey, key_of, unravel_key_to_tuple
 from ._nontensor import stack_non_tensor
 from ._ops.torch_function import cat, stack
-from ._ops.traverse import MISSING, NON_TENSOR_TYPES, apply_leaves, is_td, named_leaves
+from ._ops.traverse import MISSING, NON_TENSOR_TYPES, apply_leaves, is_node, is_td, named_leaves
 
 __all__ = [
     "cat", "group_by", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence", "stack", "unpad_sequence",
@@ -37,10 +37,6 @@ def _drop(leaf: Any) -> None:
 def _is_non_tensor(cls: type) -> bool:
     """``is_leaf`` predicate: non-tensor data (no keys) is a leaf, not a node to walk into."""
     return cls in NON_TENSOR_TYPES
-
-
-def _is_node(value: Any) -> bool:
-    return is_td(value) and type(value) not in NON_TENSOR_TYPES
 
 
 def _skeleton(td: Any, batch_size: Any = None) -> Any:
@@ -136,7 +132,7 @@ def pad(
     new_size = _padded_batch_size(batch_size, pads, safe)
     nodes = []
     if inplace:
-        nodes = [tensordict, *(v for _, v in tensordict.items(include_nested=True) if _is_node(v))]
+        nodes = [tensordict, *(v for _, v in tensordict.items(include_nested=True) if is_node(v))]
         if any(node.is_locked for node in nodes):
             raise locked()
     widths = _pad_widths(pads)
@@ -439,7 +435,7 @@ def _leaf_in(td: Any, path: tuple[str, ...], index: int) -> Any:
     """The leaf at ``path`` in ``td`` (MISSING when absent); TypeError when the structures conflict."""
     node = td
     for depth, key in enumerate(path):
-        if not _is_node(node):
+        if not is_node(node):
             raise TypeError(
                 f"merge_tensordicts: key {fmt_path(path)}: {fmt_path(path[:depth])} is a "
                 f"{type(node).__name__} in tensordict {index}, not a TensorDict"
@@ -447,7 +443,7 @@ def _leaf_in(td: Any, path: tuple[str, ...], index: int) -> Any:
         node = node._get_str(key, MISSING)
         if node is MISSING:
             return MISSING
-    if _is_node(node):
+    if is_node(node):
         raise TypeError(
             f"merge_tensordicts: key {fmt_path(path)} is a TensorDict in tensordict {index} but a leaf in "
             "another tensordict"

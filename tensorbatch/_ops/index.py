@@ -21,6 +21,7 @@ from .traverse import (
     apply_leaves,
     flat_leaves,
     from_leaves,
+    is_node,
     is_td,
     map_leaves,
     named_leaves,
@@ -287,9 +288,9 @@ def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, prefix: tu
 
 def _plan_non_tensor(path: tuple[str, ...], target: Any, value: Any, writes: list[Any]) -> None:
     """A write into (or creating) a non-tensor leaf: its values are rebuilt, the node replaced."""
-    if isinstance(target, _Tensor) or (is_td(value) and type(value) not in NON_TENSOR_TYPES):
+    if isinstance(target, _Tensor) or is_node(value):
         raise TypeError(f"cannot write a {type(value).__name__} into the tensor leaf {fmt_path(path)}")
-    if isinstance(value, _Tensor) or (is_td(target) and type(target) not in NON_TENSOR_TYPES):
+    if isinstance(value, _Tensor) or is_node(target):
         raise TypeError(f"cannot write a {type(value).__name__} into the non-tensor leaf {fmt_path(path)}")
     writes.append((path[:-1], path[-1], target, value, _NON_TENSOR))
 

@@ -12,7 +12,15 @@ from typing import Any
 import torch
 
 from .._errors import add_path_note, fmt_shape, key_sets_differ
-from .traverse import COLLECTION_TYPES, NON_TENSOR_TYPES, flat_leaves_like, from_leaves, is_td, named_leaves
+from .traverse import (
+    COLLECTION_TYPES,
+    NON_TENSOR_TYPES,
+    flat_leaves_like,
+    from_leaves,
+    is_node,
+    is_td,
+    named_leaves,
+)
 
 HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {}
 
@@ -142,7 +150,7 @@ def _per_column(fn: Callable[..., Any], cols: list[list[Any]], dim: int, first: 
             out.append(fn(col, dim))
         except Exception as err:
             path = [p for p, _ in named_leaves(first)][len(out)]
-            node = next((t for t in col if is_td(t) and type(t) not in NON_TENSOR_TYPES), None)
+            node = next((t for t in col if is_node(t)), None)
             if node is not None:  # a leaf in the first, a node in another: a key mismatch, said as one
                 mismatch = key_sets_differ(path, (), node._keys_str())
                 if what == "cat":

@@ -55,6 +55,11 @@ def is_td(value: Any) -> bool:
     return type(value) in COLLECTION_TYPES
 
 
+def is_node(value: Any) -> bool:
+    """True for a tensor collection with keys: a TensorDict or wrapper, not a non-tensor leaf."""
+    return type(value) in COLLECTION_TYPES and type(value) not in NON_TENSOR_TYPES
+
+
 def tensors_only(td: Any) -> dict[str, Any] | None:
     """The storage dict of an in-memory TensorDict whose values are all plain tensors, else None.
 
@@ -144,7 +149,7 @@ def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any]
                 out.append(theirs)
                 continue
             flat_leaves_like(theirs, value, out, (*prefix, key), nodes)
-        elif is_td(theirs) and type(theirs) not in NON_TENSOR_TYPES:  # a leaf here, a node there
+        elif is_node(theirs):  # a leaf here, a node there
             raise key_sets_differ((*prefix, key), (), theirs._keys_str())
         else:
             out.append(theirs)
@@ -252,7 +257,7 @@ def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAU
             if theirs is MISSING:
                 raise key_sets_differ(prefix, keys, other._keys_str())
             if type(value) is _Tensor or not is_td(value):
-                if is_td(theirs) and type(theirs) not in NON_TENSOR_TYPES:  # a leaf here, a node there
+                if is_node(theirs):  # a leaf here, a node there
                     raise key_sets_differ((*prefix, key), (), theirs._keys_str())
                 try:
                     out[key] = fn(value, theirs)
@@ -342,10 +347,7 @@ def apply_leaves(
     """
     if batch_size is not None and not isinstance(batch_size, torch.Size):
         batch_size = torch.Size(batch_size)
-    out = _walk(td, fn, others, batch_size, names, device, inplace, is_leaf, filter_empty, default, what, (),
-                check and not others)
-    if check and others:
-        check_leaves(out)
+    out = _walk(td, fn, others, batch_size, names, device, inplace, is_leaf, filter_empty, default, what, (), check)
     return out  # type: ignore[no-any-return]  # td itself or a node built with _dense_cls
 
 
@@ -380,7 +382,7 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
                 result = value._wrap_like(result)
         else:
             for sub in subs:  # a leaf here, a node in another tree: a key mismatch, said as one
-                if is_td(sub) and type(sub) not in NON_TENSOR_TYPES and (is_leaf is None or not is_leaf(type(sub))):
+                if is_node(sub) and (is_leaf is None or not is_leaf(type(sub))):
                     raise key_sets_differ((*prefix, key), (), sub._keys_str())
             try:
                 result = fn(value, *subs)
