@@ -27,6 +27,8 @@ _CORRECTION = {"std", "var"}
 def batch_dims_of(td: Any, dim: Any) -> tuple[int, ...]:
     """Normalise ``dim`` (int or tuple, negative allowed) against the batch dims; sorted, unique."""
     nd = td.batch_dims
+    if type(dim) is int and -nd <= dim < nd:  # the common call
+        return (dim % nd,)
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     out = []
     for d in dims:
@@ -44,7 +46,7 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
            return_indices: bool = True, **kwargs: Any) -> Any:
     """Reduce every leaf of ``td`` with ``torch.<name>``; see the module docstring."""
     op = getattr(torch, name)
-    if isinstance(dim, str):
+    if type(dim) is str:
         if dim != "feature":
             raise ValueError(f"dim must be an int, a tuple of ints or 'feature', got {dim!r}")
         return _reduce_features(td, name, keepdim, kwargs)
@@ -56,9 +58,8 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
                           what=f"reducing with {name!r}")
     dims = batch_dims_of(td, dim)
     bs = td.batch_size
-    new_bs = [s if i not in dims else 1 for i, s in enumerate(bs)]
-    if not keepdim:
-        new_bs = [s for i, s in enumerate(bs) if i not in dims]
+    new_bs = _Size([1 if i in dims else s for i, s in enumerate(bs)] if keepdim else
+                   [s for i, s in enumerate(bs) if i not in dims])
     if name in _WITH_INDICES:
         values = apply_leaves(td, lambda x: _call(op, name, x, dims, keepdim, kwargs)[0], batch_size=new_bs,
                               what=f"reducing with {name!r}")
@@ -69,7 +70,7 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
         if not return_indices:
             return values
         return getattr(torch.return_types, name)((values, indices))
-    result = map_leaves(td, _leaf_fn(op, name, dims, keepdim, kwargs), batch_size=_Size(new_bs),
+    result = map_leaves(td, _leaf_fn(op, name, dims, keepdim, kwargs), batch_size=new_bs,
                         what=f"reducing with {name!r}")
     return _fold(op, name, result) if reduce else result
 
@@ -131,18 +132,9 @@ def _fold(op: Callable[..., Any], name: str, td: Any) -> torch.Tensor:
 
 def make(name: str) -> Callable[..., Any]:
     """A reduction method for ``name``."""
-    op, what, simple = getattr(torch, name), f"reducing with {name!r}", name in _SIMPLE
 
     def method(self: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, reduce: bool = False,
                **kwargs: Any) -> Any:
-        if type(dim) is int and simple and not reduce and not kwargs:  # the common call, without the general
-            bs = self.batch_size  # normalisation (it costs as much as reducing a few leaves)
-            nd = len(bs)
-            if -nd <= dim < nd:
-                d = dim % nd
-                new_bs = _Size((*bs[:d], 1, *bs[d + 1:]) if keepdim else (*bs[:d], *bs[d + 1:]))
-                return map_leaves(self, functools.partial(op, dim=d, keepdim=keepdim), batch_size=new_bs,
-                                  what=what)
         return _reduce(self, name, dim, keepdim, reduce=reduce, **kwargs)
 
     method.__name__ = name

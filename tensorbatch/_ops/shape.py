@@ -102,9 +102,7 @@ def permute(td: Any, *dims: Any) -> Any:
     if order == identity:
         return td
     new = _Size([bs[d] for d in order])
-    names = td._maybe_names()
-    if names is not None:
-        names = tuple([names[d] for d in order])
+    names = _renamed(td, lambda n: [n[d] for d in order])
     swapped = [d for d in identity if order[d] != d]
     if len(swapped) == 2:  # a swap of two dims: one transpose fits leaves of every ndim
         return map_leaves(td, operator.methodcaller("transpose", *swapped), what="permute", batch_size=new,
@@ -141,9 +139,7 @@ def unsqueeze(td: Any, dim: int) -> Any:
     if not -nd - 1 <= dim <= nd:
         _dim(td, dim, extra=1, error=RuntimeError)  # raises
     d = dim % (nd + 1)
-    names = td._maybe_names()
-    if names is not None:
-        names = (*names[:d], None, *names[d:])
+    names = _renamed(td, lambda n: [*n[:d], None, *n[d:]])
     fn = _add_first_dim if d == 0 else operator.methodcaller("unsqueeze", d)
     return map_leaves(td, fn, what="unsqueeze", batch_size=_Size((*bs[:d], 1, *bs[d:])), names=names, follow=True)
 
