@@ -32,7 +32,6 @@ from ._td import TensorDict
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
-_Size = torch.Size
 _TORCH_STACK = torch.stack
 
 # ----------------------------------------------------------------------------------- the lists
@@ -290,17 +289,14 @@ def install(cls: type, attr: str) -> None:
             setattr(cls, name, forwarder)
 
 
-_BATCH_SIZE_OF = operator.attrgetter("_batch_size")
-_STORAGE_OF = operator.attrgetter("_tensordict")
 _ONLY_DENSE = frozenset({TensorDict})
 
 
 def _stack_dense(args: Any, kwargs: Any) -> Any:
-    """``torch.stack`` of wrappers of one class over flat in-memory TensorDicts of tensors, or None.
+    """``torch.stack`` of wrappers of one class over in-memory TensorDicts, or None.
 
-    The stack the generic path builds for them (the same columns stacked, the same result), without
-    its walk; anything else, errors included, is left to the generic path. The loops are C-level
-    ``map`` calls: a stack has many items.
+    Their backends go straight to the one stack implementation (which has its own in-memory path);
+    this skips the generic unwrapping walk over the arguments. Anything else goes the generic way.
     """
     if kwargs:
         if len(args) != 1 or len(kwargs) != 1 or "dim" not in kwargs:
@@ -322,26 +318,7 @@ def _stack_dense(args: Any, kwargs: Any) -> Any:
     tds = list(map(operator.attrgetter(kind._wrapped_attr), items))
     if set(map(type, tds)) != _ONLY_DENSE:
         return None
-    first = tds[0]
-    bs = first._batch_size
-    if first._names is not None or list(map(_BATCH_SIZE_OF, tds)).count(bs) != len(tds):
-        return None
-    stores = list(map(_STORAGE_OF, tds))
-    if len(set(map(len, stores))) != 1:  # with every key of the first in each (below): the same keys
-        return None
-    nd = len(bs)
-    if not -nd - 1 <= dim <= nd:
-        return None
-    d = dim % (nd + 1)
-    out = {}
-    for key, value in stores[0].items():
-        if type(value) is not _Tensor:
-            return None
-        try:
-            out[key] = torch.stack(list(map(operator.itemgetter(key), stores)), d)
-        except Exception:  # a missing key, or an error the generic path raises again with the key path
-            return None
-    return items[0]._wrap_like(TensorDict._new_unsafe(out, _Size((*bs[:d], len(tds), *bs[d:])), first._device))
+    return items[0]._wrap_like(_torch_function.stack(tds, dim))
 
 
 def torch_function(func: Any, args: Any, kwargs: Any) -> Any:
