@@ -847,8 +847,11 @@ def test_empty_recurse_keeps_non_tensor_leaves():
     td = TensorDict({"a": torch.zeros(2), "s": "hello", "n": {"b": torch.zeros(2), "t": "x"}}, batch_size=[2])
     out = td.empty(recurse=True)
     assert sorted(map(str, out.keys(include_nested=True))) == ["('n', 't')", "n", "s"]
-    assert out["s"] == "hello" and out["n", "t"] == "x"
-    assert is_non_tensor(out.get("s")) and is_non_tensor(out.get(("n", "t")))
+    assert out["s"] == "hello"
+    assert out["n", "t"] == "x"
+    assert is_non_tensor(out.get("s"))
+    assert is_non_tensor(out.get(("n", "t")))
     smaller = td.empty(recurse=True, batch_size=[])  # the leaves follow the new batch size
-    assert smaller.get("s").batch_size == torch.Size([]) and smaller.get(("n", "t")).batch_size == torch.Size([])
+    assert smaller.get("s").batch_size == torch.Size([])
+    assert smaller.get(("n", "t")).batch_size == torch.Size([])
     assert list(td.empty().keys()) == []

@@ -78,6 +78,12 @@ def _plain(x: Any) -> Any:
     return x
 
 
+def _where_s(lib: Any, mask: list[bool]) -> Any:
+    """The non-tensor leaf "s" of ``where(mask, {"s": "v"}, {"s": "w"})``."""
+    mine = lib.TensorDict({"s": "v", "x": torch.zeros(2)}, [2])
+    return mine.where(torch.tensor(mask), lib.TensorDict({"s": "w", "x": torch.ones(2)}, [2])).get("s")
+
+
 def _td(lib: Any, batch_size: Any = (2, 3)) -> Any:
     """Tensor leaf ``x``, a NonTensorData ``s`` and a NonTensorStack ``l`` (all values different)."""
     td = lib.TensorDict({"x": torch.arange(6.0).reshape(2, 3)}, batch_size)
@@ -376,24 +382,8 @@ VALUE = [
     _leaf_case(
         "nt_masked_fill", lambda lib, td: td.masked_fill(torch.tensor([[True, False, True]] * 2), 1.0)
     ),
-    case(
-        "nt_where_other_td",
-        lambda lib, _: (
-            lib.TensorDict({"s": "v", "x": torch.zeros(2)}, [2])
-            .where(torch.tensor([True, False]), lib.TensorDict({"s": "w", "x": torch.ones(2)}, [2]))
-            .get("s")
-        ),
-        data=None,
-    ),
-    case(
-        "nt_where_other_td_all_self",
-        lambda lib, _: (
-            lib.TensorDict({"s": "v", "x": torch.zeros(2)}, [2])
-            .where(torch.tensor([True, True]), lib.TensorDict({"s": "w", "x": torch.ones(2)}, [2]))
-            .get("s")
-        ),
-        data=None,
-    ),
+    case("nt_where_other_td", lambda lib, _: _where_s(lib, [True, False]), data=None),
+    case("nt_where_other_td_all_self", lambda lib, _: _where_s(lib, [True, True]), data=None),
     case("nt_sum_data", lambda lib, _: _td(lib).exclude("l").sum(0).get("s"), data=None),
     case("nt_mean_all_data", lambda lib, _: _td(lib).exclude("l").mean().get("s"), data=None),
     case("nt_std_data", lambda lib, _: _td(lib).exclude("l").std(1).get("s"), data=None),
