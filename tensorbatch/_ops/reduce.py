@@ -13,15 +13,13 @@ from typing import Any
 
 import torch
 
-from .traverse import NO_DEFAULT, apply_leaves, flat_leaves, map_leaves
+from .traverse import NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, map_leaves
 
 _Size = torch.Size
 
 _WITH_INDICES = {"max", "min"}
 # reductions whose torch op takes ``dim`` (int or tuple) and ``keepdim`` directly
 _SIMPLE = {"sum", "mean", "nansum", "nanmean", "std", "var", "amax", "amin"}
-# reductions taking torch's ``correction`` keyword
-_CORRECTION = {"std", "var"}
 
 
 def batch_dims_of(td: Any, dim: Any) -> tuple[int, ...]:
@@ -61,15 +59,20 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
     new_bs = _Size([1 if i in dims else s for i, s in enumerate(bs)] if keepdim else
                    [s for i, s in enumerate(bs) if i not in dims])
     if name in _WITH_INDICES:
-        values = apply_leaves(td, lambda x: _call(op, name, x, dims, keepdim, kwargs)[0], batch_size=new_bs,
-                              what=f"reducing with {name!r}")
-        indices = apply_leaves(td, lambda x: _call(op, name, x, dims, keepdim, kwargs)[1], batch_size=new_bs,
-                               what=f"reducing with {name!r}")
+        indices: list[torch.Tensor] = []
+
+        def values_keeping_indices(x: torch.Tensor) -> torch.Tensor:
+            result = _call(op, name, x, dims, keepdim, kwargs)
+            indices.append(result[1])
+            return result[0]  # type: ignore[no-any-return]  # a (values, indices) pair
+
+        # one reduction per leaf: the indices, collected in walk order, fill a tree of the same shape
+        values = apply_leaves(td, values_keeping_indices, batch_size=new_bs, what=f"reducing with {name!r}")
         if reduce:
             return _fold(op, name, values)
         if not return_indices:
             return values
-        return getattr(torch.return_types, name)((values, indices))
+        return getattr(torch.return_types, name)((values, from_leaves(values, indices)))
     result = map_leaves(td, _leaf_fn(op, name, dims, keepdim, kwargs), batch_size=new_bs,
                         what=f"reducing with {name!r}")
     return _fold(op, name, result) if reduce else result

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _flavours import assert_leaves, assert_op, assert_same_content, leaves
+from _flavours import LEAF_KEYS, assert_leaves, assert_op, assert_same_content, leaves
+from torch.overrides import TorchFunctionMode
 
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 NAMES = ["sum", "mean", "nansum", "nanmean", "prod", "std", "var", "amax", "amin", "norm"]
@@ -134,3 +135,27 @@ def test_bad_dim_raises(tdf, dim):
     with pytest.raises((IndexError, ValueError, RuntimeError)):
         tdf.float().sum(dim=dim)
     assert_same_content(tdf)
+
+
+class _CountCalls(TorchFunctionMode):
+    """Counts the calls of the torch functions in ``funcs`` made while active."""
+
+    def __init__(self, *funcs):
+        super().__init__()
+        self.funcs = funcs
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.funcs:
+            self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_with_dim_reduce_each_leaf_once(tdf, name):
+    x = tdf.float()
+    with _CountCalls(getattr(torch, name), getattr(torch.Tensor, name)) as counter:
+        out = getattr(x, name)(dim=1)
+    assert counter.calls == len(LEAF_KEYS)
+    ref = {p: getattr(torch, name)(v, dim=1) for p, v in leaves(x).items()}
+    assert_leaves({p: r.indices for p, r in ref.items()}, lambda v: v, out.indices, batch_size=[3])
