@@ -2,6 +2,7 @@
 
 from . import _pytree as _pytree  # registers TensorDict with torch's pytree
 from ._convert import from_any as from_any
+from ._convert import from_dict as from_dict
 from ._convert import from_namedtuple as from_namedtuple
 from ._convert import from_pytree as from_pytree
 from ._convert import from_struct_array as from_struct_array
@@ -41,7 +42,6 @@ from .utils import assert_close as assert_close
 from .utils import is_tensor_collection as is_tensor_collection
 
 fromkeys = TensorDict.fromkeys
-from_dict = TensorDict.from_dict
 
 __version__ = "0.1.0"
 

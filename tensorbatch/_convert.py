@@ -609,6 +609,42 @@ class _Conversions:
         )
 
     @classmethod
+    def from_dict(
+        cls,
+        input_dict: Any,
+        batch_size: Any = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        names: Any = None,
+        *,
+        auto_batch_size: bool | None = None,
+    ) -> Any:
+        """Build from a nested mapping, converting values with :meth:`from_any` (tuples, dataclasses...).
+
+        ``batch_dims`` alone turns ``auto_batch_size`` on; ``batch_size`` wins over ``auto_batch_size``.
+        A tensor collection is returned as it is.
+
+        Raises:
+            ValueError: if both ``batch_size`` and ``batch_dims`` are given.
+
+        Examples:
+            >>> import torch
+            >>> from tensorbatch import TensorDict
+            >>> td = TensorDict.from_dict({"a": torch.zeros(3, 4), "t": (torch.ones(3),)}, batch_dims=1)
+            >>> td.batch_size, td["t", "0"].shape
+            (torch.Size([3]), torch.Size([3]))
+        """
+        return _from_dict(
+            _target(cls),
+            input_dict,
+            auto_batch_size=auto_batch_size,
+            batch_size=batch_size,
+            device=device,
+            batch_dims=batch_dims,
+            names=names,
+        )
+
+    @classmethod
     def from_namedtuple(
         cls,
         named_tuple: Any,
@@ -825,6 +861,7 @@ class _Conversions:
 _CLASS_METHODS = (
     "from_any",
     "from_dataclass",
+    "from_dict",
     "from_namedtuple",
     "from_pytree",
     "from_struct_array",

@@ -60,7 +60,7 @@ FORWARD: frozenset[str] = frozenset({
     # memory-mapped leaves created in place (the new MemoryMappedTensor is returned)
     "make_memmap", "make_memmap_from_storage", "make_memmap_from_tensor",
     # constructors of plain TensorDicts (classmethods)
-    "from_any", "from_dataclass", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple",
+    "from_any", "from_dataclass", "from_dict", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple",
 })
 
 FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise_names() | frozenset({

@@ -291,32 +291,12 @@ class TensorDict(TensorDictBase):
         return self
 
     # ------------------------------------------------------------------ constructors
-    @classmethod
-    def from_dict(cls, input_dict: Any, batch_size: Any = None, device: Any = None,
-                  batch_dims: int | None = None, names: Any = None, *, auto_batch_size: bool | None = None,
-                  **kwargs: Any) -> TensorDict:
-        """Build from a nested mapping; ``auto_batch_size`` or ``batch_dims`` infer the batch size.
-
-        Examples:
-            >>> from tensorbatch import TensorDict
-            >>> TensorDict.from_dict({"a": torch.zeros(3, 4)}, batch_dims=1).batch_size
-            torch.Size([3])
-        """
-        if batch_size is not None and batch_dims is not None:
-            raise ValueError("batch_size and batch_dims are mutually exclusive")
-        out = cls(dict(input_dict.items()) if not is_td(input_dict) else input_dict.to_dict(),
-                  batch_size=batch_size, device=device)
-        if batch_size is None and (auto_batch_size or batch_dims is not None):
-            out.auto_batch_size_(batch_dims)
-        if names is not None:
-            out.names = names
-        return out
-
     def from_dict_instance(self, input_dict: Any, batch_size: Any = None, device: Any = None,
                            batch_dims: int | None = None, names: Any = None, **kwargs: Any) -> TensorDict:
         """Instance version of :meth:`from_dict`, defaulting to this one's batch facts."""
-        return type(self).from_dict(input_dict, batch_size=batch_size, device=device, batch_dims=batch_dims,
-                                    names=names, **kwargs)
+        out: TensorDict = type(self).from_dict(input_dict, batch_size=batch_size, device=device,
+                                               batch_dims=batch_dims, names=names, **kwargs)
+        return out
 
     @classmethod
     def fromkeys(cls, keys: Sequence[NestedKey], value: Any = 0) -> TensorDict:

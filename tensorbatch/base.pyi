@@ -354,6 +354,17 @@ class TensorDictBase(abc.ABC):
         batch_size: Any = ...,
     ) -> Any: ...
     @classmethod
+    def from_dict(
+        cls,
+        input_dict: Any,
+        batch_size: Any = ...,
+        device: Any = ...,
+        batch_dims: builtins.int | None = ...,
+        names: Any = ...,
+        *,
+        auto_batch_size: builtins.bool | None = ...,
+    ) -> Any: ...
+    @classmethod
     def from_namedtuple(
         cls,
         named_tuple: Any,

@@ -886,6 +886,7 @@ def test_install_is_idempotent_and_does_not_clobber():
     assert set(added) == {
         "from_any",
         "from_dataclass",
+        "from_dict",
         "from_namedtuple",
         "from_pytree",
         "from_struct_array",
