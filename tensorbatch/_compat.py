@@ -6,8 +6,6 @@ from typing import Any
 
 import torch
 
-TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-
 try:  # private module, stable since torch 2.2; the public spelling arrived later
     from torch.utils import _pytree as pytree
 except ImportError:  # pragma: no cover

@@ -99,10 +99,6 @@ EXCLUDED: dict[str, str] = {
     "to_tensordict": "converts out of the wrapper: always a plain in-memory TensorDict",
 }
 
-BACKEND_EXTRAS: frozenset[str] = frozenset()
-"""Forwarded (and wrapped) like FORWARD_RETURNS_WRAPPED: every backend implements these, but
-TensorDictBase does not declare them yet. A name moves to the lists above once the base declares it."""
-
 PRIMITIVES: tuple[str, ...] = (
     "_get_str", "_set_str", "_del_str", "_keys_str", "_items_str", "_values_str", "_has_str",
     "_change_batch_size", "_set_lock", "_maybe_names", "_get", "_walk_to", "_validate", "_copy_tree",
@@ -270,7 +266,7 @@ def install(cls: type, attr: str) -> None:
         attr: the attribute holding the backend (``"_tensordict"`` or ``"_source"``).
     """
     get = operator.attrgetter(attr)
-    for names, wrap in ((FORWARD, False), (FORWARD_RETURNS_WRAPPED, True), (BACKEND_EXTRAS, True)):
+    for names, wrap in ((FORWARD, False), (FORWARD_RETURNS_WRAPPED, True)):
         for name in sorted(names):
             if name in cls.__dict__:
                 continue
@@ -354,5 +350,5 @@ def torch_function(func: Any, args: Any, kwargs: Any) -> Any:
 
 
 __all__ = [
-    "BACKEND_EXTRAS", "EXCLUDED", "FORWARD", "FORWARD_RETURNS_WRAPPED", "PRIMITIVES", "install", "public_methods",
+    "EXCLUDED", "FORWARD", "FORWARD_RETURNS_WRAPPED", "PRIMITIVES", "install", "public_methods",
 ]

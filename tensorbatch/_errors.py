@@ -66,14 +66,6 @@ def key_sets_differ(path: tuple[str, ...], mine: Iterable[str], theirs: Iterable
     )
 
 
-def not_a_tensor(path: tuple[str, ...], value: Any) -> TypeError:
-    """TypeError for a value that is neither a tensor nor a mapping where one is required."""
-    return TypeError(
-        f"value for key {fmt_path(path)} must be a torch.Tensor, a TensorDict or a dict, "
-        f"got {type(value).__name__}"
-    )
-
-
 class InplaceWriteError(RuntimeError, ValueError):
     """An in-place write whose value cannot fill the target (tensordict raises a Value+Runtime error)."""
 

@@ -8,9 +8,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from tensorbatch import LazyStackedTensorDict, TensorClass, TensorDict, TensorDictBase, TypedTensorDict
+from tensorbatch import TensorClass, TensorDict, TensorDictBase, TypedTensorDict
 from tensorbatch._delegation import (
-    BACKEND_EXTRAS,
     EXCLUDED,
     FORWARD,
     FORWARD_RETURNS_WRAPPED,
@@ -40,23 +39,15 @@ def test_lists_cover_every_public_method_of_the_base():
 def test_lists_are_disjoint():
     assert not FORWARD & FORWARD_RETURNS_WRAPPED
     assert not (FORWARD | FORWARD_RETURNS_WRAPPED) & set(EXCLUDED)
-    assert not BACKEND_EXTRAS & (FORWARD | FORWARD_RETURNS_WRAPPED | set(EXCLUDED))
 
 
 def test_every_exclusion_has_a_reason():
     assert all(isinstance(reason, str) and reason for reason in EXCLUDED.values())
 
 
-@pytest.mark.parametrize("name", sorted(BACKEND_EXTRAS))
-def test_backend_extras_are_implemented_by_every_backend_but_not_the_base(name):
-    assert name not in public_methods(TensorDictBase), f"move {name!r} from BACKEND_EXTRAS to the lists"
-    assert name in public_methods(TensorDict)
-    assert name in public_methods(LazyStackedTensorDict)
-
-
 @pytest.mark.parametrize("cls", [_TC, _TTD], ids=["tensorclass", "typed"])
 def test_every_listed_name_is_available_on_the_wrappers(cls):
-    missing = sorted(n for n in FORWARD | FORWARD_RETURNS_WRAPPED | BACKEND_EXTRAS | set(EXCLUDED)
+    missing = sorted(n for n in FORWARD | FORWARD_RETURNS_WRAPPED | set(EXCLUDED)
                      if inspect.getattr_static(cls, n, None) is None)
     assert not missing
 

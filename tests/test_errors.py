@@ -21,7 +21,6 @@ from tensorbatch._errors import (
     key_through_leaf,
     locked,
     missing_key,
-    not_a_tensor,
 )
 
 
@@ -151,21 +150,6 @@ def test_key_sets_differ_deep_path():
     )
 
 
-# ------------------------------------------------------------------ not_a_tensor
-def test_not_a_tensor():
-    err = not_a_tensor(("next", "info"), "hello")
-    assert type(err) is TypeError
-    assert (
-        str(err) == "value for key ('next', 'info') must be a torch.Tensor, a TensorDict or a dict, got str"
-    )
-
-
-def test_not_a_tensor_flat_and_object():
-    assert str(not_a_tensor(("x",), object())).endswith(
-        "for key 'x' must be a torch.Tensor, a TensorDict or a dict, got object"
-    )
-
-
 # ------------------------------------------------------------------ key_through_leaf
 def test_key_through_leaf():
     err = key_through_leaf(("a", "b", "c"), 1, torch.zeros(1))
@@ -254,7 +238,6 @@ def test_module_exports_only_builtin_subclasses():
         "batch_mismatch",
         "locked",
         "key_sets_differ",
-        "not_a_tensor",
         "key_through_leaf",
     ):
         assert hasattr(_errors, name)
@@ -263,7 +246,6 @@ def test_module_exports_only_builtin_subclasses():
         batch_mismatch([1], ("a",), [2]),
         locked(),
         key_sets_differ((), [], []),
-        not_a_tensor(("a",), 1),
         key_through_leaf(("a", "b"), 1, 1),
     ]
-    assert [type(e) for e in made] == [KeyError, RuntimeError, RuntimeError, KeyError, TypeError, ValueError]
+    assert [type(e) for e in made] == [KeyError, RuntimeError, RuntimeError, KeyError, ValueError]
