@@ -35,8 +35,9 @@ import numpy as np
 import torch
 
 from ._errors import fmt_path, fmt_shape
-from ._nontensor import NonTensorData, NonTensorStack
-from ._ops.traverse import MISSING, NON_TENSOR_TYPES, is_td
+from ._keys import is_key
+from ._nontensor import NonTensorData, NonTensorStack, is_non_tensor, value_of
+from ._ops.traverse import MISSING, is_td
 from .base import TensorDictBase
 
 __all__ = [
@@ -66,17 +67,6 @@ def _is_collection(obj: Any) -> bool:
     return is_td(obj) or getattr(type(obj), "_is_tensor_collection", False)
 
 
-def _is_nontensor(obj: Any) -> bool:
-    return type(obj) in NON_TENSOR_TYPES
-
-
-def _unwrap(value: Any) -> Any:
-    """The Python value held by a non-tensor leaf (tensors and plain values pass through)."""
-    if type(value) is NonTensorData:
-        return value.data
-    return value.tolist() if type(value) in NON_TENSOR_TYPES else value
-
-
 def _is_namedtuple(obj: Any) -> bool:
     return isinstance(obj, tuple) and hasattr(obj, "_fields") and hasattr(obj, "_asdict")
 
@@ -89,12 +79,6 @@ def _is_structseq(obj: Any) -> bool:
         and isinstance(getattr(cls, "n_sequence_fields", None), int)
         and isinstance(getattr(cls, "n_fields", None), int)
     )
-
-
-def _is_nested_key(key: Any) -> bool:
-    if type(key) is str:
-        return True
-    return type(key) is tuple and bool(key) and all(_is_nested_key(k) for k in key)
 
 
 def _user_stacklevel() -> int:
@@ -460,7 +444,7 @@ def _from_pytree(
     elif isinstance(pytree, dict):
         source = {}
         for key, item in pytree.items():
-            if _is_nested_key(key):
+            if is_key(key):
                 source[key] = _from_pytree(target, item)
             else:  # keys that are not strings live next to their value
                 stored = key if isinstance(key, _Tensor) else NonTensorData(key)  # numbers stay numbers
@@ -497,32 +481,32 @@ def _to_pytree(td: Any) -> Any:
     kind = td._get_str(_PYTREE_TYPE, MISSING)
     if kind is MISSING:
         return td
-    kind = _unwrap(kind)
+    kind = value_of(kind)
     items = {
-        k: _to_pytree(v) if is_td(v) and not _is_nontensor(v) else v
+        k: _to_pytree(v) if is_td(v) and not is_non_tensor(v) else v
         for k, v in td._items_str()
         if k != _PYTREE_TYPE
     }
     if hasattr(kind, "_fields") and hasattr(kind, "_asdict"):
         fields = {}
         for key, value in items.items():
-            if _is_nontensor(value):
-                value = _unwrap(value)
+            if is_non_tensor(value):
+                value = value_of(value)
             elif is_td(value):  # built by from_any (a dict holding a str...), not by from_pytree
                 value = _as_namedtuple(value.to_dict(retain_none=False), kind, False)
             fields[key] = value
         return kind(**fields)
     if issubclass(kind, list | tuple):
-        return kind([_unwrap(items[str(i)]) for i in range(len(items))])
+        return kind([value_of(items[str(i)]) for i in range(len(items))])
     if issubclass(kind, dict):
         out = {}
         for key, value in items.items():
             if key.startswith(_NON_NESTED):
-                key = _unwrap(value._get_str("key"))
+                key = value_of(value._get_str("key"))
                 key = tuple(key) if isinstance(key, list) else key
                 value = value._get_str("value")
-                value = _to_pytree(value) if is_td(value) and not _is_nontensor(value) else value
-            out[key] = _unwrap(value)
+                value = _to_pytree(value) if is_td(value) and not is_non_tensor(value) else value
+            out[key] = value_of(value)
         if kind is not dict:  # OrderedDict, defaultdict (rebuilt without its default_factory)
             typed = kind()
             typed.update(out)
@@ -542,7 +526,7 @@ def _to_struct_array(td: Any, prefix: tuple[str, ...] = ()) -> np.ndarray:
     nd, batch = td.batch_dims, tuple(td.batch_size)
     arrays, fields = [], []
     for key, value in items:
-        if is_td(value) and not _is_nontensor(value):
+        if is_td(value) and not is_non_tensor(value):
             array = _to_struct_array(value, (*prefix, key))
         elif isinstance(value, _Tensor):
             try:
@@ -553,7 +537,7 @@ def _to_struct_array(td: Any, prefix: tuple[str, ...] = ()) -> np.ndarray:
                     f"and shape {fmt_shape(value.shape)} has no NumPy dtype ({err})"
                 ) from None
         else:  # non-tensor data: its value (an array, a string...) as a field
-            array = np.asarray(_unwrap(value))
+            array = np.asarray(value_of(value))
             if array.dtype.kind in "US":
                 longest = max((len(str(s)) for s in array.flat), default=0)
                 array = array.astype(f"U{max(10, longest)}")

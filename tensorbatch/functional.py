@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pad_sequence as _torch_pad_sequence
 from . import _convert
 from ._errors import add_path_note, fmt_path, fmt_shape, locked
 from ._keys import NestedKey, key_of, unravel_key_to_tuple
-from ._nontensor import stack_non_tensor
+from ._nontensor import is_non_tensor, is_non_tensor_type, stack_non_tensor
 from ._ops.torch_function import cat, stack
 from ._ops.traverse import MISSING, NON_TENSOR_TYPES, apply_leaves, is_node, is_td, named_leaves
 
@@ -34,16 +34,11 @@ def _drop(leaf: Any) -> None:
     return None
 
 
-def _is_non_tensor(cls: type) -> bool:
-    """``is_leaf`` predicate: non-tensor data (no keys) is a leaf, not a node to walk into."""
-    return cls in NON_TENSOR_TYPES
-
-
 def _skeleton(td: Any, batch_size: Any = None) -> Any:
     """An in-memory tree with ``td``'s nested TensorDicts and no leaves (non-tensor ones dropped too)."""
     if batch_size is None:
-        return apply_leaves(td, _drop, is_leaf=_is_non_tensor)
-    return apply_leaves(td, _drop, batch_size=batch_size, names=None, is_leaf=_is_non_tensor)
+        return apply_leaves(td, _drop, is_leaf=is_non_tensor_type)
+    return apply_leaves(td, _drop, batch_size=batch_size, names=None, is_leaf=is_non_tensor_type)
 
 
 def _check_tds(tds: Sequence[Any], what: str) -> None:
@@ -144,14 +139,14 @@ def pad(
         return F.pad(x, widths(x.ndim), value=value)
 
     padded = apply_leaves(
-        tensordict, pad_leaf, batch_size=new_size, names=names, is_leaf=_is_non_tensor, what="padding"
+        tensordict, pad_leaf, batch_size=new_size, names=names, is_leaf=is_non_tensor_type, what="padding"
     )
     if not inplace:
         if names is not None:
             padded.names = names  # the setter names the nested batch dims too
         return padded
     # every leaf is padded: now swap them in, then fix the batch sizes from the deepest node up
-    for path, leaf in named_leaves(padded, is_leaf=_is_non_tensor):
+    for path, leaf in named_leaves(padded, is_leaf=is_non_tensor_type):
         tensordict._walk_to(path)._set_str(path[-1], leaf, inplace=False, validated=True)
     nd = len(batch_size)
     for node in reversed(nodes):
@@ -173,10 +168,10 @@ def _pad_non_tensor(leaf: Any, widths: Callable[[int], list[int]]) -> Any:
 # ------------------------------------------------------------------------------------- pad_sequence
 def _leaf_columns(tds: Sequence[Any]) -> tuple[list[tuple[str, ...]], list[list[Any]]]:
     """Leaf paths of the first TensorDict (non-tensor leaves included) and, per path, every input's leaf."""
-    first = dict(named_leaves(tds[0], is_leaf=_is_non_tensor))
+    first = dict(named_leaves(tds[0], is_leaf=is_non_tensor_type))
     rows = [first]
     for i, td in enumerate(tds[1:], 1):
-        row = dict(named_leaves(td, is_leaf=_is_non_tensor))
+        row = dict(named_leaves(td, is_leaf=is_non_tensor_type))
         if row.keys() != first.keys():
             only0 = sorted(map(key_of, first.keys() - row.keys()), key=str)
             only_i = sorted(map(key_of, row.keys() - first.keys()), key=str)
@@ -189,7 +184,7 @@ def _leaf_columns(tds: Sequence[Any]) -> tuple[list[tuple[str, ...]], list[list[
     for path in paths:
         kinds = {isinstance(row[path], _Tensor) for row in rows}
         if len(kinds) > 1 or not all(
-            isinstance(row[path], _Tensor) or _is_non_tensor(type(row[path])) for row in rows
+            isinstance(row[path], _Tensor) or is_non_tensor(row[path]) for row in rows
         ):
             got = [type(row[path]).__name__ for row in rows]
             raise TypeError(
@@ -338,7 +333,7 @@ def _masks(
 
 def _check_mask_room(target: Any, leaves: Any, masks: Any) -> None:
     """Raise before writing if a mask key is a padded leaf's key, or goes through a leaf."""
-    existing = {path for path, _ in named_leaves(target, is_leaf=_is_non_tensor)}
+    existing = {path for path, _ in named_leaves(target, is_leaf=is_non_tensor_type)}
     leaves = set(leaves)
     for path in masks:
         for depth in range(1, len(path) + 1):
@@ -421,7 +416,7 @@ def pad_sequence(
     if mask_key is not None:
         _check_mask_room(target, all_paths, [(*mask_key, *p) for p in paths])
     try:  # update() validates every value before writing any: nothing half-written in ``out``
-        target.update(result, inplace=out is not None, is_leaf=_is_non_tensor)
+        target.update(result, inplace=out is not None, is_leaf=is_non_tensor_type)
     except RuntimeError as err:
         err.add_note("while writing the result of pad_sequence")
         raise
@@ -493,7 +488,7 @@ def merge_tensordicts(
     plan: dict[tuple[str, ...], Any] = {}
     nodes: dict[tuple[str, ...], int] = {}  # strict prefixes of planned leaves -> input index
     for i, td in enumerate(tensordicts):
-        for path, leaf in named_leaves(td, is_leaf=_is_non_tensor):
+        for path, leaf in named_leaves(td, is_leaf=is_non_tensor_type):
             if path in plan:
                 continue
             clash = next((path[:d] for d in range(1, len(path)) if path[:d] in plan), None)
@@ -682,8 +677,8 @@ def unpad_sequence(padded: Any, mask: Any = None, *, pad_dim: int = 0) -> Any:
     if isinstance(mask, _Tensor) and (mask.ndim != 2 or mask.shape[0] != padded.batch_size[0]):
         raise ValueError(f"unpad_sequence: a mask tensor must have shape [{padded.batch_size[0]}, max_len], "
                          f"got {fmt_shape(mask.shape)}")
-    entries = [(p, v) for p, v in named_leaves(source, is_leaf=_is_non_tensor)
-               if not is_td(v) or _is_non_tensor(type(v))]
+    entries = [(p, v) for p, v in named_leaves(source, is_leaf=is_non_tensor_type)
+               if not is_td(v) or is_non_tensor(v)]
     tensors = [(p, v) for p, v in entries if isinstance(v, _Tensor)]
     sample_bs = list(padded.batch_size[1:])
     on_batch = pad_dim < len(sample_bs)  # padding went along a batch dim: non-tensor entries are trimmed too

@@ -28,6 +28,7 @@ from torch.utils import _pytree
 from . import _delegation, _lazy
 from ._compat import register_pytree_node
 from ._keys import is_key, unravel_key_to_tuple
+from ._nontensor import value_of
 from ._nontensor import wrap as _wrap_non_tensor
 from ._ops.traverse import COLLECTION_TYPES, MISSING, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
 from ._td import TensorDict, index_flat
@@ -440,7 +441,7 @@ class TensorClass:
         default = args[0] if args else kwargs.get("default")
         path = (key,) if type(key) is str else unravel_key_to_tuple(key)
         spec = type(self)._field_specs.get(path[0])
-        head = _read(self, spec) if spec is not None else _unwrapped(self._tensordict.get(path[0], None))
+        head = _read(self, spec) if spec is not None else value_of(self._tensordict.get(path[0], None))
         if head is None:
             return default
         if len(path) == 1:
@@ -449,7 +450,7 @@ class TensorClass:
             return head.get(path[1:], default)
         if not is_td(head):
             raise KeyError(f"key {key!r}: {path[0]!r} holds a {type(head).__name__}, not a nested collection")
-        return _unwrapped(head.get(path[1:], default))
+        return value_of(head.get(path[1:], default))
 
     def set(self, key: Any, value: Any, inplace: bool = False, non_blocking: bool = False, **kwargs: Any) -> Any:
         """Write a field (or a nested key through a nested field); returns self.
@@ -574,10 +575,6 @@ class TensorClass:
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return _delegation.torch_function(func, args, kwargs)
-
-
-def _unwrapped(value: Any) -> Any:
-    return value._value() if type(value) in NON_TENSOR_TYPES else value
 
 
 def _unpickle(cls: Any, td: Any, extras: dict[str, Any]) -> Any:
