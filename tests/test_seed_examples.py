@@ -1,9 +1,11 @@
 """Every ``>>>`` example of the two seed pages, as tests (shared/seeds/crossclass-compatibility.txt and
 shared/seeds/tensorclass-ifevalscoredata-reference.txt), with ``tensordict`` spelled ``tensorbatch``.
 
-Examples that need a backend we do not have yet (HDF5, Redis, ``from_modules``) skip until it exists:
-they look it up by name, so they start running when the backend lands. Printed reprs are checked
-through the values they show (our repr format differs from tensordict's).
+Examples that need a feature we do not have yet (the HDF5 backend, ``from_modules``) run anyway and are
+strict xfails raising the AttributeError of the missing name: once the feature lands they pass, and the
+strict mark fails the suite until it is removed. The Redis examples also need a server, so they skip until
+``tensorbatch.store`` exists. Printed reprs are checked through the values they show (our repr format
+differs from tensordict's).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import collections
 import tempfile
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -18,6 +21,11 @@ from torch import Tensor
 
 import tensorbatch
 from tensorbatch import TensorClass, TensorDict, TypedTensorDict, lazy_stack
+
+
+def _missing(feature):
+    """Strict xfail for an example whose feature is not implemented yet: it fails looking the name up."""
+    return pytest.mark.xfail(strict=True, raises=AttributeError, reason=f"{feature} is not implemented yet")
 
 
 def _needs(obj, name):
@@ -58,9 +66,9 @@ def test_tc_in_memory(td):
     assert tc.a.shape == torch.Size([4, 3])
 
 
+@_missing("the HDF5 backend (tensorbatch.PersistentTensorDict)")
 def test_tc_h5(td, tmp_path):
-    persistent = _needs(tensorbatch, "PersistentTensorDict")
-    h5 = persistent.from_dict(td, filename=str(tmp_path / "data.h5"))
+    h5 = tensorbatch.PersistentTensorDict.from_dict(td, filename=str(tmp_path / "data.h5"))
     assert MyTC.from_tensordict(h5).a.shape == torch.Size([4, 3])
 
 
@@ -105,8 +113,9 @@ def test_ttd_zero_copy():
     assert (td["x"] == 1).all()
 
 
+@_missing("the HDF5 backend (tensorbatch.PersistentTensorDict)")
 def test_ttd_h5(tmp_path):
-    persistent = _needs(tensorbatch, "PersistentTensorDict")
+    persistent = tensorbatch.PersistentTensorDict
     td = TensorDict(x=torch.randn(4, 3), y=torch.randn(4, 5), batch_size=[4])
     persistent.from_dict(td, filename=str(tmp_path / "data.h5"))
     h5 = persistent.from_h5(str(tmp_path / "data.h5"))
@@ -219,12 +228,54 @@ def test_ifeval_signature_and_members():
     assert [type(s) for s in scores.unbind(0)] == [IFEvalScoreData] * 3
 
 
-def test_ifeval_from_h5():
-    _needs(TensorDict, "from_h5")
+@_missing("TensorDict.from_h5 (the HDF5 backend)")
+def test_ifeval_from_h5(tmp_path):
+    path = tmp_path / "file.h5"
+    with h5py.File(path, "w") as f:
+        f["key1"] = np.arange(3, dtype=np.float32)
+        f["key2"] = np.ones(3, dtype=np.float32)
+    td = TensorDict.from_h5(str(path))
+    assert type(td).__name__ == "PersistentTensorDict"
+    assert sorted(td.keys()) == ["key1", "key2"]
+    assert td.device is None  # (the page prints batch_size []; tensordict 0.15.3 gives [3]: not checked)
+    for key in ("key1", "key2"):
+        assert td[key].shape == torch.Size([3])
+        assert td[key].dtype == torch.float32
+    assert torch.equal(td["key1"], torch.arange(3, dtype=torch.float32))
 
 
+@_missing("TensorDict.from_modules")
 def test_ifeval_from_modules():
-    _needs(TensorDict, "from_modules")
+    from torch import nn
+
+    empty_module = nn.Linear(3, 4, device="meta")
+    n_models = 2
+    modules = [nn.Linear(3, 4) for _ in range(n_models)]
+    params = TensorDict.from_modules(*modules)
+    assert params.batch_size == torch.Size([2])
+    assert params["bias"].shape == torch.Size([2, 4])
+    assert params["weight"].shape == torch.Size([2, 4, 3])
+    assert isinstance(params["weight"], nn.Parameter)
+
+    def exec_module(params, x):
+        with params.to_module(empty_module):
+            return empty_module(x)
+
+    x = torch.randn(3)
+    y = torch.vmap(exec_module, (0, None))(params, x)
+    assert y.shape == (n_models, 4)
+    y.sum().backward()  # lazy_stack=False: backprop leaves the original params untouched
+    assert params["weight"].grad.norm() > 0
+    assert modules[0].weight.grad is None
+
+    params = TensorDict.from_modules(*modules, lazy_stack=True)
+    assert type(params).__name__ == "LazyStackedTensorDict"
+    assert params.batch_size == torch.Size([2])
+    assert params["weight"].shape == torch.Size([2, 4, 3])
+    y = torch.vmap(exec_module, (0, None))(params, x)
+    assert y.shape == (n_models, 4)
+    y.sum().backward()
+    assert modules[0].weight.grad is not None
 
 
 def test_ifeval_namedtuple():
