@@ -39,8 +39,17 @@ from typing import Any
 import pytest
 import torch
 
-from tensorbatch import TensorClass, TensorDict, TensorDictBase, TypedTensorDict, is_tensor_collection, lazy_stack
-from tensorbatch._delegation import WRAPPER_TYPES
+from tensorbatch import (
+    LazyStackedTensorDict,
+    TensorClass,
+    TensorDict,
+    TensorDictBase,
+    TypedTensorDict,
+    is_non_tensor,
+    is_tensor_collection,
+    lazy_stack,
+)
+from tensorbatch._delegation import WRAPPER_TYPES, unwrap
 
 BATCH = torch.Size([3, 4])
 LEAF_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("b",), ("c",), ("nested", "d"), ("nested", "deep", "e"))
@@ -457,15 +466,34 @@ def assert_same_leaf(flavour: Flavour, got: Any, want: torch.Tensor) -> None:
     assert torch.equal(got, want)
 
 
-def leaf_ids(flavour: Flavour, td: Any) -> dict[tuple[str, ...], int] | None:
-    """``path -> id(leaf)`` where the flavour has ``stored_leaves``, else None.
+def leaf_ids(flavour: Flavour, td: Any) -> dict[tuple[Any, ...], int]:
+    """``path -> id(tensor)`` of every tensor the collection stores, through wrappers and lazy stacks.
 
-    Compare it before and after an in-place operation to check that the leaf objects were written into,
-    not replaced (a lazy stack has no stored leaf objects to compare: None == None).
+    Compare it before and after an in-place operation to check that the stored tensors were written into,
+    not replaced. A lazy stack stores no leaf of its own: its members' tensors are listed, under paths
+    starting with ``("<member>", i)`` (exclusive keys included). ``flavour`` is checked against the result:
+    a flavour with ``stored_leaves`` reads its stored tensors back as its leaves.
     """
-    if "stored_leaves" not in flavour.caps:
-        return None
-    return {path: id(value) for path, value in leaves(td).items()}
+    ids = _stored_ids(td, ())
+    assert ids, "a collection without stored tensors cannot show that they were kept"
+    if "stored_leaves" in flavour.caps:
+        assert ids == {path: id(value) for path, value in leaves(td).items()}
+    return ids
+
+
+def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
+    td = unwrap(td)
+    out: dict[tuple[Any, ...], int] = {}
+    if isinstance(td, LazyStackedTensorDict):
+        for i, member in enumerate(td.tensordicts):
+            out.update(_stored_ids(member, (*prefix, "<member>", i)))
+        return out
+    for key, value in td.items():
+        if is_tensor_collection(value) and not is_non_tensor(value):
+            out.update(_stored_ids(value, (*prefix, key)))
+        else:
+            out[(*prefix, key)] = id(value)
+    return out
 
 
 def assert_same_content(td: Any, seed: int = 0) -> None:

@@ -299,6 +299,18 @@ def test_update_with_tensordict_keeps_old_keys(flavour, tdf):
     assert set(tdf.keys(True, True)) == LEAVES
 
 
+def test_leaf_ids_see_a_replaced_leaf(flavour, tdf):
+    """The check the in-place tests rely on: replacing a leaf changes exactly its stored tensors' ids
+    (for a lazy stack, the leaf of every member)."""
+    ids = leaf_ids(flavour, tdf)
+    tdf.set(("nested", "d"), torch.zeros(3, 4, 2))  # not in place: new tensors are stored
+    after = leaf_ids(flavour, tdf)
+    assert after.keys() == ids.keys()
+    changed = {path for path in ids if after[path] != ids[path]}
+    assert changed == {path for path in ids if path[-2:] == ("nested", "d")}
+    assert changed
+
+
 def test_update_inplace_keeps_leaf_objects(flavour, tdf):
     requires(flavour, "inplace")
     ids = leaf_ids(flavour, tdf)
