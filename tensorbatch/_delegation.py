@@ -35,17 +35,6 @@ _Tensor = torch.Tensor
 _TORCH_STACK = torch.stack
 
 # ----------------------------------------------------------------------------------- the lists
-_POINTWISE_ALIASES = ("true_divide", "multiply", "subtract", "divide")
-
-
-def _pointwise_names() -> frozenset[str]:
-    """Every method and operator the pointwise table installs on TensorDictBase."""
-    names = set(_pointwise.UNARY) | {f"{n}_" for n, inplace in _pointwise.UNARY.items() if inplace}
-    names |= set(_pointwise.BINARY) | {f"{n}_" for n, (_, inplace) in _pointwise.BINARY.items() if inplace}
-    names |= set(_pointwise.EXTRA) | set(_pointwise.CASTS) | set(_pointwise.OPERATORS) | set(_pointwise.REFLECTED)
-    return frozenset(names | set(_POINTWISE_ALIASES))
-
-
 FORWARD: frozenset[str] = frozenset({
     # batch facts (properties; a forwarded property also forwards assignment)
     "batch_size", "batch_dims", "device", "dtype", "depth", "is_locked", "names", "ndim", "requires_grad",
@@ -63,7 +52,7 @@ FORWARD: frozenset[str] = frozenset({
     "from_any", "from_dataclass", "from_dict", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple",
 })
 
-FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise_names() | frozenset({
+FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the table's methods, and:
     # writes (they return the backend, hence the wrapper)
     "set", "set_", "set_at_", "set_non_tensor", "update", "update_", "update_at_", "copy_at_", "del_", "clear",
     "rename_key_", "fill_", "zero_", "zero_grad", "apply_", "copy_", "detach_", "requires_grad_", "empty",

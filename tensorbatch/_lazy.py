@@ -22,7 +22,7 @@ from . import _errors
 from ._keys import NestedKey, is_key, unravel_key_to_tuple
 from ._nontensor import is_non_tensor, stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
-from ._ops.index import normalize
+from ._ops.index import check_mask, normalize
 from ._ops.torch_function import _columns
 from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_node, is_td, named_leaves
 from .base import TensorDictBase, _as_size, _checked_names, _leaf_repr
@@ -495,9 +495,10 @@ class LazyStackedTensorDict(TensorDictBase):
         return self
 
     def masked_fill_(self, mask: _Tensor, value: Any) -> LazyStackedTensorDict:
-        """Fill where ``mask`` (over the batch dims) is True, writing through to the members."""
-        self.update_(TensorDictBase.masked_fill(self, mask, value))
-        return self
+        """Fill where ``mask`` (over the batch dims) is True, in every member (all filled, then written)."""
+        check_mask(self, mask, RuntimeError)  # the members see only their slice of the mask
+        full = mask.reshape(*mask.shape, *[1] * (self.batch_dims - mask.ndim)).expand(self.batch_size)
+        return _MASKED_FILL_(self, full, value)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ writing at an index
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -784,7 +785,12 @@ def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
         call = inplace_of or name
         results = []
         for i, td in enumerate(self._tds):
-            out = getattr(td, call)(*(s[i] for s in split), **{k: v[i] for k, v in split_kw.items()})
+            try:
+                out = getattr(td, call)(*(s[i] for s in split), **{k: v[i] for k, v in split_kw.items()})
+            except Exception as err:
+                if inplace_of is not None:
+                    err.add_note(f"{name}: failed on member {i} of the lazy stack; nothing was modified")
+                raise
             if out is NotImplemented:
                 return NotImplemented
             results.append(out)
@@ -807,24 +813,19 @@ def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
 
 def _install() -> None:
     cls = LazyStackedTensorDict
-    names = [*_pointwise.UNARY, *_pointwise.BINARY, *_pointwise.CASTS, "lerp", "addcmul", "addcdiv", "clamp",
-             "named_apply", "clone", "detach", "select", "exclude", "to", "cpu", "float"]
-    for name in names:
+    for name in (*_pointwise.METHODS, "named_apply", "clone", "detach", "select", "exclude", "to", "cpu"):
         setattr(cls, name, _per_member(name))
-    inplace = [f"{n}_" for n, twin in _pointwise.UNARY.items() if twin]
-    inplace += [f"{n}_" for n, (_, twin) in _pointwise.BINARY.items() if twin]
-    inplace += ["lerp_", "addcmul_", "addcdiv_", "clamp_", "apply_"]
-    for name in inplace:
-        setattr(cls, name, _per_member(name, inplace_of=name[:-1]))
+    for name, twin in {**_pointwise.INPLACE, "apply_": "apply"}.items():
+        setattr(cls, name, _per_member(name, inplace_of=twin))
     for dunder, method in _pointwise.OPERATORS.items():
-        twin = method[:-1] if method.endswith("_") else None
-        setattr(cls, dunder, _pointwise._operator(_per_member(dunder, twin and method[:-1])))
+        setattr(cls, dunder, _pointwise._operator(_per_member(dunder, _pointwise.INPLACE.get(method))))
     for dunder in _pointwise.REFLECTED:
         setattr(cls, dunder, _per_member(dunder))
     cls.__hash__ = None
 
 
 _install()
+_MASKED_FILL_ = _per_member("masked_fill_", inplace_of="masked_fill")
 
 
 def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> LazyStackedTensorDict:

@@ -14,6 +14,7 @@ import torch
 
 from .._errors import add_path_note, fmt_path, fmt_shape, locked
 from .._keys import is_key, unravel_key_to_tuple
+from .pointwise import map_inplace
 from .traverse import (
     MISSING,
     NO_DEFAULT,
@@ -396,7 +397,8 @@ def _expand_mask(mask: _Tensor, leaf: _Tensor) -> _Tensor:
     return mask.reshape(*mask.shape, *([1] * extra)).expand(leaf.shape)
 
 
-def _check_mask(td: Any, mask: _Tensor, error: type[Exception] = IndexError) -> None:
+def check_mask(td: Any, mask: _Tensor, error: type[Exception] = IndexError) -> None:
+    """Raise ``error`` unless ``mask`` covers the leading batch dims of ``td``."""
     if mask.shape != td.batch_size[: mask.ndim] or mask.ndim == 0:
         raise error(
             f"mask of shape {fmt_shape(mask.shape)} does not match batch_size {fmt_shape(td.batch_size)}"
@@ -405,21 +407,43 @@ def _check_mask(td: Any, mask: _Tensor, error: type[Exception] = IndexError) -> 
 
 def masked_fill(td: Any, mask: _Tensor, value: Any) -> Any:
     """Leaf-wise ``masked_fill`` with a mask over the leading batch dims."""
-    _check_mask(td, mask, RuntimeError)
+    check_mask(td, mask, RuntimeError)
     return td._map(lambda x: x.masked_fill(_expand_mask(mask, x), value), "masked_fill")
 
 
 def masked_fill_(td: Any, mask: _Tensor, value: Any) -> Any:
-    """In-place :func:`masked_fill`."""
-    _check_mask(td, mask, RuntimeError)
-    for leaf in flat_leaves(td):
-        leaf.masked_fill_(_expand_mask(mask, leaf), value)
-    return td
+    """In-place :func:`masked_fill`; every leaf is checked to take ``value`` before any is written."""
+    check_mask(td, mask, RuntimeError)
+
+    def fill(leaf: _Tensor) -> Any:
+        return leaf.masked_fill_(_expand_mask(mask, leaf), value)
+
+    return map_inplace(td, "masked_fill", fill, check=lambda td, leaves: _check_fill_value(td, leaves, value))
+
+
+def _check_fill_value(td: Any, leaves: list[Any], value: Any) -> None:
+    """Refuse a fill value that some leaf cannot hold (it overflows the dtype, a tensor that is not 0-dim).
+
+    The value is tried on a one-element tensor per leaf dtype and device: torch's own check, without a write.
+    """
+    seen = set()
+    for i, leaf in enumerate(leaves):
+        kind = (leaf.dtype, leaf.device)
+        if kind in seen:
+            continue
+        seen.add(kind)
+        try:
+            torch.zeros(1, dtype=leaf.dtype, device=leaf.device).masked_fill_(
+                torch.ones(1, dtype=torch.bool, device=leaf.device), value)
+        except Exception as err:
+            add_path_note(err, "masked_fill_", next(p for j, (p, _) in enumerate(named_leaves(td)) if j == i))
+            err.add_note("masked_fill_: nothing was modified")
+            raise
 
 
 def masked_select(td: Any, mask: _Tensor) -> Any:
     """Select the batch elements where ``mask`` is True; masked dims collapse into one."""
-    _check_mask(td, mask)
+    check_mask(td, mask)
     n = int(mask.sum())
     new = _Size([n, *td.batch_size[mask.ndim:]])
     return td._map(lambda x: x[mask], "masked_select", batch_size=new, follow=True)

@@ -65,6 +65,9 @@ REFLECTED: dict[str, str] = {
     "__ror__": "bitwise_or", "__rxor__": "bitwise_xor",
 }
 
+# other names of table methods (torch's own aliases): alias -> method
+ALIASES: dict[str, str] = {"true_divide": "div", "divide": "div", "multiply": "mul", "subtract": "sub"}
+
 # dtype casts: method name -> dtype
 CASTS: dict[str, torch.dtype] = {
     "float": torch.float32, "double": torch.float64, "half": torch.float16, "bfloat16": torch.bfloat16,
@@ -118,6 +121,8 @@ _FLOAT_RESULT = {
     "log2", "reciprocal", "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh", "frac",
 }
 _INTEGRAL_ONLY = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"}
+# Binary-like ops whose result is floating even for integer operands (true division).
+_TRUE_DIV = {"div", "lerp", "addcdiv"}
 
 
 def _is_float(dtype: torch.dtype) -> bool:
@@ -152,7 +157,7 @@ def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any], leaves: list[
                 seen.add(a.dtype)
                 _check_result_dtype(name, torch.result_type(a, other), a.dtype, partial(_path_of_dtype, td, a.dtype))
         return
-    same_ok = name not in ("div", "lerp")
+    same_ok = name not in _TRUE_DIV
     if same_ok and len(leaves) == len(rhs):  # the usual case, checked in one tight loop: equal dtypes and shapes
         for a, b in zip(leaves, rhs, strict=True):
             if type(b) is not torch.Tensor or a.dtype is not b.dtype or a.shape != b.shape:
@@ -195,7 +200,7 @@ def _check_result_dtype(name: str, result: torch.dtype, dtype: torch.dtype,
 
     ``path_of()`` gives the leaf's path (only called for the error message).
     """
-    if name in ("div", "lerp") and not _is_float(result):
+    if name in _TRUE_DIV and not _is_float(result):
         result = torch.get_default_dtype()
     if not torch.can_cast(result, dtype) or (name in _INTEGRAL_ONLY and _is_float(result)):
         raise RuntimeError(
@@ -364,31 +369,74 @@ def _make_binary_(name: str) -> Callable[..., Any]:
         return write(a, b, **kwargs)
 
     def method(self: Any, other: Any, *, alpha: Any = None) -> Any:
-        kwargs = {} if alpha is None else {"alpha": alpha}
-        leaves = flat_leaves(self)
-        rhs = leaves_of(other, self, leaves)
-        _check_binary_(self, name, other, rhs, leaves)
-        try:
-            if foreach is not None and not kwargs and leaves and (is_td(other) or (
-                    not isinstance(other, torch.Tensor) and name not in _TENSOR_ONLY)):
-                foreach(leaves, rhs if is_td(other) else other)
-            else:
-                for a, b in zip(leaves, rhs, strict=True):
-                    inplace(a, b, **kwargs)
-        except Exception as err:
-            _note_first_failure(self, err, lambda a, b: inplace(a.clone(), b, **kwargs), rhs, name)
-            raise
-        return self
+        if alpha is not None:
+            return map_inplace(self, name, partial(inplace, alpha=alpha), other)
+        fast = foreach if foreach is not None and (is_td(other) or (
+            not isinstance(other, torch.Tensor) and name not in _TENSOR_ONLY)) else None
+        return map_inplace(self, name, inplace, other, foreach=fast)
 
     method.__name__ = f"{name}_"
     method.__doc__ = f"In-place :func:`torch.{name}` leaf-wise with ``other``. Returns self."
     return method
 
 
-def _note_first_failure(td: Any, err: BaseException, fn: Callable[..., Any], rhs: list[Any], what: str) -> None:
-    for (path, leaf), b in zip(named_leaves(td), rhs, strict=False):
+def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, foreach: Any = None,
+                check: Callable[[Any, list[Any]], None] | None = None) -> Any:
+    """In-place ``write(leaf, *operand_leaves)`` on every leaf, once every leaf is known to take it; returns ``td``.
+
+    The one in-place engine of the binary table ops and of ``lerp_``, ``addcmul_``, ``addcdiv_``,
+    ``clamp_`` and ``masked_fill_``: all leaves are checked before any is written, so a refused op
+    leaves the container unchanged, and errors name the op and the key path.
+
+    Args:
+        td: the TensorDict written into.
+        name: the op, without the trailing underscore (``"clamp"``), for errors.
+        write: the in-place op on one leaf and its operands.
+        operands: TensorDicts (matched by key), tensors (aligned with the batch dims) or numbers and
+            None (repeated for every leaf).
+        foreach: ``torch._foreach_<name>_`` when it may be used: called as ``foreach(leaves, *ops)``
+            with a TensorDict operand's leaves and any other operand as it is.
+        check: ``check(td, leaves)`` raising before any write; default: the result of each operand
+            must fit every leaf's dtype and shape.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2), "b": torch.zeros(2, dtype=torch.long)}, [2])
+        >>> map_inplace(td, "add", torch.Tensor.add_, 1)["a"]
+        tensor([1., 1.])
+        >>> map_inplace(td, "add", torch.Tensor.add_, 0.5)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        RuntimeError: add_: result type torch.float32 cannot be written in place into leaf 'b' ...
+        >>> td["a"]
+        tensor([1., 1.])
+    """
+    leaves = flat_leaves(td)
+    rhs = [leaves_of(o, td, leaves) for o in operands]
+    if check is not None:
+        check(td, leaves)
+    else:
+        for other, other_leaves in zip(operands, rhs, strict=True):
+            if other is not None:
+                _check_binary_(td, name, other, other_leaves, leaves)
+    try:
+        if foreach is not None and leaves:
+            foreach(leaves, *[r if is_td(o) else o for o, r in zip(operands, rhs, strict=True)])
+        else:
+            for row in zip(leaves, *rhs, strict=True):
+                write(*row)
+    except Exception as err:
+        _note_first_failure(td, err, write, rhs, f"{name}_")
+        raise
+    return td
+
+
+def _note_first_failure(td: Any, err: BaseException, write: Callable[..., Any], rhs: list[list[Any]],
+                        what: str) -> None:
+    """Name the first leaf on which ``write`` fails (tried on copies, so no leaf is written twice)."""
+    for (path, leaf), *row in zip(named_leaves(td), *rhs, strict=False):
         try:
-            fn(leaf, b)
+            write(leaf.clone(), *row)
         except Exception:
             add_path_note(err, what, path)
             return
@@ -455,10 +503,7 @@ def lerp(self: Any, end: Any, weight: Any) -> Any:
 
 def lerp_(self: Any, end: Any, weight: Any) -> Any:
     """In-place :meth:`lerp`."""
-    _check_binary_(self, "lerp", end, leaves_of(end, self))
-    for a, e, w in zip(flat_leaves(self), leaves_of(end, self), leaves_of(weight, self), strict=True):
-        a.lerp_(e, w)
-    return self
+    return map_inplace(self, "lerp", torch.Tensor.lerp_, end, weight)
 
 
 def addcmul(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
@@ -468,11 +513,7 @@ def addcmul(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
 
 def addcmul_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
     """In-place :meth:`addcmul`."""
-    _check_binary_(self, "addcmul", other1, leaves_of(other1, self))
-    _check_binary_(self, "addcmul", other2, leaves_of(other2, self))
-    for a, b, c in zip(flat_leaves(self), leaves_of(other1, self), leaves_of(other2, self), strict=True):
-        a.addcmul_(b, c, value=value)
-    return self
+    return map_inplace(self, "addcmul", partial(torch.Tensor.addcmul_, value=value), other1, other2)
 
 
 def addcdiv(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
@@ -482,11 +523,7 @@ def addcdiv(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
 
 def addcdiv_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
     """In-place :meth:`addcdiv`."""
-    _check_binary_(self, "div", other1, leaves_of(other1, self))
-    _check_binary_(self, "div", other2, leaves_of(other2, self))
-    for a, b, c in zip(flat_leaves(self), leaves_of(other1, self), leaves_of(other2, self), strict=True):
-        a.addcdiv_(b, c, value=value)
-    return self
+    return map_inplace(self, "addcdiv", partial(torch.Tensor.addcdiv_, value=value), other1, other2)
 
 
 def clamp(self: Any, min: Any = None, max: Any = None) -> Any:
@@ -496,9 +533,7 @@ def clamp(self: Any, min: Any = None, max: Any = None) -> Any:
 
 def clamp_(self: Any, min: Any = None, max: Any = None) -> Any:
     """In-place :meth:`clamp`."""
-    for a, lo, hi in zip(flat_leaves(self), leaves_of(min, self), leaves_of(max, self), strict=True):
-        a.clamp_(lo, hi)
-    return self
+    return map_inplace(self, "clamp", torch.Tensor.clamp_, min, max)
 
 
 EXTRA: dict[str, Callable[..., Any]] = {
@@ -520,6 +555,41 @@ def _operator(method: Callable[..., Any]) -> Callable[..., Any]:
     return op
 
 
+# ---------------------------------------------------------------- what the table gives, for every consumer
+# (the class's methods and operators, lazy stacks' per-member methods, the typed wrappers' delegation
+# lists and ``HANDLED``: each derives its names from these, none keeps its own list)
+
+METHODS: tuple[str, ...] = (
+    *UNARY, *BINARY, *(n for n in EXTRA if not n.endswith("_")), *CASTS, *ALIASES,
+)
+"""Every out-of-place method the table installs (aliases included)."""
+
+INPLACE: dict[str, str] = {
+    f"{n}_": n
+    for n in (*(n for n, twin in UNARY.items() if twin), *(n for n, (_, twin) in BINARY.items() if twin),
+              *(n[:-1] for n in EXTRA if n.endswith("_")))
+}
+"""Every in-place method the table installs -> its out-of-place twin."""
+
+NAMES: frozenset[str] = frozenset({*METHODS, *INPLACE, *OPERATORS, *REFLECTED})
+"""Every attribute :func:`install` sets (methods, in-place twins, operators)."""
+
+
+def _torch_functions() -> dict[Callable[..., Any], str]:
+    out: dict[Callable[..., Any], str] = {}
+    for name in METHODS:
+        if name in CASTS:  # ``torch.float`` is a dtype, not a function
+            continue
+        fn = getattr(torch, BINARY[name][0] if name in BINARY else name, None)
+        if fn is not None:
+            out[fn] = name
+    return out
+
+
+TORCH_FUNCTIONS: dict[Callable[..., Any], str] = _torch_functions()
+"""``torch.<fn>`` -> method, for every table method torch also has as a function (``torch.expm1(td)``)."""
+
+
 def install(cls: type[Any]) -> None:
     """Attach every table entry to ``cls`` as a method (and operator)."""
     for name, inplace in UNARY.items():
@@ -534,13 +604,10 @@ def install(cls: type[Any]) -> None:
         setattr(cls, name, fn)
     for name, dtype in CASTS.items():
         setattr(cls, name, _make_cast(name, dtype))
+    for alias, name in ALIASES.items():
+        setattr(cls, alias, getattr(cls, name))
     for dunder, method in OPERATORS.items():
         setattr(cls, dunder, _operator(getattr(cls, method)))
     for dunder, torch_name in REFLECTED.items():
         setattr(cls, dunder, _make_reflected(torch_name))
     cls.__hash__ = None  # type: ignore[assignment]  # __eq__ is leaf-wise
-    cls.div = cls.div  # true_divide alias kept explicit
-    cls.true_divide = cls.div
-    cls.multiply = cls.mul
-    cls.subtract = cls.sub
-    cls.divide = cls.div

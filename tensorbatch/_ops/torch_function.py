@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from .._errors import add_path_note, fmt_shape, key_sets_differ
+from .pointwise import TORCH_FUNCTIONS
 from .traverse import (
     COLLECTION_TYPES,
     NON_TENSOR_TYPES,
@@ -249,11 +250,10 @@ def _method(name: str) -> Callable[..., Any]:
 for _name in ("unbind", "split", "chunk", "permute", "reshape", "squeeze", "unsqueeze", "flatten",
               "unflatten", "transpose", "gather", "clone", "masked_select", "masked_fill",
               "sum", "mean", "nansum", "nanmean", "prod", "std", "var", "amax", "amin", "all", "any",
-              "abs", "exp", "log", "neg", "sqrt", "sigmoid", "tanh", "sin", "cos", "floor", "ceil", "round",
-              "sign", "trunc", "reciprocal", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
-              "clamp", "lerp", "addcmul", "addcdiv", "isnan", "isfinite", "eq", "ne", "lt", "le", "gt", "ge",
               "repeat_interleave"):
     HANDLED[getattr(torch, _name)] = _method(_name)
+for _fn, _name in TORCH_FUNCTIONS.items():  # every pointwise table method torch has as a function
+    HANDLED[_fn] = _method(_name)
 
 
 @implements(torch.where)

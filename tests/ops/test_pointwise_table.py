@@ -2,7 +2,9 @@
 
 The test parameters come from the table itself, so a new entry is checked without editing this file:
 the method exists on ``TensorDict``, has a docstring, and computes what torch computes on each leaf of a
-2-leaf nested TensorDict. In-place twins return ``self`` and write into the same tensors.
+2-leaf nested TensorDict. In-place twins return ``self`` and write into the same tensors. Each entry is
+also checked through everything the table feeds: the torch function (``torch.expm1(td)``, ``HANDLED``),
+the operators, the aliases, a lazy stack's per-member methods and the typed wrappers' delegation list.
 """
 
 from __future__ import annotations
@@ -14,8 +16,22 @@ from typing import Any
 import pytest
 import torch
 
-from tensorbatch import TensorDict
-from tensorbatch._ops.pointwise import BINARY, CASTS, EXTRA, OPERATORS, REFLECTED, UNARY
+from tensorbatch import LazyStackedTensorDict, TensorDict, TensorDictBase, lazy_stack
+from tensorbatch._delegation import FORWARD_RETURNS_WRAPPED
+from tensorbatch._ops.pointwise import (
+    ALIASES,
+    BINARY,
+    CASTS,
+    EXTRA,
+    INPLACE,
+    METHODS,
+    NAMES,
+    OPERATORS,
+    REFLECTED,
+    TORCH_FUNCTIONS,
+    UNARY,
+)
+from tensorbatch._ops.torch_function import HANDLED
 
 BATCH = (3,)
 PATHS = (("a",), ("nested", "b"))  # leaf shapes: (3, 4) and (3, 2, 5)
@@ -376,3 +392,108 @@ def test_extra_batch_tensor_operand() -> None:
     end = _leaf(BATCH, "unit", seed=20)
     expected = [torch.lerp(x, end.reshape(*BATCH, *[1] * (x.ndim - 1)), 0.5) for x in leaves(td)]
     assert_leafwise(td.lerp(end, 0.5), expected)
+
+
+# ------------------------------------------------------------------ the torch functions (HANDLED)
+def test_handled_has_every_table_function() -> None:
+    expected = {getattr(torch, n) for n in METHODS if n not in CASTS and hasattr(torch, n)}
+    assert set(TORCH_FUNCTIONS) == expected
+    missing = sorted(fn.__name__ for fn in expected if fn not in HANDLED)
+    assert not missing, f"table entries torch cannot dispatch to: {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_torch_function(name: str) -> None:
+    td = make_td(_unary_kind(name))
+    fn = getattr(torch, name)
+    assert_leafwise(fn(td), [fn(x) for x in leaves(td)])
+
+
+@pytest.mark.parametrize(("name", "which"), BINARY_CASES)
+def test_binary_torch_function(name: str, which: str) -> None:
+    torch_name, _ = BINARY[name]
+    _, other, rhs = next(c for c in _operands(name) if c[0] == which)
+    td = make_td(_binary_kind(name))
+    fn = getattr(torch, torch_name)
+    if which == "number" and name in _TENSOR_ONLY:  # torch's own argument parser refuses, as for a tensor
+        with pytest.raises(TypeError, match="must be Tensor"):
+            fn(td, other)
+        return
+    assert_leafwise(fn(td, other), [fn(x, rhs(x, i)) for i, x in enumerate(leaves(td))])
+
+
+@pytest.mark.parametrize(
+    ("name", "args_fn"),
+    [pytest.param(n, fn, id=f"{n}-{cid}") for n in sorted(EXTRA) if not n.endswith("_")
+     for cid, fn in _EXTRA_ARGS[n]],
+)
+def test_extra_torch_function(name: str, args_fn: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]) -> None:
+    args, kwargs = args_fn()
+    td = make_td()
+    assert_leafwise(getattr(torch, name)(td, *args, **kwargs), _extra_expected(name, td, args, kwargs))
+
+
+# ------------------------------------------------------------------------------------------ aliases
+@pytest.mark.parametrize("alias", sorted(ALIASES))
+def test_alias(alias: str) -> None:
+    target = ALIASES[alias]
+    assert getattr(TensorDictBase, alias) is getattr(TensorDictBase, target)
+    td, other = make_td("positive"), make_td("positive", seed=10)
+    fn = getattr(torch, alias)
+    expected = [fn(x, y) for x, y in zip(leaves(td), leaves(other), strict=True)]
+    assert_leafwise(getattr(td, alias)(other), expected)
+    assert_leafwise(fn(td, other), expected)
+    stacked = lazy_stack([td, td.clone()])
+    out = getattr(stacked, alias)(lazy_stack([other, other.clone()]))
+    assert isinstance(out, LazyStackedTensorDict)  # per member, as the method it names
+    assert_leafwise(out[0], expected)
+
+
+# ------------------------------------------------------------------------------------ other consumers
+def test_every_table_name_is_installed_and_delegated() -> None:
+    installed = set(vars(TensorDictBase))
+    assert not NAMES - installed, sorted(NAMES - installed)
+    assert not NAMES - FORWARD_RETURNS_WRAPPED, sorted(NAMES - FORWARD_RETURNS_WRAPPED)
+    assert set(INPLACE.values()) <= set(METHODS)
+
+
+@pytest.mark.parametrize("name", sorted({*METHODS, *INPLACE}))
+def test_lazy_stack_runs_table_method_per_member(name: str) -> None:
+    """The lazy stack gets its own (per-member) method for every table method and in-place twin."""
+    assert getattr(LazyStackedTensorDict, name) is not getattr(TensorDictBase, name)
+    assert getattr(LazyStackedTensorDict, name).__name__ == name
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_lazy_stack_unary(name: str) -> None:
+    parts = [make_td(_unary_kind(name), seed=s) for s in (0, 5)]
+    stacked = lazy_stack([p.clone() for p in parts], 1)
+    op = getattr(torch, name)
+    out = getattr(stacked, name)()
+    assert isinstance(out, LazyStackedTensorDict)
+    assert out.batch_size == torch.Size([*BATCH, 2])
+    for i, part in enumerate(parts):
+        assert_leafwise(out[:, i], [op(x) for x in leaves(part)])
+    if UNARY[name]:
+        assert getattr(stacked, f"{name}_")() is stacked
+        for i, part in enumerate(parts):
+            assert_leafwise(stacked[:, i], [op(x) for x in leaves(part)])
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_lazy_stack_binary(name: str) -> None:
+    torch_name, inplace = BINARY[name]
+    kind = _binary_kind(name)
+    parts = [make_td(kind, seed=s) for s in (0, 5)]
+    others = [make_td(kind, seed=s) for s in (10, 15)]
+    stacked = lazy_stack([p.clone() for p in parts])
+    op = getattr(torch, torch_name)
+    expected = [[op(x, y) for x, y in zip(leaves(p), leaves(o), strict=True)] for p, o in zip(parts, others,
+                                                                                             strict=True)]
+    out = getattr(stacked, name)(lazy_stack(others))
+    for i in range(2):
+        assert_leafwise(out[i], expected[i])
+    if inplace:
+        assert getattr(stacked, f"{name}_")(lazy_stack(others)) is stacked
+        for i in range(2):
+            assert_leafwise(stacked[i], expected[i])
