@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
 import torch
@@ -125,6 +126,9 @@ _INTEGRAL_ONLY = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"}
 _TRUE_DIV = {"div", "lerp", "addcdiv"}
 
 
+_DTYPE = attrgetter("dtype")
+
+
 def _is_float(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
@@ -151,11 +155,8 @@ def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any], leaves: list[
     if leaves is None:
         leaves = flat_leaves(td)
     if not is_td(other) and not isinstance(other, torch.Tensor):  # a number: the result dtype depends on
-        seen = set()  # the leaf's dtype only, so each dtype is checked once
-        for a in leaves:
-            if a.dtype not in seen:
-                seen.add(a.dtype)
-                _check_result_dtype(name, torch.result_type(a, other), a.dtype, partial(_path_of_dtype, td, a.dtype))
+        for dtype, a in dict(zip(map(_DTYPE, leaves), leaves)).items():  # the leaf's dtype only: once each
+            _check_result_dtype(name, torch.result_type(a, other), dtype, partial(_path_of_dtype, td, dtype))
         return
     same_ok = name not in _TRUE_DIV
     if same_ok and len(leaves) == len(rhs):  # the usual case, checked in one tight loop: equal dtypes and shapes
@@ -394,8 +395,8 @@ def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, f
         write: the in-place op on one leaf and its operands.
         operands: TensorDicts (matched by key), tensors (aligned with the batch dims) or numbers and
             None (repeated for every leaf).
-        foreach: ``torch._foreach_<name>_`` when it may be used: called as ``foreach(leaves, *ops)``
-            with a TensorDict operand's leaves and any other operand as it is.
+        foreach: ``torch._foreach_<name>_`` when it may be used (one operand): called with the leaves
+            and the operand's leaves (a TensorDict) or the operand itself (a number).
         check: ``check(td, leaves)`` raising before any write; default: the result of each operand
             must fit every leaf's dtype and shape.
 
@@ -412,16 +413,21 @@ def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, f
         tensor([1., 1.])
     """
     leaves = flat_leaves(td)
-    rhs = [leaves_of(o, td, leaves) for o in operands]
+    if len(operands) == 1:  # the binary twins, a hot path: no loops over the operands
+        rhs = [leaves_of(operands[0], td, leaves)]
+        if check is None:
+            _check_binary_(td, name, operands[0], rhs[0], leaves)
+    else:
+        rhs = [leaves_of(o, td, leaves) for o in operands]
+        if check is None:
+            for other, other_leaves in zip(operands, rhs, strict=True):
+                if other is not None:
+                    _check_binary_(td, name, other, other_leaves, leaves)
     if check is not None:
         check(td, leaves)
-    else:
-        for other, other_leaves in zip(operands, rhs, strict=True):
-            if other is not None:
-                _check_binary_(td, name, other, other_leaves, leaves)
     try:
-        if foreach is not None and leaves:
-            foreach(leaves, *[r if is_td(o) else o for o, r in zip(operands, rhs, strict=True)])
+        if foreach is not None and leaves:  # one operand: a TensorDict's leaves, or a number as it is
+            foreach(leaves, rhs[0] if is_td(operands[0]) else operands[0])
         else:
             for row in zip(leaves, *rhs, strict=True):
                 write(*row)
