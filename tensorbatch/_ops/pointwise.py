@@ -154,8 +154,9 @@ def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any], leaves: list[
     """
     if leaves is None:
         leaves = flat_leaves(td)
-    if not is_td(other) and not isinstance(other, torch.Tensor):  # a number: the result dtype depends on
-        for dtype, a in dict(zip(map(_DTYPE, leaves), leaves, strict=True)).items():  # once per leaf dtype
+    if not is_td(other) and not isinstance(other, torch.Tensor):
+        # a number: the result dtype depends on the leaf's dtype only, so each dtype is checked once
+        for dtype, a in dict(zip(map(_DTYPE, leaves), leaves, strict=True)).items():
             _check_result_dtype(name, torch.result_type(a, other), dtype, partial(_path_of_dtype, td, dtype))
         return
     same_ok = name not in _TRUE_DIV
