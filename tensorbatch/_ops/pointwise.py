@@ -1,9 +1,11 @@
 """Pointwise and arithmetic methods, generated from one table.
 
 Each entry names a torch function; :func:`install` turns the table into methods (and their
-in-place twins) and Python operators on ``TensorDictBase``. Dense leaves go through
-``torch._foreach_*`` when torch has a variant; if the fast path raises, the same op is re-run
-leaf by leaf so the error carries the key path.
+in-place twins), aliases and Python operators on ``TensorDictBase``. The table is the single source
+of these names: lazy stacks, the typed wrappers' delegation and ``HANDLED`` read ``METHODS``,
+``INPLACE``, ``NAMES`` and ``TORCH_FUNCTIONS``. Dense leaves go through ``torch._foreach_*`` when
+torch has a variant; if the fast path raises, the same op is re-run leaf by leaf so the error
+carries the key path. In-place ops check every leaf before writing any (:func:`map_inplace`).
 """
 
 from __future__ import annotations
