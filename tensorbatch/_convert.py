@@ -871,6 +871,9 @@ def install(cls: type) -> list[str]:
     return added
 
 
+install(TensorDictBase)  # the conversion methods attach themselves: base.py imports no feature
+
+
 # ------------------------------------------------------------------------------ module-level API
 def from_any(
     obj: Any,

@@ -19,13 +19,16 @@ import torch
 import torch.nn.functional as F
 
 from . import _errors
+from ._base.coerce import as_size as _as_size
+from ._base.coerce import checked_names as _checked_names
+from ._base.export import leaf_repr
 from ._keys import NestedKey, is_key, unravel_key_to_tuple
 from ._nontensor import is_non_tensor, stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
 from ._ops.index import check_mask, normalize
 from ._ops.torch_function import _columns
 from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_node, is_td, named_leaves
-from .base import TensorDictBase, _as_size, _checked_names, _leaf_repr
+from .base import TensorDictBase
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -194,6 +197,9 @@ class LazyStackedTensorDict(TensorDictBase):
         self._is_locked = value
         for td in self._tds:
             td.lock_() if value else td.unlock_()
+
+    def _stacked_members(self) -> tuple[int, list[Any]]:
+        return self._stack_dim, self._tds
 
     def _maybe_names(self) -> tuple[str | None, ...] | None:
         member = _common_names(self._tds)
@@ -669,7 +675,7 @@ def _member_repr(tds: list[Any], key: str) -> str:
     first = values[0]
     if isinstance(first, _Tensor) and any(v.shape != first.shape for v in values):
         return f"Tensor(member shapes {[list(v.shape) for v in values[:4]]}{', ...' if len(values) > 4 else ''})"
-    return _leaf_repr(first) if not is_td(first) or is_non_tensor(first) else f"{type(first).__name__}(...)"
+    return leaf_repr(first) if not is_td(first) or is_non_tensor(first) else f"{type(first).__name__}(...)"
 
 
 def _common_names(tds: list[Any]) -> tuple[str | None, ...] | None:

@@ -20,8 +20,10 @@ from typing import Any
 
 import torch
 
-from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES
-from .base import TensorDictBase, _as_device, _as_size
+from ._base.coerce import as_device as _as_device
+from ._base.coerce import as_size as _as_size
+from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_non_tensor, is_non_tensor_type, value_of
+from .base import TensorDictBase
 
 _Size = torch.Size
 
@@ -46,6 +48,11 @@ class _NonTensor(TensorDictBase):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         NON_TENSOR_TYPES.add(cls)
+
+    @staticmethod
+    def _stack_members(members: Sequence[_NonTensor], dim: int, cat: bool) -> _NonTensor:
+        """``torch.stack``/``torch.cat`` of non-tensor leaves (the op table calls this, not the module)."""
+        return stack_non_tensor(members, dim, cat=cat)
 
     # primitives: a node with no keys
     def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
@@ -416,24 +423,13 @@ def stack_non_tensor(members: Sequence[_NonTensor], dim: int, cat: bool = False,
     return out._from_positions(pos) if collapse else out
 
 
-def is_non_tensor(value: Any) -> bool:
-    """True for ``NonTensorData`` and ``NonTensorStack`` instances."""
-    return type(value) in NON_TENSOR_TYPES
-
-
-def is_non_tensor_type(cls: type) -> bool:
-    """True for the non-tensor leaf classes (an ``is_leaf`` predicate)."""
-    return cls in NON_TENSOR_TYPES
-
-
 def wrap(value: Any, batch_size: torch.Size, device: Any) -> NonTensorData:
     """Wrap a plain Python object as a leaf of the given batch."""
     return NonTensorData._new(value, batch_size, device)
 
 
-def value_of(leaf: Any) -> Any:
-    """What a lookup returns: the value of a non-tensor leaf, anything else unchanged."""
-    return leaf._value() if type(leaf) in NON_TENSOR_TYPES else leaf
+TensorDictBase._non_tensor_cls = NonTensorData
+TensorDictBase._non_tensor_stack_cls = NonTensorStack
 
 
-__all__ = ["NonTensorData", "NonTensorStack", "is_non_tensor", "stack_non_tensor"]
+__all__ = ["NonTensorData", "NonTensorStack", "is_non_tensor", "is_non_tensor_type", "stack_non_tensor", "value_of"]

@@ -8,9 +8,12 @@ from typing import Any, SupportsIndex
 import torch
 
 from . import _errors
+from ._base.coerce import as_device as _as_device
+from ._base.coerce import as_size as _as_size
+from ._base.coerce import checked_names as _checked_names
 from ._keys import NestedKey, unravel_key_to_tuple
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
-from .base import TensorDictBase, _as_device, _as_size, _checked_names
+from .base import TensorDictBase
 
 _Tensor = torch.Tensor
 _Size = torch.Size
@@ -324,9 +327,7 @@ class TensorDict(TensorDictBase):
         self._is_locked = state["locked"]
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
-        from ._io.methods import reduce_consolidated  # imported by the base after this module
-
-        consolidated = reduce_consolidated(self)  # one buffer instead of one tensor per leaf
+        consolidated = self._reduce_consolidated()  # one buffer instead of one tensor per leaf
         if consolidated is not None:
             return consolidated
         return (object.__new__, (type(self),), self.__getstate__())

@@ -26,13 +26,16 @@ import torch
 from torch.utils import _pytree
 
 from . import _delegation, _lazy
+from ._base.coerce import as_device as _as_device
+from ._base.coerce import as_size as _as_size
+from ._base.export import leaf_repr, tree_lines
 from ._compat import register_pytree_node
 from ._keys import is_key, unravel_key_to_tuple
 from ._nontensor import value_of
 from ._nontensor import wrap as _wrap_non_tensor
 from ._ops.traverse import COLLECTION_TYPES, MISSING, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
 from ._td import TensorDict, index_flat
-from .base import TensorDictBase, _as_device, _as_size, _leaf_repr, _tree_lines
+from .base import TensorDictBase
 from .typed import TypedTensorDict, resolve_annotations, strip_optional
 
 _Tensor = torch.Tensor
@@ -561,9 +564,9 @@ class TensorClass:
             elif is_td(value):
                 kind = spec.nested if spec is not None and spec.nested is not None else type(value)
                 lines.append(f"{branch}{name}: {kind.__name__}(batch_size={list(value.batch_size)})")
-                _tree_lines(value, extend, lines)
+                tree_lines(value, extend, lines)
             else:
-                lines.append(f"{branch}{name}: {_leaf_repr(value)}")
+                lines.append(f"{branch}{name}: {leaf_repr(value)}")
         return "\n".join(lines)
 
     def __reduce__(self) -> Any:

@@ -20,11 +20,13 @@ import torch
 from torch.utils import _pytree
 
 from . import _delegation
+from ._base.coerce import as_device as _as_device
+from ._base.coerce import as_size as _as_size
 from ._compat import register_pytree_node
 from ._keys import is_key
 from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
 from ._td import TensorDict, index_flat
-from .base import TensorDictBase, _as_device, _as_size
+from .base import TensorDictBase
 
 _Tensor = torch.Tensor
 _Size = torch.Size

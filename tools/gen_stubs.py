@@ -129,8 +129,9 @@ def _home_module(name: str, obj: Any) -> tuple[str, str] | None:
                 candidates.append((mod, attr))
     if candidates:
         return candidates[0]
-    # aliases with no __module__ of their own (``X = str | tuple``): the tensorbatch module defining them
-    for modname in sorted(m for m in sys.modules if m == "tensorbatch" or m.startswith("tensorbatch.")):
+    # aliases with no __module__ of their own (``X = str | tuple``): the shallowest tensorbatch module holding them
+    names = (m for m in sys.modules if m == "tensorbatch" or m.startswith("tensorbatch."))
+    for modname in sorted(names, key=lambda m: (m.count("."), m)):
         if modname == MODULE or modname == "tensorbatch":
             continue
         if vars(sys.modules[modname]).get(name) is obj:

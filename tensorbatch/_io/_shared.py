@@ -8,7 +8,6 @@ from typing import Any
 
 import torch
 
-from .._lazy import LazyStackedTensorDict
 from .._ops.traverse import is_td
 
 DTYPES: dict[str, torch.dtype] = {str(d): d for d in (
@@ -21,8 +20,9 @@ DTYPES: dict[str, torch.dtype] = {str(d): d for d in (
 
 def stored_leaves(td: Any) -> Iterator[torch.Tensor]:
     """The tensors a TensorDict stores (a lazy stack's members' leaves, not stacked copies)."""
-    if isinstance(td, LazyStackedTensorDict):
-        for member in td.tensordicts:
+    stacked = td._stacked_members()
+    if stacked is not None:
+        for member in stacked[1]:
             yield from stored_leaves(member)
         return
     for value in td._values_str():

@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from .._lazy import LazyStackedTensorDict
 from .._nontensor import is_non_tensor, value_of
 from .._ops.traverse import is_td
 from ..memmap import MemoryMappedTensor
@@ -29,7 +28,7 @@ _STATE = SideTable()  # a consolidated TensorDict -> (buffer, layout)
 
 def _plan(td: Any, offset: int, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any], int]:
     """The layout of ``td`` starting at byte ``offset``; ``jobs`` collects (leaf, offset) copies."""
-    if isinstance(td, LazyStackedTensorDict):  # its dense form (members must agree on keys and shapes)
+    if td._stacked_members() is not None:  # its dense form (members must agree on keys and shapes)
         td = td.to_tensordict()
     entries: dict[str, Any] = {}
     for key, value in td._items_str():

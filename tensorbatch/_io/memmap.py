@@ -78,10 +78,11 @@ class _Writer:
 
     def node(self, td: Any, folder: Path, path: tuple[str, ...]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        if isinstance(td, LazyStackedTensorDict):
-            meta: dict[str, Any] = {**_class_tag(td), "stack_dim": td.stack_dim,
-                                    "stack_dim_name": td.names[td.stack_dim]}
-            for i, member in enumerate(td.tensordicts):
+        stacked = td._stacked_members()
+        if stacked is not None:
+            dim, members = stacked
+            meta: dict[str, Any] = {**_class_tag(td), "stack_dim": dim, "stack_dim_name": td.names[dim]}
+            for i, member in enumerate(members):
                 self.node(member, folder / str(i), (*path, str(i)))
             _write_json(folder / META, meta)
             return
@@ -98,8 +99,7 @@ class _Writer:
                 meta[key] = {"type": type(value).__name__}
                 self.non_tensor(value, folder / name, (*path, key))
             elif is_td(value):
-                meta[key] = {"type": "LazyStackedTensorDict" if isinstance(value, LazyStackedTensorDict)
-                             else "TensorDict"}
+                meta[key] = {"type": "TensorDict" if value._stacked_members() is None else "LazyStackedTensorDict"}
                 self.node(value, folder / name, (*path, key))
             else:
                 raise TypeError(f"cannot save a {type(value).__name__} at key {fmt_path((*path, key))}")

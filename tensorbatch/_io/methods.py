@@ -11,9 +11,9 @@ import torch
 
 from .._keys import NestedKey as NestedKey
 from .._keys import unravel_key_to_tuple
-from .._lazy import LazyStackedTensorDict
 from .._nontensor import is_non_tensor
 from .._ops.traverse import is_td
+from ..base import TensorDictBase
 from ..memmap import MemoryMappedTensor
 from . import consolidate as _consolidate
 from . import memmap as _memmap
@@ -277,8 +277,9 @@ class _Persistence:
 
 def _adopt(td: Any, mapped: Any) -> None:
     """Make ``td``'s leaves the mapped ones (member by member for a lazy stack); they live on the CPU."""
-    if isinstance(td, LazyStackedTensorDict):
-        for member, mapped_member in zip(td.tensordicts, mapped.tensordicts, strict=True):
+    stacked = td._stacked_members()
+    if stacked is not None:
+        for member, mapped_member in zip(stacked[1], mapped.tensordicts, strict=True):
             _adopt(member, mapped_member)
         return
     td.unlock_()
@@ -290,7 +291,7 @@ def _on_cpu(td: Any) -> None:
     if hasattr(td, "_device"):
         td._device = torch.device("cpu")
     for value in td._values_str():
-        if is_td(value) and not isinstance(value, LazyStackedTensorDict):
+        if is_td(value) and value._stacked_members() is None:
             _on_cpu(value)
 
 
@@ -361,6 +362,11 @@ def install(cls: type) -> None:
     methods = vars(_Persistence)
     for alias, name in (("save", "memmap"), ("dumps", "memmap"), ("load", "load_memmap")):
         setattr(cls, alias, methods[name])
+    setattr(cls, "_consolidated_to", consolidated_to)  # the hooks ``to(device)`` and pickling call
+    setattr(cls, "_reduce_consolidated", reduce_consolidated)
+
+
+install(TensorDictBase)  # the persistence methods attach themselves: base.py imports no feature
 
 
 # ---------------------------------------------------------------------------------------------- functions

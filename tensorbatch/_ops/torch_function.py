@@ -203,9 +203,7 @@ def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
 def _non_tensor_cat(tds: list[Any], dim: int, cat: bool) -> Any:
     if not all(type(td) in NON_TENSOR_TYPES for td in tds):
         raise RuntimeError(f"{'cat' if cat else 'stack'}: cannot mix non-tensor leaves with tensor collections")
-    from .._nontensor import stack_non_tensor  # the leaf classes subclass the base, which imports us
-
-    return stack_non_tensor(tds, dim, cat=cat)
+    return type(tds[0])._stack_members(tds, dim, cat)  # the non-tensor leaf classes stack themselves
 
 
 @implements(torch.cat)

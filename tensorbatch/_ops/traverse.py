@@ -60,6 +60,21 @@ def is_node(value: Any) -> bool:
     return type(value) in COLLECTION_TYPES and type(value) not in NON_TENSOR_TYPES
 
 
+def is_non_tensor(value: Any) -> bool:
+    """True for non-tensor leaves (``NonTensorData``, ``NonTensorStack``)."""
+    return type(value) in NON_TENSOR_TYPES
+
+
+def is_non_tensor_type(cls: type) -> bool:
+    """True for the non-tensor leaf classes (an ``is_leaf`` predicate)."""
+    return cls in NON_TENSOR_TYPES
+
+
+def value_of(leaf: Any) -> Any:
+    """What a lookup returns: the value of a non-tensor leaf, anything else unchanged."""
+    return leaf._value() if type(leaf) in NON_TENSOR_TYPES else leaf
+
+
 def tensors_only(td: Any) -> dict[str, Any] | None:
     """The storage dict of an in-memory TensorDict whose values are all plain tensors, else None.
 

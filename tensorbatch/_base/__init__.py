@@ -1,0 +1,1 @@
+"""TensorDictBase's generic methods, one module per job; ``base.py`` attaches them to the class."""

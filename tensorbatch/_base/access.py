@@ -1,0 +1,398 @@
+"""Reading and writing entries: get/set/update/pop/del, one path resolver, value validation.
+
+Functions here are TensorDictBase methods: ``base.py`` attaches them to the class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from .. import _errors
+from .._keys import NestedKey, is_key, unravel_key_to_tuple
+from .._ops import index as _index
+from .._ops.traverse import (
+    MISSING,
+    NO_DEFAULT,
+    is_td,
+    source_items,
+    value_of,
+)
+
+if TYPE_CHECKING:
+    from ..base import TensorDictBase
+
+_Tensor = torch.Tensor
+_Size = torch.Size
+
+
+def _walk_to(self: TensorDictBase, path: tuple[str, ...], create: bool = False) -> TensorDictBase:
+    """The node holding ``path[-1]``; missing levels are created when ``create``."""
+    node: TensorDictBase = self
+    for i, key in enumerate(path[:-1]):
+        sub = node._get_str(key, MISSING)
+        if sub is MISSING:
+            if not create:
+                raise _errors.missing_key(path[: i + 1], node._keys_str())
+            if node.is_locked:
+                raise _errors.locked()
+            sub = node._new_node({})
+            node._set_str(key, sub, inplace=False, validated=True)
+            sub = node._get_str(key)  # a backend may store a different object (a lazy stack splits it)
+        elif not is_td(sub):  # tensordict raises KeyError when writing, ValueError when reading
+            raise KeyError(str(_errors.key_through_leaf(path, i + 1, sub)))
+        node = sub
+    return node
+
+
+def get(self: TensorDictBase, key: NestedKey, default: Any = None) -> Any:
+    """Value at ``key`` (nested keys allowed), or ``default`` (None) when missing.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": {"b": torch.zeros(2)}}, batch_size=[2])
+        >>> td.get(("a", "b")).shape
+        torch.Size([2])
+        >>> td.get("missing") is None
+        True
+    """
+    return self._get(key, default)
+
+
+def _get(self: TensorDictBase, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
+    """Lookup that raises KeyError (naming the full path) unless ``default`` is given."""
+    if type(key) is str:
+        out = self._get_str(key, MISSING)
+        if out is MISSING:
+            if default is NO_DEFAULT:
+                raise _errors.missing_key((key,), self._keys_str())
+            return default
+        return out
+    path = unravel_key_to_tuple(key)
+    node: Any = self
+    for i, k in enumerate(path):
+        if not is_td(node):  # a wrong key shape, not a missing key: raise even with a default
+            raise _errors.key_through_leaf(path, i, node)
+        nxt = node._get_str(k, MISSING)
+        if nxt is MISSING:
+            if default is NO_DEFAULT:
+                raise _errors.missing_key(path[: i + 1], node._keys_str())
+            return default
+        node = nxt
+    return node
+
+
+def __getitem__(self: TensorDictBase, index: Any) -> Any:
+    """``td[key]`` (a non-tensor leaf gives its value) or ``td[batch_index]``."""
+    if type(index) is str:
+        out = self._get_str(index, MISSING)
+        if type(out) is _Tensor:
+            return out
+        if out is MISSING:
+            raise _errors.missing_key((index,), self._keys_str())
+        return value_of(out)
+    if is_key(index):
+        return value_of(self._get(index))
+    return _index.getitem(self, index)
+
+
+def __setitem__(self: TensorDictBase, index: Any, value: Any) -> None:
+    if is_key(index):
+        self.set(index, value)
+    else:
+        _index.setitem(self, index, value)
+
+
+def __delitem__(self: TensorDictBase, key: NestedKey) -> None:
+    self.del_(key)
+
+
+def _has_str(self: TensorDictBase, key: str) -> bool:
+    """True when this level holds ``key`` (a backend may answer without reading the value)."""
+    return self._get_str(key, MISSING) is not MISSING
+
+
+def __contains__(self: TensorDictBase, key: Any) -> bool:
+    if type(key) is str:
+        return self._has_str(key)
+    if isinstance(key, tuple):
+        path = unravel_key_to_tuple(key)
+        node = self._parent_of(path) if len(path) > 1 else self
+        return node is not None and node._has_str(path[-1])
+    raise RuntimeError("key must be a NestedKey (a str or a possibly tuple of str).")
+
+
+def set_entry(self: TensorDictBase, key: NestedKey, item: Any, inplace: bool = False, *, non_blocking: bool = False,
+        **kwargs: Any) -> TensorDictBase:
+    """Store ``item`` under ``key``, creating missing nested levels.
+
+    Args:
+        key: a string or a tuple of strings.
+        item: a tensor, a TensorDict, a (nested) dict, an array or a number.
+        inplace: when the key exists, copy into the existing tensor instead of replacing it.
+        non_blocking: passed to device moves.
+        **kwargs: accepted for tensordict compatibility and ignored.
+
+    Returns:
+        self.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(batch_size=[2])
+        >>> td.set(("a", "b"), torch.ones(2, 3))["a", "b"].shape
+        torch.Size([2, 3])
+    """
+    path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+    node = self._parent_of(path) if len(path) > 1 else self
+    if node is None:  # missing levels: validate against the deepest existing one, then create
+        deepest = self._deepest(path)
+        if deepest.is_locked:
+            raise _errors.locked()
+        item = deepest._validate(item, path, deepest, non_blocking)
+        node = self._walk_to(path, create=True)
+        node._set_str(path[-1], item, inplace=False, validated=True)
+        return self
+    name = path[-1]
+    exists = node._has_str(name)
+    if node.is_locked and not (inplace and exists):
+        raise _errors.locked()
+    node._set_str(name, node._validate(item, path, node, non_blocking), inplace=inplace and exists,
+                  validated=True)
+    return self
+
+
+def _deepest(self: TensorDictBase, path: tuple[str, ...]) -> TensorDictBase:
+    """The deepest existing node along ``path[:-1]`` (KeyError when the path runs through a leaf)."""
+    node: TensorDictBase = self
+    for i, key in enumerate(path[:-1]):
+        sub = node._get_str(key, MISSING)
+        if sub is MISSING:
+            return node
+        if not is_td(sub):
+            raise KeyError(str(_errors.key_through_leaf(path, i + 1, sub)))
+        node = sub
+    return node
+
+
+def set_(self: TensorDictBase, key: NestedKey, item: Any) -> TensorDictBase:
+    """Copy ``item`` into the existing leaf at ``key`` (allowed on locked TensorDicts).
+
+    Raises:
+        KeyError: if ``key`` is not present.
+    """
+    path = unravel_key_to_tuple(key)
+    node = self._walk_to(path)
+    current = node._get_str(path[-1], MISSING)
+    if current is MISSING:
+        raise _errors.missing_key(path, node._keys_str())
+    value = node._validate(item, path, node)
+    _check_inplace_shape(path, value, current)
+    node._set_str(path[-1], value, inplace=True, validated=True)
+    return self
+
+
+def _validate(self: TensorDictBase, value: Any, path: tuple[str, ...], node: Any = None,
+              non_blocking: bool = False) -> Any:
+    """Turn ``value`` into a leaf that fits ``node``'s batch size and device."""
+    node = self if node is None else node
+    bs = node.batch_size
+    if isinstance(value, _Tensor):
+        if value.shape[: len(bs)] != bs:
+            raise _errors.batch_mismatch(bs, path, value.shape)
+        device = node.device
+        if device is not None and value.device != device:
+            value = value.to(device, non_blocking=non_blocking)
+        return value
+    if is_td(value):
+        vbs = value.batch_size
+        if vbs[: len(bs)] != bs:
+            if len(vbs) < len(bs):
+                value = value.clone(False)
+                value.batch_size = bs
+            else:
+                raise _errors.batch_mismatch(bs, path, vbs)
+        device = node.device
+        if device is not None and value.device != device:
+            value = value.to(device, non_blocking=non_blocking)
+        return value
+    if isinstance(value, Mapping):
+        return self._dense_cls(value, batch_size=bs, device=node.device, names=node._maybe_names(),
+                               _path=path)
+    if isinstance(value, (int, float, bool, complex, np.ndarray, np.generic, tuple)):
+        return node._validate(torch.as_tensor(value, device=node.device), path, node)
+    if isinstance(value, list):
+        try:
+            tensor = torch.as_tensor(value, device=node.device)
+        except (TypeError, ValueError, RuntimeError):  # strings, ragged lists: one value per element
+            if not bs or len(value) != bs[0]:
+                raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
+            try:
+                stack = node._non_tensor_stack_cls.from_list(value, depth=len(bs))
+            except RuntimeError:
+                raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
+            return node._validate(stack, path, node)
+        return node._validate(tensor, path, node)
+    return node._non_tensor_cls._new(value, bs, node.device)
+
+
+def del_(self: TensorDictBase, key: NestedKey) -> TensorDictBase:
+    """Delete ``key``; returns self."""
+    path = unravel_key_to_tuple(key)
+    node = self._walk_to(path)
+    if node.is_locked:
+        raise _errors.locked()
+    if not node._has_str(path[-1]):
+        raise _errors.missing_key(path, node._keys_str())
+    node._del_str(path[-1])
+    return self
+
+
+def pop(self: TensorDictBase, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
+    """Remove ``key`` and return its value (``default`` when given and missing)."""
+    out = self._get(key, MISSING)
+    if out is MISSING:
+        if default is NO_DEFAULT:
+            raise _errors.missing_key(unravel_key_to_tuple(key), self._keys_str())
+        return default
+    self.del_(key)
+    return out
+
+
+def popitem(self: TensorDictBase) -> tuple[str, Any]:
+    """Remove and return the last inserted ``(key, value)`` of this level."""
+    keys = list(self._keys_str())
+    if not keys:
+        raise KeyError("popitem(): tensordict is empty")
+    key = keys[-1]
+    return key, self.pop(key)
+
+
+def setdefault(self: TensorDictBase, key: NestedKey, default: Any, inplace: bool = False) -> Any:
+    """Return the value at ``key``, setting it to ``default`` first when missing."""
+    out = self._get(key, MISSING)
+    if out is MISSING:
+        self.set(key, default, inplace=inplace)
+        out = self._get(key)
+    return out
+
+
+def clear(self: TensorDictBase) -> TensorDictBase:
+    """Remove every key."""
+    if self.is_locked:
+        raise _errors.locked()
+    for key in list(self._keys_str()):
+        self._del_str(key)
+    return self
+
+
+def update(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, *,
+           non_blocking: bool = False, keys_to_update: Sequence[NestedKey] | None = None,
+           is_leaf: Callable[[type], bool] | None = None, update_batch_size: bool = False,
+           ignore_lock: bool = False) -> TensorDictBase:
+    """Write every entry of a mapping or TensorDict into this one (nested entries merge).
+
+    All values are validated before anything is written, so a bad entry leaves ``self`` unchanged.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2)}, batch_size=[2])
+        >>> td.update({"b": torch.ones(2)}).sorted_keys
+        ['a', 'b']
+    """
+    if update_batch_size and is_td(input_dict_or_td):
+        self.batch_size = input_dict_or_td.batch_size
+    wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
+    plan: list[tuple[tuple[str, ...], Any]] = []
+    self._plan_update(input_dict_or_td, (), wanted, clone, plan, is_leaf)
+    checked = []
+    for path, value in plan:  # validate everything first: no half-applied update
+        node = self._parent_of(path)
+        if node is None:  # missing levels: set() creates them with this root's batch facts
+            if self.is_locked:
+                raise _errors.locked()
+            checked.append((None, path, self._validate(value, path, self), False))
+            continue
+        exists = node._has_str(path[-1])
+        if node.is_locked and not (inplace and exists) and not ignore_lock:
+            raise _errors.locked()
+        checked.append((node, path, node._validate(value, path, node, non_blocking), exists))
+    for node, path, value, exists in checked:
+        if node is None:
+            self.set(path, value, non_blocking=non_blocking)
+        else:
+            node._set_str(path[-1], value, inplace=inplace and exists, validated=True)
+    return self
+
+
+def _parent_of(self: TensorDictBase, path: tuple[str, ...]) -> Any:
+    """The existing node that holds ``path[-1]``, or None when a level is missing."""
+    node: Any = self
+    for key in path[:-1]:
+        node = node._get_str(key, MISSING)
+        if node is MISSING or not is_td(node):
+            return None
+    return node
+
+
+def _plan_update(self: TensorDictBase, source: Any, prefix: tuple[str, ...], wanted: Any, clone: bool,
+                 plan: list[Any], is_leaf: Any) -> None:
+    for key, value in source_items(source, "update"):
+        path = (*prefix, *unravel_key_to_tuple(key))
+        nested = is_td(value) or isinstance(value, Mapping)
+        if nested and (is_leaf is None or not is_leaf(type(value))):
+            target = self.get(path, None)
+            if target is not None and is_td(target):
+                self._plan_update(value, path, wanted, clone, plan, is_leaf)
+                continue
+        if wanted is not None and not any(path[: len(w)] == w for w in wanted):
+            continue
+        if clone and (isinstance(value, _Tensor) or is_td(value)):
+            value = value.clone()
+        plan.append((path, value))
+
+
+def update_(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, *, non_blocking: bool = False,
+            keys_to_update: Sequence[NestedKey] | None = None) -> TensorDictBase:
+    """Copy every entry into the existing leaves; every key must already exist."""
+    wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
+    pairs = []
+    for path, value in leaf_items(input_dict_or_td, ()):
+        if wanted is not None and not any(path[: len(w)] == w for w in wanted):
+            continue
+        node = self._walk_to(path)
+        current = node._get_str(path[-1], MISSING)
+        if current is MISSING:
+            raise _errors.missing_key(path, node._keys_str())
+        value = node._validate(value, path, node, non_blocking)
+        _check_inplace_shape(path, value, current)
+        pairs.append((node, path, value))
+    for node, path, value in pairs:
+        node._set_str(path[-1], value.clone() if clone else value, inplace=True, validated=True)
+    return self
+
+
+def _check_inplace_shape(path: tuple[str, ...], value: Any, current: Any) -> None:
+    """Raise if ``value`` cannot be copied into the existing leaf ``current``."""
+    if isinstance(current, _Tensor) and isinstance(value, _Tensor) and value.shape != current.shape:
+        try:
+            ok = torch.broadcast_shapes(value.shape, current.shape) == current.shape  # type: ignore[no-untyped-call]
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise _errors.InplaceWriteError(
+                f"cannot write a value of shape {_errors.fmt_shape(value.shape)} in place into "
+                f"{_errors.fmt_path(path)} of shape {_errors.fmt_shape(current.shape)}"
+            )
+
+
+def leaf_items(source: Any, prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """``(path, leaf)`` pairs of a TensorDict or a nested mapping."""
+    for key, value in source_items(source, "update_"):
+        path = (*prefix, *unravel_key_to_tuple(key))
+        if is_td(value) or isinstance(value, Mapping):
+            yield from leaf_items(value, path)
+        else:
+            yield path, value

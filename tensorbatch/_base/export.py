@@ -1,0 +1,218 @@
+"""Export and presentation: to_dict/state_dict, pickling, repr, non-tensor helpers, dim names.
+
+Functions here are TensorDictBase methods: ``base.py`` attaches them to the class.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .. import _errors
+from .._keys import NestedKey
+from .._ops.traverse import (
+    NO_DEFAULT,
+    flat_leaves,
+    is_non_tensor_type,
+    is_td,
+    named_leaves,
+    value_of,
+)
+from .._ops.traverse import (
+    is_non_tensor as _is_nt,
+)
+from .access import leaf_items
+
+if TYPE_CHECKING:
+    from ..base import TensorDictBase
+
+_Tensor = torch.Tensor
+_Size = torch.Size
+
+
+def set_non_tensor(self: TensorDictBase, key: NestedKey, value: Any) -> TensorDictBase:
+    """Store any Python object (even a dict or a number) as a non-tensor leaf at ``key``.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(batch_size=[2]).set_non_tensor("cfg", {"lr": 0.1})
+        >>> td["cfg"]
+        {'lr': 0.1}
+    """
+    return self.set(key, self._non_tensor_cls._new(value, self.batch_size, self.device))
+
+
+def get_non_tensor(self: TensorDictBase, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
+    """The value of the non-tensor leaf at ``key`` (other leaves are returned as they are)."""
+    return value_of(self._get(key, default))
+
+
+def is_non_tensor(self: TensorDictBase, key: NestedKey) -> bool:
+    """True when the leaf at ``key`` is a non-tensor leaf."""
+    return _is_nt(self._get(key))
+
+
+def non_tensor_items(self: TensorDictBase, include_nested: bool = False) -> Iterator[tuple[NestedKey, Any]]:
+    """``(key, leaf)`` for each non-tensor leaf (nested ones with tuple keys when asked)."""
+    for path, value in named_leaves(self, include_nested=include_nested,
+                                    is_leaf=is_non_tensor_type):
+        if _is_nt(value):
+            yield (path if len(path) > 1 else path[0]), value
+
+
+def filter_non_tensor_data(self: TensorDictBase) -> TensorDictBase:
+    """A shallow copy without the non-tensor leaves (nested nodes are kept, possibly empty)."""
+    out = {key: value.filter_non_tensor_data() if is_td(value) else value
+           for key, value in self._items_str() if not _is_nt(value)}
+    return self._new_node(out)
+
+
+def tolist(self: TensorDictBase, *, convert_tensors: bool = False) -> Any:
+    """Nested lists over the batch dims of per-element dicts (``td[i, j].to_dict()``)."""
+    if not self.batch_dims:
+        return self.to_dict(convert_tensors=convert_tensors)
+    return [td.tolist(convert_tensors=convert_tensors) for td in self.unbind(0)]
+
+
+def to_padded_tensor(self: TensorDictBase, padding: float = 0.0, mask_key: NestedKey | None = None) -> TensorDictBase:
+    """Nested-tensor leaves become padded tensors (:func:`torch.nested.to_padded_tensor`).
+
+    A ragged batch dim (``-1``, from ``densify(layout=torch.jagged)``) takes the padded length.
+
+    Args:
+        padding: the fill value.
+        mask_key: where to write a bool mask of the valid batch elements (needs a ragged batch dim).
+    """
+    nested = next((x for x in flat_leaves(self) if isinstance(x, _Tensor) and x.is_nested), None)
+    bs = self.batch_size
+    if nested is not None and -1 in bs:
+        padded_shape = torch.nested.to_padded_tensor(nested, padding).shape
+        bs = _Size([padded_shape[i] if n == -1 else n for i, n in enumerate(bs)])
+    out = self._map(lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x,
+                    "padding nested tensors", batch_size=bs)
+    if mask_key is not None:
+        if nested is None or -1 not in self.batch_size:
+            raise RuntimeError("to_padded_tensor(mask_key=...) needs a ragged batch dim (-1) and a nested leaf")
+        lengths = nested.offsets().diff()  # type: ignore[attr-defined]  # a jagged nested tensor
+        out.set(mask_key, torch.arange(bs[1], device=lengths.device) < lengths[:, None])
+    return out
+
+
+def to_dict(self: TensorDictBase, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
+    """A plain nested ``dict`` of the leaves (non-tensor leaves give their values)."""
+    return {
+        key: (value.tolist() if convert_tensors else value) if type(value) is _Tensor
+        else value_of(value) if _is_nt(value)
+        else value.to_dict(retain_none=retain_none, convert_tensors=convert_tensors) if is_td(value)
+        else value
+        for key, value in self._items_str()
+    }
+
+
+def to_tensordict(self: TensorDictBase, *, retain_none: bool | None = None) -> TensorDictBase:
+    """An in-memory TensorDict copy of this one."""
+    return self.clone()
+
+
+def state_dict(self: TensorDictBase, destination: Any = None, prefix: str = "", keep_vars: bool = False,
+               flatten: bool = True) -> dict[str, Any]:
+    """The leaves as a dict: flat ``"a.b"`` keys by default, nested dicts with ``flatten=False``."""
+    out: dict[str, Any] = collections.OrderedDict() if destination is None else destination
+    if flatten or destination is not None or prefix:
+        for path, leaf in named_leaves(self):
+            out[prefix + ".".join(path)] = leaf if keep_vars else leaf.detach()
+        return out
+    for path, leaf in named_leaves(self):
+        if len(path) == 1:
+            out[path[0]] = leaf if keep_vars else leaf.detach()
+        else:
+            node = out
+            for key in path[:-1]:
+                node = node.setdefault(key, collections.OrderedDict())
+            node[path[-1]] = leaf if keep_vars else leaf.detach()
+    return out
+
+
+def load_state_dict(self: TensorDictBase, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False,
+                    from_flatten: bool = False) -> TensorDictBase:
+    """Load a dict produced by :meth:`state_dict` (copies into existing leaves, adds new ones)."""
+    flat = {".".join(p): v for p, v in leaf_items(state_dict, ())}
+    source = self._dense_cls._new_unsafe(flat, self.batch_size, None, None).unflatten_keys(".")
+    if strict:
+        mine = {p for p, _ in named_leaves(self)}
+        theirs = {p for p, _ in named_leaves(source)}
+        if mine != theirs:  # tensordict raises RuntimeError here
+            err = _errors.key_sets_differ((), [".".join(p) for p in mine], [".".join(p) for p in theirs])
+            raise RuntimeError(f"load_state_dict(strict=True): {err.args[0]}")
+    self.update(source, inplace=not assign)
+    return self
+
+
+def __reduce__(self: TensorDictBase) -> Any:
+    return (self._dense_cls._from_state, (self.to_dict(), self.batch_size, self.device,
+                                         self._maybe_names(), self.is_locked))
+
+
+def __repr__(self: TensorDictBase) -> str:
+    lines = [f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"]
+    tree_lines(self, "", lines)
+    return "\n".join(lines)
+
+
+def refine_names(self: TensorDictBase, *names: Any) -> TensorDictBase:
+    """Name the batch dims in place (``...`` keeps existing names)."""
+    current = self.names
+    if len(names) == 1 and names[0] is Ellipsis:
+        return self
+    new = list(current)
+    if Ellipsis in names:
+        i = names.index(Ellipsis)
+        head, tail = names[:i], names[i + 1:]
+        new[: len(head)] = head
+        if tail:
+            new[-len(tail):] = tail
+    else:
+        new = list(names)
+    self.names = new
+    return self
+
+
+def rename(self: TensorDictBase, *names: Any, **rename_map: Any) -> TensorDictBase:
+    """A shallow copy with renamed batch dims."""
+    out = self.clone(False)
+    return out.rename_(*names, **rename_map)
+
+
+def rename_(self: TensorDictBase, *names: Any, **rename_map: Any) -> TensorDictBase:
+    """Rename batch dims in place, positionally or by ``old=new``."""
+    if names:
+        self.names = list(names)
+    else:
+        self.names = [rename_map.get(n, n) if n is not None else None for n in self.names]
+    return self
+
+
+def leaf_repr(value: Any) -> str:
+    """One line for a leaf in a tree repr: shape, dtype and device for tensors."""
+    if _is_nt(value):
+        return repr(value)
+    if isinstance(value, _Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        return f"Tensor(shape={list(value.shape)}, dtype={dtype}, device={value.device})"
+    return repr(value)
+
+
+def tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
+    """Append the repr lines of ``td``'s entries (one per key, nested nodes indented) to ``lines``."""
+    items = list(td._items_str())
+    for i, (key, value) in enumerate(items):
+        last = i == len(items) - 1
+        branch, extend = ("`-- ", "    ") if last else ("|-- ", "|   ")
+        if is_td(value) and not _is_nt(value):
+            lines.append(f"{indent}{branch}{key}: {type(value).__name__}(batch_size={list(value.batch_size)})")
+            tree_lines(value, indent + extend, lines)
+        else:
+            lines.append(f"{indent}{branch}{key}: {leaf_repr(value)}")

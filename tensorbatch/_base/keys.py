@@ -1,0 +1,358 @@
+"""Keys and key-shaped results: keys/items/values, select/exclude, flatten/unflatten, empty.
+
+Functions here are TensorDictBase methods: ``base.py`` attaches them to the class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .. import _errors
+from .._keys import NestedKey, key_of, unravel_key_to_tuple
+from .._ops.traverse import (
+    MISSING,
+    NO_DEFAULT,
+    NON_TENSOR_TYPES,
+    is_td,
+    named_leaves,
+)
+from .coerce import as_device as _as_device
+from .coerce import as_size as _as_size
+
+if TYPE_CHECKING:
+    from ..base import TensorDictBase
+
+_Tensor = torch.Tensor
+_Size = torch.Size
+
+
+def keys(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
+         is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Any:
+    """Keys of this TensorDict.
+
+    Args:
+        include_nested: also yield nested keys as tuples.
+        leaves_only: skip keys whose value is a TensorDict.
+        is_leaf: predicate on a value's type deciding what counts as a leaf.
+        sort: sort the keys (tuples sorted by their joined form).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(1), "n": {"b": torch.zeros(1)}}, batch_size=[1])
+        >>> list(td.keys(include_nested=True, leaves_only=True))
+        ['a', ('n', 'b')]
+    """
+    if not include_nested and not leaves_only and not sort:
+        return self._keys_str()
+    out: list[NestedKey] = []
+    _collect_keys(self, (), include_nested, leaves_only, is_leaf, out)
+    if sort:
+        out.sort(key=lambda k: k if type(k) is str else ".".join(k))
+    return out
+
+
+def _nested_items(self: TensorDictBase, include_nested: bool, leaves_only: bool, is_leaf: Any,
+                  prefix: tuple[str, ...] = (), pre_order: bool = False) -> Iterator[tuple[tuple[str, ...], Any]]:
+    # keys() lists a node after its children, items() before them (as tensordict does)
+    for key, value in self._items_str():
+        path = (*prefix, key)
+        is_node = is_td(value) and (is_leaf is None or not is_leaf(type(value)))
+        if pre_order and not (is_node and leaves_only):
+            yield path, value
+        if is_node and include_nested:
+            yield from value._nested_items(include_nested, leaves_only, is_leaf, path, pre_order)
+        if not pre_order and not (is_node and leaves_only):
+            yield path, value
+
+
+def items(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
+          is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterator[Any]:
+    """``(key, value)`` pairs; arguments as in :meth:`keys`."""
+    if not include_nested and not leaves_only and not sort:
+        yield from self._items_str()
+        return
+    if sort:
+        for key in self.keys(include_nested, leaves_only, is_leaf, sort=sort):
+            yield key, self._get(key)
+        return
+    for path, value in self._nested_items(include_nested, leaves_only, is_leaf, pre_order=True):
+        yield key_of(path), value
+
+
+def values(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
+           is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterator[Any]:
+    """Values; arguments as in :meth:`keys`."""
+    for _, value in self.items(include_nested, leaves_only, is_leaf, sort=sort):
+        yield value
+
+
+def entry_class(self: TensorDictBase, key: NestedKey) -> type:
+    """Type of the value at ``key``."""
+    return type(self._get(key))
+
+
+def get_item_shape(self: TensorDictBase, key: NestedKey) -> torch.Size:
+    """Full shape of the leaf (or batch size of the nested TensorDict) at ``key``."""
+    value = self._get(key)
+    shape: torch.Size = value.batch_size if is_td(value) else value.shape
+    return shape
+
+
+def is_empty(self: TensorDictBase) -> bool:
+    """True when the tree holds no leaf (nested empty TensorDicts don't count)."""
+    return not any(True for _ in named_leaves(self))
+
+
+def select(self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> TensorDictBase:
+    """A TensorDict with only the given keys (sharing the leaves), in the order given.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(1), "b": torch.zeros(1)}, batch_size=[1])
+        >>> td.select("a").sorted_keys
+        ['a']
+    """
+    out = {}
+    for key in keys:  # the common call, first-level keys only
+        if type(key) is not str:
+            break
+        value = self._get_str(key, MISSING)
+        if value is not MISSING:
+            out[key] = value
+        elif strict:
+            raise _errors.missing_key((key,), self._keys_str())
+    else:
+        result = self._new_node(out)
+        return self._replace_with(result) if inplace else result
+    groups: dict[str, Any] = {}  # first-level key -> None (whole entry) or list of sub-keys
+    for key in keys:
+        path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+        if len(path) == 1:
+            groups[path[0]] = None
+        elif groups.get(path[0], ()) is not None:
+            groups.setdefault(path[0], []).append(path[1:])
+    out = {}
+    for key, sub in groups.items():
+        value = self._get_str(key, MISSING)
+        if value is MISSING:
+            if strict:
+                raise _errors.missing_key((key,), self._keys_str())
+            continue
+        if sub is not None:
+            if not is_td(value):
+                if strict:
+                    raise _errors.key_through_leaf((key, *sub[0]), 1, value)
+                continue
+            try:
+                value = value.select(*sub, strict=strict)
+            except KeyError:
+                for path in sub:  # re-raise with the full key path
+                    self._get((key, *path))
+                raise
+        out[key] = value
+    result = self._new_node(out)
+    return self._replace_with(result) if inplace else result
+
+
+def _walk_keys(self: TensorDictBase, path: tuple[str, ...]) -> Any:
+    try:
+        return self._walk_to(path)._keys_str()
+    except KeyError:
+        return self._keys_str()
+
+
+def _empty_like(self: TensorDictBase) -> TensorDictBase:
+    return self._new_node({})
+
+
+def _new_node(self: TensorDictBase, source: dict[str, Any]) -> TensorDictBase:
+    """An in-memory node over ``source`` with this one's batch size, device and names (no validation)."""
+    node: TensorDictBase = self._dense_cls._new_unsafe(source, self.batch_size, self.device, self._maybe_names())
+    return node
+
+
+def empty(self: TensorDictBase, recurse: bool = False, *, batch_size: Any = None, device: Any = NO_DEFAULT,
+          names: Any = None) -> TensorDictBase:
+    """A TensorDict with this one's batch facts and no leaves.
+
+    ``recurse`` keeps the nested nodes, emptied, and the non-tensor leaves as they are (as tensordict).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, batch_size=[2])
+        >>> list(td.empty().keys()), list(td.empty(recurse=True).keys())
+        ([], ['n'])
+    """
+    bs = self.batch_size if batch_size is None else _as_size(batch_size)
+    dev = self.device if device is NO_DEFAULT else _as_device(device)
+    source: dict[str, Any] = {}
+    if recurse:
+        nd = self.batch_dims
+        for key, value in self._items_str():
+            if not is_td(value):
+                continue
+            sub = None if batch_size is None else _Size((*bs, *value.batch_size[nd:]))
+            if type(value) in NON_TENSOR_TYPES:
+                source[key] = value if sub is None else value._follow(sub)
+            else:
+                source[key] = value.empty(True, batch_size=sub)
+    kept = self._maybe_names() if batch_size is None else None
+    out: TensorDictBase = self._dense_cls._new_unsafe(source, bs, dev, names if names is not None else kept)
+    return out
+
+
+def _set_path_unsafe(self: TensorDictBase, path: tuple[str, ...], value: Any, like: Any) -> None:
+    node: Any = self
+    for key in path[:-1]:
+        sub = node._get_str(key, MISSING)
+        like = like._get_str(key)
+        if sub is MISSING:
+            sub = self._dense_cls._new_unsafe({}, like.batch_size, like.device, like._maybe_names())
+            node._set_str(key, sub, inplace=False, validated=True)
+        node = sub
+    node._set_str(path[-1], value, inplace=False, validated=True)
+
+
+def _replace_with(self: TensorDictBase, other: TensorDictBase) -> TensorDictBase:
+    if self.is_locked:
+        raise _errors.locked()
+    for key in list(self._keys_str()):
+        if other._get_str(key, MISSING) is MISSING:
+            self._del_str(key)
+    for key, value in other._items_str():
+        self._set_str(key, value, inplace=False, validated=True)
+    return self
+
+
+def exclude(self: TensorDictBase, *keys: NestedKey, inplace: bool = False) -> TensorDictBase:
+    """A TensorDict without the given keys (missing keys are ignored); nested nodes are new objects."""
+    for key in keys:
+        if type(key) is not str:
+            break
+    else:  # the common call, first-level keys only
+        result = self._new_node({k: v for k, v in self._items_str() if k not in keys})
+        return self._replace_with(result) if inplace else result
+    top: set[str] = set()
+    nested: dict[str, list[tuple[str, ...]]] = {}
+    for key in keys:
+        path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+        if len(path) == 1:
+            top.add(path[0])
+        else:
+            nested.setdefault(path[0], []).append(path[1:])
+    out = {}
+    for key, value in self._items_str():
+        if key in top:
+            continue
+        if key in nested and is_td(value):  # untouched sub-trees are shared, as in tensordict
+            value = value.exclude(*nested[key])
+        out[key] = value
+    result = self._new_node(out)
+    return self._replace_with(result) if inplace else result
+
+
+def _copy_tree(self: TensorDictBase) -> TensorDictBase:
+    """New tree objects (every level) over the same leaves."""
+    out = {k: v._copy_tree() if type(v) is not _Tensor and is_td(v) else v for k, v in self._items_str()}
+    return self._new_node(out)
+
+
+def split_keys(self: TensorDictBase, *key_sets: Sequence[NestedKey], inplace: bool = False, default: Any = None,
+               strict: bool = True, reproduce_struct: bool = False) -> tuple[TensorDictBase, ...]:
+    """Split into one TensorDict per key set, plus one with the remaining keys."""
+    outs = [self.select(*ks, strict=strict) for ks in key_sets]
+    taken = [unravel_key_to_tuple(k) for ks in key_sets for k in ks]
+    rest = self.exclude(*taken)
+    if inplace:
+        self._replace_with(rest)
+    return (*outs, rest)
+
+
+def flatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = False,
+                 is_leaf: Callable[[type], bool] | None = None) -> TensorDictBase:
+    """Turn nested keys into flat ``separator``-joined keys.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": {"b": torch.zeros(1)}}, batch_size=[1])
+        >>> td.flatten_keys().sorted_keys
+        ['a.b']
+    """
+    out: dict[str, Any] = {}
+    _flat_items(self, "", separator, is_leaf, out)
+    result = self._new_node(out)
+    return self._replace_with(result) if inplace else result
+
+
+def unflatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = False) -> TensorDictBase:
+    """Inverse of :meth:`flatten_keys`: ``"a.b"`` becomes ``("a", "b")``."""
+    out = self._empty_like()
+    for key, value in self._items_str():
+        if is_td(value):
+            value = value.unflatten_keys(separator)
+        out._set_path_unsafe(tuple(key.split(separator)), value, _Creator(self))
+    return self._replace_with(out) if inplace else out
+
+
+def rename_key_(self: TensorDictBase, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> TensorDictBase:
+    """Move the value at ``old_key`` to ``new_key``."""
+    if self.is_locked:
+        raise _errors.locked()
+    if safe and new_key in self:
+        raise KeyError(f"key {_errors.fmt_path(new_key)} already present in TensorDict.")
+    value = self._get(old_key)
+    if unravel_key_to_tuple(old_key) == unravel_key_to_tuple(new_key):
+        return self
+    self.set(new_key, value)  # a failing set leaves everything as it was
+    self.del_(old_key)
+    return self
+
+
+def _collect_keys(td: TensorDictBase, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool,
+                  is_leaf: Any, out: list[Any]) -> None:
+    """Keys in post-order (a node after its children), as tensordict's ``keys()`` lists them."""
+    for key, value in td._items_str():
+        if type(value) is _Tensor:
+            out.append((*prefix, key) if prefix else key)
+            continue
+        is_node = is_td(value) and (is_leaf is None or not is_leaf(type(value)))
+        if is_node and include_nested:
+            _collect_keys(value, (*prefix, key), include_nested, leaves_only, is_leaf, out)
+        if not (is_node and leaves_only):
+            out.append((*prefix, key) if prefix else key)
+
+
+def _flat_items(td: TensorDictBase, prefix: str, separator: str, is_leaf: Any, out: dict[str, Any]) -> None:
+    """Leaves under ``separator``-joined keys (non-tensor leaves and ``is_leaf`` types count as leaves)."""
+    for key, value in td._items_str():
+        if type(value) is _Tensor or not is_td(value) or type(value) in NON_TENSOR_TYPES or (
+                is_leaf is not None and is_leaf(type(value))):
+            out[prefix + key] = value
+        else:
+            _flat_items(value, prefix + key + separator, separator, is_leaf, out)
+
+
+class _Creator:
+    """Stands in for a 'like' tree when creating levels: every level copies the root's batch facts."""
+
+    __slots__ = ("_root",)
+
+    def __init__(self, root: TensorDictBase) -> None:
+        self._root = root
+
+    def _get_str(self, key: str) -> Any:
+        return self
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._root.batch_size
+
+    @property
+    def device(self) -> Any:
+        return self._root.device
+
+    def _maybe_names(self) -> Any:
+        return self._root._maybe_names()

@@ -1,0 +1,419 @@
+"""Value operations over every leaf: apply, device and dtype moves, copies, grads, locks, checks.
+
+Functions here are TensorDictBase methods: ``base.py`` attaches them to the class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .._keys import NestedKey, key_of
+from .._ops import pointwise as _pointwise
+from .._ops import reduce as _reduce
+from .._ops.traverse import (
+    NO_DEFAULT,
+    apply_leaves,
+    flat_leaves,
+    is_non_tensor,
+    is_td,
+    map_leaves,
+    named_leaves,
+)
+from .coerce import as_device as _as_device
+
+if TYPE_CHECKING:
+    from ..base import TensorDictBase
+
+_Tensor = torch.Tensor
+_Size = torch.Size
+
+_FOREACH_CLONE = getattr(torch, "_foreach_clone", None)
+
+
+def fill_(self: TensorDictBase, key: NestedKey, value: float | bool) -> TensorDictBase:
+    """Fill the leaf (or every leaf of the nested TensorDict) at ``key`` with ``value``."""
+    target = self._get(key)
+    if is_td(target):
+        target.apply_(lambda x: x.fill_(value))
+    else:
+        target.fill_(value)
+    return self
+
+
+def auto_batch_size_(self: TensorDictBase, batch_dims: int | None = None) -> TensorDictBase:
+    """Set the batch size to the longest leading shape shared by every leaf (nested ones first).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict({"a": torch.zeros(3, 4), "b": torch.zeros(3, 4, 5)}).auto_batch_size_().batch_size
+        torch.Size([3, 4])
+    """
+    for value in self._values_str():
+        if is_td(value) and not is_non_tensor(value):
+            value.auto_batch_size_(batch_dims)
+    # non-tensor leaves follow the batch size; they do not decide it (as in tensordict)
+    shapes = [v.batch_size if is_td(v) else v.shape for v in self._values_str() if not is_non_tensor(v)]
+    common: list[int] = []
+    if shapes:
+        limit = min(len(s) for s in shapes)
+        if batch_dims is not None:
+            limit = min(limit, batch_dims)
+        for i in range(limit):
+            if any(s[i] != shapes[0][i] for s in shapes):
+                break
+            common.append(shapes[0][i])
+    size = _Size(common)
+    for key, value in list(self._items_str()):
+        if is_non_tensor(value) and value.batch_size[: len(size)] != size:
+            self._set_str(key, value._follow(size), inplace=False, validated=True)
+    self.batch_size = size
+    return self
+
+
+def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size: Sequence[int] | None = None,
+          device: Any = NO_DEFAULT, names: Any = NO_DEFAULT, inplace: bool = False,
+          default: Any = NO_DEFAULT, filter_empty: bool | None = None, propagate_lock: bool = False,
+          call_on_nested: bool = False, out: TensorDictBase | None = None,
+          **constructor_kwargs: Any) -> TensorDictBase | None:
+    """Apply ``fn`` to every leaf (with the matching leaves of ``others``) into a new TensorDict.
+
+    A leaf for which ``fn`` returns None is dropped; if every leaf is dropped, None is returned.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2)}, batch_size=[2])
+        >>> td.apply(lambda x, y: x + y, td)["a"]
+        tensor([2., 2.])
+    """
+    is_leaf = None
+    if call_on_nested:
+        def is_leaf(cls: type) -> bool:
+            return True
+    dev = _as_device(device) if device is not NO_DEFAULT else NO_DEFAULT
+    result = apply_leaves(  # in place too: all results first, then the writes (no half-applied state)
+        self, fn, *others, batch_size=batch_size, names=names, device=dev, inplace=False,
+        is_leaf=is_leaf, filter_empty=True if filter_empty is None else filter_empty, default=default,
+        what="applying fn", check=True,  # a user function may change leading dims: refuse that
+    )
+    if not len(result._keys_str()) and filter_empty is not False and not self.is_empty():
+        return None
+    if inplace:
+        return self.update_(result)
+    if out is not None:
+        out.update(result, inplace=True)
+        return out
+    if propagate_lock and self.is_locked:
+        result.lock_()
+    return result
+
+
+def apply_(self: TensorDictBase, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> TensorDictBase:
+    """Apply ``fn`` to every leaf and write the results into the existing leaves."""
+    return self.apply(fn, *others, inplace=True, **kwargs)  # type: ignore[return-value]
+
+
+def named_apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, nested_keys: bool = False,
+                batch_size: Sequence[int] | None = None, device: Any = NO_DEFAULT,
+                names: Any = NO_DEFAULT, inplace: bool = False, default: Any = NO_DEFAULT,
+                filter_empty: bool | None = None, propagate_lock: bool = False,
+                **constructor_kwargs: Any) -> TensorDictBase | None:
+    """Like :meth:`apply`, with the key as first argument of ``fn``.
+
+    The key is the leaf's own name, or its full path when ``nested_keys`` is True.
+    """
+    paths = iter([key_of(p) if nested_keys else p[-1] for p, _ in named_leaves(self)])
+
+    def keyed(value: Any, *rest: Any) -> Any:
+        return fn(next(paths), value, *rest)
+
+    return self.apply(keyed, *others, batch_size=batch_size, device=device, names=names,
+                      inplace=inplace, default=default, filter_empty=filter_empty,
+                      propagate_lock=propagate_lock)
+
+
+def _map(self: TensorDictBase, fn: Callable[[Any], Any], what: str, batch_size: Any = None,
+         names: Any = NO_DEFAULT, device: Any = NO_DEFAULT, follow: bool = False) -> TensorDictBase:
+    """Internal leaf map without user-facing options (``follow``: a batch op, see traverse)."""
+    if batch_size is not None and type(batch_size) is not _Size:
+        batch_size = _Size(batch_size)
+    return map_leaves(self, fn, what=what, batch_size=batch_size, names=names, device=device, follow=follow)
+
+
+def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+    """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(other_td)``, ``to(device, dtype)``.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict({"a": torch.ones(2)}, batch_size=[2]).to(torch.float64)["a"].dtype
+        torch.float64
+    """
+    if len(args) == 1 and not kwargs and type(args[0]) is torch.dtype:  # the common cast, kept cheap
+        cast: TensorDictBase = _pointwise.cast(self, args[0])
+        return cast
+    non_blocking = kwargs.pop("non_blocking", False)
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    batch_size = kwargs.pop("batch_size", None)
+    for arg in args:
+        if isinstance(arg, torch.dtype):
+            dtype = arg
+        elif is_td(arg) or isinstance(arg, _Tensor):
+            device = arg.device
+        elif arg is not None:
+            device = arg
+    if kwargs:
+        raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
+    result: TensorDictBase = self
+    if device is not None and dtype is None and batch_size is None:  # a consolidated one moves one buffer
+        moved = self._consolidated_to(_as_device(device), non_blocking)
+        if moved is not None:
+            return moved  # type: ignore[no-any-return]
+    if device is not None:
+        device = _as_device(device)
+        result = result._map(lambda x: x.to(device, non_blocking=non_blocking), "moving to device",
+                             device=device)
+    if dtype is not None:
+        result = _pointwise.cast(result, dtype)
+    if batch_size is not None:
+        result = result.clone(False) if result is self else result
+        result.batch_size = batch_size
+    return result
+
+
+def cpu(self: TensorDictBase, **kwargs: Any) -> TensorDictBase:
+    """Move every leaf to the CPU."""
+    return self.to("cpu", **kwargs)
+
+
+def cuda(self: TensorDictBase, device: Any = None, **kwargs: Any) -> TensorDictBase:
+    """Move every leaf to a CUDA device."""
+    if device is None:
+        device = "cuda"
+    elif isinstance(device, int):
+        device = f"cuda:{device}"
+    return self.to(device, **kwargs)
+
+
+def clone(self: TensorDictBase, recurse: bool = True, **kwargs: Any) -> TensorDictBase:
+    """A copy; ``recurse=False`` copies the structure only and shares the leaves.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2)}, batch_size=[2])
+        >>> td.clone(False)["a"] is td["a"], td.clone()["a"] is td["a"]
+        (True, False)
+    """
+    if recurse:
+        cloned: TensorDictBase = _pointwise.map_dense(self, _FOREACH_CLONE, torch.clone, "cloning", cpu=True)
+        return cloned
+    return self._copy_tree()
+
+
+def copy(self: TensorDictBase) -> TensorDictBase:
+    """Shallow copy (``clone(recurse=False)``)."""
+    return self.clone(False)
+
+
+def __copy__(self: TensorDictBase) -> TensorDictBase:
+    return self.clone(False)
+
+
+def __deepcopy__(self: TensorDictBase, memo: Any) -> TensorDictBase:
+    return self.clone()
+
+
+def replace(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+    """A shallow copy with some entries replaced: ``self.copy().update(...)``; ``self`` if none are given.
+
+    Nested TensorDicts are merged (as ``update`` does); this TensorDict does not change.
+
+    Args:
+        *args: at most one dict or TensorDict of entries to write.
+        **kwargs: top-level entries, by key (merged into a copy of the positional argument).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, batch_size=[2])
+        >>> out = td.replace({"n": {"c": torch.ones(2)}}, a=torch.ones(2))
+        >>> list(out.keys(True, True)), td["a"].sum().item()
+        (['a', ('n', 'b'), ('n', 'c')], 0.0)
+    """
+    if len(args) > 1:
+        raise TypeError(f"replace() takes at most one positional argument (a dict or TensorDict), got {len(args)}")
+    entries: Any = args[0] if args else {}
+    if not is_td(entries) and not isinstance(entries, Mapping):
+        raise TypeError(f"replace() expects a dict or a TensorDict, got {type(entries).__name__}")
+    if kwargs:
+        entries = entries.copy().update(kwargs) if is_td(entries) else {**entries, **kwargs}
+    if not len(entries):
+        return self
+    return self.copy().update(entries)
+
+
+def copy_at_(self: TensorDictBase, tensordict: Any, idx: Any, non_blocking: bool = False) -> TensorDictBase:
+    """Copy ``tensordict``'s values into this one's leaves at ``idx`` (see :meth:`update_at_`)."""
+    out: TensorDictBase = self.update_at_(tensordict, idx, non_blocking=non_blocking)
+    return out
+
+
+def copy_(self: TensorDictBase, tensordict: Any, non_blocking: bool = False) -> TensorDictBase:
+    """Copy the values of ``tensordict`` into this one's leaves."""
+    return self.update_(tensordict, non_blocking=non_blocking)
+
+
+def detach(self: TensorDictBase) -> TensorDictBase:
+    """Detached copy of every leaf (shares storage)."""
+    return self._map(torch.Tensor.detach, "detaching")
+
+
+def detach_(self: TensorDictBase) -> TensorDictBase:
+    """Detach every leaf in place."""
+    for leaf in flat_leaves(self):
+        leaf.detach_()
+    return self
+
+
+def requires_grad_(self: TensorDictBase, requires_grad: bool = True) -> TensorDictBase:
+    """Set ``requires_grad`` on every leaf."""
+    for leaf in flat_leaves(self):
+        leaf.requires_grad_(requires_grad)
+    return self
+
+
+def requires_grad(self: TensorDictBase) -> bool:
+    """True when any leaf requires grad."""
+    return any(leaf.requires_grad for leaf in flat_leaves(self))
+
+
+def zero_(self: TensorDictBase) -> TensorDictBase:
+    """Fill every leaf with zeros in place."""
+    leaves = flat_leaves(self)
+    if leaves:
+        torch._foreach_zero_(leaves)
+    return self
+
+
+def zero_grad(self: TensorDictBase, set_to_none: bool = True) -> TensorDictBase:
+    """Reset the ``grad`` of every leaf."""
+    for leaf in flat_leaves(self):
+        if leaf.grad is not None:
+            if set_to_none:
+                leaf.grad = None
+            else:
+                leaf.grad.zero_()
+    return self
+
+
+def data(self: TensorDictBase) -> TensorDictBase:
+    """A TensorDict of the leaves' ``.data``."""
+    return self._map(lambda x: x.data, "reading data")
+
+
+def grad(self: TensorDictBase) -> TensorDictBase | None:
+    """A TensorDict of the leaves' gradients (leaves without grad are dropped)."""
+    return self._map(lambda x: x.grad, "reading grad")
+
+
+def contiguous(self: TensorDictBase) -> TensorDictBase:
+    """Contiguous copy of every leaf."""
+    return self._map(torch.Tensor.contiguous, "making contiguous")
+
+
+def is_contiguous(self: TensorDictBase) -> bool:
+    """True when every leaf is contiguous."""
+    return all(leaf.is_contiguous() for leaf in flat_leaves(self))
+
+
+def _new_leaves(self: TensorDictBase, size: Any, make: Callable[[Any, tuple[int, ...]], Any],
+                what: str) -> TensorDictBase:
+    if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
+        size = tuple(size[0])
+    size = _Size(size)
+    nd = self.batch_dims
+    return self._map(lambda x: make(x, (*size, *x.shape[nd:])), what, batch_size=size)
+
+
+def new_zeros(self: TensorDictBase, *size: Any, **kwargs: Any) -> TensorDictBase:
+    """A TensorDict of batch size ``size`` filled with zeros (leaf feature shapes kept)."""
+    return self._new_leaves(size, lambda x, s: x.new_zeros(s, **kwargs), "new_zeros")
+
+
+def new_ones(self: TensorDictBase, *size: Any, **kwargs: Any) -> TensorDictBase:
+    """A TensorDict of batch size ``size`` filled with ones."""
+    return self._new_leaves(size, lambda x, s: x.new_ones(s, **kwargs), "new_ones")
+
+
+def new_empty(self: TensorDictBase, *size: Any, **kwargs: Any) -> TensorDictBase:
+    """A TensorDict of batch size ``size`` with uninitialised leaves."""
+    return self._new_leaves(size, lambda x, s: x.new_empty(s, **kwargs), "new_empty")
+
+
+def new_full(self: TensorDictBase, size: Any, fill_value: Any, **kwargs: Any) -> TensorDictBase:
+    """A TensorDict of batch size ``size`` filled with ``fill_value``."""
+    return self._new_leaves((size,), lambda x, s: x.new_full(s, fill_value, **kwargs), "new_full")
+
+
+def new_tensor(self: TensorDictBase, data: Any, **kwargs: Any) -> TensorDictBase:
+    """Every leaf replaced by ``x.new_tensor(d)``: ``d`` is ``data``'s matching leaf, or ``data`` itself.
+
+    The result's batch size is the shape of ``data`` (its batch size for a TensorDict).
+    """
+    if is_td(data):
+        out = self.apply(lambda x, d: x.new_tensor(d, **kwargs), data, batch_size=data.batch_size)
+        assert out is not None  # apply gives None only with filter_empty
+        return out
+    data = torch.as_tensor(data)
+    return self._map(lambda x: x.new_tensor(data.detach(), **kwargs), "new_tensor", batch_size=data.shape,
+                     device=data.device if "device" not in kwargs else _as_device(kwargs["device"]))
+
+
+def lock_(self: TensorDictBase) -> TensorDictBase:
+    """Lock this TensorDict and its nested ones: no key may be added or removed."""
+    self._set_lock(True)
+    for value in self._values_str():
+        if is_td(value):
+            value.lock_()
+    return self
+
+
+def unlock_(self: TensorDictBase) -> TensorDictBase:
+    """Unlock this TensorDict and its nested ones."""
+    self._set_lock(False)
+    for value in self._values_str():
+        if is_td(value):
+            value.unlock_()
+    return self
+
+
+def all_true(self: TensorDictBase, dim: int | None = None) -> bool | TensorDictBase:
+    """True when every leaf is all-true; with ``dim``, a TensorDict reduced along that batch dim."""
+    if dim is None:
+        return all(bool(leaf.all()) for leaf in flat_leaves(self))
+    _check_reduce_dim(self, dim)
+    out: bool | TensorDictBase = _reduce.reduce(self, "all", dim=dim)
+    return out
+
+
+def any_true(self: TensorDictBase, dim: int | None = None) -> bool | TensorDictBase:
+    """True when any leaf has a true element; with ``dim``, reduced along that batch dim."""
+    if dim is None:
+        return any(bool(leaf.any()) for leaf in flat_leaves(self))
+    _check_reduce_dim(self, dim)
+    out: bool | TensorDictBase = _reduce.reduce(self, "any", dim=dim)
+    return out
+
+
+def allclose(self: TensorDictBase, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+    """True when every leaf is close to the matching leaf (or value) of ``other``."""
+    others = _pointwise.leaves_of(other, self)
+    return all(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+               for a, b in zip(flat_leaves(self), others, strict=True))
+
+
+def _check_reduce_dim(td: TensorDictBase, dim: int) -> None:
+    if not -td.batch_dims <= dim < td.batch_dims:
+        raise RuntimeError(
+            f"dim {dim} must be in [-batch_dims, batch_dims) for batch_size {list(td.batch_size)}"
+        )
