@@ -208,6 +208,7 @@ class TensorDictBase(abc.ABC):
 
     # generic methods, one module per job (tensorbatch/_base/)
     # access: tensorbatch/_base/access.py
+    _locate = _access._locate
     _walk_to = _access._walk_to
     get = _access.get
     _get = _access._get

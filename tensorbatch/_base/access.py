@@ -29,22 +29,37 @@ _Tensor = torch.Tensor
 _Size = torch.Size
 
 
-def _walk_to(self: TensorDictBase, path: tuple[str, ...], create: bool = False) -> TensorDictBase:
-    """The node holding ``path[-1]``; missing levels are created when ``create``."""
+def _locate(self: TensorDictBase, path: tuple[str, ...]) -> tuple[TensorDictBase, int, Any]:
+    """The one path resolver: walk ``path[:-1]`` as far as it goes.
+
+    Returns ``(node, walked, stop)``: the deepest node reached, how many keys were walked, and what
+    stopped the walk (``MISSING`` for an absent key, the leaf found where a node was expected, or
+    ``None`` when ``node`` holds ``path[-1]``). Callers decide what a stop means for them.
+    """
     node: TensorDictBase = self
     for i, key in enumerate(path[:-1]):
         sub = node._get_str(key, MISSING)
-        if sub is MISSING:
-            if not create:
-                raise _errors.missing_key(path[: i + 1], node._keys_str())
-            if node.is_locked:
-                raise _errors.locked()
-            sub = node._new_node({})
-            node._set_str(key, sub, inplace=False, validated=True)
-            sub = node._get_str(key)  # a backend may store a different object (a lazy stack splits it)
-        elif not is_td(sub):  # tensordict raises KeyError when writing, ValueError when reading
-            raise KeyError(str(_errors.key_through_leaf(path, i + 1, sub)))
+        if sub is MISSING or not is_td(sub):
+            return node, i, sub
         node = sub
+    return node, len(path) - 1, None
+
+
+def _walk_to(self: TensorDictBase, path: tuple[str, ...], create: bool = False) -> TensorDictBase:
+    """The node holding ``path[-1]``; missing levels are created when ``create``."""
+    node, walked, stop = self._locate(path)
+    if walked == len(path) - 1:
+        return node
+    if stop is not MISSING:  # tensordict raises KeyError when writing, ValueError when reading
+        raise KeyError(str(_errors.key_through_leaf(path, walked + 1, stop)))
+    if not create:
+        raise _errors.missing_key(path[: walked + 1], node._keys_str())
+    if node.is_locked:
+        raise _errors.locked()
+    for key in path[walked:-1]:
+        sub = node._new_node({})
+        node._set_str(key, sub, inplace=False, validated=True)
+        node = node._get_str(key)  # a backend may store a different object (a lazy stack splits it)
     return node
 
 
@@ -73,16 +88,26 @@ def _get(self: TensorDictBase, key: NestedKey, default: Any = NO_DEFAULT) -> Any
         return out
     path = unravel_key_to_tuple(key)
     node: Any = self
-    for i, k in enumerate(path):
-        if not is_td(node):  # a wrong key shape, not a missing key: raise even with a default
-            raise _errors.key_through_leaf(path, i, node)
-        nxt = node._get_str(k, MISSING)
-        if nxt is MISSING:
-            if default is NO_DEFAULT:
-                raise _errors.missing_key(path[: i + 1], node._keys_str())
-            return default
-        node = nxt
-    return node
+    try:  # the happy path without the resolver's bookkeeping; any stop is sorted out below
+        for k in path:
+            node = node._get_str(k, MISSING)
+        if node is not MISSING:
+            return node
+    except AttributeError:  # a leaf (or MISSING) where a node was expected
+        pass
+    node, walked, stop = self._locate(path)
+    if walked < len(path) - 1:
+        if stop is not MISSING:  # a wrong key shape, not a missing key: raise even with a default
+            raise _errors.key_through_leaf(path, walked + 1, stop)
+        if default is NO_DEFAULT:
+            raise _errors.missing_key(path[: walked + 1], node._keys_str())
+        return default
+    out = node._get_str(path[-1], MISSING)
+    if out is MISSING:
+        if default is NO_DEFAULT:
+            raise _errors.missing_key(path, node._keys_str())
+        return default
+    return out
 
 
 def __getitem__(self: TensorDictBase, index: Any) -> Any:
@@ -166,14 +191,9 @@ def set_entry(self: TensorDictBase, key: NestedKey, item: Any, inplace: bool = F
 
 def _deepest(self: TensorDictBase, path: tuple[str, ...]) -> TensorDictBase:
     """The deepest existing node along ``path[:-1]`` (KeyError when the path runs through a leaf)."""
-    node: TensorDictBase = self
-    for i, key in enumerate(path[:-1]):
-        sub = node._get_str(key, MISSING)
-        if sub is MISSING:
-            return node
-        if not is_td(sub):
-            raise KeyError(str(_errors.key_through_leaf(path, i + 1, sub)))
-        node = sub
+    node, walked, stop = self._locate(path)
+    if walked < len(path) - 1 and stop is not MISSING:
+        raise KeyError(str(_errors.key_through_leaf(path, walked + 1, stop)))
     return node
 
 
@@ -329,12 +349,8 @@ def update(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, inp
 
 def _parent_of(self: TensorDictBase, path: tuple[str, ...]) -> Any:
     """The existing node that holds ``path[-1]``, or None when a level is missing."""
-    node: Any = self
-    for key in path[:-1]:
-        node = node._get_str(key, MISSING)
-        if node is MISSING or not is_td(node):
-            return None
-    return node
+    node, walked, _ = self._locate(path)
+    return node if walked == len(path) - 1 else None
 
 
 def _plan_update(self: TensorDictBase, source: Any, prefix: tuple[str, ...], wanted: Any, clone: bool,
