@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from .._errors import fmt_path
 from .._nontensor import is_non_tensor, value_of
 from .._ops.traverse import is_td
 from ..memmap import MemoryMappedTensor
@@ -44,7 +45,7 @@ def _plan(td: Any, offset: int, jobs: list[tuple[torch.Tensor, int]]) -> tuple[d
         else:
             raise TypeError(f"cannot consolidate a {type(value).__name__} at key {key!r}")
     return {"batch_size": list(td.batch_size), "device": None if td.device is None else str(td.device),
-            "entries": entries}, offset
+            "names": td._maybe_names(), "locked": td.is_locked, "entries": entries}, offset
 
 
 def _view(buffer: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
@@ -68,7 +69,8 @@ def _rebuild(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], devic
         else:
             out[key] = _view(buffer, entry)
     dev = device if device is not None else layout["device"]
-    return dense_cls(out, batch_size=layout["batch_size"], device=dev)
+    node = dense_cls(out, batch_size=layout["batch_size"], device=dev, names=layout.get("names"))
+    return node.lock_() if layout.get("locked") else node
 
 
 def _remember(td: Any, buffer: torch.Tensor, layout: dict[str, Any]) -> Any:
@@ -81,6 +83,7 @@ def consolidate(td: Any, filename: str | Path | None = None, *, device: Any = No
     """A copy of ``td`` whose tensor leaves are views into one byte buffer (see the module docstring)."""
     jobs: list[tuple[torch.Tensor, int]] = []
     layout, total = _plan(td, 0, jobs)
+    raw = _layout_json(layout, filename) if filename is not None else b""  # checked before the file is made
     if filename is not None:
         buffer: torch.Tensor = MemoryMappedTensor.empty(total, dtype=torch.uint8, filename=filename, existsok=True)
         buffer = buffer.as_subclass(torch.Tensor)
@@ -95,15 +98,38 @@ def consolidate(td: Any, filename: str | Path | None = None, *, device: Any = No
         target = buffer[offset:offset + nbytes].view(leaf.dtype).view(leaf.shape)
         target.copy_(leaf.detach().as_subclass(torch.Tensor), non_blocking=non_blocking)
     if filename is not None:
-        _append_layout(Path(filename), total, layout)
+        _append_layout(Path(filename), total, raw)
     if device is not None:
         buffer = buffer.to(device, non_blocking=non_blocking)
     out = _rebuild(td._dense_cls, buffer, layout, device)
     return _remember(out, buffer, layout)
 
 
-def _append_layout(file: Path, total: int, layout: dict[str, Any]) -> None:
-    raw = json.dumps(layout).encode()
+def _layout_json(layout: dict[str, Any], filename: str | Path) -> bytes:
+    """The layout as JSON, or a TypeError naming the first non-tensor value JSON cannot hold."""
+    try:
+        return json.dumps(layout).encode()
+    except TypeError:
+        for path, value in _non_tensor_values(layout, ()):
+            try:
+                json.dumps(value)
+            except TypeError:
+                raise TypeError(
+                    f"cannot consolidate into the file {str(filename)!r}: the non-tensor value at key "
+                    f"{fmt_path(path)} (a {type(value).__name__}) cannot be written as JSON"
+                ) from None
+        raise
+
+
+def _non_tensor_values(layout: dict[str, Any], prefix: tuple[str, ...]) -> Any:
+    for key, entry in layout["entries"].items():
+        if "entries" in entry:
+            yield from _non_tensor_values(entry, (*prefix, key))
+        elif "non_tensor" in entry:
+            yield (*prefix, key), entry["non_tensor"]
+
+
+def _append_layout(file: Path, total: int, raw: bytes) -> None:
     with open(file, "r+b") as f:
         f.seek(total)
         f.write(raw)
