@@ -12,7 +12,8 @@ from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._keys import NestedKey, unravel_key_to_tuple
-from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
+from ._ops.index import MANY_ROWS
+from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, unfit_keys
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
@@ -59,25 +60,22 @@ class TensorDict(TensorDictBase):
         self._device = _as_device(device)
         self._is_locked = False
         self._names: tuple[str | None, ...] | None = None
-        self._tensordict: dict[str, Any] = {}
-        items = source.items() if type(source) is dict else (
-            source._items_str() if is_td(source) else source.items())  # type: ignore[union-attr]  # a TensorDict source
-        data = self._tensordict
-        bs, n, dev = self._batch_size, len(self._batch_size), self._device
-        one = n == 1
-        b0 = bs[0] if one else -1
-        for key, value in items:
-            if type(key) is str:
-                if type(value) is _Tensor and (dev is None or value.device == dev) and (
-                        # shape[:n] == bs, cheaper for the usual single batch dim
-                        shape[0] == b0 if one and (shape := value.shape) else value.shape[:n] == bs):
-                    data[key] = value
-                elif type(value) is dict:  # a nested plain dict: straight into this constructor
+        bs, dev = self._batch_size, self._device
+        if type(source) is not dict:
+            source = dict(source._items_str() if is_td(source) else source.items())  # type: ignore[union-attr]
+        todo = unfit_keys(source, bs, dev)
+        if todo is not None:  # string keys: store the source, then fix what does not fit as it is
+            self._tensordict = data = dict(source)
+            for key in todo:
+                value = data[key]
+                if type(value) is dict:  # a nested plain dict: straight into this constructor
                     data[key] = TensorDict(value, bs, dev, None, non_blocking, _path=(*path_prefix, key))
                 else:
                     data[key] = self._validate(value, (*path_prefix, key), self, bool(non_blocking))
-            else:
-                path = unravel_key_to_tuple(key)
+        else:  # nested keys create their levels in order
+            self._tensordict = {}
+            for key, value in source.items():
+                path = (key,) if type(key) is str else unravel_key_to_tuple(key)
                 node: TensorDict = self._walk_to(path, create=True)  # type: ignore[assignment]  # dense nodes
                 node._tensordict[path[-1]] = node._validate(value, (*path_prefix, *path), node,
                                                             bool(non_blocking))
@@ -248,10 +246,51 @@ class TensorDict(TensorDictBase):
             except (KeyError, AttributeError, TypeError):
                 pass
         elif type(index) is int or type(index) is slice or type(index) is _Tensor:
-            out = index_flat(self, index)
+            out = self._index_flat(index)
             if out is not None:
                 return out
         return TensorDictBase.__getitem__(self, index)
+
+    def _index_flat(self, index: Any) -> TensorDict | None:
+        """``td[index]`` for the common case, or None: an int, a forward slice or a short long tensor.
+
+        Only TensorDicts of tensors (and nested TensorDicts of tensors) without dim names are handled
+        (what the generic indexing builds for them, without its walk); anything else, errors included, is
+        left to the generic ``td[index]``.
+        """
+        if self._names is not None:
+            return None
+        bs = self._batch_size
+        if not bs:
+            return None
+        kind = type(index)
+        if kind is slice:
+            step = index.step
+            if step is not None and step <= 0:
+                return None
+            size = len(range(*index.indices(bs[0])))
+            new_bs = _Size((size,)) if len(bs) == 1 else _Size((size, *bs[1:]))
+        elif kind is int:
+            if not -bs[0] <= index < bs[0]:
+                return None
+            new_bs = _NO_DIMS if len(bs) == 1 else bs[1:]
+        elif kind is _Tensor and index.dtype is _LONG and index.ndim == 1 and index.shape[0] < MANY_ROWS:
+            new_bs = _Size((index.shape[0], *bs[1:]))  # (many rows take the generic index_select path)
+        else:
+            return None
+        out: dict[str, Any] = {}
+        try:  # a loop, not a comprehension: cheaper for a few leaves (no function object per call)
+            for key, value in self._tensordict.items():
+                if type(value) is _Tensor:
+                    out[key] = value[index]
+                else:  # a nested TensorDict takes the same path; anything else goes the generic way
+                    sub = value._index_flat(index) if type(value) is TensorDict else None
+                    if sub is None:
+                        return None
+                    out[key] = sub
+        except (IndexError, RuntimeError):  # an index out of range, on another device...: the generic path says it
+            return None
+        return TensorDict._new_unsafe(out, new_bs, self._device)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         node: Any = self
@@ -334,45 +373,3 @@ class TensorDict(TensorDictBase):
 
 
 TensorDictBase._dense_cls = TensorDict
-
-
-def index_flat(td: Any, index: Any) -> TensorDict | None:
-    """``td[index]`` for the common case, or None: an int or forward slice on an in-memory TensorDict.
-
-    Only TensorDicts of tensors (and nested TensorDicts of tensors) without dim names are handled
-    (what the generic indexing builds for them, without its walk); anything else, errors included, is
-    left to the generic ``td[index]``.
-    """
-    if type(td) is not TensorDict or td._names is not None:
-        return None
-    bs = td._batch_size
-    if not bs:
-        return None
-    kind = type(index)
-    if kind is slice:
-        step = index.step
-        if step is not None and step <= 0:
-            return None
-        size = len(range(*index.indices(bs[0])))
-        new_bs = _Size((size,)) if len(bs) == 1 else _Size((size, *bs[1:]))
-    elif kind is int:
-        if not -bs[0] <= index < bs[0]:
-            return None
-        new_bs = _NO_DIMS if len(bs) == 1 else bs[1:]
-    elif kind is _Tensor and index.dtype is _LONG and index.ndim == 1 and index.shape[0] < 256:
-        new_bs = _Size((index.shape[0], *bs[1:]))  # (many rows take the generic index_select path)
-    else:
-        return None
-    out: dict[str, Any] = {}
-    try:  # a loop, not a comprehension: cheaper for a few leaves (no function object per call)
-        for key, value in td._tensordict.items():
-            if type(value) is _Tensor:
-                out[key] = value[index]
-            else:  # a nested TensorDict takes the same path; anything else goes the generic way
-                sub = index_flat(value, index)
-                if sub is None:
-                    return None
-                out[key] = sub
-    except (IndexError, RuntimeError):  # an index out of range, on another device...: the generic path says it
-        return None
-    return TensorDict._new_unsafe(out, new_bs, td._device)

@@ -102,6 +102,14 @@ class TensorDictBase(abc.ABC):
     def _maybe_names(self) -> tuple[Any, ...] | None:
         return None
 
+    def _index_flat(self, index: Any) -> Any:
+        """``self[index]`` as an in-memory TensorDict by a direct path (int, slice, short index tensor), or None.
+
+        None sends the index to the generic indexing; the in-memory TensorDict answers most calls here, and
+        the typed wrappers ask their backend through this hook before rewrapping.
+        """
+        return None
+
     def _stacked_members(self) -> tuple[int, list[TensorDictBase]] | None:
         """``(stack_dim, members)`` for a backend that keeps members apart (a lazy stack), else None.
 

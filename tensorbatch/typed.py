@@ -24,8 +24,8 @@ from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._compat import register_pytree_node
 from ._keys import is_key
-from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
-from ._td import TensorDict, index_flat
+from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td, unfit_keys
+from ._td import TensorDict
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
@@ -221,16 +221,7 @@ class TypedTensorDict(TensorDictBase):
             # that fits (the TensorDict constructor's own fast check), skip the constructor.
             bs = batch_size if type(batch_size) is _Size else _as_size(batch_size)
             dev = None if device is None else _as_device(device)
-            n = len(bs)
-            one = n == 1
-            b0 = bs[0] if one else -1
-            for value in fields.values():
-                if type(value) is not _Tensor:
-                    break
-                shape = value.shape  # shape[:n] == bs, cheaper for the usual single batch dim
-                if (shape[0] != b0 if one and shape else shape[:n] != bs) or (dev is not None and value.device != dev):
-                    break
-            else:
+            if not unfit_keys(fields, bs, dev):
                 source = TensorDict._new_unsafe(fields, bs, dev)
                 if cls._frozen:
                     source.lock_()
@@ -391,7 +382,7 @@ class TypedTensorDict(TensorDictBase):
         source = self._source
         if is_key(index):
             return source[index]
-        td = index_flat(source, index)
+        td = source._index_flat(index)
         if td is None:
             return _delegation.rewrap(self, source, source[index])
         obj = _new(type(self))  # _wrap_like(td), inlined

@@ -362,8 +362,8 @@ def install(cls: type) -> None:
     methods = vars(_Persistence)
     for alias, name in (("save", "memmap"), ("dumps", "memmap"), ("load", "load_memmap")):
         setattr(cls, alias, methods[name])
-    setattr(cls, "_consolidated_to", consolidated_to)  # the hooks ``to(device)`` and pickling call
-    setattr(cls, "_reduce_consolidated", reduce_consolidated)
+    for hook, fn in (("_consolidated_to", consolidated_to), ("_reduce_consolidated", reduce_consolidated)):
+        setattr(cls, hook, fn)  # the hooks ``to(device)`` and pickling call
 
 
 install(TensorDictBase)  # the persistence methods attach themselves: base.py imports no feature

@@ -32,6 +32,9 @@ from .traverse import (
 _Tensor = torch.Tensor
 _NON_TENSOR = "non-tensor"  # marks a planned write into a non-tensor leaf
 _Size = torch.Size
+MANY_ROWS = 256
+"""From this many rows on, ``td[long_tensor]`` takes one ``index_select`` per leaf (several times faster than
+advanced indexing there; below it, advanced indexing is cheaper)."""
 
 
 def normalize(td: Any, index: Any, with_names: bool = True) -> tuple[tuple[Any, ...], torch.Size | None, Any]:
@@ -190,7 +193,7 @@ def getitem(td: Any, index: Any) -> Any:
         return td
     idx, new_bs, names = normalize(td, index)
     leaf_idx = idx[0] if len(idx) == 1 else idx
-    if type(leaf_idx) is _Tensor and leaf_idx.ndim == 1 and leaf_idx.numel() >= 256 and (
+    if type(leaf_idx) is _Tensor and leaf_idx.ndim == 1 and leaf_idx.numel() >= MANY_ROWS and (
             leaf_idx.dtype == torch.int64 or leaf_idx.dtype == torch.int32):
         return _take_rows(td, leaf_idx, names)
     if new_bs is not None:

@@ -75,6 +75,26 @@ def value_of(leaf: Any) -> Any:
     return leaf._value() if type(leaf) in NON_TENSOR_TYPES else leaf
 
 
+def unfit_keys(source: dict[Any, Any], batch_size: torch.Size, device: torch.device | None) -> list[Any] | None:
+    """The keys of ``source`` whose values need validation, or None when a key is not a string.
+
+    The one batch-fit check of the constructors (TensorDict, TypedTensorDict, TensorClass): a plain
+    tensor whose shape starts with ``batch_size`` (on ``device`` when one is set) is stored as it is;
+    every other value is listed for full validation, which converts it or names the key in its error.
+    """
+    unfit = []
+    n = len(batch_size)
+    b0 = batch_size[0] if n == 1 else -1
+    for key, value in source.items():
+        if type(key) is not str:
+            return None
+        if type(value) is not _Tensor or (device is not None and value.device != device) or (
+                # shape[0] == b0 is cheaper than shape[:1] == batch_size, for the usual single batch dim
+                (not (shape := value.shape) or shape[0] != b0) if n == 1 else value.shape[:n] != batch_size):
+            unfit.append(key)
+    return unfit
+
+
 def tensors_only(td: Any) -> dict[str, Any] | None:
     """The storage dict of an in-memory TensorDict whose values are all plain tensors, else None.
 
