@@ -372,12 +372,15 @@ def _make_binary_(name: str) -> Callable[..., Any]:
             b = torch.as_tensor(b, dtype=a.dtype, device=a.device)
         return write(a, b, **kwargs)
 
+    number_foreach = None if name in _TENSOR_ONLY else foreach  # maximum & co. take no Python scalars
+
     def method(self: Any, other: Any, *, alpha: Any = None) -> Any:
         if alpha is not None:
             return map_inplace(self, name, partial(inplace, alpha=alpha), other)
-        fast = foreach if foreach is not None and (is_td(other) or (
-            not isinstance(other, torch.Tensor) and name not in _TENSOR_ONLY)) else None
-        return map_inplace(self, name, inplace, other, foreach=fast)
+        if is_td(other):
+            return map_inplace(self, name, inplace, other, foreach=foreach)
+        return map_inplace(self, name, inplace, other,
+                           foreach=None if isinstance(other, torch.Tensor) else number_foreach)
 
     method.__name__ = f"{name}_"
     method.__doc__ = f"In-place :func:`torch.{name}` leaf-wise with ``other``. Returns self."
