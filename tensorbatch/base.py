@@ -19,6 +19,7 @@ from ._base import export as _export
 from ._base import keys as _keys_ops
 from ._base import values as _values
 from ._base.coerce import as_size as _as_size
+from ._base.storage import StorageHooks
 from ._ops import index as _index
 from ._ops import pointwise as _pointwise
 from ._ops import reduce as _reduce
@@ -31,7 +32,7 @@ _Size = torch.Size
 
 
 
-class TensorDictBase(abc.ABC):
+class TensorDictBase(StorageHooks, abc.ABC):
     """Abstract base of every TensorDict type: a batched mapping from keys to tensors.
 
     Subclasses implement a handful of primitives; everything else is generic.

@@ -13,10 +13,11 @@ import numpy as np
 import torch
 from torch import Tensor as _Tensor
 
+from tensorbatch._base.storage import StorageHooks
 from tensorbatch._keys import NestedKey
 from tensorbatch.memmap import MemoryMappedTensor
 
-class TensorDictBase(abc.ABC):
+class TensorDictBase(StorageHooks, abc.ABC):
     def __abs__(self) -> TensorDictBase: ...
     def __add__(self, other: Any) -> TensorDictBase: ...
     def __and__(self, other: Any) -> TensorDictBase: ...

@@ -377,6 +377,23 @@ class TypedTensorDict(TensorDictBase):
     def _maybe_names(self) -> tuple[Any, ...] | None:
         return self._source._maybe_names()
 
+    # storage hooks (delegated: the backend knows its storage)
+    @property
+    def _leaves_in_memory(self) -> bool:  # type: ignore[override]  # a class fact of the backend
+        return self._source._leaves_in_memory
+
+    def _leaf_meta(self, key: str) -> Any:
+        return self._source._leaf_meta(key)
+
+    def _read_rows(self, plan: Any, keys: Any = None) -> Any:
+        return self._source._read_rows(plan, keys)
+
+    def _write_rows(self, plan: Any, values: Any) -> None:
+        self._source._write_rows(plan, values)
+
+    def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
+        self._source._alloc_leaf(key, shape, dtype)
+
     # ------------------------------------------------------------------ excluded from forwarding
     def __getitem__(self, index: Any) -> Any:
         source = self._source

@@ -51,6 +51,8 @@ from tensorbatch import (
 )
 from tensorbatch._delegation import WRAPPER_TYPES, unwrap
 
+from backends.numpy_store import NumpyStore
+
 BATCH = torch.Size([3, 4])
 LEAF_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("b",), ("c",), ("nested", "d"), ("nested", "deep", "e"))
 FLOAT_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("nested", "d"), ("nested", "deep", "e"))
@@ -266,6 +268,12 @@ def make_memmap_td(seed: int = 0) -> TensorDictBase:
     return make_td(seed).memmap(os.path.join(folder, "td")).unlock_()
 
 
+def make_numpy_store(seed: int = 0) -> TensorDictBase:
+    """A :class:`~backends.numpy_store.NumpyStore` (tests/backends): a dict of numpy arrays implementing only
+    the backend contract (tensorbatch/BACKENDS.md)."""
+    return NumpyStore(_nest(reference(seed)), batch_size=BATCH)
+
+
 class RefState(TypedTensorDict):
     """The reference content's schema (the flavours ``typed_over_*`` wrap a backend in it)."""
 
@@ -307,6 +315,7 @@ def _param(
 
 
 _TC_DROPS = frozenset({"str_keys", "new_keys"})
+_STORE_DROPS = frozenset({"stored_leaves", "grad", "pytree"})
 
 FLAVOURS = [
     _param("td", make_td),
@@ -342,7 +351,12 @@ FLAVOURS = [
         add={"lazy"},
         drop={"stored_leaves", "whole_leaf_apply", "batch_size_shrink", "pytree"},
     ),
+    # A NumpyStore (tests/backends/numpy_store.py) implements only the backend contract. It drops:
+    # stored_leaves (a read wraps the array in a new tensor: same memory, never the same object), grad
+    # (numpy arrays hold no autograd state), pytree (only the in-memory TensorDict is registered).
+    _param("numpy_store", make_numpy_store, add={"device"}, drop=_STORE_DROPS),
     _param("typed_over_td", over(RefState, make_td), add={"typed"}),
+    _param("typed_over_numpy", over(RefState, make_numpy_store), add={"typed", "device"}, drop=_STORE_DROPS),
     _param(
         "typed_over_lazy",
         over(RefState, make_lazy_stack0),
@@ -354,6 +368,8 @@ FLAVOURS = [
     _param("tensorclass_over_td", over(RefSample, make_td), add={"tensorclass"}, drop=_TC_DROPS),
     _param("tensorclass_over_memmap", over(RefSample, make_memmap_td), add={"tensorclass", "device", "memmap"},
            drop=_TC_DROPS),
+    _param("tensorclass_over_numpy", over(RefSample, make_numpy_store), add={"tensorclass", "device"},
+           drop=_TC_DROPS | _STORE_DROPS),
     _param(
         "tensorclass_over_lazy",
         over(RefSample, make_lazy_stack0),

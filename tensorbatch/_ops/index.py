@@ -15,6 +15,7 @@ import torch
 from .._errors import add_path_note, fmt_path, fmt_shape, locked
 from .._keys import is_key, unravel_key_to_tuple
 from .pointwise import map_inplace
+from .rows import check_fits
 from .traverse import (
     MISSING,
     NO_DEFAULT,
@@ -191,6 +192,13 @@ def getitem(td: Any, index: Any) -> Any:
     """``td[index]`` for any torch index on the batch dims (``td[...]`` and ``td[()]`` return ``td``)."""
     if index is Ellipsis or (type(index) is tuple and (not index or index == (Ellipsis,))):
         return td
+    if not td._leaves_in_memory:  # a storage backend: read the rows once, index the rest in memory
+        return td._read_index(index)
+    return index_leaves(td, index)
+
+
+def index_leaves(td: Any, index: Any) -> Any:
+    """``td[index]`` done on the leaves in memory (the default of the ``_read_rows`` hook too)."""
     idx, new_bs, names = normalize(td, index)
     leaf_idx = idx[0] if len(idx) == 1 else idx
     if type(leaf_idx) is _Tensor and leaf_idx.ndim == 1 and leaf_idx.numel() >= MANY_ROWS and (
@@ -242,10 +250,7 @@ def _fits(value_shape: Any, target: torch.Size) -> bool:
 
 def _check_fits(path: tuple[str, ...], value: Any, target: torch.Size) -> None:
     if isinstance(value, _Tensor) and not _fits(value.shape, target):
-        raise RuntimeError(
-            f"cannot write a value of shape {fmt_shape(value.shape)} into {fmt_path(path)} at an index "
-            f"selecting shape {fmt_shape(target)}"
-        )
+        check_fits(path, value.shape, target)  # raises, naming the path
 
 
 def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, prefix: tuple[str, ...],
@@ -301,6 +306,9 @@ def _plan_non_tensor(path: tuple[str, ...], target: Any, value: Any, writes: lis
 
 def setitem(td: Any, index: Any, value: Any) -> None:
     """``td[index] = value`` with a TensorDict, mapping, tensor or number; validated before any write."""
+    if not td._leaves_in_memory:  # a storage backend: one batched row write
+        td._write_index(index, value)
+        return
     idx, new_bs, _ = normalize(td, index)
     leaf_idx = idx[0] if len(idx) == 1 else idx
     nd = td.batch_dims
@@ -347,6 +355,8 @@ def setitem(td: Any, index: Any, value: Any) -> None:
 
 def get_at(td: Any, key: Any, index: Any, default: Any = NO_DEFAULT) -> Any:
     """``td.get(key)[index]``, or ``default`` when the key is missing."""
+    if not td._leaves_in_memory:  # read the indexed rows of that leaf only
+        return td._read_at(key, index, default)
     value = td._get(key, MISSING)
     if value is MISSING:
         return None if default is NO_DEFAULT else default
@@ -355,6 +365,9 @@ def get_at(td: Any, key: Any, index: Any, default: Any = NO_DEFAULT) -> Any:
 
 def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
     """Write ``value`` into the existing leaf at ``key``, at ``index`` (in place)."""
+    if not td._leaves_in_memory:
+        td._write_at(index, {unravel_key_to_tuple(key): value}, strict=True)
+        return td
     target = td._get(key)
     path = unravel_key_to_tuple(key)
     if type(target) in NON_TENSOR_TYPES:
@@ -380,6 +393,9 @@ def update_at_(td: Any, input_dict_or_td: Any, index: Any, clone: bool = False, 
     items = input_dict_or_td.items(True, True) if is_td(input_dict_or_td) else source_items(input_dict_or_td,
                                                                                              "update_at_")
     wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
+    if not td._leaves_in_memory:
+        td._update_at(input_dict_or_td, index, clone, wanted)
+        return td
     plan = []
     for key, value in items:
         path = unravel_key_to_tuple(key)

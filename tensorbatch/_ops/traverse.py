@@ -141,6 +141,21 @@ def named_leaves(
             yield path, value
 
 
+def leaf_metas(td: TensorDictBase, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """``(path, meta)`` for every leaf (tensor or non-tensor), without reading tensor data.
+
+    ``meta`` is what the backend's ``_meta_items`` gives: the leaf itself when it is in memory (a tensor
+    carries its shape and dtype), else its ``LeafMeta`` (see ``_ops/meta.py``).
+    """
+    out: list[tuple[tuple[str, ...], Any]] = []
+    for key, value in td._meta_items():
+        if is_node(value):
+            out.extend(leaf_metas(value, (*prefix, key)))
+        else:
+            out.append(((*prefix, key), value))
+    return out
+
+
 def flat_leaves(td: TensorDictBase, out: list[Any] | None = None, follow: bool = False) -> list[Any]:
     """All leaves in walk order (the order :func:`from_leaves` consumes).
 
