@@ -186,7 +186,7 @@ class StorageHooks:
             return
         sub = td._read_rows(plan)
         _write_in_memory(sub, rest or (Ellipsis,), values, strict, source)
-        tensors = {}
+        tensors: dict[tuple[str, ...], Any] = {}
         for path in values:
             leaf = sub._get(path)
             node = td._walk_to(path, create=True)

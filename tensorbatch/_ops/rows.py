@@ -160,13 +160,11 @@ def plan_rows(index: Any, size: int) -> RowPlan:
 
 
 def _as_index_tensor(index: Any) -> _Tensor:
-    if isinstance(index, _Tensor):
-        if index.device.type != "cpu":  # rows are planned on the host: a storage backend reads there
-            index = index.cpu()
-        return index
+    if isinstance(index, _Tensor):  # rows are planned on the host: a storage backend reads there
+        return index if index.device.type == "cpu" else index.cpu()
     if isinstance(index, (list, tuple, range, np.ndarray)):
         try:
-            tensor = torch.as_tensor(list(index) if isinstance(index, range) else index)
+            tensor: _Tensor = torch.as_tensor(list(index) if isinstance(index, range) else index)
         except (TypeError, ValueError, RuntimeError) as err:
             raise IndexError(f"invalid row index {index!r}: {err}") from None
         if tensor.numel() == 0:
