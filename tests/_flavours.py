@@ -487,7 +487,8 @@ def leaf_ids(flavour: Flavour, td: Any) -> dict[tuple[Any, ...], int]:
 
     Compare it before and after an in-place operation to check that the stored tensors were written into,
     not replaced. A lazy stack stores no leaf of its own: its members' tensors are listed, under paths
-    starting with ``("<member>", i)`` (exclusive keys included). ``flavour`` is checked against the result:
+    starting with ``("<member>", i)`` (exclusive keys included). A NumpyStore's arrays are listed (a read
+    wraps its array in a new tensor). ``flavour`` is checked against the result:
     a flavour with ``stored_leaves`` reads its stored tensors back as its leaves.
     """
     ids = _stored_ids(td, ())
@@ -504,6 +505,9 @@ def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
         for i, member in enumerate(td.tensordicts):
             out.update(_stored_ids(member, (*prefix, "<member>", i)))
         return out
+    if isinstance(td, NumpyStore):  # it stores numpy arrays (a read wraps one in a new tensor each time)
+        return {(*prefix, *path[len(td._prefix):]): id(array) for path, array in td._storage.arrays.items()
+                if path[: len(td._prefix)] == td._prefix}
     for key, value in td.items():
         if is_tensor_collection(value) and not is_non_tensor(value):
             out.update(_stored_ids(value, (*prefix, key)))
