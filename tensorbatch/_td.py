@@ -216,6 +216,8 @@ class TensorDict(TensorDictBase):
     def _items_str(self) -> Any:
         return self._tensordict.items()
 
+    _meta_items = _items_str  # leaves in memory carry their metadata (the hook's default, one call less)
+
     def _values_str(self) -> Any:
         return self._tensordict.values()
 

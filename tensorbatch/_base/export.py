@@ -13,6 +13,8 @@ import torch
 
 from .. import _errors
 from .._keys import NestedKey
+from .._ops.meta import LeafMeta
+from .._ops.rows import plan_rows
 from .._ops.traverse import (
     NO_DEFAULT,
     flat_leaves,
@@ -113,7 +115,11 @@ def to_dict(self: TensorDictBase, *, retain_none: bool = True, convert_tensors: 
 
 
 def to_tensordict(self: TensorDictBase, *, retain_none: bool | None = None) -> TensorDictBase:
-    """An in-memory TensorDict copy of this one."""
+    """An in-memory TensorDict copy of this one (a storage backend reads every row in one batched call)."""
+    if not self._leaves_in_memory and self.batch_dims:
+        n = self.batch_size[0]
+        out: TensorDictBase = self._read_rows(plan_rows(torch.arange(n), n))  # rows: new memory
+        return out
     return self.clone()
 
 
@@ -195,19 +201,25 @@ def rename_(self: TensorDictBase, *names: Any, **rename_map: Any) -> TensorDictB
     return self
 
 
-def leaf_repr(value: Any) -> str:
-    """One line for a leaf in a tree repr: shape, dtype and device for tensors."""
+def leaf_repr(value: Any, device: Any = None) -> str:
+    """One line for a leaf in a tree repr: shape, dtype and device for tensors (or their metadata: a
+    stored leaf, unread, is on its node's ``device``)."""
     if _is_nt(value):
         return repr(value)
     if isinstance(value, _Tensor):
         dtype = str(value.dtype).removeprefix("torch.")
         return f"Tensor(shape={list(value.shape)}, dtype={dtype}, device={value.device})"
+    if type(value) is LeafMeta:
+        dtype = str(value.dtype).removeprefix("torch.")
+        return f"Tensor(shape={list(value.shape)}, dtype={dtype}, device={device})"
     return repr(value)
 
 
 def tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
-    """Append the repr lines of ``td``'s entries (one per key, nested nodes indented) to ``lines``."""
-    items = list(td._items_str())
+    """Append the repr lines of ``td``'s entries (one per key, nested nodes indented) to ``lines``.
+
+    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata."""
+    items = list(td._meta_items())
     for i, (key, value) in enumerate(items):
         last = i == len(items) - 1
         branch, extend = ("`-- ", "    ") if last else ("|-- ", "|   ")
@@ -215,4 +227,4 @@ def tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
             lines.append(f"{indent}{branch}{key}: {type(value).__name__}(batch_size={list(value.batch_size)})")
             tree_lines(value, indent + extend, lines)
         else:
-            lines.append(f"{indent}{branch}{key}: {leaf_repr(value)}")
+            lines.append(f"{indent}{branch}{key}: {leaf_repr(value, td.device)}")

@@ -12,6 +12,7 @@ import torch
 
 from .. import _errors
 from .._keys import NestedKey, key_of, unravel_key_to_tuple
+from .._ops.meta import TENSOR, node_meta
 from .._ops.traverse import (
     MISSING,
     NO_DEFAULT,
@@ -90,15 +91,20 @@ def values(self: TensorDictBase, include_nested: bool = False, leaves_only: bool
 
 
 def entry_class(self: TensorDictBase, key: NestedKey) -> type:
-    """Type of the value at ``key``."""
+    """Type of the value at ``key`` (a stored tensor leaf answers from its metadata, unread)."""
+    if not self._leaves_in_memory:
+        found = node_meta(self, key)
+        if found is not None and found[1].kind == TENSOR:
+            return _Tensor  # a stored leaf reads back as a plain tensor
     return type(self._get(key))
 
 
 def get_item_shape(self: TensorDictBase, key: NestedKey) -> torch.Size:
-    """Full shape of the leaf (or batch size of the nested TensorDict) at ``key``."""
-    value = self._get(key)
-    shape: torch.Size = value.batch_size if is_td(value) else value.shape
-    return shape
+    """Full shape of the leaf (or batch size of the nested TensorDict) at ``key``, from its metadata."""
+    found = node_meta(self, key)
+    if found is None:
+        self._get(key)  # the KeyError naming the path
+    return found[1].shape  # type: ignore[index]  # found when _get did not raise
 
 
 def is_empty(self: TensorDictBase) -> bool:
@@ -313,8 +319,10 @@ def rename_key_(self: TensorDictBase, old_key: NestedKey, new_key: NestedKey, sa
 
 def _collect_keys(td: TensorDictBase, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool,
                   is_leaf: Any, out: list[Any]) -> None:
-    """Keys in post-order (a node after its children), as tensordict's ``keys()`` lists them."""
-    for key, value in td._items_str():
+    """Keys in post-order (a node after its children), as tensordict's ``keys()`` lists them.
+
+    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata."""
+    for key, value in td._meta_items():
         if type(value) is _Tensor:
             out.append((*prefix, key) if prefix else key)
             continue

@@ -160,3 +160,30 @@ def test_batch_size_checks_use_metadata(store):
     store.batch_size = [3]
     assert store.batch_size == torch.Size([3]) and store.get("nested").batch_size == BATCH
     assert store.stats == {}
+
+
+def test_keys_repr_entry_class_and_shapes_read_no_leaf(store):
+    assert store.keys(include_nested=True, leaves_only=True) == ["a", "b", "c", ("nested", "d"),
+                                                                 ("nested", "deep", "e")]
+    assert sorted(store.keys(True), key=str) == sorted(
+        ["a", "b", "c", "nested", ("nested", "d"), ("nested", "deep"), ("nested", "deep", "e")], key=str)
+    text = repr(store)
+    assert "d: Tensor(shape=[3, 4, 2], dtype=float32, device=cpu)" in text
+    assert "deep: NumpyStore(batch_size=[3, 4])" in text
+    assert store.entry_class("a") is torch.Tensor
+    assert store.entry_class("nested") is type(store)
+    assert store.get_item_shape(("nested", "d")) == torch.Size([3, 4, 2])
+    assert store.get_item_shape("nested") == BATCH
+    with pytest.raises(KeyError, match="missing"):
+        store.get_item_shape(("nested", "missing"))
+    assert store.stats == {}
+
+
+def test_to_tensordict_is_one_read_into_new_memory(store):
+    out = store.to_tensordict()
+    assert store.stats == {"read_rows": 1}
+    assert type(out) is TensorDict and out.batch_size == BATCH
+    for path, value in reference(0).items():
+        assert torch.equal(out.get(path), value)
+    out.get("a").fill_(0)
+    assert torch.equal(store.get("a"), reference(0)["a",])  # a copy
