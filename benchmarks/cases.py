@@ -125,6 +125,32 @@ def set_nested_leaf(lib):
 
 
 @case
+def items_iter(lib):
+    """``for k, v in td.items()`` over a 10-key flat TD; raw: a plain dict's items."""
+    d = {**clone(FLAT), **{k + "2": v for k, v in clone(FLAT2).items()}}
+    td = d if lib is None else lib.TensorDict(d, batch_size=[B])
+
+    def fn():
+        for _k, _v in td.items():
+            pass
+
+    return fn
+
+
+@case
+def set_existing(lib):
+    """``td.set_("a", x)`` into an existing leaf; raw: the same ``copy_`` by hand."""
+    td, t = flat(lib), rand(B, 16)
+    if lib is None:
+        def fn():
+            td["a"].copy_(t)
+            return td
+
+        return fn
+    return lambda: td.set_("a", t)
+
+
+@case
 def keys_nested(lib):
     td = nested(lib)
     if lib is None:

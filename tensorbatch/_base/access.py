@@ -197,18 +197,42 @@ def _deepest(self: TensorDictBase, path: tuple[str, ...]) -> TensorDictBase:
     return node
 
 
-def set_(self: TensorDictBase, key: NestedKey, item: Any) -> TensorDictBase:
+def set_(self: TensorDictBase, key: NestedKey, item: Any, *, non_blocking: bool = False) -> TensorDictBase:
     """Copy ``item`` into the existing leaf at ``key`` (allowed on locked TensorDicts).
+
+    Args:
+        key: a string or a tuple of strings naming an existing entry.
+        item: the value to copy; it is broadcast to the entry's shape.
+        non_blocking: passed to device moves.
+
+    Returns:
+        self.
 
     Raises:
         KeyError: if ``key`` is not present.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> x = torch.zeros(2)
+        >>> td = TensorDict({"x": x}, batch_size=[2])
+        >>> td.set_("x", torch.ones(2))["x"] is x, x.tolist()
+        (True, [1.0, 1.0])
     """
-    path = unravel_key_to_tuple(key)
-    node = self._walk_to(path)
+    if type(key) is str:  # the common call: no path to walk
+        path: tuple[str, ...] = (key,)
+        node = self
+    else:
+        path = unravel_key_to_tuple(key)
+        node = self._walk_to(path)
     current = node._get_str(path[-1], MISSING)
+    if type(item) is _Tensor and type(current) is _Tensor and item.shape == current.shape and (
+            (device := node.device) is None or item.device == device):
+        # the leaf's own shape fits the batch size too: nothing to convert or check
+        node._set_str(path[-1], item, inplace=True, validated=True)
+        return self
     if current is MISSING:
         raise _errors.missing_key(path, node._keys_str())
-    value = node._validate(item, path, node)
+    value = node._validate(item, path, node, non_blocking)
     _check_inplace_shape(path, value, current)
     node._set_str(path[-1], value, inplace=True, validated=True)
     return self

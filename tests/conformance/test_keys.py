@@ -322,6 +322,37 @@ def test_update_inplace_keeps_leaf_objects(flavour, tdf):
         tdf.update_({"missing": torch.zeros(3, 4)})
 
 
+def test_set__copies_into_existing_leaves(flavour, tdf):
+    """set_ keeps the stored leaves and copies values in: the leaf's own shape (the fast path), a value
+    broadcast to it, another dtype, a nested key and a locked TensorDict; bad values change nothing."""
+    requires(flavour, "inplace")
+    ids = leaf_ids(flavour, tdf)
+    assert tdf.set_("a", torch.full((3, 4, 5), 2.0)) is tdf
+    tdf.set_(("nested", "d"), torch.full((3, 4, 1), 3.0))  # broadcast over the last dim
+    tdf.set_("b", torch.full((3, 4), 4.5))  # float into an int64 leaf: copy_ casts
+    tdf.set_(("nested", "deep", "e"), torch.full((3, 4), 5, dtype=torch.float32), non_blocking=False)
+    assert leaf_ids(flavour, tdf) == ids
+    assert torch.equal(tdf.get("a"), torch.full((3, 4, 5), 2.0))
+    assert torch.equal(tdf.get(("nested", "d")), torch.full((3, 4, 2), 3.0))
+    assert torch.equal(tdf.get("b"), torch.full((3, 4), 4, dtype=torch.int64))
+    assert tdf.get(("nested", "deep", "e")).dtype == torch.float64
+    assert torch.equal(tdf.get(("nested", "deep", "e")), torch.full((3, 4), 5.0, dtype=torch.float64))
+    before = snapshot(tdf)
+    with pytest.raises(KeyError, match="'missing'"):
+        tdf.set_("missing", torch.zeros(3, 4))
+    with pytest.raises(KeyError, match="'missing'"):
+        tdf.set_(("nested", "missing"), torch.zeros(3, 4))
+    with pytest.raises(RuntimeError, match="'a'"):  # the batch dims do not match
+        tdf.set_("a", torch.zeros(4, 3, 5))
+    with pytest.raises(RuntimeError, match="'a'"):  # the batch dims match, the feature dims do not fit
+        tdf.set_("a", torch.zeros(3, 4, 7))
+    assert_leaves(before, lambda x: x, tdf)
+    if "lock" in flavour.caps:
+        tdf.lock_()
+        tdf.set_("a", torch.ones(3, 4, 5))
+        assert torch.equal(tdf.get("a"), torch.ones(3, 4, 5))
+
+
 def test_replace_copies_then_updates(flavour, tdf):
     a, g = torch.full((3, 4, 5), 7.0), torch.zeros(3, 4, 3)
     assert tdf.replace() is tdf
