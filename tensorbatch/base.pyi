@@ -5,7 +5,7 @@ Regenerate with ``python tools/gen_stubs.py`` after changing tensorbatch/base.py
 
 import abc
 import builtins
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -448,7 +448,7 @@ class TensorDictBase(StorageHooks, abc.ABC):
         is_leaf: Callable[[type], builtins.bool] | None = ...,
         *,
         sort: builtins.bool = ...,
-    ) -> Iterator[Any]: ...
+    ) -> Iterable[Any]: ...
     def keys(
         self,
         include_nested: builtins.bool = ...,
@@ -919,7 +919,7 @@ class TensorDictBase(StorageHooks, abc.ABC):
         is_leaf: Callable[[type], builtins.bool] | None = ...,
         *,
         sort: builtins.bool = ...,
-    ) -> Iterator[Any]: ...
+    ) -> Iterable[Any]: ...
     def var(
         self,
         dim: Any = ...,

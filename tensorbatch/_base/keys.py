@@ -5,7 +5,7 @@ Functions here are TensorDictBase methods: ``base.py`` attaches them to the clas
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -70,11 +70,27 @@ def _nested_items(self: TensorDictBase, include_nested: bool, leaves_only: bool,
 
 
 def items(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
-          is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterator[Any]:
-    """``(key, value)`` pairs; arguments as in :meth:`keys`."""
+          is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterable[Any]:
+    """``(key, value)`` pairs; arguments as in :meth:`keys`.
+
+    The plain call returns this level's own items view (for a TensorDict a live ``dict`` view, as
+    tensordict's: it has a length, and adding or removing a key while iterating raises RuntimeError);
+    the other calls return an iterator.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(1), "n": {"b": torch.zeros(1)}}, batch_size=[1])
+        >>> len(td.items()), [k for k, _ in td.items(include_nested=True, leaves_only=True)]
+        (2, ['a', ('n', 'b')])
+    """
     if not include_nested and not leaves_only and not sort:
-        yield from self._items_str()
-        return
+        view: Iterable[Any] = self._items_str()  # no generator frame: iterating is as cheap as the dict's own
+        return view
+    return _items(self, include_nested, leaves_only, is_leaf, sort)
+
+
+def _items(self: TensorDictBase, include_nested: bool, leaves_only: bool, is_leaf: Any,
+           sort: bool) -> Iterator[Any]:
     if sort:
         for key in self.keys(include_nested, leaves_only, is_leaf, sort=sort):
             yield key, self._get(key)
@@ -84,10 +100,12 @@ def items(self: TensorDictBase, include_nested: bool = False, leaves_only: bool 
 
 
 def values(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
-           is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterator[Any]:
-    """Values; arguments as in :meth:`keys`."""
-    for _, value in self.items(include_nested, leaves_only, is_leaf, sort=sort):
-        yield value
+           is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterable[Any]:
+    """Values; arguments as in :meth:`keys` (the plain call returns this level's values view, as :meth:`items`)."""
+    if not include_nested and not leaves_only and not sort:
+        view: Iterable[Any] = self._values_str()
+        return view
+    return (value for _, value in _items(self, include_nested, leaves_only, is_leaf, sort))
 
 
 def entry_class(self: TensorDictBase, key: NestedKey) -> type:

@@ -77,6 +77,30 @@ def test_items_and_values_match_get(flavour, tdf):
     assert_same_leaf(flavour, nested.get(("deep", "e")), tdf.get(("nested", "deep", "e")))
 
 
+def test_plain_items_and_values(flavour, tdf):
+    """The plain items()/values(): this level's entries in order, iterable more than once; a dense
+    TensorDict hands out its live dict views (sized, as tensordict's), which refuse a key added while
+    iterating, as a dict does."""
+    items, values = tdf.items(), tdf.values()
+    assert [k for k, _ in items] == ["a", "b", "c", "nested"]
+    pairs = list(tdf.items())
+    assert [k for k, _ in pairs] == ["a", "b", "c", "nested"]
+    for key, value in pairs[:3]:
+        assert_same_leaf(flavour, value, tdf.get(key))
+    if "stored_leaves" in flavour.caps:
+        assert all(v is w for (_, v), w in zip(pairs, tdf.values(), strict=True))
+    if "lazy" in flavour.caps:  # a lazy stack gives iterators, as tensordict's
+        return
+    assert (len(items), len(values)) == (4, 4)
+    assert [k for k, _ in items] == ["a", "b", "c", "nested"]  # a view iterates again
+    if {"mapping_mutation", "new_keys", "str_keys"} <= flavour.caps:
+        with pytest.raises(RuntimeError, match="changed size during iteration"):
+            for key, value in tdf.items():
+                tdf[key + "2"] = value
+        tdf.set("f", torch.zeros(3, 4))
+        assert len(items) == 6 and len(values) == 6  # live: the views see the new keys ("a2" was added)
+
+
 def test_contains_get_and_missing_keys(flavour, tdf):
     assert "a" in tdf
     assert ("nested", "deep", "e") in tdf
