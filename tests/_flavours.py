@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 import torch
+from backends.numpy_store import NumpyStore
 
 from tensorbatch import (
     LazyStackedTensorDict,
@@ -50,8 +51,6 @@ from tensorbatch import (
     lazy_stack,
 )
 from tensorbatch._delegation import WRAPPER_TYPES, unwrap
-
-from backends.numpy_store import NumpyStore
 
 BATCH = torch.Size([3, 4])
 LEAF_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("b",), ("c",), ("nested", "d"), ("nested", "deep", "e"))

@@ -46,7 +46,8 @@ def test_read_rows_default_is_indexing(index):
     out = td._read_rows(plan_rows(index, 3))
     want = td[T(index) if isinstance(index, list) else index]
     assert out.batch_size == want.batch_size
-    assert torch.equal(out["a"], want["a"]) and torch.equal(out["n", "b"], want["n", "b"])
+    assert torch.equal(out["a"], want["a"])
+    assert torch.equal(out["n", "b"], want["n", "b"])
 
 
 def test_read_rows_of_some_keys():
@@ -59,15 +60,20 @@ def test_write_rows_default_writes_in_place():
     td = _td()
     a, b = td["a"], td["n", "b"]
     td._write_rows(plan_rows([2, 0], 3), {("a",): torch.zeros(2, 4), ("n", "b"): 7})
-    assert td["a"] is a and td["n", "b"] is b
-    assert a[0].eq(0).all() and a[2].eq(0).all() and a[1].tolist() == [4.0, 5.0, 6.0, 7.0]
-    assert b[0].tolist() == [7, 7] and b[1].tolist() == [2, 3]
+    assert td["a"] is a
+    assert td["n", "b"] is b
+    assert a[0].eq(0).all()
+    assert a[2].eq(0).all()
+    assert a[1].tolist() == [4.0, 5.0, 6.0, 7.0]
+    assert b[0].tolist() == [7, 7]
+    assert b[1].tolist() == [2, 3]
 
 
 def test_write_rows_casts_to_the_leaf_dtype():
     td = _td()
     td._write_rows(plan_rows(0, 3), {("n", "b"): torch.full((2,), 2.7)})
-    assert td["n", "b"].dtype == torch.int64 and td["n", "b"][0].tolist() == [2, 2]
+    assert td["n", "b"].dtype == torch.int64
+    assert td["n", "b"][0].tolist() == [2, 2]
 
 
 def test_write_rows_validates_everything_first():
@@ -86,5 +92,7 @@ def test_write_rows_validates_everything_first():
 def test_alloc_leaf_default_is_zeros_on_the_device():
     td = TensorDict(batch_size=[3], device="cpu")
     td._alloc_leaf("x", (3, 2), torch.int16)
-    assert td["x"].dtype == torch.int16 and td["x"].shape == (3, 2) and not td["x"].any()
+    assert td["x"].dtype == torch.int16
+    assert td["x"].shape == (3, 2)
+    assert not td["x"].any()
     assert td["x"].device == torch.device("cpu")

@@ -202,8 +202,10 @@ def rename_(self: TensorDictBase, *names: Any, **rename_map: Any) -> TensorDictB
 
 
 def leaf_repr(value: Any, device: Any = None) -> str:
-    """One line for a leaf in a tree repr: shape, dtype and device for tensors (or their metadata: a
-    stored leaf, unread, is on its node's ``device``)."""
+    """One line for a leaf in a tree repr: shape, dtype and device for tensors.
+
+    A stored leaf, unread, is given as its metadata, on its node's ``device``.
+    """
     if _is_nt(value):
         return repr(value)
     if isinstance(value, _Tensor):
@@ -218,7 +220,8 @@ def leaf_repr(value: Any, device: Any = None) -> str:
 def tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
     """Append the repr lines of ``td``'s entries (one per key, nested nodes indented) to ``lines``.
 
-    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata."""
+    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata.
+    """
     items = list(td._meta_items())
     for i, (key, value) in enumerate(items):
         last = i == len(items) - 1
@@ -227,4 +230,5 @@ def tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
             lines.append(f"{indent}{branch}{key}: {type(value).__name__}(batch_size={list(value.batch_size)})")
             tree_lines(value, indent + extend, lines)
         else:
-            lines.append(f"{indent}{branch}{key}: {leaf_repr(value, td.device)}")
+            device = td.device if type(value) is LeafMeta else None  # (read only for stored leaves: a property)
+            lines.append(f"{indent}{branch}{key}: {leaf_repr(value, device)}")

@@ -339,7 +339,8 @@ def _collect_keys(td: TensorDictBase, prefix: tuple[str, ...], include_nested: b
                   is_leaf: Any, out: list[Any]) -> None:
     """Keys in post-order (a node after its children), as tensordict's ``keys()`` lists them.
 
-    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata."""
+    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata.
+    """
     for key, value in td._meta_items():
         if type(value) is _Tensor:
             out.append((*prefix, key) if prefix else key)

@@ -1,5 +1,6 @@
-"""Storage hooks: what a storage backend (HDF5, Redis, ...) overrides to be read and written without
-loading whole leaves, with generic defaults for backends whose leaves are in memory.
+"""Storage hooks: what a storage backend (HDF5, Redis, ...) overrides to avoid reading whole leaves.
+
+The generic defaults serve backends whose leaves are in memory.
 
 The contract is described in ``tensorbatch/BACKENDS.md``. In short, a backend whose ``_get_str`` reads
 (copies) data sets ``_leaves_in_memory = False`` and overrides:
@@ -63,8 +64,9 @@ class StorageHooks:
         return meta if meta.kind == TENSOR else self._get_str(key)  # type: ignore[attr-defined]
 
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> Any:
-        """The rows ``plan`` selects of every leaf (or of the entries ``keys`` of this level), read in one
-        batched call, as an in-memory TensorDict of batch size ``(*plan.shape, *batch_size[1:])``.
+        """The rows ``plan`` selects of every leaf (or of the entries ``keys`` of this level), in one read.
+
+        The result is an in-memory TensorDict of batch size ``(*plan.shape, *batch_size[1:])``.
 
         Leaves may share memory with the storage where indexing in memory would (an int or a slice on a
         memory-backed store); a ``"rows"`` plan always gives new memory, as torch's advanced indexing.

@@ -95,7 +95,8 @@ class RowPlan:
 
     def __repr__(self) -> str:
         if self.kind == "rows":
-            return f"RowPlan(rows={self.rows.tolist()}, inverse={None if self.inverse is None else self.inverse.tolist()})"
+            inverse = None if self.inverse is None else self.inverse.tolist()
+            return f"RowPlan(rows={self.rows.tolist()}, inverse={inverse})"
         return f"RowPlan({self.kind}={self.index!r}, size={self.size})"
 
 

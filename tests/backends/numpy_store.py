@@ -29,7 +29,7 @@ from tensorbatch import TensorDict, TensorDictBase
 from tensorbatch._errors import batch_mismatch, missing_key
 from tensorbatch._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta
 from tensorbatch._ops.rows import RowPlan, check_fits
-from tensorbatch._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_td
+from tensorbatch._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 
 _CPU = torch.device("cpu")
 _NUMPY_OF = {  # the dtypes numpy can store (numpy has no bfloat16, no complex32)

@@ -54,7 +54,8 @@ def test_slice_and_int_reads_share_the_store_memory(store):
     """A numpy int or slice index is a view, as torch's: writing into the rows read writes the store."""
     store[1:3].get("a").fill_(-1.0)
     store[0].get("b").fill_(-5)
-    assert (store.get("a")[1:3] == -1).all() and not (store.get("a")[0] == -1).any()
+    assert (store.get("a")[1:3] == -1).all()
+    assert not (store.get("a")[0] == -1).any()
     assert (store.get("b")[0] == -5).all()
     store[T([0])].get("a").fill_(7.0)  # rows: a copy, as torch's advanced indexing
     assert not (store.get("a") == 7).any()
@@ -77,7 +78,8 @@ def test_setitem_at_rows_is_one_write_without_reads(store, case):
 def test_setitem_with_a_tensordict_value(store):
     other = make_numpy_store(seed=1)
     store[T([2, 0])] = other[T([2, 0])]
-    assert store.stats["write_rows"] == 1 and store.stats["leaf"] == 0
+    assert store.stats["write_rows"] == 1
+    assert store.stats["leaf"] == 0
     ref0, ref1 = reference(0), reference(1)
     for path in LEAF_KEYS:
         assert torch.equal(store.get(path)[T([2, 0])], ref1[path][T([2, 0])])
@@ -86,7 +88,8 @@ def test_setitem_with_a_tensordict_value(store):
 
 def test_setitem_with_repeated_rows_keeps_the_last_value(store):
     store[T([1, 0, 1])] = {"b": T([[1] * 4, [2] * 4, [3] * 4])}
-    assert store.get("b")[1].tolist() == [3] * 4 and store.get("b")[0].tolist() == [2] * 4
+    assert store.get("b")[1].tolist() == [3] * 4
+    assert store.get("b")[0].tolist() == [2] * 4
 
 
 def test_setitem_past_dim0_reads_then_writes_the_touched_rows(store):
@@ -109,16 +112,19 @@ def test_setitem_new_key_is_allocated_from_its_schema(store):
     store[0:2] = {"new": torch.ones(2, 4, 3, dtype=torch.float16), "nested": {"f": torch.ones(2, 4)}}
     assert store.stats["alloc"] == 2
     new = store.get("new")
-    assert new.shape == (3, 4, 3) and new.dtype == torch.float16
-    assert (new[:2] == 1).all() and (new[2] == 0).all()
-    assert store.get(("nested", "f"))[:2].eq(1).all() and store.get(("nested", "f"))[2].eq(0).all()
+    assert new.shape == (3, 4, 3)
+    assert new.dtype == torch.float16
+    assert (new[:2] == 1).all()
+    assert (new[2] == 0).all()
+    assert store.get(("nested", "f"))[:2].eq(1).all()
+    assert store.get(("nested", "f"))[2].eq(0).all()
 
 
 def test_setitem_new_key_on_a_locked_store_is_refused_before_anything(store):
     store.lock_()
     with pytest.raises(RuntimeError, match="locked"):
         store[0] = {"new": torch.ones(4)}
-    assert "new" not in store.keys()
+    assert "new" not in store
     store[0] = {"b": torch.zeros(4, dtype=torch.int64)}  # existing keys: allowed on a locked store
     assert (store.get("b")[0] == 0).all()
 
@@ -140,7 +146,8 @@ def test_set_at_and_update_at_write_rows_after_checking_every_key(store):
         store.update_at_({"a": torch.zeros(4, 5), "missing": torch.zeros(4)}, 0)
     assert torch.equal(store.get("a"), reference(0)["a",])  # nothing written
     store.update_at_({"a": torch.zeros(5), ("nested", "d"): torch.ones(4, 2)}, (0, slice(None)))
-    assert (store.get("a")[0] == 0).all() and (store.get(("nested", "d"))[0] == 1).all()
+    assert (store.get("a")[0] == 0).all()
+    assert (store.get(("nested", "d"))[0] == 1).all()
 
 
 def test_leaf_meta_answers_without_reading(store):
@@ -158,7 +165,8 @@ def test_batch_size_checks_use_metadata(store):
         store.batch_size = [3, 5]
     assert store.batch_size == BATCH
     store.batch_size = [3]
-    assert store.batch_size == torch.Size([3]) and store.get("nested").batch_size == BATCH
+    assert store.batch_size == torch.Size([3])
+    assert store.get("nested").batch_size == BATCH
     assert store.stats == {}
 
 
@@ -182,7 +190,8 @@ def test_keys_repr_entry_class_and_shapes_read_no_leaf(store):
 def test_to_tensordict_is_one_read_into_new_memory(store):
     out = store.to_tensordict()
     assert store.stats == {"read_rows": 1}
-    assert type(out) is TensorDict and out.batch_size == BATCH
+    assert type(out) is TensorDict
+    assert out.batch_size == BATCH
     for path, value in reference(0).items():
         assert torch.equal(out.get(path), value)
     out.get("a").fill_(0)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from tensorbatch import TensorDict
 from tensorbatch._ops.index import normalize
 from tensorbatch._ops.rows import RowPlan, check_fits, plan_rows, split_index
-from tensorbatch import TensorDict
 
 T = torch.tensor
 SIZE = 6
@@ -60,9 +60,11 @@ def test_rows_are_sorted_unique_and_inverse_gives_the_order(case):
     index, torch_index = FORMS[case]
     plan = plan_rows(index, SIZE)
     rows = plan.rows
-    assert rows.dtype == torch.int64 and rows.ndim == 1
+    assert rows.dtype == torch.int64
+    assert rows.ndim == 1
     assert torch.equal(rows, torch.unique(rows)), "rows must be sorted and unique"
-    assert bool((rows >= 0).all()) and bool((rows < SIZE).all())
+    assert bool((rows >= 0).all())
+    assert bool((rows < SIZE).all())
     read = X[rows]  # what a backend reads: each distinct row once, in storage order
     if plan.kind == "rows":
         got = read if plan.inverse is None else read[plan.inverse]
@@ -73,7 +75,8 @@ def test_rows_are_sorted_unique_and_inverse_gives_the_order(case):
 
 
 def test_kinds():
-    assert plan_rows(-2, 5).kind == "int" and plan_rows(-2, 5).index == 3
+    assert plan_rows(-2, 5).kind == "int"
+    assert plan_rows(-2, 5).index == 3
     assert plan_rows(slice(None), 5).kind == "slice"
     assert plan_rows([1, 2], 5).kind == "rows"
     assert plan_rows(T([True, False]), 2).kind == "rows"
@@ -124,7 +127,7 @@ def test_last_positions_pick_the_last_repeat():
 
 
 @pytest.mark.parametrize(
-    "index, bad",
+    ("index", "bad"),
     [(6, 6), (-7, -7), ([0, 6], 6), ([-7, 1], -7), (T([2, 9]), 9), (np.int64(10), 10), (T(-8), -8)],
     ids=["int", "neg_int", "list", "list_neg", "tensor", "np_int", "zero_d"],
 )
@@ -214,9 +217,11 @@ def test_split_index_reads_few_rows_when_it_can():
     assert split_index((slice(1, 3),), bs)[0].count == 2
     assert split_index((T([5, 5, 1]),), bs)[0].rows.tolist() == [1, 5]
     plan, rest = split_index((T([0, 2]), T([1, 3])), bs)  # two index tensors broadcast: read every row
-    assert plan.count == 6 and rest is not None
+    assert plan.count == 6
+    assert rest is not None
     plan, rest = split_index((), bs)
-    assert plan.count == 6 and rest is None
+    assert plan.count == 6
+    assert rest is None
 
 
 def test_plan_class_is_exported_for_backends():
