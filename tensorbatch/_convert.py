@@ -37,7 +37,7 @@ import torch
 from ._errors import fmt_path, fmt_shape
 from ._keys import is_key
 from ._nontensor import NonTensorData, NonTensorStack, is_non_tensor, value_of
-from ._ops.traverse import MISSING, is_td
+from ._ops.traverse import MISSING, is_td, named_nodes
 from .base import TensorDictBase
 
 __all__ = [
@@ -478,12 +478,20 @@ def _generic_dict(fields: list[str]) -> Any:
 
 
 def _to_pytree(td: Any) -> Any:
+    built: dict[tuple[str, ...], Any] = {}
+    for path, node in named_nodes(td, post_order=True):  # the nodes below first: a node is built from them
+        built[path] = _pytree_node(node, path, built)
+    return built[()]
+
+
+def _pytree_node(td: Any, path: tuple[str, ...], built: dict[tuple[str, ...], Any]) -> Any:
+    """The pytree of one node (the nodes below it already in ``built``, by path)."""
     kind = td._get_str(_PYTREE_TYPE, MISSING)
     if kind is MISSING:
         return td
     kind = value_of(kind)
     items = {
-        k: _to_pytree(v) if is_td(v) and not is_non_tensor(v) else v
+        k: built[(*path, k)] if is_td(v) and not is_non_tensor(v) else v
         for k, v in td._items_str()
         if k != _PYTREE_TYPE
     }
@@ -502,10 +510,10 @@ def _to_pytree(td: Any) -> Any:
         out = {}
         for key, value in items.items():
             if key.startswith(_NON_NESTED):
+                value_path = (*path, key, "value")
                 key = value_of(value._get_str("key"))
                 key = tuple(key) if isinstance(key, list) else key
-                value = value._get_str("value")
-                value = _to_pytree(value) if is_td(value) and not is_non_tensor(value) else value
+                value = built[value_path] if value_path in built else value._get_str("value")
             out[key] = value_of(value)
         if kind is not dict:  # OrderedDict, defaultdict (rebuilt without its default_factory)
             typed = kind()
@@ -516,7 +524,14 @@ def _to_pytree(td: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------------- struct arrays
-def _to_struct_array(td: Any, prefix: tuple[str, ...] = ()) -> np.ndarray:
+def _to_struct_array(td: Any) -> np.ndarray:
+    built: dict[tuple[str, ...], np.ndarray] = {}
+    for path, node in named_nodes(td, post_order=True):  # the nodes below first: their arrays are fields
+        built[path] = _struct_node(node, path, built)
+    return built[()]
+
+
+def _struct_node(td: Any, prefix: tuple[str, ...], built: dict[tuple[str, ...], np.ndarray]) -> np.ndarray:
     items = list(td._items_str())
     if not items:
         raise ValueError(
@@ -527,7 +542,7 @@ def _to_struct_array(td: Any, prefix: tuple[str, ...] = ()) -> np.ndarray:
     arrays, fields = [], []
     for key, value in items:
         if is_td(value) and not is_non_tensor(value):
-            array = _to_struct_array(value, (*prefix, key))
+            array = built[(*prefix, key)]
         elif isinstance(value, _Tensor):
             try:
                 array = value.detach().cpu().numpy()

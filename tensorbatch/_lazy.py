@@ -27,7 +27,16 @@ from ._nontensor import is_non_tensor, stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
 from ._ops.index import check_mask, normalize
 from ._ops.torch_function import _columns
-from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, is_node, is_td, named_leaves
+from ._ops.traverse import (
+    MISSING,
+    NO_DEFAULT,
+    NON_TENSOR_TYPES,
+    apply_leaves,
+    is_node,
+    is_td,
+    named_leaves,
+    named_nodes,
+)
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
@@ -199,6 +208,7 @@ class LazyStackedTensorDict(TensorDictBase):
             td.lock_() if value else td.unlock_()
 
     def _stacked_members(self) -> tuple[int, list[Any]]:
+        """Storage hook: the members, stacked along the stack dim (walks over what is stored visit them)."""
         return self._stack_dim, self._tds
 
     def _maybe_names(self) -> tuple[str | None, ...] | None:
@@ -613,8 +623,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
         """A dense in-memory TensorDict of the common keys (their leaf shapes must agree)."""
-        out = {k: v.to_tensordict() if isinstance(v, LazyStackedTensorDict) else v for k, v in self._items_str()}
-        return self._dense_cls._new_unsafe(out, self._batch_size, self.device, self._maybe_names())
+        return apply_leaves(self, _same, is_leaf=NON_TENSOR_TYPES.__contains__, what="densifying a lazy stack")
 
     contiguous = to_tensordict
 
@@ -642,17 +651,32 @@ class LazyStackedTensorDict(TensorDictBase):
             raise ValueError(f"densify: layout must be torch.strided or torch.jagged, got {layout}")
         if self._stack_dim != 0:
             raise RuntimeError("densify(layout=torch.jagged) needs stack_dim 0 (the jagged dim follows it)")
-        out = {}
-        for key in self._keys_str():
-            values = [td._get_str(key) for td in self._tds]
-            first = values[0]
-            if type(first) is _Tensor and any(v.shape != first.shape for v in values):
-                out[key] = torch.nested.nested_tensor(values, layout=torch.jagged)
-            elif is_node(first):
-                out[key] = LazyStackedTensorDict._new(values, 0, stack_name=self._stack_name).densify(layout)
-            else:
-                out[key] = _stack_values(key, values, 0)
-        return self._dense_cls._new_unsafe(out, self._batch_size, self.device, self._maybe_names())
+        n = len(self._tds)
+        if not n:
+            return self.to_tensordict()
+        groups: dict[tuple[str, ...], list[Any]] = {}  # a path inside the members -> their nodes there
+        for path, node in named_nodes(self, post_order=True, members=True):
+            if path:
+                groups.setdefault(path[1:], []).append(node)
+        built: dict[tuple[str, ...], Any] = {}
+        for path, nodes in groups.items():  # the first member's post order: a node after the ones below it
+            if len(nodes) != n:  # not in every member
+                continue
+            stack = LazyStackedTensorDict._new(nodes, 0, stack_name=self._stack_name)
+            out = {}
+            for key in stack._keys_str():
+                done = built.pop((*path, key), None)
+                if done is not None:
+                    out[key] = done
+                    continue
+                values = [td._get_str(key) for td in nodes]
+                first = values[0]
+                if type(first) is _Tensor and any(v.shape != first.shape for v in values):
+                    out[key] = torch.nested.nested_tensor(values, layout=torch.jagged)
+                else:
+                    out[key] = _stack_values(key, values, 0)
+            built[path] = self._dense_cls._new_unsafe(out, stack._batch_size, stack.device, stack._maybe_names())
+        return built[()]
 
     def __reduce__(self) -> Any:
         return (LazyStackedTensorDict._new, (self._tds, self._stack_dim, None, self._stack_name))
@@ -767,6 +791,10 @@ def _split_arg(arg: Any, n: int, dim: int) -> list[Any]:
         if arg.shape[dim] == 1:  # broadcasts along the stack dim
             return [arg.select(dim, 0)] * n
     return [arg] * n
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _check_castable(name: str, members: list[Any], results: list[Any]) -> None:

@@ -13,7 +13,7 @@ from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._keys import NestedKey, unravel_key_to_tuple
 from ._ops.index import MANY_ROWS
-from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, unfit_keys
+from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_nodes, unfit_keys
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
@@ -117,34 +117,30 @@ class TensorDict(TensorDictBase):
         self._change_batch_size(_as_size(value))
 
     def _change_batch_size(self, new_size: torch.Size) -> None:
-        self._check_batch_size(new_size, ())  # the whole tree first: nothing changes on failure
-        self._apply_batch_size(new_size)
-
-    def _check_batch_size(self, new_size: torch.Size, prefix: tuple[str, ...]) -> None:
         n = len(new_size)
-        for key, value in self._tensordict.items():
-            shape = value.batch_size if is_td(value) else value.shape
-            if shape[:n] == new_size:
-                continue
-            if is_td(value) and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
-                if type(value) is TensorDict:
-                    value._check_batch_size(new_size, (*prefix, key))  # will be extended
-                elif type(value) in NON_TENSOR_TYPES and not value._uniform():
-                    raise _errors.batch_mismatch(new_size, (*prefix, key), shape)  # per-element values
-                continue
-            raise _errors.batch_mismatch(new_size, (*prefix, key), shape)
-
-    def _apply_batch_size(self, new_size: torch.Size) -> None:
-        n = len(new_size)
-        for value in self._tensordict.values():
-            if is_td(value) and len(value.batch_size) < n:
-                if type(value) is TensorDict:
-                    value._apply_batch_size(new_size)
-                else:  # another backend, a wrapper or a non-tensor leaf: through its public setter
-                    value.batch_size = new_size
-        if self._names is not None and len(self._names) != n:
-            self._names = None
-        self._batch_size = new_size
+        # the in-memory nodes that a longer batch size extends (a nested one is shorter than n only
+        # when every node above it is); other short collections follow through their own setter
+        grown = [(path, node) for path, node in named_nodes(self)
+                 if node is self or (type(node) is TensorDict and len(node._batch_size) < n)]
+        followers = []
+        for path, node in grown:  # the whole tree first: nothing changes on failure
+            for key, value in node._items_str():
+                shape = value.batch_size if is_td(value) else value.shape
+                if shape[:n] == new_size:
+                    continue
+                if is_td(value) and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
+                    if type(value) in NON_TENSOR_TYPES and not value._uniform():
+                        raise _errors.batch_mismatch(new_size, (*path, key), shape)  # per-element values
+                    if type(value) is not TensorDict:
+                        followers.append(value)
+                    continue
+                raise _errors.batch_mismatch(new_size, (*path, key), shape)
+        for value in followers:  # another backend, a wrapper or a non-tensor leaf: through its public setter
+            value.batch_size = new_size
+        for _, node in grown:
+            if node._names is not None and len(node._names) != n:
+                node._names = None
+            node._batch_size = new_size
 
     @property
     def device(self) -> torch.device | None:
@@ -157,10 +153,11 @@ class TensorDict(TensorDictBase):
 
     def clear_device_(self) -> TensorDict:
         """Forget the device (leaves stay where they are); nested TensorDicts too."""
-        self._device = None
-        for value in self._tensordict.values():
-            if is_td(value):
-                value.clear_device_()
+        for _, node in named_nodes(self, members=True):
+            if isinstance(node, TensorDict):
+                node._device = None
+            elif (clear := getattr(node, "clear_device_", None)) is not None:
+                clear()  # another backend or a wrapper keeps its device its own way (a lazy stack: its members)
         return self
 
     def _maybe_names(self) -> tuple[Any, ...] | None:
@@ -179,9 +176,16 @@ class TensorDict(TensorDictBase):
             return
         value = _checked_names(value, self._batch_size)
         self._names = value if any(n is not None for n in value) else None
-        for sub in self._tensordict.values():
-            if is_td(sub):
-                sub.names = (*value, *sub.names[len(value):])
+        n = len(value)
+        for _, node in named_nodes(self):  # nested nodes take these names for the root's dims
+            if node is self:
+                continue
+            names = (*value, *node.names[n:])
+            if type(node) is TensorDict:
+                names = _checked_names(names, node._batch_size)
+                node._names = names if any(x is not None for x in names) else None
+            else:  # another backend or a wrapper: through its own setter
+                node.names = names
 
     def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
         if default is NO_DEFAULT:

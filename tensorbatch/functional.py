@@ -20,7 +20,7 @@ from ._errors import add_path_note, fmt_path, fmt_shape, locked
 from ._keys import NestedKey, key_of, unravel_key_to_tuple
 from ._nontensor import is_non_tensor, is_non_tensor_type, stack_non_tensor
 from ._ops.torch_function import cat, stack
-from ._ops.traverse import MISSING, NON_TENSOR_TYPES, apply_leaves, is_node, is_td, named_leaves
+from ._ops.traverse import MISSING, NON_TENSOR_TYPES, apply_leaves, is_node, is_td, named_leaves, named_nodes
 
 __all__ = [
     "cat", "group_by", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence", "stack", "unpad_sequence",
@@ -127,7 +127,7 @@ def pad(
     new_size = _padded_batch_size(batch_size, pads, safe)
     nodes = []
     if inplace:
-        nodes = [tensordict, *(v for _, v in tensordict.items(include_nested=True) if is_node(v))]
+        nodes = [node for _, node in named_nodes(tensordict, post_order=True)]
         if any(node.is_locked for node in nodes):
             raise locked()
     widths = _pad_widths(pads)
@@ -149,7 +149,7 @@ def pad(
     for path, leaf in named_leaves(padded, is_leaf=is_non_tensor_type):
         tensordict._walk_to(path)._set_str(path[-1], leaf, inplace=False, validated=True)
     nd = len(batch_size)
-    for node in reversed(nodes):
+    for node in nodes:
         node.batch_size = torch.Size((*new_size, *node.batch_size[nd:]))
     return tensordict
 

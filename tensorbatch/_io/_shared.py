@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .._ops.traverse import is_td
+from .._ops.traverse import named_nodes, stacked_members
 
 DTYPES: dict[str, torch.dtype] = {str(d): d for d in (
     torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128,
@@ -20,16 +20,11 @@ DTYPES: dict[str, torch.dtype] = {str(d): d for d in (
 
 def stored_leaves(td: Any) -> Iterator[torch.Tensor]:
     """The tensors a TensorDict stores (a lazy stack's members' leaves, not stacked copies)."""
-    stacked = td._stacked_members()
-    if stacked is not None:
-        for member in stacked[1]:
-            yield from stored_leaves(member)
-        return
-    for value in td._values_str():
-        if isinstance(value, torch.Tensor):
-            yield value
-        elif is_td(value):
-            yield from stored_leaves(value)
+    for _, node in named_nodes(td, members=True):
+        if stacked_members(node) is None:
+            for value in node._values_str():
+                if isinstance(value, torch.Tensor):
+                    yield value
 
 
 class SideTable:

@@ -19,7 +19,7 @@ import torch
 
 from .._errors import fmt_path
 from .._nontensor import is_non_tensor, value_of
-from .._ops.traverse import is_td
+from .._ops.traverse import is_td, named_entries
 from ..memmap import MemoryMappedTensor
 from ._shared import DTYPES, SideTable
 
@@ -27,12 +27,17 @@ _ALIGN = 8
 _STATE = SideTable()  # a consolidated TensorDict -> (buffer, layout)
 
 
-def _plan(td: Any, offset: int, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any], int]:
-    """The layout of ``td`` starting at byte ``offset``; ``jobs`` collects (leaf, offset) copies."""
-    if td._stacked_members() is not None:  # its dense form (members must agree on keys and shapes)
-        td = td.to_tensordict()
-    entries: dict[str, Any] = {}
-    for key, value in td._items_str():
+def _plan(td: Any, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any], int]:
+    """The layout of ``td`` and its size in bytes; ``jobs`` collects the (leaf, offset) copies.
+
+    A lazy stack is laid out in its dense form (its members must agree on keys and shapes).
+    """
+    root = _node_layout(td)
+    layouts: dict[tuple[str, ...], dict[str, Any]] = {(): root}
+    offset = 0
+    for path, value in named_entries(td):  # a node comes before its entries
+        entries = layouts[path[:-1]]["entries"]
+        key = path[-1]
         if isinstance(value, torch.Tensor):
             nbytes = value.numel() * value.element_size()
             entries[key] = {"offset": offset, "dtype": str(value.dtype), "shape": list(value.shape)}
@@ -41,11 +46,15 @@ def _plan(td: Any, offset: int, jobs: list[tuple[torch.Tensor, int]]) -> tuple[d
         elif is_non_tensor(value):
             entries[key] = {"non_tensor": value_of(value), "stack": type(value).__name__ == "NonTensorStack"}
         elif is_td(value):
-            entries[key], offset = _plan(value, offset, jobs)
+            entries[key] = layouts[path] = _node_layout(value)
         else:
-            raise TypeError(f"cannot consolidate a {type(value).__name__} at key {key!r}")
+            raise TypeError(f"cannot consolidate a {type(value).__name__} at key {fmt_path(path)}")
+    return root, offset
+
+
+def _node_layout(td: Any) -> dict[str, Any]:
     return {"batch_size": list(td.batch_size), "device": None if td.device is None else str(td.device),
-            "names": td._maybe_names(), "locked": td.is_locked, "entries": entries}, offset
+            "names": td._maybe_names(), "locked": td.is_locked, "entries": {}}
 
 
 def _view(buffer: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
@@ -57,6 +66,7 @@ def _view(buffer: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
 
 
 def _rebuild(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], device: Any = None) -> Any:
+    # (a recursion over the plain JSON layout, not over a TensorDict: the tree is being built)
     from .._nontensor import NonTensorData, NonTensorStack
 
     out: dict[str, Any] = {}
@@ -82,7 +92,7 @@ def consolidate(td: Any, filename: str | Path | None = None, *, device: Any = No
                 share_memory: bool = False, pin_memory: bool = False) -> Any:
     """A copy of ``td`` whose tensor leaves are views into one byte buffer (see the module docstring)."""
     jobs: list[tuple[torch.Tensor, int]] = []
-    layout, total = _plan(td, 0, jobs)
+    layout, total = _plan(td, jobs)
     raw = _layout_json(layout, filename) if filename is not None else b""  # checked before the file is made
     if filename is not None:
         buffer: torch.Tensor = MemoryMappedTensor.empty(total, dtype=torch.uint8, filename=filename, existsok=True)

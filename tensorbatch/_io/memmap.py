@@ -23,7 +23,7 @@ from .._compat import fake_mode_active
 from .._errors import fmt_path
 from .._lazy import LazyStackedTensorDict
 from .._nontensor import NonTensorData, NonTensorStack, is_non_tensor
-from .._ops.traverse import is_td
+from .._ops.traverse import is_td, named_nodes, stacked_members
 from ..memmap import MemoryMappedTensor
 from ._shared import DTYPES, stored_leaves
 
@@ -76,48 +76,51 @@ class _Writer:
         self.allow_pickle, self.like = allow_pickle, like
         self.jobs: list[tuple[torch.Tensor, Path]] = []
 
-    def node(self, td: Any, folder: Path, path: tuple[str, ...]) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        stacked = td._stacked_members()
-        if stacked is not None:
-            dim, members = stacked
-            meta: dict[str, Any] = {**_class_tag(td), "stack_dim": dim, "stack_dim_name": td.names[dim]}
-            for i, member in enumerate(members):
-                self.node(member, folder / str(i), (*path, str(i)))
+    def tree(self, td: Any, root: Path) -> None:
+        """Write every node of ``td`` (a node before the ones below it; a lazy stack's members in ``0/``, ``1/``...)."""
+        folders: dict[tuple[str, ...], Path] = {(): root}
+        for path, node in named_nodes(td, members=True):
+            folder = folders[path]
+            folder.mkdir(parents=True, exist_ok=True)
+            stacked = stacked_members(node)
+            if stacked is not None:
+                dim, members = stacked
+                for i in range(len(members)):
+                    folders[(*path, str(i))] = folder / str(i)
+                _write_json(folder / META, {**_class_tag(node), "stack_dim": dim, "stack_dim_name": node.names[dim]})
+                continue
+            meta: dict[str, Any] = {}
+            for key, value in node._items_str():
+                name = _file_key(key)
+                if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
+                    if value.is_nested:
+                        raise NotImplementedError(f"nested tensors cannot be saved yet (key {fmt_path((*path, key))})")
+                    meta[key] = {"device": str(value.device), "shape": list(value.shape), "dtype": str(value.dtype),
+                                 "is_nested": False}
+                    self.jobs.append((value, folder / f"{name}.memmap"))
+                elif is_non_tensor(value):
+                    meta[key] = {"type": type(value).__name__}
+                    self.non_tensor(value, folder / name, (*path, key))
+                elif is_td(value):  # written when the walk reaches it
+                    meta[key] = {"type": "TensorDict" if stacked_members(value) is None else "LazyStackedTensorDict"}
+                    folders[(*path, key)] = folder / name
+                else:
+                    raise TypeError(f"cannot save a {type(value).__name__} at key {fmt_path((*path, key))}")
+            # files live on the CPU: a TensorDict without a device loads back on "cpu" (as with tensordict)
+            meta.update({"shape": list(node.batch_size), "device": "cpu" if node.device is None else str(node.device)})
+            meta.update(_class_tag(node))
+            names = node._maybe_names()
+            if names is not None:
+                meta["_names"] = list(names)
+            self._drop_stale(folder, meta)
             _write_json(folder / META, meta)
-            return
-        meta = {}
-        for key, value in td._items_str():
-            name = _file_key(key)
-            if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
-                if value.is_nested:
-                    raise NotImplementedError(f"nested tensors cannot be saved yet (key {fmt_path((*path, key))})")
-                meta[key] = {"device": str(value.device), "shape": list(value.shape), "dtype": str(value.dtype),
-                             "is_nested": False}
-                self.jobs.append((value, folder / f"{name}.memmap"))
-            elif is_non_tensor(value):
-                meta[key] = {"type": type(value).__name__}
-                self.non_tensor(value, folder / name, (*path, key))
-            elif is_td(value):
-                meta[key] = {"type": "TensorDict" if value._stacked_members() is None else "LazyStackedTensorDict"}
-                self.node(value, folder / name, (*path, key))
-            else:
-                raise TypeError(f"cannot save a {type(value).__name__} at key {fmt_path((*path, key))}")
-        # files live on the CPU: a TensorDict without a device loads back on "cpu" (as with tensordict)
-        meta.update({"shape": list(td.batch_size), "device": "cpu" if td.device is None else str(td.device)})
-        meta.update(_class_tag(td))
-        names = td._maybe_names()
-        if names is not None:
-            meta["_names"] = list(names)
-        self._drop_stale(folder, meta)
-        _write_json(folder / META, meta)
 
     def root(self, td: Any, folder: Path) -> None:
         """Write the tree rooted at ``td`` (a TensorDict, a lazy stack or a single non-tensor leaf)."""
         if is_non_tensor(td):
             self.non_tensor(td, folder, ())
         else:
-            self.node(td, folder, ())
+            self.tree(td, folder)
 
     def _drop_stale(self, folder: Path, meta: dict[str, Any]) -> None:
         """Re-saving in place: remove the files of keys the new save no longer has (or stores differently)."""

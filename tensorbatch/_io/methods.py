@@ -12,7 +12,7 @@ import torch
 from .._keys import NestedKey as NestedKey
 from .._keys import unravel_key_to_tuple
 from .._nontensor import is_non_tensor
-from .._ops.traverse import is_td
+from .._ops.traverse import named_nodes, stacked_members
 from ..base import TensorDictBase
 from ..memmap import MemoryMappedTensor
 from . import consolidate as _consolidate
@@ -277,22 +277,16 @@ class _Persistence:
 
 def _adopt(td: Any, mapped: Any) -> None:
     """Make ``td``'s leaves the mapped ones (member by member for a lazy stack); they live on the CPU."""
-    stacked = td._stacked_members()
-    if stacked is not None:
-        for member, mapped_member in zip(stacked[1], mapped.tensordicts, strict=True):
-            _adopt(member, mapped_member)
-        return
-    td.unlock_()
-    td.update(mapped)
-    _on_cpu(td)
-
-
-def _on_cpu(td: Any) -> None:
-    if hasattr(td, "_device"):
-        td._device = torch.device("cpu")
-    for value in td._values_str():
-        if is_td(value) and value._stacked_members() is None:
-            _on_cpu(value)
+    theirs = dict(named_nodes(mapped, members=True))
+    nodes = list(named_nodes(td, members=True))
+    stacks = {path for path, node in nodes if stacked_members(node) is not None}
+    for path, node in nodes:  # the top nodes that store leaves: the root, or lazy stacks' members
+        if path not in stacks and (not path or path[:-1] in stacks):
+            node.unlock_()
+            node.update(theirs[path])
+    for _, node in named_nodes(td, members=True):
+        if hasattr(node, "_device"):
+            node._device = torch.device("cpu")
 
 
 def _set_ignoring_lock(td: Any, key: NestedKey, leaf: Any) -> None:

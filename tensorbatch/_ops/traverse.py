@@ -1,6 +1,6 @@
-"""The one walk over a TensorDict tree.
+"""The one walk over a TensorDict tree: its nodes, its entries, its leaves, and the one mapping engine.
 
-Every leaf-wise feature goes through these functions. They are written by hand over the
+Every leaf-wise and node-wise job goes through these functions. They are written by hand over the
 backends' ``_items_str`` (no pytree flatten on the hot path). Exceptions raised by the leaf
 function keep their type and gain the key path as a note.
 """
@@ -8,12 +8,13 @@ function keep their type and gain the key path as a note.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .._errors import add_path_note, batch_mismatch, key_sets_differ, missing_key, not_a_mapping
+from .._keys import unravel_key_to_tuple
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -122,23 +123,232 @@ def source_items(source: Any, what: str) -> Any:
         raise not_a_mapping(what, source) from None
 
 
-def named_leaves(
-    td: TensorDictBase, *, include_nested: bool = True, is_leaf: Callable[[type], bool] | None = None,
-    prefix: tuple[str, ...] = (),
-) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """Yield ``(path, leaf)`` for every leaf, depth first, in insertion order.
+def named_nodes(
+    td: TensorDictBase, *, post_order: bool = False, is_leaf: Callable[[type], bool] | None = None,
+    members: bool = False,
+) -> list[tuple[tuple[str, ...], Any]]:
+    """``(path, node)`` for ``td`` (path ``()``) and every TensorDict node below it, depth first.
 
-    Nested collections count as leaves when ``include_nested`` is False or ``is_leaf`` says so.
+    Args:
+        td: the root.
+        post_order: list a node after the nodes below it (else before them).
+        is_leaf: predicate on a value's type: True makes a nested collection a leaf (not a node).
+        members: walk what is stored: a node holding a stack of member TensorDicts (a lazy stack,
+            ``_stacked_members()``) is listed, then its members under ``(*path, "0")``, ``(*path, "1")``...
+            instead of its stacked entries.
+
+    Non-tensor leaves are leaves, not nodes.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(1), "n": {"m": {"b": torch.zeros(1)}}}, batch_size=[1])
+        >>> [path for path, _ in named_nodes(td)]
+        [(), ('n',), ('n', 'm')]
+        >>> [path for path, _ in named_nodes(td, post_order=True)]
+        [('n', 'm'), ('n',), ()]
     """
+    out: list[tuple[tuple[str, ...], Any]] = []
+    _nodes(td, (), post_order, is_leaf, members, out)
+    return out
+
+
+def _nodes(td: Any, prefix: tuple[str, ...], post_order: bool, is_leaf: Any, members: bool,
+           out: list[tuple[tuple[str, ...], Any]]) -> None:
+    # one list, filled by a plain recursion: nested generators cost ~0.5 us a level (lock_ is hot)
+    if not post_order:
+        out.append((prefix, td))
+    stacked = stacked_members(td) if members else None
+    if stacked is not None:
+        for i, member in enumerate(stacked[1]):
+            _nodes(member, (*prefix, str(i)), post_order, is_leaf, members, out)
+    else:
+        for key, value in td._items_str():
+            if type(value) is not _Tensor and is_node(value) and (is_leaf is None or not is_leaf(type(value))):
+                _nodes(value, (*prefix, key), post_order, is_leaf, members, out)
+    if post_order:
+        out.append((prefix, td))
+
+
+def stacked_members(node: Any) -> tuple[int, list[Any]] | None:
+    """``(stack_dim, members)`` of a node that stores a stack of TensorDicts (a lazy stack), else None.
+
+    Read from the backend's ``_stacked_members()`` hook: walks over what is stored (saving,
+    consolidating, sharing memory) visit the members instead of stacked copies.
+    """
+    hook = getattr(node, "_stacked_members", None)
+    return None if hook is None else hook()
+
+
+def named_entries(
+    td: TensorDictBase, *, include_nested: bool = True, leaves_only: bool = False,
+    is_leaf: Callable[[type], bool] | None = None, post_order: bool = False,
+) -> list[tuple[tuple[str, ...], Any]]:
+    """``(path, value)`` for every entry below ``td``, leaves and nodes, depth first.
+
+    The walk behind ``keys``/``items``/``values``; arguments as there.
+
+    Args:
+        td: the root (not listed itself).
+        include_nested: enter nested nodes (else only the first level).
+        leaves_only: skip the nodes (non-tensor leaves count as nodes here, as in tensordict's keys).
+        is_leaf: predicate on a value's type: True makes a nested collection a leaf.
+        post_order: list a node after its entries (``keys()`` order) instead of before (``items()``).
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"n": {"b": torch.zeros(1)}, "a": torch.zeros(1)}, batch_size=[1])
+        >>> [path for path, _ in named_entries(td)]
+        [('n',), ('n', 'b'), ('a',)]
+        >>> [path for path, _ in named_entries(td, leaves_only=True)]
+        [('n', 'b'), ('a',)]
+    """
+    out: list[tuple[tuple[str, ...], Any]] = []
+    _entries(td, (), include_nested, leaves_only, is_leaf, post_order, out)
+    return out
+
+
+def _entries(td: Any, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool, is_leaf: Any,
+             post_order: bool, out: list[tuple[tuple[str, ...], Any]]) -> None:
     for key, value in td._items_str():
         path = (*prefix, key)
-        if is_td(value) and (is_leaf is None or not is_leaf(type(value))):
-            if include_nested:
-                yield from named_leaves(value, include_nested=True, is_leaf=is_leaf, prefix=path)
-            else:
-                yield path, value
+        if type(value) is _Tensor or not is_td(value) or (is_leaf is not None and is_leaf(type(value))):
+            out.append((path, value))
+            continue
+        if not (post_order or leaves_only):
+            out.append((path, value))
+        if include_nested:
+            _entries(value, path, True, leaves_only, is_leaf, post_order, out)
+        if post_order and not leaves_only:
+            out.append((path, value))
+
+
+def entry_keys(td: TensorDictBase, include_nested: bool = True, leaves_only: bool = False,
+               is_leaf: Callable[[type], bool] | None = None) -> list[Any]:
+    """``keys(include_nested, leaves_only, is_leaf)``: :func:`named_entries` in post order, as keys.
+
+    First-level keys are strings, deeper ones tuples (no path tuple is built for them: this is the
+    hot path of ``keys(include_nested=True)``).
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"n": {"b": torch.zeros(1)}, "a": torch.zeros(1)}, batch_size=[1])
+        >>> entry_keys(td)
+        [('n', 'b'), 'n', 'a']
+    """
+    out: list[Any] = []
+    _keys(td, (), include_nested, leaves_only, is_leaf, out)
+    return out
+
+
+def _keys(td: Any, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool, is_leaf: Any,
+          out: list[Any]) -> None:
+    for key, value in td._items_str():
+        if type(value) is _Tensor:
+            out.append((*prefix, key) if prefix else key)
+            continue
+        node = is_td(value) and (is_leaf is None or not is_leaf(type(value)))
+        if node and include_nested:
+            _keys(value, (*prefix, key), True, leaves_only, is_leaf, out)
+        if not (node and leaves_only):
+            out.append((*prefix, key) if prefix else key)
+
+
+def flat_items(td: TensorDictBase, separator: str = ".",
+               is_leaf: Callable[[type], bool] | None = None) -> dict[str, Any]:
+    """The leaves under ``separator``-joined keys (``flatten_keys``); non-tensor leaves count as leaves.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> list(flat_items(TensorDict({"n": {"b": torch.zeros(1)}, "a": torch.zeros(1)}, batch_size=[1])))
+        ['n.b', 'a']
+    """
+    out: dict[str, Any] = {}
+    _flat(td, "", separator, is_leaf, out)
+    return out
+
+
+def _flat(td: Any, prefix: str, separator: str, is_leaf: Any, out: dict[str, Any]) -> None:
+    # joined keys grow as strings (no path tuples): flatten_keys is on the hot path
+    for key, value in td._items_str():
+        if type(value) is _Tensor or not is_node(value) or (is_leaf is not None and is_leaf(type(value))):
+            out[prefix + key] = value
         else:
-            yield path, value
+            _flat(value, prefix + key + separator, separator, is_leaf, out)
+
+
+def copy_nodes(td: TensorDictBase) -> TensorDictBase:
+    """New in-memory node objects at every level over the same leaves (``clone(recurse=False)``).
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"n": {"b": torch.zeros(1)}}, batch_size=[1])
+        >>> copy = copy_nodes(td)
+        >>> copy["n"] is td["n"], copy["n", "b"] is td["n", "b"]
+        (False, True)
+    """
+    out = {}
+    for key, value in td._items_str():
+        if type(value) is _Tensor or not is_td(value):
+            out[key] = value
+        elif type(value) in NON_TENSOR_TYPES:
+            out[key] = value._follow(None)
+        else:
+            out[key] = copy_nodes(value)
+    return _result(td, out, None, NO_DEFAULT, NO_DEFAULT)  # type: ignore[no-any-return]  # built with _dense_cls
+
+
+def source_leaves(source: Any, what: str, enter: Callable[[tuple[str, ...], Any], bool] | None = None,
+                  prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """``(path, value)`` for the leaves of a source: a TensorDict or a mapping (``update``'s argument).
+
+    Args:
+        source: a TensorDict, a (nested) mapping whose keys may be nested tuple keys, or None.
+        what: the operation, for the error on a source that is not a mapping.
+        enter: called with ``(path, value)`` for each nested mapping or TensorDict: False lists it
+            as a value instead of walking into it (default: walk into every one).
+        prefix: the path of ``source``.
+
+    A plain user mapping is walked here too: it is on its way into a TensorDict.
+    """
+    out: list[tuple[tuple[str, ...], Any]] = []
+    _source(source, what, enter, prefix, out)
+    return out
+
+
+def _source(source: Any, what: str, enter: Any, prefix: tuple[str, ...],
+            out: list[tuple[tuple[str, ...], Any]]) -> None:
+    for key, value in source_items(source, what):
+        path = (*prefix, key) if type(key) is str else (*prefix, *unravel_key_to_tuple(key))
+        if (is_td(value) or isinstance(value, Mapping)) and (enter is None or enter(path, value)):
+            _source(value, what, enter, path, out)
+        else:
+            out.append((path, value))
+
+
+def named_leaves(
+    td: TensorDictBase, *, include_nested: bool = True, is_leaf: Callable[[type], bool] | None = None,
+) -> list[tuple[tuple[str, ...], Any]]:
+    """``(path, leaf)`` for every leaf, depth first, in insertion order.
+
+    Nested collections count as leaves when ``include_nested`` is False or ``is_leaf`` says so;
+    non-tensor leaves are skipped unless ``is_leaf`` says so (:func:`named_entries` with
+    ``leaves_only``).
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(1), "n": {"b": torch.zeros(1)}}, batch_size=[1])
+        >>> [path for path, _ in named_leaves(td)]
+        [('a',), ('n', 'b')]
+    """
+    out: list[tuple[tuple[str, ...], Any]] = []
+    _entries(td, (), include_nested, include_nested, is_leaf, False, out)
+    return out
 
 
 def leaf_metas(td: TensorDictBase, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -252,82 +462,10 @@ def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow:
     )
 
 
-def map_leaves(td: TensorDictBase, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: str = "mapping",
-               batch_size: torch.Size | None = None, names: Any = NO_DEFAULT, device: Any = NO_DEFAULT,
-               prefix: tuple[str, ...] = (), follow: bool = False) -> TensorDictBase:
-    """New tree with ``fn(leaf)`` (or ``fn(leaf, other_leaf)``) per leaf: the lean twin of apply_leaves.
-
-    Args:
-        td: the source tree.
-        fn: the leaf function (never returns None here).
-        other: an optional tree with exactly the same keys, whose leaves are passed second.
-        what: text for the error note.
-        batch_size: the root's new batch size (nested nodes keep their dims past the root's).
-        names: the root's new dim names (default: kept when the batch size is, else dropped).
-        device: the result's device (default: the source's).
-        prefix: key path of ``td`` (for error notes).
-        follow: a batch operation: non-tensor leaves follow ``fn`` (applied to their positions).
-    """
-    if follow and type(td) in NON_TENSOR_TYPES:
-        return td._from_positions(fn(td._positions()))  # type: ignore[attr-defined, no-any-return]  # non-tensor leaf
-    data = tensors_only(td) if other is not NO_DEFAULT else None
-    if data is not None:  # two in-memory trees of tensors: one comprehension, no per-key method calls
-        # (a unary map gains nothing from this: its loop below is as fast for a few leaves)
-        other_data: dict[str, Any] | None = (
-            other._tensordict if type(other) is type(td) else None)  # type: ignore[attr-defined]  # in-memory
-        if other_data is not None and other_data.keys() == data.keys():
-            try:  # (other's values may be anything: fn meets them as in the loop below)
-                out = {key: fn(value, other_data[key]) for key, value in data.items()}
-            except Exception:  # the loop below raises again, with the key path
-                pass
-            else:
-                if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT:
-                    return td._new_node(out)
-                return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # _dense_cls
-    out = {}
-    nd = td.batch_dims
-    if other is NO_DEFAULT:
-        for key, value in td._items_str():
-            if type(value) is _Tensor or not is_td(value):
-                try:
-                    out[key] = fn(value)
-                except Exception as err:
-                    add_path_note(err, what, (*prefix, key))
-                    raise
-            else:
-                sub_bs = None if batch_size is None else torch.Size((*batch_size, *value.batch_size[nd:]))
-                node = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, NO_DEFAULT, device, (*prefix, key), follow)
-                out[key] = value._wrap_like(node) if type(value) in REWRAP_TYPES else node
-    else:
-        keys = td._keys_str()
-        if len(other._keys_str()) != len(keys):
-            raise key_sets_differ(prefix, keys, other._keys_str())
-        for key, value in td._items_str():
-            theirs = other._get_str(key, MISSING)
-            if theirs is MISSING:
-                raise key_sets_differ(prefix, keys, other._keys_str())
-            if type(value) is _Tensor or not is_td(value):
-                if is_node(theirs):  # a leaf here, a node there
-                    raise key_sets_differ((*prefix, key), (), theirs._keys_str())
-                try:
-                    out[key] = fn(value, theirs)
-                except Exception as err:
-                    add_path_note(err, what, (*prefix, key))
-                    raise
-            else:
-                if not is_td(theirs):
-                    raise key_sets_differ((*prefix, key), value._keys_str(), ())
-                if type(value) in NON_TENSOR_TYPES:  # comparisons compare values; other ops keep them
-                    out[key] = value._binary(fn, theirs)
-                    continue
-                sub_bs = None if batch_size is None else torch.Size((*batch_size, *value.batch_size[nd:]))
-                node = map_leaves(value, fn, theirs, what, sub_bs, NO_DEFAULT, device, (*prefix, key))
-                out[key] = value._wrap_like(node) if type(value) in REWRAP_TYPES else node
-    return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # built with _dense_cls
-
-
 def _result(td: Any, out: dict[str, Any], batch_size: Any, names: Any, device: Any) -> Any:
     """The in-memory node for ``out``: names kept only when the batch size is."""
+    if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT and type(td) is td._dense_cls:
+        return td._new_node(out)  # the in-memory node's own copy of its batch facts (no property reads)
     if type(td) in NON_TENSOR_TYPES:
         return td._follow(batch_size, device)
     if batch_size is None:
@@ -375,8 +513,10 @@ def apply_leaves(
     default: Any = NO_DEFAULT,
     what: str = "applying a function",
     check: bool = False,
+    follow: bool = False,
+    exact: bool = False,
 ) -> TensorDictBase:
-    """Map ``fn(leaf, *other_leaves)`` over every leaf and build the result.
+    """Map ``fn(leaf, *other_leaves)`` over every leaf and build the result (:func:`map_leaves`, keyed).
 
     Args:
         td: the source tree.
@@ -391,25 +531,91 @@ def apply_leaves(
         default: value passed for keys missing from ``others`` (else KeyError).
         what: text used in the error note (``while <what> at key <path>``).
         check: refuse results whose leading dims differ from their node's batch size (user functions).
+        follow: a batch operation: non-tensor leaves follow ``fn`` (applied to their positions).
+        exact: ``others`` must hold exactly ``td``'s keys, as in library ops.
 
     Returns:
         the new tree, or ``td`` itself when ``inplace``.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2), "n": {"b": torch.zeros(2)}}, batch_size=[2])
+        >>> apply_leaves(td, lambda x, y: x + y, td)["a"]
+        tensor([2., 2.])
     """
-    if batch_size is not None and not isinstance(batch_size, torch.Size):
+    if batch_size is not None and type(batch_size) is not torch.Size:
         batch_size = torch.Size(batch_size)
-    out = _walk(td, fn, others, batch_size, names, device, inplace, is_leaf, filter_empty, default, what, (), check)
-    return out  # type: ignore[no-any-return]  # td itself or a node built with _dense_cls
+    out: TensorDictBase = map_leaves(td, fn, NO_DEFAULT, what, batch_size, names, device, follow, others, inplace,
+                                     is_leaf, filter_empty, default, check, exact)
+    return out
 
 
-def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: Any, inplace: bool,
-          is_leaf: Any, filter_empty: bool, default: Any, what: str, prefix: tuple[str, ...],
-          check: bool = False) -> Any:
+def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: str = "mapping",
+               batch_size: torch.Size | None = None, names: Any = NO_DEFAULT, device: Any = NO_DEFAULT,
+               follow: bool = False, others: Any = (), inplace: bool = False, is_leaf: Any = None,
+               filter_empty: bool = False, default: Any = NO_DEFAULT, check: bool = False, exact: bool = True,
+               prefix: tuple[str, ...] = ()) -> TensorDictBase:
+    """THE mapping engine: a new tree with ``fn(leaf, *other_leaves)`` per leaf.
+
+    Library ops call it directly (its first arguments are theirs: one optional ``other`` with exactly
+    the same keys); :func:`apply_leaves` is its keyed form for user functions, where all the
+    arguments are described. The recursion passes every argument by position (no keyword cost).
+
+    Args:
+        td: the source tree.
+        fn: the leaf function; ``None`` drops the key.
+        other: a tree whose leaves are passed second (same as ``others=(other,)``).
+        what: text for the error note.
+        batch_size: the root's new batch size (nested nodes keep their dims past the root's).
+        names: the root's new dim names (default: kept when the batch size is, else dropped).
+        device: the result's device (default: the source's).
+        follow: a batch operation: non-tensor leaves follow ``fn`` (applied to their positions).
+        others: more trees whose leaves are passed after the leaf, matched by key.
+        inplace: write each result back into ``td`` (as in :func:`apply_leaves`).
+        is_leaf: predicate on a value's type: True makes a nested collection a leaf.
+        filter_empty: drop nested nodes that end up with no keys.
+        default: value passed for keys missing from ``others`` (else KeyError).
+        check: refuse results whose leading dims differ from their node's batch size.
+        exact: the other trees hold exactly ``td``'s keys (library ops): their non-tensor leaves meet
+            through ``_binary`` (comparisons compare values, other ops keep them), and two in-memory
+            trees of tensors take the fast branch, one comprehension (``fn`` then runs again if it
+            raised there, which only pure library functions may).
+        prefix: key path of ``td`` (for error notes).
+    """
+    if other is not NO_DEFAULT:
+        others = (other,)
+    if follow and type(td) in NON_TENSOR_TYPES:  # a batch op moves a non-tensor leaf's positions
+        return td._from_positions(fn(td._positions()))  # type: ignore[no-any-return]  # a non-tensor leaf
+    one = None  # a binary library op (add_td...): its tensor leaves skip the general branch's lists
+    if others and exact:
+        if len(others) == 1 and not inplace and not check:
+            one = others[0]
+            data = tensors_only(td)
+            if data is not None and type(one) is type(td) and one._tensordict.keys() == data.keys():
+                one_data = one._tensordict
+                try:  # the fast branch: no per-key method calls (a unary map gains nothing from it)
+                    out = {key: fn(value, one_data[key]) for key, value in data.items()}
+                except Exception:  # fn runs again below, which raises with the key path
+                    pass
+                else:
+                    return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]
+        keys = td._keys_str()
+        for tree in others:
+            if not is_td(tree):  # a node here, a leaf there
+                raise key_sets_differ(prefix, keys, ())
+            if len(tree._keys_str()) != len(keys):
+                raise key_sets_differ(prefix, keys, tree._keys_str())
     out = {}
-    nd = td.batch_dims
-    bs = td.batch_size if batch_size is None else batch_size
-    b0 = bs[0] if len(bs) == 1 else -1  # shape[0] == b0 stands for shape[:1] == bs (cheaper)
+    bs: Any = None
+    b0 = nd = -1
+    if check:
+        bs = td.batch_size if batch_size is None else batch_size
+        nd = len(bs)
+        b0 = bs[0] if nd == 1 else -1  # shape[0] == b0 stands for shape[:1] == bs (cheaper)
+    lean = len(others) == 0 and not inplace  # (len: torch.compile cannot trace "not" on a tuple)
     for key, value in td._items_str():
-        if not others and type(value) is _Tensor and not inplace:  # the common case, kept lean
+        if lean and type(value) is _Tensor:  # the common case, kept lean
             try:
                 result = fn(value)
             except Exception as err:
@@ -421,11 +627,31 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
                     _check_one(result, bs, (*prefix, key))
                 out[key] = result
             continue
-        subs = [_other_entry(o, key, default, prefix) for o in others] if others else ()
+        if one is not None:
+            theirs = one._get_str(key, MISSING)
+            if theirs is MISSING:
+                raise key_sets_differ(prefix, td._keys_str(), one._keys_str())
+            if type(value) is _Tensor:
+                if type(theirs) is not _Tensor and is_node(theirs):  # a leaf here, a node there
+                    raise key_sets_differ((*prefix, key), (), theirs._keys_str())
+                try:
+                    result = fn(value, theirs)
+                except Exception as err:
+                    add_path_note(err, what, (*prefix, key))
+                    raise
+                if result is not None:
+                    out[key] = result
+                continue
+            subs: Any = (theirs,)
+        else:
+            subs = [_other_entry(o, td, key, default, prefix, exact) for o in others] if others else ()
         if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
-            sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
-            result = _walk(value, fn, subs, sub_bs, NO_DEFAULT, device, inplace, is_leaf,
-                           filter_empty, default, what, (*prefix, key), check)
+            if exact and subs and type(value) in NON_TENSOR_TYPES:
+                out[key] = value._binary(fn, *subs)
+                continue
+            sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[td.batch_dims:])
+            result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, NO_DEFAULT, device, follow, subs, inplace,
+                                is_leaf, filter_empty, default, check, exact, (*prefix, key))
             if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
                 continue
             if not inplace and type(value) in REWRAP_TYPES:
@@ -442,15 +668,15 @@ def _walk(td: Any, fn: Any, others: Any, batch_size: Any, names: Any, device: An
             if result is None:
                 continue
             if check:
-                _check_one(result, bs, (*prefix, key))
+                _check_one(result, td.batch_size if batch_size is None else batch_size, (*prefix, key))
             if inplace:
                 if result is not value:
                     td._set_str(key, result, inplace=True, validated=True)
                 continue
         out[key] = result
     if inplace:
-        return td
-    return _result(td, out, batch_size, names, device)
+        return td  # type: ignore[no-any-return]  # the source itself
+    return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # built with _dense_cls
 
 
 def _check_one(result: Any, bs: torch.Size, path: tuple[str, ...]) -> None:
@@ -462,13 +688,15 @@ def _check_one(result: Any, bs: torch.Size, path: tuple[str, ...]) -> None:
         check_leaves(result, path)
 
 
-def _other_entry(other: Any, key: str, default: Any, prefix: tuple[str, ...]) -> Any:
+def _other_entry(other: Any, td: Any, key: str, default: Any, prefix: tuple[str, ...], exact: bool) -> Any:
     if other is default:
         return default
     if not is_td(other):  # a leaf in the other tree where this one has a node
         raise key_sets_differ(prefix, (key,), ())
     value = other._get_str(key, MISSING)
     if value is MISSING:
+        if exact:
+            raise key_sets_differ(prefix, td._keys_str(), other._keys_str())
         if default is NO_DEFAULT:
             raise missing_key((*prefix, key), other._keys_str())
         return default
