@@ -203,9 +203,7 @@ class LazyStackedTensorDict(TensorDictBase):
         return self._is_locked or any(td.is_locked for td in self._tds)
 
     def _set_lock(self, value: bool) -> None:
-        self._is_locked = value
-        for td in self._tds:
-            td.lock_() if value else td.unlock_()
+        self._is_locked = value  # this node's own flag: lock_() walks the members too
 
     def _stacked_members(self) -> tuple[int, list[Any]]:
         """Storage hook: the members, stacked along the stack dim (walks over what is stored visit them)."""
@@ -281,16 +279,6 @@ class LazyStackedTensorDict(TensorDictBase):
     def is_empty(self) -> bool:
         """True when no key is common to every member and a leaf."""
         return not self.keys(True, True)
-
-    def lock_(self) -> LazyStackedTensorDict:
-        """Lock the stack and its members."""
-        self._set_lock(True)
-        return self
-
-    def unlock_(self) -> LazyStackedTensorDict:
-        """Unlock the stack and its members."""
-        self._set_lock(False)
-        return self
 
     def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> LazyStackedTensorDict:
         """Rename a key in every member (checked in all of them first)."""

@@ -241,7 +241,6 @@ class TensorDictBase(StorageHooks, abc.ABC):
     update_ = _access.update_
     # keys: tensorbatch/_base/keys.py
     keys = _keys_ops.keys
-    _nested_items = _keys_ops._nested_items
     items = _keys_ops.items
     values = _keys_ops.values
     entry_class = _keys_ops.entry_class

@@ -102,14 +102,6 @@ class TensorDictBase(StorageHooks, abc.ABC):
         follow: builtins.bool = ...,
     ) -> TensorDictBase: ...
     def _maybe_names(self) -> tuple[Any, ...] | None: ...
-    def _nested_items(
-        self,
-        include_nested: builtins.bool,
-        leaves_only: builtins.bool,
-        is_leaf: Any,
-        prefix: tuple[str, ...] = ...,
-        pre_order: builtins.bool = ...,
-    ) -> Iterator[tuple[tuple[str, ...], Any]]: ...
     def _new_leaves(
         self,
         size: Any,

@@ -5,7 +5,7 @@ Functions here are TensorDictBase methods: ``base.py`` attaches them to the clas
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from .._ops.traverse import (
     MISSING,
     NO_DEFAULT,
     is_td,
-    source_items,
+    source_leaves,
     value_of,
 )
 
@@ -379,14 +379,13 @@ def _parent_of(self: TensorDictBase, path: tuple[str, ...]) -> Any:
 
 def _plan_update(self: TensorDictBase, source: Any, prefix: tuple[str, ...], wanted: Any, clone: bool,
                  plan: list[Any], is_leaf: Any) -> None:
-    for key, value in source_items(source, "update"):
-        path = (*prefix, *unravel_key_to_tuple(key))
-        nested = is_td(value) or isinstance(value, Mapping)
-        if nested and (is_leaf is None or not is_leaf(type(value))):
-            target = self.get(path, None)
-            if target is not None and is_td(target):
-                self._plan_update(value, path, wanted, clone, plan, is_leaf)
-                continue
+    def merge(path: tuple[str, ...], value: Any) -> bool:  # a nested source merges into an existing node
+        if is_leaf is not None and is_leaf(type(value)):
+            return False
+        target = self.get(path, None)
+        return target is not None and is_td(target)
+
+    for path, value in source_leaves(source, "update", merge, prefix):
         if wanted is not None and not any(path[: len(w)] == w for w in wanted):
             continue
         if clone and (isinstance(value, _Tensor) or is_td(value)):
@@ -399,7 +398,7 @@ def update_(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, *,
     """Copy every entry into the existing leaves; every key must already exist."""
     wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
     pairs = []
-    for path, value in leaf_items(input_dict_or_td, ()):
+    for path, value in source_leaves(input_dict_or_td, "update_"):
         if wanted is not None and not any(path[: len(w)] == w for w in wanted):
             continue
         node = self._walk_to(path)
@@ -426,13 +425,3 @@ def _check_inplace_shape(path: tuple[str, ...], value: Any, current: Any) -> Non
                 f"cannot write a value of shape {_errors.fmt_shape(value.shape)} in place into "
                 f"{_errors.fmt_path(path)} of shape {_errors.fmt_shape(current.shape)}"
             )
-
-
-def leaf_items(source: Any, prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """``(path, leaf)`` pairs of a TensorDict or a nested mapping."""
-    for key, value in source_items(source, "update_"):
-        path = (*prefix, *unravel_key_to_tuple(key))
-        if is_td(value) or isinstance(value, Mapping):
-            yield from leaf_items(value, path)
-        else:
-            yield path, value

@@ -17,16 +17,18 @@ from .._ops.meta import LeafMeta
 from .._ops.rows import plan_rows
 from .._ops.traverse import (
     NO_DEFAULT,
+    apply_leaves,
     flat_leaves,
     is_non_tensor_type,
     is_td,
+    named_entries,
     named_leaves,
+    source_leaves,
     value_of,
 )
 from .._ops.traverse import (
     is_non_tensor as _is_nt,
 )
-from .access import leaf_items
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -67,9 +69,11 @@ def non_tensor_items(self: TensorDictBase, include_nested: bool = False) -> Iter
 
 def filter_non_tensor_data(self: TensorDictBase) -> TensorDictBase:
     """A shallow copy without the non-tensor leaves (nested nodes are kept, possibly empty)."""
-    out = {key: value.filter_non_tensor_data() if is_td(value) else value
-           for key, value in self._items_str() if not _is_nt(value)}
-    return self._new_node(out)
+    return apply_leaves(self, _unless_non_tensor, is_leaf=is_non_tensor_type, what="filtering non-tensor data")
+
+
+def _unless_non_tensor(leaf: Any) -> Any:
+    return None if _is_nt(leaf) else leaf
 
 
 def tolist(self: TensorDictBase, *, convert_tensors: bool = False) -> Any:
@@ -105,13 +109,19 @@ def to_padded_tensor(self: TensorDictBase, padding: float = 0.0, mask_key: Neste
 
 def to_dict(self: TensorDictBase, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
     """A plain nested ``dict`` of the leaves (non-tensor leaves give their values)."""
-    return {
-        key: (value.tolist() if convert_tensors else value) if type(value) is _Tensor
-        else value_of(value) if _is_nt(value)
-        else value.to_dict(retain_none=retain_none, convert_tensors=convert_tensors) if is_td(value)
-        else value
-        for key, value in self._items_str()
-    }
+    out: dict[str, Any] = {}
+    dicts: dict[tuple[str, ...], dict[str, Any]] = {(): out}  # the dict built for each node, by path
+    for path, value in named_entries(self, is_leaf=is_non_tensor_type):  # a node before its entries
+        parent = dicts[path[:-1]]
+        if type(value) is _Tensor:
+            parent[path[-1]] = value.tolist() if convert_tensors else value
+        elif _is_nt(value):
+            parent[path[-1]] = value_of(value)
+        elif is_td(value):
+            parent[path[-1]] = dicts[path] = {}
+        else:
+            parent[path[-1]] = value
+    return out
 
 
 def to_tensordict(self: TensorDictBase, *, retain_none: bool | None = None) -> TensorDictBase:
@@ -145,7 +155,7 @@ def state_dict(self: TensorDictBase, destination: Any = None, prefix: str = "", 
 def load_state_dict(self: TensorDictBase, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False,
                     from_flatten: bool = False) -> TensorDictBase:
     """Load a dict produced by :meth:`state_dict` (copies into existing leaves, adds new ones)."""
-    flat = {".".join(p): v for p, v in leaf_items(state_dict, ())}
+    flat = {".".join(p): v for p, v in source_leaves(state_dict, "update_")}
     source = self._dense_cls._new_unsafe(flat, self.batch_size, None, None).unflatten_keys(".")
     if strict:
         mine = {p for p, _ in named_leaves(self)}
@@ -220,15 +230,24 @@ def leaf_repr(value: Any, device: Any = None) -> str:
 def tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
     """Append the repr lines of ``td``'s entries (one per key, nested nodes indented) to ``lines``.
 
-    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata.
-    """
-    items = list(td._meta_items())
-    for i, (key, value) in enumerate(items):
-        last = i == len(items) - 1
-        branch, extend = ("`-- ", "    ") if last else ("|-- ", "|   ")
+    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata."""
+    # by node path: its entries' indent, its last key (drawn with a corner) and its device
+    indents: dict[tuple[str, ...], str] = {(): indent}
+    last: dict[tuple[str, ...], str | None] = {(): _last_key(td)}
+    devices: dict[tuple[str, ...], Any] = {(): td.device}
+    for path, value in named_entries(td, is_leaf=is_non_tensor_type, meta=True):  # a node before its entries
+        parent = path[:-1]
+        branch, extend = ("`-- ", "    ") if path[-1] == last[parent] else ("|-- ", "|   ")
         if is_td(value) and not _is_nt(value):
-            lines.append(f"{indent}{branch}{key}: {type(value).__name__}(batch_size={list(value.batch_size)})")
-            tree_lines(value, indent + extend, lines)
+            lines.append(f"{indents[parent]}{branch}{path[-1]}: {type(value).__name__}"
+                         f"(batch_size={list(value.batch_size)})")
+            indents[path] = indents[parent] + extend
+            last[path] = _last_key(value)
+            devices[path] = value.device
         else:
-            device = td.device if type(value) is LeafMeta else None  # (read only for stored leaves: a property)
-            lines.append(f"{indent}{branch}{key}: {leaf_repr(value, device)}")
+            lines.append(f"{indents[parent]}{branch}{path[-1]}: {leaf_repr(value, devices[parent])}")
+
+
+def _last_key(node: Any) -> str | None:
+    keys = list(node._keys_str())
+    return keys[-1] if keys else None

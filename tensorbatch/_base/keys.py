@@ -16,8 +16,12 @@ from .._ops.meta import TENSOR, node_meta
 from .._ops.traverse import (
     MISSING,
     NO_DEFAULT,
-    NON_TENSOR_TYPES,
+    copy_nodes,
+    entry_keys,
+    flat_items,
     is_td,
+    map_leaves,
+    named_entries,
     named_leaves,
 )
 from .coerce import as_device as _as_device
@@ -48,25 +52,10 @@ def keys(self: TensorDictBase, include_nested: bool = False, leaves_only: bool =
     """
     if not include_nested and not leaves_only and not sort:
         return self._keys_str()
-    out: list[NestedKey] = []
-    _collect_keys(self, (), include_nested, leaves_only, is_leaf, out)
+    out: list[NestedKey] = entry_keys(self, include_nested, leaves_only, is_leaf)
     if sort:
         out.sort(key=lambda k: k if type(k) is str else ".".join(k))
     return out
-
-
-def _nested_items(self: TensorDictBase, include_nested: bool, leaves_only: bool, is_leaf: Any,
-                  prefix: tuple[str, ...] = (), pre_order: bool = False) -> Iterator[tuple[tuple[str, ...], Any]]:
-    # keys() lists a node after its children, items() before them (as tensordict does)
-    for key, value in self._items_str():
-        path = (*prefix, key)
-        is_node = is_td(value) and (is_leaf is None or not is_leaf(type(value)))
-        if pre_order and not (is_node and leaves_only):
-            yield path, value
-        if is_node and include_nested:
-            yield from value._nested_items(include_nested, leaves_only, is_leaf, path, pre_order)
-        if not pre_order and not (is_node and leaves_only):
-            yield path, value
 
 
 def items(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
@@ -95,7 +84,7 @@ def _items(self: TensorDictBase, include_nested: bool, leaves_only: bool, is_lea
         for key in self.keys(include_nested, leaves_only, is_leaf, sort=sort):
             yield key, self._get(key)
         return
-    for path, value in self._nested_items(include_nested, leaves_only, is_leaf, pre_order=True):
+    for path, value in named_entries(self, include_nested=include_nested, leaves_only=leaves_only, is_leaf=is_leaf):
         yield key_of(path), value
 
 
@@ -210,22 +199,19 @@ def empty(self: TensorDictBase, recurse: bool = False, *, batch_size: Any = None
         >>> list(td.empty().keys()), list(td.empty(recurse=True).keys())
         ([], ['n'])
     """
-    bs = self.batch_size if batch_size is None else _as_size(batch_size)
-    dev = self.device if device is NO_DEFAULT else _as_device(device)
-    source: dict[str, Any] = {}
-    if recurse:
-        nd = self.batch_dims
-        for key, value in self._items_str():
-            if not is_td(value):
-                continue
-            sub = None if batch_size is None else _Size((*bs, *value.batch_size[nd:]))
-            if type(value) in NON_TENSOR_TYPES:
-                source[key] = value if sub is None else value._follow(sub)
-            else:
-                source[key] = value.empty(True, batch_size=sub)
-    kept = self._maybe_names() if batch_size is None else None
-    out: TensorDictBase = self._dense_cls._new_unsafe(source, bs, dev, names if names is not None else kept)
+    bs = None if batch_size is None else _as_size(batch_size)
+    dev = device if device is NO_DEFAULT else _as_device(device)
+    if recurse:  # the nodes rebuilt without their leaves; non-tensor leaves follow the batch size
+        return map_leaves(self, _drop, NO_DEFAULT, "emptying", bs, NO_DEFAULT if names is None else names, dev)
+    kept = self._maybe_names() if bs is None else None
+    out: TensorDictBase = self._dense_cls._new_unsafe(
+        {}, self.batch_size if bs is None else bs, self.device if dev is NO_DEFAULT else dev,
+        names if names is not None else kept)
     return out
+
+
+def _drop(leaf: Any) -> None:
+    """The leaf function of ``empty(recurse=True)``: every tensor leaf goes."""
 
 
 def _set_path_unsafe(self: TensorDictBase, path: tuple[str, ...], value: Any, like: Any) -> None:
@@ -280,8 +266,7 @@ def exclude(self: TensorDictBase, *keys: NestedKey, inplace: bool = False) -> Te
 
 def _copy_tree(self: TensorDictBase) -> TensorDictBase:
     """New tree objects (every level) over the same leaves."""
-    out = {k: v._copy_tree() if type(v) is not _Tensor and is_td(v) else v for k, v in self._items_str()}
-    return self._new_node(out)
+    return copy_nodes(self)
 
 
 def split_keys(self: TensorDictBase, *key_sets: Sequence[NestedKey], inplace: bool = False, default: Any = None,
@@ -305,9 +290,7 @@ def flatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = Fal
         >>> td.flatten_keys().sorted_keys
         ['a.b']
     """
-    out: dict[str, Any] = {}
-    _flat_items(self, "", separator, is_leaf, out)
-    result = self._new_node(out)
+    result = self._new_node(flat_items(self, separator, is_leaf))
     return self._replace_with(result) if inplace else result
 
 
@@ -333,33 +316,6 @@ def rename_key_(self: TensorDictBase, old_key: NestedKey, new_key: NestedKey, sa
     self.set(new_key, value)  # a failing set leaves everything as it was
     self.del_(old_key)
     return self
-
-
-def _collect_keys(td: TensorDictBase, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool,
-                  is_leaf: Any, out: list[Any]) -> None:
-    """Keys in post-order (a node after its children), as tensordict's ``keys()`` lists them.
-
-    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata.
-    """
-    for key, value in td._meta_items():
-        if type(value) is _Tensor:
-            out.append((*prefix, key) if prefix else key)
-            continue
-        is_node = is_td(value) and (is_leaf is None or not is_leaf(type(value)))
-        if is_node and include_nested:
-            _collect_keys(value, (*prefix, key), include_nested, leaves_only, is_leaf, out)
-        if not (is_node and leaves_only):
-            out.append((*prefix, key) if prefix else key)
-
-
-def _flat_items(td: TensorDictBase, prefix: str, separator: str, is_leaf: Any, out: dict[str, Any]) -> None:
-    """Leaves under ``separator``-joined keys (non-tensor leaves and ``is_leaf`` types count as leaves)."""
-    for key, value in td._items_str():
-        if type(value) is _Tensor or not is_td(value) or type(value) in NON_TENSOR_TYPES or (
-                is_leaf is not None and is_leaf(type(value))):
-            out[prefix + key] = value
-        else:
-            _flat_items(value, prefix + key + separator, separator, is_leaf, out)
 
 
 class _Creator:

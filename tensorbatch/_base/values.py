@@ -21,6 +21,7 @@ from .._ops.traverse import (
     is_td,
     map_leaves,
     named_leaves,
+    named_nodes,
 )
 from .coerce import as_device as _as_device
 
@@ -51,11 +52,15 @@ def auto_batch_size_(self: TensorDictBase, batch_dims: int | None = None) -> Ten
         >>> TensorDict({"a": torch.zeros(3, 4), "b": torch.zeros(3, 4, 5)}).auto_batch_size_().batch_size
         torch.Size([3, 4])
     """
-    for value in self._values_str():
-        if is_td(value) and not is_non_tensor(value):
-            value.auto_batch_size_(batch_dims)
+    for _, node in named_nodes(self, post_order=True):  # the nested nodes first: their sizes count
+        _fit_batch_size(node, batch_dims)
+    return self
+
+
+def _fit_batch_size(node: Any, batch_dims: int | None) -> None:
+    """Set one node's batch size to the longest leading shape its entries share."""
     # non-tensor leaves follow the batch size; they do not decide it (as in tensordict)
-    shapes = [v.batch_size if is_td(v) else v.shape for v in self._values_str() if not is_non_tensor(v)]
+    shapes = [v.batch_size if is_td(v) else v.shape for v in node._values_str() if not is_non_tensor(v)]
     common: list[int] = []
     if shapes:
         limit = min(len(s) for s in shapes)
@@ -66,11 +71,10 @@ def auto_batch_size_(self: TensorDictBase, batch_dims: int | None = None) -> Ten
                 break
             common.append(shapes[0][i])
     size = _Size(common)
-    for key, value in list(self._items_str()):
+    for key, value in list(node._items_str()):
         if is_non_tensor(value) and value.batch_size[: len(size)] != size:
-            self._set_str(key, value._follow(size), inplace=False, validated=True)
-    self.batch_size = size
-    return self
+            node._set_str(key, value._follow(size), inplace=False, validated=True)
+    node.batch_size = size
 
 
 def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size: Sequence[int] | None = None,
@@ -371,19 +375,15 @@ def new_tensor(self: TensorDictBase, data: Any, **kwargs: Any) -> TensorDictBase
 
 def lock_(self: TensorDictBase) -> TensorDictBase:
     """Lock this TensorDict and its nested ones: no key may be added or removed."""
-    self._set_lock(True)
-    for value in self._values_str():
-        if is_td(value):
-            value.lock_()
+    for _, node in named_nodes(self, members=True):  # every node stored (a lazy stack's members too)
+        node._set_lock(True)
     return self
 
 
 def unlock_(self: TensorDictBase) -> TensorDictBase:
     """Unlock this TensorDict and its nested ones."""
-    self._set_lock(False)
-    for value in self._values_str():
-        if is_td(value):
-            value.unlock_()
+    for _, node in named_nodes(self, members=True):
+        node._set_lock(False)
     return self
 
 

@@ -182,7 +182,7 @@ def stacked_members(node: Any) -> tuple[int, list[Any]] | None:
 
 def named_entries(
     td: TensorDictBase, *, include_nested: bool = True, leaves_only: bool = False,
-    is_leaf: Callable[[type], bool] | None = None, post_order: bool = False,
+    is_leaf: Callable[[type], bool] | None = None, post_order: bool = False, meta: bool = False,
 ) -> list[tuple[tuple[str, ...], Any]]:
     """``(path, value)`` for every entry below ``td``, leaves and nodes, depth first.
 
@@ -194,6 +194,8 @@ def named_entries(
         leaves_only: skip the nodes (non-tensor leaves count as nodes here, as in tensordict's keys).
         is_leaf: predicate on a value's type: True makes a nested collection a leaf.
         post_order: list a node after its entries (``keys()`` order) instead of before (``items()``).
+        meta: read no leaf: a stored tensor leaf comes as its metadata (``_meta_items``; an in-memory
+            one as itself), for jobs that need only shapes and dtypes (repr).
 
     Examples:
         >>> import torch
@@ -205,13 +207,13 @@ def named_entries(
         [('n', 'b'), ('a',)]
     """
     out: list[tuple[tuple[str, ...], Any]] = []
-    _entries(td, (), include_nested, leaves_only, is_leaf, post_order, out)
+    _entries(td, (), include_nested, leaves_only, is_leaf, post_order, out, meta)
     return out
 
 
 def _entries(td: Any, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool, is_leaf: Any,
-             post_order: bool, out: list[tuple[tuple[str, ...], Any]]) -> None:
-    for key, value in td._items_str():
+             post_order: bool, out: list[tuple[tuple[str, ...], Any]], meta: bool = False) -> None:
+    for key, value in (td._meta_items() if meta else td._items_str()):
         path = (*prefix, key)
         if type(value) is _Tensor or not is_td(value) or (is_leaf is not None and is_leaf(type(value))):
             out.append((path, value))
@@ -219,7 +221,7 @@ def _entries(td: Any, prefix: tuple[str, ...], include_nested: bool, leaves_only
         if not (post_order or leaves_only):
             out.append((path, value))
         if include_nested:
-            _entries(value, path, True, leaves_only, is_leaf, post_order, out)
+            _entries(value, path, True, leaves_only, is_leaf, post_order, out, meta)
         if post_order and not leaves_only:
             out.append((path, value))
 
@@ -229,7 +231,7 @@ def entry_keys(td: TensorDictBase, include_nested: bool = True, leaves_only: boo
     """``keys(include_nested, leaves_only, is_leaf)``: :func:`named_entries` in post order, as keys.
 
     First-level keys are strings, deeper ones tuples (no path tuple is built for them: this is the
-    hot path of ``keys(include_nested=True)``).
+    hot path of ``keys(include_nested=True)``). Reads no leaf: it walks ``_meta_items``.
 
     Examples:
         >>> import torch
@@ -245,7 +247,7 @@ def entry_keys(td: TensorDictBase, include_nested: bool = True, leaves_only: boo
 
 def _keys(td: Any, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool, is_leaf: Any,
           out: list[Any]) -> None:
-    for key, value in td._items_str():
+    for key, value in td._meta_items():  # no leaf read (a TensorDict's _meta_items is its _items_str)
         if type(value) is _Tensor:
             out.append((*prefix, key) if prefix else key)
             continue
