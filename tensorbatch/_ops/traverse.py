@@ -601,6 +601,8 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
                 except Exception:  # fn runs again below, which raises with the key path
                     pass
                 else:
+                    if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT:
+                        return td._new_node(out)  # type: ignore[no-any-return]  # an in-memory TensorDict
                     return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]
         keys = td._keys_str()
         for tree in others:
