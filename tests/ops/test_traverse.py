@@ -319,3 +319,37 @@ def test_source_leaves_walks_mappings_tensordicts_and_nested_keys() -> None:
 def test_source_leaves_refuses_a_source_that_is_not_a_mapping() -> None:
     with pytest.raises(TypeError, match="update"):
         source_leaves([1, 2], "update")
+
+
+def test_lock_reaches_every_stored_node_and_unlock_releases_them() -> None:
+    members = [TensorDict({"n": {"b": torch.zeros(3)}}, batch_size=[3]) for _ in range(2)]
+    td = TensorDict({"l": lazy_stack(members), "m": {"c": torch.zeros(2, 3)}}, batch_size=[2])
+    td.lock_()
+    assert td["m"].is_locked
+    assert members[1]["n"].is_locked
+    with pytest.raises(RuntimeError, match="locked"):
+        members[0]["n"]["x"] = torch.zeros(3)
+    td.unlock_()
+    assert not members[1]["n"].is_locked
+    assert not td["l"].is_locked
+    members[0]["n"]["x"] = torch.zeros(3)
+
+
+def test_auto_batch_size_sets_the_nested_nodes_first() -> None:
+    td = TensorDict({"n": TensorDict({"b": torch.zeros(2, 3, 4)}), "a": torch.zeros(2, 3)})
+    td.auto_batch_size_()
+    assert td["n"].batch_size == torch.Size([2, 3, 4])
+    assert td.batch_size == torch.Size([2, 3])
+
+
+def test_to_dict_and_repr_follow_the_tree() -> None:
+    td = _tree()
+    plain = td.to_dict()
+    assert plain["n"]["s"] == "text"
+    assert plain["n"]["m"]["c"] is td["n", "m", "c"]
+    assert plain["e"] == {}
+    lines = repr(td).splitlines()
+    assert lines[1].startswith("|-- a: Tensor")
+    assert lines[3] == "|   |-- b: Tensor(shape=[2], dtype=float32, device=cpu)"
+    assert lines[5] == "|   |   `-- c: Tensor(shape=[2], dtype=float32, device=cpu)"
+    assert lines[-1].startswith("`-- z: Tensor")
