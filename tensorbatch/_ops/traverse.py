@@ -534,7 +534,9 @@ def apply_leaves(
         what: text used in the error note (``while <what> at key <path>``).
         check: refuse results whose leading dims differ from their node's batch size (user functions).
         follow: a batch operation: non-tensor leaves follow ``fn`` (applied to their positions).
-        exact: ``others`` must hold exactly ``td``'s keys, as in library ops.
+        exact: ``others`` must hold exactly ``td``'s keys (library ops): their non-tensor leaves meet
+            through ``_binary``, and two in-memory trees of tensors take the fast branch, one
+            comprehension (``fn`` runs again if it raised there, which only pure functions may).
 
     Returns:
         the new tree, or ``td`` itself when ``inplace``.
@@ -558,32 +560,10 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
                follow: bool = False, others: Any = (), inplace: bool = False, is_leaf: Any = None,
                filter_empty: bool = False, default: Any = NO_DEFAULT, check: bool = False, exact: bool = True,
                prefix: tuple[str, ...] = ()) -> TensorDictBase:
-    """THE mapping engine: a new tree with ``fn(leaf, *other_leaves)`` per leaf.
+    """THE mapping engine: ``fn(leaf, *other_leaves)`` per leaf; library ops call it with one ``other``.
 
-    Library ops call it directly (its first arguments are theirs: one optional ``other`` with exactly
-    the same keys); :func:`apply_leaves` is its keyed form for user functions, where all the
-    arguments are described. The recursion passes every argument by position (no keyword cost).
-
-    Args:
-        td: the source tree.
-        fn: the leaf function; ``None`` drops the key.
-        other: a tree whose leaves are passed second (same as ``others=(other,)``).
-        what: text for the error note.
-        batch_size: the root's new batch size (nested nodes keep their dims past the root's).
-        names: the root's new dim names (default: kept when the batch size is, else dropped).
-        device: the result's device (default: the source's).
-        follow: a batch operation: non-tensor leaves follow ``fn`` (applied to their positions).
-        others: more trees whose leaves are passed after the leaf, matched by key.
-        inplace: write each result back into ``td`` (as in :func:`apply_leaves`).
-        is_leaf: predicate on a value's type: True makes a nested collection a leaf.
-        filter_empty: drop nested nodes that end up with no keys.
-        default: value passed for keys missing from ``others`` (else KeyError).
-        check: refuse results whose leading dims differ from their node's batch size.
-        exact: the other trees hold exactly ``td``'s keys (library ops): their non-tensor leaves meet
-            through ``_binary`` (comparisons compare values, other ops keep them), and two in-memory
-            trees of tensors take the fast branch, one comprehension (``fn`` then runs again if it
-            raised there, which only pure library functions may).
-        prefix: key path of ``td`` (for error notes).
+    :func:`apply_leaves` (its keyed form) describes every argument. Tensor leaves of unary maps and
+    of binary library ops stay in the loop here; the rest goes through ``_entry``.
     """
     if other is not NO_DEFAULT:
         others = (other,)
@@ -604,12 +584,7 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
                     if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT:
                         return td._new_node(out)  # type: ignore[no-any-return]  # an in-memory TensorDict
                     return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]
-        keys = td._keys_str()
-        for tree in others:
-            if not is_td(tree):  # a node here, a leaf there
-                raise key_sets_differ(prefix, keys, ())
-            if len(tree._keys_str()) != len(keys):
-                raise key_sets_differ(prefix, keys, tree._keys_str())
+        _same_key_count(td, others, prefix)
     out = {}
     bs: Any = None
     b0 = nd = -1
@@ -649,38 +624,60 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
             subs: Any = (theirs,)
         else:
             subs = [_other_entry(o, td, key, default, prefix, exact) for o in others] if others else ()
-        if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
-            if exact and subs and type(value) in NON_TENSOR_TYPES:
-                out[key] = value._binary(fn, *subs)
-                continue
-            sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[td.batch_dims:])
-            result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, NO_DEFAULT, device, follow, subs, inplace,
-                                is_leaf, filter_empty, default, check, exact, (*prefix, key))
-            if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
-                continue
-            if not inplace and type(value) in REWRAP_TYPES:
-                result = value._wrap_like(result)
-        else:
-            for sub in subs:  # a leaf here, a node in another tree: a key mismatch, said as one
-                if is_node(sub) and (is_leaf is None or not is_leaf(type(sub))):
-                    raise key_sets_differ((*prefix, key), (), sub._keys_str())
-            try:
-                result = fn(value, *subs)
-            except Exception as err:
-                add_path_note(err, what, (*prefix, key))
-                raise
-            if result is None:
-                continue
-            if check:
-                _check_one(result, td.batch_size if batch_size is None else batch_size, (*prefix, key))
-            if inplace:
-                if result is not value:
-                    td._set_str(key, result, inplace=True, validated=True)
-                continue
-        out[key] = result
+        result = _entry(td, key, value, subs, fn, what, batch_size, device, follow, inplace, is_leaf,
+                        filter_empty, default, check, exact, prefix)
+        if result is not _DROP:
+            out[key] = result
     if inplace:
         return td  # type: ignore[no-any-return]  # the source itself
     return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # built with _dense_cls
+
+
+def _same_key_count(td: Any, others: Any, prefix: tuple[str, ...]) -> None:
+    """Exact maps: each other tree is a node with as many keys (which keys: checked per key)."""
+    keys = td._keys_str()
+    for tree in others:
+        if not is_td(tree):  # a node here, a leaf there
+            raise key_sets_differ(prefix, keys, ())
+        if len(tree._keys_str()) != len(keys):
+            raise key_sets_differ(prefix, keys, tree._keys_str())
+
+
+_DROP: Any = object()  # ``_entry``'s "no key in the result"
+
+
+def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_size: Any, device: Any,
+           follow: bool, inplace: bool, is_leaf: Any, filter_empty: bool, default: Any, check: bool, exact: bool,
+           prefix: tuple[str, ...]) -> Any:
+    """One entry of :func:`map_leaves` off its lean paths: a node, another leaf type, others, in place."""
+    if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
+        if exact and subs and type(value) in NON_TENSOR_TYPES:  # comparisons compare values; others keep them
+            return value._binary(fn, *subs)
+        sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[td.batch_dims:])
+        result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, NO_DEFAULT, device, follow, subs, inplace,
+                            is_leaf, filter_empty, default, check, exact, (*prefix, key))
+        if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
+            return _DROP
+        if not inplace and type(value) in REWRAP_TYPES:
+            result = value._wrap_like(result)
+    else:
+        for sub in subs:  # a leaf here, a node in another tree: a key mismatch, said as one
+            if is_node(sub) and (is_leaf is None or not is_leaf(type(sub))):
+                raise key_sets_differ((*prefix, key), (), sub._keys_str())
+        try:
+            result = fn(value, *subs)
+        except Exception as err:
+            add_path_note(err, what, (*prefix, key))
+            raise
+        if result is None:
+            return _DROP
+        if check:
+            _check_one(result, td.batch_size if batch_size is None else batch_size, (*prefix, key))
+        if inplace:
+            if result is not value:
+                td._set_str(key, result, inplace=True, validated=True)
+            return _DROP
+    return result
 
 
 def _check_one(result: Any, bs: torch.Size, path: tuple[str, ...]) -> None:
