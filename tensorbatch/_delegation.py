@@ -91,7 +91,7 @@ EXCLUDED: dict[str, str] = {
 PRIMITIVES: tuple[str, ...] = (
     "_get_str", "_set_str", "_del_str", "_keys_str", "_items_str", "_values_str", "_has_str",
     "_change_batch_size", "_set_lock", "_maybe_names", "_get", "_walk_to", "_validate", "_copy_tree",
-    "_map", "_parent_of", "_deepest",
+    "_map", "_parent_of", "_deepest", "_meta_items",
 )
 """Private members a TensorClass forwards so that a TensorDict can hold one as a nested value."""
 

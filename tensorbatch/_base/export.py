@@ -230,7 +230,8 @@ def leaf_repr(value: Any, device: Any = None) -> str:
 def tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
     """Append the repr lines of ``td``'s entries (one per key, nested nodes indented) to ``lines``.
 
-    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata."""
+    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata.
+    """
     # by node path: its entries' indent, its last key (drawn with a corner) and its device
     indents: dict[tuple[str, ...], str] = {(): indent}
     last: dict[tuple[str, ...], str | None] = {(): _last_key(td)}

@@ -305,6 +305,8 @@ def test_copy_nodes_reaches_into_a_nested_tensorclass() -> None:
     copy = copy_nodes(td)
     assert copy["p", "x"] is td["p", "x"]
     assert copy["p"] is not td["p"]
+    assert entry_keys(td) == [("p", "x"), "p"]  # the key walk reads a TensorClass's metadata through it
+    assert "x: Tensor(shape=[2]" in repr(td)
 
 
 def test_source_leaves_walks_mappings_tensordicts_and_nested_keys() -> None:
