@@ -232,10 +232,10 @@ def tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
 
     Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata.
     """
-    # by node path: its entries' indent, its last key (drawn with a corner) and its device
+    # by node path: its entries' indent, its last key (drawn with a corner) and the node
     indents: dict[tuple[str, ...], str] = {(): indent}
     last: dict[tuple[str, ...], str | None] = {(): _last_key(td)}
-    devices: dict[tuple[str, ...], Any] = {(): td.device}
+    nodes: dict[tuple[str, ...], Any] = {(): td}
     for path, value in named_entries(td, is_leaf=is_non_tensor_type, meta=True):  # a node before its entries
         parent = path[:-1]
         branch, extend = ("`-- ", "    ") if path[-1] == last[parent] else ("|-- ", "|   ")
@@ -244,9 +244,10 @@ def tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
                          f"(batch_size={list(value.batch_size)})")
             indents[path] = indents[parent] + extend
             last[path] = _last_key(value)
-            devices[path] = value.device
-        else:
-            lines.append(f"{indents[parent]}{branch}{path[-1]}: {leaf_repr(value, devices[parent])}")
+            nodes[path] = value
+        else:  # the node's device is read only for a stored leaf (a property read per leaf costs)
+            device = nodes[parent].device if type(value) is LeafMeta else None
+            lines.append(f"{indents[parent]}{branch}{path[-1]}: {leaf_repr(value, device)}")
 
 
 def _last_key(node: Any) -> str | None:
