@@ -17,6 +17,7 @@ import torch
 from ._base import access as _access
 from ._base import export as _export
 from ._base import keys as _keys_ops
+from ._base import locks as _locks
 from ._base import values as _values
 from ._base.coerce import as_size as _as_size
 from ._base.storage import StorageHooks
@@ -292,8 +293,8 @@ class TensorDictBase(StorageHooks, abc.ABC):
     new_empty = _values.new_empty
     new_full = _values.new_full
     new_tensor = _values.new_tensor
-    lock_ = _values.lock_
-    unlock_ = _values.unlock_
+    lock_ = _locks.lock_
+    unlock_ = _locks.unlock_
     all = _values.all_true
     any = _values.any_true
     allclose = _values.allclose

@@ -29,6 +29,8 @@ def _map(filename: str, dtype: torch.dtype, numel: int) -> torch.Tensor:
 
 
 def _create(filename: str, nbytes: int, existsok: bool) -> None:
+    if os.path.islink(filename):  # the link's target lies outside the caller's choice (tensordict's wording)
+        raise RuntimeError(f"Refusing to write memory-mapped tensor through symlink {filename}.")
     if not existsok and os.path.exists(filename):
         raise RuntimeError(f"the file {filename} already exists (pass existsok=True to overwrite it)")
     Path(filename).parent.mkdir(parents=True, exist_ok=True)

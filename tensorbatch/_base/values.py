@@ -373,20 +373,6 @@ def new_tensor(self: TensorDictBase, data: Any, **kwargs: Any) -> TensorDictBase
                      device=data.device if "device" not in kwargs else _as_device(kwargs["device"]))
 
 
-def lock_(self: TensorDictBase) -> TensorDictBase:
-    """Lock this TensorDict and its nested ones: no key may be added or removed."""
-    for _, node in named_nodes(self, members=True):  # every node stored (a lazy stack's members too)
-        node._set_lock(True)
-    return self
-
-
-def unlock_(self: TensorDictBase) -> TensorDictBase:
-    """Unlock this TensorDict and its nested ones."""
-    for _, node in named_nodes(self, members=True):
-        node._set_lock(False)
-    return self
-
-
 def all_true(self: TensorDictBase, dim: int | None = None) -> bool | TensorDictBase:
     """True when every leaf is all-true; with ``dim``, a TensorDict reduced along that batch dim."""
     if dim is None:

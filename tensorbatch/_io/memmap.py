@@ -222,8 +222,12 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
         RuntimeError: when ``prefix`` exists and ``existsok`` is False.
     """
     prefix = Path(prefix).absolute()
+    if prefix.is_symlink():  # the folder named is a link: save into its target (as tensordict), keep the link
+        prefix = prefix.resolve()
     if prefix.exists() and not existsok:
         raise RuntimeError(f"the folder {prefix} already exists (pass existsok=True to replace it)")
+    if prefix.is_dir():
+        _refuse_symlinks(td, prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     writer = _Writer(allow_pickle, like)
     if prefix.exists() and _maps_from(td, prefix):
@@ -241,6 +245,32 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return prefix
+
+
+def _refuse_symlinks(td: Any, folder: Path, keys: tuple[str, ...] = ()) -> None:
+    """Refuse to save over an existing folder whose entries for ``td``'s keys are symbolic links.
+
+    A link there points outside the save (tensordict refuses the same way); the check runs before
+    anything is written. ``folder`` itself may be a link: it is the place the user chose.
+    """
+    if is_non_tensor(td) or not folder.is_dir():
+        return
+    stacked = td._stacked_members()
+    if stacked is not None:
+        entries = [(str(i), member, folder / str(i)) for i, member in enumerate(stacked[1])]
+    else:
+        entries = []
+        for key, value in td._items_str():
+            name = _file_key(key)
+            leaf = isinstance(value, torch.Tensor)
+            entries.append((key, value, folder / (f"{name}.memmap" if leaf else name)))
+    for key, value, file in entries:
+        if file.is_symlink():
+            # tensordict's wording (users match on it), then the key path
+            what = "memory-mapped tensor" if isinstance(value, torch.Tensor) else "a memory-mapped TensorDict"
+            raise RuntimeError(f"Refusing to write {what} through symlink {file} (key {fmt_path((*keys, key))})")
+        if not isinstance(value, torch.Tensor):
+            _refuse_symlinks(value, file, (*keys, key))
 
 
 def _maps_from(td: Any, prefix: Path) -> bool:

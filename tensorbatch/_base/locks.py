@@ -1,0 +1,116 @@
+"""Locking a tree of TensorDicts, and the lock graph that keeps a shared sub-TensorDict locked.
+
+A TensorDict can be an entry of several trees. Locking a tree records, on every nested TensorDict,
+the TensorDicts above it that hold the lock (weakly). Unlocking refuses, as tensordict does, while a
+nested TensorDict (or the one unlocked) still has a locked holder outside what is being unlocked:
+that holder's lock would otherwise silently stop protecting it. The record is kept out of the
+TensorDict's slots (only locking trees with nested TensorDicts pays for it).
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .._ops.traverse import is_node, stacked_members
+
+if TYPE_CHECKING:
+    from ..base import TensorDictBase
+
+# id(td) -> (weakref to td, weakrefs to the locked TensorDicts holding it)
+_HOLDERS: dict[int, tuple[weakref.ref, list[weakref.ref]]] = {}
+
+LOCKED_GRAPH_MSG = (
+    "Cannot unlock a tensordict that is part of a locked graph. Unlock the root tensordict first. "
+    "If the tensordict is part of multiple graphs, group the graphs under a common tensordict an unlock this root."
+)
+
+
+def _holders(td: Any) -> list[weakref.ref] | None:
+    entry = _HOLDERS.get(id(td))
+    if entry is None:
+        return None
+    if entry[0]() is not td:  # a dead TensorDict's id, reused
+        del _HOLDERS[id(td)]
+        return None
+    return entry[1]
+
+
+def _add_holders(td: Any, refs: list[weakref.ref]) -> None:
+    held = _holders(td)
+    if held is None:
+        key = id(td)
+        _HOLDERS[key] = (weakref.ref(td, lambda _, key=key: _HOLDERS.pop(key, None)), list(refs))
+        return
+    held.extend(r for r in refs if not any(r is h for h in held))
+
+
+def _children(td: Any) -> list[Any]:
+    """The nodes stored right below ``td``: a lazy stack's members, else its nested TensorDicts."""
+    stacked = stacked_members(td)
+    if stacked is not None:
+        return list(stacked[1])
+    return [value for value in td._values_str() if type(value) is not torch.Tensor and is_node(value)]
+
+
+def _lock(td: Any, above: list[weakref.ref[Any]]) -> None:
+    td._set_lock(True)
+    subs = _children(td)
+    if not subs:
+        return
+    ref = _ref(td)
+    above = above if ref is None else [*above, ref]
+    for value in subs:
+        _add_holders(value, above)
+        _lock(value, above)
+
+
+def lock_(self: TensorDictBase) -> TensorDictBase:
+    """Lock this TensorDict and its nested ones: no key may be added or removed."""
+    _lock(self, [])
+    return self
+
+
+def _unlock_tree(td: Any, subs: list[Any]) -> None:
+    td._set_lock(False)
+    for value in _children(td):
+        _unlock_tree(value, subs)
+        subs.append(value)
+
+
+def _check_unlock(td: Any, retry: bool = True) -> None:
+    held = _holders(td)
+    if not held:
+        return
+    holder = next((obj for obj in (r() for r in held) if obj is not None and obj.is_locked), None)
+    if holder is None:
+        del _HOLDERS[id(td)]
+        return
+    if retry:  # the holder may be garbage held only by a cycle
+        del holder
+        gc.collect()
+        _check_unlock(td, retry=False)
+        return
+    raise RuntimeError(f"{LOCKED_GRAPH_MSG} self: {td!r}, obj: {holder!r}")
+
+
+def unlock_(self: TensorDictBase) -> TensorDictBase:
+    """Unlock this TensorDict and its nested ones.
+
+    Raises:
+        RuntimeError: when this TensorDict, or one nested in it, is also an entry of another locked
+            TensorDict (unlock that one first). Everything stays locked.
+    """
+    subs: list[Any] = []
+    _unlock_tree(self, subs)
+    try:
+        for sub in subs:
+            _check_unlock(sub)
+        _check_unlock(self)
+    except RuntimeError:
+        lock_(self)
+        raise
+    return self
