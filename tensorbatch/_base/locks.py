@@ -39,11 +39,21 @@ def _holders(td: Any) -> list[weakref.ref] | None:
     return entry[1]
 
 
+def _ref(td: Any, callback: Any = None) -> weakref.ref | None:
+    """A weak reference to ``td``; None for a backend without ``__weakref__`` (it takes no part in the graph)."""
+    try:
+        return weakref.ref(td, callback)
+    except TypeError:
+        return None
+
+
 def _add_holders(td: Any, refs: list[weakref.ref]) -> None:
     held = _holders(td)
     if held is None:
         key = id(td)
-        _HOLDERS[key] = (weakref.ref(td, lambda _, key=key: _HOLDERS.pop(key, None)), list(refs))
+        ref = _ref(td, lambda _, key=key: _HOLDERS.pop(key, None))
+        if ref is not None and refs:
+            _HOLDERS[key] = (ref, list(refs))
         return
     held.extend(r for r in refs if not any(r is h for h in held))
 
