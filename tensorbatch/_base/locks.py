@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..base import TensorDictBase
 
 # id(td) -> (weakref to td, weakrefs to the locked TensorDicts holding it)
-_HOLDERS: dict[int, tuple[weakref.ref, list[weakref.ref]]] = {}
+_HOLDERS: dict[int, tuple[weakref.ref[Any], list[weakref.ref[Any]]]] = {}
 
 LOCKED_GRAPH_MSG = (
     "Cannot unlock a tensordict that is part of a locked graph. Unlock the root tensordict first. "
@@ -29,7 +29,7 @@ LOCKED_GRAPH_MSG = (
 )
 
 
-def _holders(td: Any) -> list[weakref.ref] | None:
+def _holders(td: Any) -> list[weakref.ref[Any]] | None:
     entry = _HOLDERS.get(id(td))
     if entry is None:
         return None
@@ -39,7 +39,7 @@ def _holders(td: Any) -> list[weakref.ref] | None:
     return entry[1]
 
 
-def _ref(td: Any, callback: Any = None) -> weakref.ref | None:
+def _ref(td: Any, callback: Any = None) -> weakref.ref[Any] | None:
     """A weak reference to ``td``; None for a backend without ``__weakref__`` (it takes no part in the graph)."""
     try:
         return weakref.ref(td, callback)
@@ -47,7 +47,7 @@ def _ref(td: Any, callback: Any = None) -> weakref.ref | None:
         return None
 
 
-def _add_holders(td: Any, refs: list[weakref.ref]) -> None:
+def _add_holders(td: Any, refs: list[weakref.ref[Any]]) -> None:
     held = _holders(td)
     if held is None:
         key = id(td)
