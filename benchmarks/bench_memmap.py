@@ -7,17 +7,21 @@ Cases (medians of interleaved repeats; ratios printed, tb/raw as bandwidth or ti
 - load:   ``TensorDict.load_memmap(folder)`` (maps the files) vs numpy.memmap opening them
 - gather: reading 1e5 random rows of a loaded memmapped TensorDict vs numpy.memmap fancy indexing
 - consolidate: ``td.consolidate()`` vs ``torch.cat`` of the leaves' bytes
-- like:   ``td.expand(1_000_000).memmap_like(folder)`` with 3x32x32 uint8 leaves: peak RSS growth (MB)
+- like:   ``td.expand(1_000_000).memmap_like(folder)`` with 3x32x32 uint8 leaves, into a fresh folder each time:
+  time, and peak RSS growth (MB) measured in a fresh interpreter per implementation (raw: sparse files of the
+  same sizes mapped with ``torch.from_file``)
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,8 +82,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mb", type=int, default=200)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--like-one", nargs=2, metavar=("IMPL", "FOLDER"), help=argparse.SUPPRESS)  # internal
     args = p.parse_args()
     torch.set_num_threads(1)
+    if args.like_one:
+        print(json.dumps(_like_one(args.like_one[0], Path(args.like_one[1]), args.repeats)))
+        return
     data = _data(args.mb)
     nbytes = sum(v.numel() * v.element_size() for v in data.values())
     root = Path(tempfile.mkdtemp(prefix="tb-bench-"))
@@ -115,7 +123,7 @@ def main() -> None:
         for name in libs:
             rows["consolidate"][name] = _median(lambda n=name: tds[n].consolidate(), args.repeats)
         _report(rows, nbytes)
-        _report_like(root)
+        _report_like(root, [*libs, "raw"], args.repeats)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -134,18 +142,53 @@ def _report(rows: dict[str, dict[str, float]], nbytes: int) -> None:
         print(f"{case:10} {' '.join(cols)} {ratio_raw} {ratio_td}{extra}")
 
 
-def _report_like(root: Path) -> None:
-    base = tensorbatch.TensorDict({"img": torch.zeros(3, 32, 32, dtype=torch.uint8),
-                                   "mask": torch.zeros(3, 32, 32, dtype=torch.uint8)}, batch_size=[])
-    big = base.expand(1_000_000)
+LIKE_ROWS = 1_000_000
+LIKE_LEAF = (3, 32, 32)
+
+
+def _raw_like(folder: Path) -> dict[str, torch.Tensor]:
+    folder.mkdir(parents=True)
+    out = {}
+    for key in ("img", "mask"):
+        with open(folder / f"{key}.bin", "wb") as f:
+            f.truncate(LIKE_ROWS * 3 * 32 * 32)
+        out[key] = torch.from_file(str(folder / f"{key}.bin"), shared=True, size=LIKE_ROWS * 3 * 32 * 32,
+                                   dtype=torch.uint8).view(LIKE_ROWS, *LIKE_LEAF)
+    return out
+
+
+def _like_one(impl: str, root: Path, repeats: int) -> dict[str, float]:
+    """Runs in a fresh interpreter: peak RSS growth of the first memmap_like, then the median time."""
+    if impl == "raw":
+        run: Callable[[Path], Any] = _raw_like
+    else:
+        lib = tensorbatch if impl == "tb" else tensordict
+        leaf = torch.zeros(*LIKE_LEAF, dtype=torch.uint8)
+        big = lib.TensorDict({"img": leaf, "mask": leaf.clone()}, batch_size=[]).expand(LIKE_ROWS)
+        run = big.memmap_like
+    gc.collect()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    start = time.perf_counter()
-    out = big.memmap_like(root / "like")
-    elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    size = sum(os.path.getsize(root / "like" / f) for f in os.listdir(root / "like") if f.endswith(".memmap"))
-    print(f"like: {out.batch_size} leaves of {list(out['img'].shape[1:])} uint8 ({size / 2**30:.1f} GiB on disk, "
-          f"sparse) in {elapsed * 1e3:.1f} ms; peak RSS grew by {after - before:.1f} MB")
+    run(root / "first")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
+    wipe = lambda: shutil.rmtree(root / "t", ignore_errors=True)  # noqa: E731  # a fresh folder each time
+    seconds = _median(lambda: run(root / "t"), repeats, wipe)
+    return {"ms": seconds * 1e3, "rss_mb": rss}
+
+
+def _report_like(root: Path, impls: list[str], repeats: int) -> None:
+    res = {}
+    for impl in impls:  # a fresh interpreter each: ru_maxrss is a process-wide peak
+        folder = root / f"like-{impl}"
+        folder.mkdir()
+        out = subprocess.run([sys.executable, __file__, "--like-one", impl, str(folder), "--repeats", str(repeats)],
+                             check=True, capture_output=True, text=True)
+        res[impl] = json.loads(out.stdout.strip().splitlines()[-1])
+        shutil.rmtree(folder, ignore_errors=True)
+    cols = " ".join(f"{res[i]['ms']:10.2f}" if i in res else f"{'-':>10}" for i in ("raw", "tb", "td"))
+    tb, td, raw = (res.get(i, {}).get("ms") for i in ("tb", "td", "raw"))
+    print(f"{'like':10} {cols} {tb / raw:8.2f} " + (f"{tb / td:8.2f}" if td else f"{'-':>8}")
+          + f"   ({LIKE_ROWS} x {list(LIKE_LEAF)} uint8 x 2 leaves, sparse; peak RSS growth MB: "
+          + ", ".join(f"{i} {r['rss_mb']:.1f}" for i, r in res.items()) + ")")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ __all__ = ["MemoryMappedTensor"]
 
 
 def _nbytes(shape: torch.Size, dtype: torch.dtype) -> int:
-    return shape.numel() * torch.empty((), dtype=dtype).element_size()
+    return shape.numel() * dtype.itemsize
 
 
 def _map(filename: str, dtype: torch.dtype, numel: int) -> torch.Tensor:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import shutil
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,6 +35,7 @@ STACK_PICKLE = "pickle.pkl"  # a pickled NonTensorStack's values (tensordict's l
 
 
 _UNSAFE = set('/<>:"|?*\\ %')
+_NEEDS_ENCODING = re.compile(r'[/<>:"|?*\\ %\x00-\x1f\x7f]')  # _UNSAFE and the control characters
 
 
 def _file_key(key: str, robust_key: bool = True) -> str:
@@ -49,6 +51,8 @@ def _file_key(key: str, robust_key: bool = True) -> str:
     if not robust_key:
         if "/" in key or "\0" in key:
             raise ValueError(f"the key {key!r} cannot be stored as a file name (robust_key=False)")
+        return key
+    if _NEEDS_ENCODING.search(key) is None:  # the usual key: one regex scan instead of a loop per character
         return key
     return "".join(f"%{ord(c):02X}" if c in _UNSAFE or ord(c) < 32 or ord(c) == 127 else c for c in key)
 
@@ -72,8 +76,10 @@ def _class_tag(obj: Any) -> dict[str, Any]:
 class _Writer:
     """Collects the files of one save, then writes the tensor data (optionally on threads)."""
 
-    def __init__(self, allow_pickle: bool, like: bool) -> None:
-        self.allow_pickle, self.like = allow_pickle, like
+    def __init__(self, allow_pickle: bool, like: bool, fresh: bool = False) -> None:
+        # fresh: the folder is a new temporary one, renamed into place whole, so its files need no
+        # temporary name of their own (an in-place re-save replaces each file atomically instead)
+        self.allow_pickle, self.like, self.fresh = allow_pickle, like, fresh
         self.jobs: list[tuple[torch.Tensor, Path]] = []
 
     def tree(self, td: Any, root: Path) -> None:
@@ -178,13 +184,14 @@ class _Writer:
         if _is_whole_file(tensor, file):  # re-saving in place: the leaf already is that file
             return
         nbytes = tensor.numel() * tensor.element_size()
-        tmp = file.with_name(f".{file.name}.tmp-{uuid.uuid4().hex[:8]}")
+        tmp = file if self.fresh else file.with_name(f".{file.name}.tmp-{uuid.uuid4().hex[:8]}")
         with open(tmp, "wb") as f:
             if self.like or not nbytes:
                 f.truncate(nbytes)  # a sparse, zero-filled file: no page is touched
             else:
                 self._copy(tensor, f)
-        os.replace(tmp, file)
+        if tmp is not file:
+            os.replace(tmp, file)
 
     @staticmethod
     def _copy(tensor: torch.Tensor, f: Any) -> None:
@@ -237,6 +244,7 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
         writer.write(num_threads)
         return prefix
     tmp = prefix.parent / f".{prefix.name}.tmp-{uuid.uuid4().hex[:12]}"
+    writer.fresh = True
     try:
         writer.root(td, tmp)
         writer.write(num_threads)
@@ -357,11 +365,12 @@ class _Reader:
         shape = _shape(entry, file)
         if self.metadata_only:  # "meta", or fake tensors (on the device asked for, else the CPU)
             return torch.empty(shape, dtype=dtype, device="cpu" if self.device is None else self.device)
-        if not file.exists():
+        try:  # from_filename stats the file once: no separate existence check
+            tensor: torch.Tensor = MemoryMappedTensor.from_filename(file, dtype, shape)
+        except FileNotFoundError:
             if shape.numel() == 0:  # tensordict writes no file for an empty leaf
                 return torch.empty(shape, dtype=dtype)
-            raise FileNotFoundError(f"{file} is missing: the save is incomplete")
-        tensor: torch.Tensor = MemoryMappedTensor.from_filename(file, dtype, shape)
+            raise FileNotFoundError(f"{file} is missing: the save is incomplete") from None
         if self.device is not None and torch.device(self.device).type != "cpu":
             tensor = tensor.to(self.device)
         return tensor
