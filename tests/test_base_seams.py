@@ -16,17 +16,23 @@ def td():
 
 def test_locate_reports_the_holder(td):
     node, walked, stop = td._locate(("n", "m", "x"))
-    assert node is td["n", "m"] and walked == 2 and stop is None
+    assert node is td["n", "m"]
+    assert walked == 2
+    assert stop is None
 
 
 def test_locate_stops_at_a_missing_key(td):
     node, walked, stop = td._locate(("n", "zz", "x"))
-    assert node is td["n"] and walked == 1 and stop is MISSING
+    assert node is td["n"]
+    assert walked == 1
+    assert stop is MISSING
 
 
 def test_locate_stops_at_a_leaf(td):
     node, walked, stop = td._locate(("a", "b"))
-    assert node is td and walked == 0 and torch.equal(stop, torch.zeros(2))
+    assert node is td
+    assert walked == 0
+    assert torch.equal(stop, torch.zeros(2))
 
 
 def test_locate_of_a_single_key_is_the_root(td):
@@ -41,9 +47,12 @@ def test_readers_and_writers_agree_on_stops(td):
         td.get(("a", "b"), None)
     with pytest.raises(KeyError, match="'a'"):  # writing through a leaf: KeyError, as tensordict
         td.set(("a", "b"), torch.zeros(2))
-    assert ("n", "m", "x") in td and ("n", "zz") not in td and ("a", "b") not in td
+    assert ("n", "m", "x") in td
+    assert ("n", "zz") not in td
+    assert ("a", "b") not in td
     td.set(("n", "new", "deep"), torch.full((2,), 7.0))  # missing levels are created with the root's batch
-    assert td["n", "new"].batch_size == torch.Size([2]) and td["n", "new", "deep"].tolist() == [7.0, 7.0]
+    assert td["n", "new"].batch_size == torch.Size([2])
+    assert td["n", "new", "deep"].tolist() == [7.0, 7.0]
 
 
 def test_get_through_a_non_tensor_leaf(td):
@@ -92,7 +101,9 @@ def test_constructor_keeps_the_source_order_with_nested_keys():
 def test_index_flat_hook(td):
     dense = TensorDict({"a": torch.arange(4.0), "n": {"b": torch.arange(4)}}, [4])
     out = dense._index_flat(slice(1, 3))
-    assert type(out) is TensorDict and out["n", "b"].tolist() == [1, 2] and out.batch_size == torch.Size([2])
+    assert type(out) is TensorDict
+    assert out["n", "b"].tolist() == [1, 2]
+    assert out.batch_size == torch.Size([2])
     assert dense._index_flat(slice(None, None, -1)) is None  # left to the generic indexing
     assert td._index_flat(0) is None  # a non-tensor leaf: the generic path
     stacked = lazy_stack([dense, dense])
@@ -103,6 +114,8 @@ def test_stacked_members_hook():
     a, b = TensorDict({"x": torch.zeros(2)}, [2]), TensorDict({"x": torch.ones(2)}, [2])
     stacked = LazyStackedTensorDict(a, b, stack_dim=1)
     dim, members = stacked._stacked_members()
-    assert dim == 1 and members[0] is a and members[1] is b
+    assert dim == 1
+    assert members[0] is a
+    assert members[1] is b
     assert a._stacked_members() is None
     assert NonTensorData("v", batch_size=[2])._stacked_members() is None
