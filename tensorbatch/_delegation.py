@@ -218,7 +218,8 @@ def rewrap(wrapper: Any, backend: Any, result: Any) -> Any:
 
 def _forwarder(name: str, get: Callable[[Any], Any], wrap: bool) -> Callable[..., Any]:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return _call(self, get(self), name, args, kwargs, wrap)
+        # as_tensordict=True (select's, in tensordict) asks for the backend's TensorDict itself
+        return _call(self, get(self), name, args, kwargs, wrap and not kwargs.get("as_tensordict"))
 
     return method
 

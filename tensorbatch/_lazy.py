@@ -202,6 +202,10 @@ class LazyStackedTensorDict(TensorDictBase):
     def is_locked(self) -> bool:
         return self._is_locked or any(td.is_locked for td in self._tds)
 
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        self.lock_() if value else self.unlock_()
+
     def _set_lock(self, value: bool) -> None:
         self._is_locked = value  # this node's own flag: lock_() walks the members too
 
@@ -613,7 +617,16 @@ class LazyStackedTensorDict(TensorDictBase):
         """A dense in-memory TensorDict of the common keys (their leaf shapes must agree)."""
         return apply_leaves(self, _same, is_leaf=NON_TENSOR_TYPES.__contains__, what="densifying a lazy stack")
 
-    contiguous = to_tensordict
+    def contiguous(self, *, canonical: bool = False, inplace: bool = False) -> Any:
+        """A dense in-memory TensorDict of the common keys, its leaves contiguous (as tensordict's lazy stack).
+
+        A lazy stack cannot be made contiguous in place (its leaves live in its members).
+        """
+        if inplace:
+            raise RuntimeError("contiguous(inplace=True) is not supported on a lazy stack: its leaves are its "
+                               "members' (use contiguous() for a dense TensorDict)")
+        dense = self.to_tensordict()
+        return dense.contiguous(canonical=True) if canonical else dense
 
     def densify(self, layout: Any = torch.strided) -> Any:
         """A dense TensorDict of the common keys.

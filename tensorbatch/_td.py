@@ -227,8 +227,12 @@ class TensorDict(TensorDictBase):
 
     @property
     def is_locked(self) -> bool:
-        """True when keys cannot be added or removed."""
+        """True when keys cannot be added or removed; assigning True or False locks or unlocks (``lock_()``)."""
         return self._is_locked
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        self.lock_() if value else self.unlock_()
 
     def _set_lock(self, value: bool) -> None:
         self._is_locked = value
@@ -318,9 +322,9 @@ class TensorDict(TensorDictBase):
             return None
         return TensorDictBase.__setitem__(self, index, value)
 
-    def update(self, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, **kwargs: Any) -> Any:
+    def update(self, input_dict_or_td: Any = None, clone: bool = False, inplace: bool = False, **kwargs: Any) -> Any:
         """:meth:`TensorDictBase.update`, with a fast path for a flat mapping of fitting tensors."""
-        if clone or inplace or kwargs or self._is_locked:
+        if clone or inplace or kwargs or self._is_locked or input_dict_or_td is None:
             return TensorDictBase.update(self, input_dict_or_td, clone, inplace, **kwargs)
         source = input_dict_or_td._tensordict if type(input_dict_or_td) is TensorDict else input_dict_or_td
         bs, n, device = self._batch_size, len(self._batch_size), self._device

@@ -15,6 +15,7 @@ go through small data descriptors.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import typing
 import warnings
@@ -26,6 +27,7 @@ import torch
 from torch.utils import _pytree
 
 from . import _delegation, _lazy
+from ._base.access import UPDATE_OPTIONS
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._base.export import leaf_repr, tree_lines
@@ -472,7 +474,7 @@ class TensorClass:
             head.set(path[1:], _delegation.unwrap(value), inplace=inplace, non_blocking=non_blocking)
         return self
 
-    def update(self, input_dict_or_td: Any, *args: Any, **kwargs: Any) -> Any:
+    def update(self, input_dict_or_td: Any = None, *args: Any, **kwargs: Any) -> Any:
         """Write the entries of ``input_dict_or_td`` into the fields (nested entries merge); returns self.
 
         A dict may only name fields of the class (a nested key starts with one), as tensordict's
@@ -484,6 +486,9 @@ class TensorClass:
             ValueError: when a dict holds keys that are not fields of the class (nothing is written).
         """
         backend = self._tensordict
+        entries = kwargs.keys() - UPDATE_OPTIONS  # keyword entries (update(x=...)) must be fields too
+        if entries and not backend.is_locked:
+            _check_fields(type(self), set(entries), "update()")
         if isinstance(input_dict_or_td, Mapping) and not is_td(input_dict_or_td) and not backend.is_locked:
             _check_fields(type(self), {unravel_key_to_tuple(k)[0] for k in input_dict_or_td}, "update()")
         elif is_td(input_dict_or_td):
@@ -653,6 +658,8 @@ def _build_class(cls: Any) -> None:
     cls._field_specs = {s.name: s for s in specs}
     if not own_init:
         cls.__init__ = _make_init(cls, specs)
+    elif not getattr(cls.__dict__["__init__"], "_tb_wrapped", False):
+        cls.__init__ = _wrap_init(cls, cls.__dict__["__init__"])
     if own_doc is None:
         cls.__doc__ = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
 
@@ -683,6 +690,51 @@ def _make_init(cls: Any, specs: tuple[_Spec, ...]) -> Callable[..., None]:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = f"Build a {cls.__name__} from its fields and batch facts."
     return init  # type: ignore[no-any-return]
+
+
+_META = ("batch_size", "device", "names", "lock")
+
+
+def _wrap_init(cls: Any, user_init: Callable[..., None]) -> Callable[..., None]:
+    """A class's own ``__init__``, run on an empty TensorDict built from the batch keywords (as tensordict does).
+
+    ``batch_size``, ``device``, ``names`` and ``lock`` are taken from the call's keywords, unless the
+    user's ``__init__`` declares them (it then gets them, and may set ``self.batch_size`` itself).
+    Fields the ``__init__`` leaves unset take their defaults.
+    """
+    params = list(inspect.signature(user_init).parameters.values())[1:]
+    declared = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+    @functools.wraps(user_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if _has_backend(self):
+            user_init(self, *args, **kwargs)  # super().__init__() from a subclass: the container exists
+            return
+        meta = {k: kwargs.get(k) if k in declared else kwargs.pop(k, None) for k in _META}
+        td = TensorDict(batch_size=meta["batch_size"] if meta["batch_size"] is not None else (),
+                        device=meta["device"], names=meta["names"])
+        _attach(self, td, {})
+        user_init(self, *args, **kwargs)
+        backend = self._tensordict
+        for spec in type(self)._fields_in_order:
+            if backend._has_str(spec.name) or spec.name in self._non_tensordict or not spec.has_default:
+                continue
+            default = spec.default_value()
+            if default is not None:
+                _write(self, spec, default)
+        if meta["lock"] or type(self)._frozen:
+            backend.lock_()
+
+    __init__._tb_wrapped = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def _has_backend(obj: Any) -> bool:
+    try:
+        obj._tensordict  # noqa: B018  # set once a constructor has run
+    except AttributeError:
+        return False
+    return True
 
 
 def _register_pytree(cls: type) -> None:

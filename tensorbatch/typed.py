@@ -368,8 +368,12 @@ class TypedTensorDict(TensorDictBase):
 
     @property
     def is_locked(self) -> bool:
-        """True when keys cannot be added or removed."""
+        """True when keys cannot be added or removed; assigning True or False locks or unlocks."""
         return self._source.is_locked
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        self.lock_() if value else self.unlock_()
 
     def _set_lock(self, value: bool) -> None:
         self._source._set_lock(value)

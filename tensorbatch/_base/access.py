@@ -332,13 +332,19 @@ def clear(self: TensorDictBase) -> TensorDictBase:
     return self
 
 
-def update(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, *,
+UPDATE_OPTIONS = frozenset({"clone", "inplace", "non_blocking", "keys_to_update", "is_leaf", "update_batch_size",
+                            "ignore_lock"})
+"""The keyword arguments of :func:`update` that are options; any other keyword is an entry to write."""
+
+
+def update(self: TensorDictBase, input_dict_or_td: Any = None, clone: bool = False, inplace: bool = False, *,
            non_blocking: bool = False, keys_to_update: Sequence[NestedKey] | None = None,
            is_leaf: Callable[[type], bool] | None = None, update_batch_size: bool = False,
-           ignore_lock: bool = False) -> TensorDictBase:
-    """Write every entry of a mapping or TensorDict into this one (nested entries merge).
+           ignore_lock: bool = False, **kwargs: Any) -> TensorDictBase:
+    """Write every entry of a mapping or TensorDict, then the keyword entries, into this one (nested entries merge).
 
     All values are validated before anything is written, so a bad entry leaves ``self`` unchanged.
+    Keyword entries (``td.update(a=tensor)``) are written after ``input_dict_or_td``'s, as tensordict does.
 
     Examples:
         >>> from tensorbatch import TensorDict
@@ -351,6 +357,8 @@ def update(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, inp
     wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
     plan: list[tuple[tuple[str, ...], Any]] = []
     self._plan_update(input_dict_or_td, (), wanted, clone, plan, is_leaf)
+    if kwargs:
+        self._plan_update(kwargs, (), wanted, clone, plan, is_leaf)
     checked = []
     for path, value in plan:  # validate everything first: no half-applied update
         node = self._parent_of(path)

@@ -119,8 +119,12 @@ def is_empty(self: TensorDictBase) -> bool:
     return not any(True for _ in named_leaves(self))
 
 
-def select(self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> TensorDictBase:
+def select(self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict: bool = True,
+           as_tensordict: bool = False) -> TensorDictBase:
     """A TensorDict with only the given keys (sharing the leaves), in the order given.
+
+    ``as_tensordict=True`` makes a typed wrapper (a TensorClass) return the plain TensorDict; a
+    TensorDict's result is one already.
 
     Examples:
         >>> from tensorbatch import TensorDict

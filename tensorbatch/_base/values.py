@@ -320,9 +320,38 @@ def grad(self: TensorDictBase) -> TensorDictBase | None:
     return self._map(lambda x: x.grad, "reading grad")
 
 
-def contiguous(self: TensorDictBase) -> TensorDictBase:
-    """Contiguous copy of every leaf."""
-    return self._map(torch.Tensor.contiguous, "making contiguous")
+def _canonical(x: Any) -> Any:
+    """``x`` with row-major strides: ``is_contiguous()`` also says True for other strides of size-1 dims."""
+    if not isinstance(x, torch.Tensor) or x.is_nested:
+        return x.contiguous()
+    stride, expected = x.stride(), []
+    step = 1
+    for size in reversed(x.shape):
+        expected.append(step)
+        step *= max(size, 1)
+    if stride == tuple(reversed(expected)):
+        return x
+    return x.clone(memory_format=torch.contiguous_format)
+
+
+def contiguous(self: TensorDictBase, *, canonical: bool = False, inplace: bool = False) -> TensorDictBase:
+    """Every leaf made contiguous: a contiguous leaf is shared, the others are copied.
+
+    Args:
+        canonical: also copy a leaf whose strides are not the row-major strides of its shape (torch
+            calls some such tensors contiguous, when a dim has size 1).
+        inplace: replace the non-contiguous leaves of ``self`` and return ``self``.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(3, 1, 2).transpose(1, 2)}, batch_size=[3])
+        >>> td.contiguous()["a"].stride(), td.contiguous(canonical=True)["a"].stride()
+        ((2, 1, 2), (2, 1, 1))
+    """
+    fn = _canonical if canonical else torch.Tensor.contiguous
+    if inplace:
+        return self.apply_(fn)
+    return self._map(fn, "making contiguous")
 
 
 def is_contiguous(self: TensorDictBase) -> bool:
@@ -331,32 +360,55 @@ def is_contiguous(self: TensorDictBase) -> bool:
 
 
 def _new_leaves(self: TensorDictBase, size: Any, make: Callable[[Any, tuple[int, ...]], Any],
-                what: str) -> TensorDictBase:
+                what: str, device: Any = NO_DEFAULT) -> TensorDictBase:
     if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
         size = tuple(size[0])
     size = _Size(size)
     nd = self.batch_dims
-    return self._map(lambda x: make(x, (*size, *x.shape[nd:])), what, batch_size=size)
+    return self._map(lambda x: make(x, (*size, *x.shape[nd:])), what, batch_size=size, device=device)
+
+
+def _factory_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The leaf factory's keyword arguments and the result's device (``NO_DEFAULT``: the source's).
+
+    ``empty_lazy`` (empty the lazy stacks of the result) is accepted and has nothing to do: these
+    methods always build in-memory TensorDicts.
+    """
+    kwargs.pop("empty_lazy", None)
+    device = kwargs.get("device", NO_DEFAULT)
+    if device is NO_DEFAULT:
+        return kwargs, NO_DEFAULT
+    device = _as_device(device)
+    kwargs["device"] = device
+    return kwargs, device
 
 
 def new_zeros(self: TensorDictBase, *size: Any, **kwargs: Any) -> TensorDictBase:
-    """A TensorDict of batch size ``size`` filled with zeros (leaf feature shapes kept)."""
-    return self._new_leaves(size, lambda x, s: x.new_zeros(s, **kwargs), "new_zeros")
+    """A TensorDict of batch size ``size`` filled with zeros (leaf feature shapes kept).
+
+    Keyword arguments (``dtype``, ``device``, ``requires_grad``, ``layout``, ``pin_memory``) go to
+    each leaf's ``new_zeros``; ``device`` is also the result's device.
+    """
+    kwargs, device = _factory_kwargs(kwargs)
+    return self._new_leaves(size, lambda x, s: x.new_zeros(s, **kwargs), "new_zeros", device)
 
 
 def new_ones(self: TensorDictBase, *size: Any, **kwargs: Any) -> TensorDictBase:
-    """A TensorDict of batch size ``size`` filled with ones."""
-    return self._new_leaves(size, lambda x, s: x.new_ones(s, **kwargs), "new_ones")
+    """A TensorDict of batch size ``size`` filled with ones (keyword arguments as :meth:`new_zeros`)."""
+    kwargs, device = _factory_kwargs(kwargs)
+    return self._new_leaves(size, lambda x, s: x.new_ones(s, **kwargs), "new_ones", device)
 
 
 def new_empty(self: TensorDictBase, *size: Any, **kwargs: Any) -> TensorDictBase:
-    """A TensorDict of batch size ``size`` with uninitialised leaves."""
-    return self._new_leaves(size, lambda x, s: x.new_empty(s, **kwargs), "new_empty")
+    """A TensorDict of batch size ``size`` with uninitialised leaves (keyword arguments as :meth:`new_zeros`)."""
+    kwargs, device = _factory_kwargs(kwargs)
+    return self._new_leaves(size, lambda x, s: x.new_empty(s, **kwargs), "new_empty", device)
 
 
 def new_full(self: TensorDictBase, size: Any, fill_value: Any, **kwargs: Any) -> TensorDictBase:
-    """A TensorDict of batch size ``size`` filled with ``fill_value``."""
-    return self._new_leaves((size,), lambda x, s: x.new_full(s, fill_value, **kwargs), "new_full")
+    """A TensorDict of batch size ``size`` filled with ``fill_value`` (keyword arguments as :meth:`new_zeros`)."""
+    kwargs, device = _factory_kwargs(kwargs)
+    return self._new_leaves((size,), lambda x, s: x.new_full(s, fill_value, **kwargs), "new_full", device)
 
 
 def new_tensor(self: TensorDictBase, data: Any, **kwargs: Any) -> TensorDictBase:

@@ -468,17 +468,45 @@ def masked_select(td: Any, mask: _Tensor) -> Any:
     return td._map(lambda x: x[mask], "masked_select", batch_size=new, follow=True)
 
 
+def _pad_as(pad: Any, leaf: _Tensor) -> _Tensor:
+    """``pad`` as a 0-dim tensor of the leaf's dtype: padding keeps the leaf's dtype (as tensordict's)."""
+    return torch.as_tensor(pad, dtype=leaf.dtype, device=leaf.device)
+
+
 def where(td: Any, condition: _Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Any:
-    """``torch.where(condition, td, other)`` leaf-wise; ``condition`` covers the leading batch dims."""
+    """``torch.where(condition, td, other)`` leaf-wise; ``condition`` covers the leading batch dims.
+
+    With ``pad``, the keys of either TensorDict that the other lacks are kept: ``pad`` stands for the
+    missing side (a key only in ``td`` takes ``pad`` where ``condition`` is False, a key only in
+    ``other`` where it is True); without it, a missing key raises KeyError.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.arange(3.)}, batch_size=[3])
+        >>> td.empty().where(torch.tensor([True, False, True]), td, pad=-1)["a"]
+        tensor([-1.,  1., -1.])
+    """
     def pick(x: Any, *rest: Any) -> Any:
         y = rest[0] if rest else other
         if type(x) in NON_TENSOR_TYPES:  # values picked per element from the other non-tensor leaf
             return x._where(condition, y)
+        if rest and y is pad:  # a key ``other`` lacks (rest: ``other`` is a TensorDict)
+            y = _pad_as(pad, x)
         return torch.where(_expand_mask(condition, x), x, y)
 
     if is_td(other):
         result = apply_leaves(td, pick, other, what="where", is_leaf=NON_TENSOR_TYPES.__contains__,
                               default=NO_DEFAULT if pad is None else pad)
+        extra = other.exclude(*result.keys(True, True))  # the keys only ``other`` has
+        if pad is not None:  # pad where the condition picks ``td``
+            result.update(apply_leaves(extra, lambda y: torch.where(_expand_mask(condition, y), _pad_as(pad, y), y),
+                                       what="where", batch_size=result.batch_size))
+        else:
+            first = next(iter(extra.keys(True, True)), None)
+            if first is not None:
+                path = unravel_key_to_tuple(first)
+                raise KeyError(f"where: key {fmt_path(path)} of the other TensorDict is not in this one and "
+                               f"no pad value was given (pass pad= to fill the missing side)")
     else:
         result = apply_leaves(td, pick, what="where", is_leaf=NON_TENSOR_TYPES.__contains__)
     if out is not None:

@@ -83,14 +83,19 @@ def reshape(td: Any, *shape: Any, size: Any = None) -> Any:
     return td._map(lambda x: x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new, names=names, follow=True)
 
 
-def permute(td: Any, *dims: Any) -> Any:
-    """Permute the batch dims.
+def permute(td: Any, *dims: Any, **kwargs: Any) -> Any:
+    """Permute the batch dims, given as integers, one sequence, or the keyword ``dims``.
 
     Examples:
         >>> from tensorbatch import TensorDict
         >>> TensorDict({"a": torch.zeros(2, 3, 5)}, batch_size=[2, 3]).permute(1, 0)["a"].shape
         torch.Size([3, 2, 5])
     """
+    if kwargs:
+        if dims or set(kwargs) != {"dims"}:
+            raise TypeError(f"permute takes the dims as integers, one sequence, or the keyword dims; got "
+                            f"args={dims} and kwargs={kwargs}")
+        dims = (kwargs["dims"],)
     bs = td.batch_size
     nd = len(bs)
     order = tuple([d + nd if type(d) is int and d < 0 else d for d in _shape_args(dims)])

@@ -16,10 +16,12 @@ from .pointwise import TORCH_FUNCTIONS
 from .traverse import (
     COLLECTION_TYPES,
     NON_TENSOR_TYPES,
+    flat_leaves,
     flat_leaves_like,
     from_leaves,
     is_node,
     is_td,
+    map_leaves,
     named_leaves,
 )
 
@@ -279,3 +281,79 @@ def _like(name: str) -> Callable[..., Any]:
 for _name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
               "randint_like"):
     HANDLED[getattr(torch, _name)] = _like(_name)
+
+
+# ------------------------------------------------------------------------------------ losses
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _loss(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A leaf-wise ``torch.nn.functional`` loss: ``fn(input_leaf, target_leaf, ...)`` per key.
+
+    ``reduction="none"`` keeps the batch size; ``"mean"``/``"sum"`` reduce each leaf on its own, so
+    the result has batch size ``()`` (one scalar per key, as tensordict does). Every other keyword
+    (``beta``, the legacy ``size_average``/``reduce``) goes to ``fn`` on each leaf.
+    """
+
+    def loss(input: Any, target: Any, *args: Any, reduction: str = "mean", **kwargs: Any) -> Any:
+        size_average, reduce = kwargs.get("size_average"), kwargs.get("reduce")
+        if size_average is not None or reduce is not None:  # torch's legacy arguments decide the reduction
+            reduction = torch.nn._reduction.legacy_get_string(size_average, reduce, emit_warning=False)
+            kwargs.pop("size_average", None), kwargs.pop("reduce", None)
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"{fn.__name__}: invalid reduction {reduction!r}; expected one of {list(_REDUCTIONS)}")
+        if not is_td(input) or not is_td(target):
+            raise TypeError(f"{fn.__name__} of a TensorDict needs a TensorDict target (and input), got "
+                            f"{type(input).__name__} and {type(target).__name__}")
+        batch_size = None if reduction == "none" else torch.Size(())
+        return map_leaves(input, lambda x, y: fn(x, y, *args, reduction=reduction, **kwargs), target,
+                          what=fn.__name__, batch_size=batch_size)
+
+    loss.__name__ = fn.__name__
+    return loss
+
+
+for _fn in (torch.nn.functional.l1_loss, torch.nn.functional.mse_loss, torch.nn.functional.smooth_l1_loss):
+    HANDLED[_fn] = _loss(_fn)
+
+
+# ------------------------------------------------------------------------------------ autograd
+def _one_td(value: Any, what: str) -> Any:
+    """``value`` or the only member of a 1-tuple, which must be a TensorDict (tensordict's rule)."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise ValueError(f"torch.autograd.grad for TensorDict only supports a single {what} "
+                             f"(got {len(value)})")
+        value = value[0]
+    if not is_td(value):
+        raise ValueError(f"torch.autograd.grad for TensorDict only supports TensorDictBase as {what} "
+                         f"(got {type(value).__name__})")
+    return value
+
+
+@implements(torch.autograd.grad)
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, **kwargs: Any) -> Any:
+    """``torch.autograd.grad`` of one TensorDict with respect to another: a TensorDict shaped like ``inputs``.
+
+    ``grad_outputs`` (a TensorDict) is matched to ``outputs`` by key; leaves without a gradient
+    (``allow_unused=True``) are left out of the result.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> x = TensorDict({"a": torch.ones(2)}, batch_size=[2]).requires_grad_()
+        >>> y = x * 3
+        >>> torch.autograd.grad(y, x, torch.ones_like(y))["a"]
+        tensor([3., 3.])
+    """
+    outputs = _one_td(outputs, "output")
+    inputs = _one_td(inputs, "input")
+    out_leaves = [x for x in flat_leaves(outputs) if isinstance(x, torch.Tensor)]
+    if grad_outputs is not None:
+        grad_outputs = _one_td(grad_outputs, "grad_output")
+        grad_leaves: Any = [x for x in flat_leaves_like(grad_outputs, outputs) if isinstance(x, torch.Tensor)]
+    else:
+        grad_leaves = None
+    in_leaves = [x for x in flat_leaves(inputs) if isinstance(x, torch.Tensor)]
+    grads = iter(torch.autograd.grad(out_leaves, in_leaves, grad_leaves, **kwargs))
+    # the walk visits the leaves in flat_leaves' order; non-tensor leaves and unused inputs are dropped
+    return inputs.apply(lambda x: next(grads) if isinstance(x, torch.Tensor) else None)

@@ -72,6 +72,7 @@ DIFFERENCES: dict[str, str] = {
     "test_reduction[max-dim_tuple]": "max/min with indices refuse a tuple dim (tensordict 0.15 uses the first)",
     "test_reduction[min-dim_tuple]": "max/min with indices refuse a tuple dim (tensordict 0.15 uses the first)",
     "max_feature": "max/min over dim='feature' work without call_on_nested",
+    "[smooth_l1_loss_beta]": "the losses pass beta (and size_average/reduce) to each leaf (tensordict ignores them)",
     "permute_wrong_len": "permute with too few dims raises ValueError (tensordict returns the input)",
     # non-tensor leaves (test_vs_tensordict_nontensor.py)
     "[nt_stack0]": "stacking identical non-tensor values gives one NonTensorData (tensordict: a stack)",

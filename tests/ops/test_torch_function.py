@@ -202,7 +202,52 @@ def _repeat_interleave(td: TensorDict) -> None:
     )
 
 
+def _loss(fn: Callable[..., torch.Tensor]) -> Callable[[TensorDict], None]:
+    def case(td: TensorDict) -> None:
+        target = make_td(1)
+        expect(fn(td, target, reduction="none"), lambda x, y: fn(x, y, reduction="none"), td, target,
+               batch_size=BATCH)
+        expect(fn(td, target), lambda x, y: fn(x, y), td, target, batch_size=())  # mean, leaf by leaf
+        expect(fn(td, target, reduction="sum"), lambda x, y: fn(x, y, reduction="sum"), td, target, batch_size=())
+        with pytest.raises(ValueError, match="invalid reduction 'max'"):
+            fn(td, target, reduction="max")
+        with pytest.raises(TypeError, match="needs a TensorDict target"):
+            fn(td, torch.zeros(3, 4))
+        with pytest.raises(KeyError, match="only in the second: \\['c'\\]"):
+            fn(td, target.set("c", torch.zeros(BATCH)))
+
+    return case
+
+
+def _smooth_l1_beta(td: TensorDict) -> None:
+    _loss(torch.nn.functional.smooth_l1_loss)(td)
+    target = td * 1.5
+    expect(torch.nn.functional.smooth_l1_loss(td, target, beta=0.01, reduction="none"),
+           lambda x, y: torch.nn.functional.smooth_l1_loss(x, y, beta=0.01, reduction="none"), td, target,
+           batch_size=BATCH)
+
+
+def _grad(td: TensorDict) -> None:
+    x = td.clone().requires_grad_()
+    y = x * x
+    g = torch.autograd.grad(y, x, torch.ones_like(y), retain_graph=True)
+    expect(g, lambda v: 2 * v, td, batch_size=BATCH)
+    expect(torch.autograd.grad((y,), (x,), (y.detach(),)), lambda v: 2 * v * v * v, td, batch_size=BATCH)
+    w = x.clone().set("c", torch.ones(BATCH, requires_grad=True))  # w["c"] is unused below
+    v = w.select("a", "nested") * 3
+    g = torch.autograd.grad(v, w, torch.ones_like(v), allow_unused=True)  # the unused leaf is left out
+    expect(g, lambda t: torch.full_like(t, 3.0), td, batch_size=BATCH)
+    with pytest.raises(ValueError, match="only supports a single output"):
+        torch.autograd.grad((y, y), x)
+    with pytest.raises(ValueError, match="only supports TensorDictBase as grad_output"):
+        torch.autograd.grad(y, x, torch.ones(3, 4))
+
+
 CASES: dict[Callable[..., Any], Callable[[TensorDict], None]] = {
+    torch.nn.functional.l1_loss: _loss(torch.nn.functional.l1_loss),
+    torch.nn.functional.mse_loss: _loss(torch.nn.functional.mse_loss),
+    torch.nn.functional.smooth_l1_loss: _smooth_l1_beta,
+    torch.autograd.grad: _grad,
     torch.stack: _stack,
     torch.cat: _cat_with(torch.cat),
     torch.concat: _cat_with(torch.concat),
