@@ -414,8 +414,12 @@ def new_full(self: TensorDictBase, size: Any, fill_value: Any, **kwargs: Any) ->
 def new_tensor(self: TensorDictBase, data: Any, **kwargs: Any) -> TensorDictBase:
     """Every leaf replaced by ``x.new_tensor(d)``: ``d`` is ``data``'s matching leaf, or ``data`` itself.
 
-    The result's batch size is the shape of ``data`` (its batch size for a TensorDict).
+    The result's batch size is the shape of ``data`` (its batch size for a TensorDict). Keyword
+    arguments (``dtype``, ``device``, ``requires_grad``) go to each leaf's ``new_tensor``;
+    ``pin_memory=True`` pins the result.
     """
+    if kwargs.pop("pin_memory", False):
+        return self.new_tensor(data, **kwargs).pin_memory()
     if is_td(data):
         out = self.apply(lambda x, d: x.new_tensor(d, **kwargs), data, batch_size=data.batch_size)
         assert out is not None  # apply gives None only with filter_empty

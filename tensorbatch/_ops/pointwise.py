@@ -538,9 +538,12 @@ def addcdiv_(self: Any, other1: Any, other2: Any, *, value: Any = 1) -> Any:
     return map_inplace(self, "addcdiv", partial(torch.Tensor.addcdiv_, value=value), other1, other2)
 
 
-def clamp(self: Any, min: Any = None, max: Any = None) -> Any:
-    """Clamp every leaf into ``[min, max]`` (numbers, tensors or TensorDicts)."""
-    return _zip_map(self, torch.clamp, "clamp", min, max)
+def clamp(self: Any, min: Any = None, max: Any = None, *, out: Any = None) -> Any:
+    """Clamp every leaf into ``[min, max]`` (numbers, tensors or TensorDicts); ``out`` receives the result."""
+    result = _zip_map(self, torch.clamp, "clamp", min, max)
+    if out is None:
+        return result
+    return out.update_(result)
 
 
 def clamp_(self: Any, min: Any = None, max: Any = None) -> Any:

@@ -1,0 +1,165 @@
+"""Every keyword argument of tensordict 0.15.3's ``TensorDict`` methods is accepted here, or listed with a reason.
+
+The comparison reads ``inspect.signature`` of each public method both libraries have. A parameter of the
+reference's that our signature lacks must be in ``THROUGH_KWARGS`` (our method takes ``**kwargs`` and
+passes it on: the call is checked below) or in ``NOT_ACCEPTED`` (with the reason). Entries that our
+signature gains later must leave the tables (the stale check fails otherwise).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+
+import pytest
+import torch
+
+from ._diff import SUBJECT_ENV
+
+pytestmark = [
+    pytest.mark.differential,
+    pytest.mark.skipif(os.environ.get(SUBJECT_ENV, "tensorbatch") != "tensorbatch",
+                       reason="compares tensorbatch's signatures with the reference's"),
+]
+
+# method -> parameters our method takes through **kwargs (each is called in test_through_kwargs)
+THROUGH_KWARGS: dict[str, set[str]] = {
+    "apply": {"is_leaf"},
+    "named_apply": {"call_on_nested", "is_leaf", "out"},
+    "mean": {"dtype"}, "nanmean": {"dtype"}, "nansum": {"dtype"}, "prod": {"dtype"}, "sum": {"dtype"},
+    "norm": {"out", "dtype"},
+    "std": {"correction"}, "var": {"correction"},
+    "max": {"return_indices"}, "min": {"return_indices"},
+    "new_empty": {"dtype", "device", "requires_grad", "layout", "pin_memory", "empty_lazy"},
+    "new_full": {"dtype", "device", "requires_grad", "layout", "pin_memory", "empty_lazy"},
+    "new_ones": {"dtype", "device", "requires_grad", "layout", "pin_memory", "empty_lazy"},
+    "new_zeros": {"dtype", "device", "requires_grad", "layout", "pin_memory", "empty_lazy"},
+    "new_tensor": {"dtype", "device", "requires_grad", "pin_memory"},
+    "from_dict_instance": {"auto_batch_size"},
+    "update": {"non_blocking", "keys_to_update", "is_leaf", "update_batch_size", "ignore_lock"},
+}
+
+_INPLACE_SHAPE = ("an in-place shape change (inplace=True changes the TensorDict's own batch size) is not "
+                  "supported: call the method and assign the result")
+_CAST_FILTER = "cast_filter (cast only the leaves a predicate selects) is not supported: use apply with .to(dtype)"
+_ARCHIVE = "the archive/compression/atomic save options (tar archives, compressed and atomic writes) are not supported"
+
+NOT_ACCEPTED: dict[str, dict[str, str]] = {
+    "auto_batch_size_": {"keep_compliant_size": "keeping a batch size that already fits is not supported"},
+    **{cast: {"cast_filter": _CAST_FILTER} for cast in (
+        "bfloat16", "bool", "double", "float", "float16", "float32", "float64", "half", "int", "int16",
+        "int32", "int64", "int8", "uint8")},
+    "copy_at_": {"fast": "a speed hint of the reference (its unchecked path); every write here is checked"},
+    "dumps": dict.fromkeys(("archive", "compression", "atomic"), _ARCHIVE),
+    "memmap": dict.fromkeys(("archive", "compression", "atomic"), _ARCHIVE),
+    "save": dict.fromkeys(("archive", "compression", "atomic"), _ARCHIVE),
+    "memmap_": {"atomic": _ARCHIVE},
+    "memmap_like": {"archive": _ARCHIVE},
+    "load_memmap": {"subpath": "loading a sub-folder: load_memmap(path / subpath) instead",
+                    "mode": "memory-map modes other than read/write copy-on-write are not supported",
+                    "num_threads": "loading is single-threaded"},
+    "load_memmap_": {"mode": "memory-map modes other than read/write copy-on-write are not supported"},
+    "mean": {"key_transform": "renaming keys during a full reduction is not supported"},
+    "sum": {"key_transform": "renaming keys during a full reduction is not supported"},
+    "std": {"key_transform": "renaming keys during a full reduction is not supported"},
+    "var": {"key_transform": "renaming keys during a full reduction is not supported"},
+    "norm": {"key_transform": "renaming keys during a full reduction is not supported"},
+    **{name: {"inplace": _INPLACE_SHAPE} for name in (
+        "flatten", "gather", "masked_select", "repeat", "repeat_interleave", "unflatten")},
+    "set_at_": {"non_blocking": "set_at_ writes into an existing leaf on its device; there is no move to overlap"},
+    "to_dict": {"tolist_first": "an export-order option of the reference; to_dict gives tensors, tolist lists"},
+    "tolist": {"convert_nodes": "nested TensorDicts always become dicts",
+               "tolist_first": "an export-order option of the reference",
+               "as_linked_list": "linked-list output is not supported"},
+    "update_at_": {"idx": "the index is the second positional argument (index)"},
+    "where": {"update_batch_size": "where keeps the batch size of its inputs"},
+}
+
+
+def _params(fn: Any) -> dict[str, inspect.Parameter]:
+    return {n: p for n, p in inspect.signature(fn).parameters.items()
+            if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def _compared(ref: Any, tb: Any) -> list[str]:
+    names = []
+    for name in dir(ref.TensorDict):
+        if name.startswith("_") or not hasattr(tb.TensorDict, name):
+            continue
+        static = inspect.getattr_static(ref.TensorDict, name)
+        if isinstance(static, property) or not callable(getattr(ref.TensorDict, name)):
+            continue
+        try:
+            inspect.signature(getattr(ref.TensorDict, name))
+            inspect.signature(getattr(tb.TensorDict, name))
+        except (TypeError, ValueError):
+            continue
+        names.append(name)
+    return names
+
+
+def test_every_reference_keyword_is_accepted_or_listed(ref, tb):
+    unlisted, stale = [], []
+    for name in _compared(ref, tb):
+        theirs, ours = _params(getattr(ref.TensorDict, name)), _params(getattr(tb.TensorDict, name))
+        missing = set(theirs) - set(ours)
+        listed = THROUGH_KWARGS.get(name, set()) | set(NOT_ACCEPTED.get(name, {}))
+        unlisted += [f"{name}({p}=)" for p in sorted(missing - listed)]
+        stale += [f"{name}({p}=)" for p in sorted(listed & set(ours))]
+    assert not unlisted, f"reference keywords neither accepted nor listed in NOT_ACCEPTED: {unlisted}"
+    assert not stale, f"listed keywords our signature now takes (remove them from the tables): {stale}"
+
+
+def _td(tb: Any) -> Any:
+    return tb.TensorDict({"a": torch.rand(4, 3), "n": {"b": torch.rand(4)}}, [4])
+
+
+THROUGH_CALLS = {
+    "apply": lambda td: td.apply(lambda x: x + 1, is_leaf=lambda t: False),
+    "named_apply": lambda td: td.named_apply(lambda k, x: x + 1, call_on_nested=False, is_leaf=None,
+                                             out=td.clone()),
+    "mean": lambda td: td.mean(dtype=torch.float64), "nanmean": lambda td: td.nanmean(dtype=torch.float64),
+    "nansum": lambda td: td.nansum(dtype=torch.float64), "prod": lambda td: td.prod(dtype=torch.float64),
+    "sum": lambda td: td.sum(dtype=torch.float64),
+    "norm": lambda td: td.norm(dtype=torch.float64),
+    "std": lambda td: td.std(correction=0), "var": lambda td: td.var(dim=0, correction=0),
+    "max": lambda td: td.max(dim=0, return_indices=False), "min": lambda td: td.min(dim=0, return_indices=False),
+    "new_empty": lambda td: td.new_empty(2, dtype=torch.float64, device="cpu", requires_grad=True,
+                                         layout=torch.strided, pin_memory=False, empty_lazy=True),
+    "new_full": lambda td: td.new_full((2,), 1.0, dtype=torch.float64, device="cpu", requires_grad=True,
+                                       layout=torch.strided, pin_memory=False, empty_lazy=True),
+    "new_ones": lambda td: td.new_ones(2, dtype=torch.float64, device="cpu", requires_grad=True,
+                                       layout=torch.strided, pin_memory=False, empty_lazy=True),
+    "new_zeros": lambda td: td.new_zeros(2, dtype=torch.float64, device="cpu", requires_grad=True,
+                                         layout=torch.strided, pin_memory=False, empty_lazy=True),
+    "new_tensor": lambda td: td.new_tensor([0.0, 1.0], dtype=torch.float64, device="cpu",
+                                           requires_grad=False, pin_memory=False),
+    "from_dict_instance": lambda td: td.from_dict_instance({"a": torch.zeros(4)}, auto_batch_size=True),
+    "update": lambda td: td.update({"a": torch.zeros(4, 3)}, non_blocking=False, keys_to_update=["a"], is_leaf=None,
+                                   update_batch_size=False, ignore_lock=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(THROUGH_KWARGS))
+def test_through_kwargs(tb, name):
+    assert set(THROUGH_CALLS) == set(THROUGH_KWARGS)
+    THROUGH_CALLS[name](_td(tb))  # accepted: no TypeError
+
+
+def test_new_factories_honour_their_keywords(tb):
+    td = _td(tb)
+    out = td.new_zeros(2, dtype=torch.float64, requires_grad=True, empty_lazy=True)
+    assert out.batch_size == torch.Size([2])
+    assert out["a"].shape == (2, 3) and out["a"].dtype == torch.float64 and out["a"].requires_grad
+    assert out.new_empty(3, device="cpu").device == torch.device("cpu")
+
+
+def test_set_non_blocking_and_clamp_out(ref, tb):
+    for lib in (ref, tb):
+        td = lib.TensorDict({"a": torch.arange(4.0)}, [4])
+        assert td.set_("a", torch.ones(4), non_blocking=True) is td
+        assert td["a"].tolist() == [1.0] * 4, lib.__name__
+        out = td.clone().zero_()
+        res = (td * 3).clamp(0, 2, out=out)
+        assert res is out and out["a"].tolist() == [2.0] * 4, lib.__name__
