@@ -419,7 +419,8 @@ def new_tensor(self: TensorDictBase, data: Any, **kwargs: Any) -> TensorDictBase
     ``pin_memory=True`` pins the result.
     """
     if kwargs.pop("pin_memory", False):
-        return self.new_tensor(data, **kwargs).pin_memory()
+        pinned: TensorDictBase = self.new_tensor(data, **kwargs).pin_memory()
+        return pinned
     if is_td(data):
         out = self.apply(lambda x, d: x.new_tensor(d, **kwargs), data, batch_size=data.batch_size)
         assert out is not None  # apply gives None only with filter_empty
