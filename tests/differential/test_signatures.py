@@ -151,7 +151,9 @@ def test_new_factories_honour_their_keywords(tb):
     td = _td(tb)
     out = td.new_zeros(2, dtype=torch.float64, requires_grad=True, empty_lazy=True)
     assert out.batch_size == torch.Size([2])
-    assert out["a"].shape == (2, 3) and out["a"].dtype == torch.float64 and out["a"].requires_grad
+    assert out["a"].shape == (2, 3)
+    assert out["a"].dtype == torch.float64
+    assert out["a"].requires_grad
     assert out.new_empty(3, device="cpu").device == torch.device("cpu")
 
 
@@ -162,4 +164,5 @@ def test_set_non_blocking_and_clamp_out(ref, tb):
         assert td["a"].tolist() == [1.0] * 4, lib.__name__
         out = td.clone().zero_()
         res = (td * 3).clamp(0, 2, out=out)
-        assert res is out and out["a"].tolist() == [2.0] * 4, lib.__name__
+        assert res is out, lib.__name__
+        assert out["a"].tolist() == [2.0] * 4, lib.__name__

@@ -204,6 +204,8 @@ def test_is_locked_setter_on_lazy_stacks(ref, tb):
     for lib in (ref, tb):
         lazy = lib.LazyStackedTensorDict(*[build(lib, "float", (5,)) for _ in range(2)], stack_dim=0)
         lazy.is_locked = True
-        assert lazy.is_locked and lazy.tensordicts[0].is_locked, lib.__name__
+        assert lazy.is_locked, lib.__name__
+        assert lazy.tensordicts[0].is_locked, lib.__name__
         lazy.is_locked = False
-        assert not lazy.is_locked and not lazy.tensordicts[1].is_locked, lib.__name__
+        assert not lazy.is_locked, lib.__name__
+        assert not lazy.tensordicts[1].is_locked, lib.__name__
