@@ -46,6 +46,11 @@ def set_non_tensor(self: TensorDictBase, key: NestedKey, value: Any) -> TensorDi
         >>> td["cfg"]
         {'lr': 0.1}
     """
+    if _is_nt(value):
+        if not hasattr(value, "data"):  # a NonTensorStack already holds one value per position
+            return self.set(key, value)
+        while _is_nt(value) and hasattr(value, "data"):  # store the value, not its wrapper
+            value = value.data
     return self.set(key, self._non_tensor_cls._new(value, self.batch_size, self.device))
 
 

@@ -115,8 +115,10 @@ def get_item_shape(self: TensorDictBase, key: NestedKey) -> torch.Size:
 
 
 def is_empty(self: TensorDictBase) -> bool:
-    """True when the tree holds no leaf (nested empty TensorDicts don't count)."""
-    return not any(True for _ in named_leaves(self))
+    """True when the tree holds no leaf (nested empty TensorDicts don't count; non-tensor leaves do)."""
+    if type(self) in NON_TENSOR_TYPES:  # a non-tensor leaf holds its value
+        return False
+    return not any(True for _ in named_leaves(self, is_leaf=NON_TENSOR_TYPES.__contains__))
 
 
 def select(self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict: bool = True,

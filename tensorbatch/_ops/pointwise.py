@@ -10,15 +10,17 @@ carries the key path. In-place ops check every leaf before writing any (:func:`m
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from operator import attrgetter
 from typing import Any
 
 import torch
 
-from .._errors import add_path_note, fmt_path, fmt_shape
+from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
+from .._keys import key_of
 from .traverse import (
+    NON_TENSOR_TYPES,
     first_leaf,
     flat_leaves,
     flat_leaves_like,
@@ -557,17 +559,48 @@ EXTRA: dict[str, Callable[..., Any]] = {
 }
 
 
-def _operator(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Python operator form: NotImplemented for operands we don't know (``td == "x"`` is False)."""
+_COMPARISONS = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"})
+
+
+def _operator(method: Callable[..., Any], mappings: bool = False) -> Callable[..., Any]:
+    """Python operator form: NotImplemented for operands we don't know (``td == "x"`` is False).
+
+    With ``mappings`` (the comparisons), a dict is compared leaf-wise, as tensordict does:
+    ``td == td.to_dict()`` is a TensorDict of booleans, not False.
+    """
 
     def op(self: Any, *other: Any) -> Any:
         if other and not is_td(other[0]) and not isinstance(other[0], _OPERANDS):
+            if mappings and isinstance(other[0], Mapping):
+                return method(self, _mapping_operand(self, other[0]))
             return NotImplemented
         return method(self, *other)
 
     op.__name__ = method.__name__
     op.__doc__ = method.__doc__
     return op
+
+
+def _mapping_operand(td: Any, mapping: Mapping[Any, Any]) -> Any:
+    """``mapping``'s values as a TensorDict shaped like ``td`` (KeyError naming the keys when they differ)."""
+    theirs: dict[tuple[str, ...], Any] = {}
+    _flat_mapping(mapping, (), theirs)
+    mine = dict(named_leaves(td))
+    if mine.keys() != theirs.keys():
+        raise key_sets_differ((), (str(key_of(p)) for p in mine), (str(key_of(p)) for p in theirs))
+    return from_leaves(td, [v if isinstance(v, torch.Tensor) or is_td(v) else torch.as_tensor(v, device=leaf.device)
+                            for (path, leaf), v in zip(mine.items(), (theirs[p] for p in mine), strict=True)])
+
+
+def _flat_mapping(mapping: Mapping[Any, Any], prefix: tuple[str, ...], out: dict[tuple[str, ...], Any]) -> None:
+    for key, value in mapping.items():
+        path = (*prefix, *key) if type(key) is tuple else (*prefix, key)
+        if is_td(value) and type(value) not in NON_TENSOR_TYPES:
+            out.update(((*path, *p), v) for p, v in named_leaves(value))
+        elif isinstance(value, Mapping):
+            _flat_mapping(value, path, out)
+        else:
+            out[path] = value
 
 
 # ---------------------------------------------------------------- what the table gives, for every consumer
@@ -622,7 +655,7 @@ def install(cls: type[Any]) -> None:
     for alias, name in ALIASES.items():
         setattr(cls, alias, getattr(cls, name))
     for dunder, method in OPERATORS.items():
-        setattr(cls, dunder, _operator(getattr(cls, method)))
+        setattr(cls, dunder, _operator(getattr(cls, method), dunder in _COMPARISONS))
     for dunder, torch_name in REFLECTED.items():
         setattr(cls, dunder, _make_reflected(torch_name))
     cls.__hash__ = None  # type: ignore[assignment]  # __eq__ is leaf-wise

@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from .traverse import check_leaves, flat_leaves, from_leaves, is_td, map_leaves
+from .._errors import fmt_path
+from .traverse import check_leaves, flat_leaves, from_leaves, is_td, map_leaves, named_leaves
 
 _Size = torch.Size
 
@@ -207,8 +208,26 @@ def expand(td: Any, *shape: Any) -> Any:
 
 
 def expand_as(td: Any, other: Any) -> Any:
-    """Expand to the batch size of a TensorDict (or the shape of a tensor)."""
-    return expand(td, *(other.batch_size if is_td(other) else other.shape))
+    """Expand to a tensor's shape (the new batch size), or to a TensorDict: each leaf to the shape of
+    ``other``'s leaf at the same key (KeyError naming a key ``other`` lacks), as tensordict does.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(3, 1)}, batch_size=[3])
+        >>> td.expand_as(TensorDict({"a": torch.zeros(2, 3, 4)}, batch_size=[2, 3]))["a"].shape
+        torch.Size([2, 3, 4])
+    """
+    if not is_td(other):
+        return expand(td, *other.shape)
+    targets = dict(named_leaves(other))
+    leaves = dict(named_leaves(td))
+    missing = [path for path in leaves if path not in targets]
+    if missing:
+        raise KeyError(f"expand_as: key {fmt_path(missing[0])} not found in the TensorDict to expand to")
+    out = expand(td, *other.batch_size)
+    return from_leaves(out, [
+        leaf.expand_as(targets[path]) if type(leaf) is torch.Tensor and isinstance(targets[path], torch.Tensor)
+        else leaf for path, leaf in named_leaves(out)])
 
 
 def _split_leaves(td: Any, d: int, pieces: list[list[Any]], sizes: list[int]) -> tuple[Any, ...]:

@@ -11,10 +11,12 @@ from typing import Any
 
 import torch
 
+from .._base.coerce import as_device
 from .._errors import add_path_note, fmt_shape, key_sets_differ
 from .pointwise import TORCH_FUNCTIONS
 from .traverse import (
     COLLECTION_TYPES,
+    NO_DEFAULT,
     NON_TENSOR_TYPES,
     flat_leaves,
     flat_leaves_like,
@@ -272,7 +274,9 @@ def _like(name: str) -> Callable[..., Any]:
     fn = getattr(torch, name)
 
     def like(td: Any, *args: Any, **kwargs: Any) -> Any:
-        return td._map(lambda x: fn(x, *args, **kwargs), name)
+        # device= moves every leaf, so the result's device follows (as a tensor's would)
+        device = as_device(kwargs["device"]) if kwargs.get("device") is not None else NO_DEFAULT
+        return td._map(lambda x: fn(x, *args, **kwargs), name, device=device)
 
     like.__name__ = name
     return like

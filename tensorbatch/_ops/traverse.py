@@ -277,7 +277,11 @@ def _flat(td: Any, prefix: str, separator: str, is_leaf: Any, out: dict[str, Any
     # joined keys grow as strings (no path tuples): flatten_keys is on the hot path
     for key, value in td._items_str():
         if type(value) is _Tensor or not is_node(value) or (is_leaf is not None and is_leaf(type(value))):
-            out[prefix + key] = value
+            flat = prefix + key
+            if flat in out:  # "a.b" and ("a", "b") would silently become one key
+                raise KeyError(f"Flattening keys in tensordict causes keys [{flat!r}] to collide: "
+                               f"two leaves become {flat!r} with separator {separator!r}")
+            out[flat] = value
         else:
             _flat(value, prefix + key + separator, separator, is_leaf, out)
 

@@ -74,6 +74,9 @@ DIFFERENCES: dict[str, str] = {
     "max_feature": "max/min over dim='feature' work without call_on_nested",
     "[smooth_l1_loss_beta]": "the losses pass beta (and size_average/reduce) to each leaf (tensordict ignores them)",
     "permute_wrong_len": "permute with too few dims raises ValueError (tensordict returns the input)",
+    "[locked_plus_locked]": "results of operations are never locked (tensordict keeps the lock through +)",
+    "[locked_times_number]": "results of operations are never locked (tensordict keeps the lock through *)",
+    "[locked_reshape]": "results of operations are never locked (tensordict keeps the lock through reshape)",
     # non-tensor leaves (test_vs_tensordict_nontensor.py)
     "[nt_stack0]": "stacking identical non-tensor values gives one NonTensorData (tensordict: a stack)",
     "[nt_stack1]": "stacking identical non-tensor values gives one NonTensorData (tensordict: a stack)",

@@ -346,6 +346,9 @@ LOCK = [
     case("exclude_result", _locked(lambda lib, td: td.exclude("a"))),
     case("index_result", _locked(lambda lib, td: td[0])),
     case("add_inplace", _locked(lambda lib, td: td.add_(1))),
+    case("locked_plus_locked", _locked(lambda lib, td: td + td)),
+    case("locked_times_number", _locked(lambda lib, td: td * 2)),
+    case("locked_reshape", _locked(lambda lib, td: td.reshape(-1))),
 ]
 
 
