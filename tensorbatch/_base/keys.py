@@ -16,6 +16,7 @@ from .._ops.meta import TENSOR, node_meta
 from .._ops.traverse import (
     MISSING,
     NO_DEFAULT,
+    NON_TENSOR_TYPES,
     copy_nodes,
     entry_keys,
     flat_items,

@@ -208,8 +208,10 @@ def expand(td: Any, *shape: Any) -> Any:
 
 
 def expand_as(td: Any, other: Any) -> Any:
-    """Expand to a tensor's shape (the new batch size), or to a TensorDict: each leaf to the shape of
-    ``other``'s leaf at the same key (KeyError naming a key ``other`` lacks), as tensordict does.
+    """Expand to a tensor's shape (the new batch size), or to a TensorDict's leaves.
+
+    With a TensorDict, each leaf is expanded to the shape of ``other``'s leaf at the same key
+    (KeyError naming a key ``other`` lacks), as tensordict does.
 
     Examples:
         >>> from tensorbatch import TensorDict
