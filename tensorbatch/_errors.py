@@ -7,6 +7,7 @@ Our errors are the builtin types that tensordict raises (``KeyError``, ``Runtime
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,16 +38,25 @@ def add_path_note(err: BaseException, what: str, path: tuple[str, ...]) -> None:
 
 
 def missing_key(path: tuple[str, ...], available: Iterable[str], cls_name: str = "TensorDict") -> KeyError:
-    """KeyError for a key path that is not present."""
-    return KeyError(
-        f"key {fmt_path(path)} not found in {cls_name} with keys {sorted(map(str, available))}"
-    )
+    """KeyError for a key path that is not present.
+
+    The message starts with tensordict's (``key "b" not found in TensorDict with keys [...]``, naming the
+    missing level, which users match on); a nested path follows in full. Every string in it is in double
+    quotes: a KeyError's ``str`` is the ``repr`` of its message, which would escape single quotes mixed in.
+    """
+    where = "" if len(path) == 1 else f" (key path ({', '.join(map(_dq, path))}))"
+    keys = ", ".join(_dq(k) for k in sorted(map(str, available)))
+    return KeyError(f"key {_dq(path[-1])} not found in {cls_name} with keys [{keys}]{where}")
+
+
+def _dq(key: str) -> str:
+    return json.dumps(key, ensure_ascii=False)
 
 
 def batch_mismatch(batch_size: Any, path: tuple[str, ...], shape: Any) -> RuntimeError:
     """RuntimeError for a leaf whose leading dims do not match the batch size."""
-    return RuntimeError(
-        f"batch_size {fmt_shape(batch_size)} is incompatible with leaf {fmt_path(path)} of shape "
+    return RuntimeError(  # "batch dimension mismatch": tensordict's phrase, which users match on
+        f"batch dimension mismatch: batch_size {fmt_shape(batch_size)} is incompatible with leaf {fmt_path(path)} of shape "
         f"{fmt_shape(shape)}: the leading dimensions of every leaf must equal the batch size"
     )
 

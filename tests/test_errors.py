@@ -70,21 +70,22 @@ def test_fmt_shape_has_no_torch_size_prefix():
 def test_missing_key_flat():
     err = missing_key(("x",), ["b", "a"])
     assert type(err) is KeyError
-    assert err.args == ("key 'x' not found in TensorDict with keys ['a', 'b']",)
+    assert err.args == ('key "x" not found in TensorDict with keys ["a", "b"]',)
 
 
 def test_missing_key_nested_path_and_class_name():
     err = missing_key(("next", "obs"), {"rew": 1, "done": 2}, cls_name="LazyStackedTensorDict")
-    assert err.args[0] == "key ('next', 'obs') not found in LazyStackedTensorDict with keys ['done', 'rew']"
+    assert err.args[0] == 'key "obs" not found in LazyStackedTensorDict with keys ["done", "rew"] (key path ("next", "obs"))'
 
 
 def test_missing_key_no_keys():
-    assert missing_key(("a",), []).args[0] == "key 'a' not found in TensorDict with keys []"
+    assert missing_key(("a",), []).args[0] == "key \"a\" not found in TensorDict with keys []"
 
 
 def test_missing_key_is_raisable_and_matchable():
-    with pytest.raises(KeyError, match=r"key \('a', 'b'\) not found"):
+    with pytest.raises(KeyError, match=r'key "b" not found in TensorDict with keys .* \(key path ') as info:
         raise missing_key(("a", "b"), ["c"])
+    assert info.value.args[0].endswith('(key path ("a", "b"))')
 
 
 # ------------------------------------------------------------------ batch_mismatch
@@ -92,14 +93,14 @@ def test_batch_mismatch_text():
     err = batch_mismatch(torch.Size([3, 5]), ("obs", "state"), torch.Size([3, 4, 5]))
     assert type(err) is RuntimeError
     assert str(err) == (
-        "batch_size [3, 5] is incompatible with leaf ('obs', 'state') of shape [3, 4, 5]: "
+        "batch dimension mismatch: batch_size [3, 5] is incompatible with leaf ('obs', 'state') of shape [3, 4, 5]: "
         "the leading dimensions of every leaf must equal the batch size"
     )
 
 
 def test_batch_mismatch_flat_key_and_empty_shape():
     err = batch_mismatch([2], ("x",), ())
-    assert str(err).startswith("batch_size [2] is incompatible with leaf 'x' of shape []:")
+    assert str(err).startswith("batch dimension mismatch: batch_size [2] is incompatible with leaf 'x' of shape []:")
 
 
 # ------------------------------------------------------------------ locked

@@ -29,7 +29,7 @@ def test_leaf_meta_default_reads_the_value():
     assert td._leaf_meta("a") == LeafMeta(torch.Size([3, 4]), torch.float32, "tensor")
     assert td._leaf_meta("n") == LeafMeta(torch.Size([3]), None, "node")
     assert td._leaf_meta("s") == LeafMeta(torch.Size([3]), None, "non-tensor")
-    with pytest.raises(KeyError, match="'missing' not found"):
+    with pytest.raises(KeyError, match='"missing" not found'):
         td._leaf_meta("missing")
     assert meta_of(torch.zeros((), dtype=torch.bool)) == LeafMeta(torch.Size([]), torch.bool, "tensor")
 

@@ -429,7 +429,7 @@ def _check_inplace_shape(path: tuple[str, ...], value: Any, current: Any) -> Non
         except RuntimeError:
             ok = False
         if not ok:
-            raise _errors.InplaceWriteError(
-                f"cannot write a value of shape {_errors.fmt_shape(value.shape)} in place into "
+            raise _errors.InplaceWriteError(  # "Failed to update 'b'": tensordict's phrase, users match on it
+                f"Failed to update {path[-1]!r}: cannot write a value of shape {_errors.fmt_shape(value.shape)} in place into "
                 f"{_errors.fmt_path(path)} of shape {_errors.fmt_shape(current.shape)}"
             )

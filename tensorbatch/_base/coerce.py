@@ -27,7 +27,10 @@ def checked_names(value: Any, batch_size: torch.Size) -> tuple[str | None, ...]:
     """``value`` as a tuple of dim names, one per batch dim and unique (ValueError otherwise)."""
     names = tuple(value)
     if len(names) != len(batch_size):
-        raise ValueError(f"names {list(names)} must have one entry per batch dim (batch_size {list(batch_size)})")
+        raise ValueError(  # the second sentence is tensordict's, which users match on
+            f"names {list(names)} must have one entry per batch dim (batch_size {list(batch_size)}): "
+            "the length of the dimension names must equate the tensordict batch_dims attribute"
+        )
     named = [n for n in names if n is not None]
     if len(set(named)) != len(named):
         raise ValueError(f"names must be unique, got {list(names)}")

@@ -117,8 +117,14 @@ def _columns(tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None =
     except KeyError as err:
         if what == "cat":  # tensordict's cat raises KeyError, its stack RuntimeError
             raise
-        raise RuntimeError(f"{what}: the TensorDicts have different keys ({err.args[0]})") from None
+        raise _keys_differ(what, err.args[0]) from None
     return [list(col) for col in zip(*rows, strict=True)]
+
+
+def _keys_differ(what: str, detail: str) -> RuntimeError:
+    # the first sentence is tensordict's stack message, which users match on
+    return RuntimeError(f"{what}: The sets of keys in the tensordicts to stack are exclusive; "
+                        f"the TensorDicts have different keys ({detail})")
 
 
 def _dense_columns(dicts: list[dict[str, Any]], dense: type, cols: list[list[Any]],
@@ -160,7 +166,7 @@ def _per_column(fn: Callable[..., Any], cols: list[list[Any]], dim: int, first: 
                 mismatch = key_sets_differ(path, (), node._keys_str())
                 if what == "cat":
                     raise mismatch from None
-                raise RuntimeError(f"{what}: the TensorDicts have different keys ({mismatch.args[0]})") from None
+                raise _keys_differ(what, mismatch.args[0]) from None
             shapes = ", ".join(fmt_shape(t.shape) for t in col[:4]) + (", ..." if len(col) > 4 else "")
             add_path_note(err, f"{what}ing leaves of shapes {shapes}", path)
             raise

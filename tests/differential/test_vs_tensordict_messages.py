@@ -1,0 +1,80 @@
+"""Differential tests, error messages users match on: the same bad call on both libraries, and the
+reference's phrase (a regex over its key part, as a user's ``pytest.raises(match=...)`` would be written
+against tensordict) matches the subject's message too. Our messages keep their key-path wording around it.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.differential
+
+
+def _td(lib: Any) -> Any:
+    return lib.TensorDict({"a": torch.zeros(3, 2), "n": {"b": torch.zeros(3, 2)}}, [3])
+
+
+def _locked(lib: Any) -> Any:
+    return _td(lib).lock_()
+
+
+Z = torch.zeros
+LOCKED = r"Cannot modify locked TensorDict"
+CASES: list[tuple[str, Callable[[Any], Any], type, str]] = [
+    ("locked-set", lambda L: _locked(L).set("c", Z(3)), RuntimeError, LOCKED),
+    ("locked-setitem", lambda L: _locked(L).__setitem__("c", Z(3)), RuntimeError, LOCKED),
+    ("locked-del", lambda L: _locked(L).__delitem__("a"), RuntimeError, LOCKED),
+    ("locked-pop", lambda L: _locked(L).pop("a"), RuntimeError, LOCKED),
+    ("locked-rename", lambda L: _locked(L).rename_key_("a", "z"), RuntimeError, LOCKED),
+    ("locked-nested", lambda L: _locked(L).set(("n", "c"), Z(3)), RuntimeError, LOCKED),
+    ("locked-update", lambda L: _locked(L).update({"c": Z(3)}), RuntimeError, LOCKED),
+    ("set_-no-fit", lambda L: _td(L).set_("a", Z(3, 5)), RuntimeError, r"Failed to update 'a'"),
+    ("set_-no-fit-nested", lambda L: _td(L).set_(("n", "b"), Z(3, 5)), ValueError, r"Failed to update 'b'"),
+    ("getitem-missing", lambda L: _td(L)["zz"], KeyError, r'key "zz" not found in TensorDict with keys'),
+    ("getitem-missing-nested", lambda L: _td(L)["n", "zz"], KeyError, r'key "zz" not found'),
+    ("getitem-missing-level", lambda L: _td(L)["zz", "b"], KeyError, r'key "zz" not found'),
+    ("pop-missing", lambda L: _td(L).pop("zz"), KeyError, r'key "zz" not found'),
+    ("set_-missing", lambda L: _td(L).set_("zz", Z(3)), KeyError, r'key "zz" not found'),
+    ("select-missing", lambda L: _td(L).select("zz"), KeyError, r'key "zz" not found'),
+    ("rename-missing", lambda L: _td(L).rename_key_("zz", "y"), KeyError, r'key "zz" not found'),
+    ("names-setter-length", lambda L: setattr(_td(L), "names", ["x", "y"]), ValueError,
+     r"the length of the dimension names must equate the tensordict batch_dims attribute"),
+    ("names-ctor-length", lambda L: L.TensorDict({"a": Z(3)}, [3], names=["x", "y"]), ValueError,
+     r"the length of the dimension names must equate"),
+    ("ctor-batch-mismatch", lambda L: L.TensorDict({"a": Z(3)}, [4]), RuntimeError, r"batch dimension mismatch"),
+    ("set-batch-mismatch", lambda L: _td(L).set("c", Z(4)), RuntimeError, r"batch dimension mismatch"),
+    ("stack-different-keys", lambda L: torch.stack([_td(L), L.TensorDict({"a": Z(3, 2)}, [3])]), RuntimeError,
+     r"The sets of keys in the tensordicts to stack are exclusive"),
+    ("add-different-keys", lambda L: _td(L) + L.TensorDict({"a": Z(3, 2)}, [3]), KeyError,
+     r"keys in tensordicts mismatch"),
+]
+
+
+def _error(fn: Callable[[], Any]) -> BaseException:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fn()
+        except Exception as err:  # noqa: BLE001 - the error is what is compared
+            return err
+    raise AssertionError("no error raised")
+
+
+@pytest.mark.parametrize(("fn", "exc", "phrase"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_reference_phrase_matches_ours(ref, tb, fn, exc, phrase):
+    theirs, ours = _error(lambda: fn(ref)), _error(lambda: fn(tb))
+    assert isinstance(theirs, exc) and isinstance(ours, exc), (type(theirs), type(ours))
+    assert re.search(phrase, str(theirs)), f"the phrase is not the reference's: {theirs}"
+    assert re.search(phrase, str(ours)), f"{phrase!r} does not match: {ours}"
+
+
+def test_our_messages_keep_the_key_path(tb):
+    assert '(key path ("n", "zz"))' in _error(lambda: _td(tb)["n", "zz"]).args[0]
+    assert "('n', 'b') of shape [3, 2]" in str(_error(lambda: _td(tb).set_(("n", "b"), Z(3, 5))))
+    assert "leaf 'c' of shape [4]" in str(_error(lambda: _td(tb).set("c", Z(4))))
