@@ -82,7 +82,7 @@ def test_write_rows_validates_everything_first():
     with pytest.raises(RuntimeError, match=r"cannot write a value of shape \[5\] into \('n', 'b'\)"):
         td._write_rows(plan_rows(slice(0, 2), 3), {("a",): torch.zeros(2, 4), ("n", "b"): torch.zeros(5)})
     assert torch.equal(td["a"], before)
-    with pytest.raises(KeyError, match="'missing'"):
+    with pytest.raises(KeyError, match='"missing"'):
         td._write_rows(plan_rows(0, 3), {("a",): torch.zeros(4), ("missing",): 0})
     with pytest.raises(TypeError, match=r"cannot write rows into 'n': it holds a TensorDict"):
         td._write_rows(plan_rows(0, 3), {("n",): 0})
