@@ -364,9 +364,9 @@ def test_set__copies_into_existing_leaves(flavour, tdf):
     assert tdf.get(("nested", "deep", "e")).dtype == torch.float64
     assert torch.equal(tdf.get(("nested", "deep", "e")), torch.full((3, 4), 5.0, dtype=torch.float64))
     before = snapshot(tdf)
-    with pytest.raises(KeyError, match="'missing'"):
+    with pytest.raises(KeyError, match='"missing"'):
         tdf.set_("missing", torch.zeros(3, 4))
-    with pytest.raises(KeyError, match="'missing'"):
+    with pytest.raises(KeyError, match='"missing"'):
         tdf.set_(("nested", "missing"), torch.zeros(3, 4))
     with pytest.raises(RuntimeError, match="'a'"):  # the batch dims do not match
         tdf.set_("a", torch.zeros(4, 3, 5))
