@@ -56,8 +56,8 @@ def _dq(key: str) -> str:
 def batch_mismatch(batch_size: Any, path: tuple[str, ...], shape: Any) -> RuntimeError:
     """RuntimeError for a leaf whose leading dims do not match the batch size."""
     return RuntimeError(  # "batch dimension mismatch": tensordict's phrase, which users match on
-        f"batch dimension mismatch: batch_size {fmt_shape(batch_size)} is incompatible with leaf {fmt_path(path)} of shape "
-        f"{fmt_shape(shape)}: the leading dimensions of every leaf must equal the batch size"
+        f"batch dimension mismatch: batch_size {fmt_shape(batch_size)} is incompatible with leaf {fmt_path(path)} "
+        f"of shape {fmt_shape(shape)}: the leading dimensions of every leaf must equal the batch size"
     )
 
 

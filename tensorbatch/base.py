@@ -248,7 +248,6 @@ class TensorDictBase(StorageHooks, abc.ABC):
     get_item_shape = _keys_ops.get_item_shape
     is_empty = _keys_ops.is_empty
     select = _keys_ops.select
-    _walk_keys = _keys_ops._walk_keys
     _empty_like = _keys_ops._empty_like
     _new_node = _keys_ops._new_node
     empty = _keys_ops.empty

@@ -430,6 +430,6 @@ def _check_inplace_shape(path: tuple[str, ...], value: Any, current: Any) -> Non
             ok = False
         if not ok:
             raise _errors.InplaceWriteError(  # "Failed to update 'b'": tensordict's phrase, users match on it
-                f"Failed to update {path[-1]!r}: cannot write a value of shape {_errors.fmt_shape(value.shape)} in place into "
-                f"{_errors.fmt_path(path)} of shape {_errors.fmt_shape(current.shape)}"
+                f"Failed to update {path[-1]!r}: cannot write a value of shape {_errors.fmt_shape(value.shape)} "
+                f"in place into {_errors.fmt_path(path)} of shape {_errors.fmt_shape(current.shape)}"
             )

@@ -177,13 +177,6 @@ def select(self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict
     return self._replace_with(result) if inplace else result
 
 
-def _walk_keys(self: TensorDictBase, path: tuple[str, ...]) -> Any:
-    try:
-        return self._walk_to(path)._keys_str()
-    except KeyError:
-        return self._keys_str()
-
-
 def _empty_like(self: TensorDictBase) -> TensorDictBase:
     return self._new_node({})
 
