@@ -35,3 +35,13 @@ def fake_mode_active() -> bool:
     """True under an active ``FakeTensorMode``: tensors made then are fake, and files cannot be mapped."""
     active = getattr(torch._guards, "active_fake_mode", None)  # private API (as tensordict uses it)
     return active is not None and active() is not None
+
+
+def in_vmap() -> bool:
+    """True inside a ``torch.vmap`` (functorch) transform, where leaves lose or gain the mapped dims."""
+    try:
+        from torch._C._functorch import TransformType, peek_interpreter_stack  # private API
+    except ImportError:  # pragma: no cover
+        return False
+    interpreter = peek_interpreter_stack()
+    return interpreter is not None and interpreter.key() == TransformType.Vmap

@@ -201,7 +201,9 @@ class TensorDict(TensorDictBase):
         if inplace:
             current = self._tensordict.get(key)
             if current is not None:
-                if is_td(current):
+                if type(current) in NON_TENSOR_TYPES:  # a non-tensor leaf takes the new value(s)
+                    self._tensordict[key] = value
+                elif is_td(current):
                     current.update_(value)
                 elif current is not value:
                     current.copy_(value)

@@ -71,6 +71,16 @@ class _Spec:
     cast: Any  # the class autocast converts to, or None
     default: Any  # dataclasses.MISSING when none
     factory: Any  # dataclasses.MISSING when none
+    forward: str | None = None  # an unresolved forward reference ("Inner"): the class named so, once seen
+
+    def learn(self, value_type: type) -> None:
+        """Resolve the forward reference to ``value_type`` when that is the class it names.
+
+        A class defined in a function (or after this one) cannot be looked up by name when the
+        tensorclass is built; the first value of a class with that name written to the field tells.
+        """
+        if self.forward == value_type.__name__ and self.nested is None:
+            object.__setattr__(self, "nested", value_type)  # a cache filled once (the spec is frozen otherwise)
 
     @property
     def has_default(self) -> bool:
@@ -153,6 +163,8 @@ def _prepare(cls: Any, spec: _Spec, value: Any) -> tuple[Any, bool]:
     if value is None:
         return None, False
     if type(value) in _delegation.WRAPPER_TYPES:
+        if spec.forward is not None:
+            spec.learn(type(value))
         return _delegation.unwrap(value), False
     if cls._autocast:
         value = _cast(cls, spec, value)
@@ -615,10 +627,12 @@ def _field_kind(cls: type, field: dataclasses.Field[Any]) -> _Spec:
     base = strip_optional(tp)
     tensor = (isinstance(base, type) and issubclass(base, _Tensor)) or (
         isinstance(base, str) and base.replace("torch.", "").split(" ")[0] == "Tensor")
-    nested = base if isinstance(base, type) and base in _delegation.WRAPPER_TYPES else None
+    # (the class itself is not registered yet while it is being built: a field may hold its own class)
+    nested = base if isinstance(base, type) and (base in _delegation.WRAPPER_TYPES or base is cls) else None
     cast = _Tensor if tensor else (base if base in _CASTABLE else None)
     raw = tensor or (nested is None and isinstance(base, type) and issubclass(base, TensorDictBase))
-    return _Spec(field.name, tensor, nested, raw, cast, field.default, field.default_factory)
+    forward = base.strip("'\"") if isinstance(base, str) and base.strip("'\"").isidentifier() else None
+    return _Spec(field.name, tensor, nested, raw, cast, field.default, field.default_factory, forward)
 
 
 def _owner_of(cls: type, name: str) -> type:

@@ -42,9 +42,10 @@ def resolve_annotations(cls: type) -> dict[str, Any]:
     localns = {cls.__name__: cls}
     out = {}
     for name, ann in raw.items():
-        if isinstance(ann, str):
-            with contextlib.suppress(Exception):  # an unresolvable forward reference stays a string
-                ann = eval(ann, globalns, localns)  # the same lookup typing.get_type_hints performs
+        for _ in range(2):  # twice: "'Name'" (a quoted annotation under ``from __future__ import annotations``)
+            if isinstance(ann, str):
+                with contextlib.suppress(Exception):  # an unresolvable forward reference stays a string
+                    ann = eval(ann, globalns, localns)  # the same lookup typing.get_type_hints performs
         out[name] = ann
     return out
 

@@ -17,6 +17,7 @@ from .._ops import index as _index
 from .._ops.traverse import (
     MISSING,
     NO_DEFAULT,
+    is_non_tensor,
     is_td,
     source_leaves,
     value_of,
@@ -391,7 +392,7 @@ def _plan_update(self: TensorDictBase, source: Any, prefix: tuple[str, ...], wan
         if is_leaf is not None and is_leaf(type(value)):
             return False
         target = self.get(path, None)
-        return target is not None and is_td(target)
+        return target is not None and is_td(target) and not is_non_tensor(target)
 
     for path, value in source_leaves(source, "update", merge, prefix):
         if wanted is not None and not any(path[: len(w)] == w for w in wanted):

@@ -390,8 +390,8 @@ def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
 def update_at_(td: Any, input_dict_or_td: Any, index: Any, clone: bool = False, *,
                non_blocking: bool = False, keys_to_update: Any = None) -> Any:
     """Write every entry of a mapping/TensorDict into the matching leaves at ``index``."""
-    items = input_dict_or_td.items(True, True) if is_td(input_dict_or_td) else source_items(input_dict_or_td,
-                                                                                             "update_at_")
+    items = (named_leaves(input_dict_or_td, is_leaf=NON_TENSOR_TYPES.__contains__) if is_td(input_dict_or_td)
+             else source_items(input_dict_or_td, "update_at_"))  # (non-tensor leaves are written too)
     wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
     if not td._leaves_in_memory:
         td._update_at(input_dict_or_td, index, clone, wanted)
@@ -403,11 +403,17 @@ def update_at_(td: Any, input_dict_or_td: Any, index: Any, clone: bool = False, 
             continue
         target = td._get(path)
         value = value.clone() if clone else value
+        if type(target) in NON_TENSOR_TYPES:  # a new leaf with the values written (applied below)
+            plan.append((path, target._written(index, value)))
+            continue
         if isinstance(target, _Tensor):
             _check_fits(path, torch.as_tensor(value), target[index].shape)
         plan.append((target, value))
     for target, value in plan:
-        target[index] = value
+        if type(target) is tuple:
+            td._walk_to(target)._set_str(target[-1], value, inplace=False, validated=True)
+        else:
+            target[index] = value
     return td
 
 

@@ -58,6 +58,9 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
     bs = td.batch_size
     new_bs = _Size([1 if i in dims else s for i, s in enumerate(bs)] if keepdim else
                    [s for i, s in enumerate(bs) if i not in dims])
+    names = td._maybe_names()  # the reduced dims' names go, the others stay (kept dims keep theirs)
+    if names is not None:
+        names = names if keepdim else tuple(n for i, n in enumerate(names) if i not in dims)
     if name in _WITH_INDICES:
         indices: list[torch.Tensor] = []
 
@@ -67,13 +70,14 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
             return result[0]  # type: ignore[no-any-return]  # a (values, indices) pair
 
         # one reduction per leaf: the indices, collected in walk order, fill a tree of the same shape
-        values = apply_leaves(td, values_keeping_indices, batch_size=new_bs, what=f"reducing with {name!r}")
+        values = apply_leaves(td, values_keeping_indices, batch_size=new_bs, names=names,
+                              what=f"reducing with {name!r}")
         if reduce:
             return _fold(op, name, values)
         if not return_indices:
             return values
         return getattr(torch.return_types, name)((values, from_leaves(values, indices)))
-    result = map_leaves(td, _leaf_fn(op, name, dims, keepdim, kwargs), batch_size=new_bs,
+    result = map_leaves(td, _leaf_fn(op, name, dims, keepdim, kwargs), batch_size=new_bs, names=names,
                         what=f"reducing with {name!r}")
     return _fold(op, name, result) if reduce else result
 

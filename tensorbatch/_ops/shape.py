@@ -174,7 +174,8 @@ def flatten(td: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     bs = td.batch_size
     new = [*bs[:s], math.prod(bs[s : e + 1]), *bs[e + 1 :]]
-    return td._map(operator.methodcaller("flatten", s, e), "flatten", batch_size=new, follow=True)
+    names = _renamed(td, lambda n: [*n[:s], n[s] if s == e else None, *n[e + 1 :]])  # the merged dim is unnamed
+    return td._map(operator.methodcaller("flatten", s, e), "flatten", batch_size=new, names=names, follow=True)
 
 
 def unflatten(td: Any, dim: int, unflattened_size: Sequence[int]) -> Any:
@@ -188,7 +189,9 @@ def unflatten(td: Any, dim: int, unflattened_size: Sequence[int]) -> Any:
     if math.prod(sizes) != bs[d]:
         raise RuntimeError(f"unflatten: sizes {list(unflattened_size)} don't multiply to dim {dim} of size {bs[d]}")
     new = [*bs[:d], *sizes, *bs[d + 1 :]]
-    return td._map(operator.methodcaller("unflatten", d, sizes), "unflatten", batch_size=new, follow=True)
+    names = _renamed(td, lambda n: [*n[:d], *[None] * (len(sizes) - 1), *n[d:]])  # the last new dim keeps it
+    return td._map(operator.methodcaller("unflatten", d, sizes), "unflatten", batch_size=new, names=names,
+                   follow=True)
 
 
 def expand(td: Any, *shape: Any) -> Any:
@@ -285,7 +288,8 @@ def repeat(td: Any, *repeats: Any) -> Any:
         raise ValueError(f"repeat: got {len(reps)} repeats for batch_size {list(td.batch_size)} ({nd} dims)")
     bs = [1] * (len(reps) - nd) + list(td.batch_size)
     new = [b * r for b, r in zip(bs, reps, strict=True)]
-    return td._map(lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))), "repeat", batch_size=new, follow=True)
+    return td._map(lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))), "repeat", batch_size=new,
+                   names=td._maybe_names(), follow=True)
 
 
 def repeat_interleave(td: Any, repeats: Any, dim: int | None = None, *, output_size: int | None = None) -> Any:
@@ -300,7 +304,7 @@ def repeat_interleave(td: Any, repeats: Any, dim: int | None = None, *, output_s
         bs[d] = out[0].shape[d]
     else:
         bs[d] = int(torch.as_tensor(repeats).expand(bs[d]).sum()) if bs[d] else 0
-    return from_leaves(td, out, batch_size=_Size(bs), follow=True)
+    return from_leaves(td, out, batch_size=_Size(bs), names=td._maybe_names(), follow=True)
 
 
 def gather(td: Any, dim: int, index: torch.Tensor, out: Any = None) -> Any:
@@ -317,7 +321,7 @@ def gather(td: Any, dim: int, index: torch.Tensor, out: Any = None) -> Any:
         idx = index.reshape(*index.shape, *([1] * len(feat))).expand(*index.shape, *feat)
         return torch.gather(x, d, idx)
 
-    result = map_leaves(td, fn, batch_size=index.shape, what="gather", follow=True)
+    result = map_leaves(td, fn, batch_size=index.shape, names=td._maybe_names(), what="gather", follow=True)
     if out is not None:
         out.update_(result)
         return out

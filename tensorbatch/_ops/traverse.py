@@ -330,7 +330,8 @@ def _source(source: Any, what: str, enter: Any, prefix: tuple[str, ...],
             out: list[tuple[tuple[str, ...], Any]]) -> None:
     for key, value in source_items(source, what):
         path = (*prefix, key) if type(key) is str else (*prefix, *unravel_key_to_tuple(key))
-        if (is_td(value) or isinstance(value, Mapping)) and (enter is None or enter(path, value)):
+        nested = (is_td(value) and type(value) not in NON_TENSOR_TYPES) or isinstance(value, Mapping)
+        if nested and (enter is None or enter(path, value)):  # a non-tensor leaf is a leaf, never walked into
             _source(value, what, enter, path, out)
         else:
             out.append((path, value))
@@ -434,13 +435,11 @@ def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None
         names: the root's dim names when ``batch_size`` is given (else ``spec``'s are kept).
         follow: the leaves came from ``flat_leaves(..., follow=True)`` (non-tensor positions included).
     """
-    out = _rebuild(spec, iter(leaves), batch_size, device, follow)
-    if batch_size is not None and names is not None:
-        out._names = names
-    return out  # type: ignore[no-any-return]  # _rebuild builds with the untyped _dense_cls
+    return _rebuild(spec, iter(leaves), batch_size, device, follow,  # type: ignore[no-any-return]  # _dense_cls
+                    NO_DEFAULT if names is None else tuple(names))
 
 
-def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow: bool) -> Any:
+def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow: bool, names: Any = NO_DEFAULT) -> Any:
     if type(spec) in NON_TENSOR_TYPES:
         if follow:
             leaf = next(it, None)
@@ -456,7 +455,7 @@ def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow:
                 out[key] = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
                 continue
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
-            node = _rebuild(value, it, sub_bs, device, follow)
+            node = _rebuild(value, it, sub_bs, device, follow, sub_names(names, batch_size, value, nd))
             out[key] = value._wrap_like(node) if type(value) in REWRAP_TYPES else node
         else:
             out[key] = next(it)
@@ -464,7 +463,7 @@ def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow:
         out,
         spec.batch_size if batch_size is None else batch_size,
         spec.device if device is NO_DEFAULT else device,
-        spec._maybe_names() if batch_size is None else None,
+        spec._maybe_names() if batch_size is None else None if names is NO_DEFAULT else names,
     )
 
 
@@ -481,6 +480,18 @@ def _result(td: Any, out: dict[str, Any], batch_size: Any, names: Any, device: A
     elif names is NO_DEFAULT:
         names = None
     return td._dense_cls._new_unsafe(out, batch_size, td.device if device is NO_DEFAULT else device, names)
+
+
+def sub_names(names: Any, batch_size: Any, value: Any, nd: int) -> Any:
+    """A nested node's names when its parent's batch changes: the parent's new names, then its own extra dims'.
+
+    ``names`` is the parent's new names (NO_DEFAULT or None: unnamed; then so is the node).
+    """
+    if names is NO_DEFAULT or names is None or batch_size is None:
+        return NO_DEFAULT
+    own = value._maybe_names()
+    extra = len(value.batch_size) - nd
+    return (*names, *(own[nd:] if own is not None else (None,) * extra))
 
 
 def check_leaves(td: TensorDictBase, prefix: tuple[str, ...] = ()) -> None:
@@ -628,7 +639,7 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
             subs: Any = (theirs,)
         else:
             subs = [_other_entry(o, td, key, default, prefix, exact) for o in others] if others else ()
-        result = _entry(td, key, value, subs, fn, what, batch_size, device, follow, inplace, is_leaf,
+        result = _entry(td, key, value, subs, fn, what, batch_size, names, device, follow, inplace, is_leaf,
                         filter_empty, default, check, exact, prefix)
         if result is not _DROP:
             out[key] = result
@@ -650,15 +661,17 @@ def _same_key_count(td: Any, others: Any, prefix: tuple[str, ...]) -> None:
 _DROP: Any = object()  # ``_entry``'s "no key in the result"
 
 
-def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_size: Any, device: Any,
+def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_size: Any, names: Any, device: Any,
            follow: bool, inplace: bool, is_leaf: Any, filter_empty: bool, default: Any, check: bool, exact: bool,
            prefix: tuple[str, ...]) -> Any:
     """One entry of :func:`map_leaves` off its lean paths: a node, another leaf type, others, in place."""
     if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
         if exact and subs and type(value) in NON_TENSOR_TYPES:  # comparisons compare values; others keep them
             return value._binary(fn, *subs)
-        sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[td.batch_dims:])
-        result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, NO_DEFAULT, device, follow, subs, inplace,
+        nd = td.batch_dims
+        sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
+        result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, sub_names(names, batch_size, value, nd), device,
+                            follow, subs, inplace,
                             is_leaf, filter_empty, default, check, exact, (*prefix, key))
         if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
             return _DROP

@@ -176,3 +176,200 @@ EXPAND_AS = [
 @pytest.mark.parametrize(("fn", "kw"), EXPAND_AS)
 def test_expand_as(run_both, fn, kw):
     run_both(fn, **kw)
+
+
+# --------------------------------------------------------------------------------------------------
+# Non-tensor leaves written in place (update_at_, update_, update(inplace=True), copy_)
+# --------------------------------------------------------------------------------------------------
+def _nt_target(lib: Any) -> Any:
+    return lib.TensorDict({"val": lib.NonTensorData(0, batch_size=[10]), "t": torch.zeros(10),
+                           "n": {"s": lib.NonTensorData("a", batch_size=[10])}}, [10])
+
+
+def _written(op: Any) -> Any:
+    def fn(lib: Any, _: Any) -> Any:
+        td = _nt_target(lib)
+        op(lib, td)
+        return _plain(td["val"]), _plain(td["n", "s"]), td["t"]
+
+    return fn
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value  # tensordict's LinkedList is a list
+
+
+def _src(lib: Any, n: int = 5) -> Any:
+    return lib.TensorDict({"val": lib.NonTensorData(1, batch_size=[n]), "t": torch.ones(n),
+                           "n": {"s": lib.NonTensorData("b", batch_size=[n])}}, [n])
+
+
+WRITE_NT = [
+    case("update_at_slice", _written(lambda lib, td: td.update_at_(_src(lib), slice(1, None, 2))), data=None),
+    case("update_at_int", _written(lambda lib, td: td.update_at_(
+        lib.TensorDict({"val": lib.NonTensorData(1), "t": torch.ones(()), "n": {"s": lib.NonTensorData("b")}}, []),
+        3)), data=None),
+    case("update_at_keys", _written(lambda lib, td: td.update_at_(_src(lib), slice(1, None, 2),
+                                                                 keys_to_update=["val"])), data=None),
+    case("setitem_slice", _written(lambda lib, td: td.__setitem__(slice(1, None, 2), _src(lib))), data=None),
+    case("update_", _written(lambda lib, td: td.update_(_src(lib, 10))), data=None),
+    case("update_inplace", _written(lambda lib, td: td.update(_src(lib, 10), inplace=True)), data=None),
+    case("copy_", _written(lambda lib, td: td.copy_(_src(lib, 10))), data=None),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), WRITE_NT)
+def test_write_non_tensor(run_both, fn, kw):
+    run_both(fn, **kw)
+
+
+# --------------------------------------------------------------------------------------------------
+# Dim names through batch operations
+# --------------------------------------------------------------------------------------------------
+def _named(lib: Any) -> Any:
+    return lib.TensorDict({"x": torch.arange(120.0).reshape(3, 4, 5, 2), "n": {"y": torch.arange(60.0).reshape(3, 4, 5)}},
+                          [3, 4, 5], names=["a", "b", "c"])
+
+
+def _names_of(fn: Any) -> Any:
+    def run(lib: Any, _: Any) -> Any:
+        out = fn(lib, _named(lib))
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        return [(o, o["n"].names) for o in outs]
+
+    return run
+
+
+NAMES = [
+    case(name, _names_of(fn), data=None) for name, fn in [
+        ("gather", lambda lib, td: td.gather(1, torch.zeros(3, 2, 5, dtype=torch.long))),
+        ("all_dim", lambda lib, td: td.all(dim=0)),
+        ("any_dim", lambda lib, td: td.any(dim=1)),
+        ("sum_dim", lambda lib, td: td.sum(dim=1)),
+        ("sum_dim_neg", lambda lib, td: td.mean(dim=-1)),
+        ("sum_keepdim", lambda lib, td: td.sum(dim=1, keepdim=True)),
+        ("std_dim", lambda lib, td: td.std(dim=1)),
+        ("prod_dim", lambda lib, td: td.prod(dim=2)),
+        ("nansum_dim", lambda lib, td: td.nansum(dim=1)),
+        ("max_dim", lambda lib, td: td.max(dim=1)),
+        ("min_dim", lambda lib, td: td.min(dim=0)),
+        ("flatten_01", lambda lib, td: td.flatten(0, 1)),
+        ("flatten_12", lambda lib, td: td.flatten(1, 2)),
+        ("flatten_all", lambda lib, td: td.flatten()),
+        ("unflatten", lambda lib, td: td.unflatten(1, (2, 2))),
+        ("repeat", lambda lib, td: td.repeat(1, 2, 1)),
+        ("repeat_interleave", lambda lib, td: td.repeat_interleave(2, dim=1)),
+        ("transpose", lambda lib, td: td.transpose(0, 1)),
+        ("permute", lambda lib, td: td.permute(2, 0, 1)),
+        ("unsqueeze", lambda lib, td: td.unsqueeze(1)),
+        ("expand", lambda lib, td: td.expand(2, 3, 4, 5)),
+        ("split", lambda lib, td: td.split(2, dim=1)),
+        ("unbind", lambda lib, td: td.unbind(1)),
+        ("index_int", lambda lib, td: td[0]),
+        ("index_slice", lambda lib, td: td[:, 1:]),
+        ("stack", lambda lib, td: torch.stack([td, td], 1)),
+        ("cat", lambda lib, td: torch.cat([td, td], 1)),
+    ]
+] + [
+    case("flatten_unnamed_merge", lambda lib, _: lib.TensorDict(
+        {"x": torch.zeros(3, 4, 5, 6)}, [3, 4, 5], names=[None, None, "d"]).flatten(0, 1), data=None),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), NAMES)
+def test_names_survive(run_both, fn, kw):
+    run_both(fn, **kw)
+
+
+# --------------------------------------------------------------------------------------------------
+# torch.func transforms of TensorDict -> TensorDict functions
+# --------------------------------------------------------------------------------------------------
+def _double(td: Any) -> Any:
+    return td.apply(lambda x: x * 2)
+
+
+def _func_case(transform: Any, data: dict, batch: list) -> Any:
+    def fn(lib: Any, _: Any) -> Any:
+        out = transform(_double)(lib.TensorDict({k: v.clone() for k, v in data.items()}, batch))
+        return out, {k: out[k] for k in data}
+
+    return fn
+
+
+_X = {"a": torch.arange(6.0).reshape(2, 3)}
+_XY = {"a": torch.arange(6.0).reshape(2, 3), "b": torch.arange(8.0).reshape(2, 4)}
+FUNC = [
+    case("jacrev", _func_case(torch.func.jacrev, _X, [2]), data=None),
+    case("jacfwd", _func_case(torch.func.jacfwd, _X, [2]), data=None),
+    case("jacrev_two_leaves", _func_case(torch.func.jacrev, _XY, [2]), data=None),
+    case("jacfwd_two_leaves", _func_case(torch.func.jacfwd, _XY, [2]), data=None),
+    case("vmap", _func_case(torch.func.vmap, _X, [2]), data=None),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), FUNC)
+def test_func_transforms(run_both, fn, kw):
+    run_both(fn, **kw)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tensorclass fields annotated with a forward reference
+# --------------------------------------------------------------------------------------------------
+_TC: dict[str, Any] = {}
+
+
+def _forward_classes(lib: Any) -> Any:
+    """Built once per library (tensordict registers every tensorclass with pytree)."""
+    if lib.__name__ not in _TC:
+        @lib.tensorclass
+        class MyDataNested:
+            X: torch.Tensor
+            y: "MyDataNested" = None  # noqa: UP037  # the forward reference is the point
+
+        @lib.tensorclass
+        class Outer:
+            X: torch.Tensor
+            inner: "Inner" = None  # noqa: F821  # defined below, in this function: never resolvable by name
+
+        @lib.tensorclass
+        class Inner:
+            Z: torch.Tensor
+
+        _TC[lib.__name__] = MyDataNested, Outer, Inner
+    return _TC[lib.__name__]
+
+
+def _self_ref(op: Any) -> Any:
+    def fn(lib: Any, _: Any) -> Any:
+        cls, _outer, _inner = _forward_classes(lib)
+        data = cls(X=torch.zeros(3, 4), y=cls(X=torch.ones(3, 4), batch_size=[3, 4]), batch_size=[3, 4])
+        out = op(data)
+        return type(out).__name__, type(out.y).__name__, out.y.X
+
+    return fn
+
+
+def _other_ref(op: Any) -> Any:
+    def fn(lib: Any, _: Any) -> Any:
+        _cls, outer, inner = _forward_classes(lib)
+        data = outer(X=torch.zeros(3), inner=inner(Z=torch.arange(3.0), batch_size=[3]), batch_size=[3])
+        out = op(data)
+        return type(out).__name__, type(out.inner).__name__, out.inner.Z
+
+    return fn
+
+
+FORWARD = [
+    case("self_ref", _self_ref(lambda d: d), data=None),
+    case("self_ref_permute", _self_ref(lambda d: d.permute(1, 0)), data=None),
+    case("self_ref_index", _self_ref(lambda d: d[0]), data=None),
+    case("self_ref_clone", _self_ref(lambda d: d.clone()), data=None),
+    case("other_ref", _other_ref(lambda d: d), data=None),
+    case("other_ref_index", _other_ref(lambda d: d[1:]), data=None),
+    case("other_ref_apply", _other_ref(lambda d: d.apply(lambda x: x + 1)), data=None),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), FORWARD)
+def test_tensorclass_forward_reference(run_both, fn, kw):
+    run_both(fn, **kw)
