@@ -154,6 +154,37 @@ def test_tree_map_reducing_leaves_changes_batch_size() -> None:
     assert out["nested", "deeper"].batch_size == torch.Size([3])
 
 
+def test_tree_map_changing_feature_dims_keeps_batch_size() -> None:
+    # every leaf still starts with the batch size: it is kept (with the names), as in tensordict
+    td = make_td(names=["x", "y"])
+    out = pytree.tree_map(lambda x: x.unsqueeze(-1), td)
+    assert out.batch_size == torch.Size([5, 3])
+    assert out.names == ["x", "y"]
+    assert out["nested", "deeper"].batch_size == torch.Size([5, 3])
+    assert out["a"].shape == (*td["a"].shape, 1)
+
+
+def test_jacobian_leaves_keep_batch_size() -> None:
+    # jacrev/jacfwd append the input's shape to every output leaf: the batch size stays the output's
+    td = TensorDict({"a": torch.arange(6.0).reshape(2, 3), "b": torch.arange(8.0).reshape(2, 4)}, [2])
+    for transform in (torch.func.jacrev, torch.func.jacfwd):
+        jac = transform(lambda t: t.apply(lambda x: x * 2))(td)
+        assert jac.batch_size == torch.Size([2])
+        assert jac["a"].batch_size == torch.Size([2])
+        assert jac["b", "b"].shape == (2, 4, 2, 4)
+        torch.testing.assert_close(jac["a", "a"].reshape(6, 6), 2 * torch.eye(6))
+        torch.testing.assert_close(jac["a", "b"], torch.zeros(2, 3, 2, 4))
+
+
+def test_vmap_mapped_size_equal_to_batch() -> None:
+    # the mapped dim has the size of the remaining batch dim: leaves still "start with" the inner
+    # batch size, yet under vmap the mapped dim is a batch dim
+    td = TensorDict({"a": torch.arange(18.0).reshape(3, 3, 2)}, [3, 3])
+    out = torch.vmap(lambda t: t + 1)(td)
+    assert out.batch_size == torch.Size([3, 3])
+    torch.testing.assert_close(out["a"], td["a"] + 1)
+
+
 # ---------------------------------------------------------------------------------------- vmap
 def test_vmap_in_dims_0() -> None:
     td = make_td()
