@@ -88,6 +88,8 @@ DIFFERENCES: dict[str, str] = {
     "[nt_split_to_single_values]": "a stack split down to single values collapses to NonTensorData",
     "[nt_sum_stack_message]": "reducing a stack of different values raises, saying to exclude the key",
     "[nt_amax_stack]": "amax over a stack of different values raises (tensordict: an empty TensorDict)",
+    "test_write_non_tensor[copy_at_]": "copy_at_ writes non-tensor leaves, as update_at_ (tensordict skips them)",
+    "test_set_non_tensor[stack]": "set_non_tensor with a NonTensorStack stores the stack (tensordict raises)",
     "[nt_set_at_all]": "one value written at every position of a stack collapses it to NonTensorData",
     # lazy stacks (test_vs_tensordict_lazy.py)
     "[lz_ctor_bad_stack_dim]": "an out-of-range stack_dim raises IndexError, as torch does (tensordict: RuntimeError)",

@@ -83,6 +83,7 @@ SET_NT = [
     case("wrapper_in_wrapper", _set_nt(lambda lib: lib.NonTensorData(lib.NonTensorData("text")))),
     case("plain", _set_nt(lambda lib: "text")),
     case("dict", _set_nt(lambda lib: {"lr": 0.1})),
+    case("stack", _set_nt(lambda lib: lib.NonTensorStack(*[lib.NonTensorStack(*"abcde")] * 4))),
 ]
 
 
@@ -215,6 +216,7 @@ WRITE_NT = [
     case("update_", _written(lambda lib, td: td.update_(_src(lib, 10))), data=None),
     case("update_inplace", _written(lambda lib, td: td.update(_src(lib, 10), inplace=True)), data=None),
     case("copy_", _written(lambda lib, td: td.copy_(_src(lib, 10))), data=None),
+    case("copy_at_", _written(lambda lib, td: td.copy_at_(_src(lib), slice(1, None, 2))), data=None),
 ]
 
 
