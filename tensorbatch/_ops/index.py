@@ -396,7 +396,7 @@ def update_at_(td: Any, input_dict_or_td: Any, index: Any, clone: bool = False, 
     if not td._leaves_in_memory:
         td._update_at(input_dict_or_td, index, clone, wanted)
         return td
-    plan = []
+    plan: list[tuple[Any, Any]] = []  # (tensor leaf, value) or (path, new non-tensor leaf)
     for key, value in items:
         path = unravel_key_to_tuple(key)
         if wanted is not None and path not in wanted:

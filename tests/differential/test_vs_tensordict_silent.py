@@ -229,7 +229,8 @@ def test_write_non_tensor(run_both, fn, kw):
 # Dim names through batch operations
 # --------------------------------------------------------------------------------------------------
 def _named(lib: Any) -> Any:
-    return lib.TensorDict({"x": torch.arange(120.0).reshape(3, 4, 5, 2), "n": {"y": torch.arange(60.0).reshape(3, 4, 5)}},
+    return lib.TensorDict({"x": torch.arange(120.0).reshape(3, 4, 5, 2),
+                           "n": {"y": torch.arange(60.0).reshape(3, 4, 5)}},
                           [3, 4, 5], names=["a", "b", "c"])
 
 
@@ -331,7 +332,7 @@ def _forward_classes(lib: Any) -> Any:
         @lib.tensorclass
         class Outer:
             X: torch.Tensor
-            inner: "Inner" = None  # noqa: F821  # defined below, in this function: never resolvable by name
+            inner: "Inner" = None  # noqa: UP037  # defined below, in this function: never resolvable by name
 
         @lib.tensorclass
         class Inner:
