@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 import torch
-from backends.numpy_store import NumpyStore
+from backends.numpy_store import CopyingNumpyStore, NumpyStore
 
 from tensorbatch import (
     LazyStackedTensorDict,
@@ -55,6 +55,7 @@ from tensorbatch._delegation import WRAPPER_TYPES, unwrap
 BATCH = torch.Size([3, 4])
 LEAF_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("b",), ("c",), ("nested", "d"), ("nested", "deep", "e"))
 FLOAT_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("nested", "d"), ("nested", "deep", "e"))
+NESTED_KEYS: tuple[tuple[str, ...], ...] = (("nested", "d"), ("nested", "deep", "e"))  # all floats
 
 # Capabilities every flavour has unless it drops them.
 #   mapping_mutation  keys can be deleted, popped, renamed, replaced, and added under a nested node
@@ -86,6 +87,9 @@ FLOAT_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("nested", "d"), ("nested", "
 #   fresh_index_nodes indexing and unbind give new TensorDict nodes (unlocked even when the source is
 #                     locked); a lazy stack indexed along its stack dim hands back its members
 #                     (``s[i] is member``), which share its lock (as in tensordict 0.15.3)
+#   shared_select     select/exclude/detach give TensorDicts sharing the leaves' storage: in-place writes
+#                     through them reach the source. A store whose reads are copies (HDF5) lacks it:
+#                     those give in-memory copies (its nested nodes are views: use float_part)
 #   batch_size_shrink batch_size can be set to fewer dims (the dropped dims become feature dims); a
 #                     lazy stack cannot when its stack dim would become a feature dim
 BASE_CAPS = frozenset(
@@ -104,6 +108,7 @@ BASE_CAPS = frozenset(
         "batch_size_shrink",
         "pytree",
         "uniform_members",
+        "shared_select",
     }
 )
 # Facts some flavours add:
@@ -273,6 +278,11 @@ def make_numpy_store(seed: int = 0) -> TensorDictBase:
     return NumpyStore(_nest(reference(seed)), batch_size=BATCH)
 
 
+def make_copying_numpy_store(seed: int = 0) -> TensorDictBase:
+    """A :class:`~backends.numpy_store.CopyingNumpyStore`: a NumpyStore whose reads are copies (as h5py's)."""
+    return CopyingNumpyStore(_nest(reference(seed)), batch_size=BATCH)
+
+
 class RefState(TypedTensorDict):
     """The reference content's schema (the flavours ``typed_over_*`` wrap a backend in it)."""
 
@@ -354,6 +364,9 @@ FLAVOURS = [
     # stored_leaves (a read wraps the array in a new tensor: same memory, never the same object), grad
     # (numpy arrays hold no autograd state), pytree (only the in-memory TensorDict is registered).
     _param("numpy_store", make_numpy_store, add={"device"}, drop=_STORE_DROPS),
+    # The same store with reads that are copies (as h5py's): in-place ops must write back through the store.
+    # It also drops shared_select: select/exclude/detach read copies into a new in-memory TensorDict.
+    _param("numpy_copy", make_copying_numpy_store, add={"device"}, drop=_STORE_DROPS | {"shared_select"}),
     _param("typed_over_td", over(RefState, make_td), add={"typed"}),
     _param("typed_over_numpy", over(RefState, make_numpy_store), add={"typed", "device"}, drop=_STORE_DROPS),
     _param(
@@ -381,6 +394,15 @@ FLAVOURS = [
 
 
 # ---------------------------------------------------------------------------- checking helpers
+def float_part(flavour: Flavour, td: Any) -> tuple[Any, tuple[tuple[str, ...], ...]]:
+    """A TensorDict over float leaves of ``td`` through which in-place writes reach ``td``, and the paths in
+    ``td`` of its leaves: ``select(*FLOAT_KEYS)`` where the flavour has ``shared_select``, else the node
+    ``"nested"`` (all floats; a nested node read from a store is a view of it)."""
+    if "shared_select" in flavour.caps:
+        return td.select(*FLOAT_KEYS), FLOAT_KEYS
+    return td.get("nested"), NESTED_KEYS
+
+
 def _path(key: Any) -> tuple[str, ...]:
     return (key,) if isinstance(key, str) else tuple(key)
 
@@ -534,6 +556,7 @@ __all__ = [
     "assert_same_content",
     "assert_same_kind",
     "assert_same_leaf",
+    "float_part",
     "leaf_ids",
     "leaves",
     "reference",

@@ -22,6 +22,7 @@ from .._ops.traverse import (
     map_leaves,
     named_leaves,
     named_nodes,
+    write_back,
 )
 from .coerce import as_device as _as_device
 
@@ -41,6 +42,8 @@ def fill_(self: TensorDictBase, key: NestedKey, value: float | bool) -> TensorDi
         target.apply_(lambda x: x.fill_(value))
     else:
         target.fill_(value)
+        if not self._leaves_in_memory:  # the leaf read was a copy: store it back
+            self.set_(key, target)
     return self
 
 
@@ -296,6 +299,8 @@ def zero_(self: TensorDictBase) -> TensorDictBase:
     leaves = flat_leaves(self)
     if leaves:
         torch._foreach_zero_(leaves)
+        if not self._leaves_in_memory:  # the leaves were copies read from storage
+            write_back(self, leaves)
     return self
 
 

@@ -28,6 +28,7 @@ from .traverse import (
     is_td,
     map_leaves,
     named_leaves,
+    write_back,
 )
 
 # name -> has an in-place twin
@@ -237,6 +238,8 @@ def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwar
                 add_path_note(err, what, path)
                 break
         raise
+    if not td._leaves_in_memory:  # the leaves were copies read from storage
+        write_back(td, leaves)
     return td
 
 
@@ -442,6 +445,8 @@ def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, f
     except Exception as err:
         _note_first_failure(td, err, write, rhs, f"{name}_")
         raise
+    if not td._leaves_in_memory:  # the leaves were copies read from storage
+        write_back(td, leaves)
     return td
 
 

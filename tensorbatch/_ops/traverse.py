@@ -393,6 +393,27 @@ def flat_leaves(td: TensorDictBase, out: list[Any] | None = None, follow: bool =
     return out
 
 
+def write_back(td: TensorDictBase, leaves: list[Any]) -> None:
+    """Store ``leaves`` (``flat_leaves(td)``, modified in place) back into ``td``'s storage.
+
+    For a backend whose reads are copies (``_leaves_in_memory`` False: HDF5, Redis): an in-place op on
+    the leaves it read changed copies only. The in-place engines (``map_inplace``, ``map_dense_``,
+    ``zero_``) call this after writing; nodes are walked by their metadata, so nothing is read again.
+    """
+    _write_back(td, iter(leaves))
+
+
+def _write_back(td: Any, it: Iterator[Any]) -> None:
+    for key, value in td._meta_items():
+        if is_td(value):
+            if type(value) not in NON_TENSOR_TYPES:  # (non-tensor leaves give no leaf to flat_leaves)
+                _write_back(value, it)
+            continue
+        leaf = next(it)
+        if isinstance(leaf, _Tensor):
+            td._set_str(key, leaf, inplace=True, validated=True)
+
+
 def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any] | None = None,
                      prefix: tuple[str, ...] = (), nodes: bool = False) -> list[Any]:
     """Leaves of ``other`` in the walk order of ``like``; key sets must match exactly.
@@ -691,7 +712,7 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
         if check:
             _check_one(result, td.batch_size if batch_size is None else batch_size, (*prefix, key))
         if inplace:
-            if result is not value:
+            if result is not value or not td._leaves_in_memory:  # a read that is a copy: write it back
                 td._set_str(key, result, inplace=True, validated=True)
             return _DROP
     return result

@@ -14,6 +14,8 @@ proves that the contract is enough for a backend that keeps its leaves out of Te
   through ``_read_rows``/``_write_rows``/``_leaf_meta``, which use the row planner (sorted unique rows plus
   the inverse permutation, as an h5py backend needs). ``stats`` counts whole-leaf reads and row calls so the
   tests can check that those paths never read whole leaves.
+- ``CopyingNumpyStore`` reads copies instead (as h5py does): the conformance suite run on it (flavour
+  ``numpy_copy``) proves that the generic in-place ops write their results back through the store.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class NumpyStore(TensorDictBase):
 
     __slots__ = ("_prefix", "_storage")
     _leaves_in_memory = False
+    _copy_reads = False  # CopyingNumpyStore: reads are copies, as h5py's (writes must go through the store)
 
     def __init__(self, source: Mapping[str, Any] | None = None, batch_size: Any = None) -> None:
         self._storage = _Storage(torch.Size(() if batch_size is None else batch_size))
@@ -136,9 +139,10 @@ class NumpyStore(TensorDictBase):
         path = (*self._prefix, key)
         if kind == TENSOR:
             self._storage.stats["leaf"] += 1
-            return torch.from_numpy(self._storage.arrays[path])
+            leaf = torch.from_numpy(self._storage.arrays[path])
+            return leaf.clone() if self._copy_reads else leaf
         if kind == NODE:
-            return NumpyStore._view(self._storage, path)
+            return type(self)._view(self._storage, path)
         return self._storage.objects[path]
 
     def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
@@ -150,7 +154,7 @@ class NumpyStore(TensorDictBase):
             storage.arrays[path][...] = _to_numpy(value)  # numpy copes with overlapping memory
             return
         if inplace and kind == NODE and is_td(value) and type(value) not in NON_TENSOR_TYPES:
-            NumpyStore._view(storage, path).update_(value)
+            type(self)._view(storage, path).update_(value)
             return
         if isinstance(value, torch.Tensor):
             array = _to_numpy(value).copy()  # checked before the old entry goes
@@ -167,7 +171,7 @@ class NumpyStore(TensorDictBase):
             storage.children[self._prefix][key] = NODE
             storage.children[path], storage.batch[path] = {}, value.batch_size
             storage.locked[path] = False
-            node = NumpyStore._view(storage, path)
+            node = type(self)._view(storage, path)
             for sub_key, sub_value in items:
                 node._set_str(sub_key, sub_value, inplace=False, validated=True)
 
@@ -177,7 +181,7 @@ class NumpyStore(TensorDictBase):
         kind = storage.children[self._prefix].pop(key, None)
         if kind == NODE:
             for sub in list(storage.children[path]):
-                NumpyStore._view(storage, path)._drop(sub)
+                type(self)._view(storage, path)._drop(sub)
             del storage.children[path], storage.batch[path], storage.locked[path]
         else:
             storage.arrays.pop(path, None)
@@ -224,7 +228,7 @@ class NumpyStore(TensorDictBase):
             if kind == TENSOR:
                 out[key] = torch.from_numpy(_take(storage.arrays[path], plan))
             elif kind == NODE:
-                out[key] = NumpyStore._view(storage, path)._rows(plan, storage.children[path])
+                out[key] = type(self)._view(storage, path)._rows(plan, storage.children[path])
             elif kind == NON_TENSOR:
                 out[key] = storage.objects[path][plan.index]
             else:
@@ -255,6 +259,14 @@ class NumpyStore(TensorDictBase):
         self._drop(key)
         self._storage.arrays[(*self._prefix, key)] = np.zeros(tuple(shape), dtype=_NUMPY_OF[dtype])
         self._storage.children[self._prefix][key] = TENSOR
+
+
+class CopyingNumpyStore(NumpyStore):
+    """A NumpyStore whose reads are copies (as an h5py or Redis backend's): a tensor read from it shares no
+    memory with the store, so the generic in-place ops must write their results back through ``_set_str``."""
+
+    __slots__ = ()
+    _copy_reads = True
 
 
 def _take(array: np.ndarray, plan: RowPlan) -> np.ndarray:

@@ -6,10 +6,10 @@ import pytest
 import torch
 from _flavours import (
     BATCH,
-    FLOAT_KEYS,
     assert_leaves,
     assert_same_content,
     assert_same_kind,
+    float_part,
     leaf_ids,
     leaves,
     requires,
@@ -134,8 +134,9 @@ def test_apply_inplace_with_other(flavour, tdf):
     before = snapshot(tdf)
     other = flavour.factory(seed=1)
     theirs = leaves(other)
-    tdf.select(*FLOAT_KEYS).apply_(lambda x, y: x + y, other.select(*FLOAT_KEYS))
-    expected = {p: x + theirs[p] if x.is_floating_point() else x for p, x in before.items()}
+    sub, keys = float_part(flavour, tdf)
+    sub.apply_(lambda x, y: x + y, float_part(flavour, other)[0])
+    expected = {p: x + theirs[p] if p in keys else x for p, x in before.items()}
     assert_leaves(expected, lambda x: x, tdf)
 
 
