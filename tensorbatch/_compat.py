@@ -45,3 +45,24 @@ def in_vmap() -> bool:
         return False
     interpreter = peek_interpreter_stack()
     return interpreter is not None and interpreter.key() == TransformType.Vmap
+
+
+def nested_view_from_buffer(data: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """A strided nested tensor of the components ``sizes`` (one row each) laid one after the other in ``data``.
+
+    A view of ``data`` through torch's private ``_nested_view_from_buffer`` (as tensordict does); without
+    it, a copy built from the components.
+    """
+    strides_offsets = getattr(torch, "_nested_compute_contiguous_strides_offsets", None)
+    view = getattr(torch, "_nested_view_from_buffer", None)
+    if strides_offsets is not None and view is not None and len(sizes):
+        strides, offsets = strides_offsets(sizes)
+        return view(data.reshape(-1), sizes, strides, offsets)  # type: ignore[no-any-return]
+    comps, start = [], 0  # pragma: no cover - older or newer torch
+    for row in sizes.tolist():
+        n = 1
+        for s in row:
+            n *= s
+        comps.append(data[start:start + n].view(row))
+        start += n
+    return torch.nested.as_nested_tensor(comps, layout=torch.strided)

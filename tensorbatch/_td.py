@@ -336,11 +336,14 @@ class TensorDict(TensorDictBase):
             items = source.items()
         except AttributeError:  # not a mapping: the general path refuses it, naming the type
             return TensorDictBase.update(self, input_dict_or_td)
-        for key, value in items:  # all plain tensors at this level? else the general path
-            if type(key) is not str or type(value) is not _Tensor or not (
-                shape[0] == b0 if one and (shape := value.shape) else value.shape[:n] == bs
-            ) or (device is not None and value.device != device):
-                return TensorDictBase.update(self, input_dict_or_td)
+        try:
+            for key, value in items:  # all plain tensors at this level? else the general path
+                if type(key) is not str or type(value) is not _Tensor or not (
+                    shape[0] == b0 if one and (shape := value.shape) else value.shape[:n] == bs
+                ) or (device is not None and value.device != device):
+                    return TensorDictBase.update(self, input_dict_or_td)
+        except RuntimeError:  # a strided nested tensor has no .shape: the general path
+            return TensorDictBase.update(self, input_dict_or_td)
         self._tensordict.update(source)
         return self
 

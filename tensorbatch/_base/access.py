@@ -14,6 +14,7 @@ import torch
 from .. import _errors
 from .._keys import NestedKey, is_key, unravel_key_to_tuple
 from .._ops import index as _index
+from .._ops import ragged
 from .._ops.traverse import (
     MISSING,
     NO_DEFAULT,
@@ -245,8 +246,12 @@ def _validate(self: TensorDictBase, value: Any, path: tuple[str, ...], node: Any
     node = self if node is None else node
     bs = node.batch_size
     if isinstance(value, _Tensor):
-        if value.shape[: len(bs)] != bs:
-            raise _errors.batch_mismatch(bs, path, value.shape)
+        try:
+            shape = value.shape
+        except RuntimeError:  # a strided nested tensor: its sizes, -1 where they vary
+            shape = ragged.shape(value)
+        if shape[: len(bs)] != bs:
+            raise _errors.batch_mismatch(bs, path, shape)
         device = node.device
         if device is not None and value.device != device:
             value = value.to(device, non_blocking=non_blocking)

@@ -21,6 +21,7 @@ from .._ops.traverse import (
     flat_leaves,
     is_non_tensor_type,
     is_td,
+    leaf_shape,
     named_entries,
     named_leaves,
     source_leaves,
@@ -225,7 +226,7 @@ def leaf_repr(value: Any, device: Any = None) -> str:
         return repr(value)
     if isinstance(value, _Tensor):
         dtype = str(value.dtype).removeprefix("torch.")
-        return f"Tensor(shape={list(value.shape)}, dtype={dtype}, device={value.device})"
+        return f"Tensor(shape={list(leaf_shape(value))}, dtype={dtype}, device={value.device})"
     if type(value) is LeafMeta:
         dtype = str(value.dtype).removeprefix("torch.")
         return f"Tensor(shape={list(value.shape)}, dtype={dtype}, device={device})"

@@ -298,7 +298,11 @@ def zero_(self: TensorDictBase) -> TensorDictBase:
     """Fill every leaf with zeros in place."""
     leaves = flat_leaves(self)
     if leaves:
-        torch._foreach_zero_(leaves)
+        try:
+            torch._foreach_zero_(leaves)
+        except RuntimeError:  # no foreach kernel for nested tensors (refused before any write)
+            for leaf in leaves:
+                leaf.zero_()
         if not self._leaves_in_memory:  # the leaves were copies read from storage
             write_back(self, leaves)
     return self

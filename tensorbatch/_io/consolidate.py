@@ -19,11 +19,13 @@ import torch
 
 from .._errors import fmt_path
 from .._nontensor import is_non_tensor, value_of
+from .._ops import ragged
 from .._ops.traverse import is_td, named_entries
 from ..memmap import MemoryMappedTensor
 from ._shared import DTYPES, SideTable
 
 _ALIGN = 8
+_LAYOUTS = {"jagged": torch.jagged, "strided": torch.strided}
 _STATE = SideTable()  # a consolidated TensorDict -> (buffer, layout)
 
 
@@ -39,10 +41,15 @@ def _plan(td: Any, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any]
         entries = layouts[path[:-1]]["entries"]
         key = path[-1]
         if isinstance(value, torch.Tensor):
-            nbytes = value.numel() * value.element_size()
-            entries[key] = {"offset": offset, "dtype": str(value.dtype), "shape": list(value.shape)}
+            if value.is_nested:  # its elements one after the other, and each component's sizes
+                layout = "jagged" if value.layout is torch.jagged else "strided"
+                value, sizes = ragged.to_flat(value)
+                entries[key] = {"offset": offset, "dtype": str(value.dtype), "shape": list(value.shape),
+                                "nested": layout, "sizes": sizes.tolist()}
+            else:
+                entries[key] = {"offset": offset, "dtype": str(value.dtype), "shape": list(value.shape)}
             jobs.append((value, offset))
-            offset += -(-nbytes // _ALIGN) * _ALIGN
+            offset += -(-value.numel() * value.element_size() // _ALIGN) * _ALIGN
         elif is_non_tensor(value):
             entries[key] = {"non_tensor": value_of(value), "stack": type(value).__name__ == "NonTensorStack"}
         elif is_td(value):
@@ -76,6 +83,9 @@ def _rebuild(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], devic
         elif "non_tensor" in entry:
             value = entry["non_tensor"]
             out[key] = NonTensorStack.from_list(value) if entry["stack"] else NonTensorData(value)
+        elif "nested" in entry:
+            sizes = torch.tensor(entry["sizes"], dtype=torch.int64)
+            out[key] = ragged.from_flat(_view(buffer, entry), sizes, _LAYOUTS[entry["nested"]])
         else:
             out[key] = _view(buffer, entry)
     dev = device if device is not None else layout["device"]

@@ -24,6 +24,7 @@ from .._compat import fake_mode_active
 from .._errors import fmt_path
 from .._lazy import LazyStackedTensorDict
 from .._nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from .._ops import ragged
 from .._ops.traverse import is_td, named_nodes, stacked_members
 from ..memmap import MemoryMappedTensor
 from ._shared import DTYPES, stored_leaves
@@ -80,7 +81,7 @@ class _Writer:
         # fresh: the folder is a new temporary one, renamed into place whole, so its files need no
         # temporary name of their own (an in-place re-save replaces each file atomically instead)
         self.allow_pickle, self.like, self.fresh = allow_pickle, like, fresh
-        self.jobs: list[tuple[torch.Tensor, Path]] = []
+        self.jobs: list[tuple[torch.Tensor, Path, bool]] = []  # (tensor, file, zero-filled instead of written)
 
     def tree(self, td: Any, root: Path) -> None:
         """Write every node of ``td`` (a node before the ones below it; a lazy stack's members in ``0/``, ``1/``...)."""
@@ -100,10 +101,11 @@ class _Writer:
                 name = _file_key(key)
                 if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
                     if value.is_nested:
-                        raise NotImplementedError(f"nested tensors cannot be saved yet (key {fmt_path((*path, key))})")
+                        meta[key] = self.nested(value, folder, name)
+                        continue
                     meta[key] = {"device": str(value.device), "shape": list(value.shape), "dtype": str(value.dtype),
                                  "is_nested": False}
-                    self.jobs.append((value, folder / f"{name}.memmap"))
+                    self.jobs.append((value, folder / f"{name}.memmap", self.like))
                 elif is_non_tensor(value):
                     meta[key] = {"type": type(value).__name__}
                     self.non_tensor(value, folder / name, (*path, key))
@@ -120,6 +122,21 @@ class _Writer:
                 meta["_names"] = list(names)
             self._drop_stale(folder, meta)
             _write_json(folder / META, meta)
+
+    def nested(self, value: torch.Tensor, folder: Path, name: str) -> dict[str, Any]:
+        """A nested tensor leaf, as tensordict stores one: its elements in ``<name>.memmap``, one row of
+        sizes per component in ``<name>.shape.memmap``; the metadata's shape is that of the sizes.
+
+        A jagged one is marked ``"layout": "jagged"`` (tensordict, which cannot save that layout, ignores the
+        mark and loads it strided).
+        """
+        data, sizes = ragged.to_flat(value)
+        self.jobs.append((data, folder / f"{name}.memmap", self.like))
+        self.jobs.append((sizes, folder / f"{name}.shape.memmap", False))  # the sizes, also for memmap_like
+        entry = {"device": str(value.device), "shape": list(sizes.shape), "dtype": str(value.dtype), "is_nested": True}
+        if value.layout is torch.jagged:
+            entry["layout"] = "jagged"
+        return entry
 
     def root(self, td: Any, folder: Path) -> None:
         """Write the tree rooted at ``td`` (a TensorDict, a lazy stack or a single non-tensor leaf)."""
@@ -141,6 +158,7 @@ class _Writer:
                 continue
             name = _file_key(key)
             _remove(folder / f"{name}.memmap")
+            _remove(folder / f"{name}.shape.memmap")
             _remove(folder / name)
 
     def non_tensor(self, value: Any, folder: Path, path: tuple[str, ...]) -> None:
@@ -179,14 +197,14 @@ class _Writer:
             for job in self.jobs:
                 self._write_one(job)
 
-    def _write_one(self, job: tuple[torch.Tensor, Path]) -> None:
-        tensor, file = job
+    def _write_one(self, job: tuple[torch.Tensor, Path, bool]) -> None:
+        tensor, file, like = job
         if _is_whole_file(tensor, file):  # re-saving in place: the leaf already is that file
             return
         nbytes = tensor.numel() * tensor.element_size()
         tmp = file if self.fresh else file.with_name(f".{file.name}.tmp-{uuid.uuid4().hex[:8]}")
         with open(tmp, "wb") as f:
-            if self.like or not nbytes:
+            if like or not nbytes:
                 f.truncate(nbytes)  # a sparse, zero-filled file: no page is touched
             else:
                 self._copy(tensor, f)
@@ -349,6 +367,8 @@ class _Reader:
             name = _file_key(key, self.robust_key)
             if isinstance(entry, dict) and "type" in entry:
                 out[key] = self.node(folder / name)
+            elif isinstance(entry, dict) and entry.get("is_nested"):
+                out[key] = self.nested(folder / f"{name}.memmap", entry)
             elif isinstance(entry, dict) and "dtype" in entry:
                 out[key] = self.leaf(folder / f"{name}.memmap", entry)
             else:
@@ -358,12 +378,13 @@ class _Reader:
         return self.dense_cls(out, batch_size=_shape(meta, folder / META), device=device,
                               names=names if isinstance(names, list) else None)
 
-    def leaf(self, file: Path, entry: dict[str, Any]) -> torch.Tensor:
+    def leaf(self, file: Path, entry: dict[str, Any], on_cpu: bool = False) -> torch.Tensor:
+        """The tensor in ``file`` (mapped), on the device asked for unless ``on_cpu`` (read, kept on the CPU)."""
         dtype = DTYPES.get(str(entry.get("dtype")))
         if dtype is None:
             raise RuntimeError(f"{file}: unknown dtype {entry.get('dtype')!r} in the metadata")
         shape = _shape(entry, file)
-        if self.metadata_only:  # "meta", or fake tensors (on the device asked for, else the CPU)
+        if self.metadata_only and not on_cpu:  # "meta", or fake tensors (on the device asked for, else the CPU)
             return torch.empty(shape, dtype=dtype, device="cpu" if self.device is None else self.device)
         try:  # from_filename stats the file once: no separate existence check
             tensor: torch.Tensor = MemoryMappedTensor.from_filename(file, dtype, shape)
@@ -371,9 +392,24 @@ class _Reader:
             if shape.numel() == 0:  # tensordict writes no file for an empty leaf
                 return torch.empty(shape, dtype=dtype)
             raise FileNotFoundError(f"{file} is missing: the save is incomplete") from None
-        if self.device is not None and torch.device(self.device).type != "cpu":
+        if self.device is not None and torch.device(self.device).type != "cpu" and not on_cpu:
             tensor = tensor.to(self.device)
         return tensor
+
+    def nested(self, file: Path, entry: dict[str, Any]) -> torch.Tensor:
+        """A nested tensor leaf (see ``_Writer.nested``): a view of its mapped file."""
+        sizes_file = file.with_name(file.name.removesuffix(".memmap") + ".shape.memmap")
+        sizes = self.leaf(sizes_file, {**entry, "dtype": "torch.int64"}, on_cpu=True)
+        if sizes.ndim != 2 or bool((sizes < 0).any()):
+            raise RuntimeError(f"{sizes_file}: invalid nested sizes")
+        sizes = sizes.as_subclass(torch.Tensor).clone()  # small: no mapping kept open for it
+        numel = int(sizes.prod(1).sum())
+        data = self.leaf(file, {**entry, "shape": [numel]}).as_subclass(torch.Tensor)
+        layout = torch.jagged if entry.get("layout") == "jagged" else torch.strided
+        try:
+            return ragged.from_flat(data, sizes, layout)
+        except RuntimeError as err:
+            raise RuntimeError(f"{file}: cannot rebuild the nested tensor: {err}") from None
 
     def non_tensor(self, folder: Path, meta: dict[str, Any]) -> Any:
         stack_pickle = meta.get("data") == STACK_PICKLE and (folder / STACK_PICKLE).exists()

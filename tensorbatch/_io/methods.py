@@ -12,6 +12,7 @@ import torch
 from .._keys import NestedKey as NestedKey
 from .._keys import unravel_key_to_tuple
 from .._nontensor import is_non_tensor
+from .._ops import ragged
 from .._ops.traverse import named_nodes, stacked_members
 from ..base import TensorDictBase
 from ..memmap import MemoryMappedTensor
@@ -21,6 +22,13 @@ from . import parallel as _parallel
 from ._shared import SideTable, stored_leaves
 
 _SAVED = SideTable()  # a TensorDict -> the folder it was saved to or loaded from (see saved_path)
+
+
+def _shared(nested: torch.Tensor, zeros: bool = False) -> torch.Tensor:
+    """A copy of a nested tensor (or zeros like it) whose elements are in shared memory, on the CPU."""
+    data, sizes = ragged.to_flat(nested)
+    data = torch.zeros(data.shape, dtype=data.dtype) if zeros else data.to("cpu", copy=True)
+    return ragged.from_flat(data.share_memory_(), sizes, nested.layout)  # type: ignore[no-untyped-call]
 
 
 def _remember(td: Any, prefix: str | Path) -> None:
@@ -61,8 +69,8 @@ class _Persistence:
         """
         def run() -> Any:
             if prefix is None:  # shared memory, on the CPU (as files would be)
-                out = self.apply(lambda x: MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing),
-                                 device=torch.device("cpu"))
+                out = self.apply(lambda x: _shared(x) if x.is_nested else
+                                 MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing), device=torch.device("cpu"))
                 return out.lock_()
             _check_existing(self, prefix, copy_existing)
             _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, allow_pickle=allow_pickle)
@@ -98,7 +106,8 @@ class _Persistence:
         """
         def run() -> Any:
             if prefix is None:
-                out = self.apply(lambda x: MemoryMappedTensor.zeros(x.shape, dtype=x.dtype), device=torch.device("cpu"))
+                out = self.apply(lambda x: _shared(x, zeros=True) if x.is_nested else
+                                 MemoryMappedTensor.zeros(x.shape, dtype=x.dtype), device=torch.device("cpu"))
                 return out.lock_()
             _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, like=True)
             return type(self).load_memmap(prefix)

@@ -14,6 +14,7 @@ import torch
 
 from .._errors import add_path_note, fmt_path, fmt_shape, locked
 from .._keys import is_key, unravel_key_to_tuple
+from . import ragged
 from .pointwise import map_inplace
 from .rows import check_fits
 from .traverse import (
@@ -199,6 +200,21 @@ def getitem(td: Any, index: Any) -> Any:
 
 def index_leaves(td: Any, index: Any) -> Any:
     """``td[index]`` done on the leaves in memory (the default of the ``_read_rows`` hook too)."""
+    try:
+        return _index_leaves(td, index)
+    except RuntimeError:  # torch indexes no nested tensor along its dim 0 (but ints): do it here
+        if not any(map(ragged.is_ragged, flat_leaves(td))):
+            raise
+    idx, new_bs, names = normalize(td, index)
+    leaf_idx = idx[0] if len(idx) == 1 else idx
+
+    def fn(x: Any) -> Any:
+        return ragged.getitem(x, leaf_idx) if x.is_nested else x[leaf_idx]
+
+    return map_leaves(td, fn, what="indexing", batch_size=_target_size(td, idx, new_bs), names=names, follow=True)
+
+
+def _index_leaves(td: Any, index: Any) -> Any:
     idx, new_bs, names = normalize(td, index)
     leaf_idx = idx[0] if len(idx) == 1 else idx
     if type(leaf_idx) is _Tensor and leaf_idx.ndim == 1 and leaf_idx.numel() >= MANY_ROWS and (

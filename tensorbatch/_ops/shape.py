@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .._errors import fmt_path
+from . import ragged
 from .traverse import check_leaves, flat_leaves, from_leaves, is_td, map_leaves, named_leaves
 
 _Size = torch.Size
@@ -268,7 +269,13 @@ def split(td: Any, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, 
         sizes = list(split_size)
         if sum(sizes) != total:
             raise RuntimeError(f"split: sizes {sizes} don't sum to dim {dim} of size {total}")
-    pieces = [leaf.split(sizes, d) for leaf in flat_leaves(td, follow=True)]
+    leaves = flat_leaves(td, follow=True)
+    try:
+        pieces = [leaf.split(sizes, d) for leaf in leaves]
+    except RuntimeError:  # torch splits no nested tensor along its dim 0: do it here
+        if d or not any(map(ragged.is_ragged, leaves)):
+            raise
+        pieces = [ragged.split(leaf, sizes) if leaf.is_nested else leaf.split(sizes, d) for leaf in leaves]
     return _split_leaves(td, d, pieces, sizes)
 
 

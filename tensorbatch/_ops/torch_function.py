@@ -12,7 +12,8 @@ from typing import Any
 import torch
 
 from .._base.coerce import as_device
-from .._errors import add_path_note, fmt_shape, key_sets_differ
+from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
+from . import ragged
 from .pointwise import TORCH_FUNCTIONS
 from .traverse import (
     COLLECTION_TYPES,
@@ -167,10 +168,28 @@ def _per_column(fn: Callable[..., Any], cols: list[list[Any]], dim: int, first: 
                 if what == "cat":
                     raise mismatch from None
                 raise _keys_differ(what, mismatch.args[0]) from None
+            if any(map(ragged.is_ragged, col)):
+                out.append(_ragged_column(col, dim, what, path, err))
+                continue
             shapes = ", ".join(fmt_shape(t.shape) for t in col[:4]) + (", ..." if len(col) > 4 else "")
             add_path_note(err, f"{what}ing leaves of shapes {shapes}", path)
             raise
     return out
+
+
+def _ragged_column(col: list[Any], dim: int, what: str, path: tuple[str, ...], err: Exception) -> Any:
+    """Nested tensors torch refused to stack or cat: cat along dim 0 is done here, stack cannot be."""
+    if what == "cat" and dim == 0:
+        return ragged.cat(col)
+    if what == "stack":
+        # "Cannot stack the tensordicts": tensordict's phrase, which users match on
+        raise RuntimeError(
+            f"Cannot stack the tensordicts: the leaf {fmt_path(path)} is a nested tensor, and stacking nested "
+            "tensors would need a second ragged dim. Use torch.cat, or lazy_stack to keep the TensorDicts apart."
+        ) from err
+    shapes = ", ".join(fmt_shape(ragged.shape(t) if ragged.is_ragged(t) else t.shape) for t in col[:4])
+    add_path_note(err, f"{what}ing leaves of shapes {shapes}", path)
+    raise err
 
 
 @implements(torch.stack)

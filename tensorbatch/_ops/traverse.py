@@ -15,6 +15,7 @@ import torch
 
 from .._errors import add_path_note, batch_mismatch, key_sets_differ, missing_key, not_a_mapping
 from .._keys import unravel_key_to_tuple
+from . import ragged
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -76,6 +77,14 @@ def value_of(leaf: Any) -> Any:
     return leaf._value() if type(leaf) in NON_TENSOR_TYPES else leaf
 
 
+def leaf_shape(value: torch.Tensor) -> torch.Size:
+    """``value.shape``, also for a strided nested tensor (which has none): -1 where its components differ."""
+    try:
+        return value.shape
+    except RuntimeError:
+        return ragged.shape(value)
+
+
 def unfit_keys(source: dict[Any, Any], batch_size: torch.Size, device: torch.device | None) -> list[Any] | None:
     """The keys of ``source`` whose values need validation, or None when a key is not a string.
 
@@ -86,13 +95,16 @@ def unfit_keys(source: dict[Any, Any], batch_size: torch.Size, device: torch.dev
     unfit = []
     n = len(batch_size)
     b0 = batch_size[0] if n == 1 else -1
-    for key, value in source.items():
-        if type(key) is not str:
-            return None
-        if type(value) is not _Tensor or (device is not None and value.device != device) or (
-                # shape[0] == b0 is cheaper than shape[:1] == batch_size, for the usual single batch dim
-                (not (shape := value.shape) or shape[0] != b0) if n == 1 else value.shape[:n] != batch_size):
-            unfit.append(key)
+    try:
+        for key, value in source.items():
+            if type(key) is not str:
+                return None
+            if type(value) is not _Tensor or (device is not None and value.device != device) or (
+                    # shape[0] == b0 is cheaper than shape[:1] == batch_size, for the usual single batch dim
+                    (not (shape := value.shape) or shape[0] != b0) if n == 1 else value.shape[:n] != batch_size):
+                unfit.append(key)
+    except RuntimeError:  # a strided nested tensor has no .shape: validate every entry (no cost without one)
+        return list(source) if all(type(key) is str for key in source) else None
     return unfit
 
 
@@ -521,8 +533,12 @@ def check_leaves(td: TensorDictBase, prefix: tuple[str, ...] = ()) -> None:
     n = len(bs)
     for key, value in td._items_str():
         if type(value) is _Tensor:  # the common case first
-            if value.shape[:n] != bs:
-                raise batch_mismatch(bs, (*prefix, key), value.shape)
+            try:
+                shape = value.shape
+            except RuntimeError:  # a strided nested tensor
+                shape = ragged.shape(value)
+            if shape[:n] != bs:
+                raise batch_mismatch(bs, (*prefix, key), shape)
             continue
         _check_one(value, bs, (*prefix, key))
 
@@ -637,9 +653,14 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
                 add_path_note(err, what, (*prefix, key))
                 raise
             if result is not None:
-                if check and (type(result) is not _Tensor or not (
-                        shape[0] == b0 if b0 >= 0 and (shape := result.shape) else result.shape[:nd] == bs)):
-                    _check_one(result, bs, (*prefix, key))
+                if check:
+                    try:
+                        fits = type(result) is _Tensor and (
+                            shape[0] == b0 if b0 >= 0 and (shape := result.shape) else result.shape[:nd] == bs)
+                    except RuntimeError:  # a strided nested tensor has no .shape
+                        fits = False
+                    if not fits:
+                        _check_one(result, bs, (*prefix, key))
                 out[key] = result
             continue
         if one is not None:
@@ -720,7 +741,7 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
 
 def _check_one(result: Any, bs: torch.Size, path: tuple[str, ...]) -> None:
     """A user function's result must start with its node's batch size."""
-    shape = result.batch_size if is_td(result) else getattr(result, "shape", None)
+    shape = result.batch_size if is_td(result) else leaf_shape(result) if isinstance(result, _Tensor) else None
     if shape is not None and shape[: len(bs)] != bs:
         raise batch_mismatch(bs, path, shape)
     if is_td(result):
