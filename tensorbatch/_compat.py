@@ -57,7 +57,9 @@ def nested_view_from_buffer(data: torch.Tensor, sizes: torch.Tensor) -> torch.Te
     view = getattr(torch, "_nested_view_from_buffer", None)
     if strides_offsets is not None and view is not None and len(sizes):
         strides, offsets = strides_offsets(sizes)
-        return view(data.reshape(-1), sizes, strides, offsets)  # type: ignore[no-any-return]
+        data = data.reshape(-1)
+        # the offsets count from the start of the storage, not of the view
+        return view(data, sizes, strides, offsets + data.storage_offset())  # type: ignore[no-any-return]
     comps, start = [], 0  # pragma: no cover - older or newer torch
     for row in sizes.tolist():
         n = 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -372,3 +374,37 @@ def test_same_as_tensordict(tmp_path, how, locked):
         k: (v.dtype, v.shape, v.device) for k, v in _tensor_leaves(ref).items()}
     if how != "to_meta":
         _assert_same_leaves(ours, ref)
+
+
+# ---------------------------------------------------------------------------------------- nested leaves
+def _nested_source(layout: torch.layout) -> TensorDict:
+    comps = [torch.arange(float(2 * n)).reshape(n, 2) + 10 * i for i, n in enumerate((2, 1, 3))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the strided layout is "prototype"
+        nt = torch.nested.nested_tensor(comps, layout=layout)
+    return TensorDict({"x": torch.ones(3, dtype=torch.float16), "nt": nt, "n": {"nt2": nt.clone().double()}}, [3])
+
+
+def _nested_leaves(td: TensorDict) -> list[Any]:
+    return [(td[k].layout, td[k].dtype, [c.tolist() for c in td[k].unbind()]) for k in ("nt", ("n", "nt2"))]
+
+
+NESTED_LAYOUTS = [pytest.param(torch.jagged, id="jagged"), pytest.param(torch.strided, id="strided")]
+
+
+@pytest.mark.parametrize("layout", NESTED_LAYOUTS)
+def test_nested_leaves_are_views_into_the_buffer(layout):
+    td = _nested_source(layout)
+    c = td.consolidate()
+    assert _nested_leaves(c) == _nested_leaves(td)
+    c["n", "nt2"].unbind()[2][0, 0] = -5.0  # through the view, into the one buffer (which pickling sends)
+    assert pickle.loads(pickle.dumps(c))["n", "nt2"].unbind()[2][0, 0].item() == -5.0
+
+
+@pytest.mark.parametrize("layout", NESTED_LAYOUTS)
+def test_nested_leaves_file_round_trip(tmp_path, layout):
+    td = _nested_source(layout)
+    td.consolidate(filename=tmp_path / "c.bin")
+    back = TensorDict.from_consolidated(tmp_path / "c.bin")
+    assert _nested_leaves(back) == _nested_leaves(td)
+    assert back["x"].dtype == torch.float16

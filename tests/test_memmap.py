@@ -11,6 +11,8 @@ import json
 import multiprocessing
 import os
 import pickle
+import re
+import warnings
 from concurrent.futures import Future
 from fractions import Fraction
 from pathlib import Path
@@ -1330,3 +1332,82 @@ class TestSharing:
             assert td.pin_memory_() is td
         assert all(v.is_pinned() for v in td.values(True, True))
         assert_same_td(td, make_td())
+
+
+# ---------------------------------------------------------------------------------------------- nested leaves
+def _nested(layout: torch.layout, lengths: tuple[int, ...] = (2, 1, 3)) -> torch.Tensor:
+    comps = [torch.arange(float(2 * n)).reshape(n, 2) + 10 * i for i, n in enumerate(lengths)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the strided layout is "prototype"
+        return torch.nested.nested_tensor(comps, layout=layout)
+
+
+def _components(t: torch.Tensor) -> list[Any]:
+    return [c.tolist() for c in t.unbind(0)]
+
+
+NESTED_LAYOUTS = [pytest.param(torch.jagged, id="jagged"), pytest.param(torch.strided, id="strided")]
+
+
+@pytest.mark.parametrize("layout", NESTED_LAYOUTS)
+class TestNestedLeaves:
+    def _td(self, layout: torch.layout) -> TensorDict:
+        return TensorDict({"nt": _nested(layout), "x": torch.zeros(3), "n": {"nt2": _nested(layout).double()}}, [3])
+
+    def test_folder_layout(self, tmp_path, layout):
+        self._td(layout).memmap(tmp_path / "td")
+        meta = json.loads((tmp_path / "td" / "meta.json").read_text())
+        entry = {"device": "cpu", "shape": [3, 2], "dtype": "torch.float32", "is_nested": True}
+        assert meta["nt"] == (entry if layout is torch.strided else {**entry, "layout": "jagged"})
+        sizes = torch.from_file(str(tmp_path / "td" / "nt.shape.memmap"), size=6, dtype=torch.int64)
+        assert sizes.tolist() == [2, 2, 1, 2, 3, 2]
+        assert os.path.getsize(tmp_path / "td" / "nt.memmap") == 12 * 4
+
+    def test_round_trip_maps_the_file(self, tmp_path, layout):
+        mapped = self._td(layout).memmap(tmp_path / "td")
+        loaded = TensorDict.load_memmap(tmp_path / "td")
+        for td in (mapped, loaded):
+            assert td.is_locked
+            assert td["nt"].layout is layout
+            assert td["n", "nt2"].dtype == torch.float64
+            assert _components(td["nt"]) == _components(_nested(layout))
+        loaded["nt"].unbind()[2][0, 0] = -7.0  # a view of the mapped file: the write reaches it
+        assert TensorDict.load_memmap(tmp_path / "td")["nt"].unbind()[2][0, 0].item() == -7.0
+
+    def test_memmap_like_keeps_the_sizes(self, tmp_path, layout):
+        like = self._td(layout).memmap_like(tmp_path / "td")
+        assert [tuple(c.shape) for c in like["nt"].unbind()] == [(2, 2), (1, 2), (3, 2)]
+        assert all(c.abs().sum() == 0 for c in like["nt"].unbind())
+
+    def test_shared_memory_without_folder(self, layout):
+        for out in (self._td(layout).memmap(), self._td(layout).memmap_like()):
+            assert out["nt"].layout is layout
+            assert [tuple(c.shape) for c in out["nt"].unbind()] == [(2, 2), (1, 2), (3, 2)]
+        assert _components(self._td(layout).memmap()["nt"]) == _components(_nested(layout))
+
+    def test_resave_replaces_a_nested_leaf_by_a_plain_one(self, tmp_path, layout):
+        self._td(layout).memmap(tmp_path / "td")
+        TensorDict({"nt": torch.ones(3, 2)}, [3]).memmap(tmp_path / "td")
+        assert not (tmp_path / "td" / "nt.shape.memmap").exists()
+        assert TensorDict.load_memmap(tmp_path / "td")["nt"].tolist() == [[1.0, 1.0]] * 3
+
+    @pytest.mark.parametrize("name", ["nt.memmap", "nt.shape.memmap"])
+    def test_truncated_files_are_refused(self, tmp_path, layout, name):
+        self._td(layout).memmap(tmp_path / "td")
+        file = tmp_path / "td" / name
+        file.write_bytes(file.read_bytes()[:-8])
+        with pytest.raises(RuntimeError, match=re.escape(name)):
+            TensorDict.load_memmap(tmp_path / "td")
+
+    def test_missing_sizes_file_is_refused(self, tmp_path, layout):
+        self._td(layout).memmap(tmp_path / "td")
+        (tmp_path / "td" / "nt.shape.memmap").unlink()
+        with pytest.raises(FileNotFoundError, match="nt.shape.memmap"):
+            TensorDict.load_memmap(tmp_path / "td")
+
+
+def test_nested_jagged_metadata_only_load(tmp_path):
+    TensorDict({"nt": _nested(torch.jagged)}, [3]).memmap(tmp_path / "td")
+    loaded = TensorDict.load_memmap(tmp_path / "td", device="meta")
+    assert loaded["nt"].device.type == "meta"
+    assert loaded["nt"].is_nested
