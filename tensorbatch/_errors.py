@@ -49,6 +49,13 @@ def missing_key(path: tuple[str, ...], available: Iterable[str], cls_name: str =
     return KeyError(f"key {_dq(path[-1])} not found in {cls_name} with keys [{keys}]{where}")
 
 
+def not_in_dest(err: KeyError, path: tuple[str, ...]) -> KeyError:
+    """``update_``'s missing key: the missing-key message, then tensordict's sentence (users match on it)."""
+    key = path[0] if len(path) == 1 else f"({', '.join(map(_dq, path))})"
+    return KeyError(f"{err.args[0]}; The key {key} was not found in the dest tensordict (update_ writes existing "
+                    "keys only)")
+
+
 def _dq(key: str) -> str:
     return json.dumps(key, ensure_ascii=False)
 

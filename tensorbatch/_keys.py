@@ -9,6 +9,8 @@ NestedKey: TypeAlias = str | tuple[Any, ...]
 __all__ = ["NestedKey", "unravel_key", "unravel_key_list", "unravel_key_to_tuple", "unravel_keys"]
 
 
+ONLY_NESTED_KEYS = "Only NestedKeys are supported: "  # tensordict's phrase, which users match on
+
 def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
     """Return ``key`` as a flat tuple of strings.
 
@@ -36,12 +38,13 @@ def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
         for k in key:
             out.extend(unravel_key_to_tuple(k))
         if not out:
-            raise KeyError("keys must be a str or a non-empty (possibly nested) tuple of str, got ()")
+            raise KeyError(f"{ONLY_NESTED_KEYS}keys must be a str or a non-empty (possibly nested) tuple of str, got ()")
         return tuple(out)
     if isinstance(key, str):
         return (str(key),)
     raise KeyError(
-        f"keys must be a str or a non-empty (possibly nested) tuple of str, got {type(key).__name__} {key!r}"
+        f"{ONLY_NESTED_KEYS}keys must be a str or a non-empty (possibly nested) tuple of str, "
+        f"got {type(key).__name__} {key!r}"
     )
 
 

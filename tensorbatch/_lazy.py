@@ -329,12 +329,11 @@ class LazyStackedTensorDict(TensorDictBase):
     def _missing(self, key: str) -> KeyError:
         """KeyError for a key some (or all) members lack, naming them."""
         lacking = [i for i, td in enumerate(self._tds) if td._get_str(key, MISSING) is MISSING]
+        err = _errors.missing_key((key,), self._keys_str(), "LazyStackedTensorDict")  # tensordict's wording
         if len(lacking) == len(self._tds):
-            return _errors.missing_key((key,), self._keys_str())
-        return KeyError(
-            f"key {key!r} is missing from members {lacking} of the lazy stack (of {len(self._tds)}); "
-            f"only keys every member has can be read: {sorted(self._keys_str())}"
-        )
+            return err
+        return KeyError(f"{err.args[0]}: it is missing from members {lacking} of the lazy stack (of "
+                        f"{len(self._tds)}); only keys every member has can be read")
 
     def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
         pieces = _unbind(value, self._stack_dim)

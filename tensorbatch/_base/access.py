@@ -415,10 +415,13 @@ def update_(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, *,
     for path, value in source_leaves(input_dict_or_td, "update_"):
         if wanted is not None and not any(path[: len(w)] == w for w in wanted):
             continue
-        node = self._walk_to(path)
-        current = node._get_str(path[-1], MISSING)
-        if current is MISSING:
-            raise _errors.missing_key(path, node._keys_str())
+        try:
+            node = self._walk_to(path)
+            current = node._get_str(path[-1], MISSING)
+            if current is MISSING:
+                raise _errors.missing_key(path, node._keys_str())
+        except KeyError as err:
+            raise _errors.not_in_dest(err, path) from None
         value = node._validate(value, path, node, non_blocking)
         _check_inplace_shape(path, value, current)
         pairs.append((node, path, value))

@@ -33,7 +33,7 @@ def checked_names(value: Any, batch_size: torch.Size) -> tuple[str | None, ...]:
         )
     named = [n for n in names if n is not None]
     if len(set(named)) != len(named):
-        raise ValueError(f"names must be unique, got {list(names)}")
+        raise ValueError(f"names must be unique, got {list(names)}: Some dimension names are non-unique")
     return names
 
 

@@ -30,9 +30,9 @@ def _dim(td: Any, dim: int, extra: int = 0, error: type[Exception] = IndexError)
     """Normalise a batch dim (``extra`` = 1 for unsqueeze-like ops that may point one past the end)."""
     nd: int = td.batch_dims + extra
     if not -nd <= dim < nd:
-        raise error(
+        raise error(  # "Incompatible dim": tensordict's phrase, which users match on
             f"dim {dim} is out of range for batch_size {list(td.batch_size)} "
-            f"(expected a dim in [{-nd}, {nd - 1}])"
+            f"(expected a dim in [{-nd}, {nd - 1}]): Incompatible dim {dim} for tensordict with shape {td.batch_size}"
         )
     return dim % nd
 
@@ -44,11 +44,13 @@ def _infer_shape(td: Any, shape: tuple[int, ...], what: str) -> torch.Size:
     known = math.prod([s for s in shape if s != -1])  # a list: dynamo cannot trace a generator here
     if -1 in shape:
         if known == 0 or numel % known:
-            raise RuntimeError(f"{what}: shape {list(shape)} is invalid for batch_size {list(td.batch_size)}")
+            raise RuntimeError(f"{what}: shape {list(shape)} is invalid for batch_size {list(td.batch_size)}"
+                               f" (invalid shape {list(shape)} for a batch of {numel} elements)")
         shape = tuple(numel // known if s == -1 else s for s in shape)
     elif known != numel:
-        raise RuntimeError(
-            f"{what}: shape {list(shape)} is invalid for batch_size {list(td.batch_size)} ({numel} elements)"
+        raise RuntimeError(  # "invalid shape ... for a batch of N elements": tensordict's phrase
+            f"{what}: shape {list(shape)} is invalid for batch_size {list(td.batch_size)} ({numel} elements): "
+            f"invalid shape {list(shape)} for a batch of {numel} elements"
         )
     return _Size(shape)
 
@@ -105,7 +107,8 @@ def permute(td: Any, *dims: Any, **kwargs: Any) -> Any:
     if sorted(order) != list(identity):  # a dim out of range, repeated or missing
         for d in _shape_args(dims):
             _dim(td, d, error=ValueError)  # raises for a dim out of range
-        raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {nd} batch dims")
+        raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {nd} batch dims "
+                         "(Cannot compute the permutation)")  # tensordict's phrase, which users match on
     if order == identity:
         return td
     new = _Size([bs[d] for d in order])
@@ -201,12 +204,15 @@ def expand(td: Any, *shape: Any) -> Any:
     bs = td.batch_size
     nd = td.batch_dims
     if len(shape) < nd:
-        raise RuntimeError(f"expand: shape {list(shape)} has fewer dims than batch_size {list(bs)}")
+        raise RuntimeError(  # the second sentence is tensordict's, which users match on
+            f"expand: shape {list(shape)} has fewer dims than batch_size {list(bs)}: the number of sizes provided "
+            f"({len(shape)}) must be greater or equal to the number of dimensions in the TensorDict ({nd})")
     lead = len(shape) - nd
     new = _Size(bs[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(shape))
     for i in range(nd):
         if bs[i] != 1 and bs[i] != new[lead + i]:
-            raise RuntimeError(f"expand: batch_size {list(bs)} cannot be expanded to {list(new)}")
+            raise RuntimeError(f"expand: batch_size {list(bs)} cannot be expanded to {list(new)} "
+                               "(Incompatible expanded shape)")  # tensordict's phrase, which users match on
     names = _renamed(td, lambda n: [None] * lead + n)
     return td._map(lambda x: x.expand(*new, *x.shape[nd:]), "expand", batch_size=new, names=names, follow=True)
 
@@ -268,7 +274,8 @@ def split(td: Any, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, 
     else:
         sizes = list(split_size)
         if sum(sizes) != total:
-            raise RuntimeError(f"split: sizes {sizes} don't sum to dim {dim} of size {total}")
+            raise RuntimeError(f"split: sizes {sizes} don't sum to dim {dim} of size {total} "
+                               f"(split_with_sizes expects split_sizes to sum exactly to {total})")
     leaves = flat_leaves(td, follow=True)
     try:
         pieces = [leaf.split(sizes, d) for leaf in leaves]

@@ -68,9 +68,10 @@ def _check_same_batch(tds: Sequence[Any], what: str, skip_dim: int | None = None
         bs = td.batch_size
         if len(bs) != len(first) or any(a != b for d, (a, b) in enumerate(zip(bs, first, strict=False))
                                          if d != skip_dim):
-            raise RuntimeError(
+            raise RuntimeError(  # "congruent batch sizes": tensordict's phrase for stack, which users match on
                 f"{what}: TensorDict {i} has batch_size {fmt_shape(bs)} but TensorDict 0 has "
                 f"{fmt_shape(first)}" + ("" if skip_dim is None else f" (they may differ only in dim {skip_dim})")
+                + ("; stacking tensordicts requires them to have congruent batch sizes" if what == "stack" else "")
             )
 
 
@@ -116,8 +117,8 @@ def _columns(tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None =
         first = tds[0]
         rows = [flat_leaves_like(td, first, nodes=True) for td in tds]
     except KeyError as err:
-        if what == "cat":  # tensordict's cat raises KeyError, its stack RuntimeError
-            raise
+        if what == "cat":  # tensordict's cat raises KeyError (its phrase added), its stack RuntimeError
+            raise KeyError(f"{err.args[0]}; all tensordicts must have the same keys") from None
         raise _keys_differ(what, err.args[0]) from None
     return [list(col) for col in zip(*rows, strict=True)]
 
@@ -243,7 +244,8 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         raise RuntimeError("cat expects a non-empty sequence of TensorDicts")
     nd = tds[0].batch_dims
     if not -nd <= dim < nd:
-        raise RuntimeError(f"cat: dim {dim} is out of range for batch_size {fmt_shape(tds[0].batch_size)}")
+        raise RuntimeError(f"cat: dim {dim} is out of range for batch_size {fmt_shape(tds[0].batch_size)} "
+                           f"(dim must be in the range 0 <= dim < len(batch_size), got dim={dim})")
     d = dim % nd
     dicts = _dense_dicts(tds, d)
     if dicts is None:
