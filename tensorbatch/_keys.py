@@ -38,7 +38,9 @@ def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
         for k in key:
             out.extend(unravel_key_to_tuple(k))
         if not out:
-            raise KeyError(f"{ONLY_NESTED_KEYS}keys must be a str or a non-empty (possibly nested) tuple of str, got ()")
+            raise KeyError(
+                f"{ONLY_NESTED_KEYS}keys must be a str or a non-empty (possibly nested) tuple of str, got ()"
+            )
         return tuple(out)
     if isinstance(key, str):
         return (str(key),)

@@ -718,6 +718,11 @@ def _stack_values(key: str, values: list[Any], dim: int, stack_name: str | None 
     """The stacked value of one key across the members (nested TensorDicts stay lazy)."""
     first = values[0]
     if isinstance(first, _Tensor):  # plain or memory-mapped leaves
+        if first.is_nested:  # stacking would need a second ragged dim
+            raise RuntimeError(
+                f"cannot stack the members' leaves at key {key!r}: they are nested tensors. Read them with "
+                "get(key, as_list=True)"
+            )
         shape = first.shape
         if all(isinstance(v, _Tensor) and v.shape == shape for v in values):
             return torch.stack(values, dim)

@@ -124,8 +124,10 @@ class _Writer:
             _write_json(folder / META, meta)
 
     def nested(self, value: torch.Tensor, folder: Path, name: str) -> dict[str, Any]:
-        """A nested tensor leaf, as tensordict stores one: its elements in ``<name>.memmap``, one row of
-        sizes per component in ``<name>.shape.memmap``; the metadata's shape is that of the sizes.
+        """A nested tensor leaf, stored as tensordict stores one.
+
+        Its elements go to ``<name>.memmap``, one row of sizes per component to ``<name>.shape.memmap``; the
+        metadata's shape is that of the sizes.
 
         A jagged one is marked ``"layout": "jagged"`` (tensordict, which cannot save that layout, ignores the
         mark and loads it strided).

@@ -70,7 +70,8 @@ class _Persistence:
         def run() -> Any:
             if prefix is None:  # shared memory, on the CPU (as files would be)
                 out = self.apply(lambda x: _shared(x) if x.is_nested else
-                                 MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing), device=torch.device("cpu"))
+                                 MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing),
+                                 device=torch.device("cpu"))
                 return out.lock_()
             _check_existing(self, prefix, copy_existing)
             _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, allow_pickle=allow_pickle)

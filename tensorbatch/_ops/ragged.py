@@ -203,7 +203,7 @@ def from_flat(data: torch.Tensor, sizes: torch.Tensor, layout: torch.layout) -> 
     """The nested tensor that :func:`to_flat` gave ``(data, sizes)`` for: a view of ``data``."""
     sizes = sizes.to(_LONG)
     if layout is torch.jagged:
-        if sizes.ndim != 2 or sizes.shape[1] < 1 or len(sizes) and bool((sizes[:, 1:] != sizes[0, 1:]).any()):
+        if sizes.ndim != 2 or sizes.shape[1] < 1 or (len(sizes) and bool((sizes[:, 1:] != sizes[0, 1:]).any())):
             raise RuntimeError(f"nested sizes {sizes.tolist()} do not describe a jagged tensor (ragged dim 1 only)")
         offsets = torch.zeros(len(sizes) + 1, dtype=_LONG)
         torch.cumsum(sizes[:, 0], 0, out=offsets[1:])

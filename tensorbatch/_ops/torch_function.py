@@ -181,7 +181,11 @@ def _per_column(fn: Callable[..., Any], cols: list[list[Any]], dim: int, first: 
 def _ragged_column(col: list[Any], dim: int, what: str, path: tuple[str, ...], err: Exception) -> Any:
     """Nested tensors torch refused to stack or cat: cat along dim 0 is done here, stack cannot be."""
     if what == "cat" and dim == 0:
-        return ragged.cat(col)
+        try:
+            return ragged.cat(col)
+        except RuntimeError as refused:  # mixed layouts, or a nested tensor with a plain one
+            add_path_note(refused, "concatenating nested tensors", path)
+            raise
     if what == "stack":
         # "Cannot stack the tensordicts": tensordict's phrase, which users match on
         raise RuntimeError(

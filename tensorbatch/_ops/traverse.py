@@ -653,14 +653,13 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
                 add_path_note(err, what, (*prefix, key))
                 raise
             if result is not None:
-                if check:
-                    try:
-                        fits = type(result) is _Tensor and (
-                            shape[0] == b0 if b0 >= 0 and (shape := result.shape) else result.shape[:nd] == bs)
-                    except RuntimeError:  # a strided nested tensor has no .shape
-                        fits = False
-                    if not fits:
-                        _check_one(result, bs, (*prefix, key))
+                try:  # (a strided nested tensor has no .shape: _check_one reads its sizes)
+                    fits = not check or (type(result) is _Tensor and (
+                        shape[0] == b0 if b0 >= 0 and (shape := result.shape) else result.shape[:nd] == bs))
+                except RuntimeError:
+                    fits = False
+                if not fits:
+                    _check_one(result, bs, (*prefix, key))
                 out[key] = result
             continue
         if one is not None:

@@ -62,7 +62,7 @@ def _outcome(lib: Any, layout: torch.layout, fn: Any, tmp: Path) -> tuple[Any, B
         warnings.simplefilter("ignore")
         try:
             return describe(fn(lib, _td(lib, layout), tmp / lib.__name__)), None
-        except Exception as err:  # noqa: BLE001 - errors are compared too
+        except Exception as err:  # errors are compared too
             return None, err
 
 

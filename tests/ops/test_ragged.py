@@ -204,3 +204,20 @@ def test_plain_leaf_errors_are_unchanged():
         td[[0, 9]]
     with pytest.raises(RuntimeError, match="split"):
         td.split([1, 1])
+
+
+def test_td_cat_of_a_nested_leaf_with_a_plain_one_names_the_key():
+    plain = TensorDict({"nt": torch.zeros(4, 3, 2), "x": torch.arange(4.0), "n": {"nt2": _nt(torch.jagged)}}, [4])
+    with pytest.raises(RuntimeError, match="same layout") as info:
+        torch.cat([_td(torch.jagged), plain], 0)
+    assert "while concatenating nested tensors at key 'nt'" in info.value.__notes__
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_lazy_stack_of_nested_leaves_reads_them_as_a_list(layout):
+    from tensorbatch import lazy_stack
+
+    stack = lazy_stack([_td(layout), _td(layout)[1:3]])
+    with pytest.raises(RuntimeError, match="cannot stack the members' leaves at key 'nt': they are nested tensors"):
+        stack["nt"]
+    assert [_rows(t) for t in stack.get("nt", as_list=True)] == [_expected(range(4)), _expected([1, 2])]
