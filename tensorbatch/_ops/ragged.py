@@ -54,8 +54,8 @@ def _jagged_parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     """``(values, starts, lengths)`` of a jagged tensor whose ragged dim is dim 1, else None."""
     if t.layout is not torch.jagged or t._ragged_idx != 1:  # type: ignore[attr-defined]
         return None
-    offsets = t.offsets()
-    lengths = t.lengths()
+    offsets = t.offsets()  # type: ignore[attr-defined]  # a jagged NestedTensor's
+    lengths = t.lengths()  # type: ignore[attr-defined]
     return t.values(), offsets[:-1], offsets.diff() if lengths is None else lengths
 
 
@@ -73,7 +73,7 @@ def _from_rows(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
 def _narrow(t: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     """Components ``start:stop`` of ``t``: a view of the values for a contiguous jagged tensor."""
     if t.layout is torch.jagged and t._ragged_idx == 1 and t.lengths() is None:  # type: ignore[attr-defined]
-        offsets = t.offsets()
+        offsets = t.offsets()  # type: ignore[attr-defined]  # a jagged NestedTensor's
         lo, hi = int(offsets[start]), int(offsets[stop])
         return torch.nested.nested_tensor_from_jagged(t.values()[lo:hi], offsets[start:stop + 1] - lo)
     return _from_rows(t, torch.arange(start, stop))
@@ -185,17 +185,22 @@ def to_flat(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         >>> nt = torch.nested.nested_tensor([torch.ones(1, 2), torch.zeros(2, 2)], layout=torch.jagged)
         >>> data, sizes = to_flat(nt)
         >>> data.tolist(), sizes.tolist()
-        [[1.0, 1.0, 0.0, 0.0, 0.0, 0.0], [[1, 2], [2, 2]]]
+        ([1.0, 1.0, 0.0, 0.0, 0.0, 0.0], [[1, 2], [2, 2]])
     """
-    comps = t.unbind(0)
-    sizes = torch.tensor([list(c.shape) for c in comps], dtype=_LONG).reshape(len(comps), t.dim() - 1)
     parts = _jagged_parts(t)
-    if parts is not None and t.lengths() is None and t.values().is_contiguous():
-        data = parts[0].reshape(-1)  # the values already are the components one after the other
-    elif comps:
-        data = torch.cat([c.reshape(-1) for c in comps])
-    else:
-        data = torch.empty(0, dtype=t.dtype, device=t.device)
+    if parts is not None:  # sizes from the lengths, data from the values: no loop over the components
+        values, starts, lengths = parts
+        sizes = torch.empty(len(lengths), values.dim(), dtype=_LONG)
+        sizes[:, 0] = lengths.cpu()
+        sizes[:, 1:] = torch.tensor(values.shape[1:], dtype=_LONG)
+        n = values.shape[0]
+        if t.lengths() is None and values.is_contiguous() and (not len(starts) or (  # type: ignore[attr-defined]
+                int(starts[0]) == 0 and int(starts[-1] + lengths[-1]) == n)):
+            return values.reshape(-1), sizes  # the values already are the components one after the other
+        return _joined(values, starts, lengths).values().reshape(-1), sizes
+    sizes = t._nested_tensor_size()
+    comps = t.unbind(0)
+    data = torch.cat([c.reshape(-1) for c in comps]) if comps else torch.empty(0, dtype=t.dtype, device=t.device)
     return data, sizes
 
 
