@@ -13,7 +13,7 @@ from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._keys import NestedKey, unravel_key_to_tuple
 from ._ops.index import MANY_ROWS
-from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_nodes, unfit_keys
+from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, index_dense, is_td, named_nodes, unfit_keys
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
@@ -290,19 +290,10 @@ class TensorDict(TensorDictBase):
             new_bs = _Size((index.shape[0], *bs[1:]))  # (many rows take the generic index_select path)
         else:
             return None
-        out: dict[str, Any] = {}
-        try:  # a loop, not a comprehension: cheaper for a few leaves (no function object per call)
-            for key, value in self._tensordict.items():
-                if type(value) is _Tensor:
-                    out[key] = value[index]
-                else:  # a nested TensorDict takes the same path; anything else goes the generic way
-                    sub = value._index_flat(index) if type(value) is TensorDict else None
-                    if sub is None:
-                        return None
-                    out[key] = sub
+        try:
+            return index_dense(self, index, new_bs)  # type: ignore[no-any-return]  # a TensorDict
         except (IndexError, RuntimeError):  # an index out of range, on another device...: the generic path says it
             return None
-        return TensorDict._new_unsafe(out, new_bs, self._device)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         node: Any = self

@@ -251,7 +251,6 @@ class TensorDictBase(StorageHooks, abc.ABC):
     _empty_like = _keys_ops._empty_like
     _new_node = _keys_ops._new_node
     empty = _keys_ops.empty
-    _set_path_unsafe = _keys_ops._set_path_unsafe
     _replace_with = _keys_ops._replace_with
     exclude = _keys_ops.exclude
     _copy_tree = _keys_ops._copy_tree

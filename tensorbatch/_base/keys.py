@@ -20,6 +20,7 @@ from .._ops.traverse import (
     copy_nodes,
     entry_keys,
     flat_items,
+    is_node,
     is_td,
     map_leaves,
     named_entries,
@@ -214,18 +215,6 @@ def _drop(leaf: Any) -> None:
     """The leaf function of ``empty(recurse=True)``: every tensor leaf goes."""
 
 
-def _set_path_unsafe(self: TensorDictBase, path: tuple[str, ...], value: Any, like: Any) -> None:
-    node: Any = self
-    for key in path[:-1]:
-        sub = node._get_str(key, MISSING)
-        like = like._get_str(key)
-        if sub is MISSING:
-            sub = self._dense_cls._new_unsafe({}, like.batch_size, like.device, like._maybe_names())
-            node._set_str(key, sub, inplace=False, validated=True)
-        node = sub
-    node._set_str(path[-1], value, inplace=False, validated=True)
-
-
 def _replace_with(self: TensorDictBase, other: TensorDictBase) -> TensorDictBase:
     if self.is_locked:
         raise _errors.locked()
@@ -295,13 +284,59 @@ def flatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = Fal
 
 
 def unflatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = False) -> TensorDictBase:
-    """Inverse of :meth:`flatten_keys`: ``"a.b"`` becomes ``("a", "b")``."""
-    out = self._empty_like()
+    """Inverse of :meth:`flatten_keys`: the key ``"a.b"`` becomes ``("a", "b")``.
+
+    Only this level's keys are split (as tensordict: keys inside nested nodes stay as they are); a
+    split key and a nested node of the same name merge, and a level created by splitting takes this
+    node's batch facts. Nested nodes are new objects over the same leaves.
+
+    Raises:
+        KeyError: when a split key lands on a leaf (``"a"`` and ``"a.b"`` both present).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a.b": torch.zeros(1), "a": {"c": torch.ones(1)}}, batch_size=[1])
+        >>> td.unflatten_keys().keys(include_nested=True, leaves_only=True)
+        _KeysView([('a', 'c'), ('a', 'b')])
+    """
+    out = _blank(self)
     for key, value in self._items_str():
-        if is_td(value):
-            value = value.unflatten_keys(separator)
-        out._set_path_unsafe(tuple(key.split(separator)), value, _Creator(self))
+        if type(value) is not _Tensor and is_node(value):
+            value = value.copy()  # a new node (as tensordict): split keys may merge into it
+        _put(out, key.split(separator), value, self)
     return self._replace_with(out) if inplace else out
+
+
+def _blank(node: Any) -> Any:
+    """An empty in-memory node with the batch facts of ``node``."""
+    return node._dense_cls._new_unsafe({}, node.batch_size, node.device, node._maybe_names())
+
+
+def _put(out: Any, path: list[str], value: Any, facts: Any) -> None:
+    """Store ``value`` at ``path`` below ``out``, creating missing levels with the batch facts of ``facts``.
+
+    A node meeting a node merges (the entries already there join the new node).
+    """
+    for i, key in enumerate(path[:-1]):
+        sub = out._get_str(key, MISSING)
+        if sub is MISSING:
+            sub = _blank(facts)
+            out._set_str(key, sub, inplace=False, validated=True)
+        elif type(sub) is _Tensor or not is_node(sub):
+            raise _collision(path[: i + 1])
+        out = sub
+    there = out._get_str(path[-1], MISSING)
+    if there is not MISSING:
+        if type(there) is _Tensor or not is_node(there) or type(value) is _Tensor or not is_node(value):
+            raise _collision(path)
+        for key, item in there._items_str():
+            _put(value, [key], item, facts)
+    out._set_str(path[-1], value, inplace=False, validated=True)
+
+
+def _collision(path: list[str]) -> KeyError:
+    return KeyError(f"unflattening the keys would override the leaf {_errors.fmt_path(tuple(path))} "
+                    f"(Unflattening key(s) in tensordict will override an existing for unflattened key)")
 
 
 def rename_key_(self: TensorDictBase, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> TensorDictBase:
@@ -316,26 +351,3 @@ def rename_key_(self: TensorDictBase, old_key: NestedKey, new_key: NestedKey, sa
     self.set(new_key, value)  # a failing set leaves everything as it was
     self.del_(old_key)
     return self
-
-
-class _Creator:
-    """Stands in for a 'like' tree when creating levels: every level copies the root's batch facts."""
-
-    __slots__ = ("_root",)
-
-    def __init__(self, root: TensorDictBase) -> None:
-        self._root = root
-
-    def _get_str(self, key: str) -> Any:
-        return self
-
-    @property
-    def batch_size(self) -> torch.Size:
-        return self._root.batch_size
-
-    @property
-    def device(self) -> Any:
-        return self._root.device
-
-    def _maybe_names(self) -> Any:
-        return self._root._maybe_names()

@@ -29,7 +29,7 @@ from .._keys import unravel_key_to_tuple
 from .._ops.index import index_leaves, normalize, setitem, update_at_
 from .._ops.meta import TENSOR, LeafMeta, meta_of, node_meta
 from .._ops.rows import RowPlan, check_fits, split_index
-from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_node, leaf_metas, named_leaves, source_items
+from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_node, leaf_metas, named_leaves, source_leaves
 
 _Tensor = torch.Tensor
 
@@ -146,7 +146,7 @@ class StorageHooks:
         """``self[index] = value`` through ``_write_rows``."""
         idx, _, _ = normalize(self, index)
         if is_node(value) or isinstance(value, dict):
-            values = dict(_value_leaves(value, ()))
+            values = dict(source_leaves(value, "writing at an index"))
         else:  # one value for every tensor leaf (non-tensor leaves are left alone, as in memory)
             values = {path: value for path, meta in leaf_metas(self)  # type: ignore[arg-type]
                       if isinstance(meta, _Tensor) or getattr(meta, "kind", None) == TENSOR}
@@ -154,8 +154,8 @@ class StorageHooks:
 
     def _update_at(self, source: Any, index: Any, clone: bool, wanted: Any) -> None:
         """``self.update_at_(source, index)`` through ``_write_rows``."""
-        values = {path: value.clone() if clone else value for path, value in _value_leaves(source, ())
-                  if wanted is None or path in wanted}
+        leaves = source_leaves(source, "writing at an index")
+        values = {path: value.clone() if clone else value for path, value in leaves if wanted is None or path in wanted}
         self._write_at(index, values, strict=True)
 
     def _write_at(self, index: Any, values: dict[tuple[str, ...], Any], *, strict: bool, source: Any = None) -> None:
@@ -208,18 +208,6 @@ class StorageHooks:
                 continue
             tensors[path] = leaf
         td._write_rows(plan, tensors)
-
-
-def _value_leaves(value: Any, prefix: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
-    """``(path, leaf)`` of a TensorDict or nested mapping (non-tensor leaves are leaves)."""
-    out = []
-    for key, item in source_items(value, "writing at an index"):
-        path = (*prefix, *unravel_key_to_tuple(key))
-        if is_node(item) or isinstance(item, dict):
-            out.extend(_value_leaves(item, path))
-        else:
-            out.append((path, item))
-    return out
 
 
 def _write_in_memory(sub: Any, index: tuple[Any, ...], values: dict[tuple[str, ...], Any], strict: bool,

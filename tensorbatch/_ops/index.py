@@ -7,6 +7,7 @@ can be applied to the leaves as is; their trailing dims are untouched.
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from .traverse import (
     is_td,
     map_leaves,
     named_leaves,
+    paired_leaves,
     source_items,
 )
 
@@ -269,15 +271,13 @@ def _check_fits(path: tuple[str, ...], value: Any, target: torch.Size) -> None:
         check_fits(path, value.shape, target)  # raises, naming the path
 
 
-def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, prefix: tuple[str, ...],
-                 writes: list[Any]) -> None:
-    """Pair every leaf of ``source`` (TensorDict or nested dict) with its target, checking shapes."""
-    is_src_td = is_td(source)
-    items = source._items_str() if is_src_td else source.items()
-    vnd = len(source.batch_size) if is_src_td else len(new_bs)
-    same_batch = is_src_td and source.batch_size == new_bs
-    for key, value in items:
-        target = node._get_str(key, MISSING) if node is not None else MISSING
+def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, writes: list[Any]) -> None:
+    """Pair every leaf of ``source`` (TensorDict or nested mapping) with its target, checking shapes."""
+    last = vnd = same_batch = None
+    for prefix, key, target, value, src in paired_leaves(node, source, "writing at an index"):
+        if src is not last:  # a new source node: its batch dims
+            last = src
+            vnd, same_batch = (len(src.batch_size), src.batch_size == new_bs) if is_td(src) else (len(new_bs), False)
         if type(value) is _Tensor and type(target) is _Tensor:
             # common case: a leaf into a leaf; cheap check when the batch parts already agree
             if not (same_batch and value.shape[vnd:] == target.shape[nd:]):
@@ -288,11 +288,8 @@ def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, prefix: tu
         if type(target) in NON_TENSOR_TYPES or type(value) in NON_TENSOR_TYPES or type(value) is str:
             _plan_non_tensor(path, target, value, writes)
             continue
-        if is_td(value) or isinstance(value, dict):
-            if target is not MISSING and not is_td(target):
-                raise TypeError(f"cannot write a TensorDict into leaf {fmt_path(path)}")
-            _plan_writes(None if target is MISSING else target, value, new_bs, nd, path, writes)
-            continue
+        if is_td(value) or isinstance(value, Mapping):  # the walk stopped: a tensor leaf there
+            raise TypeError(f"cannot write a TensorDict into leaf {fmt_path(path)}")
         if not isinstance(value, _Tensor):
             try:
                 value = torch.as_tensor(value)
@@ -331,7 +328,7 @@ def setitem(td: Any, index: Any, value: Any) -> None:
     writes: list[Any] = []
     if is_td(value) or isinstance(value, dict):
         new_bs = _target_size(td, idx, new_bs)
-        _plan_writes(td, value, new_bs, nd, (), writes)
+        _plan_writes(td, value, new_bs, nd, writes)
         if td.is_locked and any(w[2] is None for w in writes):
             raise locked()
     else:

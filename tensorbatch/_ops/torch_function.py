@@ -19,6 +19,7 @@ from .traverse import (
     COLLECTION_TYPES,
     NO_DEFAULT,
     NON_TENSOR_TYPES,
+    dense_columns,
     flat_leaves,
     flat_leaves_like,
     from_leaves,
@@ -111,8 +112,8 @@ def _columns(tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None =
         dicts = [td._tensordict for td in tds if type(td) is dense]
     try:
         if len(dicts) == len(tds):
-            cols: list[list[Any]] = []
-            if _dense_columns(dicts, tds[0]._dense_cls, cols, ()):
+            cols = dense_columns(dicts, tds[0]._dense_cls)
+            if cols is not None:
                 return cols
         first = tds[0]
         rows = [flat_leaves_like(td, first, nodes=True) for td in tds]
@@ -127,33 +128,6 @@ def _keys_differ(what: str, detail: str) -> RuntimeError:
     # the first sentence is tensordict's stack message, which users match on
     return RuntimeError(f"{what}: The sets of keys in the tensordicts to stack are exclusive; "
                         f"the TensorDicts have different keys ({detail})")
-
-
-def _dense_columns(dicts: list[dict[str, Any]], dense: type, cols: list[list[Any]],
-                   prefix: tuple[str, ...]) -> bool:
-    """Fast path over in-memory storage; False when a node is not in-memory (use the generic path)."""
-    first = dicts[0]
-    if sum(map(len, dicts)) != len(first) * len(dicts):  # with every key of the first found below: equal sets
-        raise _differ(dicts, prefix)
-    for key, value in first.items():
-        try:
-            col = [d[key] for d in dicts]
-        except KeyError:
-            raise _differ(dicts, prefix) from None
-        if type(value) is torch.Tensor:
-            cols.append(col)
-        elif type(value) is dense:
-            subs = [v._tensordict for v in col if type(v) is dense]
-            if len(subs) != len(col) or not _dense_columns(subs, dense, cols, (*prefix, key)):
-                return False
-        else:
-            return False
-    return True
-
-
-def _differ(dicts: list[dict[str, Any]], prefix: tuple[str, ...]) -> KeyError:
-    other = next(d for d in dicts if d.keys() != dicts[0].keys())
-    return key_sets_differ(prefix, dicts[0].keys(), other.keys())
 
 
 def _per_column(fn: Callable[..., Any], cols: list[list[Any]], dim: int, first: Any, what: str) -> list[Any]:

@@ -349,6 +349,36 @@ def _source(source: Any, what: str, enter: Any, prefix: tuple[str, ...],
             out.append((path, value))
 
 
+def paired_leaves(target: Any, source: Any, what: str) -> list[tuple[tuple[str, ...], str, Any, Any, Any]]:
+    """``(prefix, key, entry, value, source_node)`` for every leaf of ``source``, with ``target``'s entry there.
+
+    The two trees are walked in step (writes of a source into a target: ``td[idx] = source``).
+
+    Args:
+        target: the tree written into.
+        source: a TensorDict or a nested mapping (keys of this level: strings).
+        what: the operation, for the error on a source that is not a mapping.
+
+    ``entry`` is MISSING where ``target`` has no such key (or the node above is missing). A nested
+    source node is walked into when the target has a node there or nothing; where the target has a
+    leaf, the source node is listed as the ``value`` (the caller refuses or handles it).
+    ``source_node`` is the source node holding ``value``.
+    """
+    out: list[tuple[tuple[str, ...], str, Any, Any, Any]] = []
+    _paired(target, source, what, (), out)
+    return out
+
+
+def _paired(target: Any, source: Any, what: str, prefix: tuple[str, ...], out: list[Any]) -> None:
+    for key, value in source_items(source, what):
+        entry = MISSING if target is None else target._get_str(key, MISSING)
+        if (type(value) is not _Tensor and (is_node(value) or isinstance(value, Mapping))
+                and (entry is MISSING or (type(entry) is not _Tensor and is_node(entry)))):
+            _paired(None if entry is MISSING else entry, value, what, (*prefix, key), out)
+        else:
+            out.append((prefix, key, entry, value, source))
+
+
 def named_leaves(
     td: TensorDictBase, *, include_nested: bool = True, is_leaf: Callable[[type], bool] | None = None,
 ) -> list[tuple[tuple[str, ...], Any]]:
@@ -454,6 +484,69 @@ def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any]
         else:
             out.append(theirs)
     return out
+
+
+def index_dense(td: Any, index: Any, batch_size: torch.Size) -> Any:
+    """``leaf[index]`` per leaf of a tree of in-memory nodes (no dim names) and plain tensors, or None.
+
+    The lean walk behind ``td[index]``'s fast path: no key notes, no checks; None as soon as an entry
+    is anything else (the caller then takes the general path). ``batch_size`` is the root's new batch
+    size; nested nodes keep their dims past the root's.
+    """
+    dense = type(td)
+    out: dict[str, Any] = {}
+    for key, value in td._tensordict.items():  # a loop, not a comprehension: cheaper for a few leaves
+        if type(value) is _Tensor:
+            out[key] = value[index]
+        elif type(value) is dense and value._names is None:
+            vbs = value._batch_size  # (the common case, the same batch size, builds no Size)
+            sub = index_dense(value, index, batch_size if vbs == td._batch_size
+                              else batch_size + vbs[len(td._batch_size):])
+            if sub is None:
+                return None
+            out[key] = sub
+        else:
+            return None
+    return dense._new_unsafe(out, batch_size, td._device)
+
+
+def dense_columns(dicts: list[dict[str, Any]], dense: type) -> list[list[Any]] | None:
+    """The leaves of several in-memory trees grouped by key path, in the first one's walk order.
+
+    ``dicts`` are the trees' storage dicts (``_tensordict``); ``dense`` is the in-memory class. The
+    fast path of stack and cat: None as soon as an entry is neither a tensor nor a ``dense`` node
+    (the caller then takes :func:`flat_leaves_like`).
+
+    Raises:
+        KeyError: when the trees' key sets differ (naming the key path).
+    """
+    cols: list[list[Any]] = []
+    return cols if _columns(dicts, dense, cols, ()) else None
+
+
+def _columns(dicts: list[dict[str, Any]], dense: type, cols: list[list[Any]], prefix: tuple[str, ...]) -> bool:
+    first = dicts[0]
+    if sum(map(len, dicts)) != len(first) * len(dicts):  # with every key of the first found below: equal sets
+        raise _differ(dicts, prefix)
+    for key, value in first.items():
+        try:
+            col = [d[key] for d in dicts]
+        except KeyError:
+            raise _differ(dicts, prefix) from None
+        if type(value) is _Tensor:
+            cols.append(col)
+        elif type(value) is dense:
+            subs = [v._tensordict for v in col if type(v) is dense]
+            if len(subs) != len(col) or not _columns(subs, dense, cols, (*prefix, key)):
+                return False
+        else:
+            return False
+    return True
+
+
+def _differ(dicts: list[dict[str, Any]], prefix: tuple[str, ...]) -> KeyError:
+    other = next(d for d in dicts if d.keys() != dicts[0].keys())
+    return key_sets_differ(prefix, dicts[0].keys(), other.keys())
 
 
 def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None = None,

@@ -491,3 +491,12 @@ def test_load_state_dict_not_strict(flavour, tdf):
     assert (tdf.get(("nested", "d")) == 1).all()
     rest = ["b", "c", ("nested", "deep", "e")]
     assert_leaves(reference(), lambda x: x, tdf.select(*rest), keys=rest)
+
+
+def test_unflatten_keys_over_a_leaf_names_it(flavour, tdf):
+    requires(flavour, "new_keys")
+    td = tdf.to_tensordict()
+    td.set("a.x", torch.ones(*BATCH))
+    with pytest.raises(KeyError, match=r"override the leaf 'a' \(Unflattening key\(s\) in tensordict will override"):
+        td.unflatten_keys()
+    assert "a.x" in td.keys()  # unchanged

@@ -265,6 +265,14 @@ KEYOPS = [
     case("flatten_keys_inplace", lambda lib, td: td.flatten_keys(inplace=True)),
     case("unflatten_keys", lambda lib, td: td.flatten_keys().unflatten_keys()),
     case("unflatten_keys_sep", lambda lib, td: td.flatten_keys("/").unflatten_keys("/")),
+    # only the top level's keys split; a split key and a node of the same name merge; non-tensor leaves kept
+    case("unflatten_keys_nested_kept", lambda lib, td: td.set(("nested", "x.y"), torch.ones(4, 5)).unflatten_keys()),
+    case("unflatten_keys_merge", lambda lib, td: td.set("nested.z", torch.ones(4, 5)).unflatten_keys()),
+    case("unflatten_keys_merge_first", lambda lib, td: lib.TensorDict(
+        {"n.z": torch.ones(4), "n": lib.TensorDict({"c": torch.zeros(4, 2)}, [4, 2])}, [4]).unflatten_keys()),
+    case("unflatten_keys_non_tensor", lambda lib, td: td.set_non_tensor("s.t", "text").unflatten_keys()),
+    case("unflatten_keys_over_leaf", lambda lib, td: td.set("a.b", torch.ones(4, 5)).unflatten_keys(),
+         raises=KeyError),
     case("rename_key", lambda lib, td: td.rename_key_("a", "z")),
     case("rename_key_nested", lambda lib, td: td.rename_key_(("nested", "c"), ("other", "c2"))),
     case("rename_key_missing", lambda lib, td: td.rename_key_("zz", "y"), raises=KeyError),

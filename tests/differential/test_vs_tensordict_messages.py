@@ -94,7 +94,7 @@ def _error(fn: Callable[[], Any]) -> BaseException:
         warnings.simplefilter("ignore")
         try:
             fn()
-        except Exception as err:  # noqa: BLE001 - the error is what is compared
+        except Exception as err:
             return err
     raise AssertionError("no error raised")
 
