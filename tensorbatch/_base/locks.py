@@ -13,9 +13,7 @@ import gc
 import weakref
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from .._ops.traverse import is_node, stacked_members
+from .._ops.traverse import named_nodes
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -58,37 +56,20 @@ def _add_holders(td: Any, refs: list[weakref.ref[Any]]) -> None:
     held.extend(r for r in refs if not any(r is h for h in held))
 
 
-def _children(td: Any) -> list[Any]:
-    """The nodes stored right below ``td``: a lazy stack's members, else its nested TensorDicts."""
-    stacked = stacked_members(td)
-    if stacked is not None:
-        return list(stacked[1])
-    return [value for value in td._values_str() if type(value) is not torch.Tensor and is_node(value)]
-
-
-def _lock(td: Any, above: list[weakref.ref[Any]]) -> None:
-    td._set_lock(True)
-    subs = _children(td)
-    if not subs:
-        return
-    ref = _ref(td)
-    above = above if ref is None else [*above, ref]
-    for value in subs:
-        _add_holders(value, above)
-        _lock(value, above)
-
-
 def lock_(self: TensorDictBase) -> TensorDictBase:
     """Lock this TensorDict and its nested ones: no key may be added or removed."""
-    _lock(self, [])
+    nodes = named_nodes(self, members=True)  # a lazy stack's members are what it stores
+    for _, node in nodes:
+        node._set_lock(True)
+    if len(nodes) > 1:  # each nested node records the locked nodes above it (a parent comes before its nodes)
+        ref = _ref(self)
+        chains = {(): [] if ref is None else [ref]}  # node path -> weak references to it and the nodes above
+        for path, node in nodes[1:]:
+            above = chains[path[:-1]]
+            _add_holders(node, above)
+            ref = _ref(node)
+            chains[path] = above if ref is None else [*above, ref]
     return self
-
-
-def _unlock_tree(td: Any, subs: list[Any]) -> None:
-    td._set_lock(False)
-    for value in _children(td):
-        _unlock_tree(value, subs)
-        subs.append(value)
 
 
 def _check_unlock(td: Any, retry: bool = True) -> None:
@@ -114,8 +95,10 @@ def unlock_(self: TensorDictBase) -> TensorDictBase:
         RuntimeError: when this TensorDict, or one nested in it, is also an entry of another locked
             TensorDict (unlock that one first). Everything stays locked.
     """
-    subs: list[Any] = []
-    _unlock_tree(self, subs)
+    nodes = named_nodes(self, post_order=True, members=True)
+    for _, node in nodes:
+        node._set_lock(False)
+    subs = [node for _, node in nodes[:-1]]
     try:
         for sub in subs:
             _check_unlock(sub)
