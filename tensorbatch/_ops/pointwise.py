@@ -28,6 +28,7 @@ from .traverse import (
     is_td,
     map_leaves,
     named_leaves,
+    source_leaves,
     write_back,
 )
 
@@ -588,24 +589,12 @@ def _operator(method: Callable[..., Any], mappings: bool = False) -> Callable[..
 
 def _mapping_operand(td: Any, mapping: Mapping[Any, Any]) -> Any:
     """``mapping``'s values as a TensorDict shaped like ``td`` (KeyError naming the keys when they differ)."""
-    theirs: dict[tuple[str, ...], Any] = {}
-    _flat_mapping(mapping, (), theirs)
+    theirs = {path: v for path, v in source_leaves(mapping, "comparing") if type(v) not in NON_TENSOR_TYPES}
     mine = dict(named_leaves(td))
     if mine.keys() != theirs.keys():
         raise key_sets_differ((), (str(key_of(p)) for p in mine), (str(key_of(p)) for p in theirs))
     return from_leaves(td, [v if isinstance(v, torch.Tensor) or is_td(v) else torch.as_tensor(v, device=leaf.device)
                             for (path, leaf), v in zip(mine.items(), (theirs[p] for p in mine), strict=True)])
-
-
-def _flat_mapping(mapping: Mapping[Any, Any], prefix: tuple[str, ...], out: dict[tuple[str, ...], Any]) -> None:
-    for key, value in mapping.items():
-        path = (*prefix, *key) if type(key) is tuple else (*prefix, key)
-        if is_td(value) and type(value) not in NON_TENSOR_TYPES:
-            out.update(((*path, *p), v) for p, v in named_leaves(value))
-        elif isinstance(value, Mapping):
-            _flat_mapping(value, path, out)
-        else:
-            out[path] = value
 
 
 # ---------------------------------------------------------------- what the table gives, for every consumer
