@@ -63,7 +63,8 @@ def lock_(self: TensorDictBase) -> TensorDictBase:
         node._set_lock(True)
     if len(nodes) > 1:  # each nested node records the locked nodes above it (a parent comes before its nodes)
         ref = _ref(self)
-        chains = {(): [] if ref is None else [ref]}  # node path -> weak references to it and the nodes above
+        # node path -> weak references to that node and the nodes above it
+        chains: dict[tuple[str, ...], list[weakref.ref[Any]]] = {(): [] if ref is None else [ref]}
         for path, node in nodes[1:]:
             above = chains[path[:-1]]
             _add_holders(node, above)
