@@ -70,13 +70,17 @@ def load_impls() -> dict[str, Any]:
     return libs
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = time.perf_counter  # set by --clock
+
+
 def time_batch(fn: Callable[[], Any], n: int) -> float:
-    """Returns the wall time in seconds of ``n`` back-to-back calls of ``fn``."""
+    """Returns the time in seconds (wall, or this process's CPU time with ``--clock cpu``) of ``n`` calls."""
     loop = itertools.repeat(None, n)
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in loop:
         fn()
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 def calibrate(fn: Callable[[], Any], target: float) -> int:
@@ -222,7 +226,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, help="override the number of repeats")
     p.add_argument("--target-ms", type=float, default=3.0, help="duration of one timed batch (default 3)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1, less noise)")
+    p.add_argument("--clock", choices=CLOCKS, default="wall",
+                   help="wall (default) or cpu: this process's CPU time, which other processes' load disturbs "
+                   "less (for A/B runs on a busy machine)")
     args = p.parse_args(argv)
+    global clock
+    clock = CLOCKS[args.clock]
 
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")  # library deprecation chatter would spam the table
@@ -247,6 +256,7 @@ def main(argv: list[str] | None = None) -> None:
             "threads": args.threads,
             "repeats": repeats,
             "target_ms": args.target_ms,
+            "clock": args.clock,
             "versions": {i: getattr(m, "__version__", "?") for i, m in libs.items() if m is not None},
         }
         Path(args.json).write_text(json.dumps({"meta": meta, "results": results, "summary": summary}, indent=2))
