@@ -296,8 +296,8 @@ def unflatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = F
     Examples:
         >>> from tensorbatch import TensorDict
         >>> td = TensorDict({"a.b": torch.zeros(1), "a": {"c": torch.ones(1)}}, batch_size=[1])
-        >>> td.unflatten_keys().keys(include_nested=True, leaves_only=True)
-        _KeysView([('a', 'c'), ('a', 'b')])
+        >>> list(td.unflatten_keys().keys(include_nested=True, leaves_only=True))
+        [('a', 'c'), ('a', 'b')]
     """
     out = _blank(self)
     for key, value in self._items_str():
