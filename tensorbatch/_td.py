@@ -13,7 +13,7 @@ from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._keys import NestedKey, unravel_key_to_tuple
 from ._ops.index import MANY_ROWS
-from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, index_dense, is_td, named_nodes, unfit_keys
+from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, index_dense, is_td, leaf_shape, named_nodes, unfit_keys
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
@@ -125,7 +125,10 @@ class TensorDict(TensorDictBase):
         followers = []
         for path, node in grown:  # the whole tree first: nothing changes on failure
             for key, value in node._items_str():
-                shape = value.batch_size if is_td(value) else value.shape
+                try:
+                    shape = value.batch_size if is_td(value) else value.shape
+                except RuntimeError:  # a strided nested tensor has no .shape
+                    shape = leaf_shape(value)
                 if shape[:n] == new_size:
                     continue
                 if is_td(value) and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):

@@ -20,6 +20,7 @@ from .._ops.traverse import (
     NO_DEFAULT,
     is_non_tensor,
     is_td,
+    leaf_shape,
     source_leaves,
     value_of,
 )
@@ -227,9 +228,12 @@ def set_(self: TensorDictBase, key: NestedKey, item: Any, *, non_blocking: bool 
         path = unravel_key_to_tuple(key)
         node = self._walk_to(path)
     current = node._get_str(path[-1], MISSING)
-    if type(item) is _Tensor and type(current) is _Tensor and item.shape == current.shape and (
-            (device := node.device) is None or item.device == device):
-        # the leaf's own shape fits the batch size too: nothing to convert or check
+    try:
+        fast = type(item) is _Tensor and type(current) is _Tensor and item.shape == current.shape and (
+            (device := node.device) is None or item.device == device)
+    except RuntimeError:  # a strided nested tensor has no .shape: the checked path
+        fast = False
+    if fast:  # the leaf's own shape fits the batch size too: nothing to convert or check
         node._set_str(path[-1], item, inplace=True, validated=True)
         return self
     if current is MISSING:
@@ -432,6 +436,14 @@ def update_(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, *,
 
 def _check_inplace_shape(path: tuple[str, ...], value: Any, current: Any) -> None:
     """Raise if ``value`` cannot be copied into the existing leaf ``current``."""
+    if isinstance(current, _Tensor) and isinstance(value, _Tensor) and (current.is_nested or value.is_nested):
+        if not ragged.same_sizes(value, current):
+            raise _errors.InplaceWriteError(
+                f"Failed to update {path[-1]!r}: cannot write a value of shape {_errors.fmt_shape(leaf_shape(value))} "
+                f"in place into the nested tensor {_errors.fmt_path(path)} of shape "
+                f"{_errors.fmt_shape(leaf_shape(current))} (the components' sizes must match)"
+            )
+        return
     if isinstance(current, _Tensor) and isinstance(value, _Tensor) and value.shape != current.shape:
         try:
             ok = torch.broadcast_shapes(value.shape, current.shape) == current.shape  # type: ignore[no-untyped-call]

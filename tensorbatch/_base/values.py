@@ -19,6 +19,7 @@ from .._ops.traverse import (
     flat_leaves,
     is_non_tensor,
     is_td,
+    leaf_shape,
     map_leaves,
     named_leaves,
     named_nodes,
@@ -63,7 +64,7 @@ def auto_batch_size_(self: TensorDictBase, batch_dims: int | None = None) -> Ten
 def _fit_batch_size(node: Any, batch_dims: int | None) -> None:
     """Set one node's batch size to the longest leading shape its entries share."""
     # non-tensor leaves follow the batch size; they do not decide it (as in tensordict)
-    shapes = [v.batch_size if is_td(v) else v.shape for v in node._values_str() if not is_non_tensor(v)]
+    shapes = [v.batch_size if is_td(v) else leaf_shape(v) for v in node._values_str() if not is_non_tensor(v)]
     common: list[int] = []
     if shapes:
         limit = min(len(s) for s in shapes)

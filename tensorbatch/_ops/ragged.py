@@ -50,6 +50,23 @@ def shape(t: torch.Tensor) -> torch.Size:
     return torch.Size([len(sizes), *(int(s) if eq else -1 for s, eq in zip(first.tolist(), same, strict=True))])
 
 
+def same_sizes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when ``a`` and ``b`` are nested tensors of one layout whose components have the same shapes."""
+    if not (is_ragged(a) and is_ragged(b)) or a.layout != b.layout:
+        return False
+    pa, pb = _jagged_parts(a), _jagged_parts(b)
+    if pa is not None and pb is not None:
+        return pa[0].shape[1:] == pb[0].shape[1:] and torch.equal(pa[2].cpu(), pb[2].cpu())
+    return torch.equal(to_sizes(a), to_sizes(b))
+
+
+def to_sizes(t: torch.Tensor) -> torch.Tensor:
+    """The shapes of the components of a nested tensor, one row each (int64, on the CPU)."""
+    if t.layout is torch.strided:
+        return t._nested_tensor_size()
+    return torch.tensor([list(c.shape) for c in t.unbind(0)], dtype=_LONG).reshape(t.size(0), t.dim() - 1)
+
+
 def _jagged_parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """``(values, starts, lengths)`` of a jagged tensor whose ragged dim is dim 1, else None."""
     if t.layout is not torch.jagged or t._ragged_idx != 1:  # type: ignore[attr-defined]
@@ -120,8 +137,8 @@ def getitem(t: torch.Tensor, index: Any) -> torch.Tensor:
     if type(index) is slice and index.step in (None, 1):
         start, stop, _ = index.indices(n)
         out = _narrow(t, start, max(start, stop))
-    elif index is None or index is Ellipsis:
-        raise IndexError("a nested tensor leaf takes no None or Ellipsis on its batch dim")
+    elif index is None or index is Ellipsis:  # (a RuntimeError, as torch's unsqueeze of a nested tensor)
+        raise RuntimeError("a nested tensor leaf takes no None or Ellipsis on its batch dim")
     else:
         out = _from_rows(t, _rows_of(index, n))
     if rest and any(not (type(i) is slice and i == slice(None)) for i in rest):

@@ -84,7 +84,13 @@ def reshape(td: Any, *shape: Any, size: Any = None) -> Any:
     new = _infer_shape(td, _shape_args(shape or (size,)), "reshape")
     nd = td.batch_dims
     names = td._maybe_names() if new == td.batch_size else None
-    return td._map(lambda x: x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new, names=names, follow=True)
+    try:
+        return td._map(lambda x: x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new, names=names, follow=True)
+    except RuntimeError:  # a strided nested tensor has no .shape: it keeps the batch size it has, or refuses
+        if new != td.batch_size or not any(map(ragged.is_ragged, flat_leaves(td))):
+            raise
+    return td._map(lambda x: x if x.is_nested else x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new,
+                   names=names, follow=True)
 
 
 def permute(td: Any, *dims: Any, **kwargs: Any) -> Any:

@@ -75,7 +75,7 @@ def test_getitem_int_gives_the_dense_component(layout):
     (torch.tensor([-5]), IndexError, "index -5 is out of bounds"),
     (torch.tensor([True, False]), IndexError, "a mask of shape [2] cannot index a nested tensor of 4 components"),
     (torch.tensor([0.5]), IndexError, "a nested tensor is indexed along its batch dim by an int"),
-    (None, IndexError, "takes no None or Ellipsis"),
+    (None, RuntimeError, "takes no None or Ellipsis"),
 ])
 def test_getitem_refuses_bad_indices(layout, index, exc, match):
     with pytest.raises(exc, match=re.escape(match)):
@@ -221,3 +221,24 @@ def test_lazy_stack_of_nested_leaves_reads_them_as_a_list(layout):
     with pytest.raises(RuntimeError, match="cannot stack the members' leaves at key 'nt': they are nested tensors"):
         stack["nt"]
     assert [_rows(t) for t in stack.get("nt", as_list=True)] == [_expected(range(4)), _expected([1, 2])]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_td_inplace_writes_need_the_same_component_sizes(layout):
+    td = _td(layout)
+    td.set_("nt", _nt(layout) * 2)
+    assert _rows(td["nt"])[1] == [[8.0, 10.0]]
+    other = _nt(layout, (2, 1, 2, 3))  # same batch, other component sizes
+    with pytest.raises(RuntimeError, match=re.escape("Failed to update 'nt'")) as info:
+        td.update_({"x": torch.ones(4), "nt": other})
+    assert "the components' sizes must match" in str(info.value)
+    assert td["x"].tolist() == [0.0, 1.0, 2.0, 3.0]  # nothing written
+    with pytest.raises(RuntimeError, match=re.escape("Failed to update 'nt'")):
+        td.set_("nt", torch.zeros(4, 3, 2))
+
+
+def test_td_reshape_to_its_own_batch_size_keeps_a_strided_leaf():
+    td = _td(torch.strided)
+    assert td.reshape(4)["nt"] is td["nt"]
+    with pytest.raises(RuntimeError):
+        td.reshape(2, 2)
