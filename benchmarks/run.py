@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cases
 import cases_lazy
 import cases_typed
+import h5
 import torch
 
 SUITES = {"core": cases.CASES, "lazy": cases_lazy.CASES, "typed": cases_typed.CASES}
@@ -218,9 +219,11 @@ def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="", help="only run cases whose name contains this substring")
-    p.add_argument("--suite", choices=[*SUITES, "all"], default="core",
+    p.add_argument("--suite", choices=[*SUITES, "all", "h5"], default="core",
                    help="core: the core TensorDict cases (default); lazy: lazy stacks and padding; "
-                   "typed: TensorClass and TypedTensorDict")
+                   "typed: TensorClass and TypedTensorDict; h5: PersistentTensorDict vs raw h5py (h5.py; "
+                   "not part of all)")
+    p.add_argument("--h5-dir", help="--suite h5: folder of the data files (default: a reused temp folder)")
     p.add_argument("--json", metavar="PATH", help="write results and summary as JSON")
     p.add_argument("--quick", action="store_true", help="15 repeats instead of 30")
     p.add_argument("--repeats", type=int, help="override the number of repeats")
@@ -235,6 +238,9 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")  # library deprecation chatter would spam the table
+    if args.suite == "h5":  # its own cases, raw strategies, peak memory and table (h5.py)
+        h5.main(args, time_batch, calibrate)
+        return
     repeats = args.repeats or (15 if args.quick else 30)
     libs = load_impls()
     pool = CASES if args.suite == "all" else SUITES[args.suite]
