@@ -303,8 +303,10 @@ def run_children(jobs: dict[str, tuple[list[str], dict[str, str]]], parallel: bo
         else:
             print(f"{name} failed: {stderr[-2000:]}", file=sys.stderr)
 
+    homes = [str(Path(m.__file__).resolve().parents[1]) for m in load_libs().values()]  # the same checkouts
+    path = os.pathsep.join([*homes, os.environ.get("PYTHONPATH", "")])
     for name, (args, env) in jobs.items():
-        procs[name] = subprocess.Popen([sys.executable, __file__, *args], env={**os.environ, **env},
+        procs[name] = subprocess.Popen([sys.executable, __file__, *args], env={**os.environ, **env, "PYTHONPATH": path},
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if not parallel:
             collect(name)
@@ -434,7 +436,6 @@ def main(args: argparse.Namespace, time_batch: Callable, calibrate: Callable) ->
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     if sys.argv[1] == "--peak-child":
         peak_child(sys.argv[3:], Path(sys.argv[2]))
     elif sys.argv[1] == "--schema-child":
