@@ -68,6 +68,13 @@ def batch_mismatch(batch_size: Any, path: tuple[str, ...], shape: Any) -> Runtim
     )
 
 
+def batch_size_refused(batch_size: Any, path: tuple[str, ...], shape: Any) -> RuntimeError:
+    """The ``batch_size`` setter's refusal: :func:`batch_mismatch`, then tensordict's sentence (users match on it)."""
+    err = batch_mismatch(batch_size, path, shape)
+    return RuntimeError(f"{err.args[0]}; the Tensor {path[-1]} has shape torch.Size({list(shape)}) which is "
+                        f"incompatible with the batch-size torch.Size({list(batch_size)})")
+
+
 def locked() -> RuntimeError:
     """RuntimeError for a structural write to a locked TensorDict."""
     return RuntimeError(LOCKED_MSG)
