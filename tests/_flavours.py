@@ -118,6 +118,7 @@ BASE_CAPS = frozenset(
 #   memmap            leaves are MemoryMappedTensors (td.is_memmap())
 #   lazy              the backend is a lazy stack
 #   typed             a TypedTensorDict (a TensorDictBase subclass) over a backend
+#   h5                the backend is a PersistentTensorDict (an HDF5 file)
 #   tensorclass       a TensorClass over a backend: not a TensorDictBase; results of its operations are
 #                     instances of the same class (re-wrapped)
 
@@ -283,6 +284,22 @@ def make_copying_numpy_store(seed: int = 0) -> TensorDictBase:
     return CopyingNumpyStore(_nest(reference(seed)), batch_size=BATCH)
 
 
+_H5_FOLDER: list[str] = []
+
+
+def make_h5(seed: int = 0) -> TensorDictBase:
+    """A :class:`~tensorbatch.persistent.PersistentTensorDict`: the reference content written to a new HDF5
+    file (``from_dict``), open read-write. Reads are copies of the datasets."""
+    from tensorbatch.persistent import PersistentTensorDict
+
+    if not _H5_FOLDER:
+        _H5_FOLDER.append(tempfile.mkdtemp(prefix="tb-h5-flavour-"))
+        atexit.register(shutil.rmtree, _H5_FOLDER[0], True)
+    fd, path = tempfile.mkstemp(suffix=".h5", dir=_H5_FOLDER[0])
+    os.close(fd)
+    return PersistentTensorDict.from_dict(make_td(seed), path)
+
+
 class RefState(TypedTensorDict):
     """The reference content's schema (the flavours ``typed_over_*`` wrap a backend in it)."""
 
@@ -325,6 +342,7 @@ def _param(
 
 _TC_DROPS = frozenset({"str_keys", "new_keys"})
 _STORE_DROPS = frozenset({"stored_leaves", "grad", "pytree"})
+_H5_DROPS = _STORE_DROPS | {"shared_select"}
 
 FLAVOURS = [
     _param("td", make_td),
@@ -367,6 +385,11 @@ FLAVOURS = [
     # The same store with reads that are copies (as h5py's): in-place ops must write back through the store.
     # It also drops shared_select: select/exclude/detach read copies into a new in-memory TensorDict.
     _param("numpy_copy", make_copying_numpy_store, add={"device"}, drop=_STORE_DROPS | {"shared_select"}),
+    # A PersistentTensorDict (HDF5) drops what the NumpyStore drops, and shared_select: its reads are copies
+    # of the datasets, so select/exclude/detach give in-memory copies (tensordict refuses them).
+    _param("h5", make_h5, add={"h5"}, drop=_H5_DROPS),
+    _param("typed_over_h5", over(RefState, make_h5), add={"typed", "h5"}, drop=_H5_DROPS),
+    _param("tensorclass_over_h5", over(RefSample, make_h5), add={"tensorclass", "h5"}, drop=_TC_DROPS | _H5_DROPS),
     _param("typed_over_td", over(RefState, make_td), add={"typed"}),
     _param("typed_over_numpy", over(RefState, make_numpy_store), add={"typed", "device"}, drop=_STORE_DROPS),
     _param(
@@ -526,6 +549,10 @@ def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
         for i, member in enumerate(td.tensordicts):
             out.update(_stored_ids(member, (*prefix, "<member>", i)))
         return out
+    if type(td).__name__ == "PersistentTensorDict":  # its datasets (a read copies one into a new tensor)
+        return {(*prefix, *path): hash(td._group["/".join(path)].id)
+                for path, _ in (((p if isinstance(p, tuple) else (p,)), None)
+                                for p in td.keys(include_nested=True, leaves_only=True))}
     if isinstance(td, NumpyStore):  # it stores numpy arrays (a read wraps one in a new tensor each time)
         return {(*prefix, *path[len(td._prefix):]): id(array) for path, array in td._storage.arrays.items()
                 if path[: len(td._prefix)] == td._prefix}

@@ -1,0 +1,158 @@
+"""Making PersistentTensorDicts: from_h5, from_dict, to_h5, clone, and the batch size read from metadata."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import torch
+
+from .._ops.meta import NODE, NON_TENSOR
+from .._ops.traverse import is_td
+from ._file import atomic_target, open_file, split_options
+from ._node import PersistentTensorDict
+
+
+def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: Any = None,
+            batch_dims: int | None = None, auto_batch_size: bool = False, non_tensor_as_stack: bool = False,
+            file_options: dict[str, Any] | None = None, **kwargs: Any) -> PersistentTensorDict:
+    """Open an HDF5 file as a :class:`PersistentTensorDict` (nothing is read but metadata).
+
+    Without ``batch_size``, the batch sizes recorded by ``to_h5``/``from_dict`` are used; a file without them
+    (written by another tool) gets, for each nested TensorDict, the largest batch size its entries share
+    (at most ``batch_dims`` dims). ``auto_batch_size=True`` ignores the recorded sizes.
+
+    Examples:
+        >>> import os, tempfile, torch
+        >>> from tensorbatch import TensorDict, from_h5
+        >>> path = os.path.join(tempfile.mkdtemp(), "data.h5")
+        >>> TensorDict({"a": torch.zeros(3, 2), "n": {"b": torch.ones(3)}}, [3]).to_h5(path).close()
+        >>> with from_h5(path) as data:
+        ...     print(data.batch_size, data["n", "b"])
+        torch.Size([3]) tensor([1., 1., 1.])
+    """
+    if batch_size is not None and auto_batch_size:
+        raise ValueError("pass batch_size or auto_batch_size=True, not both")
+    out = PersistentTensorDict(filename=filename, mode=mode, batch_size=batch_size, file_options=file_options,
+                               non_tensor_as_stack=non_tensor_as_stack, **kwargs)
+    if batch_size is None:
+        recorded = out._shared.file.attrs.get("tensorbatch_batch_size") if out._group.name == "/" else None
+        if recorded is None or auto_batch_size or batch_dims is not None:
+            _auto_batch(out, batch_dims)
+    return out
+
+
+def _auto_batch(td: PersistentTensorDict, batch_dims: int | None) -> None:
+    """Give each node the longest leading shape its entries share, from metadata only (nested nodes first)."""
+    shapes = []
+    for key in td._keys_str():
+        shape, _, kind = td._leaf_meta(key)
+        if kind == NODE:
+            child = td._get_str(key)
+            _auto_batch(child, batch_dims)
+            shapes.append(child.batch_size)
+        elif kind != NON_TENSOR:
+            shapes.append(shape)
+    common: list[int] = []
+    if shapes:
+        limit = min(len(s) for s in shapes)
+        if batch_dims is not None:
+            limit = min(limit, batch_dims)
+        for i in range(limit):
+            if any(s[i] != shapes[0][i] for s in shapes):
+                break
+            common.append(shapes[0][i])
+    size = torch.Size(common)
+    td._shared.batch[td._group.name] = size
+    if td._shared.writable:
+        from ._format import write_batch_attrs
+
+        write_batch_attrs(td._group, size, None)
+
+
+def from_dict(input_dict: Any, filename: str | os.PathLike[str], batch_size: Any = None, device: Any = None,
+              *, batch_dims: int | None = None, auto_batch_size: bool = False,
+              file_options: dict[str, Any] | None = None, **kwargs: Any) -> PersistentTensorDict:
+    """Write a dict or a TensorDict to a new HDF5 file and return it open (mode ``"r+"``).
+
+    The file is written under a temporary name next to ``filename``, then renamed onto it: a process killed
+    while writing leaves the previous file intact. ``kwargs`` are dataset options (``compression``,
+    ``chunks``, ``fletcher32``...); ``file_options`` go to ``h5py.File``.
+
+    Examples:
+        >>> import os, tempfile, torch
+        >>> from tensorbatch.persistent import PersistentTensorDict
+        >>> path = os.path.join(tempfile.mkdtemp(), "data.h5")
+        >>> data = PersistentTensorDict.from_dict({"a": torch.arange(3)}, path, batch_size=[3])
+        >>> data["a"], data.mode
+        (tensor([0, 1, 2]), 'r+')
+        >>> data.close()
+    """
+    from .._td import TensorDict
+
+    options, dataset_kwargs = split_options(kwargs, file_options)
+    if is_td(input_dict):
+        source = input_dict
+        if batch_size is not None:
+            source = source.clone(False)
+            source.batch_size = batch_size
+    else:
+        source = TensorDict(input_dict, batch_size=batch_size if batch_size is not None else [])
+        if batch_size is None and (auto_batch_size or batch_dims is not None or True):
+            source.auto_batch_size_(batch_dims=batch_dims)
+    filename = os.fspath(filename)
+    with atomic_target(filename) as tmp:
+        file = open_file(tmp, "w", options)
+        try:
+            out = PersistentTensorDict(group=file, batch_size=source.batch_size, **dataset_kwargs)
+            names = source._maybe_names()
+            if names is not None:
+                out.names = list(names)
+            for key, value in source._items_str():
+                out._set_str(key, value, inplace=False, validated=True)
+        finally:
+            file.close()
+    out = PersistentTensorDict(filename=filename, mode="r+", device=device, file_options=options,
+                               **dataset_kwargs)
+    _load_recorded(out)
+    return out
+
+
+def _load_recorded(out: PersistentTensorDict) -> None:
+    """The root batch size and names recorded in the file (the constructor read them)."""
+    from ._format import read_batch_attrs
+
+    size, names = read_batch_attrs(out._group)
+    out._shared.batch[out._group.name] = torch.Size(()) if size is None else size
+    if names is not None:
+        out._shared.names[out._group.name] = names
+
+
+def to_h5(self: Any, filename: str | os.PathLike[str], **kwargs: Any) -> PersistentTensorDict:
+    """Write this TensorDict to a new HDF5 file (atomically: a temporary sibling renamed into place) and
+    return it open as a :class:`PersistentTensorDict`. ``kwargs`` as :func:`from_dict`."""
+    return from_dict(self, filename, **kwargs)
+
+
+def clone(self: PersistentTensorDict, recurse: bool = True, *, filename: str | os.PathLike[str] | None = None,
+          **kwargs: Any) -> Any:
+    """A copy: ``recurse=True`` copies the data to a new file (``filename``, else a temporary file removed on
+    ``close()``); ``recurse=False`` gives a new PersistentTensorDict over the same open file (no reopening)."""
+    if not recurse:
+        shared = self._shared
+        from ._file import Shared
+
+        copy = Shared(shared.file, shared.mode, shared.device, shared.dataset_kwargs, shared.file_options,
+                      shared.non_tensor_as_stack)
+        copy.batch.update(shared.batch)
+        copy.names.update(shared.names)
+        return PersistentTensorDict._node(copy, self._group)
+    owned = filename is None
+    if owned:
+        fd, filename = tempfile.mkstemp(suffix=".h5", prefix="tensorbatch-clone-")
+        os.close(fd)
+    out = from_dict(self, filename, device=self.device, file_options=self._shared.file_options,
+                    **{**self._shared.dataset_kwargs, **kwargs})
+    out._shared.owned = owned
+    return out

@@ -1,0 +1,124 @@
+"""One open HDF5 file shared by the nodes of a PersistentTensorDict: opening, errors, atomic writes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import h5py
+import torch
+
+# h5py.File options (the rest of a PersistentTensorDict's keyword arguments are dataset options)
+FILE_OPTIONS = frozenset({
+    "driver", "libver", "userblock_size", "swmr", "rdcc_nslots", "rdcc_nbytes", "rdcc_w0", "track_order",
+    "fs_strategy", "fs_persist", "fs_threshold", "fs_page_size", "page_buf_size", "min_meta_keep",
+    "min_raw_keep", "locking", "alignment_threshold", "alignment_interval", "meta_block_size",
+})
+
+
+class ReadOnlyError(PermissionError):
+    """A write through a PersistentTensorDict whose file is open for reading only."""
+
+
+class Shared:
+    """What the nodes of one file share: the h5py file, its options, and per-node batch sizes and locks."""
+
+    __slots__ = ("batch", "dataset_kwargs", "device", "file", "file_options", "filename", "locked", "mode",
+                 "names", "non_tensor_as_stack", "owned", "stacks")
+
+    def __init__(self, file: h5py.File, mode: str, device: torch.device | None, dataset_kwargs: dict[str, Any],
+                 file_options: dict[str, Any], non_tensor_as_stack: bool = False) -> None:
+        self.file = file
+        self.filename: str = file.filename
+        self.mode = mode
+        self.device = device
+        self.dataset_kwargs = dataset_kwargs
+        self.file_options = file_options
+        self.non_tensor_as_stack = non_tensor_as_stack
+        self.batch: dict[str, torch.Size] = {}  # group name -> batch size (read from attributes on first use)
+        self.names: dict[str, tuple[Any, ...]] = {}
+        self.locked: dict[str, bool] = {}
+        self.stacks: dict[str, Any] = {}
+        self.owned = False  # a temporary file (clone): removed on close
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.file) and self.file.mode != "r"
+
+    def check_writable(self, name: str) -> None:
+        if not self.file:
+            raise ValueError(f"cannot write {name!r}: the HDF5 file {self.filename!r} is closed")
+        if self.file.mode == "r":
+            raise ReadOnlyError(f"cannot write {name!r}: the HDF5 file {self.filename!r} is open read-only "
+                                "(open it with mode='r+' or 'a' to write)")
+
+    def close(self) -> None:
+        if self.file:
+            self.file.close()
+        if self.owned:
+            with contextlib.suppress(OSError):
+                os.remove(self.filename)
+            self.owned = False
+
+
+def split_options(kwargs: dict[str, Any], file_options: dict[str, Any] | None) -> tuple[dict[str, Any],
+                                                                                      dict[str, Any]]:
+    """``(file options, dataset options)``: file options come from ``file_options``, the rest are datasets'."""
+    options = dict(file_options or {})
+    unknown = set(options) - FILE_OPTIONS
+    if unknown:
+        raise TypeError(f"unknown h5py.File options {sorted(unknown)}; h5py.File takes {sorted(FILE_OPTIONS)}")
+    misplaced = set(kwargs) & (FILE_OPTIONS - {"track_order"})
+    if misplaced:
+        raise TypeError(f"{sorted(misplaced)} are h5py.File options: pass them as file_options={{...}} "
+                        "(the other keyword arguments go to create_dataset)")
+    return options, kwargs
+
+
+def open_file(filename: str | os.PathLike[str], mode: str, options: dict[str, Any]) -> h5py.File:
+    """``h5py.File(filename, mode, **options)``; a file that cannot be opened raises naming it."""
+    if mode not in ("r", "r+", "w", "w-", "x", "a"):
+        raise ValueError(f"mode must be 'r', 'r+', 'w', 'w-', 'x' or 'a', got {mode!r}")
+    options = {"track_order": True, **options} if mode in ("w", "w-", "x", "a") else options
+    try:
+        return h5py.File(filename, mode, **options)
+    except OSError as err:
+        if mode in ("r", "r+") and os.path.exists(filename):
+            raise OSError(f"cannot open {os.fspath(filename)!r} as an HDF5 file (truncated or corrupt?): "
+                          f"{err}") from err
+        err.add_note(f"while opening the HDF5 file {os.fspath(filename)!r} with mode {mode!r}")
+        raise
+
+
+@contextlib.contextmanager
+def h5_errors(shared: Shared, name: str) -> Iterator[None]:
+    """Add a note naming the file and the dataset to an error from h5py."""
+    try:
+        yield
+    except (OSError, ValueError, TypeError, KeyError, RuntimeError) as err:
+        if type(err).__module__.startswith("h5py") or not getattr(err, "_tb_noted", False):
+            err.add_note(f"(HDF5 file {shared.filename!r}, object {name!r})")
+            err._tb_noted = True  # type: ignore[attr-defined]
+        raise
+
+
+@contextlib.contextmanager
+def atomic_target(filename: str | os.PathLike[str]) -> Iterator[str]:
+    """A temporary sibling of ``filename`` to write; renamed onto ``filename`` when the block succeeds.
+
+    A process killed while writing leaves the previous file intact (and a ``.tmp`` sibling behind).
+    """
+    target = os.path.abspath(os.fspath(filename))
+    folder = os.path.dirname(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    try:
+        yield tmp
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    os.replace(tmp, target)

@@ -1,0 +1,188 @@
+"""The HDF5 layout: keys, dtypes, non-tensor values and the attributes this package adds.
+
+Files are plain HDF5, laid out as tensordict 0.15.3 lays them out: a group per nested TensorDict, a dataset
+per leaf, a string as a string dataset marked with ``__tensordict_str__``, other non-tensor values as opaque
+datasets, a stack of non-tensor values as one array marked with its shape (``__tensordict_stack__``).
+What tensordict does not keep goes in attributes other readers ignore: a group's batch size and dim names
+(``tensorbatch_batch_size``, ``tensorbatch_names``), and the dtype of a leaf whose dtype HDF5 lacks
+(bfloat16 and float8 are stored as their bits, int16/uint8, with ``tensorbatch_dtype``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import h5py
+import numpy as np
+import torch
+
+BATCH_ATTR = "tensorbatch_batch_size"
+NAMES_ATTR = "tensorbatch_names"
+DTYPE_ATTR = "tensorbatch_dtype"
+STR_ATTR = "__tensordict_str__"  # tensordict's mark of the strings it wrote
+STACK_ATTR = "__tensordict_stack__"  # tensordict's mark of a NonTensorStack's array, with its shape
+
+_NUMPY_OF: dict[torch.dtype, Any] = {
+    torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16,
+    torch.int64: np.int64, torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8,
+    torch.uint8: np.uint8, torch.bool: np.bool_, torch.complex64: np.complex64,
+    torch.complex128: np.complex128, torch.uint16: np.uint16, torch.uint32: np.uint32,
+    torch.uint64: np.uint64,
+}
+TORCH_OF: dict[Any, torch.dtype] = {np.dtype(v): k for k, v in _NUMPY_OF.items()}
+# dtypes HDF5 has no type for: stored as their bits, the dtype named in an attribute
+_BITS: dict[torch.dtype, torch.dtype] = {torch.bfloat16: torch.int16}
+for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
+    if hasattr(torch, _name):
+        _BITS[getattr(torch, _name)] = torch.uint8
+_BY_NAME: dict[str, torch.dtype] = {str(d).removeprefix("torch."): d for d in _BITS}
+BITS_DTYPES = frozenset({np.dtype(np.int16), np.dtype(np.uint8)})  # only these may carry DTYPE_ATTR
+
+BAD_KEYS = ("", ".", "..")
+
+
+def check_key(key: str) -> None:
+    """Refuse a key HDF5 would read as a path (``"a/b"``, ``""``, ``"."``, ``".."``)."""
+    if type(key) is not str:
+        raise TypeError(f"PersistentTensorDict keys are strings, got {type(key).__name__} {key!r}")
+    if "/" in key or key in BAD_KEYS:
+        raise ValueError(f"invalid key {key!r} for an HDF5 file: a key cannot be '', '.', '..' or hold '/' "
+                         "(HDF5 reads it as a path)")
+
+
+def stored_dtype(dtype: torch.dtype) -> tuple[Any, str | None]:
+    """``(numpy dtype written, name for DTYPE_ATTR or None)`` for a torch dtype."""
+    bits = _BITS.get(dtype)
+    if bits is not None:
+        return _NUMPY_OF[bits], str(dtype).removeprefix("torch.")
+    numpy_dtype = _NUMPY_OF.get(dtype)
+    if numpy_dtype is None:
+        raise TypeError(f"HDF5 cannot store dtype {dtype}")
+    return numpy_dtype, None
+
+
+def to_numpy(value: torch.Tensor, dtype: torch.dtype) -> np.ndarray:
+    """``value`` as the numpy array written into a dataset of torch dtype ``dtype`` (cast as torch casts)."""
+    if value.dtype != dtype:
+        value = value.to(dtype)
+    bits = _BITS.get(dtype)
+    if bits is not None:
+        value = value.view(bits)
+    return value.detach().cpu().numpy()  # type: ignore[no-any-return]
+
+
+def leaf_dtype(ds: h5py.Dataset) -> torch.dtype | None:
+    """The torch dtype of a tensor dataset (None: the dataset holds non-tensor data)."""
+    dt = ds.dtype
+    found = TORCH_OF.get(dt)
+    if found is None:
+        return None
+    if dt in BITS_DTYPES:  # only datasets of these dtypes can hold bits of another dtype: one attr read
+        name = ds.attrs.get(DTYPE_ATTR)
+        if name is not None:
+            return _BY_NAME[name if isinstance(name, str) else name.decode()]
+    return found
+
+
+def from_numpy(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """A tensor over a numpy array read from a dataset of torch dtype ``dtype``."""
+    out = torch.from_numpy(np.ascontiguousarray(array))
+    return out.view(dtype) if dtype in _BITS else out
+
+
+def is_non_tensor(ds: h5py.Dataset) -> bool:
+    """True for a dataset holding non-tensor data (strings, opaque or other non-numeric dtypes)."""
+    return ds.dtype not in TORCH_OF
+
+
+def stack_shape(ds: h5py.Dataset) -> torch.Size | None:
+    """The shape of the NonTensorStack a non-tensor dataset holds, or None."""
+    shape = ds.attrs.get(STACK_ATTR)
+    return None if shape is None else torch.Size(int(n) for n in shape)
+
+
+def read_non_tensor(ds: h5py.Dataset, batch_size: torch.Size, as_stack: bool) -> Any:
+    """The non-tensor leaf a dataset holds (a NonTensorData, or a NonTensorStack of its elements)."""
+    from .._nontensor import NonTensorData, NonTensorStack
+
+    shape = stack_shape(ds)
+    if shape is None and as_stack and batch_size and ds.shape[: len(batch_size)] == tuple(batch_size) \
+            and not h5py.check_opaque_dtype(ds.dtype):
+        shape = batch_size  # a foreign column with one element per row
+    if shape is not None:
+        values = _decode(ds, ds[()])
+        if not len(shape):
+            return NonTensorData(values, batch_size)
+        return NonTensorStack.from_list(values, depth=len(shape))
+    return NonTensorData(_decode(ds, ds[()]), batch_size)
+
+
+def _decode(ds: h5py.Dataset, value: Any) -> Any:
+    info = h5py.check_string_dtype(ds.dtype)
+    if info is not None:  # strings: str for those tensordict marked (or stacked), bytes as written otherwise
+        if isinstance(value, np.ndarray):
+            return ds.asstr()[()].tolist() if info.length is None or STACK_ATTR in ds.attrs else value.tolist()
+        if isinstance(value, bytes) and ds.attrs.get(STR_ATTR, False):
+            return value.decode(info.encoding)
+        return value
+    if isinstance(value, np.ndarray):
+        if h5py.check_opaque_dtype(ds.dtype):
+            value = value.astype(value.dtype.newbyteorder("="), copy=False).view(np.dtype(value.dtype.str))
+        return value.tolist()
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def write_non_tensor(group: h5py.Group, key: str, value: Any, kwargs: dict[str, Any]) -> None:
+    """Write a non-tensor leaf (NonTensorData or NonTensorStack) as tensordict writes it."""
+    from .._nontensor import NonTensorStack
+
+    if isinstance(value, NonTensorStack):
+        shape = value.batch_size
+        values = value.tolist()
+        flat = np.array(values, dtype=object).ravel().tolist() if shape else [values]
+        if all(type(v) is str for v in flat):
+            array = np.array(values, dtype=h5py.string_dtype())
+        elif any(all(type(v) is t for v in flat) for t in (bytes, bool, int, float)):
+            array = _opaque(values)
+        else:
+            raise TypeError(f"cannot write the NonTensorStack {key!r} to HDF5: its elements must be all str, "
+                            "bytes, bool, int or float, of one type")
+        group.create_dataset(key, data=array, **kwargs).attrs[STACK_ATTR] = list(shape)
+        return
+    data = value.data if hasattr(value, "data") else value
+    if isinstance(data, str):
+        group.create_dataset(key, data=data).attrs[STR_ATTR] = True
+        return
+    try:
+        group.create_dataset(key, data=_opaque(data))
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"cannot write the non-tensor value {key!r} of type {type(data).__name__} to HDF5: "
+                        "only str, bytes, numbers and arrays of them can be stored") from err
+
+
+def _opaque(value: Any) -> np.ndarray:
+    out = np.array(value)
+    if out.dtype == object:
+        raise TypeError(f"not an array of one plain type: {value!r:.60}")
+    return out.astype(h5py.opaque_dtype(out.dtype))
+
+
+def write_batch_attrs(group: h5py.Group, batch_size: torch.Size, names: Any = None) -> None:
+    """Record a node's batch size (and dim names) in its group's attributes."""
+    group.attrs[BATCH_ATTR] = np.asarray(list(batch_size), dtype=np.int64)
+    if names is not None and any(n is not None for n in names):
+        group.attrs[NAMES_ATTR] = ["" if n is None else n for n in names]
+    elif NAMES_ATTR in group.attrs:
+        del group.attrs[NAMES_ATTR]
+
+
+def read_batch_attrs(group: h5py.Group) -> tuple[torch.Size | None, tuple[Any, ...] | None]:
+    """``(batch size, names)`` recorded on a group, each None when absent."""
+    attrs = group.attrs
+    size = attrs.get(BATCH_ATTR)
+    if size is None:
+        return None, None
+    names = attrs.get(NAMES_ATTR)
+    if names is not None:
+        names = tuple((n.decode() if isinstance(n, bytes) else str(n)) or None for n in names)
+    return torch.Size(int(n) for n in size), names

@@ -1,0 +1,405 @@
+"""PersistentTensorDict: a TensorDict whose leaves are datasets of an HDF5 file (h5py), read on access."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import h5py
+import numpy as np
+import torch
+
+from .._base.coerce import as_device, checked_names
+from .._errors import batch_mismatch, missing_key
+from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta
+from .._ops.rows import RowPlan, check_fits
+from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
+from ..base import TensorDictBase
+from . import _format as fmt
+from ._file import Shared, h5_errors, open_file, split_options
+from ._rows import read_rows, write_rows
+
+_Dataset = h5py.Dataset
+_Size = torch.Size
+
+
+class PersistentTensorDict(TensorDictBase):
+    """A TensorDict stored in an HDF5 file: groups are nested TensorDicts, datasets are leaves.
+
+    Reading a key reads that dataset (a new tensor, cast to ``device``); reading a nested key gives a view of
+    the group. Writes go to the file. Indexing reads only the rows asked for (see ``_rows.py``).
+
+    Keyword Args:
+        batch_size: the leading dims shared by every leaf (default ``[]``).
+        filename: the path of the HDF5 file. Exclusive with ``group``.
+        group: an open ``h5py.File`` or ``h5py.Group`` holding the data. Exclusive with ``filename``.
+        mode: how the file is opened, as ``h5py.File``: ``"r"`` (default), ``"r+"``, ``"a"``, ``"w"``,
+            ``"w-"``/``"x"``.
+        backend: ``"h5"`` (the only one).
+        device: the device leaves are cast to when read (default: None, the CPU).
+        file_options: a dict of ``h5py.File`` options (``locking``, ``swmr``, ``libver``, ``rdcc_nbytes``,
+            ...), kept apart from the dataset options below.
+        non_tensor_as_stack: read a non-tensor dataset with one element per row (a string column written by
+            another tool) as a NonTensorStack of its rows.
+        **kwargs: dataset options passed to ``h5py.Group.create_dataset`` when a leaf is written
+            (``compression="gzip"``, ``chunks=True``, ``fletcher32=True`` for a checksum, ...).
+
+    Examples:
+        >>> import os, tempfile, torch
+        >>> from tensorbatch.persistent import PersistentTensorDict
+        >>> folder = tempfile.mkdtemp()
+        >>> with PersistentTensorDict(filename=os.path.join(folder, "x.h5"), batch_size=[3], mode="w") as data:
+        ...     data["a", "b"] = torch.zeros(3, 4)
+        ...     data["a", "b"] += 1
+        ...     print(data["a", "b"][0])
+        tensor([1., 1., 1., 1.])
+    """
+
+    __slots__ = ("_group", "_shared")
+    _leaves_in_memory = False
+
+    def __init__(self, *, batch_size: Any = None, filename: str | os.PathLike[str] | None = None,
+                 group: h5py.Group | None = None, mode: str = "r", backend: str = "h5", device: Any = None,
+                 file_options: dict[str, Any] | None = None, non_tensor_as_stack: bool = False,
+                 **kwargs: Any) -> None:
+        if backend != "h5":
+            raise NotImplementedError(f"unknown backend {backend!r}: PersistentTensorDict supports 'h5'")
+        options, dataset_kwargs = split_options(kwargs, file_options)
+        if (filename is None) == (group is None):
+            raise RuntimeError(f"pass either group or filename, not both: got group={group!r} and "
+                               f"filename={filename!r}")
+        root = open_file(filename, mode, options) if group is None else group
+        self._shared = Shared(root.file, root.file.mode, as_device(device), dataset_kwargs, options,
+                              non_tensor_as_stack)
+        self._group = root
+        size = _Size(() if batch_size is None else batch_size)
+        if batch_size is None:
+            recorded, names = fmt.read_batch_attrs(root)
+            self._shared.batch[root.name] = _Size(()) if recorded is None else recorded
+            if names is not None:
+                self._shared.names[root.name] = names
+        else:
+            self._shared.batch[root.name] = _Size(())
+            self._change_batch_size(size)
+
+    @classmethod
+    def _node(cls, shared: Shared, group: h5py.Group) -> PersistentTensorDict:
+        out = object.__new__(cls)
+        out._shared, out._group = shared, group
+        return out
+
+    # ------------------------------------------------------------------ file
+    @property
+    def file(self) -> h5py.File:
+        """The open ``h5py.File``."""
+        return self._shared.file
+
+    @property
+    def filename(self) -> str:
+        """The path of the HDF5 file."""
+        return self._shared.filename
+
+    @property
+    def mode(self) -> str:
+        """The mode the file is open with (``"r"`` or ``"r+"``: h5py reports these two)."""
+        return self._shared.file.mode if self._shared.file else self._shared.mode
+
+    def close(self) -> None:
+        """Close the file (every view of it too). Reads and writes raise afterwards."""
+        self._shared.close()
+
+    def flush(self) -> None:
+        """Write the file's buffers to disk."""
+        if self._shared.file:
+            self._shared.file.flush()
+
+    def __enter__(self) -> PersistentTensorDict:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ primitives
+    @property
+    def batch_size(self) -> torch.Size:
+        found = self._shared.batch.get(self._group.name)
+        return found if found is not None else self._lookup_batch()
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        TensorDictBase.batch_size.fset(self, value)  # type: ignore[attr-defined]  # the base setter
+
+    def _lookup_batch(self) -> torch.Size:
+        """A nested node's batch size: recorded in its attributes, else its parent's."""
+        recorded, names = fmt.read_batch_attrs(self._group)
+        if recorded is None:
+            recorded = PersistentTensorDict._node(self._shared, self._group.parent).batch_size
+        elif names is not None:
+            self._shared.names[self._group.name] = names
+        self._shared.batch[self._group.name] = recorded
+        return recorded
+
+    def _change_batch_size(self, new_size: torch.Size) -> None:
+        self._check_batch(new_size)
+        self._apply_batch(new_size)
+
+    def _check_batch(self, new_size: torch.Size) -> None:
+        n = len(new_size)
+        for key in self._keys_str():
+            shape, _, kind = self._leaf_meta(key)
+            if kind == NON_TENSOR:
+                continue  # a non-tensor value follows the batch size
+            if tuple(shape[:n]) == tuple(new_size):
+                continue
+            if kind == NODE and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
+                self._get_str(key)._check_batch(new_size)
+                continue
+            raise batch_mismatch(new_size, (*self._path(), key), shape)
+
+    def _apply_batch(self, new_size: torch.Size) -> None:
+        for key in self._keys_str():
+            obj = self._group.get(key)
+            if type(obj) is not _Dataset:
+                child = PersistentTensorDict._node(self._shared, obj)
+                if len(child.batch_size) < len(new_size):
+                    child._apply_batch(new_size)
+        name = self._group.name
+        names = self._shared.names.get(name)
+        if names is not None and len(names) != len(new_size):
+            names = self._shared.names.pop(name)
+            names = None
+        self._shared.batch[name] = new_size
+        if self._shared.writable:
+            with h5_errors(self._shared, name):
+                fmt.write_batch_attrs(self._group, new_size, names)
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._shared.device
+
+    def _path(self) -> tuple[str, ...]:
+        return tuple(p for p in self._group.name.split("/") if p)
+
+    def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
+        obj = self._group.get(key) if type(key) is str and "/" not in key and key not in fmt.BAD_KEYS else None
+        if obj is None:
+            if default is NO_DEFAULT:
+                raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
+            return default
+        if type(obj) is _Dataset:
+            dtype = fmt.leaf_dtype(obj)
+            if dtype is None:
+                return self._non_tensor(obj)
+            with h5_errors(self._shared, obj.name):
+                out = fmt.from_numpy(np.asarray(obj[()]), dtype)
+            device = self._shared.device
+            return out if device is None or device.type == "cpu" else out.to(device)
+        return PersistentTensorDict._node(self._shared, obj)
+
+    def _non_tensor(self, ds: h5py.Dataset) -> Any:
+        with h5_errors(self._shared, ds.name):
+            value = fmt.read_non_tensor(ds, self.batch_size, self._shared.non_tensor_as_stack)
+        if type(value).__name__ == "NonTensorData" and value.batch_size != self.batch_size:
+            value = value._follow(self.batch_size)
+        return value
+
+    def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
+        fmt.check_key(key)
+        if not validated:
+            value = self._validate(value, (key,))
+        shared, group = self._shared, self._group
+        name = f"{group.name.rstrip('/')}/{key}"
+        shared.check_writable(name)
+        existing = group.get(key)
+        with h5_errors(shared, name):
+            if isinstance(value, torch.Tensor):
+                self._set_tensor(key, value, existing, inplace)
+            elif type(value) in NON_TENSOR_TYPES or not is_td(value):
+                if existing is not None:
+                    del group[key]
+                fmt.write_non_tensor(group, key, value, {})
+            else:
+                self._set_node(key, value, existing, inplace)
+
+    def _set_tensor(self, key: str, value: torch.Tensor, existing: Any, inplace: bool) -> None:
+        group = self._group
+        if type(existing) is _Dataset and existing.shape == tuple(value.shape):
+            dtype = fmt.leaf_dtype(existing)
+            if dtype is not None and (inplace or dtype == value.dtype):  # written into the dataset
+                existing[...] = fmt.to_numpy(value, dtype)
+                return
+        array = fmt.to_numpy(value, value.dtype)  # converted before the old entry goes
+        if existing is not None:
+            del group[key]
+        _, bits = fmt.stored_dtype(value.dtype)
+        ds = group.create_dataset(key, data=array, **(self._shared.dataset_kwargs if array.ndim else {}))
+        if bits is not None:
+            ds.attrs[fmt.DTYPE_ATTR] = bits
+
+    def _set_node(self, key: str, value: Any, existing: Any, inplace: bool) -> None:
+        group = self._group
+        if inplace and existing is not None and type(existing) is not _Dataset:
+            PersistentTensorDict._node(self._shared, existing).update_(value)
+            return
+        if isinstance(value, PersistentTensorDict) and value._shared.file == self._shared.file:
+            value = value.to_tensordict()  # read before a node written onto itself is dropped
+        entries = list(value._items_str())
+        if existing is not None:
+            del group[key]
+        sub = group.create_group(key, track_order=True)
+        self._forget(sub.name)
+        child = PersistentTensorDict._node(self._shared, sub)
+        self._shared.batch[sub.name] = value.batch_size
+        names = value._maybe_names()
+        if names is not None:
+            self._shared.names[sub.name] = tuple(names)
+        fmt.write_batch_attrs(sub, value.batch_size, names)
+        for sub_key, sub_value in entries:
+            child._set_str(sub_key, sub_value, inplace=False, validated=True)
+
+    def _forget(self, name: str) -> None:
+        """Drop what is remembered of the node ``name`` and below (it was deleted or replaced)."""
+        prefix = name.rstrip("/") + "/"
+        for table in (self._shared.batch, self._shared.names, self._shared.locked):
+            for other in [k for k in table if k == name or k.startswith(prefix)]:
+                del table[other]
+
+    def _del_str(self, key: str) -> None:
+        group = self._group
+        if key not in self._keys_str():
+            raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
+        name = f"{group.name.rstrip('/')}/{key}"
+        self._shared.check_writable(name)
+        with h5_errors(self._shared, name):
+            del group[key]
+        self._forget(name)
+
+    def _keys_str(self) -> Any:
+        return self._group.keys()
+
+    def _has_str(self, key: str) -> bool:
+        return type(key) is str and "/" not in key and key not in fmt.BAD_KEYS and key in self._group
+
+    @property
+    def is_locked(self) -> bool:
+        return self._shared.locked.get(self._group.name, False)
+
+    def _set_lock(self, value: bool) -> None:
+        self._shared.locked[self._group.name] = value
+
+    def _maybe_names(self) -> tuple[Any, ...] | None:
+        self.batch_size  # noqa: B018  # a nested node's names are read with its batch size
+        return self._shared.names.get(self._group.name)
+
+    @property
+    def names(self) -> list[str | None]:
+        """Names of the batch dims (None for unnamed dims), kept in the group's attributes."""
+        names = self._maybe_names()
+        return list(names) if names is not None else [None] * self.batch_dims
+
+    @names.setter
+    def names(self, value: Any) -> None:
+        name = self._group.name
+        if value is None:
+            self._shared.names.pop(name, None)
+            names = None
+        else:
+            names = checked_names(value, self.batch_size)
+            if any(n is not None for n in names):
+                self._shared.names[name] = names
+            else:
+                self._shared.names.pop(name, None)
+                names = None
+        if self._shared.writable:
+            fmt.write_batch_attrs(self._group, self.batch_size, names)
+
+    # ------------------------------------------------------------------ storage hooks
+    def _leaf_meta(self, key: str) -> LeafMeta:
+        obj = self._group.get(key) if "/" not in key and key not in fmt.BAD_KEYS else None
+        if obj is None:
+            raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
+        if type(obj) is _Dataset:
+            dtype = fmt.leaf_dtype(obj)
+            if dtype is not None:
+                return LeafMeta(_Size(obj.shape), dtype, TENSOR)
+            shape = fmt.stack_shape(obj)
+            return LeafMeta(self.batch_size if shape is None else shape, None, NON_TENSOR)
+        return LeafMeta(PersistentTensorDict._node(self._shared, obj).batch_size, None, NODE)
+
+    def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
+        out: dict[str, Any] = {}
+        group, device = self._group, self._shared.device
+        for key in self._keys_str() if keys is None else keys:
+            obj = group.get(key)
+            if obj is None:
+                raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
+            if type(obj) is _Dataset:
+                dtype = fmt.leaf_dtype(obj)
+                if dtype is None:
+                    out[key] = self._non_tensor(obj)[plan.index]
+                    continue
+                with h5_errors(self._shared, obj.name):
+                    leaf = fmt.from_numpy(read_rows(obj, plan), dtype)
+                out[key] = leaf if device is None or device.type == "cpu" else leaf.to(device)
+            else:
+                out[key] = PersistentTensorDict._node(self._shared, obj)._read_rows(plan)
+        return self._dense_cls._new_unsafe(out, plan.target_shape(self.batch_size), device)  # type: ignore[no-any-return]
+
+    def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
+        checked = []
+        for path, value in values.items():  # everything checked before the first write
+            obj = self._group.get("/".join(path)) if all("/" not in p and p not in fmt.BAD_KEYS
+                                                         for p in path) else None
+            dtype = fmt.leaf_dtype(obj) if type(obj) is _Dataset else None
+            if dtype is None:
+                if obj is None:
+                    self._get(path)  # the KeyError naming a missing path
+                raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
+            self._shared.check_writable(obj.name)
+            target = plan.target_shape(obj.shape)
+            if isinstance(value, torch.Tensor):
+                check_fits(path, value.shape, target)
+            else:
+                value = torch.as_tensor(value)
+            checked.append((obj, fmt.to_numpy(value, dtype)))
+        for obj, array in checked:
+            with h5_errors(self._shared, obj.name):
+                write_rows(obj, plan, array)
+
+    def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
+        fmt.check_key(key)
+        name = f"{self._group.name.rstrip('/')}/{key}"
+        self._shared.check_writable(name)
+        numpy_dtype, bits = fmt.stored_dtype(dtype)
+        with h5_errors(self._shared, name):
+            if key in self._group:
+                del self._group[key]
+            kwargs = self._shared.dataset_kwargs if len(shape) else {}
+            ds = self._group.create_dataset(key, shape=tuple(shape), dtype=numpy_dtype, **kwargs)
+            if bits is not None:
+                ds.attrs[fmt.DTYPE_ATTR] = bits
+
+    # ------------------------------------------------------------------ pickling
+    def __reduce__(self) -> Any:
+        """Pickled as the file name: unpickling reopens it ``"r"``, or ``"r+"`` when it was writable (never
+        ``"w"``, which would truncate it)."""
+        shared = self._shared
+        if shared.file:
+            shared.file.flush()
+        mode = "r" if self.mode == "r" else "r+"
+        state = (shared.filename, mode, self._group.name, dict(shared.batch), dict(shared.names),
+                 shared.device, shared.dataset_kwargs, shared.file_options, shared.non_tensor_as_stack,
+                 dict(shared.locked))
+        return (_reopen, state)
+
+
+def _reopen(filename: str, mode: str, name: str, batch: dict[str, torch.Size], names: dict[str, Any],
+            device: Any, dataset_kwargs: dict[str, Any], file_options: dict[str, Any], as_stack: bool,
+            locked: dict[str, bool]) -> PersistentTensorDict:
+    file = open_file(filename, mode, file_options)
+    shared = Shared(file, mode, device, dataset_kwargs, file_options, as_stack)
+    shared.batch.update(batch)
+    shared.names.update(names)
+    shared.locked.update(locked)
+    return PersistentTensorDict._node(shared, file[name])
