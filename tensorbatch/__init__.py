@@ -33,6 +33,7 @@ from .functional import pad_sequence as pad_sequence
 from .functional import stack as stack
 from .functional import unpad_sequence as unpad_sequence
 from .memmap import MemoryMappedTensor as MemoryMappedTensor
+from .persistent import from_h5 as from_h5  # (light: h5py is imported when a file is used)
 from .tensorclass import TensorClass as TensorClass
 from .tensorclass import is_tensorclass as is_tensorclass
 from .tensorclass import tensorclass as tensorclass
@@ -43,12 +44,22 @@ from .utils import is_tensor_collection as is_tensor_collection
 
 fromkeys = TensorDict.fromkeys
 
+
+def __getattr__(name: str) -> object:
+    if name == "PersistentTensorDict":  # imports h5py (the ``h5`` extra) on first use
+        from .persistent import PersistentTensorDict
+
+        return PersistentTensorDict
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __version__ = "0.1.0"
 
 __all__ = [
-    "LazyStackedTensorDict", "MemoryMappedTensor", "NestedKey", "NonTensorData", "NonTensorStack", "TensorClass",
+    "LazyStackedTensorDict", "MemoryMappedTensor", "NestedKey", "NonTensorData", "NonTensorStack",
+    "PersistentTensorDict", "TensorClass",
     "TensorDict", "TensorDictBase", "TypedTensorDict", "assert_allclose_td", "assert_close", "cat", "dense_stack_tds",
-    "from_any", "from_dict", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple", "fromkeys",
+    "from_any", "from_dict", "from_h5", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple", "fromkeys",
     "group_by", "is_non_tensor", "is_tensor_collection", "is_tensorclass", "lazy_stack", "load", "load_memmap",
     "make_tensordict", "maybe_dense_stack", "memmap", "merge_tensordicts", "pad", "pad_sequence", "save", "stack",
     "tensorclass", "unpad_sequence", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",

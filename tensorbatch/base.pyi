@@ -5,6 +5,7 @@ Regenerate with ``python tools/gen_stubs.py`` after changing tensorbatch/base.py
 
 import abc
 import builtins
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -860,6 +861,7 @@ class TensorDictBase(StorageHooks, abc.ABC):
         retain_none: builtins.bool = ...,
         convert_tensors: builtins.bool = ...,
     ) -> dict[str, Any]: ...
+    def to_h5(self, filename: str | os.PathLike[str], **kwargs: Any) -> Any: ...
     def to_namedtuple(self, dest_cls: type | None = ...) -> Any: ...
     def to_padded_tensor(
         self,

@@ -342,7 +342,7 @@ def _param(
 
 _TC_DROPS = frozenset({"str_keys", "new_keys"})
 _STORE_DROPS = frozenset({"stored_leaves", "grad", "pytree"})
-_H5_DROPS = _STORE_DROPS | {"shared_select"}
+_H5_DROPS = _STORE_DROPS | {"shared_select", "fresh_index_nodes"}
 
 FLAVOURS = [
     _param("td", make_td),
@@ -385,8 +385,10 @@ FLAVOURS = [
     # The same store with reads that are copies (as h5py's): in-place ops must write back through the store.
     # It also drops shared_select: select/exclude/detach read copies into a new in-memory TensorDict.
     _param("numpy_copy", make_copying_numpy_store, add={"device"}, drop=_STORE_DROPS | {"shared_select"}),
-    # A PersistentTensorDict (HDF5) drops what the NumpyStore drops, and shared_select: its reads are copies
-    # of the datasets, so select/exclude/detach give in-memory copies (tensordict refuses them).
+    # A PersistentTensorDict (HDF5) drops what the NumpyStore drops; shared_select: its reads are copies of
+    # the datasets, so select/exclude/detach give in-memory copies (tensordict refuses them); and
+    # fresh_index_nodes: td[idx] is a view of the file that reads on access and writes through (as in
+    # tensordict), so a new key set through it goes to the file and its keys cannot be deleted.
     _param("h5", make_h5, add={"h5"}, drop=_H5_DROPS),
     _param("typed_over_h5", over(RefState, make_h5), add={"typed", "h5"}, drop=_H5_DROPS),
     _param("tensorclass_over_h5", over(RefSample, make_h5), add={"tensorclass", "h5"}, drop=_TC_DROPS | _H5_DROPS),

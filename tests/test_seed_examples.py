@@ -66,7 +66,6 @@ def test_tc_in_memory(td):
     assert tc.a.shape == torch.Size([4, 3])
 
 
-@_missing("the HDF5 backend (tensorbatch.PersistentTensorDict)")
 def test_tc_h5(td, tmp_path):
     h5 = tensorbatch.PersistentTensorDict.from_dict(td, filename=str(tmp_path / "data.h5"))
     assert MyTC.from_tensordict(h5).a.shape == torch.Size([4, 3])
@@ -113,7 +112,6 @@ def test_ttd_zero_copy():
     assert (td["x"] == 1).all()
 
 
-@_missing("the HDF5 backend (tensorbatch.PersistentTensorDict)")
 def test_ttd_h5(tmp_path):
     persistent = tensorbatch.PersistentTensorDict
     td = TensorDict(x=torch.randn(4, 3), y=torch.randn(4, 5), batch_size=[4])
@@ -228,7 +226,6 @@ def test_ifeval_signature_and_members():
     assert [type(s) for s in scores.unbind(0)] == [IFEvalScoreData] * 3
 
 
-@_missing("TensorDict.from_h5 (the HDF5 backend)")
 def test_ifeval_from_h5(tmp_path):
     path = tmp_path / "file.h5"
     with h5py.File(path, "w") as f:

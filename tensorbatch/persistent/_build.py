@@ -11,6 +11,7 @@ import torch
 from .._ops.meta import NODE, NON_TENSOR
 from .._ops.traverse import is_td
 from ._file import atomic_target, open_file, split_options
+from ._format import write_batch_attrs
 from ._node import PersistentTensorDict
 
 
@@ -33,7 +34,7 @@ def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: An
         torch.Size([3]) tensor([1., 1., 1.])
     """
     if batch_size is not None and auto_batch_size:
-        raise ValueError("pass batch_size or auto_batch_size=True, not both")
+        raise TypeError("pass batch_size or auto_batch_size=True, not both")
     out = PersistentTensorDict(filename=filename, mode=mode, batch_size=batch_size, file_options=file_options,
                                non_tensor_as_stack=non_tensor_as_stack, **kwargs)
     if batch_size is None:
@@ -66,8 +67,6 @@ def _auto_batch(td: PersistentTensorDict, batch_dims: int | None) -> None:
     size = torch.Size(common)
     td._shared.batch[td._group.name] = size
     if td._shared.writable:
-        from ._format import write_batch_attrs
-
         write_batch_attrs(td._group, size, None)
 
 
@@ -99,7 +98,7 @@ def from_dict(input_dict: Any, filename: str | os.PathLike[str], batch_size: Any
             source.batch_size = batch_size
     else:
         source = TensorDict(input_dict, batch_size=batch_size if batch_size is not None else [])
-        if batch_size is None and (auto_batch_size or batch_dims is not None or True):
+        if batch_size is None:  # as tensordict: the largest batch size the entries share
             source.auto_batch_size_(batch_dims=batch_dims)
     filename = os.fspath(filename)
     with atomic_target(filename) as tmp:
@@ -109,6 +108,7 @@ def from_dict(input_dict: Any, filename: str | os.PathLike[str], batch_size: Any
             names = source._maybe_names()
             if names is not None:
                 out.names = list(names)
+            write_batch_attrs(file, source.batch_size, names)
             for key, value in source._items_str():
                 out._set_str(key, value, inplace=False, validated=True)
         finally:
@@ -129,16 +129,13 @@ def _load_recorded(out: PersistentTensorDict) -> None:
         out._shared.names[out._group.name] = names
 
 
-def to_h5(self: Any, filename: str | os.PathLike[str], **kwargs: Any) -> PersistentTensorDict:
-    """Write this TensorDict to a new HDF5 file (atomically: a temporary sibling renamed into place) and
-    return it open as a :class:`PersistentTensorDict`. ``kwargs`` as :func:`from_dict`."""
-    return from_dict(self, filename, **kwargs)
-
-
 def clone(self: PersistentTensorDict, recurse: bool = True, *, filename: str | os.PathLike[str] | None = None,
           **kwargs: Any) -> Any:
-    """A copy: ``recurse=True`` copies the data to a new file (``filename``, else a temporary file removed on
-    ``close()``); ``recurse=False`` gives a new PersistentTensorDict over the same open file (no reopening)."""
+    """A copy of a PersistentTensorDict.
+
+    ``recurse=True`` copies the data to a new file (``filename``, else a temporary file removed on
+    ``close()``); ``recurse=False`` gives a new PersistentTensorDict over the same open file (no reopening).
+    """
     if not recurse:
         shared = self._shared
         from ._file import Shared
@@ -149,10 +146,23 @@ def clone(self: PersistentTensorDict, recurse: bool = True, *, filename: str | o
         copy.names.update(shared.names)
         return PersistentTensorDict._node(copy, self._group)
     owned = filename is None
-    if owned:
+    if filename is None:
         fd, filename = tempfile.mkstemp(suffix=".h5", prefix="tensorbatch-clone-")
         os.close(fd)
     out = from_dict(self, filename, device=self.device, file_options=self._shared.file_options,
                     **{**self._shared.dataset_kwargs, **kwargs})
     out._shared.owned = owned
     return out
+
+
+def replace(self: PersistentTensorDict, *args: Any, **kwargs: Any) -> Any:
+    """An in-memory copy with some entries replaced (the file is left unchanged); ``self`` if none are given.
+
+    A shallow copy of a PersistentTensorDict shares its file, so the generic ``copy().update(...)`` would
+    write the file: the entries are read into memory first.
+    """
+    from .._base.values import replace as generic
+
+    if len(args) > 1 or (not kwargs and (not args or not hasattr(args[0], "__len__") or not len(args[0]))):
+        return generic(self, *args)  # self, or the generic error
+    return generic(self.to_tensordict(), *args, **kwargs)

@@ -99,9 +99,9 @@ def h5_errors(shared: Shared, name: str) -> Iterator[None]:
     try:
         yield
     except (OSError, ValueError, TypeError, KeyError, RuntimeError) as err:
-        if type(err).__module__.startswith("h5py") or not getattr(err, "_tb_noted", False):
-            err.add_note(f"(HDF5 file {shared.filename!r}, object {name!r})")
-            err._tb_noted = True  # type: ignore[attr-defined]
+        note = f"(HDF5 file {shared.filename!r}, object {name!r})"
+        if note not in getattr(err, "__notes__", ()):
+            err.add_note(note)
         raise
 
 

@@ -68,7 +68,7 @@ def to_numpy(value: torch.Tensor, dtype: torch.dtype) -> np.ndarray:
     bits = _BITS.get(dtype)
     if bits is not None:
         value = value.view(bits)
-    return value.detach().cpu().numpy()  # type: ignore[no-any-return]
+    return value.detach().cpu().numpy()
 
 
 def leaf_dtype(ds: h5py.Dataset) -> torch.dtype | None:

@@ -69,7 +69,7 @@ class PersistentTensorDict(TensorDictBase):
         if (filename is None) == (group is None):
             raise RuntimeError(f"pass either group or filename, not both: got group={group!r} and "
                                f"filename={filename!r}")
-        root = open_file(filename, mode, options) if group is None else group
+        root: Any = open_file(filename, mode, options) if filename is not None else group
         self._shared = Shared(root.file, root.file.mode, as_device(device), dataset_kwargs, options,
                               non_tensor_as_stack)
         self._group = root
@@ -79,9 +79,10 @@ class PersistentTensorDict(TensorDictBase):
             self._shared.batch[root.name] = _Size(()) if recorded is None else recorded
             if names is not None:
                 self._shared.names[root.name] = names
-        else:
+        else:  # checked against the datasets; the batch size recorded in the file is left as it is
             self._shared.batch[root.name] = _Size(())
-            self._change_batch_size(size)
+            self._check_batch(size)
+            self._apply_batch(size, record=False)
 
     @classmethod
     def _node(cls, shared: Shared, group: h5py.Group) -> PersistentTensorDict:
@@ -157,20 +158,20 @@ class PersistentTensorDict(TensorDictBase):
                 continue
             raise batch_mismatch(new_size, (*self._path(), key), shape)
 
-    def _apply_batch(self, new_size: torch.Size) -> None:
+    def _apply_batch(self, new_size: torch.Size, record: bool = True) -> None:
         for key in self._keys_str():
             obj = self._group.get(key)
             if type(obj) is not _Dataset:
                 child = PersistentTensorDict._node(self._shared, obj)
                 if len(child.batch_size) < len(new_size):
-                    child._apply_batch(new_size)
+                    child._apply_batch(new_size, record)
         name = self._group.name
         names = self._shared.names.get(name)
         if names is not None and len(names) != len(new_size):
             names = self._shared.names.pop(name)
             names = None
         self._shared.batch[name] = new_size
-        if self._shared.writable:
+        if record and self._shared.writable:
             with h5_errors(self._shared, name):
                 fmt.write_batch_attrs(self._group, new_size, names)
 
@@ -224,13 +225,15 @@ class PersistentTensorDict(TensorDictBase):
 
     def _set_tensor(self, key: str, value: torch.Tensor, existing: Any, inplace: bool) -> None:
         group = self._group
-        if type(existing) is _Dataset and existing.shape == tuple(value.shape):
+        if inplace and type(existing) is _Dataset:
             dtype = fmt.leaf_dtype(existing)
-            if dtype is not None and (inplace or dtype == value.dtype):  # written into the dataset
+            if dtype is not None:  # copied into the dataset (broadcast and cast as copy_ does)
+                if tuple(value.shape) != existing.shape:
+                    value = value.expand(existing.shape)
                 existing[...] = fmt.to_numpy(value, dtype)
                 return
         array = fmt.to_numpy(value, value.dtype)  # converted before the old entry goes
-        if existing is not None:
+        if existing is not None:  # set replaces the leaf (a new dataset, as a new tensor in memory)
             del group[key]
         _, bits = fmt.stored_dtype(value.dtype)
         ds = group.create_dataset(key, data=array, **(self._shared.dataset_kwargs if array.ndim else {}))
@@ -349,7 +352,7 @@ class PersistentTensorDict(TensorDictBase):
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
         checked = []
         for path, value in values.items():  # everything checked before the first write
-            obj = self._group.get("/".join(path)) if all("/" not in p and p not in fmt.BAD_KEYS
+            obj: Any = self._group.get("/".join(path)) if all("/" not in p and p not in fmt.BAD_KEYS
                                                          for p in path) else None
             dtype = fmt.leaf_dtype(obj) if type(obj) is _Dataset else None
             if dtype is None:
@@ -380,10 +383,51 @@ class PersistentTensorDict(TensorDictBase):
             if bits is not None:
                 ds.attrs[fmt.DTYPE_ATTR] = bits
 
+    def _read_index(self, index: Any, materialize: bool = False) -> Any:
+        """``self[index]``: a lazy view that reads on access and writes through (``materialize``: read it)."""
+        if materialize:
+            return TensorDictBase._read_index(self, index)
+        from ._view import IndexedView
+
+        return IndexedView(self, index)
+
+    # ------------------------------------------------------------------ building (``_build.py``)
+    @classmethod
+    def from_h5(cls, filename: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> PersistentTensorDict:
+        """Open an HDF5 file (see :func:`tensorbatch.persistent.from_h5`)."""
+        from ._build import from_h5
+
+        return from_h5(filename, mode, **kwargs)
+
+    @classmethod
+    def from_dict(cls, input_dict: Any, filename: Any = None, batch_size: Any = None,  # type: ignore[override]
+                  device: Any = None, **kwargs: Any) -> PersistentTensorDict:
+        """Write a dict or TensorDict to a new HDF5 file, open it (see :func:`tensorbatch.persistent.from_dict`)."""
+        from ._build import from_dict
+
+        return from_dict(input_dict, filename, batch_size, device, **kwargs)
+
+    def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
+        """A copy: a new file, or (``recurse=False``) a new PersistentTensorDict over the same open file.
+
+        ``recurse=True`` copies the data to ``filename=...``, else to a temporary file removed on ``close()``.
+        """
+        from ._build import clone
+
+        return clone(self, recurse, **kwargs)
+
+    def replace(self, *args: Any, **kwargs: Any) -> Any:
+        """An in-memory copy with some entries replaced; the file is left unchanged (``self`` if none)."""
+        from ._build import replace
+
+        return replace(self, *args, **kwargs)
+
     # ------------------------------------------------------------------ pickling
     def __reduce__(self) -> Any:
-        """Pickled as the file name: unpickling reopens it ``"r"``, or ``"r+"`` when it was writable (never
-        ``"w"``, which would truncate it)."""
+        """Pickled as the file name and node path: unpickling reopens the file.
+
+        It reopens ``"r"``, or ``"r+"`` when it was writable; never ``"w"``, which would truncate it.
+        """
         shared = self._shared
         if shared.file:
             shared.file.flush()

@@ -14,6 +14,7 @@ unique rows are written in one selection.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -73,7 +74,7 @@ def _pieces(ds: h5py.Dataset, rows: np.ndarray) -> Iterator[tuple[int, int, np.n
         ids = rows // step
         starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
         bounds = np.r_[starts, n]
-        for i0, i1 in zip(bounds[:-1], bounds[1:], strict=True):
+        for i0, i1 in itertools.pairwise(bounds):
             c0 = int(ids[i0]) * step
             block = ds[c0:min(c0 + step, ds.shape[0])]
             yield int(i0), int(i1), block[rows[i0:i1] - c0]

@@ -1,0 +1,147 @@
+"""An indexed view of a storage backend: ``ptd[idx]`` reads its rows on access and writes through.
+
+The view keeps its source node and the batch index. Reading a key reads those rows of that leaf
+(``get_at``); writing a key writes those rows (``_write_at``); a nested key gives a view of the nested node
+at the same index. Nothing is read when the view is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+
+from .._ops.index import index_leaves, normalize
+from .._ops.meta import NODE, NON_TENSOR, LeafMeta
+from .._ops.rows import RowPlan, check_fits
+from .._ops.traverse import NO_DEFAULT, is_node
+from ..base import TensorDictBase
+
+_Size = torch.Size
+
+
+class IndexedView(TensorDictBase):
+    """``source[index]`` without reading: a TensorDict whose leaves are the indexed rows of ``source``'s.
+
+    Args:
+        source: a storage node (``_leaves_in_memory`` False), or another view.
+        index: a batch index of ``source``.
+    """
+
+    __slots__ = ("_bs", "_index", "_locked", "_source")
+    _leaves_in_memory = False
+
+    def __init__(self, source: TensorDictBase, index: Any) -> None:
+        idx, size, _ = normalize(source, index, with_names=False)
+        if size is None:  # masks and index tensors: the shape from an empty stand-in
+            size = torch.zeros((), dtype=torch.bool).expand(source.batch_size)[idx].shape
+        self._source, self._index, self._bs, self._locked = source, idx, _Size(size), False
+
+    @classmethod
+    def _at(cls, source: TensorDictBase, index: tuple[Any, ...], size: torch.Size) -> IndexedView:
+        out = object.__new__(cls)
+        out._source, out._index, out._bs, out._locked = source, index, size, False
+        return out
+
+    @property
+    def source(self) -> TensorDictBase:
+        """The node this view indexes."""
+        return self._source
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._bs
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        TensorDictBase.batch_size.fset(self, value)  # type: ignore[attr-defined]  # the base setter
+
+    def _change_batch_size(self, new_size: torch.Size) -> None:
+        if new_size != self._bs:
+            raise RuntimeError("cannot change the batch size of an indexed view of a PersistentTensorDict "
+                               "(call to_tensordict() first)")
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._source.device
+
+    def _sub_size(self, shape: Any) -> torch.Size:
+        return _Size((*self._bs, *shape[self._source.batch_dims:]))
+
+    def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
+        if not self._source._has_str(key):
+            return self._source._get_str(key, default)  # the KeyError naming the key, or the default
+        meta = self._source._leaf_meta(key)
+        if meta.kind == NODE:
+            return IndexedView._at(self._source._get_str(key), self._index, self._sub_size(meta.shape))
+        if meta.kind == NON_TENSOR:
+            return self._source._get_str(key)[self._index]
+        return self._source.get_at(key, self._index)
+
+    def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
+        self._write({key: value})
+
+    def _write(self, entries: dict[str, Any]) -> None:
+        from .._base.storage import _value_leaves
+
+        self._source._write_at(self._index, dict(_value_leaves(entries, ())), strict=False, source=entries)
+
+    def _del_str(self, key: str) -> None:
+        raise RuntimeError(f"cannot delete {key!r} from an indexed view (it would delete it from the file)")
+
+    def _keys_str(self) -> Any:
+        return self._source._keys_str()
+
+    def _has_str(self, key: str) -> bool:
+        return self._source._has_str(key)
+
+    @property
+    def is_locked(self) -> bool:
+        return self._locked
+
+    def _set_lock(self, value: bool) -> None:
+        self._locked = value
+
+    # ------------------------------------------------------------------ storage hooks
+    def _leaf_meta(self, key: str) -> LeafMeta:
+        meta = self._source._leaf_meta(key)
+        return LeafMeta(self._sub_size(meta.shape), meta.dtype, meta.kind)
+
+    def _materialize(self) -> TensorDictBase:
+        source: Any = self._source
+        out: TensorDictBase = source._read_index(self._index if len(self._index) != 1 else self._index[0], True)
+        return out
+
+    def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
+        data = self._materialize()
+        if keys is not None:
+            data = data.select(*keys)
+        return index_leaves(data, plan.index)  # type: ignore[no-any-return]
+
+    def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
+        data = self._materialize()
+        for path, value in values.items():  # everything checked before the first write
+            leaf = data._get(path)
+            if not isinstance(leaf, torch.Tensor):
+                raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
+            if isinstance(value, torch.Tensor):
+                check_fits(path, value.shape, plan.target_shape(leaf.shape))
+        for path, value in values.items():
+            data._get(path)[plan.index] = value
+        self._source._write_at(self._index, {path: data._get(path) for path in values}, strict=True)
+
+    def _read_index(self, index: Any, materialize: bool = False) -> Any:
+        if materialize:
+            return TensorDictBase._read_index(self, index)
+        return IndexedView(self, index)
+
+    def __reduce__(self) -> Any:
+        return (IndexedView._at, (self._source, self._index, self._bs))
+
+    def _check_batch(self, new_size: torch.Size) -> None:  # (nested views of nested nodes)
+        self._change_batch_size(new_size)
+
+
+def is_view_node(value: Any) -> bool:
+    return is_node(value) and type(value) is IndexedView

@@ -1,0 +1,269 @@
+"""Unit tests of the HDF5 backend's own code (tensorbatch/persistent): the row reader's strategies, writes,
+the file layout, safety (keys, read-only files, corrupt files, checksums, atomic writes), pickling, views.
+
+The generic behaviour is checked by the conformance suite (flavours h5, typed_over_h5, tensorclass_over_h5);
+interop with tensordict and multi-process use by the other test_h5_* files.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from tensorbatch import TensorDict, from_h5
+from tensorbatch._ops.rows import plan_rows
+from tensorbatch.persistent import PersistentTensorDict, ReadOnlyError, _rows
+
+T = torch.tensor
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "data.h5")
+
+
+def _dataset(path, data, **kwargs):
+    f = h5py.File(path, "w")
+    return f, f.create_dataset("x", data=data, **kwargs)
+
+
+LAYOUTS = {
+    "contiguous": {},
+    "chunked": {"chunks": (7, 3)},
+    "gzip": {"chunks": (16, 3), "compression": "gzip"},
+}
+INDICES = {
+    "sparse": T([90, 3, 57, 3, 12]),  # unsorted, repeated, far apart
+    "dense": T([5, 6, 8, 7, 5, 9, 10]),
+    "range": T([20, 21, 22, 23]),
+    "matrix": T([[4, 2], [2, 99]]),
+    "mask": torch.arange(100) % 3 == 0,
+    "empty": T([], dtype=torch.long),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("index", INDICES)
+def test_read_rows_matches_torch(path, layout, index):
+    data = np.arange(300, dtype=np.float32).reshape(100, 3)
+    f, ds = _dataset(path, data, **LAYOUTS[layout])
+    with f:
+        idx = INDICES[index]
+        got = _rows.read_rows(ds, plan_rows(idx, 100))
+        assert torch.equal(torch.from_numpy(got), torch.from_numpy(data)[idx])
+
+
+@pytest.mark.parametrize("block", [1, 64])
+def test_span_reads_in_blocks(path, monkeypatch, block):
+    """A dense request is read as the span in bounded blocks (each block scattered into the result)."""
+    monkeypatch.setattr(_rows, "BLOCK_BYTES", block * 12)
+    monkeypatch.setattr(_rows, "_MIN_BLOCK_BYTES", 12)
+    data = np.arange(300, dtype=np.float32).reshape(100, 3)
+    f, ds = _dataset(path, data)
+    with f:
+        idx = T([9, 1, 5, 3, 1, 7, 2])
+        got = _rows.read_rows(ds, plan_rows(idx, 100))
+        assert torch.equal(torch.from_numpy(got), torch.from_numpy(data)[idx])
+
+
+def test_strategies(path):
+    """Sparse rows of a contiguous dataset: one selection; dense ones: span blocks; gzip: chunk by chunk."""
+    data = np.zeros((1000, 64), dtype=np.float32)
+    f, ds = _dataset(path, data)
+    with f:
+        sparse = list(_rows._pieces(ds, np.array([0, 500, 999])))
+        assert [(a, b) for a, b, _ in sparse] == [(0, 3)]  # one selection
+        dense = list(_rows._pieces(ds, np.arange(0, 200, 2)))
+        assert sum(b - a for a, b, _ in dense) == 100
+        gz = f.create_dataset("z", data=data, chunks=(100, 64), compression="gzip")
+        pieces = list(_rows._pieces(gz, np.array([1, 2, 150, 990])))
+        assert [(a, b) for a, b, _ in pieces] == [(0, 2), (2, 3), (3, 4)]  # one read per touched chunk
+
+
+def test_write_rows_last_repeat_wins(path):
+    f, ds = _dataset(path, np.zeros((6, 2), dtype=np.int64))
+    with f:
+        idx = T([4, 1, 4, 0])
+        value = np.array([[1, 1], [2, 2], [3, 3], [4, 4]])
+        _rows.write_rows(ds, plan_rows(idx, 6), value)
+        expected = torch.zeros(6, 2, dtype=torch.long)
+        expected[idx] = torch.from_numpy(value)  # torch: the last repeat wins on the CPU
+        assert torch.equal(torch.from_numpy(ds[()]), expected)
+
+
+def _content():
+    return TensorDict({"a": torch.arange(12.0).reshape(4, 3), "b": torch.arange(4),
+                       "n": {"c": torch.ones(4, 2, 5, dtype=torch.float64)}}, [4])
+
+
+def test_round_trip_keeps_batch_names_nested_batch_and_dtypes(path):
+    td = _content()
+    td["n"].batch_size = [4, 2]
+    td["h"] = torch.arange(8, dtype=torch.float32).reshape(4, 2).bfloat16()
+    td.names = ["rows"]
+    td.to_h5(path).close()
+    with from_h5(path) as data:
+        assert data.batch_size == torch.Size([4])
+        assert data.names == ["rows"]
+        assert data["n"].batch_size == torch.Size([4, 2])
+        assert data["h"].dtype == torch.bfloat16
+        assert torch.equal(data["h"], td["h"])
+    with h5py.File(path) as f:  # other readers see the bits as int16, the dtype in an attribute
+        assert f["h"].dtype == np.int16
+        assert f["h"].attrs["tensorbatch_dtype"] == "bfloat16"
+
+
+def test_strings_and_non_tensor_values(path):
+    td = _content()
+    td["s"] = "hello"
+    td.set_non_tensor("k", 3)
+    td.to_h5(path).close()
+    with h5py.File(path) as f:
+        assert f["s"].attrs["__tensordict_str__"]
+        assert h5py.check_string_dtype(f["s"].dtype) is not None
+    with from_h5(path) as data:
+        assert data["s"] == "hello"
+        assert data["k"] == 3
+
+
+def test_from_h5_infers_batch_size_of_foreign_file(path):
+    with h5py.File(path, "w") as f:
+        f["a"] = np.zeros((5, 3))
+        f["g/b"] = np.zeros((5, 3, 2))
+    with from_h5(path) as data:
+        assert data.batch_size == torch.Size([5, 3])
+        assert data["g"].batch_size == torch.Size([5, 3, 2])
+    with from_h5(path, batch_dims=1) as data:
+        assert data.batch_size == torch.Size([5])
+    with pytest.raises(TypeError, match="not both"):
+        from_h5(path, batch_size=[5], auto_batch_size=True)
+
+
+@pytest.mark.parametrize("key", ["a/b", "", ".", ".."])
+def test_bad_keys_raise_naming_the_key(path, key):
+    with PersistentTensorDict(filename=path, batch_size=[2], mode="w") as data:
+        with pytest.raises(ValueError, match="invalid key"):
+            data[key] = torch.zeros(2)
+        assert list(data.keys()) == []
+
+
+def test_read_only_writes_raise_one_error_naming_file_and_dataset(path):
+    _content().to_h5(path).close()
+    with from_h5(path) as data:
+        for write in (lambda: data.set("a", torch.zeros(4, 3)), lambda: data.__setitem__(1, 0.0),
+                      lambda: data.set_("b", torch.zeros(4, dtype=torch.long)), lambda: data.zero_()):
+            with pytest.raises(ReadOnlyError, match=r"data\.h5.*read-only|read-only") as info:
+                write()
+            assert path in str(info.value)
+        assert torch.equal(data["a"], _content()["a"])
+
+
+def test_corrupt_file_raises_naming_it(path):
+    _content().to_h5(path).close()
+    with open(path, "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(OSError, match=r"data\.h5"):
+        from_h5(path)
+
+
+def test_fletcher32_detects_bit_corruption(path):
+    td = TensorDict({"a": torch.arange(4096.0)}, [4096])
+    td.to_h5(path, fletcher32=True, chunks=(1024,)).close()
+    with h5py.File(path) as f:
+        offset = f["a"].id.get_chunk_info(1).byte_offset
+    with open(path, "r+b") as f:
+        f.seek(offset + 100)
+        byte = f.read(1)
+        f.seek(offset + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with from_h5(path) as data, pytest.raises(OSError, match=r"(?i)checksum|filter") as info:
+        data["a"]
+    assert any("data.h5" in note for note in getattr(info.value, "__notes__", ()))
+
+
+def test_to_h5_is_atomic(path, monkeypatch):
+    _content().to_h5(path).close()
+    bad = _content()
+    bad["z"] = object()  # cannot be stored: the write fails half way
+    with pytest.raises(TypeError):
+        bad.to_h5(path)
+    assert os.listdir(os.path.dirname(path)) == ["data.h5"]  # no temporary file left
+    with from_h5(path) as data:
+        assert set(data.keys()) == {"a", "b", "n"}
+
+
+def test_pickle_reopens_without_truncating(path):
+    data = PersistentTensorDict(filename=path, batch_size=[4], mode="w")
+    data["a"] = torch.ones(4)
+    clone = pickle.loads(pickle.dumps(data))
+    assert clone.mode == "r+"
+    assert torch.equal(clone["a"], torch.ones(4))
+    clone.close()
+    data.close()
+    reader = from_h5(path)
+    again = pickle.loads(pickle.dumps(reader["a"] if False else reader))
+    assert again.mode == "r"
+    reader.close()
+    again.close()
+
+
+def test_index_is_a_lazy_view_writing_through(path):
+    data = _content().to_h5(path)
+    view = data[T([3, 1])]
+    assert view.batch_size == torch.Size([2])
+    view["a"] = torch.zeros(2, 3)
+    view["n", "c"] += 1
+    assert torch.equal(data["a"][[3, 1]], torch.zeros(2, 3))
+    assert torch.equal(data["n", "c"][1], torch.full((2, 5), 2.0, dtype=torch.float64))
+    data[T([2, 0, 2])] = TensorDict({"a": torch.arange(9.0).reshape(3, 3), "b": T([7, 8, 9]),
+                                     "n": {"c": torch.zeros(3, 2, 5, dtype=torch.float64)}}, [3])
+    assert data["b"].tolist() == [8, 1, 9, 3]  # row 2 written twice: the last value wins
+    data.close()
+
+
+def test_alloc_writes_no_data(path):
+    with PersistentTensorDict(filename=path, batch_size=[1000], mode="w") as data:
+        data._alloc_leaf("big", (1000, 100_000), torch.float32)  # 400 MB
+        data.flush()
+        assert os.path.getsize(path) < 1 << 20
+        assert data["big"][3:5].abs().sum() == 0
+
+
+def test_device_cast_on_read_and_file_options(path):
+    _content().to_h5(path).close()
+    with from_h5(path, device="cpu", file_options={"locking": False, "rdcc_nbytes": 1 << 20}) as data:
+        assert data.device == torch.device("cpu")
+        assert data["a"].device == torch.device("cpu")
+    with pytest.raises(TypeError, match="file_options"):
+        from_h5(path, locking=False)
+
+
+def test_clone(path):
+    data = _content().to_h5(path)
+    deep = data.clone()
+    assert type(deep) is PersistentTensorDict
+    assert deep.filename != data.filename
+    deep["a"] = torch.zeros(4, 3)
+    assert not torch.equal(data["a"], deep["a"])
+    shallow = data.clone(False)
+    assert shallow.filename == data.filename
+    assert torch.equal(shallow["a"], data["a"])
+    name = deep.filename
+    deep.close()
+    assert not os.path.exists(name)  # a temporary clone is removed on close
+    data.close()
+
+
+def test_to_tensordict_and_memmap(path, tmp_path):
+    data = _content().to_h5(path)
+    out = data.to_tensordict()
+    assert type(out) is TensorDict
+    assert (out == _content()).all()
+    mm = data.memmap(str(tmp_path / "mm"))
+    assert (mm.to_tensordict() == _content()).all()
+    data.close()
