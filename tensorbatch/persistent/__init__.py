@@ -89,7 +89,20 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _from_schema(cls: Any, schema: Any, /, **kwargs: Any) -> Any:
+    """Zero-filled leaves from ``{key: (element_shape, dtype)}``.
+
+    ``storage="h5", filename=...`` makes a PersistentTensorDict without writing data (see
+    :meth:`PersistentTensorDict.from_schema`).
+    """
+    from ._build import tensordict_from_schema
+
+    return tensordict_from_schema(cls, schema, **kwargs)
+
+
 for _cls, _name, _value in ((TensorDictBase, "to_h5", to_h5), (TensorDict, "from_h5", staticmethod(from_h5))):
     setattr(_cls, _name, _value)  # attached here: base.py imports no feature
+if not hasattr(TensorDict, "from_schema"):  # (a generic one, when there is one, dispatches storage="h5" here)
+    TensorDict.from_schema = classmethod(_from_schema)  # type: ignore[attr-defined]
 
 __all__ = ["PersistentTensorDict", "ReadOnlyError", "from_dict", "from_h5"]

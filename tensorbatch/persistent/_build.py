@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -166,3 +167,51 @@ def replace(self: PersistentTensorDict, *args: Any, **kwargs: Any) -> Any:
     if len(args) > 1 or (not kwargs and (not args or not hasattr(args[0], "__len__") or not len(args[0]))):
         return generic(self, *args)  # self, or the generic error
     return generic(self.to_tensordict(), *args, **kwargs)
+
+
+def from_schema(schema: Mapping[Any, tuple[Any, torch.dtype]], filename: str | os.PathLike[str], *,
+                batch_size: Any = None, device: Any = None, file_options: dict[str, Any] | None = None,
+                **kwargs: Any) -> PersistentTensorDict:
+    """A new HDF5 file with a zero-filled leaf per schema entry, allocated without writing data.
+
+    ``schema`` maps keys (strings or tuples of strings) to ``(element_shape, dtype)``; each leaf has the
+    shape ``[*batch_size, *element_shape]``. HDF5 allocates the datasets' space when data is first written
+    and reads unwritten data as zeros, so a schema of any size is created at once.
+
+    Examples:
+        >>> import os, tempfile, torch
+        >>> from tensorbatch.persistent import PersistentTensorDict
+        >>> path = os.path.join(tempfile.mkdtemp(), "buffer.h5")
+        >>> data = PersistentTensorDict.from_schema({"obs": ([4], torch.float32)}, path, batch_size=[1000])
+        >>> data["obs"].shape, data["obs"][3].sum().item(), os.path.getsize(path) < 100_000
+        (torch.Size([1000, 4]), 0.0, True)
+        >>> data.close()
+    """
+    from .._keys import unravel_key_to_tuple
+
+    size = torch.Size(() if batch_size is None else batch_size)
+    out = PersistentTensorDict(filename=filename, mode="w", batch_size=size, device=device,
+                               file_options=file_options, **kwargs)
+    write_batch_attrs(out._group, size, None)
+    for key, (shape, dtype) in schema.items():
+        path = unravel_key_to_tuple(key)
+        node: Any = out._walk_to(path, create=True)
+        node._alloc_leaf(path[-1], (*size, *shape), dtype)
+    return out
+
+
+def tensordict_from_schema(cls: Any, schema: Mapping[Any, tuple[Any, torch.dtype]], *, batch_size: Any = None,
+                           storage: str | None = None, device: Any = None, **kwargs: Any) -> Any:
+    """``TensorDict.from_schema``: zero-filled leaves from ``(element_shape, dtype)`` pairs.
+
+    ``storage``: None (in memory) or ``"h5"`` (a PersistentTensorDict in ``filename=``, no data written).
+    """
+    size = torch.Size(() if batch_size is None else batch_size)
+    if storage == "h5":
+        return from_schema(schema, kwargs.pop("filename"), batch_size=size, device=device, **kwargs)
+    if storage is not None:
+        raise ValueError(f"from_schema: unknown storage {storage!r} (None or 'h5')")
+    out = cls({}, batch_size=size, device=device)
+    for key, (shape, dtype) in schema.items():
+        out.set(key, torch.zeros((*size, *shape), dtype=dtype, device=device))
+    return out

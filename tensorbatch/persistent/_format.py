@@ -75,7 +75,7 @@ def leaf_dtype(ds: h5py.Dataset) -> torch.dtype | None:
     """The torch dtype of a tensor dataset (None: the dataset holds non-tensor data)."""
     dt = ds.dtype
     found = TORCH_OF.get(dt)
-    if found is None:
+    if found is None or dt.metadata:  # (opaque values compare equal to their plain dtype)
         return None
     if dt in BITS_DTYPES:  # only datasets of these dtypes can hold bits of another dtype: one attr read
         name = ds.attrs.get(DTYPE_ATTR)
@@ -86,13 +86,13 @@ def leaf_dtype(ds: h5py.Dataset) -> torch.dtype | None:
 
 def from_numpy(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """A tensor over a numpy array read from a dataset of torch dtype ``dtype``."""
-    out = torch.from_numpy(np.ascontiguousarray(array))
+    out = torch.from_numpy(array if array.flags.c_contiguous and array.flags.writeable else array.copy())
     return out.view(dtype) if dtype in _BITS else out
 
 
 def is_non_tensor(ds: h5py.Dataset) -> bool:
     """True for a dataset holding non-tensor data (strings, opaque or other non-numeric dtypes)."""
-    return ds.dtype not in TORCH_OF
+    return leaf_dtype(ds) is None
 
 
 def stack_shape(ds: h5py.Dataset) -> torch.Size | None:
@@ -121,7 +121,8 @@ def _decode(ds: h5py.Dataset, value: Any) -> Any:
     info = h5py.check_string_dtype(ds.dtype)
     if info is not None:  # strings: str for those tensordict marked (or stacked), bytes as written otherwise
         if isinstance(value, np.ndarray):
-            return ds.asstr()[()].tolist() if info.length is None or STACK_ATTR in ds.attrs else value.tolist()
+            # the strings of a stack tensordict wrote come back as str; other tools' stay bytes (as tensordict)
+            return ds.asstr()[()].tolist() if STACK_ATTR in ds.attrs else value.tolist()
         if isinstance(value, bytes) and ds.attrs.get(STR_ATTR, False):
             return value.decode(info.encoding)
         return value

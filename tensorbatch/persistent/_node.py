@@ -407,6 +407,14 @@ class PersistentTensorDict(TensorDictBase):
 
         return from_dict(input_dict, filename, batch_size, device, **kwargs)
 
+    @classmethod
+    def from_schema(cls, schema: Any, filename: str | os.PathLike[str], *, batch_size: Any = None,
+                    device: Any = None, **kwargs: Any) -> PersistentTensorDict:
+        """A new file with zero-filled leaves from ``(element_shape, dtype)`` pairs, no data written."""
+        from ._build import from_schema
+
+        return from_schema(schema, filename, batch_size=batch_size, device=device, **kwargs)
+
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
         """A copy: a new file, or (``recurse=False``) a new PersistentTensorDict over the same open file.
 

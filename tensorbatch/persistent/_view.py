@@ -117,6 +117,10 @@ class IndexedView(TensorDictBase):
         data = self._materialize()
         if keys is not None:
             data = data.select(*keys)
+        n = self._bs[0]
+        if (plan.kind == "rows" and plan.inverse is None and len(plan.rows) == n) or (
+                plan.kind == "slice" and len(range(*plan.index.indices(n))) == n):
+            return data  # every row, in order (to_tensordict): already new memory
         return index_leaves(data, plan.index)  # type: ignore[no-any-return]
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:

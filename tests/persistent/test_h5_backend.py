@@ -267,3 +267,31 @@ def test_to_tensordict_and_memmap(path, tmp_path):
     mm = data.memmap(str(tmp_path / "mm"))
     assert (mm.to_tensordict() == _content()).all()
     data.close()
+
+
+def test_from_schema_allocates_without_data(path):
+    data = TensorDict.from_schema({"obs": ([1024], torch.float32), ("n", "r"): ([], torch.bfloat16)},
+                                  batch_size=[100_000], storage="h5", filename=path)
+    try:
+        assert type(data) is PersistentTensorDict
+        assert data["obs"].shape == torch.Size([100_000, 1024])  # 400 MB of zeros, none on disk
+        assert data["n", "r"].dtype == torch.bfloat16
+        assert os.stat(path).st_blocks * 512 < 1 << 20
+        data[T([5, 2])] = TensorDict({"obs": torch.ones(2, 1024), "n": {"r": torch.ones(2)}}, [2])
+        assert data.get_at("obs", 5).sum() == 1024
+    finally:
+        data.close()
+    with pytest.raises(ValueError, match="unknown storage"):
+        TensorDict.from_schema({"a": ([], torch.float32)}, storage="nope")
+    assert TensorDict.from_schema({"a": ([2], torch.int64)}, batch_size=[3])["a"].shape == torch.Size([3, 2])
+
+
+def test_write_back_of_in_place_ops(path):
+    data = _content().to_h5(path)
+    data["a"] += 1
+    data.apply_(lambda x: x * 2)
+    data.zero_()
+    data.fill_("b", 3)
+    assert data["a"].sum() == 0
+    assert data["b"].tolist() == [3, 3, 3, 3]
+    data.close()
