@@ -300,6 +300,25 @@ def make_h5(seed: int = 0) -> TensorDictBase:
     return PersistentTensorDict.from_dict(make_td(seed), path)
 
 
+def make_h5_view(seed: int = 0) -> TensorDictBase:
+    """``ptd[1:4]`` of a PersistentTensorDict of batch [5, 4] whose rows 1 to 3 hold the reference content: an
+    indexed view of the file (reads its rows on access, writes through)."""
+    ref = make_td(seed)
+    big = ref.apply(lambda x: torch.cat([torch.zeros_like(x[:1]), x, torch.zeros_like(x[:1])]), batch_size=[5, 4])
+    return make_h5_from(big)[1:4]
+
+
+def make_h5_from(td: TensorDictBase) -> TensorDictBase:
+    from tensorbatch.persistent import PersistentTensorDict
+
+    if not _H5_FOLDER:
+        _H5_FOLDER.append(tempfile.mkdtemp(prefix="tb-h5-flavour-"))
+        atexit.register(shutil.rmtree, _H5_FOLDER[0], True)
+    fd, path = tempfile.mkstemp(suffix=".h5", dir=_H5_FOLDER[0])
+    os.close(fd)
+    return PersistentTensorDict.from_dict(td, path)
+
+
 class RefState(TypedTensorDict):
     """The reference content's schema (the flavours ``typed_over_*`` wrap a backend in it)."""
 
@@ -391,6 +410,11 @@ FLAVOURS = [
     # tensordict), so a new key set through it goes to the file and its keys cannot be deleted.
     _param("h5", make_h5, add={"h5"}, drop=_H5_DROPS),
     _param("typed_over_h5", over(RefState, make_h5), add={"typed", "h5"}, drop=_H5_DROPS),
+    # ptd[1:4]: a view of the file's rows. It also drops mapping_mutation (deleting a key would delete it
+    # from the file, for every row: refused), lock (a view's nested nodes are new views at each read) and
+    # batch_size_shrink (its batch size is its index's).
+    _param("h5_view", make_h5_view, add={"h5"},
+           drop=_H5_DROPS | {"mapping_mutation", "lock", "batch_size_shrink"}),
     _param("tensorclass_over_h5", over(RefSample, make_h5), add={"tensorclass", "h5"}, drop=_TC_DROPS | _H5_DROPS),
     _param("typed_over_td", over(RefState, make_td), add={"typed"}),
     _param("typed_over_numpy", over(RefState, make_numpy_store), add={"typed", "device"}, drop=_STORE_DROPS),
@@ -551,6 +575,8 @@ def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
         for i, member in enumerate(td.tensordicts):
             out.update(_stored_ids(member, (*prefix, "<member>", i)))
         return out
+    if type(td).__name__ == "IndexedView":  # a view of a file: the datasets it shows
+        return _stored_ids(td.source, prefix)
     if type(td).__name__ == "PersistentTensorDict":  # its datasets (a read copies one into a new tensor)
         return {(*prefix, *path): hash(td._group["/".join(path)].id)
                 for path, _ in (((p if isinstance(p, tuple) else (p,)), None)

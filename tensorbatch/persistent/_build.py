@@ -39,8 +39,7 @@ def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: An
     out = PersistentTensorDict(filename=filename, mode=mode, batch_size=batch_size, file_options=file_options,
                                non_tensor_as_stack=non_tensor_as_stack, **kwargs)
     if batch_size is None:
-        recorded = out._shared.file.attrs.get("tensorbatch_batch_size") if out._group.name == "/" else None
-        if recorded is None or auto_batch_size or batch_dims is not None:
+        if not out._shared.recorded or auto_batch_size or batch_dims is not None:
             _auto_batch(out, batch_dims)
     return out
 

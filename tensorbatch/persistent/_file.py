@@ -27,7 +27,7 @@ class Shared:
     """What the nodes of one file share: the h5py file, its options, and per-node batch sizes and locks."""
 
     __slots__ = ("batch", "dataset_kwargs", "device", "file", "file_options", "filename", "locked", "mode",
-                 "names", "non_tensor_as_stack", "owned", "stacks")
+                 "names", "non_tensor_as_stack", "owned", "recorded")
 
     def __init__(self, file: h5py.File, mode: str, device: torch.device | None, dataset_kwargs: dict[str, Any],
                  file_options: dict[str, Any], non_tensor_as_stack: bool = False) -> None:
@@ -41,8 +41,8 @@ class Shared:
         self.batch: dict[str, torch.Size] = {}  # group name -> batch size (read from attributes on first use)
         self.names: dict[str, tuple[Any, ...]] = {}
         self.locked: dict[str, bool] = {}
-        self.stacks: dict[str, Any] = {}
         self.owned = False  # a temporary file (clone): removed on close
+        self.recorded = False  # the root's batch size was read from the file's attributes
 
     @property
     def writable(self) -> bool:

@@ -180,10 +180,10 @@ def write_batch_attrs(group: h5py.Group, batch_size: torch.Size, names: Any = No
 def read_batch_attrs(group: h5py.Group) -> tuple[torch.Size | None, tuple[Any, ...] | None]:
     """``(batch size, names)`` recorded on a group, each None when absent."""
     attrs = group.attrs
-    size = attrs.get(BATCH_ATTR)
-    if size is None:
+    if BATCH_ATTR not in attrs:  # (a membership test is cheap; a missing attribute read raises inside h5py)
         return None, None
-    names = attrs.get(NAMES_ATTR)
-    if names is not None:
-        names = tuple((n.decode() if isinstance(n, bytes) else str(n)) or None for n in names)
+    size = attrs[BATCH_ATTR]
+    names = None
+    if NAMES_ATTR in attrs:
+        names = tuple((n.decode() if isinstance(n, bytes) else str(n)) or None for n in attrs[NAMES_ATTR])
     return torch.Size(int(n) for n in size), names

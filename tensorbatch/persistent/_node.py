@@ -70,12 +70,13 @@ class PersistentTensorDict(TensorDictBase):
             raise RuntimeError(f"pass either group or filename, not both: got group={group!r} and "
                                f"filename={filename!r}")
         root: Any = open_file(filename, mode, options) if filename is not None else group
-        self._shared = Shared(root.file, root.file.mode, as_device(device), dataset_kwargs, options,
-                              non_tensor_as_stack)
+        file = root if filename is not None else root.file  # (``.file`` builds a new File object each time)
+        self._shared = Shared(file, file.mode, as_device(device), dataset_kwargs, options, non_tensor_as_stack)
         self._group = root
         size = _Size(() if batch_size is None else batch_size)
         if batch_size is None:
             recorded, names = fmt.read_batch_attrs(root)
+            self._shared.recorded = recorded is not None
             self._shared.batch[root.name] = _Size(()) if recorded is None else recorded
             if names is not None:
                 self._shared.names[root.name] = names

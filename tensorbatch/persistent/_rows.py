@@ -27,27 +27,27 @@ from .._ops.rows import RowPlan
 # A selected row costs about as much as reading this many more contiguous bytes (h5py builds one hyperslab
 # per row; measured with h5py 3 on a local disk, page cache warm).
 ROW_COST_BYTES = 8192
-# Bound on the buffer of a span read (a block of the span), beyond the result itself.
+# Bound on a read buffer (a block of the span, or of the selected rows), beyond the result itself: at most a
+# quarter of the result, at least _MIN_BLOCK_BYTES, so the peak stays under twice the result.
 BLOCK_BYTES = 4 << 20
-_MIN_BLOCK_BYTES = 256 << 10
+_MIN_BLOCK_BYTES = 64 << 10
 
 
 def read_rows(ds: h5py.Dataset, plan: RowPlan) -> np.ndarray:
     """``ds[plan.index]`` as a numpy array of shape ``plan.target_shape(ds.shape)``."""
-    if plan.kind == "int":
-        return np.asarray(ds[plan.index])
-    if plan.kind == "slice":
+    if plan.kind != "rows":  # an int or a slice: one hyperslab
         return np.asarray(ds[plan.index])
     rows = plan.rows.numpy()
     rest = ds.shape[1:]
     n = len(rows)
     inverse = None if plan.inverse is None else plan.inverse.numpy()
-    out_shape = (n,) if inverse is None else inverse.shape
-    out = np.empty((*out_shape, *rest), dtype=ds.dtype)
+    out = np.empty((*((n,) if inverse is None else inverse.shape), *rest), dtype=ds.dtype)
     if not n or not out.size:
         return out
     flat = out.reshape(-1, *rest)
     if inverse is None:
+        if _direct(ds, rows, flat):
+            return out
         for i0, i1, data in _pieces(ds, rows):
             flat[i0:i1] = data
         return out
@@ -59,28 +59,56 @@ def read_rows(ds: h5py.Dataset, plan: RowPlan) -> np.ndarray:
     return out
 
 
+def _block_rows(n: int, row_bytes: int) -> int:
+    budget = max(min(BLOCK_BYTES, n * row_bytes // 4), _MIN_BLOCK_BYTES)
+    return max(1, budget // max(row_bytes, 1))
+
+
+def _strategy(ds: h5py.Dataset, rows: np.ndarray) -> str:
+    """``"range"``, ``"chunks"``, ``"span"`` or ``"select"``: how to read the sorted unique ``rows``."""
+    n = len(rows)
+    first, last = int(rows[0]), int(rows[-1])
+    if last - first + 1 == n:
+        return "range"
+    if ds.chunks is not None and ds._filters:  # compressed chunks: each touched chunk read (decoded) once
+        return "chunks"
+    row_bytes = ds.dtype.itemsize * math.prod(ds.shape[1:])
+    if (last - first + 1) * row_bytes <= n * (row_bytes + ROW_COST_BYTES):
+        return "span"  # dense enough: contiguous bytes beat a selection of rows
+    return "select"
+
+
+def _direct(ds: h5py.Dataset, rows: np.ndarray, flat: np.ndarray) -> bool:
+    """Read sorted unique rows straight into ``flat`` when no gather is needed (a range, a selection)."""
+    how = _strategy(ds, rows)
+    if how == "range":
+        ds.read_direct(flat, np.s_[int(rows[0]):int(rows[-1]) + 1], np.s_[0:len(rows)])
+    elif how == "select":
+        ds.read_direct(flat, np.s_[rows], np.s_[0:len(rows)])
+    else:
+        return False
+    return True
+
+
 def _pieces(ds: h5py.Dataset, rows: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
     """``(i0, i1, ds[rows[i0:i1]])`` pieces covering the sorted unique ``rows``, read the cheapest way."""
     n = len(rows)
-    row_bytes = ds.dtype.itemsize * math.prod(ds.shape[1:])
+    how = _strategy(ds, rows)
     first, last = int(rows[0]), int(rows[-1])
-    span = last - first + 1
-    if span == n:  # a contiguous range: one hyperslab
+    if how == "range":
         yield 0, n, ds[first:last + 1]
         return
-    chunks = ds.chunks
-    if chunks is not None and ds._filters:  # compressed chunks: read each touched chunk once
-        step = chunks[0]
+    if how == "chunks":
+        step = ds.chunks[0]
         ids = rows // step
         starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-        bounds = np.r_[starts, n]
-        for i0, i1 in itertools.pairwise(bounds):
+        for i0, i1 in itertools.pairwise(np.r_[starts, n]):
             c0 = int(ids[i0]) * step
             block = ds[c0:min(c0 + step, ds.shape[0])]
             yield int(i0), int(i1), block[rows[i0:i1] - c0]
         return
-    if span * row_bytes <= n * (row_bytes + ROW_COST_BYTES):  # dense enough: read the span in blocks
-        block_rows = max(1, max(min(BLOCK_BYTES, n * row_bytes // 2), _MIN_BLOCK_BYTES) // max(row_bytes, 1))
+    block_rows = _block_rows(n, ds.dtype.itemsize * math.prod(ds.shape[1:]))
+    if how == "span":  # the span in bounded blocks
         i0 = 0
         for r0 in range(first, last + 1, block_rows):
             r1 = min(r0 + block_rows, last + 1)
@@ -90,7 +118,9 @@ def _pieces(ds: h5py.Dataset, rows: np.ndarray) -> Iterator[tuple[int, int, np.n
                 yield i0, i1, block[rows[i0:i1] - r0]
             i0 = i1
         return
-    yield 0, n, ds[rows]  # sparse: one selection of the rows
+    for i0 in range(0, n, block_rows):  # sparse: selections of the rows, in bounded blocks
+        i1 = min(i0 + block_rows, n)
+        yield i0, i1, ds[rows[i0:i1]]
 
 
 def write_rows(ds: h5py.Dataset, plan: RowPlan, value: np.ndarray) -> None:
