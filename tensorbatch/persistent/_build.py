@@ -38,9 +38,8 @@ def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: An
         raise TypeError("pass batch_size or auto_batch_size=True, not both")
     out = PersistentTensorDict(filename=filename, mode=mode, batch_size=batch_size, file_options=file_options,
                                non_tensor_as_stack=non_tensor_as_stack, **kwargs)
-    if batch_size is None:
-        if not out._shared.recorded or auto_batch_size or batch_dims is not None:
-            _auto_batch(out, batch_dims)
+    if batch_size is None and (not out._shared.recorded or auto_batch_size or batch_dims is not None):
+        _auto_batch(out, batch_dims)
     return out
 
 
