@@ -18,8 +18,8 @@ from .._td import TensorDict
 from ..base import TensorDictBase
 
 if TYPE_CHECKING:
+    from ._build import PersistentTensorDict
     from ._file import ReadOnlyError
-    from ._node import PersistentTensorDict
 
 
 def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: Any = None,
@@ -79,7 +79,7 @@ def to_h5(self: TensorDictBase, filename: str | os.PathLike[str], **kwargs: Any)
 
 def __getattr__(name: str) -> Any:
     if name == "PersistentTensorDict":
-        from ._node import PersistentTensorDict
+        from ._build import PersistentTensorDict  # (_build attaches the constructors to the class)
 
         return PersistentTensorDict
     if name == "ReadOnlyError":
@@ -89,7 +89,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _from_schema(cls: Any, schema: Any, /, **kwargs: Any) -> Any:
+def _from_schema(cls: Any, /, schema: Any, *, batch_size: Any = None, storage: str | None = None, device: Any = None,
+                 **kwargs: Any) -> Any:
     """Zero-filled leaves from ``{key: (element_shape, dtype)}``.
 
     ``storage="h5", filename=...`` makes a PersistentTensorDict without writing data (see
@@ -97,7 +98,7 @@ def _from_schema(cls: Any, schema: Any, /, **kwargs: Any) -> Any:
     """
     from ._build import tensordict_from_schema
 
-    return tensordict_from_schema(cls, schema, **kwargs)
+    return tensordict_from_schema(cls, schema, batch_size=batch_size, storage=storage, device=device, **kwargs)
 
 
 for _cls, _name, _value in ((TensorDictBase, "to_h5", to_h5), (TensorDict, "from_h5", staticmethod(from_h5))):

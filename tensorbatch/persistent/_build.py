@@ -13,7 +13,7 @@ from .._ops.meta import NODE, NON_TENSOR
 from .._ops.traverse import is_td
 from ._file import atomic_target, open_file, split_options
 from ._format import write_batch_attrs
-from ._node import PersistentTensorDict
+from ._node import PersistentTensorDict as PersistentTensorDict
 
 
 def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: Any = None,
@@ -64,7 +64,7 @@ def _auto_batch(td: PersistentTensorDict, batch_dims: int | None) -> None:
                 break
             common.append(shapes[0][i])
     size = torch.Size(common)
-    td._shared.batch[td._group.name] = size
+    td._shared.batch[td._name] = size
     if td._shared.writable:
         write_batch_attrs(td._group, size, None)
 
@@ -123,9 +123,9 @@ def _load_recorded(out: PersistentTensorDict) -> None:
     from ._format import read_batch_attrs
 
     size, names = read_batch_attrs(out._group)
-    out._shared.batch[out._group.name] = torch.Size(()) if size is None else size
+    out._shared.batch[out._name] = torch.Size(()) if size is None else size
     if names is not None:
-        out._shared.names[out._group.name] = names
+        out._shared.names[out._name] = names
 
 
 def clone(self: PersistentTensorDict, recurse: bool = True, *, filename: str | os.PathLike[str] | None = None,
@@ -213,3 +213,25 @@ def tensordict_from_schema(cls: Any, schema: Mapping[Any, tuple[Any, torch.dtype
     for key, (shape, dtype) in schema.items():
         out.set(key, torch.zeros((*size, *shape), dtype=dtype, device=device))
     return out
+
+
+def _from_h5_method(cls: Any, /, filename: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> Any:
+    """Open an HDF5 file (see :func:`tensorbatch.persistent.from_h5`)."""
+    return from_h5(filename, mode, **kwargs)
+
+
+def _from_dict_method(cls: Any, /, input_dict: Any, filename: Any = None, batch_size: Any = None, device: Any = None,
+                      **kwargs: Any) -> Any:
+    """Write a dict or TensorDict to a new HDF5 file and open it (see :func:`from_dict`)."""
+    return from_dict(input_dict, filename, batch_size, device, **kwargs)
+
+
+def _from_schema_method(cls: Any, /, schema: Any, filename: str | os.PathLike[str], **kwargs: Any) -> Any:
+    """A new file with zero-filled leaves from ``(element_shape, dtype)`` pairs, no data written."""
+    return from_schema(schema, filename, **kwargs)
+
+
+# The constructors and copies of the class live here (they need the file machinery, not the node's):
+for _name, _value in (("from_h5", classmethod(_from_h5_method)), ("from_dict", classmethod(_from_dict_method)),
+                      ("from_schema", classmethod(_from_schema_method)), ("clone", clone), ("replace", replace)):
+    setattr(PersistentTensorDict, _name, _value)

@@ -99,10 +99,15 @@ def h5_errors(shared: Shared, name: str) -> Iterator[None]:
     try:
         yield
     except (OSError, ValueError, TypeError, KeyError, RuntimeError) as err:
-        note = f"(HDF5 file {shared.filename!r}, object {name!r})"
-        if note not in getattr(err, "__notes__", ()):
-            err.add_note(note)
+        add_h5_note(err, shared, name)
         raise
+
+
+def add_h5_note(err: BaseException, shared: Shared, name: str) -> None:
+    """Name the file and the HDF5 object in a note of ``err`` (once)."""
+    note = f"(HDF5 file {shared.filename!r}, object {name!r})"
+    if note not in getattr(err, "__notes__", ()):
+        err.add_note(note)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from .._ops.rows import RowPlan, check_fits
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
 from . import _format as fmt
-from ._file import Shared, h5_errors, open_file, split_options
+from ._file import Shared, add_h5_note, h5_errors, open_file, split_options
 from ._rows import read_rows, write_rows
 
 _Dataset = h5py.Dataset
@@ -56,7 +56,7 @@ class PersistentTensorDict(TensorDictBase):
         tensor([1., 1., 1., 1.])
     """
 
-    __slots__ = ("_group", "_shared")
+    __slots__ = ("_group", "_name", "_shared")
     _leaves_in_memory = False
 
     def __init__(self, *, batch_size: Any = None, filename: str | os.PathLike[str] | None = None,
@@ -73,6 +73,7 @@ class PersistentTensorDict(TensorDictBase):
         file = root if filename is not None else root.file  # (``.file`` builds a new File object each time)
         self._shared = Shared(file, file.mode, as_device(device), dataset_kwargs, options, non_tensor_as_stack)
         self._group = root
+        self._name: str = root.name  # (h5py looks the name up at each ``.name``)
         size = _Size(() if batch_size is None else batch_size)
         if batch_size is None:
             recorded, names = fmt.read_batch_attrs(root)
@@ -88,7 +89,7 @@ class PersistentTensorDict(TensorDictBase):
     @classmethod
     def _node(cls, shared: Shared, group: h5py.Group) -> PersistentTensorDict:
         out = object.__new__(cls)
-        out._shared, out._group = shared, group
+        out._shared, out._group, out._name = shared, group, group.name
         return out
 
     # ------------------------------------------------------------------ file
@@ -125,7 +126,7 @@ class PersistentTensorDict(TensorDictBase):
     # ------------------------------------------------------------------ primitives
     @property
     def batch_size(self) -> torch.Size:
-        found = self._shared.batch.get(self._group.name)
+        found = self._shared.batch.get(self._name)
         return found if found is not None else self._lookup_batch()
 
     @batch_size.setter
@@ -138,8 +139,8 @@ class PersistentTensorDict(TensorDictBase):
         if recorded is None:
             recorded = PersistentTensorDict._node(self._shared, self._group.parent).batch_size
         elif names is not None:
-            self._shared.names[self._group.name] = names
-        self._shared.batch[self._group.name] = recorded
+            self._shared.names[self._name] = names
+        self._shared.batch[self._name] = recorded
         return recorded
 
     def _change_batch_size(self, new_size: torch.Size) -> None:
@@ -166,7 +167,7 @@ class PersistentTensorDict(TensorDictBase):
                 child = PersistentTensorDict._node(self._shared, obj)
                 if len(child.batch_size) < len(new_size):
                     child._apply_batch(new_size, record)
-        name = self._group.name
+        name = self._name
         names = self._shared.names.get(name)
         if names is not None and len(names) != len(new_size):
             names = self._shared.names.pop(name)
@@ -181,23 +182,28 @@ class PersistentTensorDict(TensorDictBase):
         return self._shared.device
 
     def _path(self) -> tuple[str, ...]:
-        return tuple(p for p in self._group.name.split("/") if p)
+        return tuple(p for p in self._name.split("/") if p)
 
     def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
-        obj = self._group.get(key) if type(key) is str and "/" not in key and key not in fmt.BAD_KEYS else None
-        if obj is None:
-            if default is NO_DEFAULT:
-                raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
-            return default
-        if type(obj) is _Dataset:
+        try:
+            obj = self._group.get(key) if type(key) is str and "/" not in key and key not in fmt.BAD_KEYS else None
+            if obj is None:
+                if not self._shared.file:
+                    raise ValueError(f"cannot read {key!r}: the HDF5 file {self._shared.filename!r} is closed")
+                if default is NO_DEFAULT:
+                    raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
+                return default
+            if type(obj) is not _Dataset:
+                return PersistentTensorDict._node(self._shared, obj)
             dtype = fmt.leaf_dtype(obj)
             if dtype is None:
                 return self._non_tensor(obj)
-            with h5_errors(self._shared, obj.name):
-                out = fmt.from_numpy(np.asarray(obj[()]), dtype)
-            device = self._shared.device
-            return out if device is None or device.type == "cpu" else out.to(device)
-        return PersistentTensorDict._node(self._shared, obj)
+            out = fmt.from_numpy(np.asarray(obj[()]), dtype)
+        except (OSError, ValueError, TypeError, RuntimeError) as err:
+            add_h5_note(err, self._shared, f"{self._name.rstrip('/')}/{key}")
+            raise
+        device = self._shared.device
+        return out if device is None or device.type == "cpu" else out.to(device)
 
     def _non_tensor(self, ds: h5py.Dataset) -> Any:
         with h5_errors(self._shared, ds.name):
@@ -211,7 +217,7 @@ class PersistentTensorDict(TensorDictBase):
         if not validated:
             value = self._validate(value, (key,))
         shared, group = self._shared, self._group
-        name = f"{group.name.rstrip('/')}/{key}"
+        name = f"{self._name.rstrip('/')}/{key}"
         shared.check_writable(name)
         existing = group.get(key)
         with h5_errors(shared, name):
@@ -273,7 +279,7 @@ class PersistentTensorDict(TensorDictBase):
         group = self._group
         if key not in self._keys_str():
             raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
-        name = f"{group.name.rstrip('/')}/{key}"
+        name = f"{self._name.rstrip('/')}/{key}"
         self._shared.check_writable(name)
         with h5_errors(self._shared, name):
             del group[key]
@@ -287,14 +293,14 @@ class PersistentTensorDict(TensorDictBase):
 
     @property
     def is_locked(self) -> bool:
-        return self._shared.locked.get(self._group.name, False)
+        return self._shared.locked.get(self._name, False)
 
     def _set_lock(self, value: bool) -> None:
-        self._shared.locked[self._group.name] = value
+        self._shared.locked[self._name] = value
 
     def _maybe_names(self) -> tuple[Any, ...] | None:
         self.batch_size  # noqa: B018  # a nested node's names are read with its batch size
-        return self._shared.names.get(self._group.name)
+        return self._shared.names.get(self._name)
 
     @property
     def names(self) -> list[str | None]:
@@ -304,7 +310,7 @@ class PersistentTensorDict(TensorDictBase):
 
     @names.setter
     def names(self, value: Any) -> None:
-        name = self._group.name
+        name = self._name
         if value is None:
             self._shared.names.pop(name, None)
             names = None
@@ -373,7 +379,7 @@ class PersistentTensorDict(TensorDictBase):
 
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
         fmt.check_key(key)
-        name = f"{self._group.name.rstrip('/')}/{key}"
+        name = f"{self._name.rstrip('/')}/{key}"
         self._shared.check_writable(name)
         numpy_dtype, bits = fmt.stored_dtype(dtype)
         with h5_errors(self._shared, name):
@@ -402,45 +408,6 @@ class PersistentTensorDict(TensorDictBase):
         view = self[torch.as_tensor(indices) if isinstance(indices, list) else indices]
         return view if get_worker_info() is None else view.to_tensordict()
 
-    # ------------------------------------------------------------------ building (``_build.py``)
-    @classmethod
-    def from_h5(cls, filename: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> PersistentTensorDict:
-        """Open an HDF5 file (see :func:`tensorbatch.persistent.from_h5`)."""
-        from ._build import from_h5
-
-        return from_h5(filename, mode, **kwargs)
-
-    @classmethod
-    def from_dict(cls, input_dict: Any, filename: Any = None, batch_size: Any = None,  # type: ignore[override]
-                  device: Any = None, **kwargs: Any) -> PersistentTensorDict:
-        """Write a dict or TensorDict to a new HDF5 file, open it (see :func:`tensorbatch.persistent.from_dict`)."""
-        from ._build import from_dict
-
-        return from_dict(input_dict, filename, batch_size, device, **kwargs)
-
-    @classmethod
-    def from_schema(cls, schema: Any, filename: str | os.PathLike[str], *, batch_size: Any = None,
-                    device: Any = None, **kwargs: Any) -> PersistentTensorDict:
-        """A new file with zero-filled leaves from ``(element_shape, dtype)`` pairs, no data written."""
-        from ._build import from_schema
-
-        return from_schema(schema, filename, batch_size=batch_size, device=device, **kwargs)
-
-    def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
-        """A copy: a new file, or (``recurse=False``) a new PersistentTensorDict over the same open file.
-
-        ``recurse=True`` copies the data to ``filename=...``, else to a temporary file removed on ``close()``.
-        """
-        from ._build import clone
-
-        return clone(self, recurse, **kwargs)
-
-    def replace(self, *args: Any, **kwargs: Any) -> Any:
-        """An in-memory copy with some entries replaced; the file is left unchanged (``self`` if none)."""
-        from ._build import replace
-
-        return replace(self, *args, **kwargs)
-
     # ------------------------------------------------------------------ pickling
     def __reduce__(self) -> Any:
         """Pickled as the file name and node path: unpickling reopens the file.
@@ -451,7 +418,7 @@ class PersistentTensorDict(TensorDictBase):
         if shared.file:
             shared.file.flush()
         mode = "r" if self.mode == "r" else "r+"
-        state = (shared.filename, mode, self._group.name, dict(shared.batch), dict(shared.names),
+        state = (shared.filename, mode, self._name, dict(shared.batch), dict(shared.names),
                  shared.device, shared.dataset_kwargs, shared.file_options, shared.non_tensor_as_stack,
                  dict(shared.locked))
         return (_reopen, state)

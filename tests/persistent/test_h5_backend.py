@@ -295,3 +295,12 @@ def test_write_back_of_in_place_ops(path):
     assert data["a"].sum() == 0
     assert data["b"].tolist() == [3, 3, 3, 3]
     data.close()
+
+
+def test_closed_file_raises_naming_it(path):
+    data = _content().to_h5(path)
+    data.close()
+    with pytest.raises(ValueError, match=r"data\.h5' is closed"):
+        data["a"]
+    with pytest.raises(ValueError, match="closed"):
+        data["a"] = torch.zeros(4, 3)
