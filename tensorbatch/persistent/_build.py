@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .._ops.meta import NODE, NON_TENSOR
+from .._ops.meta import NODE
 from .._ops.traverse import is_td
 from ._file import atomic_target, open_file, split_options
 from ._format import write_batch_attrs
@@ -39,21 +39,24 @@ def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: An
     out = PersistentTensorDict(filename=filename, mode=mode, batch_size=batch_size, file_options=file_options,
                                non_tensor_as_stack=non_tensor_as_stack, **kwargs)
     if batch_size is None and (not out._shared.recorded or auto_batch_size or batch_dims is not None):
-        _auto_batch(out, batch_dims)
+        # inferred from the datasets' shapes at the first use of a batch size: opening stays cheap
+        out._shared.batch.clear()
+        out._shared.names.clear()
+        out._shared.auto = (out._group, out._name, batch_dims)
     return out
 
 
-def _auto_batch(td: PersistentTensorDict, batch_dims: int | None) -> None:
+def auto_batch(td: PersistentTensorDict, batch_dims: int | None) -> None:
     """Give each node the longest leading shape its entries share, from metadata only (nested nodes first)."""
     shapes = []
     for key in td._keys_str():
-        shape, _, kind = td._leaf_meta(key)
-        if kind == NODE:
-            child = td._get_str(key)
-            _auto_batch(child, batch_dims)
+        obj, kind = td._entry(key)
+        if kind is NODE:
+            child = td._child(key, obj)
+            auto_batch(child, batch_dims)
             shapes.append(child.batch_size)
-        elif kind != NON_TENSOR:
-            shapes.append(shape)
+        elif kind is not None:  # (non-tensor values follow the batch size; they do not decide it)
+            shapes.append(torch.Size(obj.shape))
     common: list[int] = []
     if shapes:
         limit = min(len(s) for s in shapes)
@@ -143,6 +146,8 @@ def clone(self: PersistentTensorDict, recurse: bool = True, *, filename: str | o
                       shared.non_tensor_as_stack)
         copy.batch.update(shared.batch)
         copy.names.update(shared.names)
+        copy.entries = shared.entries  # one cache of h5py objects per open file (writes drop entries)
+        copy.auto = shared.auto
         return PersistentTensorDict._node(copy, self._group)
     owned = filename is None
     if filename is None:

@@ -22,6 +22,7 @@ from ._rows import read_rows, write_rows
 
 _Dataset = h5py.Dataset
 _Size = torch.Size
+_NO_ENTRY: tuple[Any, Any] = (None, None)
 
 
 class PersistentTensorDict(TensorDictBase):
@@ -87,10 +88,33 @@ class PersistentTensorDict(TensorDictBase):
             self._apply_batch(size, record=False)
 
     @classmethod
-    def _node(cls, shared: Shared, group: h5py.Group) -> PersistentTensorDict:
+    def _node(cls, shared: Shared, group: h5py.Group, name: str | None = None) -> PersistentTensorDict:
         out = object.__new__(cls)
-        out._shared, out._group, out._name = shared, group, group.name
+        out._shared, out._group, out._name = shared, group, group.name if name is None else name
         return out
+
+    def _entry(self, key: str) -> tuple[Any, Any]:
+        """``(h5py object, kind)`` of the entry ``key`` (``(None, None)`` when missing), cached per file.
+
+        ``kind`` is NODE for a group, the torch dtype of a tensor dataset, None for a non-tensor dataset. The
+        h5py objects stay valid while the file is open: looking them up again costs more than the read of a
+        small dataset. Writes that replace or delete an entry drop it from the cache (``_forget``).
+        """
+        path = f"{self._name}/{key}" if self._name != "/" else f"/{key}"
+        found = self._shared.entries.get(path)
+        if found is not None:
+            return found
+        if type(key) is not str or "/" in key or key in fmt.BAD_KEYS:
+            return _NO_ENTRY
+        obj = self._group.get(key)
+        if obj is None:
+            return _NO_ENTRY
+        found = (obj, fmt.leaf_dtype(obj) if type(obj) is _Dataset else NODE)
+        self._shared.entries[path] = found
+        return found
+
+    def _child(self, key: str, obj: Any) -> PersistentTensorDict:
+        return PersistentTensorDict._node(self._shared, obj, f"{self._name}/{key}" if self._name != "/" else f"/{key}")
 
     # ------------------------------------------------------------------ file
     @property
@@ -134,9 +158,23 @@ class PersistentTensorDict(TensorDictBase):
         TensorDictBase.batch_size.fset(self, value)  # type: ignore[attr-defined]  # the base setter
 
     def _lookup_batch(self) -> torch.Size:
-        """A nested node's batch size: recorded in its attributes, else its parent's."""
+        """A node's batch size: recorded in its attributes, else its parent's.
+
+        When ``from_h5`` left the sizes to infer at the first use, they are inferred here.
+        """
+        pending = self._shared.auto
+        if pending is not None:
+            self._shared.auto = None
+            from ._build import auto_batch  # (a lazy import: _build imports this module)
+
+            auto_batch(PersistentTensorDict._node(self._shared, pending[0], pending[1]), pending[2])
+            found = self._shared.batch.get(self._name)
+            if found is not None:
+                return found
         recorded, names = fmt.read_batch_attrs(self._group)
-        if recorded is None:
+        if recorded is None and self._name == "/":
+            recorded = _Size(())
+        elif recorded is None:
             recorded = PersistentTensorDict._node(self._shared, self._group.parent).batch_size
         elif names is not None:
             self._shared.names[self._name] = names
@@ -162,9 +200,9 @@ class PersistentTensorDict(TensorDictBase):
 
     def _apply_batch(self, new_size: torch.Size, record: bool = True) -> None:
         for key in self._keys_str():
-            obj = self._group.get(key)
-            if type(obj) is not _Dataset:
-                child = PersistentTensorDict._node(self._shared, obj)
+            obj, kind = self._entry(key)
+            if kind is NODE:
+                child = self._child(key, obj)
                 if len(child.batch_size) < len(new_size):
                     child._apply_batch(new_size, record)
         name = self._name
@@ -186,19 +224,18 @@ class PersistentTensorDict(TensorDictBase):
 
     def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
         try:
-            obj = self._group.get(key) if type(key) is str and "/" not in key and key not in fmt.BAD_KEYS else None
+            obj, kind = self._entry(key)
             if obj is None:
                 if not self._shared.file:
                     raise ValueError(f"cannot read {key!r}: the HDF5 file {self._shared.filename!r} is closed")
                 if default is NO_DEFAULT:
                     raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
                 return default
-            if type(obj) is not _Dataset:
-                return PersistentTensorDict._node(self._shared, obj)
-            dtype = fmt.leaf_dtype(obj)
-            if dtype is None:
+            if kind is NODE:
+                return self._child(key, obj)
+            if kind is None:
                 return self._non_tensor(obj)
-            out = fmt.from_numpy(np.asarray(obj[()]), dtype)
+            out = fmt.from_numpy(np.asarray(obj[()]), kind)
         except (OSError, ValueError, TypeError, RuntimeError) as err:
             add_h5_note(err, self._shared, f"{self._name.rstrip('/')}/{key}")
             raise
@@ -219,26 +256,27 @@ class PersistentTensorDict(TensorDictBase):
         shared, group = self._shared, self._group
         name = f"{self._name.rstrip('/')}/{key}"
         shared.check_writable(name)
-        existing = group.get(key)
+        existing, kind = self._entry(key)
         with h5_errors(shared, name):
             if isinstance(value, torch.Tensor):
-                self._set_tensor(key, value, existing, inplace)
+                if self._set_tensor(key, value, existing, kind, inplace):
+                    return  # written into the dataset: the cached entry stays valid
             elif type(value) in NON_TENSOR_TYPES or not is_td(value):
                 if existing is not None:
                     del group[key]
                 fmt.write_non_tensor(group, key, value, {})
             else:
                 self._set_node(key, value, existing, inplace)
+        self._forget(name, kind is NODE)
 
-    def _set_tensor(self, key: str, value: torch.Tensor, existing: Any, inplace: bool) -> None:
+    def _set_tensor(self, key: str, value: torch.Tensor, existing: Any, kind: Any, inplace: bool) -> bool:
+        """Write a tensor leaf; True when it was copied into the existing dataset."""
         group = self._group
-        if inplace and type(existing) is _Dataset:
-            dtype = fmt.leaf_dtype(existing)
-            if dtype is not None:  # copied into the dataset (broadcast and cast as copy_ does)
-                if tuple(value.shape) != existing.shape:
-                    value = value.expand(existing.shape)
-                existing[...] = fmt.to_numpy(value, dtype)
-                return
+        if inplace and kind is not None and kind is not NODE:  # copied into the dataset (as copy_: broadcast, cast)
+            if tuple(value.shape) != existing.shape:
+                value = value.expand(existing.shape)
+            existing[...] = fmt.to_numpy(value, kind)
+            return True
         array = fmt.to_numpy(value, value.dtype)  # converted before the old entry goes
         if existing is not None:  # set replaces the leaf (a new dataset, as a new tensor in memory)
             del group[key]
@@ -246,11 +284,12 @@ class PersistentTensorDict(TensorDictBase):
         ds = group.create_dataset(key, data=array, **(self._shared.dataset_kwargs if array.ndim else {}))
         if bits is not None:
             ds.attrs[fmt.DTYPE_ATTR] = bits
+        return False
 
     def _set_node(self, key: str, value: Any, existing: Any, inplace: bool) -> None:
         group = self._group
         if inplace and existing is not None and type(existing) is not _Dataset:
-            PersistentTensorDict._node(self._shared, existing).update_(value)
+            self._child(key, existing).update_(value)
             return
         if isinstance(value, PersistentTensorDict) and value._shared.file == self._shared.file:
             value = value.to_tensordict()  # read before a node written onto itself is dropped
@@ -268,10 +307,17 @@ class PersistentTensorDict(TensorDictBase):
         for sub_key, sub_value in entries:
             child._set_str(sub_key, sub_value, inplace=False, validated=True)
 
-    def _forget(self, name: str) -> None:
-        """Drop what is remembered of the node ``name`` and below (it was deleted or replaced)."""
+    def _forget(self, name: str, below: bool = True) -> None:
+        """Drop what is remembered of the entry ``name``, and with ``below`` of everything under it.
+
+        Called when it was deleted or replaced.
+        """
+        shared = self._shared
+        shared.entries.pop(name, None)
+        if not below:
+            return
         prefix = name.rstrip("/") + "/"
-        for table in (self._shared.batch, self._shared.names, self._shared.locked):
+        for table in (shared.entries, shared.batch, shared.names, shared.locked):
             for other in [k for k in table if k == name or k.startswith(prefix)]:
                 del table[other]
 
@@ -326,55 +372,60 @@ class PersistentTensorDict(TensorDictBase):
 
     # ------------------------------------------------------------------ storage hooks
     def _leaf_meta(self, key: str) -> LeafMeta:
-        obj = self._group.get(key) if "/" not in key and key not in fmt.BAD_KEYS else None
+        obj, kind = self._entry(key)
         if obj is None:
             raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
-        if type(obj) is _Dataset:
-            dtype = fmt.leaf_dtype(obj)
-            if dtype is not None:
-                return LeafMeta(_Size(obj.shape), dtype, TENSOR)
-            shape = fmt.stack_shape(obj)
-            return LeafMeta(self.batch_size if shape is None else shape, None, NON_TENSOR)
-        return LeafMeta(PersistentTensorDict._node(self._shared, obj).batch_size, None, NODE)
+        if kind is NODE:
+            return LeafMeta(self._child(key, obj).batch_size, None, NODE)
+        if kind is not None:
+            return LeafMeta(_Size(obj.shape), kind, TENSOR)
+        shape = fmt.stack_shape(obj)
+        return LeafMeta(self.batch_size if shape is None else shape, None, NON_TENSOR)
 
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
         out: dict[str, Any] = {}
-        group, device = self._group, self._shared.device
+        device = self._shared.device
         for key in self._keys_str() if keys is None else keys:
-            obj = group.get(key)
+            obj, kind = self._entry(key)
             if obj is None:
                 raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
-            if type(obj) is _Dataset:
-                dtype = fmt.leaf_dtype(obj)
-                if dtype is None:
-                    out[key] = self._non_tensor(obj)[plan.index]
-                    continue
-                with h5_errors(self._shared, obj.name):
-                    leaf = fmt.from_numpy(read_rows(obj, plan), dtype)
-                out[key] = leaf if device is None or device.type == "cpu" else leaf.to(device)
+            if kind is NODE:
+                out[key] = self._child(key, obj)._read_rows(plan)
+            elif kind is None:
+                out[key] = self._non_tensor(obj)[plan.index]
             else:
-                out[key] = PersistentTensorDict._node(self._shared, obj)._read_rows(plan)
+                try:
+                    leaf = fmt.from_numpy(read_rows(obj, plan), kind)
+                except (OSError, ValueError, TypeError, RuntimeError) as err:
+                    add_h5_note(err, self._shared, f"{self._name.rstrip('/')}/{key}")
+                    raise
+                out[key] = leaf if device is None or device.type == "cpu" else leaf.to(device)
         return self._dense_cls._new_unsafe(out, plan.target_shape(self.batch_size), device)  # type: ignore[no-any-return]
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
         checked = []
         for path, value in values.items():  # everything checked before the first write
-            obj: Any = self._group.get("/".join(path)) if all("/" not in p and p not in fmt.BAD_KEYS
-                                                         for p in path) else None
-            dtype = fmt.leaf_dtype(obj) if type(obj) is _Dataset else None
-            if dtype is None:
+            node: Any = self
+            for part in path[:-1]:
+                obj, kind = node._entry(part)
+                if kind is not NODE:
+                    node = None
+                    break
+                node = node._child(part, obj)
+            obj, kind = _NO_ENTRY if node is None else node._entry(path[-1])
+            if kind is None or kind is NODE:
                 if obj is None:
                     self._get(path)  # the KeyError naming a missing path
                 raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
-            self._shared.check_writable(obj.name)
-            target = plan.target_shape(obj.shape)
+            name = f"{node._name.rstrip('/')}/{path[-1]}"
+            self._shared.check_writable(name)
             if isinstance(value, torch.Tensor):
-                check_fits(path, value.shape, target)
+                check_fits(path, value.shape, plan.target_shape(obj.shape))
             else:
                 value = torch.as_tensor(value)
-            checked.append((obj, fmt.to_numpy(value, dtype)))
-        for obj, array in checked:
-            with h5_errors(self._shared, obj.name):
+            checked.append((obj, fmt.to_numpy(value, kind), name))
+        for obj, array, name in checked:
+            with h5_errors(self._shared, name):
                 write_rows(obj, plan, array)
 
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
@@ -385,6 +436,7 @@ class PersistentTensorDict(TensorDictBase):
         with h5_errors(self._shared, name):
             if key in self._group:
                 del self._group[key]
+            self._forget(name)
             kwargs = self._shared.dataset_kwargs if len(shape) else {}
             ds = self._group.create_dataset(key, shape=tuple(shape), dtype=numpy_dtype, **kwargs)
             if bits is not None:
