@@ -27,7 +27,7 @@ class Shared:
     """What the nodes of one file share: the h5py file, its options, and per-node batch sizes and locks."""
 
     __slots__ = ("auto", "batch", "dataset_kwargs", "device", "entries", "file", "file_options", "filename",
-                 "locked", "mode", "names", "non_tensor_as_stack", "owned", "recorded")
+                 "keys", "locked", "mode", "names", "non_tensor_as_stack", "owned", "recorded")
 
     def __init__(self, file: h5py.File, mode: str, device: torch.device | None, dataset_kwargs: dict[str, Any],
                  file_options: dict[str, Any], non_tensor_as_stack: bool = False) -> None:
@@ -43,6 +43,7 @@ class Shared:
         self.locked: dict[str, bool] = {}
         self.owned = False  # a temporary file (clone): removed on close
         self.recorded = False  # the root's batch size was read from the file's attributes
+        self.keys: dict[str, tuple[str, ...]] = {}  # group path -> its keys (dropped when they change)
         self.entries: dict[str, tuple[Any, Any]] = {}  # object path -> (h5py object, kind): see Node._entry
         self.auto: tuple[Any, str, int | None] | None = None  # (root group, name, batch_dims): sizes to infer
 

@@ -13,7 +13,7 @@ import torch
 from .._base.coerce import as_device, checked_names
 from .._errors import batch_mismatch, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta
-from .._ops.rows import RowPlan, check_fits
+from .._ops.rows import RowPlan, check_fits, plan_rows
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
 from . import _format as fmt
@@ -257,6 +257,8 @@ class PersistentTensorDict(TensorDictBase):
         name = f"{self._name.rstrip('/')}/{key}"
         shared.check_writable(name)
         existing, kind = self._entry(key)
+        if existing is None:
+            shared.keys.pop(self._name, None)  # a new key
         with h5_errors(shared, name):
             if isinstance(value, torch.Tensor):
                 if self._set_tensor(key, value, existing, kind, inplace):
@@ -317,7 +319,7 @@ class PersistentTensorDict(TensorDictBase):
         if not below:
             return
         prefix = name.rstrip("/") + "/"
-        for table in (shared.entries, shared.batch, shared.names, shared.locked):
+        for table in (shared.entries, shared.batch, shared.names, shared.locked, shared.keys):
             for other in [k for k in table if k == name or k.startswith(prefix)]:
                 del table[other]
 
@@ -329,13 +331,24 @@ class PersistentTensorDict(TensorDictBase):
         self._shared.check_writable(name)
         with h5_errors(self._shared, name):
             del group[key]
+        self._shared.keys.pop(self._name, None)
         self._forget(name)
 
     def _keys_str(self) -> Any:
-        return self._group.keys()
+        found = self._shared.keys.get(self._name)
+        if found is None:  # listing a group costs more than reading a small dataset: kept until a key changes
+            found = self._shared.keys[self._name] = tuple(self._group.keys())
+        return found
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
+        """An in-memory TensorDict of every leaf: one read per dataset."""
+        if not self.batch_dims:
+            return TensorDictBase.to_tensordict(self)
+        n = self.batch_size[0]
+        return self._read_rows(plan_rows(slice(0, n), n))
 
     def _has_str(self, key: str) -> bool:
-        return type(key) is str and "/" not in key and key not in fmt.BAD_KEYS and key in self._group
+        return self._entry(key)[0] is not None
 
     @property
     def is_locked(self) -> bool:
@@ -437,6 +450,7 @@ class PersistentTensorDict(TensorDictBase):
             if key in self._group:
                 del self._group[key]
             self._forget(name)
+            self._shared.keys.pop(self._name, None)
             kwargs = self._shared.dataset_kwargs if len(shape) else {}
             ds = self._group.create_dataset(key, shape=tuple(shape), dtype=numpy_dtype, **kwargs)
             if bits is not None:

@@ -1,10 +1,12 @@
 """Reading and writing the rows a RowPlan selects from one h5py dataset, with a cost model.
 
 - an int or a slice is one hyperslab read;
-- sorted unique rows (``plan.rows``) are read either as the span they cover, in bounded blocks (cheap when
-  the rows are dense in it: contiguous bytes), or as one selection of those rows (cheap when they are
-  sparse: HDF5 reads only them); for a filtered (compressed) chunked dataset each touched chunk is read
-  once, as HDF5 would otherwise decompress a chunk for each row it holds;
+- sorted unique rows (``plan.rows``) of a contiguous dataset are read either as the span they cover, in
+  bounded blocks (cheap when the rows are dense in it: contiguous bytes), or as selections of those rows
+  (cheap when they are sparse: HDF5 reads only them);
+- for a chunked dataset whose chunks go through HDF5's chunk cache (compressed, or at most the cache's
+  size), a selection reads each chunk it touches whole anyway, and a compressed one once per row: the
+  touched chunks are read instead, each once, runs of consecutive chunks in bounded blocks;
 - the requested order and repeats (``plan.inverse``) are restored by scattering each block into the
   result, so the peak memory stays near the size of the result.
 
@@ -27,6 +29,8 @@ from .._ops.rows import RowPlan
 # A selected row costs about as much as reading this many more contiguous bytes (h5py builds one hyperslab
 # per row; measured with h5py 3 on a local disk, page cache warm).
 ROW_COST_BYTES = 8192
+# HDF5's default chunk cache (rdcc_nbytes): chunks up to this size are read whole by a selection
+CHUNK_CACHE_BYTES = 1 << 20
 # Bound on a read buffer (a block of the span, or of the selected rows), beyond the result itself: at most a
 # quarter of the result, at least _MIN_BLOCK_BYTES, so the peak stays under twice the result.
 BLOCK_BYTES = 4 << 20
@@ -70,9 +74,10 @@ def _strategy(ds: h5py.Dataset, rows: np.ndarray) -> str:
     first, last = int(rows[0]), int(rows[-1])
     if last - first + 1 == n:
         return "range"
-    if ds.chunks is not None and ds._filters:  # compressed chunks: each touched chunk read (decoded) once
-        return "chunks"
     row_bytes = ds.dtype.itemsize * math.prod(ds.shape[1:])
+    chunks = ds.chunks
+    if chunks is not None and (ds._filters or row_bytes * chunks[0] <= CHUNK_CACHE_BYTES):
+        return "chunks"
     if (last - first + 1) * row_bytes <= n * (row_bytes + ROW_COST_BYTES):
         return "span"  # dense enough: contiguous bytes beat a selection of rows
     return "select"
@@ -81,7 +86,9 @@ def _strategy(ds: h5py.Dataset, rows: np.ndarray) -> str:
 def _direct(ds: h5py.Dataset, rows: np.ndarray, flat: np.ndarray) -> bool:
     """Read sorted unique rows straight into ``flat`` when no gather is needed (a range, a selection)."""
     how = _strategy(ds, rows)
-    if how == "range":
+    if how == "range" and len(rows) == ds.shape[0]:
+        ds.read_direct(flat)
+    elif how == "range":
         ds.read_direct(flat, np.s_[int(rows[0]):int(rows[-1]) + 1], np.s_[0:len(rows)])
     elif how == "select":
         ds.read_direct(flat, np.s_[rows], np.s_[0:len(rows)])
@@ -98,14 +105,20 @@ def _pieces(ds: h5py.Dataset, rows: np.ndarray) -> Iterator[tuple[int, int, np.n
     if how == "range":
         yield 0, n, ds[first:last + 1]
         return
-    if how == "chunks":
+    if how == "chunks":  # runs of consecutive touched chunks, read in blocks of whole chunks
         step = ds.chunks[0]
+        row_bytes = ds.dtype.itemsize * math.prod(ds.shape[1:])
+        per_block = max(1, _block_rows(n, row_bytes) // step) * step  # whole chunks per read
         ids = rows // step
-        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-        for i0, i1 in itertools.pairwise(np.r_[starts, n]):
-            c0 = int(ids[i0]) * step
-            block = ds[c0:min(c0 + step, ds.shape[0])]
-            yield int(i0), int(i1), block[rows[i0:i1] - c0]
+        starts = np.flatnonzero(np.r_[True, ids[1:] - ids[:-1] > 1])  # a new run where a chunk is skipped
+        for a, b in itertools.pairwise(np.r_[starts, n]):
+            start, end = int(ids[a]) * step, min((int(ids[b - 1]) + 1) * step, ds.shape[0])
+            for r0 in range(start, end, per_block):
+                r1 = min(r0 + per_block, end)
+                i0, i1 = (int(i) for i in np.searchsorted(rows, (r0, r1)))
+                if i1 > i0:
+                    block = ds[r0:r1]
+                    yield i0, i1, block[rows[i0:i1] - r0]
         return
     block_rows = _block_rows(n, ds.dtype.itemsize * math.prod(ds.shape[1:]))
     if how == "span":  # the span in bounded blocks

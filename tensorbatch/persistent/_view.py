@@ -113,6 +113,10 @@ class IndexedView(TensorDictBase):
         out: TensorDictBase = source._read_index(self._index if len(self._index) != 1 else self._index[0], True)
         return out
 
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
+        """The view's rows, read into an in-memory TensorDict."""
+        return self._materialize()
+
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
         data = self._materialize()
         if keys is not None:

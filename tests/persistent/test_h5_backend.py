@@ -72,7 +72,7 @@ def test_span_reads_in_blocks(path, monkeypatch, block):
 
 
 def test_strategies(path):
-    """Sparse rows of a contiguous dataset: one selection; dense ones: span blocks; gzip: chunk by chunk."""
+    """Sparse rows of a contiguous dataset: one selection; dense ones: span blocks; chunks: touched ones."""
     data = np.zeros((1000, 64), dtype=np.float32)
     f, ds = _dataset(path, data)
     with f:
@@ -82,7 +82,11 @@ def test_strategies(path):
         assert sum(b - a for a, b, _ in dense) == 100
         gz = f.create_dataset("z", data=data, chunks=(100, 64), compression="gzip")
         pieces = list(_rows._pieces(gz, np.array([1, 2, 150, 990])))
-        assert [(a, b) for a, b, _ in pieces] == [(0, 2), (2, 3), (3, 4)]  # one read per touched chunk
+        assert [(a, b) for a, b, _ in pieces] == [(0, 3), (3, 4)]  # touched chunks once: 0 and 1 together, 9
+        small = f.create_dataset("c", data=data, chunks=(100, 64))  # 25 KB chunks: through the chunk cache
+        assert _rows._strategy(small, np.array([0, 500, 999])) == "chunks"
+        big = f.create_dataset("b", data=data, chunks=(1000, 64))  # 256 KB chunks ...
+        assert _rows._strategy(big, np.array([0, 999])) == "chunks"
 
 
 def test_write_rows_last_repeat_wins(path):
