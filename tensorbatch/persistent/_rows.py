@@ -4,9 +4,10 @@
 - sorted unique rows (``plan.rows``) of a contiguous dataset are read either as the span they cover, in
   bounded blocks (cheap when the rows are dense in it: contiguous bytes), or as selections of those rows
   (cheap when they are sparse: HDF5 reads only them);
-- for a chunked dataset whose chunks go through HDF5's chunk cache (compressed, or at most the cache's
-  size), a selection reads each chunk it touches whole anyway, and a compressed one once per row: the
-  touched chunks are read instead, each once, runs of consecutive chunks in bounded blocks;
+- a compressed chunked dataset is read by touched chunks, each once (a selection would decompress a chunk
+  for each row it holds), runs of consecutive chunks in bounded blocks; for chunks that fit HDF5's chunk
+  cache both ways read every touched chunk whole, and the cost model weighs the selection's cost per row
+  against ours per chunk;
 - the requested order and repeats (``plan.inverse``) are restored by scattering each block into the
   result, so the peak memory stays near the size of the result.
 
@@ -31,6 +32,10 @@ from .._ops.rows import RowPlan
 ROW_COST_BYTES = 8192
 # HDF5's default chunk cache (rdcc_nbytes): chunks up to this size are read whole by a selection
 CHUNK_CACHE_BYTES = 1 << 20
+# In a chunked dataset, a selected row costs about as much as copying this many bytes (HDF5's per-row
+# overhead), and reading one chunk ourselves about this many on top of its size (measured, h5py 3).
+SELECT_ROW_BYTES = 48 << 10
+CHUNK_CALL_BYTES = 192 << 10
 # Bound on a read buffer (a block of the span, or of the selected rows), beyond the result itself: at most a
 # quarter of the result, at least _MIN_BLOCK_BYTES, so the peak stays under twice the result.
 BLOCK_BYTES = 4 << 20
@@ -76,8 +81,13 @@ def _strategy(ds: h5py.Dataset, rows: np.ndarray) -> str:
         return "range"
     row_bytes = ds.dtype.itemsize * math.prod(ds.shape[1:])
     chunks = ds.chunks
-    if chunks is not None and (ds._filters or row_bytes * chunks[0] <= CHUNK_CACHE_BYTES):
-        return "chunks"
+    if chunks is not None and ds._filters:
+        return "chunks"  # (a selection would decompress a chunk for each row it holds)
+    if chunks is not None and row_bytes * chunks[0] <= CHUNK_CACHE_BYTES:
+        # both read every touched chunk whole: a selection pays per row, our reads per chunk (and a copy)
+        ids = rows // chunks[0]
+        touched = 1 + int(np.count_nonzero(ids[1:] != ids[:-1]))
+        return "chunks" if n * SELECT_ROW_BYTES > touched * (row_bytes * chunks[0] + CHUNK_CALL_BYTES) else "select"
     if (last - first + 1) * row_bytes <= n * (row_bytes + ROW_COST_BYTES):
         return "span"  # dense enough: contiguous bytes beat a selection of rows
     return "select"

@@ -15,7 +15,7 @@ import torch
 from .._ops.index import index_leaves, normalize
 from .._ops.meta import NODE, NON_TENSOR, LeafMeta
 from .._ops.rows import RowPlan, check_fits
-from .._ops.traverse import NO_DEFAULT, is_node
+from .._ops.traverse import NO_DEFAULT, is_node, source_leaves
 from ..base import TensorDictBase
 
 _Size = torch.Size
@@ -83,9 +83,8 @@ class IndexedView(TensorDictBase):
         self._write({key: value})
 
     def _write(self, entries: dict[str, Any]) -> None:
-        from .._base.storage import _value_leaves
-
-        self._source._write_at(self._index, dict(_value_leaves(entries, ())), strict=False, source=entries)
+        values = dict(source_leaves(entries, "writing through an indexed view", _enter))
+        self._source._write_at(self._index, values, strict=False, source=entries)
 
     def _del_str(self, key: str) -> None:
         raise RuntimeError(f"cannot delete {key!r} from an indexed view (it would delete it from the file)")
@@ -149,6 +148,11 @@ class IndexedView(TensorDictBase):
 
     def _check_batch(self, new_size: torch.Size) -> None:  # (nested views of nested nodes)
         self._change_batch_size(new_size)
+
+
+def _enter(path: tuple[str, ...], value: Any) -> bool:
+    """Walk into nested TensorDicts and dicts, not into non-tensor leaves (they are written whole)."""
+    return is_node(value) or isinstance(value, dict)
 
 
 def is_view_node(value: Any) -> bool:
