@@ -9,7 +9,6 @@ from typing import Any
 
 import torch
 
-from .._ops.meta import NODE
 from .._ops.traverse import is_td
 from ._file import atomic_target, open_file, split_options
 from ._format import write_batch_attrs
@@ -44,32 +43,6 @@ def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: An
         out._shared.names.clear()
         out._shared.auto = (out._group, out._name, batch_dims)
     return out
-
-
-def auto_batch(td: PersistentTensorDict, batch_dims: int | None) -> None:
-    """Give each node the longest leading shape its entries share, from metadata only (nested nodes first)."""
-    shapes = []
-    for key in td._keys_str():
-        obj, kind = td._entry(key)
-        if kind is NODE:
-            child = td._child(key, obj)
-            auto_batch(child, batch_dims)
-            shapes.append(child.batch_size)
-        elif kind is not None:  # (non-tensor values follow the batch size; they do not decide it)
-            shapes.append(torch.Size(obj.shape))
-    common: list[int] = []
-    if shapes:
-        limit = min(len(s) for s in shapes)
-        if batch_dims is not None:
-            limit = min(limit, batch_dims)
-        for i in range(limit):
-            if any(s[i] != shapes[0][i] for s in shapes):
-                break
-            common.append(shapes[0][i])
-    size = torch.Size(common)
-    td._shared.batch[td._name] = size
-    if td._shared.writable:
-        write_batch_attrs(td._group, size, None)
 
 
 def from_dict(input_dict: Any, filename: str | os.PathLike[str], batch_size: Any = None, device: Any = None,

@@ -18,6 +18,7 @@ from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
 from . import _format as fmt
 from ._file import Shared, add_h5_note, h5_errors, open_file, split_options
+from ._infer import auto_batch
 from ._rows import read_rows, write_rows
 
 _Dataset = h5py.Dataset
@@ -165,8 +166,6 @@ class PersistentTensorDict(TensorDictBase):
         pending = self._shared.auto
         if pending is not None:
             self._shared.auto = None
-            from ._build import auto_batch  # (a lazy import: _build imports this module)
-
             auto_batch(PersistentTensorDict._node(self._shared, pending[0], pending[1]), pending[2])
             found = self._shared.batch.get(self._name)
             if found is not None:

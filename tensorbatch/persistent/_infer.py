@@ -1,0 +1,33 @@
+"""Inferring the batch sizes of a file that records none: from the datasets' shapes, without reading data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .._ops.meta import NODE
+
+
+def auto_batch(td: Any, batch_dims: int | None) -> None:
+    """Give each node the longest leading shape its entries share, from metadata only (nested nodes first)."""
+    shapes = []
+    for key in td._keys_str():
+        obj, kind = td._entry(key)
+        if kind is NODE:
+            child = td._child(key, obj)
+            auto_batch(child, batch_dims)
+            shapes.append(child.batch_size)
+        elif kind is not None:  # (non-tensor values follow the batch size; they do not decide it)
+            shapes.append(torch.Size(obj.shape))
+    common: list[int] = []
+    if shapes:
+        limit = min(len(s) for s in shapes)
+        if batch_dims is not None:
+            limit = min(limit, batch_dims)
+        for i in range(limit):
+            if any(s[i] != shapes[0][i] for s in shapes):
+                break
+            common.append(shapes[0][i])
+    size = torch.Size(common)
+    td._shared.batch[td._name] = size  # (not written to the file: opening a file leaves it unchanged)
