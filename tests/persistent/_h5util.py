@@ -40,13 +40,16 @@ def quiet(fn: Callable[[], Any]) -> Any:
 
 
 def text(value: Any) -> Any:
-    """A string value as ``str`` (tensordict 0.15.3 reads the strings it wrote as bytes)."""
+    """A value with its strings as ``str``, lists as lists (tensordict 0.15.3 reads strings as bytes; 0.17 will
+    read them as str, as we do)."""
     if isinstance(value, (bytes, np.bytes_)):
         return bytes(value).decode()
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
-        return value.tolist()
+        return text(value.tolist())
+    if isinstance(value, (list, tuple)):  # tensordict's LinkedList too
+        return [text(v) for v in value]
     return value
 
 
