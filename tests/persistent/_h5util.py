@@ -61,6 +61,14 @@ def is_collection(x: Any) -> bool:
     return hasattr(x, "batch_size") and hasattr(x, "keys") and not isinstance(x, torch.Tensor)
 
 
+def _chained(td: Any, key: tuple[str, ...]) -> Any:
+    """``td[k0][k1]...``: tensordict gives a node read by a tuple key (``td["n", "deep"]``) the root's batch size
+    when it inferred them (pinned in test_h5_interop); node by node it gives the node's own, as we do."""
+    for k in key:
+        td = td[k]
+    return td
+
+
 def summary(td: Any) -> dict[Any, Any]:
     """Batch size and every entry (nested ones by tuple key) of a TensorDict-like, as plain values.
 
@@ -69,7 +77,7 @@ def summary(td: Any) -> dict[Any, Any]:
     out: dict[Any, Any] = {(): ("node", tuple(td.batch_size))}
     for key in quiet(lambda: list(td.keys(include_nested=True))):
         key = key if isinstance(key, tuple) else (key,)
-        value = quiet(lambda key=key: td[key])
+        value = quiet(lambda key=key: _chained(td, key))
         if isinstance(value, torch.Tensor):
             out[key] = ("tensor", str(value.dtype), tuple(value.shape), bits(value))
         elif is_collection(value):
