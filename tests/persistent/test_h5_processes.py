@@ -30,7 +30,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ._h5util import SUBJECT, quiet, tb
+from ._h5util import SUBJECT, ours_only, quiet, tb
 
 # children import the subject this process imported (the checkout under test; -P: not the working directory's)
 _HOME = Path(tb.__file__).resolve().parents[1]
@@ -248,6 +248,43 @@ def test_several_reader_processes(tmp_path):
     for seed, total in enumerate(outs):
         rows = torch.randperm(N, generator=torch.Generator().manual_seed(seed))[:100]
         assert total == 20 * (int(rows.sum()) + int(a[rows].sum()))
+
+
+_HOLD_OPEN = """
+    import importlib, sys, time
+    lib = importlib.import_module(sys.argv[2])
+    ptd = lib.from_h5(sys.argv[1], mode="r+")
+    print("open", flush=True)
+    sys.stdin.readline()  # holds the file open for writing until the parent says
+    ptd.close()
+"""
+
+
+@ours_only
+def test_file_options_reach_h5py_locking(tmp_path):
+    """Another process holds the file open for writing: HDF5's file lock refuses a reader, naming the file;
+    ``file_options={"locking": False}`` (an h5py.File option, apart from the dataset options) lets it read."""
+    path = _dataset_file(tmp_path / "data.h5")
+    holder = subprocess.Popen([sys.executable, "-P", "-c", textwrap.dedent(_HOLD_OPEN), str(path), SUBJECT],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdin is not None
+        assert holder.stdout.readline().strip() == "open", holder.stderr.read() if holder.poll() else ""
+        with pytest.raises(Exception) as info:  # noqa: PT011 - h5py's OSError, with the file named
+            tb.from_h5(str(path))
+        assert "data.h5" in str(info.value) + "".join(getattr(info.value, "__notes__", []))
+        with tb.from_h5(str(path), file_options={"locking": False}) as ptd:
+            assert torch.equal(ptd["n", "c"][[0, N - 1]], torch.tensor([0, N - 1]))
+        with pytest.raises(TypeError, match="file_options"):
+            tb.from_h5(str(path), locking=False)  # a file option among the dataset options
+        holder.stdin.write("done\n")
+        holder.stdin.flush()
+        holder.wait(timeout=60)
+    finally:
+        holder.kill()
+        holder.communicate(timeout=30)
+    assert holder.returncode == 0
 
 
 # --------------------------------------------------------------------------------------------------
