@@ -38,6 +38,8 @@ from .tensorclass import TensorClass as TensorClass
 from .tensorclass import is_tensorclass as is_tensorclass
 from .tensorclass import tensorclass as tensorclass
 from .typed import TypedTensorDict as TypedTensorDict
+from . import _schema  # noqa: F401  # TensorDict.from_schema
+from . import store  # noqa: F401  # (light: redis is imported when a store is used) TensorDictBase.to_store
 from .utils import assert_allclose_td as assert_allclose_td
 from .utils import assert_close as assert_close
 from .utils import is_tensor_collection as is_tensor_collection

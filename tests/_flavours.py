@@ -90,6 +90,8 @@ NESTED_KEYS: tuple[tuple[str, ...], ...] = (("nested", "d"), ("nested", "deep", 
 #   shared_select     select/exclude/detach give TensorDicts sharing the leaves' storage: in-place writes
 #                     through them reach the source. A store whose reads are copies (HDF5) lacks it:
 #                     those give in-memory copies (its nested nodes are views: use float_part)
+#   index_views       ``td[1:3]`` is a view: writes through it (``set_``) reach the source. A TensorDictStore
+#                     reads ``td[idx]`` at once into memory (one round trip for every leaf), as tensordict's does
 #   batch_size_shrink batch_size can be set to fewer dims (the dropped dims become feature dims); a
 #                     lazy stack cannot when its stack dim would become a feature dim
 BASE_CAPS = frozenset(
@@ -109,6 +111,7 @@ BASE_CAPS = frozenset(
         "pytree",
         "uniform_members",
         "shared_select",
+        "index_views",
     }
 )
 # Facts some flavours add:
@@ -317,6 +320,16 @@ def make_h5_from(td: TensorDictBase) -> TensorDictBase:
     fd, path = tempfile.mkstemp(suffix=".h5", dir=_H5_FOLDER[0])
     os.close(fd)
     return PersistentTensorDict.from_dict(td, path)
+def make_store(seed: int = 0) -> TensorDictBase:
+    """A :class:`~tensorbatch.store.TensorDictStore` holding the reference content, on the test run's server
+    (``tests/_redis_server.py``: started on first use, stopped at session end)."""
+    from _redis_server import SOCKET_TIMEOUT, shared_server
+
+    from tensorbatch.store import TensorDictStore
+
+    server = shared_server()
+    return TensorDictStore.from_tensordict(make_td(seed), host=server.host, port=server.port,
+                                           socket_timeout=SOCKET_TIMEOUT, prefix="flavour")
 
 
 class RefState(TypedTensorDict):
@@ -362,6 +375,7 @@ def _param(
 _TC_DROPS = frozenset({"str_keys", "new_keys"})
 _STORE_DROPS = frozenset({"stored_leaves", "grad", "pytree"})
 _H5_DROPS = _STORE_DROPS | {"shared_select", "fresh_index_nodes"}
+_REDIS_DROPS = _STORE_DROPS | {"shared_select", "index_views"}
 
 FLAVOURS = [
     _param("td", make_td),
@@ -416,6 +430,14 @@ FLAVOURS = [
     _param("h5_view", make_h5_view, add={"h5"},
            drop=_H5_DROPS | {"mapping_mutation", "lock", "batch_size_shrink"}),
     _param("tensorclass_over_h5", over(RefSample, make_h5), add={"tensorclass", "h5"}, drop=_TC_DROPS | _H5_DROPS),
+    # A TensorDictStore (Redis/Valkey) drops what the NumpyStore drops (leaves are bytes on a server: a read is
+    # a new tensor, no autograd through the server, no pytree registration) and shared_select (its reads are
+    # copies: select/exclude/detach give in-memory copies; its nested nodes are views).
+    # index_views: store[idx] is read into memory at once (as tensordict's store does), not a view.
+    _param("store", make_store, add={"store"}, drop=_REDIS_DROPS),
+    _param("typed_over_store", over(RefState, make_store), add={"typed", "store"}, drop=_REDIS_DROPS),
+    _param("tensorclass_over_store", over(RefSample, make_store), add={"tensorclass", "store"},
+           drop=_TC_DROPS | _REDIS_DROPS),
     _param("typed_over_td", over(RefState, make_td), add={"typed"}),
     _param("typed_over_numpy", over(RefState, make_numpy_store), add={"typed", "device"}, drop=_STORE_DROPS),
     _param(
@@ -581,6 +603,12 @@ def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
         return {(*prefix, *path): hash(td._group["/".join(path)].id)
                 for path, _ in (((p if isinstance(p, tuple) else (p,)), None)
                                 for p in td.keys(include_nested=True, leaves_only=True))}
+    if type(td).__name__ == "TensorDictStore":  # a leaf's insertion rank on the server: a replaced leaf gets a new one
+        conn = td._conn
+        ranks = conn.client.zrange(conn.key("__order__"), 0, -1, withscores=True)
+        return {(*prefix, *path[len(td._path):]): score for path, score in
+                ((tuple(k.decode().split(".")), score) for k, score in ranks)
+                if path[: len(td._path)] == td._path and ".".join(path) in conn.tree.leaves}
     if isinstance(td, NumpyStore):  # it stores numpy arrays (a read wraps one in a new tensor each time)
         return {(*prefix, *path[len(td._prefix):]): id(array) for path, array in td._storage.arrays.items()
                 if path[: len(td._prefix)] == td._prefix}

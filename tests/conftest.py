@@ -19,3 +19,10 @@ def tdf(flavour: Flavour) -> Any:
     """A fresh collection from the flavour's factory (reference content, batch [3, 4]): a TensorDict, or a
     TensorClass for the ``tensorclass_*`` flavours."""
     return flavour.factory()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the test run's Redis/Valkey server (when one was started), also after a failure."""
+    from _redis_server import stop_shared_server
+
+    stop_shared_server()

@@ -73,6 +73,7 @@ def test_getitem_nested_then_index_agree(flavour, tdf, case):
 
 def test_slice_is_a_view(flavour, tdf):
     requires(flavour, "inplace")
+    requires(flavour, "index_views")
     sub = tdf[1:3]
     sub.set_(("nested", "d"), torch.full((2, 4, 2), -1.0))
     assert (tdf.get(("nested", "d"))[1:3] == -1).all()

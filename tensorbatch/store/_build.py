@@ -1,0 +1,161 @@
+"""Making stores: from a dict or TensorDict, from a schema (allocated on the server), from a store's id."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from .._ops.traverse import is_td
+from . import _format as fmt
+from ._conn import Connection
+from ._node import Commands, TensorDictStore
+from ._tree import Tree, load
+
+_CONNECT = ("backend", "host", "port", "db", "unix_socket_path", "prefix")
+
+
+def _as_td(value: Any) -> Any:
+    """A TensorClass or TypedTensorDict gives its TensorDict; a TensorDict is itself."""
+    inner = getattr(value, "_tensordict", None)
+    return inner if inner is not None and is_td(inner) else value
+
+
+def tensorclass_path(value: Any) -> str | None:
+    from ..tensorclass import is_tensorclass
+
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__qualname__}" if is_tensorclass(cls) else None
+
+
+def from_tensordict(cls: Any, td: Any, *, device: Any = None, **kwargs: Any) -> TensorDictStore:
+    """A new store holding a copy of ``td`` (a TensorDict, TensorClass or TypedTensorDict), written in one atomic
+    round trip. A TensorClass's class is recorded: :func:`from_store` gives it back."""
+    tc = tensorclass_path(td)
+    data = _as_td(td)
+    if device is None:
+        device = data.device
+    store = TensorDictStore(batch_size=data.batch_size, device=device, **kwargs)
+    commands: Commands = []
+    if tc is not None:
+        commands.append(("SET", [store._conn.key("__tensorclass__")], [tc]))
+        store._conn.tensorclass = tc
+    names = data._maybe_names() if hasattr(data, "_maybe_names") else None
+    del names  # (dim names are not kept yet)
+    for key, value in data._items_str():
+        fmt.check_key(key)
+        store._emit_set(key, value, False, commands)
+    store._write("from_tensordict", commands)
+    return store
+
+
+def from_dict(cls: Any, input_dict: Any, *, auto_batch_size: bool = False, batch_size: Any = None,
+              device: Any = None, batch_dims: int | None = None, names: Any = None, **kwargs: Any) -> TensorDictStore:
+    """A new store holding the entries of a dict or TensorDict (batch size as ``TensorDict.from_dict``)."""
+    from .._convert import from_dict as build
+
+    if is_td(input_dict) and batch_size is None and not auto_batch_size and batch_dims is None:
+        td = input_dict
+    else:
+        td = build(input_dict, auto_batch_size=auto_batch_size, batch_size=batch_size, batch_dims=batch_dims,
+                   names=names)
+    return from_tensordict(cls, td, device=device, **kwargs)
+
+
+def from_schema(cls: Any, schema: Mapping[Any, tuple[Any, torch.dtype]], *, batch_size: Any = None,
+                device: Any = None, **kwargs: Any) -> TensorDictStore:
+    """A new store with zero-filled leaves ``[*batch_size, *shape]`` from ``{key: (shape, dtype)}``, allocated
+    by the server (SETRANGE of each leaf's last byte): no tensor data goes through Python. The schema is
+    checked before anything is written."""
+    size = torch.Size(() if batch_size is None else batch_size)
+    entries = []
+    for key, (shape, dtype) in schema.items():
+        path = (key,) if isinstance(key, str) else tuple(key)
+        for i, part in enumerate(path):
+            fmt.check_key(part, path[:i])
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"from_schema: the dtype of {path!r} must be a torch.dtype, got {dtype!r}")
+        entries.append((path, torch.Size((*size, *shape)), dtype))
+    store = TensorDictStore(batch_size=size, device=device, **kwargs)
+    commands: Commands = []
+    for path, shape, dtype in entries:
+        node = TensorDictStore._view(store._conn, path[:-1])
+        node._emit_alloc(path[-1], shape, dtype, commands)
+    store._write("from_schema", commands)
+    return store
+
+
+def schema_store(schema: Mapping[Any, tuple[Any, torch.dtype]], **kwargs: Any) -> TensorDictStore:
+    """``TensorDict.from_schema(schema, storage="redis", ...)``."""
+    return from_schema(TensorDictStore, schema, **kwargs)
+
+
+def from_store(cls: Any, *, td_id: str, prefix: str = "tensordict", device: Any = None,
+               tensorclass_cls: Any = None, **kwargs: Any) -> Any:
+    """Connect to the store ``td_id`` that another handle (any process, any machine) wrote; reads its batch
+    size, device and layout. Returns the recorded TensorClass around it when there is one.
+
+    Raises:
+        KeyError: when the server has no such store.
+    """
+    options = {k: v for k, v in kwargs.items() if k not in (*_CONNECT, "client", "cache_metadata")}
+    conn = Connection(backend=kwargs.get("backend", "redis"), host=kwargs.get("host", "localhost"),
+                      port=kwargs.get("port", 6379), db=kwargs.get("db", 0),
+                      unix_socket_path=kwargs.get("unix_socket_path"), namespace=prefix, td_id=td_id, device=None,
+                      cache_metadata=kwargs.get("cache_metadata", True), options=options,
+                      client=kwargs.get("client"))
+    epoch = conn.new_epoch()
+
+    def fill(pipe: Any) -> None:
+        for suffix in ("__batch_size__", "__device__", "__tensorclass__"):
+            pipe.get(conn.key(suffix))
+        pipe.set(conn.key("__epoch__"), epoch, nx=True)  # a store tensordict wrote has none yet
+        pipe.get(conn.key("__epoch__"))
+
+    raw_batch, raw_device, raw_tc, _, conn.epoch = conn.read("from_store", fill)
+    if raw_batch is None:
+        conn.write("from_store", [("DEL", [conn.key("__epoch__")], [])]) if conn.epoch == epoch else None
+        raise KeyError(f"no TensorDictStore with td_id={td_id!r} at {conn.address} db={conn.db} "
+                       f"(prefix={prefix!r})")
+    if device is None and raw_device:
+        device = raw_device.decode()
+    conn.device = None if device is None else torch.device(device)
+    conn.tree = load(conn, "from_store") if conn.cache_metadata else None
+    if conn.tree is not None:
+        conn.tree.batch = torch.Size(json.loads(raw_batch))
+    store = TensorDictStore._view(conn, ())
+    tc = tensorclass_cls if tensorclass_cls is not None else (raw_tc.decode() if raw_tc else None)
+    if tc is None:
+        return store
+    if isinstance(tc, str):
+        module, _, name = tc.rpartition(".")
+        tc = importlib.import_module(module)
+        for part in name.split("."):
+            tc = getattr(tc, part)
+    conn.tensorclass = f"{tc.__module__}.{tc.__qualname__}"
+    return tc.from_tensordict(store)
+
+
+def to_store(self: Any, *, backend: str = "redis", host: str = "localhost", port: int = 6379, db: int = 0,
+             unix_socket_path: str | None = None, prefix: str = "tensordict", device: Any = None,
+             **kwargs: Any) -> TensorDictStore:
+    """Upload this TensorDict to a Redis-compatible server; a :class:`TensorDictStore` over the copy."""
+    return from_tensordict(TensorDictStore, self, backend=backend, host=host, port=port, db=db,
+                           unix_socket_path=unix_socket_path, prefix=prefix, device=device, **kwargs)
+
+
+def clone(self: TensorDictStore, recurse: bool = True, **kwargs: Any) -> Any:
+    """``recurse=True``: an in-memory copy (as for every storage backend here); ``False``: a new handle on the
+    same data."""
+    if recurse:
+        return self.to_tensordict()
+    return TensorDictStore._view(self._conn, self._path)
+
+
+for _name, _value in (("from_tensordict", classmethod(from_tensordict)), ("from_dict", classmethod(from_dict)),
+                      ("from_schema", classmethod(from_schema)), ("from_store", classmethod(from_store))):
+    setattr(TensorDictStore, _name, _value)
+del Tree

@@ -1,0 +1,198 @@
+"""The connection a store's handles share: a synchronous redis-py client, fork-safe, with bounded timeouts,
+errors naming the server, the store and the operation, and writes guarded by the store's epoch.
+
+No thread, no event loop: every operation is one pipeline (one round trip). A process that forked gets a new
+client on its first operation (``os.getpid()`` is checked), so DataLoader workers with ``fork`` work.
+
+Writes go through one Lua script (``GUARD``, registered once, called by EVALSHA): it checks the store's
+``__epoch__`` token, then runs the write's commands. A script runs atomically, and one that has written is not
+stopped by ``maxmemory`` (the check happens before its first write), so a multi-leaf write lands whole or not
+at all, and a write to a server that lost the store (restarted without persistence) creates nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from . import _format as fmt
+
+CONNECT_TIMEOUT = 1.0  # a server that is down fails within ~1 s
+SOCKET_TIMEOUT = 10.0  # a hung server (SIGSTOP) fails after this many seconds
+
+
+class StoreConnectionError(redis.ConnectionError):
+    """The server of a store cannot be reached (down, refusing, or not answering within the timeout).
+
+    A subclass of ``redis.ConnectionError``: ``except redis.ConnectionError`` keeps catching it.
+    """
+
+
+class StoreTimeoutError(StoreConnectionError, redis.TimeoutError):
+    """The server did not answer within ``socket_timeout`` (a hung or overloaded server)."""
+
+
+class StoreLostError(RuntimeError):
+    """The store's data is gone from the server (it restarted without persistence, or was flushed)."""
+
+
+GUARD = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('TBLOST store data lost') end
+local a, k = 2, 2
+while a <= #ARGV do
+  local name, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local args = {}
+  for j = 1, nk do args[j] = KEYS[k + j - 1] end
+  for j = 1, na do args[nk + j] = ARGV[a + 2 + j] end
+  redis.call(name, unpack(args))
+  k, a = k + nk, a + 3 + na
+end
+return 1
+"""
+
+GETRANGES = """
+local out = {}
+for i = 1, #ARGV, 2 do
+  local off = tonumber(ARGV[i])
+  out[#out + 1] = redis.call('GETRANGE', KEYS[1], off, off + tonumber(ARGV[i + 1]) - 1)
+end
+return table.concat(out)
+"""
+
+_CLIENTS: dict[Any, Any] = {}  # (pid, settings) -> redis.Redis: handles of one process share a pool
+
+
+def make_client(host: str, port: int, db: int, unix_socket_path: str | None, options: dict[str, Any]) -> Any:
+    kwargs = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": SOCKET_TIMEOUT,
+              "retry": Retry(NoBackoff(), 0), **options}
+    if unix_socket_path is not None:
+        kwargs["unix_socket_path"] = unix_socket_path
+    else:
+        kwargs.update(host=host, port=port)
+    key = (os.getpid(), host, port, db, unix_socket_path, repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
+    client = _CLIENTS.get(key)
+    if client is None:
+        if len(_CLIENTS) > 64:
+            _CLIENTS.clear()
+        client = _CLIENTS[key] = redis.Redis(db=db, **kwargs)
+    return client
+
+
+class Connection:
+    """What the handles of one store share: the server address, the store's keys, its cached layout."""
+
+    def __init__(self, *, backend: str, host: str, port: int, db: int, unix_socket_path: str | None,
+                 namespace: str, td_id: str, device: Any, cache_metadata: bool, options: dict[str, Any],
+                 client: Any = None) -> None:
+        self.backend, self.host, self.port, self.db = backend, host, port, db
+        self.unix_socket_path, self.namespace, self.td_id = unix_socket_path, namespace, td_id
+        self.device, self.cache_metadata, self.options = device, cache_metadata, options
+        self.user_client = client
+        self.pid = -1
+        self._client: Any = None
+        self.closed = False
+        self.epoch: bytes | None = None
+        self.tree: Any = None  # the cached layout (``_tree.Tree``), None until read
+        self.locked: dict[tuple[str, ...], bool] = {}
+        self.tensorclass: str | None = None
+        if client is not None:  # copies (pickles) connect where the client connects
+            settings = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+            self.host = settings.get("host", host)
+            self.port = settings.get("port", port)
+            self.db = settings.get("db", db)
+            self.unix_socket_path = settings.get("path", unix_socket_path)
+
+    # ------------------------------------------------------------------ naming
+    @property
+    def address(self) -> str:
+        return self.unix_socket_path or f"{self.host}:{self.port}"
+
+    def key(self, suffix: str) -> str:
+        return fmt.server_key(self.namespace, self.td_id, suffix)
+
+    def data_key(self, path: str) -> str:
+        return self.key(f"d:{path}")
+
+    def meta_key(self, path: str) -> str:
+        return self.key(f"m:{path}")
+
+    # ------------------------------------------------------------------ client
+    @property
+    def client(self) -> Any:
+        if self.closed:
+            raise RuntimeError(f"TensorDictStore {self.td_id!r} at {self.address} is closed")
+        if self.pid != os.getpid():  # first use, or a forked child: never share a parent's socket
+            if self.user_client is not None:
+                self.user_client.connection_pool.reset()
+                self._client = self.user_client
+            else:
+                self._client = make_client(self.host, self.port, self.db, self.unix_socket_path, self.options)
+            self.pid = os.getpid()
+        return self._client
+
+    @contextmanager
+    def errors(self, operation: str) -> Iterator[None]:
+        """Server errors become errors naming the server, the store and the operation."""
+        where = f"TensorDictStore {self.td_id!r} (prefix {self.namespace!r}) at {self.address}, during {operation}"
+        try:
+            yield
+        except redis.TimeoutError as e:
+            raise StoreTimeoutError(f"{where}: the server did not answer ({e})") from e
+        except redis.ConnectionError as e:
+            if isinstance(e, StoreConnectionError):
+                raise
+            raise StoreConnectionError(f"{where}: cannot reach the server ({e})") from e
+        except redis.ResponseError as e:
+            if "TBLOST" in str(e):
+                raise self.lost(operation) from None
+            raise type(e)(f"{where}: {e}") from e
+
+    def lost(self, operation: str) -> StoreLostError:
+        return StoreLostError(f"TensorDictStore {self.td_id!r} (prefix {self.namespace!r}) at {self.address}: its "
+                              f"data is gone from the server (restarted without persistence, or flushed), "
+                              f"noticed during {operation}; nothing was read or written")
+
+    def script(self, source: str) -> Any:
+        scripts = self.__dict__.setdefault("_scripts", {})
+        found = scripts.get((source, self.pid))
+        if found is None:
+            found = scripts[(source, self.pid)] = self.client.register_script(source)
+        return found
+
+    # ------------------------------------------------------------------ operations
+    def read(self, operation: str, fill: Any) -> list[Any]:
+        """One pipeline: the epoch check, then the commands ``fill(pipe)`` queues; their results."""
+        if self.closed:
+            raise RuntimeError(f"TensorDictStore {self.td_id!r} at {self.address} is closed (during {operation})")
+        client = self.client
+        with self.errors(operation):
+            pipe = client.pipeline(transaction=False)
+            pipe.get(self.key("__epoch__"))
+            fill(pipe)
+            out = pipe.execute()
+        if self.epoch is not None and out[0] != self.epoch:
+            raise self.lost(operation)
+        return out[1:]  # type: ignore[no-any-return]
+
+    def write(self, operation: str, commands: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> None:
+        """Run ``(command, keys, args)`` triples atomically on the server, if the store is still there."""
+        if not commands:
+            return
+        keys: list[str] = [self.key("__epoch__")]
+        args: list[Any] = [self.epoch or b""]
+        for name, cmd_keys, cmd_args in commands:
+            keys.extend(cmd_keys)
+            args.extend((name, len(cmd_keys), len(cmd_args), *cmd_args))
+        script = self.script(GUARD)
+        with self.errors(operation):
+            script(keys=keys, args=args, client=self.client)
+
+    def new_epoch(self) -> bytes:
+        return secrets.token_hex(8).encode()

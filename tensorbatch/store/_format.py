@@ -1,0 +1,122 @@
+"""The server layout of a store, compatible with tensordict 0.15.3's ``TensorDictStore``.
+
+Every key of a store is ``{namespace}:{<td_id>}:<suffix>`` (the braces are literal: a Redis Cluster hash tag,
+so all of a store's keys land on one shard):
+
+- ``d:<path>``: a tensor leaf's raw bytes (C order, native little-endian) or a non-tensor value's encoding;
+  ``path`` joins nested keys with ``"."`` (so a key holding ``"."`` is refused);
+- ``m:<path>``: a hash: ``shape`` (JSON list, batch dims included) and ``dtype`` (``"torch.float32"``), or
+  ``is_non_tensor="1"`` and ``encoding`` (``json``: one value for the whole batch; ``json_array``: one value per
+  element of dim 0; ``pickle``);
+- ``__keys__``: the set of leaf paths; ``__batch_size__`` (JSON list), ``__device__`` (``""`` for none),
+  ``__tensorclass__`` (``module.QualName`` of a TensorClass written with ``from_tensordict``).
+
+tensordict ignores the keys this module adds: ``__epoch__`` (a token written when the store is made, checked by
+every operation, so a server that lost its data is noticed), ``__nodes__`` (a hash: nested node path -> JSON
+batch size, which keeps empty nodes and nested batch sizes) and ``__order__`` (a sorted set: entry path ->
+insertion rank, so keys list in insertion order).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from typing import Any
+
+import torch
+
+SEP = "."
+GLOBAL_SUFFIXES = ("__batch_size__", "__device__", "__tensorclass__", "__epoch__", "__nodes__", "__order__")
+
+
+def server_key(namespace: str, td_id: str, suffix: str) -> str:
+    return f"{namespace}:{{{td_id}}}:{suffix}"
+
+
+def check_key(key: str, path: tuple[str, ...] = ()) -> None:
+    """A key holding the path separator would become a nested key on the server: refused, naming it."""
+    if SEP in key:
+        raise ValueError(f"TensorDictStore keys cannot contain {SEP!r} (the server joins nested keys with it): "
+                         f"got {(*path, key)!r}")
+
+
+def dtype_str(dtype: torch.dtype) -> str:
+    return str(dtype)
+
+
+def str_dtype(text: str) -> torch.dtype:
+    dtype = getattr(torch, text.rsplit(".", 1)[-1], None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {text!r} in a store's metadata")
+    return dtype
+
+
+def item_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def to_bytes(tensor: torch.Tensor) -> bytes:
+    """The raw bytes of a tensor (any dtype, bfloat16 included: viewed as bytes, not through numpy)."""
+    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+    if flat.dtype == torch.bool:
+        flat = flat.view(torch.uint8)
+    return flat.view(torch.uint8).numpy().tobytes()
+
+
+def from_bytes(data: bytes | bytearray | memoryview, shape: Any, dtype: torch.dtype) -> torch.Tensor:
+    if not len(data):
+        return torch.empty(tuple(shape), dtype=dtype)
+    raw = torch.frombuffer(bytearray(data) if isinstance(data, bytes) else data, dtype=torch.uint8)
+    return raw.view(dtype).reshape(tuple(shape))
+
+
+def tensor_meta(shape: Any, dtype: torch.dtype) -> dict[str, str]:
+    return {"shape": json.dumps([int(s) for s in shape]), "dtype": dtype_str(dtype)}
+
+
+def decode(raw: dict[Any, Any]) -> dict[str, str]:
+    return {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in raw.items()}
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _json_exact(value: Any) -> bool:
+    """Whether JSON gives ``value`` back as it is (a tuple would come back a list, a float key a string)."""
+    if type(value) in _JSON_SCALARS:
+        return type(value) is not float or value == value  # NaN does not compare equal: pickled
+    if type(value) is list:
+        return all(_json_exact(v) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and _json_exact(v) for k, v in value.items())
+    return False
+
+
+def encode_non_tensor(value: Any) -> tuple[bytes, dict[str, str]]:
+    """``(data, meta)`` of a non-tensor leaf: a ``NonTensorData``'s value, or a 1-d ``NonTensorStack``'s list
+    (``json_array``, as tensordict writes per-element values); other stacks are pickled with their shape."""
+    meta = {"is_non_tensor": "1"}
+    if type(value).__name__ == "NonTensorStack":
+        items = value.tolist()
+        if value.batch_dims == 1 and _json_exact(items):
+            return json.dumps(items).encode(), {**meta, "encoding": "json_array"}
+        meta["tb_stack"] = json.dumps(list(value.batch_size))
+        return pickle.dumps(items), {**meta, "encoding": "pickle"}
+    data = value.data if hasattr(value, "_value") else value
+    if _json_exact(data):
+        return json.dumps(data).encode(), {**meta, "encoding": "json"}
+    return pickle.dumps(data), {**meta, "encoding": "pickle"}
+
+
+def decode_non_tensor(data: bytes | None, meta: dict[str, str], batch_size: torch.Size, device: Any) -> Any:
+    from .._nontensor import NonTensorData, NonTensorStack
+
+    encoding = meta.get("encoding", "json")
+    value = None if data is None else (pickle.loads(data) if encoding == "pickle" else json.loads(data))
+    if encoding == "json_array":
+        out = NonTensorStack.from_list(value, device=device, depth=1) if value else NonTensorData(None, [0])
+        return out if len(batch_size) <= 1 or out.batch_size == batch_size else out._follow(batch_size)
+    if "tb_stack" in meta:
+        return NonTensorStack.from_list(value, device=device, depth=len(json.loads(meta["tb_stack"])))
+    return NonTensorData(value, batch_size=batch_size, device=device)

@@ -1,0 +1,103 @@
+"""Row reads and writes of a store: byte ranges of dim 0, every leaf in one round trip.
+
+A leaf of shape ``[n, *rest]`` holds ``n`` rows of ``prod(rest) * itemsize`` bytes. An int or a forward slice is
+one contiguous range (a stepped slice reads its covering range and steps in memory): one GETRANGE / SETRANGE per
+leaf. Scattered rows (sorted, unique: ``RowPlan.rows``) are coalesced into runs of consecutive rows; up to
+``FEW_RUNS`` runs are GETRANGEs, more go to one Lua call per leaf (``GETRANGES``, registered once, EVALSHA) that
+returns the runs concatenated. Writes are SETRANGEs inside the store's guarded write script (atomic).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .._ops.rows import RowPlan
+from . import _format as fmt
+
+FEW_RUNS = 4
+
+
+def runs(rows: torch.Tensor) -> list[tuple[int, int]]:
+    """``(first_row, count)`` of each run of consecutive rows in a sorted unique 1-d tensor."""
+    if rows.numel() == 0:
+        return []
+    breaks = (torch.nonzero(rows[1:] - rows[:-1] != 1).reshape(-1) + 1).tolist()
+    starts = [0, *breaks]
+    ends = [*breaks, rows.numel()]
+    values = rows.tolist()
+    return [(values[s], e - s) for s, e in zip(starts, ends)]
+
+
+def byte_ranges(plan: RowPlan, row_bytes: int) -> tuple[list[tuple[int, int]], Any]:
+    """The ``(offset, length)`` ranges a read of ``plan`` fetches, and the in-memory step to apply after
+    (a slice step, or None)."""
+    if plan.kind == "int":
+        return [(plan.index * row_bytes, row_bytes)], None
+    if plan.kind == "slice":
+        start, stop, step = plan.index.start, plan.index.stop, plan.index.step or 1
+        count = len(range(start, stop, step))
+        if count == 0:
+            return [], None
+        last = start + (count - 1) * step
+        return [(start * row_bytes, (last - start + 1) * row_bytes)], (slice(None, None, step) if step > 1 else None)
+    return [(r * row_bytes, n * row_bytes) for r, n in runs(plan.rows)], None
+
+
+def queue_read(pipe: Any, conn: Any, key: str, ranges: list[tuple[int, int]]) -> int:
+    """Queue the commands reading ``ranges`` of ``key``; how many results they give."""
+    if len(ranges) <= FEW_RUNS:
+        for offset, length in ranges:
+            pipe.getrange(key, offset, offset + length - 1)
+        return len(ranges)
+    args = [v for r in ranges for v in r]
+    conn.script(conn_getranges()).__call__(keys=[key], args=args, client=pipe)
+    return 1
+
+
+def conn_getranges() -> str:
+    from ._conn import GETRANGES
+
+    return GETRANGES
+
+
+def assemble(parts: list[bytes], shape: torch.Size, dtype: torch.dtype, plan: RowPlan, step: Any) -> torch.Tensor:
+    """The rows read (in ``plan``'s order and shape) from the bytes of the ranges."""
+    rest = tuple(shape[1:])
+    data = b"".join(parts) if len(parts) != 1 else parts[0]
+    out = fmt.from_bytes(data, (-1, *rest) if data else (0, *rest), dtype)
+    if plan.kind == "int":
+        return out[0]
+    if plan.kind == "slice":
+        return out if step is None else out[step]
+    if plan.inverse is not None:
+        out = out[plan.inverse]
+    return out.reshape(*plan.shape, *rest) if plan.inverse is None else out
+
+
+def write_commands(key: str, shape: torch.Size, plan: RowPlan, value: torch.Tensor) -> list[tuple[str, list[str], list[Any]]]:
+    """SETRANGE commands writing ``value`` (already broadcast to ``plan.target_shape(shape)``) at ``plan``'s
+    rows of the leaf ``key`` (for repeated rows, the last value wins)."""
+    rest = tuple(shape[1:])
+    row_bytes = fmt.item_size(value.dtype)
+    for s in rest:
+        row_bytes *= s
+    if plan.kind == "int":
+        return [("SETRANGE", [key], [plan.index * row_bytes, fmt.to_bytes(value)])]
+    if plan.kind == "slice" and (plan.index.step or 1) == 1:
+        if plan.index.stop <= plan.index.start:
+            return []
+        return [("SETRANGE", [key], [plan.index.start * row_bytes, fmt.to_bytes(value)])]
+    flat = value.reshape(-1, *rest)
+    if plan.kind == "rows":
+        positions = plan.last_positions()
+        if positions is not None:
+            flat = flat[positions]
+    data = fmt.to_bytes(flat)
+    out, at = [], 0
+    for first, count in runs(plan.rows):
+        size = count * row_bytes
+        out.append(("SETRANGE", [key], [first * row_bytes, data[at:at + size]]))
+        at += size
+    return out
