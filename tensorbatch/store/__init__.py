@@ -13,14 +13,17 @@ from typing import Any
 from ..base import TensorDictBase
 
 
-def to_store(self: TensorDictBase, **kwargs: Any) -> Any:
+def to_store(self: TensorDictBase, *, backend: str = "redis", host: str = "localhost", port: int = 6379, db: int = 0,
+             unix_socket_path: str | None = None, prefix: str = "tensordict", device: Any = None,
+             **kwargs: Any) -> Any:
     """Upload this TensorDict to a Redis-compatible server; a ``TensorDictStore`` over the copy.
 
-    Keyword arguments are ``TensorDictStore``'s (``host``, ``port``, ``db``, ``prefix``, ``device``, ...).
+    Other keyword arguments are ``TensorDictStore``'s (``td_id``, ``cache_metadata``, client options).
     """
     from ._build import to_store as build
 
-    return build(self, **kwargs)
+    return build(self, backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
+                 prefix=prefix, device=device, **kwargs)
 
 
 def __getattr__(name: str) -> Any:
