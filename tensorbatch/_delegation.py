@@ -47,6 +47,7 @@ FORWARD: frozenset[str] = frozenset({
     "allclose", "is_contiguous", "is_empty", "state_dict", "to_dict", "to_namedtuple", "to_pytree",
     "to_struct_array", "tolist", "is_memmap", "is_shared", "saved_path", "is_consolidated",
     "to_h5",  # writes an HDF5 file: the PersistentTensorDict over it
+    "to_store",  # uploads to a Redis-compatible server: the TensorDictStore over it
     # memory-mapped leaves created in place (the new MemoryMappedTensor is returned)
     "make_memmap", "make_memmap_from_storage", "make_memmap_from_tensor",
     # constructors of plain TensorDicts (classmethods)
