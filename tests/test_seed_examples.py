@@ -3,8 +3,8 @@ shared/seeds/tensorclass-ifevalscoredata-reference.txt), with ``tensordict`` spe
 
 Examples that need a feature we do not have yet (the HDF5 backend, ``from_modules``) run anyway and are
 strict xfails raising the AttributeError of the missing name: once the feature lands they pass, and the
-strict mark fails the suite until it is removed. The Redis examples also need a server, so they skip until
-``tensorbatch.store`` exists. Printed reprs are checked through the values they show (our repr format
+strict mark fails the suite until it is removed. The Redis examples run on the test run's server
+(``tests/_redis_server.py``) in place of ``host="localhost"`` (or the seed's ``"redis-node"``). Printed reprs are checked through the values they show (our repr format
 differs from tensordict's).
 """
 
@@ -71,10 +71,22 @@ def test_tc_h5(td, tmp_path):
     assert MyTC.from_tensordict(h5).a.shape == torch.Size([4, 3])
 
 
+def _server():
+    """``host``/``port`` of the test run's Redis/Valkey server, for the seed's ``host="localhost"``."""
+    from _redis_server import SOCKET_TIMEOUT, shared_server
+
+    server = shared_server()
+    return {"host": server.host, "port": server.port, "socket_timeout": SOCKET_TIMEOUT}
+
+
 def test_tc_redis(td):
-    store = _needs(pytest.importorskip("tensorbatch.store", reason="tensorbatch.store is not implemented yet"),
-                   "TensorDictStore")
-    assert MyTC.from_tensordict(store.from_tensordict(td, host="localhost")).a.shape == torch.Size([4, 3])
+    from tensorbatch.store import TensorDictStore
+
+    store = TensorDictStore.from_tensordict(td, **_server())
+    tc_redis = MyTC.from_tensordict(store)
+    assert tc_redis.a.shape == torch.Size([4, 3])  # fetched from Redis
+    assert torch.equal(tc_redis.a, td["a"])
+    store.clear_redis()
 
 
 def test_tc_lazy_stack():
@@ -121,10 +133,14 @@ def test_ttd_h5(tmp_path):
 
 
 def test_ttd_redis():
-    store = _needs(pytest.importorskip("tensorbatch.store", reason="tensorbatch.store is not implemented yet"),
-                   "TensorDictStore")
+    from tensorbatch.store import TensorDictStore
+
     td = TensorDict(x=torch.randn(4, 3), y=torch.randn(4, 5), batch_size=[4])
-    assert State.from_tensordict(store.from_tensordict(td, host="localhost")).x.shape == torch.Size([4, 3])
+    store = TensorDictStore.from_tensordict(td, **_server())
+    state = State.from_tensordict(store)
+    assert state.x.shape == torch.Size([4, 3])  # fetched from Redis
+    assert torch.equal(state.y, td["y"])
+    store.clear_redis()
 
 
 def test_ttd_lazy_stack():
@@ -160,15 +176,27 @@ def test_ttd_lazy_stack_indexing_keeps_the_subclass():
 
 
 def test_redis_preallocation():
-    store_mod = pytest.importorskip("tensorbatch.store", reason="tensorbatch.store is not implemented yet")
-    store_cls = _needs(store_mod, "TensorDictStore")
-    store = store_cls.from_schema(
+    """The seed's schema-then-fill replay buffer (100k rows of 84x84x3 uint8 = 2 GB allocated by the server in
+    the seed; 1,000 rows here), then the empty-store variant filled through ``check=False``."""
+    from tensorbatch.store import TensorDictStore
+
+    store = TensorDictStore.from_schema(
         {"obs": ([84, 84, 3], torch.uint8), "action": ([4], torch.float32), "reward": ([], torch.float32)},
-        batch_size=[100_000], host="localhost",
+        batch_size=[1_000], **_server(),
     )
     replay = Replay.from_tensordict(store)
-    replay[0] = Replay(obs=torch.ones(84, 84, 3, dtype=torch.uint8), action=torch.ones(4), reward=torch.ones(()),
-                       batch_size=[])
+    for i, (obs, action, reward) in enumerate(_samples(3)):
+        replay[i] = Replay(obs=obs, action=action, reward=reward, batch_size=[])
+    assert torch.equal(store["reward"][:4], torch.tensor([0.0, 1, 2, 0]))
+    assert store["obs"][2].float().mean() == 2 and store["obs"].shape == torch.Size([1_000, 84, 84, 3])
+    store.clear_redis()
+    empty = TensorDictStore(batch_size=[100], **_server())
+    replay = Replay.from_tensordict(empty, check=False)
+    for i, (obs, action, reward) in enumerate(_samples(2)):
+        replay[i] = Replay(obs=obs, action=action, reward=reward, batch_size=[])  # auto-creates the leaves
+    assert empty["obs"].shape == torch.Size([100, 84, 84, 3])
+    assert torch.equal(replay.reward[:3], torch.tensor([0.0, 1.0, 0.0]))
+    empty.clear_redis()
 
 
 def _samples(n):
