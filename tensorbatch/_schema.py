@@ -1,5 +1,6 @@
 """``TensorDict.from_schema``: zero-filled leaves from ``{key: (element_shape, dtype)}``, in memory or in a
-storage backend. Each storage backend registers itself (``register``); ``storage=`` picks it."""
+storage backend. Each storage backend registers itself (``register``); ``storage=`` picks it.
+"""
 
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ _STORAGES: dict[str, Callable[..., Any] | str] = {
 
 def register(storage: str, build: Callable[..., Any] | str) -> None:
     """Make ``TensorDict.from_schema(..., storage=storage, **kwargs)`` call ``build(schema, batch_size=...,
-    device=..., **kwargs)`` (``build``: a function, or ``"module:function"`` imported on first use)."""
+    device=..., **kwargs)`` (``build``: a function, or ``"module:function"`` imported on first use).
+    """
     _STORAGES[storage] = build
 
 
-def from_schema(cls: Any, schema: Mapping[Any, tuple[Any, torch.dtype]], *, batch_size: Any = None,
+def from_schema(cls: Any, /, schema: Mapping[Any, tuple[Any, torch.dtype]], *, batch_size: Any = None,
                 storage: str | None = None, device: Any = None, **kwargs: Any) -> Any:
     """Zero-filled leaves ``[*batch_size, *shape]`` from ``{key: (shape, dtype)}``.
 

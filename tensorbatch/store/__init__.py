@@ -28,13 +28,16 @@ def to_store(self: TensorDictBase, *, backend: str = "redis", host: str = "local
 
 def __getattr__(name: str) -> Any:
     if name in ("TensorDictStore", "StoreConnectionError", "StoreTimeoutError", "StoreLostError"):
-        from . import _build  # noqa: F401  # attaches the constructors
-        from . import _conn, _node
+        from . import (
+            _build,  # noqa: F401  # attaches the constructors
+            _conn,
+            _node,
+        )
 
         return getattr(_node, name, None) or getattr(_conn, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-TensorDictBase.to_store = to_store  # type: ignore[attr-defined]  # attached here: base.py imports no feature
+setattr(TensorDictBase, "to_store", to_store)  # noqa: B010  # attached here: base.py imports no feature (mypy: no method-assign)
 
 __all__ = ["StoreConnectionError", "StoreLostError", "StoreTimeoutError", "TensorDictStore"]

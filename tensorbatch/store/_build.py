@@ -31,9 +31,10 @@ def tensorclass_path(value: Any) -> str | None:
     return f"{cls.__module__}.{cls.__qualname__}" if is_tensorclass(cls) else None
 
 
-def from_tensordict(cls: Any, td: Any, *, device: Any = None, **kwargs: Any) -> TensorDictStore:
+def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, **kwargs: Any) -> TensorDictStore:
     """A new store holding a copy of ``td`` (a TensorDict, TensorClass or TypedTensorDict), written in one atomic
-    round trip. A TensorClass's class is recorded: :func:`from_store` gives it back."""
+    round trip. A TensorClass's class is recorded: :func:`from_store` gives it back.
+    """
     tc = tensorclass_path(td)
     data = _as_td(td)
     if device is None:
@@ -52,7 +53,7 @@ def from_tensordict(cls: Any, td: Any, *, device: Any = None, **kwargs: Any) -> 
     return store
 
 
-def from_dict(cls: Any, input_dict: Any, *, auto_batch_size: bool = False, batch_size: Any = None,
+def from_dict(cls: Any, /, input_dict: Any, *, auto_batch_size: bool = False, batch_size: Any = None,
               device: Any = None, batch_dims: int | None = None, names: Any = None, **kwargs: Any) -> TensorDictStore:
     """A new store holding the entries of a dict or TensorDict (batch size as ``TensorDict.from_dict``)."""
     from .._convert import from_dict as build
@@ -65,11 +66,12 @@ def from_dict(cls: Any, input_dict: Any, *, auto_batch_size: bool = False, batch
     return from_tensordict(cls, td, device=device, **kwargs)
 
 
-def from_schema(cls: Any, schema: Mapping[Any, tuple[Any, torch.dtype]], *, batch_size: Any = None,
+def from_schema(cls: Any, /, schema: Mapping[Any, tuple[Any, torch.dtype]], *, batch_size: Any = None,
                 device: Any = None, **kwargs: Any) -> TensorDictStore:
     """A new store with zero-filled leaves ``[*batch_size, *shape]`` from ``{key: (shape, dtype)}``, allocated
     by the server (SETRANGE of each leaf's last byte): no tensor data goes through Python. The schema is
-    checked before anything is written."""
+    checked before anything is written.
+    """
     size = torch.Size(() if batch_size is None else batch_size)
     entries = []
     for key, (shape, dtype) in schema.items():
@@ -93,7 +95,7 @@ def schema_store(schema: Mapping[Any, tuple[Any, torch.dtype]], **kwargs: Any) -
     return from_schema(TensorDictStore, schema, **kwargs)
 
 
-def from_store(cls: Any, *, td_id: str, prefix: str = "tensordict", device: Any = None,
+def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: Any = None,
                tensorclass_cls: Any = None, **kwargs: Any) -> Any:
     """Connect to the store ``td_id`` that another handle (any process, any machine) wrote; reads its batch
     size, device and layout. Returns the recorded TensorClass around it when there is one.
@@ -149,7 +151,8 @@ def to_store(self: Any, *, backend: str = "redis", host: str = "localhost", port
 
 def clone(self: TensorDictStore, recurse: bool = True, **kwargs: Any) -> Any:
     """``recurse=True``: an in-memory copy (as for every storage backend here); ``False``: a new handle on the
-    same data."""
+    same data.
+    """
     if recurse:
         return self.to_tensordict()
     return TensorDictStore._view(self._conn, self._path)

@@ -95,7 +95,8 @@ def _json_exact(value: Any) -> bool:
 
 def encode_non_tensor(value: Any) -> tuple[bytes, dict[str, str]]:
     """``(data, meta)`` of a non-tensor leaf: a ``NonTensorData``'s value, or a 1-d ``NonTensorStack``'s list
-    (``json_array``, as tensordict writes per-element values); other stacks are pickled with their shape."""
+    (``json_array``, as tensordict writes per-element values); other stacks are pickled with their shape.
+    """
     meta = {"is_non_tensor": "1"}
     if type(value).__name__ == "NonTensorStack":
         items = value.tolist()
@@ -113,9 +114,9 @@ def decode_non_tensor(data: bytes | None, meta: dict[str, str], batch_size: torc
     from .._nontensor import NonTensorData, NonTensorStack
 
     encoding = meta.get("encoding", "json")
-    value = None if data is None else (pickle.loads(data) if encoding == "pickle" else json.loads(data))
+    value: Any = None if data is None else (pickle.loads(data) if encoding == "pickle" else json.loads(data))
     if encoding == "json_array":
-        out = NonTensorStack.from_list(value, device=device, depth=1) if value else NonTensorData(None, [0])
+        out = NonTensorStack.from_list(value or [], device=device, depth=1) if value else NonTensorData(None, [0])
         return out if len(batch_size) <= 1 or out.batch_size == batch_size else out._follow(batch_size)
     if "tb_stack" in meta:
         return NonTensorStack.from_list(value, device=device, depth=len(json.loads(meta["tb_stack"])))

@@ -66,7 +66,8 @@ class TensorDictStore(TensorDictBase):
         conn = Connection(backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
                           namespace=prefix, td_id=td_id or str(uuid.uuid4()), device=as_device(device),
                           cache_metadata=cache_metadata, options=client_kwargs, client=client)
-        self._conn, self._path = conn, ()
+        self._conn: Connection = conn
+        self._path: tuple[str, ...] = ()
         epoch = conn.new_epoch()
 
         def fill(pipe: Any) -> None:  # one round trip: adopt the store's epoch or start one, record the batch
@@ -94,7 +95,8 @@ class TensorDictStore(TensorDictBase):
         conn = self._conn
         if conn.tree is None or not conn.cache_metadata or conn.closed:
             conn.tree = load(conn, "reading the layout")  # (a closed handle raises)
-        return conn.tree
+        tree: Tree = conn.tree
+        return tree
 
     def _joined(self, key: str) -> str:
         return fmt.SEP.join((*self._path, key))
@@ -176,7 +178,8 @@ class TensorDictStore(TensorDictBase):
 
     @property
     def device(self) -> torch.device | None:
-        return self._conn.device
+        device: torch.device | None = self._conn.device
+        return device
 
     def _kind(self, key: Any) -> str | None:
         return self._tree().children.get(self._path, {}).get(key) if type(key) is str else None
@@ -219,7 +222,7 @@ class TensorDictStore(TensorDictBase):
                 _, shape, dtype, _ = tree.leaves[joined]
                 value = value.to(dtype)
                 if value.shape != shape:
-                    value = value.expand(shape)  # type: ignore[arg-type]
+                    value = value.expand(shape)
                 commands.append(("SET", [conn.data_key(joined)], [fmt.to_bytes(value)]))
                 return
             data = fmt.to_bytes(value)  # converted before the old entry goes
@@ -295,7 +298,7 @@ class TensorDictStore(TensorDictBase):
         kind = self._kind(key)
         if kind == TENSOR:
             _, shape, dtype, _ = self._tree().leaves[self._joined(key)]
-            return LeafMeta(shape, dtype, TENSOR)
+            return LeafMeta(shape, dtype, TENSOR)  # type: ignore[arg-type]
         if kind == NODE:
             return LeafMeta(self._tree().node_batch((*self._path, key)), None, NODE)
         if kind == NON_TENSOR:

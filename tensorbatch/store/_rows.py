@@ -32,7 +32,8 @@ def runs(rows: torch.Tensor) -> list[tuple[int, int]]:
 
 def byte_ranges(plan: RowPlan, row_bytes: int) -> tuple[list[tuple[int, int]], Any]:
     """The ``(offset, length)`` ranges a read of ``plan`` fetches, and the in-memory step to apply after
-    (a slice step, or None)."""
+    (a slice step, or None).
+    """
     if plan.kind == "int":
         return [(plan.index * row_bytes, row_bytes)], None
     if plan.kind == "slice":
@@ -78,7 +79,8 @@ def assemble(parts: list[bytes], shape: torch.Size, dtype: torch.dtype, plan: Ro
 
 def write_commands(key: str, shape: torch.Size, plan: RowPlan, value: torch.Tensor) -> list[tuple[str, list[str], list[Any]]]:
     """SETRANGE commands writing ``value`` (already broadcast to ``plan.target_shape(shape)``) at ``plan``'s
-    rows of the leaf ``key`` (for repeated rows, the last value wins)."""
+    rows of the leaf ``key`` (for repeated rows, the last value wins).
+    """
     rest = tuple(shape[1:])
     row_bytes = fmt.item_size(value.dtype)
     for s in rest:

@@ -24,7 +24,8 @@ def rank() -> int:
 
 class Tree:
     """``leaves``: path -> ``(kind, shape, dtype, meta)``; ``nodes``: nested node path -> batch size (None: its
-    parent's); ``children``: node path tuple -> ``{key: kind}`` in insertion order; ``batch``: the root's."""
+    parent's); ``children``: node path tuple -> ``{key: kind}`` in insertion order; ``batch``: the root's.
+    """
 
     __slots__ = ("batch", "children", "leaves", "nodes")
 
