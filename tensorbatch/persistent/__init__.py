@@ -89,21 +89,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _from_schema(cls: Any, /, schema: Any, *, batch_size: Any = None, storage: str | None = None, device: Any = None,
-                 **kwargs: Any) -> Any:
-    """Zero-filled leaves from ``{key: (element_shape, dtype)}``.
-
-    ``storage="h5", filename=...`` makes a PersistentTensorDict without writing data (see
-    :meth:`PersistentTensorDict.from_schema`).
-    """
-    from ._build import tensordict_from_schema
-
-    return tensordict_from_schema(cls, schema, batch_size=batch_size, storage=storage, device=device, **kwargs)
-
-
 for _cls, _name, _value in ((TensorDictBase, "to_h5", to_h5), (TensorDict, "from_h5", staticmethod(from_h5))):
     setattr(_cls, _name, _value)  # attached here: base.py imports no feature
-if not hasattr(TensorDict, "from_schema"):  # (a generic one, when there is one, dispatches storage="h5" here)
-    TensorDict.from_schema = classmethod(_from_schema)  # type: ignore[attr-defined]
+# TensorDict.from_schema is tensorbatch/_schema.py's: storage="h5" dispatches to _build.from_schema
 
 __all__ = ["PersistentTensorDict", "ReadOnlyError", "from_dict", "from_h5"]
