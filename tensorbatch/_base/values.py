@@ -13,6 +13,7 @@ import torch
 from .._keys import NestedKey, key_of
 from .._ops import pointwise as _pointwise
 from .._ops import reduce as _reduce
+from .._ops.meta import common_batch
 from .._ops.traverse import (
     NO_DEFAULT,
     apply_leaves,
@@ -65,16 +66,7 @@ def _fit_batch_size(node: Any, batch_dims: int | None) -> None:
     """Set one node's batch size to the longest leading shape its entries share."""
     # non-tensor leaves follow the batch size; they do not decide it (as in tensordict)
     shapes = [v.batch_size if is_td(v) else leaf_shape(v) for v in node._values_str() if not is_non_tensor(v)]
-    common: list[int] = []
-    if shapes:
-        limit = min(len(s) for s in shapes)
-        if batch_dims is not None:
-            limit = min(limit, batch_dims)
-        for i in range(limit):
-            if any(s[i] != shapes[0][i] for s in shapes):
-                break
-            common.append(shapes[0][i])
-    size = _Size(common)
+    size = common_batch(shapes, batch_dims)
     for key, value in list(node._items_str()):
         if is_non_tensor(value) and value.batch_size[: len(size)] != size:
             node._set_str(key, value._follow(size), inplace=False, validated=True)

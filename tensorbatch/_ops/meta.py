@@ -58,3 +58,26 @@ def node_meta(td: Any, key: Any) -> tuple[Any, LeafMeta] | None:
     if not node._has_str(path[-1]):
         return None
     return node, node._leaf_meta(path[-1])
+
+
+def common_batch(shapes: list[Any], batch_dims: int | None = None) -> torch.Size:
+    """The longest leading shape every one of ``shapes`` starts with (at most ``batch_dims`` dims).
+
+    What ``auto_batch_size_`` and the backends infer a node's batch size from.
+
+    Examples:
+        >>> common_batch([torch.Size([3, 4, 2]), torch.Size([3, 4])])
+        torch.Size([3, 4])
+        >>> common_batch([torch.Size([3, 4, 2]), torch.Size([3, 5])], batch_dims=1)
+        torch.Size([3])
+    """
+    common: list[int] = []
+    if shapes:
+        limit = min(len(s) for s in shapes)
+        if batch_dims is not None:
+            limit = min(limit, batch_dims)
+        for i in range(limit):
+            if any(s[i] != shapes[0][i] for s in shapes):
+                break
+            common.append(shapes[0][i])
+    return torch.Size(common)

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .._ops.meta import NODE
+from .._ops.meta import NODE, common_batch
 
 
 def auto_batch(td: Any, batch_dims: int | None) -> None:
@@ -20,14 +20,5 @@ def auto_batch(td: Any, batch_dims: int | None) -> None:
             shapes.append(child.batch_size)
         elif kind is not None:  # (non-tensor values follow the batch size; they do not decide it)
             shapes.append(torch.Size(obj.shape))
-    common: list[int] = []
-    if shapes:
-        limit = min(len(s) for s in shapes)
-        if batch_dims is not None:
-            limit = min(limit, batch_dims)
-        for i in range(limit):
-            if any(s[i] != shapes[0][i] for s in shapes):
-                break
-            common.append(shapes[0][i])
-    size = torch.Size(common)
+    size = common_batch(shapes, batch_dims)
     td._shared.batch[td._name] = size  # (not written to the file: opening a file leaves it unchanged)
