@@ -42,13 +42,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cases
 import cases_lazy
+import cases_store
 import cases_typed
 import h5
 import torch
 
-SUITES = {"core": cases.CASES, "lazy": cases_lazy.CASES, "typed": cases_typed.CASES}
+SUITES = {"core": cases.CASES, "lazy": cases_lazy.CASES, "typed": cases_typed.CASES,
+          "store": cases_store.CASES}  # (store: needs a server, started on first use; not part of all)
 CASES = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES}
-UNCHECKED = cases_lazy.UNCHECKED | cases_typed.UNCHECKED
+UNCHECKED = cases_lazy.UNCHECKED | cases_typed.UNCHECKED | cases_store.UNCHECKED
+LOOKUP = {**CASES, **cases_store.CASES}  # every case by name (store cases run with --suite store only)
 
 IMPLS = ("tb", "td", "raw")
 MODULES = {"tb": "tensorbatch", "td": "tensordict"}
@@ -140,7 +143,7 @@ def run_case(name: str, libs: dict[str, Any], repeats: int, target: float) -> di
     fns, errors, sigs = {}, {}, {}
     for impl, lib in libs.items():
         try:
-            fn = CASES[name](lib)
+            fn = LOOKUP[name](lib)
             out = fn()  # warm-up + structural check
             sigs[impl] = None if name in UNCHECKED else signature(out)
             fn()
@@ -221,7 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cases", default="", help="only run cases whose name contains this substring")
     p.add_argument("--suite", choices=[*SUITES, "all", "h5"], default="core",
                    help="core: the core TensorDict cases (default); lazy: lazy stacks and padding; "
-                   "typed: TensorClass and TypedTensorDict; h5: PersistentTensorDict vs raw h5py (h5.py; "
+                   "typed: TensorClass and TypedTensorDict; store: TensorDictStore vs raw redis-py (cases_store.py); "
+                   "h5: PersistentTensorDict vs raw h5py (h5.py; "
                    "not part of all)")
     p.add_argument("--h5-dir", help="--suite h5: folder of the data files (default: a reused temp folder)")
     p.add_argument("--json", metavar="PATH", help="write results and summary as JSON")

@@ -103,6 +103,12 @@ class StorageHooks:
                 add_path_note(err, "writing rows", path)
                 raise
 
+    def _merge_non_tensor(self, key: str, index: Any, value: Any) -> None:
+        """Write ``value`` at the dim-0 ``index`` of the non-tensor leaf ``key`` of this level: read, merged
+        (``_written``), stored back whole. A store shared by processes overrides it to do that atomically."""
+        current = self._get_str(key)  # type: ignore[attr-defined]
+        self._set_str(key, current._written(index, value), inplace=False, validated=True)  # type: ignore[attr-defined]
+
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
         """Create the tensor leaf ``key`` of this level from a schema, without data (zero-filled).
 
@@ -200,8 +206,7 @@ class StorageHooks:
                     continue
                 node._alloc_leaf(path[-1], (*td.batch_size, *leaf.shape[len(sub.batch_size):]), leaf.dtype)
             elif type(leaf) in NON_TENSOR_TYPES:  # a small object stored whole: merged, then replaced
-                current = node._get_str(path[-1])
-                node._set_str(path[-1], current._written(plan.index, leaf), inplace=False, validated=True)
+                node._merge_non_tensor(path[-1], plan.index, leaf)
                 continue
             elif is_node(leaf):  # a whole node written at the index: its tensor leaves
                 tensors.update(((*path, *p), x) for p, x in named_leaves(leaf) if isinstance(x, _Tensor))

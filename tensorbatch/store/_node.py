@@ -386,6 +386,34 @@ class TensorDictStore(TensorDictBase):
             commands += rows.write_commands(conn.data_key(joined), shape, plan, value)  # type: ignore[arg-type]
         self._write("writing rows", commands)
 
+    def _merge_non_tensor(self, key: str, index: Any, value: Any) -> None:
+        """Element writes of a non-tensor leaf as an optimistic transaction on the server: WATCH the value, merge
+        it here, MULTI/EXEC, again when another handle wrote it meanwhile. Writers of different elements lose
+        nothing (JSON values are re-encoded by Python, exactly, which a Lua cjson round trip would not do)."""
+        import redis
+
+        conn, joined = self._conn, self._joined(key)
+        data_key, meta_key, epoch_key = conn.data_key(joined), conn.meta_key(joined), conn.key("__epoch__")
+        operation = f"writing elements of {joined!r}"
+        with conn.errors(operation), conn.client.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(epoch_key, data_key, meta_key)
+                    if pipe.get(epoch_key) != conn.epoch:
+                        raise conn.lost(operation)
+                    meta = fmt.decode(pipe.hgetall(meta_key))
+                    current = fmt.decode_non_tensor(pipe.get(data_key), meta, self.batch_size, conn.device)
+                    data, new_meta = fmt.encode_non_tensor(current._written(index, value))
+                    pipe.multi()
+                    pipe.set(data_key, data)
+                    pipe.delete(meta_key)
+                    pipe.hset(meta_key, mapping=new_meta)
+                    pipe.execute()
+                    break
+                except redis.WatchError:
+                    continue
+        self._tree().leaves[joined] = (NON_TENSOR, None, None, new_meta)
+
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
         commands: Commands = []
         self._emit_alloc(key, _Size(shape), dtype, commands)
