@@ -176,23 +176,6 @@ def from_schema(schema: Mapping[Any, tuple[Any, torch.dtype]], filename: str | o
     return out
 
 
-def tensordict_from_schema(cls: Any, schema: Mapping[Any, tuple[Any, torch.dtype]], *, batch_size: Any = None,
-                           storage: str | None = None, device: Any = None, **kwargs: Any) -> Any:
-    """``TensorDict.from_schema``: zero-filled leaves from ``(element_shape, dtype)`` pairs.
-
-    ``storage``: None (in memory) or ``"h5"`` (a PersistentTensorDict in ``filename=``, no data written).
-    """
-    size = torch.Size(() if batch_size is None else batch_size)
-    if storage == "h5":
-        return from_schema(schema, kwargs.pop("filename"), batch_size=size, device=device, **kwargs)
-    if storage is not None:
-        raise ValueError(f"from_schema: unknown storage {storage!r} (None or 'h5')")
-    out = cls({}, batch_size=size, device=device)
-    for key, (shape, dtype) in schema.items():
-        out.set(key, torch.zeros((*size, *shape), dtype=dtype, device=device))
-    return out
-
-
 def _from_h5_method(cls: Any, /, filename: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> Any:
     """Open an HDF5 file (see :func:`tensorbatch.persistent.from_h5`)."""
     return from_h5(filename, mode, **kwargs)
