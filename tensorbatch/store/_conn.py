@@ -49,9 +49,13 @@ local a, k = 2, 2
 while a <= #ARGV do
   local name, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local args = {}
-  for j = 1, nk do args[j] = KEYS[k + j - 1] end
-  for j = 1, na do args[nk + j] = ARGV[a + 2 + j] end
-  redis.call(name, unpack(args))
+  if name == 'SETRANGES' then  -- one key, (offset, bytes) pairs: the runs of a row write
+    for j = 1, na, 2 do redis.call('SETRANGE', KEYS[k], ARGV[a + 2 + j], ARGV[a + 3 + j]) end
+  else
+    for j = 1, nk do args[j] = KEYS[k + j - 1] end
+    for j = 1, na do args[nk + j] = ARGV[a + 2 + j] end
+    redis.call(name, unpack(args))
+  end
   k, a = k + nk, a + 3 + na
 end
 return 1

@@ -4,7 +4,8 @@ A leaf of shape ``[n, *rest]`` holds ``n`` rows of ``prod(rest) * itemsize`` byt
 one contiguous range (a stepped slice reads its covering range and steps in memory): one GETRANGE / SETRANGE per
 leaf. Scattered rows (sorted, unique: ``RowPlan.rows``) are coalesced into runs of consecutive rows; up to
 ``FEW_RUNS`` runs are GETRANGEs, more go to one Lua call per leaf (``GETRANGES``, registered once, EVALSHA) that
-returns the runs concatenated. Writes are SETRANGEs inside the store's guarded write script (atomic).
+returns the runs concatenated. Writes are SETRANGEs inside the store's guarded write script (atomic); the runs of
+one leaf go as one ``SETRANGES`` entry (``(offset, bytes)`` pairs) that the script loops over.
 """
 
 from __future__ import annotations
@@ -97,9 +98,10 @@ def write_commands(key: str, shape: torch.Size, plan: RowPlan, value: torch.Tens
         if positions is not None:
             flat = flat[positions]
     data = fmt.to_bytes(flat)
-    out, at = [], 0
+    args: list[Any] = []
+    at = 0
     for first, count in runs(plan.rows):
         size = count * row_bytes
-        out.append(("SETRANGE", [key], [first * row_bytes, data[at:at + size]]))
+        args += (first * row_bytes, data[at:at + size])
         at += size
-    return out
+    return [("SETRANGES", [key], args)] if args else []  # one command per leaf: the guard script loops
