@@ -802,10 +802,13 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
     if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
         if exact and subs and type(value) in NON_TENSOR_TYPES:  # comparisons compare values; others keep them
             return value._binary(fn, *subs)
-        nd = td.batch_dims
-        sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
-        result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, sub_names(names, batch_size, value, nd), device,
-                            follow, subs, inplace,
+        if batch_size is None:  # the common case (apply, arithmetic): every node keeps its batch facts
+            sub_bs, sub = None, NO_DEFAULT
+        else:
+            nd = td.batch_dims
+            sub_bs = torch.Size(batch_size + value.batch_size[nd:])
+            sub = sub_names(names, batch_size, value, nd)
+        result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, sub, device, follow, subs, inplace,
                             is_leaf, filter_empty, default, check, exact, (*prefix, key))
         if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
             return _DROP
