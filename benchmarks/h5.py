@@ -333,7 +333,7 @@ def load_libs() -> dict[str, Any]:
     return libs
 
 
-def time_case(fns: dict[str, Callable[[], Any]], repeats: int, target: float, time_batch: Callable,
+def time_case(fns: dict[str, Callable[[], Any]], repeats: int, target: float, round_robin: Callable,
               calibrate: Callable) -> dict[str, float]:
     """Median µs per call of each callable, interleaved round-robin as ``run.run_case``."""
     ns = {}
@@ -342,15 +342,7 @@ def time_case(fns: dict[str, Callable[[], Any]], repeats: int, target: float, ti
         fn()
         ns[impl] = 1 if time.perf_counter() - t0 > target else calibrate(fn, target)
     gc.collect()
-    samples: dict[str, list[float]] = {impl: [] for impl in fns}
-    order = list(fns)
-    gc.disable()
-    try:
-        for r in range(repeats):
-            for impl in order[r % len(order):] + order[: r % len(order)]:
-                samples[impl].append(time_batch(fns[impl], ns[impl]) / ns[impl])
-    finally:
-        gc.enable()
+    samples = round_robin(fns, ns, repeats)
     return {impl: statistics.median(s) * 1e6 for impl, s in samples.items()}
 
 
@@ -399,7 +391,7 @@ def report(results: list[dict], schema: dict[str, dict[str, float]]) -> list[str
     return misses
 
 
-def main(args: argparse.Namespace, time_batch: Callable, calibrate: Callable) -> None:
+def main(args: argparse.Namespace, round_robin: Callable, calibrate: Callable) -> None:
     """``run.py --suite h5``: times every case (and peaks, from_schema), prints the table and targets."""
     folder = Path(args.h5_dir) if getattr(args, "h5_dir", None) else DEFAULT_DIR
     names = [n for n in case_names(list(LAYOUTS)) if args.cases in n] + (["from_schema"] if args.cases in
@@ -413,7 +405,7 @@ def main(args: argparse.Namespace, time_batch: Callable, calibrate: Callable) ->
     for name in timed:
         print(f"running {name} ...", file=sys.stderr, flush=True)
         fns = case_fns(name, libs, paths, folder)
-        results.append({"case": name, "us": time_case(fns, repeats, args.target_ms / 1e3, time_batch, calibrate)})
+        results.append({"case": name, "us": time_case(fns, repeats, args.target_ms / 1e3, round_robin, calibrate)})
         del fns
         gc.collect()
     peak_names = [n for n in timed if n.startswith("rows") or n.startswith("slice")]

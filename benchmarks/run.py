@@ -87,6 +87,20 @@ def time_batch(fn: Callable[[], Any], n: int) -> float:
     return clock() - t0
 
 
+def round_robin(fns: dict[str, Callable[[], Any]], ns: dict[str, int], repeats: int) -> dict[str, list[float]]:
+    """Per-call seconds of each impl, ``repeats`` samples of ``ns[impl]`` calls, the impls rotated each repeat."""
+    samples: dict[str, list[float]] = {impl: [] for impl in fns}
+    order = list(fns)
+    gc.disable()
+    try:
+        for r in range(repeats):
+            for impl in order[r % len(order):] + order[: r % len(order)]:
+                samples[impl].append(time_batch(fns[impl], ns[impl]) / ns[impl])
+    finally:
+        gc.enable()
+    return samples
+
+
 def calibrate(fn: Callable[[], Any], target: float) -> int:
     """Picks a batch size N so that N calls of ``fn`` take about ``target`` s.
 
@@ -154,16 +168,8 @@ def run_case(name: str, libs: dict[str, Any], repeats: int, target: float) -> di
 
     gc.collect()
     ns = {impl: calibrate(fn, target) for impl, fn in fns.items()}
-    samples: dict[str, list[float]] = {impl: [] for impl in fns}
-    order = list(fns)
     gc.collect()
-    gc.disable()
-    try:
-        for r in range(repeats):
-            for impl in order[r % len(order):] + order[: r % len(order)]:
-                samples[impl].append(time_batch(fns[impl], ns[impl]) / ns[impl])
-    finally:
-        gc.enable()
+    samples = round_robin(fns, ns, repeats)
     return {
         "case": name,
         "us": {i: statistics.median(s) * 1e6 for i, s in samples.items()},
@@ -243,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")  # library deprecation chatter would spam the table
     if args.suite == "h5":  # its own cases, raw strategies, peak memory and table (h5.py)
-        h5.main(args, time_batch, calibrate)
+        h5.main(args, round_robin, calibrate)
         return
     repeats = args.repeats or (15 if args.quick else 30)
     libs = load_impls()
