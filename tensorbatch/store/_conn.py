@@ -1,7 +1,9 @@
 """The connection a store's handles share: a synchronous redis-py client, fork-safe, with bounded timeouts,
 errors naming the server, the store and the operation, and writes guarded by the store's epoch.
 
-No thread, no event loop: every operation is one pipeline (one round trip). A process that forked gets a new
+No thread, no event loop: every operation is one round trip. The hot ones (row reads and writes, leaf reads,
+every write) are packed here (``pack``) and sent on a connection of the client's pool (``Connection.run``):
+redis-py's pipeline machinery costs more than the server's work for a row. A process that forked gets a new
 client on its first operation (``os.getpid()`` is checked), so DataLoader workers with ``fork`` work.
 
 Writes go through one Lua script (``GUARD``, registered once, called by EVALSHA): it checks the store's
@@ -12,6 +14,7 @@ at all, and a write to a server that lost the store (restarted without persisten
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections.abc import Iterator, Sequence
@@ -69,6 +72,39 @@ for i = 1, #ARGV, 2 do
 end
 return table.concat(out)
 """
+
+SHA = {source: hashlib.sha1(source.encode()).hexdigest() for source in (GUARD, GETRANGES)}  # noqa: S324  # (Redis' script id)
+Command = Sequence[Any]
+
+
+def pack(commands: Sequence[Command]) -> list[Any]:
+    """The RESP encoding of ``commands`` (each ``(name, *args)`` of str, int, bytes or a bytes-like buffer), as
+    chunks for ``sendall``: small parts joined, large payloads (a tensor's memory) passed through uncopied.
+    """
+    chunks: list[Any] = []
+    buf: list[Any] = []
+    for args in commands:
+        buf.append(b"*%d\r\n" % len(args))
+        for arg in args:
+            kind = type(arg)
+            if kind is str:
+                arg = arg.encode()
+            elif kind is int:
+                arg = b"%d" % arg
+            elif kind is float:
+                arg = repr(arg).encode()
+            size = len(arg) if kind is bytes or kind is str else memoryview(arg).nbytes
+            buf.append(b"$%d\r\n" % size)
+            if size >= fmt.BIG:  # sent as its own chunk: no copy into the packet
+                chunks.append(b"".join(buf))
+                chunks.append(arg)
+                buf = [b"\r\n"]
+            else:
+                buf.append(arg)
+                buf.append(b"\r\n")
+    chunks.append(b"".join(buf))
+    return chunks
+
 
 _CLIENTS: dict[Any, Any] = {}  # (pid, settings) -> redis.Redis: handles of one process share a pool
 
@@ -163,16 +199,31 @@ class Connection:
                               f"data is gone from the server (restarted without persistence, or flushed), "
                               f"noticed during {operation}; nothing was read or written")
 
-    def script(self, source: str) -> Any:
-        scripts = self.__dict__.setdefault("_scripts", {})
-        found = scripts.get((source, self.pid))
-        if found is None:
-            found = scripts[(source, self.pid)] = self.client.register_script(source)
-        return found
-
     # ------------------------------------------------------------------ operations
+    def run(self, operation: str, commands: Sequence[Command]) -> list[Any]:
+        """Send ``commands`` in one round trip on a connection of the pool; their raw replies.
+
+        A script the server does not know (restarted, ``SCRIPT FLUSH``) is loaded and the commands sent again.
+        """
+        client = self.client
+        with self.errors(operation):
+            try:
+                return _send(client, commands)
+            except redis.exceptions.NoScriptError:
+                for source in SHA:
+                    client.script_load(source)
+                return _send(client, commands)
+
+    def fetch(self, operation: str, commands: Sequence[Command]) -> list[Any]:
+        """``run`` after the epoch check (the first reply): reads of a store whose data is gone raise."""
+        out = self.run(operation, [("GET", self.key("__epoch__")), *commands])
+        if self.epoch is not None and out[0] != self.epoch:
+            raise self.lost(operation)
+        return out[1:]
+
     def read(self, operation: str, fill: Any) -> list[Any]:
-        """One pipeline: the epoch check, then the commands ``fill(pipe)`` queues; their results."""
+        """One redis-py pipeline (for replies that want its parsing: hashes, sets): the epoch check, then the
+        commands ``fill(pipe)`` queues; their results."""
         if self.closed:
             raise RuntimeError(f"TensorDictStore {self.td_id!r} at {self.address} is closed (during {operation})")
         client = self.client
@@ -194,9 +245,25 @@ class Connection:
         for name, cmd_keys, cmd_args in commands:
             keys.extend(cmd_keys)
             args.extend((name, len(cmd_keys), len(cmd_args), *cmd_args))
-        script = self.script(GUARD)
-        with self.errors(operation):
-            script(keys=keys, args=args, client=self.client)
+        self.run(operation, [("EVALSHA", SHA[GUARD], len(keys), *keys, *args)])
 
     def new_epoch(self) -> bytes:
         return secrets.token_hex(8).encode()
+
+
+def _send(client: Any, commands: Sequence[Command]) -> list[Any]:
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:  # a client without a pool (a cluster client): its pipeline
+        pipe = client.pipeline(transaction=False)
+        for args in commands:
+            pipe.execute_command(*args)
+        return pipe.execute()  # type: ignore[no-any-return]
+    connection = pool.get_connection()
+    try:
+        connection.send_packed_command(pack(commands), check_health=False)
+        return [connection.read_response() for _ in commands]
+    except BaseException:
+        connection.disconnect()  # replies may be left unread: never reuse this socket
+        raise
+    finally:
+        pool.release(connection)

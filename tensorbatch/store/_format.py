@@ -23,9 +23,11 @@ import json
 import pickle
 from typing import Any
 
+import numpy as np
 import torch
 
 SEP = "."
+BIG = 1 << 14  # buffers at least this long go to the socket uncopied
 GLOBAL_SUFFIXES = ("__batch_size__", "__device__", "__tensorclass__", "__epoch__", "__nodes__", "__order__")
 
 
@@ -52,15 +54,24 @@ def str_dtype(text: str) -> torch.dtype:
 
 
 def item_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
+    return dtype.itemsize
 
 
-def to_bytes(tensor: torch.Tensor) -> bytes:
-    """The raw bytes of a tensor (any dtype, bfloat16 included: viewed as bytes, not through numpy)."""
-    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
-    if flat.dtype == torch.bool:
-        flat = flat.view(torch.uint8)
-    return flat.view(torch.uint8).numpy().tobytes()
+def to_bytes(tensor: torch.Tensor) -> Any:
+    """The raw bytes of a tensor: a copy when small, else a buffer over its memory (no copy of a contiguous CPU
+    tensor). Any dtype: one numpy lacks (bfloat16) is viewed as bytes.
+    """
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    try:
+        array = tensor.numpy()
+    except TypeError:
+        array = tensor.view(-1).view(torch.uint8).numpy()
+    return array.tobytes() if array.nbytes < BIG else memoryview(array.reshape(-1).view(np.uint8))
 
 
 def from_bytes(data: bytes | bytearray | memoryview, shape: Any, dtype: torch.dtype) -> torch.Tensor:

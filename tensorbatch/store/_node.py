@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -193,7 +194,7 @@ class TensorDictStore(TensorDictBase):
         if kind == NODE:
             return TensorDictStore._view(self._conn, (*self._path, key))
         conn, joined = self._conn, self._joined(key)
-        (data,) = conn.read(f"reading {joined!r}", lambda pipe: pipe.get(conn.data_key(joined)))
+        (data,) = conn.fetch(f"reading {joined!r}", [("GET", conn.data_key(joined))])
         return self._decode(key, joined, data)
 
     def _decode(self, key: str, joined: str, data: bytes | None) -> Any:
@@ -306,54 +307,54 @@ class TensorDictStore(TensorDictBase):
         raise missing_key((*self._path, key), self._keys_str(), type(self).__name__)
 
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
-        conn, tree = self._conn, self._tree()
-        wanted: list[tuple[TensorDictStore, str]] = []  # (node, key) of every leaf read, depth first
-        self._collect(plan, list(self._keys_str()) if keys is None else list(keys), wanted)
+        conn, leaves = self._conn, self._tree().leaves
+        keys = list(self._keys_str()) if keys is None else list(keys)
+        wanted: list[tuple[tuple[str, ...], str]] = []  # (path, joined) of every leaf read, depth first
+        self._collect(keys, wanted)
+        commands: list[Any] = []
         counts: list[int] = []
         steps: list[Any] = []
-
-        def fill(pipe: Any) -> None:
-            for node, key in wanted:
-                joined = node._joined(key)
-                kind, shape, dtype, _ = tree.leaves[joined]
-                if kind == NON_TENSOR:
-                    pipe.get(conn.data_key(joined))
-                    counts.append(1)
-                    steps.append(None)
-                    continue
-                row_bytes = fmt.item_size(dtype)  # type: ignore[arg-type]
-                for s in shape[1:]:  # type: ignore[index]
-                    row_bytes *= s
-                ranges, step = rows.byte_ranges(plan, row_bytes)
-                counts.append(rows.queue_read(pipe, conn, conn.data_key(joined), ranges))
-                steps.append(step)
-
-        results = conn.read("reading rows", fill) if wanted else []
+        for _, joined in wanted:
+            kind, shape, dtype, _ = leaves[joined]
+            if kind == NON_TENSOR:
+                commands.append(("GET", conn.data_key(joined)))
+                counts.append(1)
+                steps.append(None)
+                continue
+            ranges, step = rows.byte_ranges(plan, dtype.itemsize * math.prod(shape[1:]))  # type: ignore[union-attr,index]
+            found = rows.read_commands(conn.data_key(joined), ranges)
+            commands += found
+            counts.append(len(found))
+            steps.append(step)
+        results = conn.fetch("reading rows", commands) if wanted else []
         values: dict[tuple[str, ...], Any] = {}
         at = 0
         device = conn.device
-        for (node, key), count, step in zip(wanted, counts, steps):
-            joined = node._joined(key)
-            kind, shape, dtype, _ = tree.leaves[joined]
+        on_cpu = device is None or device.type == "cpu"
+        for (path, joined), count, step in zip(wanted, counts, steps, strict=True):
+            kind, shape, dtype, _ = leaves[joined]
             parts = results[at:at + count]
             at += count
             if kind == NON_TENSOR:
-                values[(*node._path, key)] = node._decode(key, joined, parts[0])[plan.index]
+                node = TensorDictStore._view(conn, path[:-1])
+                values[path] = node._decode(path[-1], joined, parts[0])[plan.index]
                 continue
             leaf = rows.assemble(parts, shape, dtype, plan, step)  # type: ignore[arg-type]
-            values[(*node._path, key)] = leaf if device is None or device.type == "cpu" else leaf.to(device)
-        return self._build(plan, list(self._keys_str()) if keys is None else list(keys), values)
+            values[path] = leaf if on_cpu else leaf.to(device)
+        return self._build(plan, keys, values)
 
-    def _collect(self, plan: RowPlan, keys: list[str], out: list[tuple[TensorDictStore, str]]) -> None:
+    def _collect(self, keys: list[str], out: list[tuple[tuple[str, ...], str]]) -> None:
+        children = self._tree().children.get(self._path, {})
         for key in keys:
-            kind = self._kind(key)
+            kind = children.get(key)
             if kind is None:
                 raise missing_key((*self._path, key), self._keys_str(), type(self).__name__)
             if kind == NODE:
                 child = TensorDictStore._view(self._conn, (*self._path, key))
-                child._collect(plan, list(child._keys_str()), out)
+                child._collect(list(child._keys_str()), out)
             else:
-                out.append((self, key))
+                path = (*self._path, key)
+                out.append((path, fmt.SEP.join(path)))
 
     def _build(self, plan: RowPlan, keys: list[str], values: dict[tuple[str, ...], Any]) -> TensorDictBase:
         out: dict[str, Any] = {}
@@ -377,12 +378,13 @@ class TensorDictStore(TensorDictBase):
                 raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
             _, shape, dtype, _ = found
             target = plan.target_shape(shape)
-            if isinstance(value, torch.Tensor):
-                check_fits(path, value.shape, target)
-                value = value.to(dtype)
-            else:
+            if not isinstance(value, torch.Tensor):
                 value = torch.as_tensor(value, dtype=dtype)
-            value = value.expand(target) if value.shape != target else value
+            if value.shape != target:
+                check_fits(path, value.shape, target)
+                value = value.expand(target)
+            if value.dtype != dtype:
+                value = value.to(dtype)
             commands += rows.write_commands(conn.data_key(joined), shape, plan, value)  # type: ignore[arg-type]
         self._write("writing rows", commands)
 

@@ -10,6 +10,7 @@ one leaf go as one ``SETRANGES`` entry (``(offset, bytes)`` pairs) that the scri
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -47,30 +48,22 @@ def byte_ranges(plan: RowPlan, row_bytes: int) -> tuple[list[tuple[int, int]], A
     return [(r * row_bytes, n * row_bytes) for r, n in runs(plan.rows)], None
 
 
-def queue_read(pipe: Any, conn: Any, key: str, ranges: list[tuple[int, int]]) -> int:
-    """Queue the commands reading ``ranges`` of ``key``; how many results they give."""
+def read_commands(key: str, ranges: list[tuple[int, int]]) -> list[tuple[Any, ...]]:
+    """The commands reading ``ranges`` of ``key``: a GETRANGE each when few, else one GETRANGES script call."""
     if len(ranges) <= FEW_RUNS:
-        for offset, length in ranges:
-            pipe.getrange(key, offset, offset + length - 1)
-        return len(ranges)
-    args = [v for r in ranges for v in r]
-    conn.script(conn_getranges()).__call__(keys=[key], args=args, client=pipe)
-    return 1
+        return [("GETRANGE", key, offset, offset + length - 1) for offset, length in ranges]
+    from ._conn import GETRANGES, SHA
 
-
-def conn_getranges() -> str:
-    from ._conn import GETRANGES
-
-    return GETRANGES
+    return [("EVALSHA", SHA[GETRANGES], 1, key, *[v for r in ranges for v in r])]
 
 
 def assemble(parts: list[bytes], shape: torch.Size, dtype: torch.dtype, plan: RowPlan, step: Any) -> torch.Tensor:
     """The rows read (in ``plan``'s order and shape) from the bytes of the ranges."""
     rest = tuple(shape[1:])
     data = b"".join(parts) if len(parts) != 1 else parts[0]
-    out = fmt.from_bytes(data, (-1, *rest) if data else (0, *rest), dtype)
     if plan.kind == "int":
-        return out[0]
+        return fmt.from_bytes(data, rest, dtype)
+    out = fmt.from_bytes(data, (-1, *rest) if data else (0, *rest), dtype)
     if plan.kind == "slice":
         return out if step is None else out[step]
     if plan.inverse is not None:
@@ -83,9 +76,7 @@ def write_commands(key: str, shape: torch.Size, plan: RowPlan, value: torch.Tens
     rows of the leaf ``key`` (for repeated rows, the last value wins).
     """
     rest = tuple(shape[1:])
-    row_bytes = fmt.item_size(value.dtype)
-    for s in rest:
-        row_bytes *= s
+    row_bytes = value.dtype.itemsize * math.prod(rest)
     if plan.kind == "int":
         return [("SETRANGE", [key], [plan.index * row_bytes, fmt.to_bytes(value)])]
     if plan.kind == "slice" and (plan.index.step or 1) == 1:
