@@ -1,5 +1,6 @@
-"""TensorDictStore: TensorDicts on a Redis-compatible server (Redis, Valkey, Dragonfly, KeyDB), shared by
-processes and machines. redis-py is the ``redis`` extra; this package imports it when used.
+"""TensorDictStore: TensorDicts on a Redis-compatible server, shared by processes and machines.
+
+Redis, Valkey, Dragonfly, KeyDB. redis-py is the ``redis`` extra; this package imports it when used.
 
 The server layout is tensordict 0.15.3's (``_format.py``): a store written by either library reads in the
 other. One synchronous client per process and server, explicit pipelines (one round trip per operation), no

@@ -32,8 +32,9 @@ def tensorclass_path(value: Any) -> str | None:
 
 
 def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, **kwargs: Any) -> TensorDictStore:
-    """A new store holding a copy of ``td`` (a TensorDict, TensorClass or TypedTensorDict), written in one atomic
-    round trip. A TensorClass's class is recorded: :func:`from_store` gives it back.
+    """A new store holding a copy of ``td`` (a TensorDict, TensorClass or TypedTensorDict).
+
+    Written in one atomic round trip. A TensorClass's class is recorded: :func:`from_store` gives it back.
     """
     tc = tensorclass_path(td)
     data = _as_td(td)
@@ -68,9 +69,10 @@ def from_dict(cls: Any, /, input_dict: Any, *, auto_batch_size: bool = False, ba
 
 def from_schema(cls: Any, /, schema: Mapping[Any, tuple[Any, torch.dtype]], *, batch_size: Any = None,
                 device: Any = None, **kwargs: Any) -> TensorDictStore:
-    """A new store with zero-filled leaves ``[*batch_size, *shape]`` from ``{key: (shape, dtype)}``, allocated
-    by the server (SETRANGE of each leaf's last byte): no tensor data goes through Python. The schema is
-    checked before anything is written.
+    """A new store with zero-filled leaves ``[*batch_size, *shape]`` from ``{key: (shape, dtype)}``.
+
+    Allocated by the server (SETRANGE of each leaf's last byte): no tensor data goes through Python. The
+    schema is checked before anything is written.
     """
     size = torch.Size(() if batch_size is None else batch_size)
     entries = []
@@ -97,8 +99,9 @@ def schema_store(schema: Mapping[Any, tuple[Any, torch.dtype]], **kwargs: Any) -
 
 def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: Any = None,
                tensorclass_cls: Any = None, **kwargs: Any) -> Any:
-    """Connect to the store ``td_id`` that another handle (any process, any machine) wrote; reads its batch
-    size, device and layout. Returns the recorded TensorClass around it when there is one.
+    """Connect to the store ``td_id`` that another handle (any process, any machine) wrote.
+
+    Reads its batch size, device and layout. Returns the recorded TensorClass around it when there is one.
 
     Raises:
         KeyError: when the server has no such store.
@@ -150,8 +153,9 @@ def to_store(self: Any, *, backend: str = "redis", host: str = "localhost", port
 
 
 def clone(self: TensorDictStore, recurse: bool = True, **kwargs: Any) -> Any:
-    """``recurse=True``: an in-memory copy (as for every storage backend here); ``False``: a new handle on the
-    same data.
+    """``recurse=True``: an in-memory copy (as for every storage backend here).
+
+    ``False``: a new handle on the same data.
     """
     if recurse:
         return self.to_tensordict()

@@ -1,5 +1,6 @@
-"""The connection a store's handles share: a synchronous redis-py client, fork-safe, with bounded timeouts,
-errors naming the server, the store and the operation, and writes guarded by the store's epoch.
+"""The connection a store's handles share: a synchronous redis-py client, fork-safe.
+
+Bounded timeouts, errors naming the server, the store and the operation, writes guarded by the store's epoch.
 
 No thread, no event loop: every operation is one round trip. The hot ones (row reads and writes, leaf reads,
 every write) are packed here (``pack``) and sent on a connection of the client's pool (``Connection.run``):
@@ -9,7 +10,9 @@ client on its first operation (``os.getpid()`` is checked), so DataLoader worker
 Writes go through one Lua script (``GUARD``, registered once, called by EVALSHA): it checks the store's
 ``__epoch__`` token, then runs the write's commands. A script runs atomically, and one that has written is not
 stopped by ``maxmemory`` (the check happens before its first write), so a multi-leaf write lands whole or not
-at all, and a write to a server that lost the store (restarted without persistence) creates nothing.
+at all, and a write to a server that lost the store (restarted without persistence) creates nothing. Large
+values of a write are staged (SET under a temporary key in the same round trip, renamed into place by the
+script): a script copies its arguments, a rename does not.
 """
 
 from __future__ import annotations
@@ -47,18 +50,34 @@ class StoreLostError(RuntimeError):
 
 
 GUARD = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('TBLOST store data lost') end
-local a, k = 2, 2
+local staged = tonumber(ARGV[2])  -- KEYS[2 .. staged + 1]: large values SET beforehand, renamed into place here
+local function unstage(reply)
+  for i = 2, staged + 1 do redis.call('DEL', KEYS[i]) end
+  return reply
+end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return unstage(redis.error_reply('TBLOST store data lost')) end
+for i = 2, staged + 1 do
+  if redis.call('EXISTS', KEYS[i]) == 0 then
+    return unstage(redis.error_reply('TBSTAGE a staged value is missing (its SET failed): nothing written'))
+  end
+end
+local a, k = 3, staged + 2
 while a <= #ARGV do
   local name, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local args = {}
+  local reply
   if name == 'SETRANGES' then  -- one key, (offset, bytes) pairs: the runs of a row write
-    for j = 1, na, 2 do redis.call('SETRANGE', KEYS[k], ARGV[a + 2 + j], ARGV[a + 3 + j]) end
+    for j = 1, na, 2 do
+      reply = redis.pcall('SETRANGE', KEYS[k], ARGV[a + 2 + j], ARGV[a + 3 + j])
+      if type(reply) == 'table' and reply.err then break end
+    end
   else
+    local args = {}
     for j = 1, nk do args[j] = KEYS[k + j - 1] end
     for j = 1, na do args[nk + j] = ARGV[a + 2 + j] end
-    redis.call(name, unpack(args))
+    reply = redis.pcall(name, unpack(args))
   end
+  -- only a script's first write can be refused for maxmemory (then nothing was written)
+  if type(reply) == 'table' and reply.err then return unstage(reply) end
   k, a = k + nk, a + 3 + na
 end
 return 1
@@ -73,13 +92,15 @@ end
 return table.concat(out)
 """
 
-SHA = {source: hashlib.sha1(source.encode()).hexdigest() for source in (GUARD, GETRANGES)}  # noqa: S324  # (Redis' script id)
+SHA = {source: hashlib.sha1(source.encode()).hexdigest() for source in (GUARD, GETRANGES)}  # (Redis' script id)
 Command = Sequence[Any]
 
 
 def pack(commands: Sequence[Command]) -> list[Any]:
-    """The RESP encoding of ``commands`` (each ``(name, *args)`` of str, int, bytes or a bytes-like buffer), as
-    chunks for ``sendall``: small parts joined, large payloads (a tensor's memory) passed through uncopied.
+    """The RESP encoding of ``commands`` (each ``(name, *args)``), as chunks for ``sendall``.
+
+    Arguments are str, int, float, bytes or a bytes-like buffer. Small parts are joined, large payloads (a
+    tensor's memory) passed through uncopied.
     """
     chunks: list[Any] = []
     buf: list[Any] = []
@@ -93,7 +114,7 @@ def pack(commands: Sequence[Command]) -> list[Any]:
                 arg = b"%d" % arg
             elif kind is float:
                 arg = repr(arg).encode()
-            size = len(arg) if kind is bytes or kind is str else memoryview(arg).nbytes
+            size = len(arg) if type(arg) is bytes else memoryview(arg).nbytes
             buf.append(b"$%d\r\n" % size)
             if size >= fmt.BIG:  # sent as its own chunk: no copy into the packet
                 chunks.append(b"".join(buf))
@@ -105,6 +126,9 @@ def pack(commands: Sequence[Command]) -> list[Any]:
     chunks.append(b"".join(buf))
     return chunks
 
+
+STAGE = 1 << 16  # SET values at least this long are staged (see ``Connection.write``)
+STAGE_TTL_MS = 600_000
 
 _CLIENTS: dict[Any, Any] = {}  # (pid, settings) -> redis.Redis: handles of one process share a pool
 
@@ -222,8 +246,10 @@ class Connection:
         return out[1:]
 
     def read(self, operation: str, fill: Any) -> list[Any]:
-        """One redis-py pipeline (for replies that want its parsing: hashes, sets): the epoch check, then the
-        commands ``fill(pipe)`` queues; their results."""
+        """One redis-py pipeline (for replies that want its parsing: hashes, sets).
+
+        The epoch check, then the commands ``fill(pipe)`` queues; their results.
+        """
         if self.closed:
             raise RuntimeError(f"TensorDictStore {self.td_id!r} at {self.address} is closed (during {operation})")
         client = self.client
@@ -237,15 +263,29 @@ class Connection:
         return out[1:]  # type: ignore[no-any-return]
 
     def write(self, operation: str, commands: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> None:
-        """Run ``(command, keys, args)`` triples atomically on the server, if the store is still there."""
+        """Run ``(command, keys, args)`` triples atomically on the server, if the store is still there.
+
+        A large value of a ``SET`` is staged: SET under a temporary key (expiring, in case this process dies)
+        in the same round trip, then renamed into place by the script. A script copies its arguments twice;
+        a rename copies nothing. A staged SET that fails (``maxmemory``) makes the script write nothing.
+        """
         if not commands:
             return
+        staging: list[Any] = []
         keys: list[str] = [self.key("__epoch__")]
-        args: list[Any] = [self.epoch or b""]
+        args: list[Any] = [self.epoch or b"", 0]
         for name, cmd_keys, cmd_args in commands:
+            if name == "SET" and len(cmd_args) == 1 and fmt.nbytes(cmd_args[0]) >= STAGE:
+                stage = self.key(f"__stage__:{secrets.token_hex(8)}")
+                staging.append(("SET", stage, cmd_args[0], "PX", STAGE_TTL_MS))
+                keys.insert(len(staging), stage)
+                keys += (stage, cmd_keys[0], cmd_keys[0])
+                args += ("RENAME", 2, 0, "PERSIST", 1, 0)
+                continue
             keys.extend(cmd_keys)
             args.extend((name, len(cmd_keys), len(cmd_args), *cmd_args))
-        self.run(operation, [("EVALSHA", SHA[GUARD], len(keys), *keys, *args)])
+        args[1] = len(staging)
+        self.run(operation, [*staging, ("EVALSHA", SHA[GUARD], len(keys), *keys, *args)])
 
     def new_epoch(self) -> bytes:
         return secrets.token_hex(8).encode()

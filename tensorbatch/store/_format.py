@@ -58,8 +58,9 @@ def item_size(dtype: torch.dtype) -> int:
 
 
 def to_bytes(tensor: torch.Tensor) -> Any:
-    """The raw bytes of a tensor: a copy when small, else a buffer over its memory (no copy of a contiguous CPU
-    tensor). Any dtype: one numpy lacks (bfloat16) is viewed as bytes.
+    """The raw bytes of a tensor: a copy when small, else a buffer over its memory.
+
+    A large contiguous CPU tensor is not copied. Any dtype: one numpy lacks (bfloat16) is viewed as bytes.
     """
     if tensor.device.type != "cpu":
         tensor = tensor.cpu()
@@ -71,7 +72,14 @@ def to_bytes(tensor: torch.Tensor) -> Any:
         array = tensor.numpy()
     except TypeError:
         array = tensor.view(-1).view(torch.uint8).numpy()
-    return array.tobytes() if array.nbytes < BIG else memoryview(array.reshape(-1).view(np.uint8))
+    return array.tobytes() if array.nbytes < BIG else memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # (numpy arrays are buffers)
+
+
+def nbytes(data: Any) -> int:
+    """The length of a bytes-like value (bytes, a buffer); 0 for a str or number (never a tensor's data)."""
+    if type(data) is bytes:
+        return len(data)
+    return 0 if isinstance(data, (str, int, float)) else memoryview(data).nbytes
 
 
 def from_bytes(data: bytes | bytearray | memoryview, shape: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -105,8 +113,10 @@ def _json_exact(value: Any) -> bool:
 
 
 def encode_non_tensor(value: Any) -> tuple[bytes, dict[str, str]]:
-    """``(data, meta)`` of a non-tensor leaf: a ``NonTensorData``'s value, or a 1-d ``NonTensorStack``'s list
-    (``json_array``, as tensordict writes per-element values); other stacks are pickled with their shape.
+    """``(data, meta)`` of a non-tensor leaf.
+
+    A ``NonTensorData``'s value, or a 1-d ``NonTensorStack``'s list (``json_array``, as tensordict writes
+    per-element values); other stacks are pickled with their shape.
     """
     meta = {"is_non_tensor": "1"}
     if type(value).__name__ == "NonTensorStack":

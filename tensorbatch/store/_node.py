@@ -26,8 +26,9 @@ Commands = list[tuple[str, list[str], list[Any]]]
 
 
 class TensorDictStore(TensorDictBase):
-    """A TensorDict stored on a Redis-compatible server (Redis, Valkey, Dragonfly, KeyDB), shared by every
-    process that connects to the same ``host``/``port``/``db``, ``prefix`` and ``td_id``.
+    """A TensorDict stored on a Redis-compatible server (Redis, Valkey, Dragonfly, KeyDB).
+
+    Shared by every process that connects to the same ``host``/``port``/``db``, ``prefix`` and ``td_id``.
 
     Reading a key fetches the leaf (a new tensor); a nested key gives a view of that node. Writes go to the
     server; indexing reads and writes only the rows asked for, every leaf in one round trip.
@@ -389,9 +390,12 @@ class TensorDictStore(TensorDictBase):
         self._write("writing rows", commands)
 
     def _merge_non_tensor(self, key: str, index: Any, value: Any) -> None:
-        """Element writes of a non-tensor leaf as an optimistic transaction on the server: WATCH the value, merge
-        it here, MULTI/EXEC, again when another handle wrote it meanwhile. Writers of different elements lose
-        nothing (JSON values are re-encoded by Python, exactly, which a Lua cjson round trip would not do)."""
+        """Element writes of a non-tensor leaf as an optimistic transaction on the server.
+
+        WATCH the value, merge it here, MULTI/EXEC, again when another handle wrote it meanwhile. Writers of
+        different elements lose nothing (JSON values are re-encoded by Python, exactly, which a Lua cjson round
+        trip would not do).
+        """
         import redis
 
         conn, joined = self._conn, self._joined(key)

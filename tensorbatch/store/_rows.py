@@ -29,12 +29,13 @@ def runs(rows: torch.Tensor) -> list[tuple[int, int]]:
     starts = [0, *breaks]
     ends = [*breaks, rows.numel()]
     values = rows.tolist()
-    return [(values[s], e - s) for s, e in zip(starts, ends)]
+    return [(values[s], e - s) for s, e in zip(starts, ends, strict=True)]
 
 
 def byte_ranges(plan: RowPlan, row_bytes: int) -> tuple[list[tuple[int, int]], Any]:
-    """The ``(offset, length)`` ranges a read of ``plan`` fetches, and the in-memory step to apply after
-    (a slice step, or None).
+    """The ``(offset, length)`` ranges a read of ``plan`` fetches, and the in-memory step to apply after.
+
+    The step is a slice step, or None.
     """
     if plan.kind == "int":
         return [(plan.index * row_bytes, row_bytes)], None
@@ -71,9 +72,11 @@ def assemble(parts: list[bytes], shape: torch.Size, dtype: torch.dtype, plan: Ro
     return out.reshape(*plan.shape, *rest) if plan.inverse is None else out
 
 
-def write_commands(key: str, shape: torch.Size, plan: RowPlan, value: torch.Tensor) -> list[tuple[str, list[str], list[Any]]]:
-    """SETRANGE commands writing ``value`` (already broadcast to ``plan.target_shape(shape)``) at ``plan``'s
-    rows of the leaf ``key`` (for repeated rows, the last value wins).
+def write_commands(key: str, shape: torch.Size, plan: RowPlan,
+                   value: torch.Tensor) -> list[tuple[str, list[str], list[Any]]]:
+    """SETRANGE commands writing ``value`` at ``plan``'s rows of the leaf ``key``.
+
+    ``value`` is already broadcast to ``plan.target_shape(shape)``; for repeated rows, the last value wins.
     """
     rest = tuple(shape[1:])
     row_bytes = value.dtype.itemsize * math.prod(rest)

@@ -23,7 +23,9 @@ def rank() -> int:
 
 
 class Tree:
-    """``leaves``: path -> ``(kind, shape, dtype, meta)``; ``nodes``: nested node path -> batch size (None: its
+    """A store's layout.
+
+    ``leaves``: path -> ``(kind, shape, dtype, meta)``; ``nodes``: nested node path -> batch size (None: its
     parent's); ``children``: node path tuple -> ``{key: kind}`` in insertion order; ``batch``: the root's.
     """
 
@@ -89,7 +91,7 @@ def load(conn: Connection, operation: str) -> Tree:
     nodes = {k.decode(): torch.Size(json.loads(v)) for k, v in raw_nodes.items()}
     entries = [(p, NODE) for p in nodes] + [(p, None) for p in paths]
     entries.sort(key=lambda e: (order.get(e[0], float("inf")), e[0]))
-    by_path = dict(zip(paths, metas))
+    by_path = dict(zip(paths, metas, strict=True))
     for path, kind in entries:
         if kind is None:
             meta = fmt.decode(by_path[path])

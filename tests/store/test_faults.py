@@ -37,10 +37,10 @@ def test_lost_data_is_noticed_and_nothing_is_recreated(private_server):
     store[1] = {"obs": torch.ones(3)}
     srv.restart()  # no persistence: the server comes back empty
     for operation in (lambda: store["obs"], lambda: store[0], lambda: store.__setitem__(2, {"obs": torch.ones(3)}),
-                      lambda: store.set("new", torch.zeros(4))):
+                      lambda: store.set("new", torch.zeros(4)), lambda: store.set("big", torch.zeros(4, 50_000))):
         with pytest.raises(StoreLostError, match="data is gone"):
             operation()
-    assert srv.client().dbsize() == 0  # the failed writes created nothing
+    assert srv.client().dbsize() == 0  # the failed writes created nothing (the staged value of "big" is gone)
 
 
 def test_a_write_over_maxmemory_leaves_no_half_written_store(private_server):
@@ -100,3 +100,19 @@ def test_processes_writing_disjoint_rows_lose_nothing(private_server):
         assert proc.exitcode == 0
     assert store["n", "y"].tolist() == list(range(120))
     assert torch.equal(store["x"], torch.arange(120.0)[:, None].expand(120, 3))
+
+
+def test_a_staged_value_over_maxmemory_leaves_nothing(private_server):
+    """A large value goes to the server first under a temporary key, renamed into place by the write's script;
+    when that SET is refused (``maxmemory``) the script writes nothing: the store is unchanged."""
+    srv = private_server("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+    store = TensorDictStore(batch_size=[10], host=srv.host, port=srv.port)
+    store["small"] = torch.ones(10)
+    client = srv.client()
+    before = set(client.keys("*"))
+    with pytest.raises(redis.ResponseError, match="maxmemory"):
+        store["n"] = TensorDict({"x": torch.ones(10), "y": torch.ones(10, 90_000)}, [10])  # 3.6 MB staged
+    assert set(client.keys("*")) == before  # neither "n" nor the staged value
+    assert set(store.keys()) == {"small"}
+    store["m"] = torch.ones(10, 2)  # the server is usable again
+    assert store["m"].sum() == 20
