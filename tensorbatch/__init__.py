@@ -7,6 +7,8 @@ from ._convert import from_namedtuple as from_namedtuple
 from ._convert import from_pytree as from_pytree
 from ._convert import from_struct_array as from_struct_array
 from ._convert import from_tuple as from_tuple
+# (feature modules install their methods on TensorDictBase before the wrappers copy the list)
+from ._io import distributed as _distributed  # noqa: F401  # TensorDictBase.send, recv, reduce, broadcast...
 from ._io.methods import load as load
 from ._io.methods import load_memmap as load_memmap
 from ._io.methods import memmap as memmap

@@ -48,6 +48,8 @@ FORWARD: frozenset[str] = frozenset({
     "to_struct_array", "tolist", "is_memmap", "is_shared", "saved_path", "is_consolidated",
     "to_h5",  # writes an HDF5 file: the PersistentTensorDict over it
     "to_store",  # uploads to a Redis-compatible server: the TensorDictStore over it
+    # torch.distributed transfers into the backend (None, a tag or Works)
+    "send", "isend", "recv", "irecv", "init_remote", "reduce", "all_reduce",
     # memory-mapped leaves created in place (the new MemoryMappedTensor is returned)
     "make_memmap", "make_memmap_from_storage", "make_memmap_from_tensor",
     # constructors of plain TensorDicts (classmethods)
@@ -77,6 +79,8 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the 
     "map", "map_iter",
     # classmethods building a TensorDict (from several, or from a saved folder or file)
     "stack", "cat", "load_memmap", "load", "from_consolidated",
+    # torch.distributed: TensorDicts received from other ranks (from_remote_init builds the class)
+    "broadcast", "all_gather", "gather_and_stack", "from_remote_init",
 })
 
 EXCLUDED: dict[str, str] = {

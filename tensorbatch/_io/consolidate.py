@@ -184,6 +184,14 @@ def state(td: Any) -> tuple[torch.Tensor, dict[str, Any]] | None:
     return _STATE.get(td)  # type: ignore[no-any-return]
 
 
-def restore(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any]) -> Any:
-    """Rebuild a consolidated TensorDict from its buffer and layout (unpickling, device moves)."""
-    return _remember(_rebuild(dense_cls, buffer, layout), buffer, layout)
+def restore(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], device: Any = None) -> Any:
+    """Rebuild a consolidated TensorDict from its buffer and layout (unpickling, device moves, transfers).
+
+    ``device``: the device of the rebuilt nodes (default: the layout's).
+    """
+    return _remember(_rebuild(dense_cls, buffer, layout, device), buffer, layout)
+
+
+def plan(td: Any) -> tuple[dict[str, Any], int]:
+    """The layout :func:`consolidate` would give ``td`` and the buffer's size in bytes, copying nothing."""
+    return _plan(td, [])

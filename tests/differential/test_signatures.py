@@ -74,6 +74,9 @@ NOT_ACCEPTED: dict[str, dict[str, str]] = {
                "as_linked_list": "linked-list output is not supported"},
     "update_at_": {"idx": "the index is the second positional argument (index)"},
     "where": {"update_batch_size": "where keeps the batch size of its inputs"},
+    **{name: {"_tensorclass_type": "a private argument of the reference (the class named by import path): "
+                                   "TensorClass.from_remote_init builds the class on the receiving side"}
+       for name in ("broadcast", "init_remote")},
 }
 
 
