@@ -116,7 +116,8 @@ def check_same(entries: list[Any], group: Any, what: str) -> None:
     mine = _padded(torch.frombuffer(bytearray(raw), dtype=_U8).to(device), width)
     gathered = [torch.empty_like(mine) for _ in every]
     dist.all_gather(gathered, mine, group=group)
-    tables = [json.loads(_bytes(g[:int.from_bytes(_bytes(d[:8]), "little")])) for g, d in zip(gathered, every)]
+    lengths = [int.from_bytes(_bytes(d[:8]), "little") for d in every]
+    tables = [json.loads(_bytes(g[:n])) for g, n in zip(gathered, lengths, strict=True)]
     first = [(tuple(p), dt, tuple(s)) for p, dt, s in tables[0]]
     for k, table in enumerate(tables[1:], 1):
         message = wire.difference(first, [(tuple(p), dt, tuple(s)) for p, dt, s in table], "rank 0", f"rank {k}")
@@ -149,7 +150,7 @@ def _reduce_all(td: Any, collective: Callable[[torch.Tensor], Any], async_op: bo
             with torch.no_grad():
                 flat = torch.cat([targets[i].reshape(-1) for i in bucket])
             copies = [targets[i] for i in bucket] if write else []
-        follow = [finishes[i] for i in bucket if finishes[i] is not None]
+        follow: list[Callable[[], Any]] = [f for f in (finishes[i] for i in bucket) if f is not None]
         work = collective(flat)
         done = _finisher(flat, copies, follow) if copies or follow else None
         if async_op:
@@ -180,7 +181,8 @@ def _finisher(flat: torch.Tensor, copies: list[torch.Tensor], follow: list[Calla
     def done() -> None:
         if copies:
             with torch.no_grad():
-                for target, chunk in zip(copies, flat.split([t.numel() for t in copies])):
+                chunks = torch.split(flat, [t.numel() for t in copies])
+                for target, chunk in zip(copies, chunks, strict=True):
                     target.copy_(chunk.view(target.shape))
         for fn in follow:
             fn()
@@ -287,13 +289,13 @@ class Collectives:
         mine = _padded(packed, max(n + m for _, n, m in table))
         gathered = [torch.empty_like(mine) for _ in table]
         dist.all_gather(gathered, mine, group=group)
-        errors = [(rank, _bytes(g[n:n + m]).decode()) for rank, ((status, n, m), g) in enumerate(zip(table, gathered))
-                  if status]
+        pairs = list(zip(table, gathered, strict=True))
+        errors = [(rank, _bytes(g[n:n + m]).decode()) for rank, ((status, n, m), g) in enumerate(pairs) if status]
         if failed is not None:
             raise failed
         if errors:
             raise RuntimeError(f"all_gather: rank {errors[0][0]} could not send its TensorDict: {errors[0][1]}")
-        return [_rebuilt(self._dense_cls, g[:n], json.loads(_bytes(g[n:n + m]))) for (_, n, m), g in zip(table, gathered)]
+        return [_rebuilt(self._dense_cls, g[:n], json.loads(_bytes(g[n:n + m]))) for (_, n, m), g in pairs]
 
     def gather_and_stack(self: Any, dst: int, group: Any = None) -> Any:
         """Stack the other ranks' TensorDicts into rank ``dst``'s, in place (its first dim: world size - 1).
@@ -335,7 +337,8 @@ def _stack_into(td: Any, table: list[list[int]], gathered: list[torch.Tensor], i
     others = [i for i in range(len(table)) if i != index]
     for i in others:
         if table[i][0]:
-            return f"rank {i} could not send its TensorDict: {_bytes(gathered[i][table[i][1]:sum(table[i][1:])]).decode()}"
+            _, n, m = table[i]
+            return f"rank {i} could not send its TensorDict: {_bytes(gathered[i][n:n + m]).decode()}"
     if td.batch_size[:1] != torch.Size([len(others)]):
         return (f"the destination's TensorDict must have one row per other rank: batch size starting with "
                 f"{len(others)}, got {list(td.batch_size)}")
@@ -344,7 +347,7 @@ def _stack_into(td: Any, table: list[list[int]], gathered: list[torch.Tensor], i
     if not parts:
         return None
     row = wire.entries_of(wire.wire_leaves(td[0]))
-    for i, part in zip(others, parts):
+    for i, part in zip(others, parts, strict=True):
         message = wire.difference(wire.entries_of(wire.wire_leaves(part)), row, f"rank {i}",
                                   "a row of the destination")
         if message is not None:

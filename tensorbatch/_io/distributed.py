@@ -52,7 +52,7 @@ def post_send(td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consol
         works += wire.send_header(peer, header, init_tag, device)
         ack = torch.zeros(wire.ACK, dtype=torch.uint8, device=device)
         ack_work = peer.irecv(ack, wire.header_tag(init_tag, 2))
-    works += [peer.isend(t, tag) for t, tag in zip(tensors, tags)]
+    works += [peer.isend(t, tag) for t, tag in zip(tensors, tags, strict=True)]
     if check:
         works.append(wire.Then(ack_work, lambda: _check_ack(ack, peer)))
     return works, last
@@ -109,7 +109,7 @@ def post_recv(td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consol
             ack_work.wait()
             raise wire.StructureMismatch(f"recv from rank {peer.rank} failed, nothing was written: {message}")
         works.append(ack_work)
-    for target, tag, finish in zip(targets, tags, finishes):
+    for target, tag, finish in zip(targets, tags, finishes, strict=True):
         work = peer.irecv(target, tag)
         works.append(work if finish is None else wire.Then(work, finish))
     return works, last
@@ -229,7 +229,8 @@ class _P2P:
             wire.wait_all(wire.send_header(peer, wire.error_header(f"{type(err).__name__}: {err}"), _INIT, head_device))
             raise
         header = {"mode": "init", "layout": layout, "nbytes": buffer.numel(), "leaves": []}
-        wire.wait_all(wire.send_header(peer, header, _INIT, head_device) + [peer.isend(buffer, wire.header_tag(_INIT, 2))])
+        data = peer.isend(buffer, wire.header_tag(_INIT, 2))
+        wire.wait_all([*wire.send_header(peer, header, _INIT, head_device), data])
 
     @classmethod
     def from_remote_init(cls: Any, src: int, group: Any = None, device: Any = None,

@@ -19,7 +19,9 @@ pseudo-random chain); the header and the ack use ``HEADER_TAG + 3 * init_tag + (
 
 from __future__ import annotations
 
+import functools
 import json
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -72,7 +74,7 @@ def wire_leaves(td: Any) -> list[tuple[tuple[str, ...], Any, str, Any]]:
         if path in stacks:
             continue
         for key, value in node._meta_items():
-            if isinstance(value, torch.Tensor) or getattr(value, "kind", None) == "tensor":
+            if type(value) is _Tensor or isinstance(value, _Tensor) or getattr(value, "kind", None) == "tensor":
                 out.append(((*path, key), node, key, value))
 
     def order(item: Any) -> tuple[Any, ...]:
@@ -80,8 +82,12 @@ def wire_leaves(td: Any) -> list[tuple[tuple[str, ...], Any, str, Any]]:
         path = item[0]
         return tuple(int(name) if path[:i] in stacks else name for i, name in enumerate(path))
 
-    out.sort(key=order)
+    out.sort(key=order if stacks else _first)
     return out
+
+
+def _first(item: Any) -> Any:
+    return item[0]
 
 
 def entries_of(leaves: list[tuple[tuple[str, ...], Any, str, Any]]) -> list[_Entry]:
@@ -120,15 +126,20 @@ def data_tags(init_tag: int, pseudo_rand: bool, count: int) -> list[int]:
         >>> data_tags(5, False, 3)
         [5, 6, 7]
     """
+    if not pseudo_rand:
+        return list(range(init_tag, init_tag + count))
+    return list(_chain(init_tag, count))
+
+
+@functools.lru_cache(maxsize=64)
+def _chain(init_tag: int, count: int) -> tuple[int, ...]:
+    # cached: a generator per tag costs ~20 us, and a training loop repeats the same transfer
     tags = []
     tag = init_tag - 1
     for _ in range(count):
-        if pseudo_rand:
-            tag = int.from_bytes(np.random.default_rng(tag + 1).bytes(8), "big") % 10_000
-        else:
-            tag += 1
+        tag = int.from_bytes(np.random.default_rng(tag + 1).bytes(8), "big") % 10_000
         tags.append(tag)
-    return tags
+    return tuple(tags)
 
 
 def header_tag(init_tag: int, k: int) -> int:
@@ -178,16 +189,14 @@ class Peer:
 def encode(header: dict[str, Any], device: Any) -> list[torch.Tensor]:
     """The header as its one or two messages: a :data:`BLOCK`-byte block, then the rest if longer."""
     raw = json.dumps(header, separators=(",", ":")).encode()
-    block = torch.zeros(BLOCK, dtype=torch.uint8)
-    block[:16].view(torch.int64)[0] = _MAGIC
-    block[:16].view(torch.int64)[1] = len(raw)
-    data = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.zeros(0, dtype=torch.uint8)
     head = min(len(raw), BLOCK - 16)
-    block[16:16 + head] = data[:head]
-    messages = [block]
+    block = bytearray(BLOCK)  # built as bytes: a few small torch ops would cost more than the JSON
+    struct.pack_into("<qq", block, 0, _MAGIC, len(raw))
+    block[16:16 + head] = raw[:head]
+    messages = [torch.frombuffer(block, dtype=torch.uint8)]
     if len(raw) > head:
-        messages.append(data[head:].clone())
-    return [m.to(device) for m in messages]
+        messages.append(torch.frombuffer(bytearray(raw[head:]), dtype=torch.uint8))
+    return messages if torch.device(device).type == "cpu" else [m.to(device) for m in messages]
 
 
 def send_header(peer: Peer, header: dict[str, Any], init_tag: int, device: Any) -> list[Any]:
@@ -209,12 +218,12 @@ def recv_header(peer: Peer, init_tag: int, device: Any) -> dict[str, Any]:
 
 def read_block(block: torch.Tensor, sender: str) -> tuple[int, bytes]:
     """``(length of the JSON, its first bytes)`` from a header's first message."""
-    block = block.cpu()
-    magic, length = block[:16].view(torch.int64).tolist()
+    raw = block.cpu().numpy().tobytes()
+    magic, length = struct.unpack_from("<qq", raw)
     if magic != _MAGIC:
         raise RuntimeError(f"{sender} sent no structure header: does it send with check_structure=False, or is it "
                            "tensordict? Then receive with check_structure=False")
-    return length, block[16:16 + min(length, BLOCK - 16)].numpy().tobytes()
+    return length, raw[16:16 + min(length, BLOCK - 16)]
 
 
 def rest_size(length: int) -> int:
@@ -279,18 +288,20 @@ def drain(peer: Peer, header: dict[str, Any], init_tag: int, pseudo_rand: bool, 
     else:
         entries = header_entries(header)
         tags = data_tags(init_tag, pseudo_rand, len(entries))
-        buffers = [(torch.empty(s, dtype=dtype_of(d), device=device), t) for (_, d, s), t in zip(entries, tags)]
+        buffers = [(torch.empty(s, dtype=dtype_of(d), device=device), t)
+                   for (_, d, s), t in zip(entries, tags, strict=True)]
     for work in [peer.irecv(b, t) for b, t in buffers]:
         work.wait()
 
 
 def ack_message(message: str | None, device: Any) -> torch.Tensor:
     """The receiver's ack: zeros, or the (truncated) error message."""
-    ack = torch.zeros(ACK, dtype=torch.uint8)
+    ack = bytearray(ACK)
     if message:
         raw = message.encode()[:ACK]
-        ack[:len(raw)] = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
-    return ack.to(device)
+        ack[:len(raw)] = raw
+    out = torch.frombuffer(ack, dtype=torch.uint8)
+    return out if torch.device(device).type == "cpu" else out.to(device)
 
 
 def ack_text(ack: torch.Tensor) -> str | None:
@@ -334,7 +345,7 @@ def wait_all(works: list[Any]) -> None:
     for work in works:
         try:
             work.wait()
-        except Exception as err:  # noqa: PERF203  # every transfer must be waited for
+        except Exception as err:  # every transfer must be waited for
             error = error or err
     if error is not None:
         raise error

@@ -111,7 +111,7 @@ class Group:
 
     def close(self, kill: bool = False) -> None:
         """Stop the workers (kill them after a hang)."""
-        for proc, conn in zip(self.procs, self.conns):
+        for proc, conn in zip(self.procs, self.conns, strict=False):
             if kill:
                 proc.kill()
             else:

@@ -70,15 +70,18 @@ def job_broadcast(rank, world):
         assert out.is_consolidated()
     else:
         out = TensorDict().broadcast(src=1)
-    assert torch.equal(out["n", "b"], make(7.0)["n", "b"]) and out["label"] == "seven"
+    assert torch.equal(out["n", "b"], make(7.0)["n", "b"])
+    assert out["label"] == "seven"
     point = Point(x=torch.arange(3.0), batch_size=[3]) if rank == 0 else Point(x=torch.zeros(3), batch_size=[3])
     got = point.broadcast(src=0)
-    assert type(got) is Point and torch.equal(got.x, torch.arange(3.0))
+    assert type(got) is Point
+    assert torch.equal(got.x, torch.arange(3.0))
     built = Point.from_remote_init(src=0, use_broadcast=True) if rank else None
     if rank == 0:
         point.init_remote(use_broadcast=True)
     else:
-        assert type(built) is Point and torch.equal(built.x, torch.arange(3.0))
+        assert type(built) is Point
+        assert torch.equal(built.x, torch.arange(3.0))
     return sorted(out.keys())
 
 
@@ -89,7 +92,8 @@ def job_all_gather(rank, world):
     out = td.all_gather()
     assert [t.batch_size for t in out] == [torch.Size([r + 1]) for r in range(world)]
     assert [t["r"][0].item() for t in out] == [float(r) for r in range(world)]
-    assert "extra" in out[2].keys() and "extra" not in out[1].keys()
+    assert "extra" in out[2]
+    assert "extra" not in out[1]
     return None
 
 
@@ -161,7 +165,8 @@ def test_collective_structure_mismatch_raises_on_every_rank(groups, what):
     messages = groups(3).run(job_collective_mismatch, what)
     assert all(m is not None for m in messages), messages
     if what == "gather_and_stack":
-        needle = "structure mismatch at key ('n', 'b'): rank 2 has float64 [2, 5], a row of the destination has float64 [2, 1]"
+        needle = ("structure mismatch at key ('n', 'b'): rank 2 has float64 [2, 5], a row of the destination has "
+                  "float64 [2, 1]")
     else:
         needle = "structure mismatch at key ('n', 'b'): rank 0 has float64 [2, 1], rank 2 has float64 [2, 5]"
     assert all(needle in m for m in messages), messages
@@ -169,9 +174,11 @@ def test_collective_structure_mismatch_raises_on_every_rank(groups, what):
 
 def test_broadcast_failure_reaches_every_rank(groups):
     outs = groups(3).outcomes(job_broadcast_failure)
-    assert outs[0].kind == "TypeError" and "cannot send the non-tensor value at key 'obj' (a set)" in outs[0].error
+    assert outs[0].kind == "TypeError"
+    assert "cannot send the non-tensor value at key 'obj' (a set)" in outs[0].error
     for o in outs[1:]:
-        assert o.kind == "RuntimeError" and "broadcast: rank 0 failed before sending: TypeError" in o.error
+        assert o.kind == "RuntimeError"
+        assert "broadcast: rank 0 failed before sending: TypeError" in o.error
 
 
 def test_bucket_bytes_must_be_positive():

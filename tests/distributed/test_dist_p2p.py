@@ -22,7 +22,8 @@ def make(scale: float = 1.0) -> TensorDict:
         "done": torch.tensor([True, False, True]) if scale else torch.zeros(3, dtype=torch.bool),
         "count": (torch.arange(3, dtype=torch.int32) + 1) * int(scale),
         "half": torch.ones(3, 2, dtype=torch.bfloat16) * scale,
-        "next": {"obs": torch.ones(3, 4) * 5 * scale, "deep": {"u8": torch.full((3,), 7 * int(scale), dtype=torch.uint8)}},
+        "next": {"obs": torch.ones(3, 4) * 5 * scale,
+                 "deep": {"u8": torch.full((3,), 7 * int(scale), dtype=torch.uint8)}},
     }, batch_size=[3])
 
 
@@ -104,7 +105,8 @@ def job_lazy(rank, world):
     members = td["s"].tensordicts
     td.recv(src=0)
     assert td["s"].tensordicts[10] is members[10]  # written into the members, in place
-    assert same(td["s"].tensordicts[10], make(11.0)[0]) and same(td["s"].tensordicts[1], make(2.0)[0])
+    assert same(td["s"].tensordicts[10], make(11.0)[0])
+    assert same(td["s"].tensordicts[1], make(2.0)[0])
     assert torch.equal(td["top"], torch.ones(11))
     return None
 
@@ -119,9 +121,12 @@ def job_tensorclass(rank, world):
         return None
     pair = Pair(x=torch.zeros(4), y=torch.zeros(4, 2, dtype=torch.int64), batch_size=[4])
     pair.recv(src=0)
-    assert torch.equal(pair.x, torch.arange(4.0)) and torch.equal(pair.y, torch.ones(4, 2, dtype=torch.int64))
+    assert torch.equal(pair.x, torch.arange(4.0))
+    assert torch.equal(pair.y, torch.ones(4, 2, dtype=torch.int64))
     built = Pair.from_remote_init(src=0)
-    assert type(built) is Pair and built.is_consolidated() and torch.equal(built.x, torch.arange(4.0))
+    assert type(built) is Pair
+    assert built.is_consolidated()
+    assert torch.equal(built.x, torch.arange(4.0))
     built.recv(src=0, consolidated=True)
     assert torch.equal(built.x, torch.arange(4.0) + 1)
     return type(built).__name__
@@ -137,9 +142,11 @@ def job_init_remote(rank, world):
         td.send(dst=1, consolidated=True)
         return None
     td = TensorDict.from_remote_init(src=0)
-    assert td.is_consolidated() and td.batch_size == torch.Size([3])
+    assert td.is_consolidated()
+    assert td.batch_size == torch.Size([3])
     assert same(td.exclude("name", ("next", "info")), make())
-    assert td["name"] == "hello" and td["next", "info"] == {"level": 2}
+    assert td["name"] == "hello"
+    assert td["next", "info"] == {"level": 2}
     td.recv(src=0, consolidated=True)
     assert torch.equal(td["obs"], make()["obs"] + 100)
     return sorted(td.keys())
@@ -239,7 +246,8 @@ def job_two_senders(rank, world):
         works = b.irecv(src=2, init_tag=100, return_premature=True)
         a.recv(src=1, init_tag=0)
         wire.wait_all(works)
-        assert same(a, make(1.0)) and same(b, make(2.0))
+        assert same(a, make(1.0))
+        assert same(b, make(2.0))
         return None
     make(float(rank)).send(dst=0, init_tag=0 if rank == 1 else 100)
     return None
@@ -332,12 +340,14 @@ def test_init_remote_carries_non_tensor_leaves(groups):
 def test_structure_mismatch_raises_on_both_sides(groups, change, consolidated, key, shapes):
     sender, receiver = groups(2).run(job_mismatch, change, consolidated)
     for message in (sender, receiver):
-        assert message is not None and f"structure mismatch at key {key}" in message, message
+        assert message is not None
+        assert f"structure mismatch at key {key}" in message, message
         assert shapes[0] in message
     assert sender.startswith("send to rank 1 failed, the receiver wrote nothing")
     assert receiver.startswith("recv from rank 0 failed, nothing was written")
     if change in ("shape", "dtype"):
-        assert shapes[1] in receiver and shapes[1] in sender
+        assert shapes[1] in receiver
+        assert shapes[1] in sender
 
 
 def test_consolidated_mode_mismatch(groups):
@@ -358,8 +368,12 @@ def test_isend_mismatch_surfaces_in_the_works(groups):
 ])
 def test_sender_failure_reaches_the_receiver(groups, what, kind, needle):
     sender, receiver = groups(2).outcomes(job_sender_fails, what)
-    assert not sender.ok and sender.kind == kind and needle in sender.error
-    assert not receiver.ok and receiver.kind == "RuntimeError" and needle in receiver.error
+    assert not sender.ok
+    assert sender.kind == kind
+    assert needle in sender.error
+    assert not receiver.ok
+    assert receiver.kind == "RuntimeError"
+    assert needle in receiver.error
     assert "failed before sending" in receiver.error
 
 
@@ -409,7 +423,8 @@ def test_wire_order_is_sorted_keys_then_members():
 def test_difference_messages():
     a = [(("a",), "float32", (3,)), (("b",), "int64", (3, 2))]
     assert wire.difference(a, a, "x", "y") is None
-    assert wire.difference(a, [a[0]], "x", "y") == "structure mismatch at key 'b': x has it (int64 [3, 2]), y has no such leaf"
+    assert wire.difference(a, [a[0]], "x", "y") == (
+        "structure mismatch at key 'b': x has it (int64 [3, 2]), y has no such leaf")
     assert wire.difference(a, [a[1], a[0]], "x", "y") == (
         "structure mismatch at position 0: x has key 'a' where y has key 'b' (a consolidated buffer needs the "
         "same key insertion order on both sides)")
