@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tensorbatch import LazyStackedTensorDict, NonTensorData, TensorClass, TensorDict
+from tensorbatch import LazyStackedTensorDict, NonTensorData, TensorClass, TensorDict, TypedTensorDict
 from tensorbatch._io import wire
 
 
@@ -34,6 +34,11 @@ def same(a, b) -> bool:
 class Pair(TensorClass):
     x: torch.Tensor
     y: torch.Tensor
+
+
+class State(TypedTensorDict):
+    x: torch.Tensor
+    n: TensorDict
 
 
 # ------------------------------------------------------------------------------------------------ jobs
@@ -130,6 +135,25 @@ def job_tensorclass(rank, world):
     built.recv(src=0, consolidated=True)
     assert torch.equal(built.x, torch.arange(4.0) + 1)
     return type(built).__name__
+
+
+def job_typed(rank, world):
+    def state(scale):
+        return State(x=torch.full((2, 3), scale), n=TensorDict(v=torch.full((2,), 2 * scale), batch_size=[2]),
+                     batch_size=[2])
+
+    if rank == 0:
+        state(1.0).send(dst=1)
+        state(3.0).init_remote(dst=1)
+        return None
+    got = state(0.0)
+    got.recv(src=0)
+    assert torch.equal(got.x, torch.ones(2, 3))
+    assert torch.equal(got["n", "v"], torch.full((2,), 2.0))
+    built = State.from_remote_init(src=0)
+    assert type(built) is State
+    assert torch.equal(built.x, torch.full((2, 3), 3.0))
+    return None
 
 
 def job_init_remote(rank, world):
@@ -324,6 +348,10 @@ def test_lazy_stack_members_in_place(groups):
 
 def test_tensorclass_send_and_from_remote_init(groups):
     assert groups(2).run(job_tensorclass)[1] == "Pair"
+
+
+def test_typed_tensordict_send_and_from_remote_init(groups):
+    groups(2).run(job_typed)
 
 
 def test_init_remote_carries_non_tensor_leaves(groups):
