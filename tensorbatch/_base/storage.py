@@ -124,6 +124,10 @@ class StorageHooks:
     def _read_index(self, index: Any) -> Any:
         """``self[index]`` through ``_read_rows``."""
         idx, _, _ = normalize(self, index)  # also checks the index against the batch size
+        return self._read_normalized(idx)
+
+    def _read_normalized(self, idx: tuple[Any, ...]) -> Any:
+        """``self[idx]`` for an index ``_ops.index.normalize`` returned for this node (a view keeps one)."""
         if not self.batch_dims:  # type: ignore[attr-defined]  # no rows to plan: a 0-d store is read whole
             return index_leaves(self.to_tensordict(), idx)  # type: ignore[attr-defined]
         plan, rest = split_index(idx, self.batch_size)  # type: ignore[attr-defined]

@@ -78,7 +78,7 @@ class RowPlan:
 
     def target_shape(self, leaf_shape: Any) -> torch.Size:
         """Shape of ``leaf[plan.index]`` for a leaf of shape ``leaf_shape`` (without reading it)."""
-        return _Size((*self.shape, *leaf_shape[1:]))
+        return self.shape if len(leaf_shape) == 1 else _Size((*self.shape, *leaf_shape[1:]))
 
     def last_positions(self) -> _Tensor | None:
         """For a write: the position in the requested order that each of ``rows`` takes its value from.
@@ -190,11 +190,14 @@ def split_index(index: tuple[Any, ...], batch_size: torch.Size) -> tuple[RowPlan
         True
     """
     size = batch_size[0]
-    everything = RowPlan("slice", size, slice(0, size, 1), shape=(size,))
     if not index:
-        return everything, None
-    first, tail = index[0], index[1:]
-    plain_tail = all(type(item) is slice and item == slice(None) for item in tail)
+        return RowPlan("slice", size, slice(0, size, 1), shape=(size,)), None
+    first = index[0]
+    if len(index) == 1:  # the common case: only dim 0 indexed
+        plain_tail, tail = True, ()
+    else:
+        tail = index[1:]
+        plain_tail = all(type(item) is slice and item == slice(None) for item in tail)
     if isinstance(first, int) and not isinstance(first, bool):  # basic indexing composes: x[i, r] == x[i][r]
         return plan_rows(first, size), (tail if tail and not plain_tail else None)
     if type(first) is slice:
@@ -202,7 +205,7 @@ def split_index(index: tuple[Any, ...], batch_size: torch.Size) -> tuple[RowPlan
         return plan, ((slice(None), *tail) if tail and not plain_tail else None)
     if isinstance(first, _Tensor) and plain_tail and (first.dtype != torch.bool or first.ndim == 1):
         return plan_rows(first, size), None
-    return everything, index
+    return RowPlan("slice", size, slice(0, size, 1), shape=(size,)), index
 
 
 def check_fits(path: tuple[str, ...], value_shape: Any, target: torch.Size) -> None:

@@ -26,8 +26,8 @@ class ReadOnlyError(PermissionError):
 class Shared:
     """What the nodes of one file share: the h5py file, its options, and per-node batch sizes and locks."""
 
-    __slots__ = ("auto", "batch", "dataset_kwargs", "device", "entries", "file", "file_options", "filename",
-                 "keys", "locked", "mode", "names", "non_tensor_as_stack", "owned", "recorded")
+    __slots__ = ("auto", "batch", "chunk_cache_off", "dataset_kwargs", "device", "entries", "file", "file_options",
+                 "filename", "keys", "locked", "mode", "names", "non_tensor_as_stack", "owned", "recorded")
 
     def __init__(self, file: h5py.File, mode: str, device: torch.device | None, dataset_kwargs: dict[str, Any],
                  file_options: dict[str, Any], non_tensor_as_stack: bool = False) -> None:
@@ -46,6 +46,9 @@ class Shared:
         self.keys: dict[str, tuple[str, ...]] = {}  # group path -> its keys (dropped when they change)
         self.entries: dict[str, tuple[Any, Any]] = {}  # object path -> (h5py object, kind): see Node._entry
         self.auto: tuple[Any, str, int | None] | None = None  # (root group, name, batch_dims): sizes to infer
+        # chunked datasets without filters are opened with no chunk cache (``_rows.wants_no_cache``), unless
+        # the caller chose a chunk cache size
+        self.chunk_cache_off = "rdcc_nbytes" not in file_options
 
     @property
     def writable(self) -> bool:

@@ -86,7 +86,8 @@ def leaf_dtype(ds: h5py.Dataset) -> torch.dtype | None:
 
 def from_numpy(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """A tensor over a numpy array read from a dataset of torch dtype ``dtype``."""
-    out = torch.from_numpy(array if array.flags.c_contiguous and array.flags.writeable else array.copy())
+    flags = array.flags
+    out = torch.from_numpy(array if flags.c_contiguous and flags.writeable else array.copy())
     return out.view(dtype) if dtype in _BITS else out
 
 

@@ -19,7 +19,8 @@ from ..base import TensorDictBase
 from . import _format as fmt
 from ._file import Shared, add_h5_note, h5_errors, open_file, split_options
 from ._infer import auto_batch
-from ._rows import read_rows, write_rows
+from ._view import IndexedView
+from ._rows import block_budget, open_without_cache, read_rows, result_bytes, wants_no_cache, write_rows
 
 _Dataset = h5py.Dataset
 _Size = torch.Size
@@ -110,6 +111,9 @@ class PersistentTensorDict(TensorDictBase):
         obj = self._group.get(key)
         if obj is None:
             return _NO_ENTRY
+        if type(obj) is _Dataset and self._shared.chunk_cache_off and wants_no_cache(obj):
+            obj = None  # closed first: HDF5 shares an open dataset, and its first open sets the chunk cache
+            obj = open_without_cache(self._group, key, self._shared.file.mode == "r")
         found = (obj, fmt.leaf_dtype(obj) if type(obj) is _Dataset else NODE)
         self._shared.entries[path] = found
         return found
@@ -394,25 +398,39 @@ class PersistentTensorDict(TensorDictBase):
         shape = fmt.stack_shape(obj)
         return LeafMeta(self.batch_size if shape is None else shape, None, NON_TENSOR)
 
-    def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
+    def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None, budget: int | None = None) -> TensorDictBase:
+        if budget is None and plan.kind == "rows":  # one bound on the read buffers of all the leaves read
+            budget = block_budget(self._rows_bytes(plan, keys))
         out: dict[str, Any] = {}
         device = self._shared.device
+        on_cpu = device is None or device.type == "cpu"
         for key in self._keys_str() if keys is None else keys:
             obj, kind = self._entry(key)
-            if obj is None:
-                raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
             if kind is NODE:
-                out[key] = self._child(key, obj)._read_rows(plan)
-            elif kind is None:
-                out[key] = self._non_tensor(obj)[plan.index]
-            else:
+                out[key] = self._child(key, obj)._read_rows(plan, None, budget)
+            elif kind is not None:
                 try:
-                    leaf = fmt.from_numpy(read_rows(obj, plan), kind)
+                    leaf = fmt.from_numpy(read_rows(obj, plan, budget), kind)
                 except (OSError, ValueError, TypeError, RuntimeError) as err:
                     add_h5_note(err, self._shared, f"{self._name.rstrip('/')}/{key}")
                     raise
-                out[key] = leaf if device is None or device.type == "cpu" else leaf.to(device)
+                out[key] = leaf if on_cpu else leaf.to(device)
+            elif obj is None:
+                raise missing_key((*self._path(), key), self._keys_str(), type(self).__name__)
+            else:
+                out[key] = self._non_tensor(obj)[plan.index]
         return self._dense_cls._new_unsafe(out, plan.target_shape(self.batch_size), device)  # type: ignore[no-any-return]
+
+    def _rows_bytes(self, plan: RowPlan, keys: Iterable[str] | None = None) -> int:
+        """Bytes of the tensor leaves ``_read_rows(plan, keys)`` returns."""
+        total = 0
+        for key in self._keys_str() if keys is None else keys:
+            obj, kind = self._entry(key)
+            if kind is NODE:
+                total += self._child(key, obj)._rows_bytes(plan)
+            elif obj is not None and kind is not None:
+                total += result_bytes(obj, plan)
+        return total
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
         checked = []
@@ -459,8 +477,6 @@ class PersistentTensorDict(TensorDictBase):
         """``self[index]``: a lazy view that reads on access and writes through (``materialize``: read it)."""
         if materialize:
             return TensorDictBase._read_index(self, index)
-        from ._view import IndexedView
-
         return IndexedView(self, index)
 
     def __getitems__(self, indices: Any) -> Any:

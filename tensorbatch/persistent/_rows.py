@@ -1,15 +1,20 @@
 """Reading and writing the rows a RowPlan selects from one h5py dataset, with a cost model.
 
-- an int or a slice is one hyperslab read;
-- sorted unique rows (``plan.rows``) of a contiguous dataset are read either as the span they cover, in
-  bounded blocks (cheap when the rows are dense in it: contiguous bytes), or as selections of those rows
-  (cheap when they are sparse: HDF5 reads only them);
+HDF5 reads a contiguous dataset, and a chunked one without filters opened without a chunk cache
+(:func:`open_without_cache`), straight from the file: a selection costs the bytes it selects plus a fixed cost
+per row (a run of consecutive rows is one). So:
+
+- an int or a slice is one hyperslab read, which is the result;
+- sorted unique rows (``plan.rows``) that are consecutive are one hyperslab; otherwise they are read either
+  as the span they cover, in bounded blocks (cheap when the rows are dense in it: contiguous bytes), or as
+  selections of those rows (cheap when they are sparse: HDF5 reads only them); in the requested order
+  (a mask, a sorted index) the selection is read as the result itself;
 - a compressed chunked dataset is read by touched chunks, each once (a selection would decompress a chunk
-  for each row it holds), runs of consecutive chunks in bounded blocks; for chunks that fit HDF5's chunk
-  cache both ways read every touched chunk whole, and the cost model weighs the selection's cost per row
-  against ours per chunk;
+  for each row it holds), runs of consecutive chunks in bounded blocks of whole chunks;
 - the requested order and repeats (``plan.inverse``) are restored by scattering each block into the
-  result, so the peak memory stays near the size of the result.
+  result. The blocks are bounded by ``budget``: the caller passes a quarter of the size of everything it
+  reads at once (all the leaves of an index), so the peak memory of a read stays under twice its result
+  (a chunk cache would hold up to ``rdcc_nbytes``, 8 MiB by default, per dataset: hence none).
 
 Writes take unsorted and repeated rows: the last repeat wins (``plan.last_positions``), then the sorted
 unique rows are written in one selection.
@@ -27,98 +32,114 @@ import numpy as np
 
 from .._ops.rows import RowPlan
 
-# A selected row costs about as much as reading this many more contiguous bytes (h5py builds one hyperslab
-# per row; measured with h5py 3 on a local disk, page cache warm).
+# A selected row costs about as much as reading this many more contiguous bytes (HDF5's cost per row of a
+# selection; measured with h5py 3 and HDF5 2 on a local disk, page cache warm).
 ROW_COST_BYTES = 8192
-# HDF5's default chunk cache (rdcc_nbytes): chunks up to this size are read whole by a selection
-CHUNK_CACHE_BYTES = 1 << 20
-# In a chunked dataset, a selected row costs about as much as copying this many bytes (HDF5's per-row
-# overhead), and reading one chunk ourselves about this many on top of its size (measured, h5py 3).
-SELECT_ROW_BYTES = 48 << 10
-CHUNK_CALL_BYTES = 192 << 10
-# Bound on a read buffer (a block of the span, or of the selected rows), beyond the result itself: at most a
-# quarter of the result, at least _MIN_BLOCK_BYTES, so the peak stays under twice the result.
+# Bounds on a read buffer beyond the result (``budget``): a block smaller than MIN_BLOCK_BYTES costs more
+# in calls than it saves, one larger than BLOCK_BYTES saves nothing.
 BLOCK_BYTES = 4 << 20
-_MIN_BLOCK_BYTES = 64 << 10
+MIN_BLOCK_BYTES = 64 << 10
 
 
-def read_rows(ds: h5py.Dataset, plan: RowPlan) -> np.ndarray:
-    """``ds[plan.index]`` as a numpy array of shape ``plan.target_shape(ds.shape)``."""
+def wants_no_cache(ds: h5py.Dataset) -> bool:
+    """True for a chunked dataset without filters: its rows are best read with no chunk cache.
+
+    HDF5 then reads the selected bytes of a chunk straight from the file, instead of the whole chunk into
+    a cache that keeps up to ``rdcc_nbytes`` (8 MiB by default in HDF5 2) per open dataset.
+    """
+    return ds.chunks is not None and not ds._filters
+
+
+def open_without_cache(group: h5py.Group, key: str, readonly: bool) -> h5py.Dataset:
+    """``group[key]`` opened with no chunk cache.
+
+    The dataset must not be open already: HDF5 shares an open dataset, and its first open sets the cache.
+    """
+    dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+    dapl.set_chunk_cache(1, 0, 0.75)  # (hash slots, bytes, preemption policy)
+    return h5py.Dataset(h5py.h5d.open(group.id, key.encode(), dapl), readonly=readonly)
+
+
+def result_bytes(ds: h5py.Dataset, plan: RowPlan) -> int:
+    """Bytes of ``ds[plan.index]``."""
+    return ds.dtype.itemsize * math.prod(plan.shape) * math.prod(ds.shape[1:])
+
+
+def block_budget(total: int) -> int:
+    """The read buffer allowed to a read whose results take ``total`` bytes: a quarter of it, within bounds.
+
+    (A block, the rows gathered from it, and HDF5's and Python's small buffers stay under ``total``.)
+    """
+    return min(BLOCK_BYTES, max(total // 4, MIN_BLOCK_BYTES))
+
+
+def read_rows(ds: h5py.Dataset, plan: RowPlan, budget: int | None = None) -> np.ndarray:
+    """``ds[plan.index]`` as a numpy array of shape ``plan.target_shape(ds.shape)``.
+
+    ``budget`` bounds the bytes of a read buffer beyond the result (default: from this result alone).
+    """
     if plan.kind != "rows":  # an int or a slice: one hyperslab
         return np.asarray(ds[plan.index])
     rows = plan.rows.numpy()
     rest = ds.shape[1:]
     n = len(rows)
     inverse = None if plan.inverse is None else plan.inverse.numpy()
-    out = np.empty((*((n,) if inverse is None else inverse.shape), *rest), dtype=ds.dtype)
-    if not n or not out.size:
-        return out
+    if not n or not math.prod(rest):
+        return np.empty((*plan.shape, *rest), dtype=ds.dtype)
+    row_bytes = ds.dtype.itemsize * math.prod(rest)
+    how = _strategy(ds, rows, row_bytes)
+    if inverse is None and how == "range":
+        return np.asarray(ds[int(rows[0]):int(rows[-1]) + 1])
+    if inverse is None and how == "select":  # the rows in the requested order: the selection is the result
+        return np.asarray(ds[rows])
+    if budget is None:
+        budget = block_budget(result_bytes(ds, plan))
+    out = np.empty((*plan.shape, *rest), dtype=ds.dtype)
     flat = out.reshape(-1, *rest)
+    # (each piece is dropped before the next is read: one block alive at a time)
+    pieces = _pieces(ds, rows, how, max(1, budget // row_bytes))
     if inverse is None:
-        if _direct(ds, rows, flat):
-            return out
-        for i0, i1, data in _pieces(ds, rows):
+        for i0, i1, data in pieces:
             flat[i0:i1] = data
+            del data
         return out
     order = np.argsort(inverse.ravel(), kind="stable")  # output positions grouped by the unique row they show
+    if len(order) == n:  # no repeats: unique row i goes to order[i]
+        for i0, i1, data in pieces:
+            flat[order[i0:i1]] = data
+            del data
+        return out
     sorted_inverse = inverse.ravel()[order]
-    for i0, i1, data in _pieces(ds, rows):
+    for i0, i1, data in pieces:
         a, b = np.searchsorted(sorted_inverse, (i0, i1))
         flat[order[a:b]] = data[sorted_inverse[a:b] - i0]
+        del data
     return out
 
 
-def _block_rows(n: int, row_bytes: int) -> int:
-    budget = max(min(BLOCK_BYTES, n * row_bytes // 4), _MIN_BLOCK_BYTES)
-    return max(1, budget // max(row_bytes, 1))
-
-
-def _strategy(ds: h5py.Dataset, rows: np.ndarray) -> str:
+def _strategy(ds: h5py.Dataset, rows: np.ndarray, row_bytes: int) -> str:
     """``"range"``, ``"chunks"``, ``"span"`` or ``"select"``: how to read the sorted unique ``rows``."""
     n = len(rows)
     first, last = int(rows[0]), int(rows[-1])
     if last - first + 1 == n:
         return "range"
-    row_bytes = ds.dtype.itemsize * math.prod(ds.shape[1:])
-    chunks = ds.chunks
-    if chunks is not None and ds._filters:
+    if ds.chunks is not None and ds._filters:
         return "chunks"  # (a selection would decompress a chunk for each row it holds)
-    if chunks is not None and row_bytes * chunks[0] <= CHUNK_CACHE_BYTES:
-        # both read every touched chunk whole: a selection pays per row, our reads per chunk (and a copy)
-        ids = rows // chunks[0]
-        touched = 1 + int(np.count_nonzero(ids[1:] != ids[:-1]))
-        return "chunks" if n * SELECT_ROW_BYTES > touched * (row_bytes * chunks[0] + CHUNK_CALL_BYTES) else "select"
     if (last - first + 1) * row_bytes <= n * (row_bytes + ROW_COST_BYTES):
         return "span"  # dense enough: contiguous bytes beat a selection of rows
     return "select"
 
 
-def _direct(ds: h5py.Dataset, rows: np.ndarray, flat: np.ndarray) -> bool:
-    """Read sorted unique rows straight into ``flat`` when no gather is needed (a range, a selection)."""
-    how = _strategy(ds, rows)
-    if how == "range" and len(rows) == ds.shape[0]:
-        ds.read_direct(flat)
-    elif how == "range":
-        ds.read_direct(flat, np.s_[int(rows[0]):int(rows[-1]) + 1], np.s_[0:len(rows)])
-    elif how == "select":
-        ds.read_direct(flat, np.s_[rows], np.s_[0:len(rows)])
-    else:
-        return False
-    return True
+def _pieces(ds: h5py.Dataset, rows: np.ndarray, how: str, block_rows: int) -> Iterator[tuple[int, int, np.ndarray]]:
+    """``(i0, i1, ds[rows[i0:i1]])`` pieces covering the sorted unique ``rows``, read as ``how`` says.
 
-
-def _pieces(ds: h5py.Dataset, rows: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
-    """``(i0, i1, ds[rows[i0:i1]])`` pieces covering the sorted unique ``rows``, read the cheapest way."""
+    Each read is at most ``block_rows`` rows (at least one chunk of a compressed dataset).
+    """
     n = len(rows)
-    how = _strategy(ds, rows)
     first, last = int(rows[0]), int(rows[-1])
-    if how == "range":
-        yield 0, n, ds[first:last + 1]
-        return
     if how == "chunks":  # runs of consecutive touched chunks, read in blocks of whole chunks
         step = ds.chunks[0]
-        row_bytes = ds.dtype.itemsize * math.prod(ds.shape[1:])
-        per_block = max(1, _block_rows(n, row_bytes) // step) * step  # whole chunks per read
+        per_block = max(1, block_rows // step) * step
         ids = rows // step
         starts = np.flatnonzero(np.r_[True, ids[1:] - ids[:-1] > 1])  # a new run where a chunk is skipped
         for a, b in itertools.pairwise(np.r_[starts, n]):
@@ -128,17 +149,21 @@ def _pieces(ds: h5py.Dataset, rows: np.ndarray) -> Iterator[tuple[int, int, np.n
                 i0, i1 = (int(i) for i in np.searchsorted(rows, (r0, r1)))
                 if i1 > i0:
                     block = ds[r0:r1]
-                    yield i0, i1, block[rows[i0:i1] - r0]
+                    piece = block[rows[i0:i1] - r0]
+                    del block
+                    yield i0, i1, piece
         return
-    block_rows = _block_rows(n, ds.dtype.itemsize * math.prod(ds.shape[1:]))
-    if how == "span":  # the span in bounded blocks
+    if how in ("span", "range"):  # the span in bounded blocks
+        starts = np.arange(first, last + 1, block_rows)
+        ends = np.searchsorted(rows, starts + block_rows)
+        local = rows - np.repeat(starts, np.diff(ends, prepend=0))  # each row's place in its block
         i0 = 0
-        for r0 in range(first, last + 1, block_rows):
-            r1 = min(r0 + block_rows, last + 1)
-            i1 = int(np.searchsorted(rows, r1))
+        for r0, i1 in zip(starts.tolist(), ends.tolist(), strict=True):
             if i1 > i0:
-                block = ds[r0:r1]
-                yield i0, i1, block[rows[i0:i1] - r0]
+                block = ds[r0:min(r0 + block_rows, last + 1)]
+                piece = block[local[i0:i1]]
+                del block
+                yield i0, i1, piece
             i0 = i1
         return
     for i0 in range(0, n, block_rows):  # sparse: selections of the rows, in bounded blocks

@@ -108,8 +108,7 @@ class IndexedView(TensorDictBase):
         return LeafMeta(self._sub_size(meta.shape), meta.dtype, meta.kind)
 
     def _materialize(self) -> TensorDictBase:
-        source: Any = self._source
-        out: TensorDictBase = source._read_index(self._index if len(self._index) != 1 else self._index[0], True)
+        out: TensorDictBase = self._source._read_normalized(self._index)  # (normalised for the source already)
         return out
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:

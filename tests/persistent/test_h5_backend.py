@@ -58,34 +58,104 @@ def test_read_rows_matches_torch(path, layout, index):
         assert torch.equal(torch.from_numpy(got), torch.from_numpy(data)[idx])
 
 
-@pytest.mark.parametrize("block", [1, 64])
-def test_span_reads_in_blocks(path, monkeypatch, block):
-    """A dense request is read as the span in bounded blocks (each block scattered into the result)."""
-    monkeypatch.setattr(_rows, "BLOCK_BYTES", block * 12)
-    monkeypatch.setattr(_rows, "_MIN_BLOCK_BYTES", 12)
+@pytest.mark.parametrize("layout", ["contiguous", "chunked"])
+@pytest.mark.parametrize("block", [1, 2, 64])
+def test_span_reads_in_blocks(path, layout, block):
+    """A dense request is read as the span in blocks of at most ``budget`` bytes, scattered into the result."""
     data = np.arange(300, dtype=np.float32).reshape(100, 3)
-    f, ds = _dataset(path, data)
+    f, ds = _dataset(path, data, **LAYOUTS[layout])
     with f:
         idx = T([9, 1, 5, 3, 1, 7, 2])
-        got = _rows.read_rows(ds, plan_rows(idx, 100))
+        plan = plan_rows(idx, 100)
+        assert _rows._strategy(ds, plan.rows.numpy(), 12) == "span"
+        got = _rows.read_rows(ds, plan, budget=block * 12)
         assert torch.equal(torch.from_numpy(got), torch.from_numpy(data)[idx])
+        pieces = list(_rows._pieces(ds, plan.rows.numpy(), "span", block))
+        assert all(len(rows) <= block for _, _, rows in pieces)
+        assert [i for a, b, _ in pieces for i in range(a, b)] == list(range(7 - 1))  # each unique row once
 
 
 def test_strategies(path):
-    """Sparse rows of a contiguous dataset: one selection; dense ones: span blocks; chunks: touched ones."""
-    data = np.zeros((1000, 64), dtype=np.float32)
+    """Sparse rows: selections (in blocks); dense ones: span blocks; compressed chunks: touched ones, once."""
+    data = np.arange(64_000, dtype=np.float32).reshape(1000, 64)
     f, ds = _dataset(path, data)
     with f:
-        sparse = list(_rows._pieces(ds, np.array([0, 500, 999])))
-        assert [(a, b) for a, b, _ in sparse] == [(0, 3)]  # one selection (a small one: one block)
-        dense = list(_rows._pieces(ds, np.arange(0, 200, 2)))
-        assert sum(b - a for a, b, _ in dense) == 100
+        sparse = np.array([0, 500, 999])
+        assert _rows._strategy(ds, sparse, 256) == "select"
+        assert [(a, b) for a, b, _ in _rows._pieces(ds, sparse, "select", 2)] == [(0, 2), (2, 3)]
+        dense = np.arange(0, 200, 2)
+        assert _rows._strategy(ds, dense, 256) == "span"
+        pieces = list(_rows._pieces(ds, dense, "span", 50))
+        assert [(a, b) for a, b, _ in pieces] == [(0, 25), (25, 50), (50, 75), (75, 100)]  # 50-row blocks
+        assert np.array_equal(np.concatenate([p for _, _, p in pieces]), data[dense])
+        assert _rows._strategy(ds, np.arange(5, 9), 256) == "range"
         gz = f.create_dataset("z", data=data, chunks=(100, 64), compression="gzip")
-        pieces = list(_rows._pieces(gz, np.array([1, 2, 150, 990])))
+        rows = np.array([1, 2, 150, 990])
+        assert _rows._strategy(gz, rows, 256) == "chunks"
+        pieces = list(_rows._pieces(gz, rows, "chunks", 200))
         assert [(a, b) for a, b, _ in pieces] == [(0, 3), (3, 4)]  # touched chunks once: 0 and 1 together, 9
-        small = f.create_dataset("c", data=data, chunks=(100, 64))  # 25 KB chunks, in the chunk cache
-        assert _rows._strategy(small, np.arange(0, 1000, 3)) == "chunks"  # many rows per touched chunk
-        assert _rows._strategy(small, np.array([0, 500, 999])) == "select"  # one row per touched chunk
+        pieces = list(_rows._pieces(gz, rows, "chunks", 1))
+        assert [(a, b) for a, b, _ in pieces] == [(0, 2), (2, 3), (3, 4)]  # blocks of at least one chunk
+        plain = f.create_dataset("c", data=data, chunks=(100, 64))  # read as a contiguous one, chunk cache off
+        assert _rows._strategy(plain, sparse, 256) == "select"
+        assert _rows._strategy(plain, dense, 256) == "span"
+
+
+@pytest.mark.parametrize("index", [T([7, 3, 9]), T([3, 7, 9]), slice(2, 5), 4])
+def test_rows_in_order_are_read_as_the_result(path, index):
+    """A slice, an int, and sorted rows read as a selection are the array h5py returns: no copy, no buffer."""
+    data = np.arange(3000, dtype=np.float32).reshape(1000, 3)
+    f, ds = _dataset(path, data)
+    with f:
+        got = _rows.read_rows(ds, plan_rows(index, 1000), budget=0)  # (no room for a block buffer)
+        assert torch.equal(torch.from_numpy(got), torch.from_numpy(data)[index])
+        assert got.flags.c_contiguous and got.flags.writeable and got.base is None
+
+
+def test_chunked_datasets_are_read_without_chunk_cache(path):
+    """Uncompressed chunked datasets are opened with no chunk cache (HDF5 reads just the rows selected);
+    compressed ones keep the default cache; a chunk cache size given by the caller is kept."""
+    with h5py.File(path, "w") as f:
+        for name, kwargs in LAYOUTS.items():
+            f.create_dataset(name, data=np.arange(300, dtype=np.float32).reshape(100, 3), **kwargs)
+
+    def cache_bytes(ptd, key):
+        ptd[T([5, 1, 70])].to_tensordict()
+        return ptd._entry(key)[0].id.get_access_plist().get_chunk_cache()[1]
+
+    with from_h5(path) as ptd:
+        default = h5py.File(path, "r")["gzip"].id.get_access_plist().get_chunk_cache()[1]
+        assert cache_bytes(ptd, "chunked") == 0
+        assert cache_bytes(ptd, "gzip") == default > 0
+        assert torch.equal(ptd[T([5, 1, 70])]["chunked"], torch.arange(300.0).reshape(100, 3)[[5, 1, 70]])
+    with PersistentTensorDict(filename=path, batch_size=[100], file_options={"rdcc_nbytes": 1 << 16}) as ptd:
+        assert cache_bytes(ptd, "chunked") == 1 << 16
+    with PersistentTensorDict(filename=path, batch_size=[100], mode="r+") as ptd:
+        assert cache_bytes(ptd, "chunked") == 0
+        ptd[T([3, 1])] = TensorDict({"chunked": torch.full((2, 3), -1.0)}, [2])
+        assert torch.equal(ptd["chunked"][[1, 3, 4]][:, 0], T([-1.0, -1.0, 12.0]))
+
+
+def test_read_buffers_stay_within_half_the_result(path, monkeypatch):
+    """The budget of a read is a quarter of all its leaves' result (at least MIN_BLOCK_BYTES), for every leaf."""
+    monkeypatch.setattr(_rows, "MIN_BLOCK_BYTES", 16)
+    seen = []
+    original = _rows._pieces
+
+    def spy(ds, rows, how, block_rows):
+        seen.append((ds.name, block_rows * ds.dtype.itemsize * int(np.prod(ds.shape[1:]))))
+        return original(ds, rows, how, block_rows)
+
+    monkeypatch.setattr(_rows, "_pieces", spy)
+    with PersistentTensorDict(filename=path, batch_size=[1000], mode="w") as ptd:
+        ptd["wide"] = torch.arange(64_000.0).reshape(1000, 64)
+        ptd["n", "thin"] = torch.arange(1000.0)
+        idx = T([900, 10, 500, 20, 30, 40])  # sparse for "wide", dense for "thin" (4-byte rows)
+        got = ptd[idx].to_tensordict()
+        assert torch.equal(got["wide"], ptd["wide"][idx]) and torch.equal(got["n", "thin"], ptd["n", "thin"][idx])
+    budget = (6 * 64 * 4 + 6 * 4) // 4
+    assert seen and all(0 < size <= budget for _, size in seen)
+    assert {name for name, _ in seen} == {"/wide", "/n/thin"}
 
 
 def test_write_rows_last_repeat_wins(path):
