@@ -22,9 +22,13 @@ tensordict's, which writes the whole GB, runs in full runs only; with ``--quick`
 run at the same time).
 
 Timing follows ``run.py``: interleaved round-robin repeats of calibrated batches (a call slower than a batch
-is timed alone), medians; 15 repeats, 3 with ``--quick`` (about a minute). Peak memory of one
-call is measured in a fresh interpreter (glibc told to return freed memory at once): RSS before the call,
-the peak counter reset (``/proc/self/clear_refs``), the call, then the peak (``VmHWM``) minus the start.
+is timed alone), medians; 15 repeats, 3 with ``--quick`` (about a minute). The implementations of a case
+share one process, so they share HDF5's open datasets: the libraries open them first (see ``case_fns``).
+Peak memory of one call is measured in a fresh interpreter (glibc told to return freed memory at once), on
+handles opened for it alone, after a warm-up on other handles: RSS before the call, the peak counter reset
+(``/proc/self/clear_refs``), the call, then the peak (``VmHWM``) minus the start. It counts what the read
+holds: numpy/torch buffers, h5py's temporaries and HDF5's own buffers, the chunk cache included (see
+``peak_child``).
 """
 
 from __future__ import annotations

@@ -377,3 +377,14 @@ def test_closed_file_raises_naming_it(path):
         data["a"]
     with pytest.raises(ValueError, match="closed"):
         data["a"] = torch.zeros(4, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.bool, torch.bfloat16])
+@pytest.mark.parametrize("index", [3, slice(1, 8, 3), slice(5, 5)])
+def test_int_and_slice_reads_of_every_dtype(path, dtype, index):
+    """An int or a slice takes h5py's reader for simple numbers when it can, the general path otherwise."""
+    value = (torch.arange(20) % 3).reshape(10, 2).to(dtype)
+    with PersistentTensorDict(filename=path, batch_size=[10], mode="w") as ptd:
+        ptd["x"] = value
+        got = ptd[index].to_tensordict()["x"]
+        assert got.dtype == dtype and torch.equal(got, value[index])
