@@ -19,8 +19,8 @@ from ..base import TensorDictBase
 from . import _format as fmt
 from ._file import Shared, add_h5_note, h5_errors, open_file, split_options
 from ._infer import auto_batch
-from ._view import IndexedView
 from ._rows import block_budget, open_without_cache, read_rows, result_bytes, wants_no_cache, write_rows
+from ._view import IndexedView
 
 _Dataset = h5py.Dataset
 _Size = torch.Size

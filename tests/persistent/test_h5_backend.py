@@ -109,7 +109,9 @@ def test_rows_in_order_are_read_as_the_result(path, index):
     with f:
         got = _rows.read_rows(ds, plan_rows(index, 1000), budget=0)  # (no room for a block buffer)
         assert torch.equal(torch.from_numpy(got), torch.from_numpy(data)[index])
-        assert got.flags.c_contiguous and got.flags.writeable and got.base is None
+        assert got.flags.c_contiguous
+        assert got.flags.writeable
+        assert got.base is None
 
 
 def test_chunked_datasets_are_read_without_chunk_cache(path):
@@ -152,9 +154,11 @@ def test_read_buffers_stay_within_half_the_result(path, monkeypatch):
         ptd["n", "thin"] = torch.arange(1000.0)
         idx = T([900, 10, 500, 20, 30, 40])  # sparse for "wide", dense for "thin" (4-byte rows)
         got = ptd[idx].to_tensordict()
-        assert torch.equal(got["wide"], ptd["wide"][idx]) and torch.equal(got["n", "thin"], ptd["n", "thin"][idx])
+        assert torch.equal(got["wide"], ptd["wide"][idx])
+        assert torch.equal(got["n", "thin"], ptd["n", "thin"][idx])
     budget = (6 * 64 * 4 + 6 * 4) // 4
-    assert seen and all(0 < size <= budget for _, size in seen)
+    assert seen
+    assert all(0 < size <= budget for _, size in seen)
     assert {name for name, _ in seen} == {"/wide", "/n/thin"}
 
 
@@ -387,4 +391,5 @@ def test_int_and_slice_reads_of_every_dtype(path, dtype, index):
     with PersistentTensorDict(filename=path, batch_size=[10], mode="w") as ptd:
         ptd["x"] = value
         got = ptd[index].to_tensordict()["x"]
-        assert got.dtype == dtype and torch.equal(got, value[index])
+        assert got.dtype == dtype
+        assert torch.equal(got, value[index])
