@@ -193,8 +193,9 @@ def split_index(index: tuple[Any, ...], batch_size: torch.Size) -> tuple[RowPlan
     if not index:
         return RowPlan("slice", size, slice(0, size, 1), shape=(size,)), None
     first = index[0]
+    tail: tuple[Any, ...] = ()
     if len(index) == 1:  # the common case: only dim 0 indexed
-        plain_tail, tail = True, ()
+        plain_tail = True
     else:
         tail = index[1:]
         plain_tail = all(type(item) is slice and item == slice(None) for item in tail)

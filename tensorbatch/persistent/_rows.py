@@ -62,7 +62,7 @@ def open_without_cache(group: h5py.Group, key: str, readonly: bool) -> h5py.Data
 
 def result_bytes(ds: h5py.Dataset, plan: RowPlan) -> int:
     """Bytes of ``ds[plan.index]``."""
-    return ds.dtype.itemsize * math.prod(plan.shape) * math.prod(ds.shape[1:])
+    return int(ds.dtype.itemsize * math.prod(plan.shape) * math.prod(ds.shape[1:]))
 
 
 def block_budget(total: int) -> int:
