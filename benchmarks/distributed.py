@@ -1,6 +1,7 @@
 """send/recv of a nested TensorDict between two processes on gloo (127.0.0.1): tensorbatch vs by hand vs tensordict.
 
     .venv/bin/python benchmarks/distributed.py [--sizes 1,100] [--repeats 9] [--quick] [--json out.json]
+    .venv/bin/python benchmarks/run.py --suite dist [--quick] [--repeats N] [--json out.json]   (1 and 100 MB)
 
 The TensorDict has 20 float32 leaves in 4 nested nodes, 1 MB and 100 MB in all. Rank 0 sends, rank 1
 receives into a preallocated TensorDict; rank 1 times batches of transfers (after a barrier), the variants
@@ -123,15 +124,9 @@ def worker(rank: int, port: int, sizes: list[float], repeats: int, out: Any) -> 
     dist.destroy_process_group()
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="1,100", help="total MB of the TensorDict, comma-separated (default 1,100)")
-    p.add_argument("--repeats", type=int, default=9)
-    p.add_argument("--quick", action="store_true", help="5 repeats")
-    p.add_argument("--json", metavar="PATH")
-    args = p.parse_args()
-    repeats = 5 if args.quick else args.repeats
-    sizes = [float(s) for s in args.sizes.split(",")]
+def run(sizes: list[float], repeats: int, json_path: str | None = None) -> dict[str, dict[str, float]]:
+    """Time every variant for each size (MB) in two spawned processes; print the table; the medians (ms)."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -157,10 +152,21 @@ def main() -> None:
     for size, m in medians.items():
         print(f"{size} MB: one consolidated message (tb_cons) is {m['tb'] / m['tb_cons']:.2f}x as fast as leaf by "
               f"leaf (tb); consolidating on each send (tb_cons_copy) {m['tb'] / m['tb_cons_copy']:.2f}x")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"medians_ms": medians, "repeats": repeats}, indent=1))
+    if json_path:
+        Path(json_path).write_text(json.dumps({"medians_ms": medians, "repeats": repeats}, indent=1))
+    return medians
+
+
+def main() -> None:
+    """Command-line entry point."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="1,100", help="total MB of the TensorDict, comma-separated (default 1,100)")
+    p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--quick", action="store_true", help="5 repeats")
+    p.add_argument("--json", metavar="PATH")
+    args = p.parse_args()
+    run([float(s) for s in args.sizes.split(",")], 5 if args.quick else args.repeats, args.json)
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     main()

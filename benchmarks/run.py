@@ -228,11 +228,11 @@ def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="", help="only run cases whose name contains this substring")
-    p.add_argument("--suite", choices=[*SUITES, "all", "h5"], default="core",
+    p.add_argument("--suite", choices=[*SUITES, "all", "h5", "dist"], default="core",
                    help="core: the core TensorDict cases (default); lazy: lazy stacks and padding; "
                    "typed: TensorClass and TypedTensorDict; store: TensorDictStore vs raw redis-py (cases_store.py); "
                    "h5: PersistentTensorDict vs raw h5py (h5.py; "
-                   "not part of all)")
+                   "not part of all); dist: send/recv between two gloo processes (distributed.py; not part of all)")
     p.add_argument("--h5-dir", help="--suite h5: folder of the data files (default: a reused temp folder)")
     p.add_argument("--json", metavar="PATH", help="write results and summary as JSON")
     p.add_argument("--quick", action="store_true", help="15 repeats instead of 30")
@@ -250,6 +250,11 @@ def main(argv: list[str] | None = None) -> None:
     warnings.simplefilter("ignore")  # library deprecation chatter would spam the table
     if args.suite == "h5":  # its own cases, raw strategies, peak memory and table (h5.py)
         h5.main(args, round_robin, calibrate)
+        return
+    if args.suite == "dist":  # two processes, each timing its side of the transfers (distributed.py)
+        import distributed
+
+        distributed.run([1.0, 100.0], args.repeats or (5 if args.quick else 9), args.json)
         return
     repeats = args.repeats or (15 if args.quick else 30)
     libs = load_impls()

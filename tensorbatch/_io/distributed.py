@@ -79,7 +79,7 @@ def post_recv(td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consol
             finishes = [None]
         else:  # received aside, then copied into the leaves
             layout, total = _consolidate.plan(td)
-            buffer = torch.empty(total, dtype=torch.uint8)
+            buffer = torch.empty(total, dtype=torch.uint8, device=td.device or "cpu")
             finishes = [lambda: td.update_(_consolidate.restore(td._dense_cls, buffer, layout))]
         targets, tags, last = [buffer], [init_tag], None
         entries = wire.layout_entries(layout)
