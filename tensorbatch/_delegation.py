@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from . import _stacks as _stacks  # the wrappers forward these methods: installed before install() reads them
+from . import functional as _functional  # (pad)
 from ._ops import pointwise as _pointwise
 from ._ops import torch_function as _torch_function
 from ._ops.traverse import NON_TENSOR_TYPES, is_td
@@ -52,6 +54,9 @@ FORWARD: frozenset[str] = frozenset({
     "send", "isend", "recv", "irecv", "init_remote", "reduce", "all_reduce",
     # memory-mapped leaves created in place (the new MemoryMappedTensor is returned)
     "make_memmap", "make_memmap_from_storage", "make_memmap_from_tensor",
+    # sizes, pointers, device and dtype facts, exports to numpy or one tensor, autograd
+    "bytes", "param_count", "data_ptr", "is_cpu", "is_cuda", "is_meta", "is_floating_point", "numpy",
+    "cat_from_tensordict", "stack_from_tensordict", "backward",
     # constructors of plain TensorDicts (classmethods)
     "from_any", "from_dataclass", "from_dict", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple",
 })
@@ -68,17 +73,22 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the 
     "new_empty", "new_full", "new_ones", "new_tensor", "new_zeros",
     # shape operations
     "view", "reshape", "permute", "transpose", "unsqueeze", "squeeze", "flatten", "unflatten", "expand",
-    "expand_as", "unbind", "split", "chunk", "repeat", "repeat_interleave", "gather",
+    "expand_as", "unbind", "split", "chunk", "repeat", "repeat_interleave", "gather", "flip", "fliplr", "flipud",
+    "roll", "movedim", "moveaxis", "swapaxes", "swapdims", "narrow", "tile", "tensor_split", "rot90",
+    "broadcast_to", "atleast_1d", "atleast_2d", "atleast_3d", "pad", "to_lazystack", "densify",
+    # structure edits and leaf conversions (the in-place ones return the backend, hence the wrapper)
+    "rename_keys", "separates", "create_nested", "filter_empty_", "cat_tensors", "stack_tensors", "as_tensor",
+    "type", "auto_device_", "record_stream",
     # reductions (a TensorDict with a ``dim``, a bool or a tensor without)
     "all", "any", "sum", "mean", "nansum", "nanmean", "prod", "std", "var", "max", "min", "amax", "amin",
-    "norm",
+    "norm", "logsumexp", "softmax", "cummax", "cummin", "quantile",
     # persistence (``memmap_``/``share_memory_`` return the backend, hence the wrapper)
     "memmap", "memmap_", "memmap_like", "save", "dumps", "load_memmap_", "memmap_refresh_", "share_memory_",
     "pin_memory", "pin_memory_", "load_", "consolidate",
     # process-pool maps (map_iter yields the chunks' results)
     "map", "map_iter",
     # classmethods building a TensorDict (from several, or from a saved folder or file)
-    "stack", "cat", "load_memmap", "load", "from_consolidated",
+    "stack", "cat", "load_memmap", "load", "from_consolidated", "lazy_stack", "maybe_dense_stack", "from_list",
     # torch.distributed: TensorDicts received from other ranks (from_remote_init builds the class)
     "broadcast", "all_gather", "gather_and_stack", "from_remote_init",
 })

@@ -616,14 +616,45 @@ class LazyStackedTensorDict(TensorDictBase):
         """A dense in-memory TensorDict of the common keys (their leaf shapes must agree)."""
         return apply_leaves(self, _same, is_leaf=NON_TENSOR_TYPES.__contains__, what="densifying a lazy stack")
 
+    def _take_result(self, other: Any) -> LazyStackedTensorDict:
+        """The in-place form of an op (``roll(..., inplace=True)``): each member takes its slice of ``other``.
+
+        The members keep their batch size, so an op that changes the batch size cannot run in place.
+        """
+        if any(node.is_locked for _, node in named_nodes(self)):
+            raise _errors.locked()
+        if other.batch_size != self._batch_size:
+            raise NotImplementedError(  # (a RuntimeError, as torch's own refusals)
+                f"an in-place op changing the batch size {list(self._batch_size)} to {list(other.batch_size)} is "
+                "not supported on a lazy stack (its leaves live in its members): call to_tensordict() first or "
+                "use inplace=False")
+        for member, piece in zip(self._tds, other.unbind(self._stack_dim), strict=True):
+            member._take_result(piece)
+        return self
+
+    def softmax(self, dim: int, dtype: torch.dtype | None = None) -> Any:
+        """Softmax along a batch dim, member by member (along the stack dim: computed dense, split into members)."""
+        nd = len(self._batch_size)
+        if type(dim) is not int or not -nd <= dim < nd or dim % nd == self._stack_dim:
+            return TensorDictBase.softmax(self, dim, dtype).to_lazystack(self._stack_dim)
+        d = dim % nd
+        member_dim = d if d < self._stack_dim else d - 1
+        return LazyStackedTensorDict._new([td.softmax(member_dim, dtype) for td in self._tds], self._stack_dim,
+                                          stack_name=self._stack_name)
+
+    def data_ptr(self, *, storage: bool = False) -> Any:
+        """The members' :meth:`~TensorDictBase.data_ptr`, under keys ``"0"``, ``"1"``... (as tensordict)."""
+        return self._dense_cls({str(i): td.data_ptr(storage=storage) for i, td in enumerate(self._tds)},
+                               batch_size=[])
+
     def contiguous(self, *, canonical: bool = False, inplace: bool = False) -> Any:
         """A dense in-memory TensorDict of the common keys, its leaves contiguous (as tensordict's lazy stack).
 
         A lazy stack cannot be made contiguous in place (its leaves live in its members).
         """
         if inplace:
-            raise RuntimeError("contiguous(inplace=True) is not supported on a lazy stack: its leaves are its "
-                               "members' (use contiguous() for a dense TensorDict)")
+            raise NotImplementedError("contiguous(inplace=True) is not supported on a lazy stack: its leaves are "
+                                      "its members' (use contiguous() for a dense TensorDict)")
         dense = self.to_tensordict()
         return dense.contiguous(canonical=True) if canonical else dense
 
@@ -841,6 +872,8 @@ def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
             return self
         if all(r is None for r in results):  # apply(fn returning None everywhere)
             return None
+        if all(r is td for r, td in zip(results, self._tds, strict=True)):  # each member in place: the stack
+            return self
         if not all(is_td(r) for r in results):
             return results
         return LazyStackedTensorDict._new(results, d, stack_name=self._stack_name)
@@ -852,7 +885,8 @@ def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
 
 def _install() -> None:
     cls = LazyStackedTensorDict
-    for name in (*_pointwise.METHODS, "named_apply", "clone", "detach", "select", "exclude", "to", "cpu"):
+    for name in (*_pointwise.METHODS, "named_apply", "clone", "detach", "select", "exclude", "to", "cpu",
+                 "type", "as_tensor", "rename_keys", "record_stream", "auto_device_"):
         setattr(cls, name, _per_member(name))
     for name, twin in {**_pointwise.INPLACE, "apply_": "apply"}.items():
         setattr(cls, name, _per_member(name, inplace_of=twin))

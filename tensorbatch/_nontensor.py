@@ -116,7 +116,7 @@ class _NonTensor(TensorDictBase):
         """This leaf after a value operation: the batch may change, the values may not."""
         raise NotImplementedError
 
-    def tolist(self, *, convert_tensors: bool = False) -> Any:
+    def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
         """The values as nested lists shaped like the batch (one value for a 0-d batch)."""
         raise NotImplementedError
 
@@ -257,7 +257,7 @@ class NonTensorData(_NonTensor):
     def _value(self) -> Any:
         return self.data
 
-    def tolist(self, *, convert_tensors: bool = False) -> Any:
+    def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
         out: Any = self.data
         for size in reversed(self._batch_size):
             out = [out] * size if not isinstance(out, list) or size <= 1 else [list(out) for _ in range(size)]
@@ -307,7 +307,8 @@ class NonTensorStack(_NonTensor):
             raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the {len(members)} values")
 
     @classmethod
-    def from_list(cls, values: Sequence[Any], device: Any = None, depth: int | None = None) -> NonTensorStack:
+    def from_list(  # type: ignore[override]  # tensordict's NonTensorStack.from_list takes values, not mappings
+            cls, values: Sequence[Any], device: Any = None, depth: int | None = None) -> NonTensorStack:
         """Build from (nested) lists: each list level becomes a batch dim, down to ``depth`` levels.
 
         Without ``depth``, nesting goes as deep as the lists are regular (a ragged level holds values).
@@ -359,7 +360,7 @@ class NonTensorStack(_NonTensor):
     def _become(self, other: _NonTensor) -> None:
         raise RuntimeError("cannot change the batch size of a NonTensorStack in place")
 
-    def tolist(self, *, convert_tensors: bool = False) -> Any:
+    def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
         items = self._items
         pos: Any = self._pos.tolist()  # an int for a 0-d stack
         if not self._pos.ndim:

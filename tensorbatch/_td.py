@@ -154,6 +154,9 @@ class TensorDict(TensorDictBase):
     def device(self, value: Any) -> None:
         raise RuntimeError("device cannot be set directly: use td.to(device) or td.clear_device_()")
 
+    def _adopt_device(self, device: torch.device | None) -> None:
+        self._device = device
+
     def clear_device_(self) -> TensorDict:
         """Forget the device (leaves stay where they are); nested TensorDicts too."""
         for _, node in named_nodes(self, members=True):

@@ -17,7 +17,9 @@ import torch
 from ._base import access as _access
 from ._base import export as _export
 from ._base import keys as _keys_ops
+from ._base import leaves as _leaves
 from ._base import locks as _locks
+from ._base import restructure as _restructure
 from ._base import values as _values
 from ._base.coerce import as_size as _as_size
 from ._base.storage import StorageHooks
@@ -111,6 +113,9 @@ class TensorDictBase(StorageHooks, abc.ABC):
         the typed wrappers ask their backend through this hook before rewrapping.
         """
         return None
+
+    def _adopt_device(self, device: torch.device | None) -> None:
+        """Record ``device`` as this node's device (its leaves are there); a derived device ignores it."""
 
     def _stacked_members(self) -> tuple[int, list[TensorDictBase]] | None:
         """``(stack_dim, members)`` for a backend that keeps members apart (a lazy stack), else None.
@@ -313,6 +318,31 @@ class TensorDictBase(StorageHooks, abc.ABC):
     refine_names = _export.refine_names
     rename = _export.rename
     rename_ = _export.rename_
+    # restructure: tensorbatch/_base/restructure.py
+    _take_result = _restructure._take_result
+    rename_keys = _restructure.rename_keys
+    separates = _restructure.separates
+    create_nested = _restructure.create_nested
+    filter_empty_ = _restructure.filter_empty_
+    cat_tensors = _restructure.cat_tensors
+    stack_tensors = _restructure.stack_tensors
+    # leaves: tensorbatch/_base/leaves.py
+    bytes = _leaves.nbytes
+    param_count = _leaves.param_count
+    data_ptr = _leaves.data_ptr
+    is_cpu = property(_leaves.is_cpu)
+    is_cuda = property(_leaves.is_cuda)
+    is_meta = property(_leaves.is_meta)
+    is_floating_point = _leaves.is_floating_point
+    numpy = _leaves.numpy
+    as_tensor = _leaves.as_tensor
+    type = _leaves.cast_type
+    auto_device_ = _leaves.auto_device_
+    backward = _leaves.backward
+    record_stream = _leaves.record_stream
+    cat_from_tensordict = _leaves.cat_from_tensordict
+    stack_from_tensordict = _leaves.stack_from_tensordict
+    densify = _leaves.densify
 
     # generic ops attached from _ops (one owner per concern)
     view = _shape.view
@@ -331,6 +361,22 @@ class TensorDictBase(StorageHooks, abc.ABC):
     repeat = _shape.repeat
     repeat_interleave = _shape.repeat_interleave
     gather = _shape.gather
+    flip = _shape.flip
+    fliplr = _shape.fliplr
+    flipud = _shape.flipud
+    roll = _shape.roll
+    movedim = _shape.movedim
+    moveaxis = _shape.movedim
+    swapaxes = _shape.swapaxes
+    swapdims = _shape.swapaxes
+    narrow = _shape.narrow
+    tile = _shape.tile
+    tensor_split = _shape.tensor_split
+    rot90 = _shape.rot90
+    broadcast_to = _shape.broadcast_to
+    atleast_1d = _shape.atleast_1d
+    atleast_2d = _shape.atleast_2d
+    atleast_3d = _shape.atleast_3d
     get_at = _index.get_at
     set_at_ = _index.set_at_
     update_at_ = _index.update_at_
@@ -350,11 +396,17 @@ class TensorDictBase(StorageHooks, abc.ABC):
     amax = _reduce.make("amax")
     amin = _reduce.make("amin")
     norm = _reduce.make("norm")
+    logsumexp = _reduce.logsumexp
+    softmax = _reduce.softmax
+    cummax = _reduce.cummax
+    cummin = _reduce.cummin
+    quantile = _reduce.quantile
 
     @classmethod
-    def stack(cls, input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> TensorDictBase:
-        """Stack TensorDicts along a new batch dim (see :func:`torch.stack`)."""
-        stacked: TensorDictBase = _torch_function.stack(input, dim, out=out)
+    def stack(cls, input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None,
+              **kwargs: Any) -> TensorDictBase:
+        """Stack TensorDicts along a new batch dim (see :func:`torch.stack`; ``device``, ``strict``, ``contiguous``)."""
+        stacked: TensorDictBase = _torch_function.stack(input, dim, out=out, **kwargs)
         return stacked
 
     @classmethod

@@ -21,6 +21,7 @@ from ._keys import NestedKey, key_of, unravel_key_to_tuple
 from ._nontensor import is_non_tensor, is_non_tensor_type, stack_non_tensor
 from ._ops.torch_function import cat, stack
 from ._ops.traverse import MISSING, NON_TENSOR_TYPES, apply_leaves, is_node, is_td, named_leaves, named_nodes
+from .base import TensorDictBase
 
 __all__ = [
     "cat", "group_by", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence", "stack", "unpad_sequence",
@@ -712,3 +713,13 @@ def unpad_sequence(padded: Any, mask: Any = None, *, pad_dim: int = 0) -> Any:
                 out[path] = sample
         samples.append(padded._dense_cls(out, batch_size=bs))
     return lazy_stack(samples, 0)
+
+
+def _pad_method(self: Any, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False,
+                safe: bool = True) -> Any:
+    """Pad every leaf along the batch dims with a constant (see :func:`tensorbatch.functional.pad`)."""
+    return pad(self, pad_size, value, inplace, safe)
+
+
+_pad_method.__name__ = _pad_method.__qualname__ = "pad"
+setattr(TensorDictBase, "pad", _pad_method)  # noqa: B010  # attached here: base.py imports no feature

@@ -38,6 +38,12 @@ def _create(filename: str, nbytes: int, existsok: bool) -> None:
         f.truncate(nbytes)
 
 
+def _check_cpu(device: Any) -> None:
+    """Memory-mapped tensors live on the CPU: refuse any other device (tensordict's error)."""
+    if device is not None and torch.device(device).type != "cpu":
+        raise RuntimeError(f"Only CPU tensors are supported: a MemoryMappedTensor cannot live on {device}.")
+
+
 class MemoryMappedTensor(torch.Tensor):
     """A ``torch.Tensor`` backed by a memory-mapped file (or by shared memory when it has no file).
 
@@ -145,7 +151,13 @@ class MemoryMappedTensor(torch.Tensor):
     @classmethod
     def _filled(cls, args: Any, kwargs: dict[str, Any], fill: Any) -> MemoryMappedTensor:
         shape = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
+        if "shape" in kwargs:
+            if args:
+                raise TypeError(f"give the shape as arguments or as shape=, not both (got {args} and "
+                                f"shape={kwargs['shape']})")
+            shape = kwargs.pop("shape")
         dtype = kwargs.pop("dtype", None) or torch.get_default_dtype()
+        _check_cpu(kwargs.pop("device", None))
         filename = kwargs.pop("filename", None)
         existsok = kwargs.pop("existsok", False)
         if kwargs:
@@ -160,7 +172,8 @@ class MemoryMappedTensor(torch.Tensor):
 
     @classmethod
     def empty(cls, *args: Any, **kwargs: Any) -> MemoryMappedTensor:
-        """An uninitialised tensor of the given shape (``dtype=``, ``filename=``, ``existsok=``)."""
+        """An uninitialised tensor of the given shape (or ``shape=``; ``dtype=``, ``device=``, ``filename=``,
+        ``existsok=``). ``device`` may only be None or the CPU."""
         return cls._filled(args, kwargs, None)
 
     @classmethod
@@ -181,10 +194,38 @@ class MemoryMappedTensor(torch.Tensor):
         return cls._filled(tuple(args), kwargs, fill_value)
 
     @classmethod
+    def empty_like(cls, input: torch.Tensor, *, filename: str | Path | None = None) -> MemoryMappedTensor:
+        """An uninitialised tensor of ``input``'s shape and dtype.
+
+        Examples:
+            >>> from tensorbatch.memmap import MemoryMappedTensor
+            >>> MemoryMappedTensor.full_like(torch.zeros(2, dtype=torch.int32), 7).tolist()
+            [7, 7]
+        """
+        return cls._filled((input.shape,), {"dtype": input.dtype, "filename": filename}, None)
+
+    @classmethod
+    def zeros_like(cls, input: torch.Tensor, *, filename: str | Path | None = None) -> MemoryMappedTensor:
+        """A tensor of zeros of ``input``'s shape and dtype."""
+        return cls.zeros(input.shape, dtype=input.dtype, filename=filename)
+
+    @classmethod
+    def ones_like(cls, input: torch.Tensor, *, filename: str | Path | None = None) -> MemoryMappedTensor:
+        """A tensor of ones of ``input``'s shape and dtype."""
+        return cls.ones(input.shape, dtype=input.dtype, filename=filename)
+
+    @classmethod
+    def full_like(cls, input: torch.Tensor, fill_value: Any, *,
+                  filename: str | Path | None = None) -> MemoryMappedTensor:
+        """A tensor of ``input``'s shape and dtype filled with ``fill_value``."""
+        return cls.full(input.shape, fill_value, dtype=input.dtype, filename=filename)
+
+    @classmethod
     def from_storage(cls, storage: Any, *, shape: torch.Size | None = None, dtype: torch.dtype | None = None,
                      device: Any = None, index: Any = None, filename: str | Path | None = None,
                      handler: Any = None) -> MemoryMappedTensor:
         """A tensor over an existing (file-backed or shared) storage."""
+        _check_cpu(device)
         dtype = dtype or torch.uint8
         tensor = torch.empty(0, dtype=dtype).set_(storage.untyped_storage() if hasattr(storage, "untyped_storage")
                                                   else storage)

@@ -49,3 +49,24 @@ def test_arithmetic_on_cuda_uses_foreach_and_matches_cpu() -> None:
     torch.testing.assert_close(((gpu * 2) + gpu)["a"].cpu(), ((td * 2) + td)["a"])
     gpu.add_(1)
     torch.testing.assert_close(gpu["a"].cpu(), td["a"] + 1)
+
+
+@pytest.mark.parametrize("num_threads", [None, 2])
+def test_to_cuda_pinned(num_threads) -> None:
+    td = _td()
+    out = td.to("cuda", non_blocking_pin=True, num_threads=num_threads)
+    torch.cuda.synchronize()
+    assert out.device.type == "cuda" and out["n", "b"].device.type == "cuda"
+    torch.testing.assert_close(out["a"].cpu(), td["a"])
+    assert not td["a"].is_pinned()  # the source is left as it was
+
+
+def test_to_cuda_inplace_and_record_stream() -> None:
+    td = _td()
+    a = td["a"]
+    assert td.to("cuda", inplace=True) is td
+    assert td.device.type == "cuda" and td["a"].device.type == "cuda" and td["n"].device.type == "cuda"
+    torch.testing.assert_close(td["a"].cpu(), a)
+    stream = torch.cuda.Stream()
+    assert td.record_stream(stream) is td
+    assert (td.is_cuda, td.is_cpu) == (True, False)

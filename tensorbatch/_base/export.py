@@ -82,11 +82,14 @@ def _unless_non_tensor(leaf: Any) -> Any:
     return None if _is_nt(leaf) else leaf
 
 
-def tolist(self: TensorDictBase, *, convert_tensors: bool = False) -> Any:
-    """Nested lists over the batch dims of per-element dicts (``td[i, j].to_dict()``)."""
+def tolist(self: TensorDictBase, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
+    """Nested lists over the batch dims of per-element dicts (``td[i, j].to_dict()``).
+
+    ``convert_nodes=False`` keeps the elements as TensorDicts (``td[i, j]``).
+    """
     if not self.batch_dims:
-        return self.to_dict(convert_tensors=convert_tensors)
-    return [td.tolist(convert_tensors=convert_tensors) for td in self.unbind(0)]
+        return self.to_dict(convert_tensors=convert_tensors) if convert_nodes else self
+    return [td.tolist(convert_nodes=convert_nodes, convert_tensors=convert_tensors) for td in self.unbind(0)]
 
 
 def to_padded_tensor(self: TensorDictBase, padding: float = 0.0, mask_key: NestedKey | None = None) -> TensorDictBase:

@@ -18,6 +18,7 @@ from .._ops.traverse import (
     NO_DEFAULT,
     apply_leaves,
     flat_leaves,
+    from_leaves,
     is_non_tensor,
     is_td,
     leaf_shape,
@@ -145,6 +146,10 @@ def _map(self: TensorDictBase, fn: Callable[[Any], Any], what: str, batch_size: 
 def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
     """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(other_td)``, ``to(device, dtype)``.
 
+    Keyword arguments: ``device``, ``dtype``, ``non_blocking``, ``batch_size``; ``inplace=True``
+    makes ``self`` take the moved leaves (and device) and returns it; ``non_blocking_pin=True`` pins
+    CPU leaves before a non-blocking copy to an accelerator, ``num_threads`` threads pinning them.
+
     Examples:
         >>> from tensorbatch import TensorDict
         >>> TensorDict({"a": torch.ones(2)}, batch_size=[2]).to(torch.float64)["a"].dtype
@@ -153,7 +158,11 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
     if len(args) == 1 and not kwargs and type(args[0]) is torch.dtype:  # the common cast, kept cheap
         cast: TensorDictBase = _pointwise.cast(self, args[0])
         return cast
+    inplace = kwargs.pop("inplace", False)
+    if inplace:
+        return self._take_result(to(self, *args, **kwargs))
     non_blocking = kwargs.pop("non_blocking", False)
+    pin, num_threads = kwargs.pop("non_blocking_pin", False), kwargs.pop("num_threads", None)
     device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     batch_size = kwargs.pop("batch_size", None)
     for arg in args:
@@ -165,13 +174,18 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
             device = arg
     if kwargs:
         raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
+    if num_threads is not None and (type(num_threads) is not int or num_threads < 0):
+        raise ValueError(f"to(): num_threads must be a non-negative int, got {num_threads!r}")
     result: TensorDictBase = self
-    if device is not None and dtype is None and batch_size is None:  # a consolidated one moves one buffer
+    if device is not None and dtype is None and batch_size is None and not pin:  # a consolidated one moves one buffer
         moved = self._consolidated_to(_as_device(device), non_blocking)
         if moved is not None:
             return moved  # type: ignore[no-any-return]
     if device is not None:
         device = _as_device(device)
+        if pin and device is not None and device.type != "cpu":
+            result = _pinned(result, num_threads)
+            non_blocking = True
         result = result._map(lambda x: x.to(device, non_blocking=non_blocking), "moving to device",
                              device=device)
     if dtype is not None:
@@ -180,6 +194,20 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
         result = result.clone(False) if result is self else result
         result.batch_size = batch_size
     return result
+
+
+def _pinned(td: TensorDictBase, num_threads: int | None) -> TensorDictBase:
+    """``td`` with its CPU leaves in pinned memory (``num_threads`` > 1: pinned by a thread pool)."""
+    def pin(x: _Tensor) -> _Tensor:
+        return x.pin_memory() if x.device.type == "cpu" and not x.is_pinned() else x
+
+    if not num_threads or num_threads == 1:
+        return td._map(pin, "pinning memory")
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415  # only for a threaded pin
+
+    with ThreadPoolExecutor(num_threads) as pool:
+        pinned = list(pool.map(pin, flat_leaves(td)))
+    return from_leaves(td, pinned)
 
 
 def cpu(self: TensorDictBase, **kwargs: Any) -> TensorDictBase:
@@ -252,8 +280,12 @@ def replace(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
     return self.copy().update(entries)
 
 
-def copy_at_(self: TensorDictBase, tensordict: Any, idx: Any, non_blocking: bool = False) -> TensorDictBase:
-    """Copy ``tensordict``'s values into this one's leaves at ``idx`` (see :meth:`update_at_`)."""
+def copy_at_(self: TensorDictBase, tensordict: Any, idx: Any, non_blocking: bool = False, *,
+             fast: bool = True) -> TensorDictBase:
+    """Copy ``tensordict``'s values into this one's leaves at ``idx`` (see :meth:`update_at_`).
+
+    ``fast`` is accepted for compatibility: every write here checks all leaves first, then writes.
+    """
     out: TensorDictBase = self.update_at_(tensordict, idx, non_blocking=non_blocking)
     return out
 
@@ -352,7 +384,9 @@ def contiguous(self: TensorDictBase, *, canonical: bool = False, inplace: bool =
     """
     fn = _canonical if canonical else torch.Tensor.contiguous
     if inplace:
-        return self.apply_(fn)
+        if all(fn(leaf) is leaf for leaf in flat_leaves(self)):
+            return self  # nothing to replace (a locked TensorDict with contiguous leaves is fine, as tensordict)
+        return self._take_result(self._map(fn, "making contiguous"))
     return self._map(fn, "making contiguous")
 
 

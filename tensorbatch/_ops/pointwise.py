@@ -53,6 +53,7 @@ BINARY: dict[str, tuple[str, bool]] = {
     "bitwise_and": ("bitwise_and", True), "bitwise_or": ("bitwise_or", True),
     "bitwise_xor": ("bitwise_xor", True), "logical_and": ("logical_and", True),
     "logical_or": ("logical_or", True), "logical_xor": ("logical_xor", True),
+    "rsub": ("rsub", False),  # other - self (torch.rsub): no in-place twin, as in torch
 }
 
 # python operator -> (method, reflected torch function or None)
@@ -73,7 +74,8 @@ REFLECTED: dict[str, str] = {
 }
 
 # other names of table methods (torch's own aliases): alias -> method
-ALIASES: dict[str, str] = {"true_divide": "div", "divide": "div", "multiply": "mul", "subtract": "sub"}
+ALIASES: dict[str, str] = {"true_divide": "div", "divide": "div", "multiply": "mul", "subtract": "sub",
+                           "mod": "remainder"}
 
 # dtype casts: method name -> dtype
 CASTS: dict[str, torch.dtype] = {
@@ -82,6 +84,8 @@ CASTS: dict[str, torch.dtype] = {
     "float32": torch.float32, "float64": torch.float64, "int8": torch.int8, "int16": torch.int16,
     "int32": torch.int32, "int64": torch.int64, "uint8": torch.uint8, "short": torch.int16,
     "byte": torch.uint8, "char": torch.int8, "cfloat": torch.complex64, "cdouble": torch.complex128,
+    "complex32": torch.complex32, "complex64": torch.complex64, "complex128": torch.complex128,
+    "uint16": torch.uint16, "uint32": torch.uint32, "uint64": torch.uint64,
 }
 
 
@@ -486,8 +490,12 @@ _CAST_METHODS: dict[torch.dtype, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def cast(td: Any, dtype: torch.dtype) -> Any:
-    """Cast every leaf to ``dtype``."""
+def cast(td: Any, dtype: torch.dtype, cast_filter: Callable[..., bool] | None = None) -> Any:
+    """Cast every leaf to ``dtype`` (only those for which ``cast_filter(key_path, leaf)`` is true, if given)."""
+    if cast_filter is not None:
+        leaves = [leaf.to(dtype) if isinstance(leaf, torch.Tensor) and cast_filter(path, leaf) else leaf
+                  for path, leaf in named_leaves(td)]
+        return from_leaves(td, leaves)
     method = _CAST_METHODS.get(dtype)
     if method is not None:
         return map_leaves(td, method, what=f"casting to {dtype}")
@@ -495,11 +503,11 @@ def cast(td: Any, dtype: torch.dtype) -> Any:
 
 
 def _make_cast(name: str, dtype: torch.dtype) -> Callable[..., Any]:
-    def method(self: Any) -> Any:
-        return cast(self, dtype)
+    def method(self: Any, *, cast_filter: Callable[..., bool] | None = None) -> Any:
+        return cast(self, dtype, cast_filter)
 
     method.__name__ = name
-    method.__doc__ = f"Cast every leaf to ``{dtype}``."
+    method.__doc__ = f"Cast every leaf to ``{dtype}`` (``cast_filter(key_path, leaf)`` picks the leaves)."
     return method
 
 

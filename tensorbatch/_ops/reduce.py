@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .traverse import NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, map_leaves
+from .traverse import NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, map_leaves
 
 _Size = torch.Size
 
@@ -153,3 +153,166 @@ def make(name: str) -> Callable[..., Any]:
 
 
 _reduce = reduce
+
+
+# ------------------------------------------------------------------ softmax, logsumexp, scans, quantiles
+def _one_dim(td: Any, dim: int) -> int:
+    nd = td.batch_dims
+    if type(dim) is not int or not -nd <= dim < nd:  # "Incompatible dim": tensordict's phrase
+        raise IndexError(f"dim {dim} is out of range for batch_size {list(td.batch_size)}: Incompatible dim {dim} "
+                         f"for tensordict with shape {td.batch_size}")
+    return dim % nd  # type: ignore[no-any-return]  # ``td`` is Any
+
+
+def logsumexp(td: Any, dim: Any = None, keepdim: bool = False, *, out: Any = None) -> Any:
+    """:func:`torch.logsumexp` of every leaf over batch dims (all of them when ``dim`` is None).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(a=torch.zeros(2, 3), batch_size=[2]).logsumexp()["a"]
+        tensor([0.6931, 0.6931, 0.6931])
+    """
+    nd = td.batch_dims
+    try:
+        dims = tuple(range(nd)) if dim is None else batch_dims_of(td, dim)
+    except IndexError as err:
+        raise ValueError(f"logsumexp: {err.args[0]}") from None
+    bs = td.batch_size
+    new_bs = _Size([1 if i in dims else s for i, s in enumerate(bs)] if keepdim else
+                   [s for i, s in enumerate(bs) if i not in dims])
+    names = td._maybe_names()
+    if names is not None and not keepdim:
+        names = tuple(n for i, n in enumerate(names) if i not in dims)
+    result = map_leaves(td, lambda x: torch.logsumexp(x, dims, keepdim), batch_size=new_bs, names=names,
+                        what="logsumexp")
+    return result if out is None else out.update_(result)
+
+
+def softmax(td: Any, dim: int, dtype: torch.dtype | None = None) -> Any:
+    """:func:`torch.softmax` of every leaf along batch dim ``dim`` (cast to ``dtype`` first when given).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(a=torch.zeros(2), batch_size=[2]).softmax(0)["a"]
+        tensor([0.5000, 0.5000])
+    """
+    d = _one_dim(td, dim)
+    return map_leaves(td, lambda x: torch.softmax(x, d, dtype=dtype), names=td._maybe_names(), what="softmax")
+
+
+def _folded(td: Any, d: int | None) -> torch.Tensor:
+    """The leaves as one tensor for ``reduce=True``: concatenated along ``d``, or flattened when None."""
+    leaves = flat_leaves(td)
+    if d is None:
+        return torch.cat([leaf.reshape(-1) for leaf in leaves])
+    return torch.cat(leaves, d)
+
+
+def scan(td: Any, name: str, dim: int, *, reduce: bool | None = None, return_indices: bool = True) -> Any:
+    """``torch.cummax``/``torch.cummin`` of every leaf along batch dim ``dim``: ``(values, indices)`` TensorDicts.
+
+    ``return_indices=False`` gives the values only; ``reduce=True`` scans the leaves concatenated along ``dim``.
+    """
+    op = getattr(torch, name)
+    d = _one_dim(td, dim)
+    if reduce:
+        result = op(_folded(td, d), d)
+        return result if return_indices else result.values
+    indices: list[torch.Tensor] = []
+
+    def values_keeping_indices(x: torch.Tensor) -> torch.Tensor:
+        result = op(x, d)
+        indices.append(result.indices)
+        return result.values  # type: ignore[no-any-return]
+
+    values = apply_leaves(td, values_keeping_indices, names=td._maybe_names(), what=name)
+    if not return_indices:
+        return values
+    return getattr(torch.return_types, name)((values, from_leaves(values, indices)))
+
+
+def _scan_method(name: str) -> Callable[..., Any]:
+    def method(self: Any, dim: int, *, reduce: bool | None = None, return_indices: bool = True) -> Any:
+        return scan(self, name, dim, reduce=reduce, return_indices=return_indices)
+
+    method.__name__ = name
+    method.__doc__ = (f":func:`torch.{name}` of every leaf along batch dim ``dim``: a ``(values, indices)`` pair of "
+                      "TensorDicts (values only with ``return_indices=False``).")
+    return method
+
+
+cummax, cummin = _scan_method("cummax"), _scan_method("cummin")
+
+
+def quantile(td: Any, q: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, interpolation: str = "linear",
+             reduce: bool | None = None, key_transform: Callable[[Any], Any] | None = None) -> Any:
+    """:func:`torch.quantile` of every leaf: over all its elements (no ``dim``), over batch dim(s) ``dim``, or
+    over its feature dims (``dim="feature"``).
+
+    A 1-d ``q`` adds a leading batch dim of its length (as torch adds a leading dim). ``reduce=True``
+    takes the quantile of the leaves concatenated (flattened without ``dim``); ``key_transform``
+    renames every key of the result.
+
+    Note:
+        Differs from tensordict: a tuple ``dim`` takes the quantile over those batch dims together.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(a=torch.arange(4.0).view(2, 2), batch_size=[2]).quantile(0.5, 0)["a"]
+        tensor([1., 2.])
+    """
+    q_t = torch.as_tensor(q, dtype=torch.get_default_dtype())
+    lead = tuple(q_t.shape)
+    kwargs: dict[str, Any] = {"interpolation": interpolation}
+    if dim is NO_DEFAULT or dim is None:
+        if reduce:
+            return torch.quantile(_folded(td, None), q_t, **kwargs)
+        # batch size [] even for a 1-d q (as tensordict): the q dim stays a feature dim
+        result = map_leaves(td, lambda x: _quantile(x, q_t, None, False, kwargs), batch_size=_Size(()),
+                            what="quantile")
+    elif type(dim) is str:
+        if dim != "feature":
+            raise ValueError(f"quantile: dim must be an int, a tuple of ints or 'feature', got {dim!r}")
+        nd = td.batch_dims
+        result = map_leaves(td, lambda x: _quantile(x.reshape(*x.shape[:nd], -1), q_t, -1, keepdim, kwargs),
+                            batch_size=_Size(lead + tuple(td.batch_size)), what="quantile")
+    else:
+        dims = (_one_dim(td, dim),) if type(dim) is int else batch_dims_of(td, dim)
+        if reduce:
+            if len(dims) != 1:
+                raise ValueError(f"quantile: reduce=True takes one dim, got {dim!r}")
+            return torch.quantile(_folded(td, dims[0]), q_t, dims[0], keepdim, **kwargs)
+        bs = td.batch_size
+        kept = [1 if i in dims else s for i, s in enumerate(bs)] if keepdim else [
+            s for i, s in enumerate(bs) if i not in dims]
+        result = map_leaves(td, lambda x: _quantile_dims(x, q_t, dims, keepdim, kwargs),
+                            batch_size=_Size(lead + tuple(kept)), what="quantile")
+    if key_transform is not None:
+        result = _renamed_keys(result, key_transform)
+    return result
+
+
+def _quantile(x: torch.Tensor, q: torch.Tensor, dim: int | None, keepdim: bool, kwargs: dict[str, Any]) -> Any:
+    return torch.quantile(x, q.to(x.dtype) if x.is_floating_point() else q, dim, keepdim, **kwargs)
+
+
+def _quantile_dims(x: torch.Tensor, q: torch.Tensor, dims: tuple[int, ...], keepdim: bool,
+                   kwargs: dict[str, Any]) -> Any:
+    if len(dims) == 1:
+        return _quantile(x, q, dims[0], keepdim, kwargs)
+    rest = [i for i in range(x.ndim) if i not in dims]
+    moved = x.permute(*rest, *dims).reshape(*(x.shape[i] for i in rest), -1)  # the dims together, last
+    out = _quantile(moved, q, -1, False, kwargs)
+    if keepdim:
+        for i in dims:
+            out = out.unsqueeze(i + q.ndim)
+    return out
+
+
+def _renamed_keys(td: Any, transform: Callable[[Any], Any]) -> Any:
+    """A copy of ``td`` with ``transform`` applied to every key at every level."""
+    out = td.empty()
+    for key, value in td._items_str():
+        out._set_str(transform(key), _renamed_keys(value, transform) if is_td(value) else value,
+                     inplace=False, validated=True)
+    return out

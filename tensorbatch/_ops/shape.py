@@ -79,8 +79,15 @@ def view(td: Any, *shape: Any, size: Any = None, batch_size: Any = None) -> Any:
     return td._map(lambda x: x.view(*new, *x.shape[nd:]), "view", batch_size=new, follow=True)
 
 
-def reshape(td: Any, *shape: Any, size: Any = None) -> Any:
-    """Reshape the batch dims (copies where a view is impossible)."""
+def _done(td: Any, result: Any, inplace: bool) -> Any:
+    """``result``, or (``inplace``) ``td`` after taking ``result``'s leaves and batch size."""
+    return td._take_result(result) if inplace else result
+
+
+def reshape(td: Any, *shape: Any, size: Any = None, inplace: bool = False) -> Any:
+    """Reshape the batch dims (copies where a view is impossible); ``inplace`` reshapes ``td`` itself."""
+    if inplace:
+        return td._take_result(reshape(td, *shape, size=size))
     new = _infer_shape(td, _shape_args(shape or (size,)), "reshape")
     nd = td.batch_dims
     names = td._maybe_names() if new == td.batch_size else None
@@ -175,8 +182,12 @@ def squeeze(td: Any, dim: int | None = None) -> Any:
     return td._map(operator.methodcaller("squeeze", dims), "squeeze", batch_size=new, names=names, follow=True)
 
 
-def flatten(td: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
-    """Merge the batch dims ``start_dim..end_dim`` into one."""
+def flatten(td: Any, start_dim: int | None = None, end_dim: int | None = None, *, inplace: bool = False) -> Any:
+    """Merge the batch dims ``start_dim..end_dim`` (default: all) into one; ``inplace`` changes ``td`` itself."""
+    if inplace:
+        return td._take_result(flatten(td, start_dim, end_dim))
+    start_dim = 0 if start_dim is None else start_dim
+    end_dim = -1 if end_dim is None else end_dim
     if td.batch_dims == 0:
         return unsqueeze(td, 0) if start_dim in (0, -1) else td
     s, e = _dim(td, start_dim), _dim(td, end_dim)
@@ -188,8 +199,10 @@ def flatten(td: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
     return td._map(operator.methodcaller("flatten", s, e), "flatten", batch_size=new, names=names, follow=True)
 
 
-def unflatten(td: Any, dim: int, unflattened_size: Sequence[int]) -> Any:
-    """Split batch dim ``dim`` into ``unflattened_size``."""
+def unflatten(td: Any, dim: int, unflattened_size: Sequence[int], *, inplace: bool = False) -> Any:
+    """Split batch dim ``dim`` into ``unflattened_size``; ``inplace`` changes ``td`` itself."""
+    if inplace:
+        return td._take_result(unflatten(td, dim, unflattened_size))
     d = _dim(td, dim)
     bs = td.batch_size
     sizes = list(unflattened_size)
@@ -300,8 +313,10 @@ def chunk(td: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
     return split(td, max(1, math.ceil(size / chunks)), dim)
 
 
-def repeat(td: Any, *repeats: Any) -> Any:
-    """Tile the batch dims ``repeats`` times (as :meth:`torch.Tensor.repeat`)."""
+def repeat(td: Any, *repeats: Any, inplace: bool = False) -> Any:
+    """Tile the batch dims ``repeats`` times (as :meth:`torch.Tensor.repeat`); ``inplace`` changes ``td``."""
+    if inplace:
+        return td._take_result(repeat(td, *repeats))
     reps = _shape_args(repeats)
     nd = td.batch_dims
     if len(reps) != nd:
@@ -312,8 +327,11 @@ def repeat(td: Any, *repeats: Any) -> Any:
                    names=td._maybe_names(), follow=True)
 
 
-def repeat_interleave(td: Any, repeats: Any, dim: int | None = None, *, output_size: int | None = None) -> Any:
+def repeat_interleave(td: Any, repeats: Any, dim: int | None = None, *, output_size: int | None = None,
+                      inplace: bool = False) -> Any:
     """Repeat each element along batch dim ``dim`` (flattened batch when ``dim`` is None)."""
+    if inplace:
+        return td._take_result(repeat_interleave(td, repeats, dim, output_size=output_size))
     if dim is None:
         td, dim = flatten(td), 0
     d = _dim(td, dim)
@@ -327,8 +345,12 @@ def repeat_interleave(td: Any, repeats: Any, dim: int | None = None, *, output_s
     return from_leaves(td, out, batch_size=_Size(bs), names=td._maybe_names(), follow=True)
 
 
-def gather(td: Any, dim: int, index: torch.Tensor, out: Any = None) -> Any:
-    """Gather along batch dim ``dim`` with an index tensor of ``batch_dims`` dims."""
+def gather(td: Any, dim: int, index: torch.Tensor, out: Any = None, *, inplace: bool = False) -> Any:
+    """Gather along batch dim ``dim`` with an index tensor of ``batch_dims`` dims (``inplace``: into ``td``)."""
+    if inplace:
+        if out is not None:
+            raise ValueError("gather: give out= or inplace=True, not both")
+        return td._take_result(gather(td, dim, index))
     d = _dim(td, dim)
     if index.ndim != td.batch_dims:
         raise RuntimeError(
@@ -346,3 +368,180 @@ def gather(td: Any, dim: int, index: torch.Tensor, out: Any = None) -> Any:
         out.update_(result)
         return out
     return result
+
+
+# ------------------------------------------------------------------ tensor-like batch-dim maps
+def _dims(td: Any, dims: Any, what: str) -> tuple[int, ...]:
+    """Normalise one dim or a sequence of batch dims (IndexError naming the dim when out of range)."""
+    out = tuple(_dim(td, d) for d in ((dims,) if isinstance(dims, int) else dims))
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"{what}: dims {list(dims)} repeat a batch dim")
+    return out
+
+
+def flip(td: Any, dims: int | Sequence[int]) -> Any:
+    """Reverse the order of the elements along the given batch dims.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(a=torch.arange(3), batch_size=[3]).flip(0)["a"]
+        tensor([2, 1, 0])
+    """
+    d = _dims(td, dims, "flip")
+    return td._map(lambda x: x.flip(d), "flip", names=td._maybe_names(), follow=True)
+
+
+def fliplr(td: Any) -> Any:
+    """Flip batch dim 1 (left/right); needs two batch dims."""
+    if td.batch_dims < 2:
+        raise RuntimeError(f"fliplr requires at least 2 batch dimensions, got batch_size {list(td.batch_size)}")
+    return flip(td, 1)
+
+
+def flipud(td: Any) -> Any:
+    """Flip batch dim 0 (up/down); needs one batch dim."""
+    if td.batch_dims < 1:
+        raise RuntimeError("flipud requires at least 1 batch dimension, got batch_size []")
+    return flip(td, 0)
+
+
+def roll(td: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None, *,
+         inplace: bool = False) -> Any:
+    """Roll the elements along batch dims (over the flattened batch when ``dims`` is None).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(a=torch.arange(4).view(2, 2), batch_size=[2, 2]).roll(1)["a"]
+        tensor([[3, 0],
+                [1, 2]])
+    """
+    nd = td.batch_dims
+    if dims is None:
+        def fn(x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(-1, *x.shape[nd:]).roll(shifts, 0).reshape(x.shape)
+    else:
+        d = _dims(td, dims, "roll")
+
+        def fn(x: torch.Tensor) -> torch.Tensor:
+            return x.roll(shifts, d)
+    return _done(td, td._map(fn, "roll", names=td._maybe_names(), follow=True), inplace)
+
+
+def _order_moving(nd: int, source: tuple[int, ...], destination: tuple[int, ...]) -> list[int]:
+    """The permutation of :func:`torch.movedim`: sources land at their destinations, the rest keep their order."""
+    if len(source) != len(destination):
+        raise RuntimeError(f"movedim: source {list(source)} and destination {list(destination)} must have the "
+                           "same number of dims")
+    order: list[int | None] = [None] * nd
+    for s, d in zip(source, destination, strict=True):
+        order[d] = s
+    rest = iter(i for i in range(nd) if i not in source)
+    return [next(rest) if o is None else o for o in order]
+
+
+def movedim(td: Any, source: int | Sequence[int], destination: int | Sequence[int]) -> Any:
+    """Move batch dims ``source`` to positions ``destination`` (as :func:`torch.movedim`).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(a=torch.zeros(2, 3, 4), batch_size=[2, 3, 4]).movedim(0, -1).batch_size
+        torch.Size([3, 4, 2])
+    """
+    src, dst = _dims(td, source, "movedim"), _dims(td, destination, "movedim")
+    return permute(td, *_order_moving(td.batch_dims, src, dst))
+
+
+def swapaxes(td: Any, axis0: int, axis1: int) -> Any:
+    """Swap two batch dims (numpy's name for :meth:`transpose`)."""
+    return transpose(td, axis0, axis1)
+
+
+def narrow(td: Any, dim: int, start: int, length: int) -> Any:
+    """The ``length`` elements from ``start`` along batch dim ``dim`` (views of the leaves).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(a=torch.arange(5), batch_size=[5]).narrow(0, 1, 2)["a"]
+        tensor([1, 2])
+    """
+    d = _dim(td, dim)
+    size = td.batch_size[d]
+    first = start + size if start < 0 else start
+    if not 0 <= first <= size or length < 0 or first + length > size:
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) of batch "
+                           f"dim {dim} of batch_size {list(td.batch_size)}")
+    new = _Size([*td.batch_size[:d], length, *td.batch_size[d + 1:]])
+    return td._map(lambda x: x.narrow(d, first, length), "narrow", batch_size=new, names=td._maybe_names(),
+                   follow=True)
+
+
+def tile(td: Any, dims: Sequence[int]) -> Any:
+    """Repeat the batch ``dims`` times, as :func:`torch.tile` (missing leading repeats are 1, extra ones add dims).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(a=torch.zeros(2, 3), batch_size=[2, 3]).tile((2,)).batch_size
+        torch.Size([2, 6])
+    """
+    reps = (dims,) if isinstance(dims, int) else tuple(dims)
+    nd = td.batch_dims
+    reps = (1,) * (nd - len(reps)) + reps
+    lead = len(reps) - nd
+    bs = td.batch_size
+    new = _Size([*reps[:lead], *(b * r for b, r in zip(bs, reps[lead:], strict=True))])
+    names = _renamed(td, lambda n: [None] * lead + n)
+    return td._map(lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))), "tile", batch_size=new, names=names,
+                   follow=True)
+
+
+def tensor_split(td: Any, indices_or_sections: Any, dim: int = 0) -> tuple[Any, ...]:
+    """Split along batch dim ``dim`` into ``n`` near-equal parts or at the given indices (:func:`torch.tensor_split`).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> [t.batch_size[0] for t in TensorDict(a=torch.zeros(5), batch_size=[5]).tensor_split(2)]
+        [3, 2]
+    """
+    d = _dim(td, dim)
+    sizes = [len(p) for p in torch.arange(td.batch_size[d]).tensor_split(indices_or_sections)]
+    pieces = [leaf.tensor_split(indices_or_sections, d) for leaf in flat_leaves(td, follow=True)]
+    return _split_leaves(td, d, pieces, sizes)
+
+
+def rot90(td: Any, k: int = 1, dims: Sequence[int] = (0, 1)) -> Any:
+    """Rotate by 90 degrees ``k`` times in the plane of two batch dims (:func:`torch.rot90`).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(a=torch.arange(4).view(2, 2), batch_size=[2, 2]).rot90()["a"]
+        tensor([[1, 3],
+                [0, 2]])
+    """
+    if len(dims) != 2:
+        raise RuntimeError(f"rot90: expected two dims, got {list(dims)}")
+    a, b = _dims(td, dims, "rot90")
+    bs = list(td.batch_size)
+    names = td._maybe_names()
+    if k % 2:
+        bs[a], bs[b] = bs[b], bs[a]
+        names = _renamed(td, lambda n: [n[b] if i == a else n[a] if i == b else x for i, x in enumerate(n)])
+    return td._map(lambda x: x.rot90(k, (a, b)), "rot90", batch_size=_Size(bs), names=names, follow=True)
+
+
+def broadcast_to(td: Any, shape: Sequence[int]) -> Any:
+    """Expand to the batch ``shape`` by broadcasting (:func:`torch.broadcast_to`); see :meth:`expand`."""
+    return expand(td, *shape)
+
+
+def _atleast(n: int) -> Any:
+    def atleast(td: Any) -> Any:
+        while td.batch_dims < n:  # new leading dims, as tensordict (not torch's placement for 3-d)
+            td = unsqueeze(td, 0)
+        return td
+
+    atleast.__name__ = f"atleast_{n}d"
+    atleast.__doc__ = f"The TensorDict with leading batch dims of size 1 added up to {n} batch dims (itself if it has them)."
+    return atleast
+
+
+atleast_1d, atleast_2d, atleast_3d = _atleast(1), _atleast(2), _atleast(3)

@@ -172,8 +172,12 @@ def _ragged_column(col: list[Any], dim: int, what: str, path: tuple[str, ...], e
 
 
 @implements(torch.stack)
-def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None, device: Any = None, strict: bool = False,
+          contiguous: bool = False) -> Any:
     """Stack TensorDicts with equal batch sizes and keys along a new batch dim.
+
+    The result is always dense (``contiguous=True`` asks for that; the keys must always match, as
+    ``strict=True`` asks); ``device`` moves the result there.
 
     Examples:
         >>> from tensorbatch import TensorDict
@@ -181,6 +185,8 @@ def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         >>> torch.stack([td, td], 1).batch_size
         torch.Size([3, 2])
     """
+    if device is not None:
+        return stack(tds, dim, out=out).to(device)
     tds = list(tds)
     if not tds:
         raise RuntimeError("stack expects a non-empty sequence of TensorDicts")
@@ -257,7 +263,9 @@ def _method(name: str) -> Callable[..., Any]:
 for _name in ("unbind", "split", "chunk", "permute", "reshape", "squeeze", "unsqueeze", "flatten",
               "unflatten", "transpose", "gather", "clone", "masked_select", "masked_fill",
               "sum", "mean", "nansum", "nanmean", "prod", "std", "var", "amax", "amin", "all", "any",
-              "repeat_interleave"):
+              "repeat_interleave", "flip", "fliplr", "flipud", "roll", "movedim", "moveaxis", "swapaxes",
+              "swapdims", "narrow", "tile", "tensor_split", "rot90", "broadcast_to", "atleast_1d", "atleast_2d",
+              "atleast_3d", "softmax", "logsumexp", "cummax", "cummin", "quantile"):
     HANDLED[getattr(torch, _name)] = _method(_name)
 for _fn, _name in TORCH_FUNCTIONS.items():  # every pointwise table method torch has as a function
     HANDLED[_fn] = _method(_name)

@@ -118,6 +118,14 @@ DIFFERENCES: dict[str, str] = {
     "[lz_masked_fill]": "masked_fill of a lazy stack gives a dense TensorDict (tensordict: a lazy stack)",
     "[lz_where]": "where on a lazy stack gives a dense TensorDict (tensordict: a lazy stack)",
     "[lz_het_reshape]": "shape operations read stacked leaves, so a heterogeneous stack cannot be reshaped",
+    # issue 16 additions (test_vs_tensordict_api16.py)
+    "[api16_separates_missing_none]": "separates skips a missing key whose default is None (tensordict stores "
+    "None under it)",
+    "[api16_separates_missing_lax]": "separates(strict=False) skips a missing key (tensordict stores None under it)",
+    "[api16_lz_movedim]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
+    "[api16_lz_swapaxes]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
+    "[api16_lz_tensor_split]": "tensor_split of a lazy stack gives dense TensorDicts (tensordict: lazy stacks)",
+    "[api16_lz_atleast_3d]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
     # memory-mapped folders (test_vs_tensordict_memmap.py)
     "[mm_load_locked]": "load_memmap returns a locked TensorDict, as memmap does (tensordict: unlocked)",
     "test_memmap_result[mm_nt_data_root]": "non-tensor leaves carry no lock: memmap of a NonTensorData is unlocked",

@@ -42,15 +42,10 @@ THROUGH_KWARGS: dict[str, set[str]] = {
 
 _INPLACE_SHAPE = ("an in-place shape change (inplace=True changes the TensorDict's own batch size) is not "
                   "supported: call the method and assign the result")
-_CAST_FILTER = "cast_filter (cast only the leaves a predicate selects) is not supported: use apply with .to(dtype)"
 _ARCHIVE = "the archive/compression/atomic save options (tar archives, compressed and atomic writes) are not supported"
 
 NOT_ACCEPTED: dict[str, dict[str, str]] = {
     "auto_batch_size_": {"keep_compliant_size": "keeping a batch size that already fits is not supported"},
-    **{cast: {"cast_filter": _CAST_FILTER} for cast in (
-        "bfloat16", "bool", "double", "float", "float16", "float32", "float64", "half", "int", "int16",
-        "int32", "int64", "int8", "uint8")},
-    "copy_at_": {"fast": "a speed hint of the reference (its unchecked path); every write here is checked"},
     "dumps": dict.fromkeys(("archive", "compression", "atomic"), _ARCHIVE),
     "memmap": dict.fromkeys(("archive", "compression", "atomic"), _ARCHIVE),
     "save": dict.fromkeys(("archive", "compression", "atomic"), _ARCHIVE),
@@ -65,12 +60,10 @@ NOT_ACCEPTED: dict[str, dict[str, str]] = {
     "std": {"key_transform": "renaming keys during a full reduction is not supported"},
     "var": {"key_transform": "renaming keys during a full reduction is not supported"},
     "norm": {"key_transform": "renaming keys during a full reduction is not supported"},
-    **{name: {"inplace": _INPLACE_SHAPE} for name in (
-        "flatten", "gather", "masked_select", "repeat", "repeat_interleave", "unflatten")},
+    "masked_select": {"inplace": _INPLACE_SHAPE},
     "set_at_": {"non_blocking": "set_at_ writes into an existing leaf on its device; there is no move to overlap"},
     "to_dict": {"tolist_first": "an export-order option of the reference; to_dict gives tensors, tolist lists"},
-    "tolist": {"convert_nodes": "nested TensorDicts always become dicts",
-               "tolist_first": "an export-order option of the reference",
+    "tolist": {"tolist_first": "an export-order option of the reference",
                "as_linked_list": "linked-list output is not supported"},
     "update_at_": {"idx": "the index is the second positional argument (index)"},
     "where": {"update_batch_size": "where keeps the batch size of its inputs"},

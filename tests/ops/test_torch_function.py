@@ -243,7 +243,54 @@ def _grad(td: TensorDict) -> None:
         torch.autograd.grad(y, x, torch.ones(3, 4))
 
 
+def _tensor_split(td: TensorDict) -> None:
+    parts = torch.tensor_split(td, 3, 1)
+    assert [p.batch_size for p in parts] == [torch.Size([3, 2]), torch.Size([3, 1]), torch.Size([3, 1])]
+    expect(parts[0], lambda x: x[:, :2], td, batch_size=(3, 2))
+    expect(torch.tensor_split(td, [1], 0)[1], lambda x: x[1:], td, batch_size=(2, 4))
+
+
+def _scan(name: str) -> Callable[[TensorDict], None]:
+    def case(td: TensorDict) -> None:
+        out = getattr(torch, name)(td, 1)
+        expect(out.values, lambda x: getattr(torch, name)(x, 1).values, td, batch_size=BATCH)
+        expect(out.indices, lambda x: getattr(torch, name)(x, 1).indices, td, batch_size=BATCH)
+
+    return case
+
+
+def _cases_new() -> dict[Callable[..., Any], Callable[[TensorDict], None]]:
+    """The tensor-like batch-dim maps, softmax and the scans/quantiles (issue 16)."""
+    swap = (lambda x: x.transpose(0, 1), (4, 3))
+    return {
+        torch.flip: _shape_case(lambda td: torch.flip(td, (1,)), lambda x: x.flip(1), BATCH),
+        torch.fliplr: _shape_case(torch.fliplr, lambda x: x.flip(1), BATCH),
+        torch.flipud: _shape_case(torch.flipud, lambda x: x.flip(0), BATCH),
+        torch.roll: _shape_case(lambda td: torch.roll(td, 1, 1), lambda x: x.roll(1, 1), BATCH),
+        torch.movedim: _shape_case(lambda td: torch.movedim(td, 0, 1), *swap),
+        torch.moveaxis: _shape_case(lambda td: torch.moveaxis(td, 1, 0), *swap),
+        torch.swapaxes: _shape_case(lambda td: torch.swapaxes(td, 0, 1), *swap),
+        torch.swapdims: _shape_case(lambda td: torch.swapdims(td, 1, 0), *swap),
+        torch.narrow: _shape_case(lambda td: torch.narrow(td, 1, 1, 2), lambda x: x[:, 1:3], (3, 2)),
+        torch.tile: _shape_case(lambda td: torch.tile(td, (2,)), lambda x: x.repeat(1, 2, *([1] * (x.ndim - 2))),
+                                (3, 8)),
+        torch.tensor_split: _tensor_split,
+        torch.rot90: _shape_case(torch.rot90, lambda x: x.rot90(1, (0, 1)), (4, 3)),
+        torch.broadcast_to: _shape_case(lambda td: torch.broadcast_to(td, (2, 3, 4)),
+                                        lambda x: x.expand(2, *x.shape), (2, 3, 4)),
+        torch.atleast_1d: _shape_case(torch.atleast_1d, lambda x: x, BATCH),
+        torch.atleast_2d: _shape_case(torch.atleast_2d, lambda x: x, BATCH),
+        torch.atleast_3d: _shape_case(torch.atleast_3d, lambda x: x[None], (1, 3, 4)),
+        torch.softmax: _shape_case(lambda td: torch.softmax(td, 0), lambda x: x.softmax(0), BATCH),
+        torch.logsumexp: _shape_case(lambda td: torch.logsumexp(td, 1), lambda x: x.logsumexp(1), (3,)),
+        torch.cummax: _scan("cummax"),
+        torch.cummin: _scan("cummin"),
+        torch.quantile: _shape_case(lambda td: torch.quantile(td, 0.25, 0), lambda x: x.quantile(0.25, 0), (4,)),
+    }
+
+
 CASES: dict[Callable[..., Any], Callable[[TensorDict], None]] = {
+    **_cases_new(),
     torch.nn.functional.l1_loss: _loss(torch.nn.functional.l1_loss),
     torch.nn.functional.mse_loss: _loss(torch.nn.functional.mse_loss),
     torch.nn.functional.smooth_l1_loss: _smooth_l1_beta,

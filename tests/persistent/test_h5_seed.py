@@ -488,7 +488,6 @@ MISSING_IN_MEMORY = {
     "lock_": "lock_() is no context manager",
     "squeeze": "squeeze() is no context manager",
     "unsqueeze": "unsqueeze() is no context manager",
-    "numpy": "TensorDict.numpy() is missing",
     "state_dict": "state_dict() is always flat, without __batch_size/__device entries",
     "permute_transpose": "transpose() returns a copy: a key set through it does not reach the source",
 }
