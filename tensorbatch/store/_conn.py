@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -50,7 +51,9 @@ class StoreLostError(RuntimeError):
 
 
 GUARD = """
-local staged = tonumber(ARGV[2])  -- KEYS[2 .. staged + 1]: large values SET beforehand, renamed into place here
+local staged, checked = tonumber(ARGV[2]), tonumber(ARGV[3])
+-- KEYS[2 .. staged + 1]: large values SET beforehand, renamed into place here; the next ``checked`` keys must
+-- still hold what the writer read (sha1 in ARGV[4 ..], '' for none): an optimistic transaction
 local function unstage(reply)
   for i = 2, staged + 1 do redis.call('DEL', KEYS[i]) end
   return reply
@@ -61,7 +64,13 @@ for i = 2, staged + 1 do
     return unstage(redis.error_reply('TBSTAGE a staged value is missing (its SET failed): nothing written'))
   end
 end
-local a, k = 3, staged + 2
+for i = 1, checked do
+  local value = redis.call('GET', KEYS[staged + 1 + i])
+  if (value and redis.sha1hex(value) or '') ~= ARGV[3 + i] then
+    return unstage(redis.error_reply('TBCONFLICT written by another handle meanwhile'))
+  end
+end
+local a, k = 4 + checked, staged + checked + 2
 while a <= #ARGV do
   local name, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local reply
@@ -129,6 +138,7 @@ def pack(commands: Sequence[Command]) -> list[Any]:
 
 STAGE = 1 << 16  # SET values at least this long are staged (see ``Connection.write``)
 STAGE_TTL_MS = 600_000
+CONFLICT_RETRIES = 1000
 
 _CLIENTS: dict[Any, Any] = {}  # (pid, settings) -> redis.Redis: handles of one process share a pool
 
@@ -166,6 +176,7 @@ class Connection:
         self.tree: Any = None  # the cached layout (``_tree.Tree``), None until read
         self.locked: dict[tuple[str, ...], bool] = {}
         self.tensorclass: str | None = None
+        self.local = threading.local()  # ``pending``/``checks``: the running ``atomic`` body's, per thread
         if client is not None:  # copies (pickles) connect where the client connects
             settings = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
             self.host = settings.get("host", host)
@@ -265,15 +276,65 @@ class Connection:
     def write(self, operation: str, commands: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> None:
         """Run ``(command, keys, args)`` triples atomically on the server, if the store is still there.
 
-        A large value of a ``SET`` is staged: SET under a temporary key (expiring, in case this process dies)
-        in the same round trip, then renamed into place by the script. A script copies its arguments twice;
-        a rename copies nothing. A staged SET that fails (``maxmemory``) makes the script write nothing.
+        Inside :meth:`atomic` they are kept for its one script instead. A large value of a ``SET`` is staged:
+        SET under a temporary key (expiring, in case this process dies) in the same round trip, then renamed
+        into place by the script. A script copies its arguments twice; a rename copies nothing. A staged SET
+        that fails (``maxmemory``) makes the script write nothing.
         """
+        pending = getattr(self.local, "pending", None)
+        if pending is not None:
+            pending.extend(commands)
+            return
+        self._guarded(operation, commands, ())
+
+    def check(self, key: str, value: bytes | None) -> None:
+        """Inside :meth:`atomic`: its writes happen only if ``key`` still holds ``value`` (read by this body)."""
+        assert getattr(self.local, "pending", None) is not None, "Connection.check outside Connection.atomic"
+        self.local.checks.append((key, hashlib.sha1(value).hexdigest() if value is not None else ""))
+
+    def atomic(self, operation: str, body: Callable[[], Any]) -> Any:
+        """Run ``body`` with every write it makes kept, then sent as one guarded script: all land, or none.
+
+        Reads inside ``body`` see the server before its writes. When a value checked with :meth:`check` was
+        changed by another handle meanwhile, nothing is written and ``body`` runs again. Nested calls join the
+        outer one.
+        """
+        local = self.local
+        if getattr(local, "pending", None) is not None:
+            return body()
+        for _ in range(CONFLICT_RETRIES):
+            local.pending, local.checks = [], []
+            try:
+                out = body()
+                commands, checks = local.pending, local.checks
+            except BaseException:
+                self.tree = None  # the body may have updated the cached layout for writes never sent
+                raise
+            finally:
+                local.pending = None
+            try:
+                self._guarded(operation, commands, checks)
+                return out
+            except redis.ResponseError as e:  # (errors() already named the operation)
+                self.tree = None
+                if "TBCONFLICT" not in str(e):
+                    raise
+            except BaseException:
+                self.tree = None
+                raise
+        raise RuntimeError(f"TensorDictStore {self.td_id!r} at {self.address}: {operation} kept conflicting with "
+                           f"other writers ({CONFLICT_RETRIES} attempts); nothing was written")
+
+    def _guarded(self, operation: str, commands: Sequence[tuple[str, Sequence[str], Sequence[Any]]],
+                 checks: Sequence[tuple[str, str]]) -> None:
         if not commands:
             return
         staging: list[Any] = []
         keys: list[str] = [self.key("__epoch__")]
-        args: list[Any] = [self.epoch or b"", 0]
+        args: list[Any] = [self.epoch or b"", 0, len(checks)]
+        for key, digest in checks:
+            keys.append(key)
+            args.append(digest)
         for name, cmd_keys, cmd_args in commands:
             if name == "SET" and len(cmd_args) == 1 and fmt.nbytes(cmd_args[0]) >= STAGE:
                 stage = self.key(f"__stage__:{secrets.token_hex(8)}")

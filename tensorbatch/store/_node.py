@@ -392,33 +392,37 @@ class TensorDictStore(TensorDictBase):
     def _merge_non_tensor(self, key: str, index: Any, value: Any) -> None:
         """Element writes of a non-tensor leaf as an optimistic transaction on the server.
 
-        WATCH the value, merge it here, MULTI/EXEC, again when another handle wrote it meanwhile. Writers of
-        different elements lose nothing (JSON values are re-encoded by Python, exactly, which a Lua cjson round
-        trip would not do).
+        The value is read, merged here and written back only if no other handle wrote it meanwhile (else read
+        again): writers of different elements lose nothing. JSON values are re-encoded by Python, exactly,
+        which a Lua cjson round trip would not do.
         """
-        import redis
-
         conn, joined = self._conn, self._joined(key)
-        data_key, meta_key, epoch_key = conn.data_key(joined), conn.meta_key(joined), conn.key("__epoch__")
+        data_key, meta_key = conn.data_key(joined), conn.meta_key(joined)
         operation = f"writing elements of {joined!r}"
-        with conn.errors(operation), conn.client.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    pipe.watch(epoch_key, data_key, meta_key)
-                    if pipe.get(epoch_key) != conn.epoch:
-                        raise conn.lost(operation)
-                    meta = fmt.decode(pipe.hgetall(meta_key))
-                    current = fmt.decode_non_tensor(pipe.get(data_key), meta, self.batch_size, conn.device)
-                    data, new_meta = fmt.encode_non_tensor(current._written(index, value))
-                    pipe.multi()
-                    pipe.set(data_key, data)
-                    pipe.delete(meta_key)
-                    pipe.hset(meta_key, mapping=new_meta)
-                    pipe.execute()
-                    break
-                except redis.WatchError:
-                    continue
-        self._tree().leaves[joined] = (NON_TENSOR, None, None, new_meta)
+
+        def merge() -> None:
+            data, meta = conn.read(operation, lambda pipe: (pipe.get(data_key), pipe.hgetall(meta_key)))
+            conn.check(data_key, data)
+            current = fmt.decode_non_tensor(data, fmt.decode(meta), self.batch_size, conn.device)
+            self._set_str(key, current._written(index, value), inplace=False, validated=True)
+
+        conn.atomic(operation, merge)
+
+    # ------------------------------------------------------------------ multi-key writes: one script each
+    def update(self, *args: Any, **kwargs: Any) -> Any:
+        return self._conn.atomic("update", lambda: TensorDictBase.update(self, *args, **kwargs))
+
+    def update_(self, *args: Any, **kwargs: Any) -> Any:
+        return self._conn.atomic("update_", lambda: TensorDictBase.update_(self, *args, **kwargs))
+
+    def update_at_(self, *args: Any, **kwargs: Any) -> Any:
+        return self._conn.atomic("update_at_", lambda: TensorDictBase.update_at_(self, *args, **kwargs))
+
+    def _write_index(self, index: Any, value: Any) -> None:
+        self._conn.atomic("writing at an index", lambda: TensorDictBase._write_index(self, index, value))
+
+    def _update_at(self, source: Any, index: Any, clone: bool, wanted: Any) -> None:
+        self._conn.atomic("update_at_", lambda: TensorDictBase._update_at(self, source, index, clone, wanted))
 
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
         commands: Commands = []

@@ -1,0 +1,74 @@
+"""Multi-key writes are one guarded script: update(), update_(), update_at_(), set_ of a node and td[idx] = other
+land whole or not at all, on a failure found late (a bad value after good ones, a key missing, the server out of
+memory)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+import torch
+
+from tensorbatch import TensorDict
+from tensorbatch.store import TensorDictStore
+
+
+def _server_state(srv, store):
+    """Every key of the store with its value (strings) or its content (hashes, sets, sorted sets)."""
+    client, out = srv.client(), {}
+    for key in client.keys(f"*{store._conn.td_id}*"):
+        kind = client.type(key)
+        out[key] = {b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
+                    b"zset": lambda k: client.zrange(k, 0, -1)}[kind](key)
+    return out
+
+
+@pytest.fixture
+def store(server):
+    out = TensorDictStore.from_tensordict(
+        TensorDict({"a": torch.zeros(4, 2), "n": {"b": torch.zeros(4, dtype=torch.int64)}}, [4]), **server.kwargs())
+    yield out
+    out.clear_redis()
+    out.close()
+
+
+@pytest.mark.parametrize("write", [
+    pytest.param(lambda s: s.update({"new": torch.ones(4), "a": torch.ones(4, 2), "bad": torch.ones(3)}),
+                 id="update-bad-batch-last"),
+    pytest.param(lambda s: s.update_({"a": torch.ones(4, 2), ("n", "b"): torch.ones(4), "missing": torch.ones(4)}),
+                 id="update_-missing-key-last"),
+    pytest.param(lambda s: s.update_at_({"a": torch.ones(2), ("n", "b"): torch.tensor(5), "zz": torch.ones(())}, 1),
+                 id="update_at_-missing-key-last"),
+    pytest.param(lambda s: s.set_("n", TensorDict({"b": torch.ones(4, dtype=torch.int64), "c": torch.ones(4)}, [4])),
+                 id="set_-node-with-a-new-key"),
+    pytest.param(lambda s: s.__setitem__(1, TensorDict({"new": torch.ones(3), "a.b": torch.ones(())}, [])),
+                 id="setitem-index-bad-new-key-last"),
+])
+def test_a_late_failure_writes_nothing(store, server, write):
+    before = _server_state(server, store)
+    with pytest.raises((KeyError, RuntimeError, ValueError)):
+        write(store)
+    assert _server_state(server, store) == before
+    assert set(store.keys(True, True)) == {"a", ("n", "b")}  # the cached layout went back too
+    assert store["a"].sum() == 0
+
+
+def test_multi_key_writes_land_together(store, server):
+    store.update({"a": torch.ones(4, 2), "new": torch.arange(4.0), "m": {"x": torch.ones(4, 3)}})
+    store[1:3] = TensorDict({"a": torch.full((2, 2), 7.0), "n": {"b": torch.tensor([5, 6])}}, [2])
+    store.update_at_({"new": torch.tensor(9.0)}, 0)
+    fresh = TensorDictStore.from_store(td_id=store._conn.td_id, **server.kwargs())
+    assert fresh["a"].tolist() == [[1, 1], [7, 7], [7, 7], [1, 1]]
+    assert fresh["n", "b"].tolist() == [0, 5, 6, 0]
+    assert fresh["new"].tolist() == [9, 1, 2, 3]
+    assert fresh["m", "x"].shape == torch.Size([4, 3])
+
+
+def test_update_over_maxmemory_writes_no_key(private_server):
+    srv = private_server("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+    store = TensorDictStore(batch_size=[1000], host=srv.host, port=srv.port)
+    store["small"] = torch.ones(1000)
+    before = _server_state(srv, store)
+    with pytest.raises(redis.ResponseError, match="maxmemory"):  # 8 MB: over the limit, found at the last key
+        store.update({"x": torch.ones(1000), "y": torch.ones(1000, 3), "z": torch.ones(1000, 2000)})
+    assert _server_state(srv, store) == before
+    assert set(store.keys()) == {"small"}
