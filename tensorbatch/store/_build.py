@@ -45,8 +45,7 @@ def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, **kwargs: Any) 
     if tc is not None:
         commands.append(("SET", [store._conn.key("__tensorclass__")], [tc]))
         store._conn.tensorclass = tc
-    names = data._maybe_names() if hasattr(data, "_maybe_names") else None
-    del names  # (dim names are not kept yet)
+    store._emit_names(data._maybe_names(), commands)
     for key, value in data._items_str():
         fmt.check_key(key)
         store._emit_set(key, value, False, commands)

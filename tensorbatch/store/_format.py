@@ -13,8 +13,9 @@ so all of a store's keys land on one shard):
 
 tensordict ignores the keys this module adds: ``__epoch__`` (a token written when the store is made, checked by
 every operation, so a server that lost its data is noticed), ``__nodes__`` (a hash: nested node path -> JSON
-batch size, which keeps empty nodes and nested batch sizes) and ``__order__`` (a sorted set: entry path ->
-insertion rank, so keys list in insertion order).
+batch size, which keeps empty nodes and nested batch sizes), ``__names__`` (a hash: node path, ``""`` for the
+root -> JSON list of dim names, for named nodes only) and ``__order__`` (a sorted set: entry path -> insertion
+rank, so keys list in insertion order).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import torch
 
 SEP = "."
 BIG = 1 << 14  # buffers at least this long go to the socket uncopied
-GLOBAL_SUFFIXES = ("__batch_size__", "__device__", "__tensorclass__", "__epoch__", "__nodes__", "__order__")
+GLOBAL_SUFFIXES = ("__batch_size__", "__device__", "__tensorclass__", "__epoch__", "__nodes__", "__order__",
+                   "__names__")
 
 
 def server_key(namespace: str, td_id: str, suffix: str) -> str:

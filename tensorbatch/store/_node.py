@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .._base.coerce import as_device
+from .._base.coerce import as_device, checked_names
 from .._errors import batch_mismatch, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta
 from .._ops.rows import RowPlan, check_fits
@@ -170,13 +170,41 @@ class TensorDictStore(TensorDictBase):
                 child = TensorDictStore._view(conn, (*self._path, key))
                 if len(child.batch_size) < len(new_size):
                     child._apply_batch(new_size, commands)
+        joined = fmt.SEP.join(self._path)
+        names = tree.names.get(joined)
+        if names is not None and len(names) != len(new_size):  # names follow the dims they name
+            self._emit_names(None, commands)
         if self._path:
-            joined = fmt.SEP.join(self._path)
             tree.nodes[joined] = new_size
             commands.append(("HSET", [conn.key("__nodes__")], [joined, json.dumps(list(new_size))]))
         else:
             tree.batch = new_size
             commands.append(("SET", [conn.key("__batch_size__")], [json.dumps(list(new_size))]))
+
+    def _maybe_names(self) -> tuple[Any, ...] | None:
+        return self._tree().names.get(fmt.SEP.join(self._path))
+
+    @property
+    def names(self) -> list[str | None]:
+        """Names of the batch dims (None for unnamed dims), kept on the server (``__names__``)."""
+        names = self._maybe_names()
+        return list(names) if names is not None else [None] * self.batch_dims
+
+    @names.setter
+    def names(self, value: Any) -> None:
+        names = None if value is None else checked_names(value, self.batch_size)
+        commands: Commands = []
+        self._emit_names(names, commands)
+        self._write("setting the dim names", commands)
+
+    def _emit_names(self, names: Any, commands: Commands) -> None:
+        """Record the dim names of this node (None, or all None: unnamed)."""
+        joined, conn = fmt.SEP.join(self._path), self._conn
+        if names is not None and any(n is not None for n in names):
+            self._tree().names[joined] = tuple(names)
+            commands.append(("HSET", [conn.key("__names__")], [joined, json.dumps(list(names))]))
+        elif self._tree().names.pop(joined, None) is not None:
+            commands.append(("HDEL", [conn.key("__names__")], [joined]))
 
     @property
     def device(self) -> torch.device | None:
@@ -251,6 +279,7 @@ class TensorDictStore(TensorDictBase):
             tree.add(path, NODE)
             tree.nodes[joined] = value.batch_size
             child = TensorDictStore._view(conn, path)
+            child._emit_names(getattr(value, "_maybe_names", lambda: None)(), commands)
             for sub_key, sub_value in items:
                 fmt.check_key(sub_key, path)
                 child._emit_set(sub_key, sub_value, False, commands)
@@ -273,6 +302,7 @@ class TensorDictStore(TensorDictBase):
             commands.append(("SREM", [conn.key("__keys__")], [path]))
         if nodes:
             commands.append(("HDEL", [conn.key("__nodes__")], nodes))
+            commands.append(("HDEL", [conn.key("__names__")], nodes))
         if leaves or nodes:
             commands.append(("ZREM", [conn.key("__order__")], leaves + nodes))
         return commands
@@ -365,7 +395,11 @@ class TensorDictStore(TensorDictBase):
                 out[key] = child._build(plan, list(child._keys_str()), values)
             else:
                 out[key] = values[(*self._path, key)]
-        return self._dense_cls._new_unsafe(out, plan.target_shape(self.batch_size), self._conn.device)  # type: ignore[no-any-return]
+        names = self._maybe_names()
+        if names is not None:  # as indexing in memory: dim 0's name stays when the index keeps one dim there
+            lead = () if plan.kind == "int" else (names[0],) if len(plan.shape) == 1 else (None,) * len(plan.shape)
+            names = (*lead, *names[1:])
+        return self._dense_cls._new_unsafe(out, plan.target_shape(self.batch_size), self._conn.device, names)  # type: ignore[no-any-return]
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
         conn, tree = self._conn, self._tree()

@@ -29,13 +29,14 @@ class Tree:
     parent's); ``children``: node path tuple -> ``{key: kind}`` in insertion order; ``batch``: the root's.
     """
 
-    __slots__ = ("batch", "children", "leaves", "nodes")
+    __slots__ = ("batch", "children", "leaves", "names", "nodes")
 
     def __init__(self, batch: torch.Size) -> None:
         self.batch = batch
         self.leaves: dict[str, tuple[str, torch.Size | None, torch.dtype | None, dict[str, str]]] = {}
         self.nodes: dict[str, torch.Size | None] = {}
         self.children: dict[tuple[str, ...], dict[str, str]] = {(): {}}
+        self.names: dict[str, tuple[str | None, ...]] = {}  # node path ("" for the root) -> dim names
 
     def add(self, path: tuple[str, ...], kind: str) -> None:
         for i in range(len(path) - 1):  # implied ancestors
@@ -64,6 +65,7 @@ class Tree:
             nodes += sub_nodes
         self.children.pop(path, None)
         self.nodes.pop(joined, None)
+        self.names.pop(joined, None)
         return leaves, nodes
 
     def node_batch(self, path: tuple[str, ...]) -> torch.Size:
@@ -80,10 +82,11 @@ def load(conn: Connection, operation: str) -> Tree:
     def first(pipe: Any) -> None:
         pipe.smembers(conn.key("__keys__"))
         pipe.hgetall(conn.key("__nodes__"))
+        pipe.hgetall(conn.key("__names__"))
         pipe.zrange(conn.key("__order__"), 0, -1, withscores=True)
         pipe.get(conn.key("__batch_size__"))
 
-    raw_keys, raw_nodes, raw_order, raw_batch = conn.read(operation, first)
+    raw_keys, raw_nodes, raw_names, raw_order, raw_batch = conn.read(operation, first)
     paths = sorted(k.decode() for k in raw_keys)
     metas = conn.read(operation, lambda pipe: [pipe.hgetall(conn.meta_key(p)) for p in paths]) if paths else []
     tree = Tree(torch.Size(json.loads(raw_batch)) if raw_batch else torch.Size(()))
@@ -106,4 +109,5 @@ def load(conn: Connection, operation: str) -> Tree:
                 kind = TENSOR
         tree.add(tuple(path.split(fmt.SEP)), kind)
     tree.nodes.update(nodes)
+    tree.names.update((k.decode(), tuple(json.loads(v))) for k, v in raw_names.items())
     return tree
