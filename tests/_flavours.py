@@ -332,6 +332,18 @@ def make_store(seed: int = 0) -> TensorDictBase:
                                            socket_timeout=SOCKET_TIMEOUT, prefix="flavour")
 
 
+def make_lazy_store(seed: int = 0) -> TensorDictBase:
+    """A :class:`~tensorbatch.store.LazyStackedTensorDictStore` of ``make_lazy_stack0``'s members (three
+    elements of batch [4]), on the test run's server."""
+    from _redis_server import SOCKET_TIMEOUT, shared_server
+
+    from tensorbatch.store import LazyStackedTensorDictStore
+
+    server = shared_server()
+    return LazyStackedTensorDictStore.from_lazy_stack(make_lazy_stack0(seed), host=server.host, port=server.port,
+                                                      socket_timeout=SOCKET_TIMEOUT, prefix="flavour")
+
+
 class RefState(TypedTensorDict):
     """The reference content's schema (the flavours ``typed_over_*`` wrap a backend in it)."""
 
@@ -438,6 +450,10 @@ FLAVOURS = [
     _param("typed_over_store", over(RefState, make_store), add={"typed", "store"}, drop=_REDIS_DROPS),
     _param("tensorclass_over_store", over(RefSample, make_store), add={"tensorclass", "store"},
            drop=_TC_DROPS | _REDIS_DROPS),
+    # A LazyStackedTensorDictStore drops what lazy_stack0 drops and what every store drops (no autograd through
+    # the server, no pytree, select/exclude/detach give in-memory copies).
+    _param("lazy_store", make_lazy_store, add={"lazy", "store"},
+           drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree", "grad", "shared_select"}),
     _param("typed_over_td", over(RefState, make_td), add={"typed"}),
     _param("typed_over_numpy", over(RefState, make_numpy_store), add={"typed", "device"}, drop=_STORE_DROPS),
     _param(
@@ -609,6 +625,12 @@ def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
         return {(*prefix, *path[len(td._path):]): score for path, score in
                 ((tuple(k.decode().split(".")), score) for k, score in ranks)
                 if path[: len(td._path)] == td._path and ".".join(path) in conn.tree.leaves}
+    if type(td).__name__ == "_StoreElement":  # an element of a stored lazy stack: its leaves' ranks, as above
+        conn, path0 = td._state.conn, td._path
+        ranks = conn.client.zrange(conn.key("__order__"), 0, -1, withscores=True)
+        return {(*prefix, *path[len(path0):]): score for path, score in
+                ((tuple(k.decode().split(".")), score) for k, score in ranks)
+                if path[: len(path0)] == path0 and ".".join(path) in td._state.leaves}
     if isinstance(td, NumpyStore):  # it stores numpy arrays (a read wraps one in a new tensor each time)
         return {(*prefix, *path[len(td._prefix):]): id(array) for path, array in td._storage.arrays.items()
                 if path[: len(td._prefix)] == td._prefix}

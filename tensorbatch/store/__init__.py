@@ -28,17 +28,20 @@ def to_store(self: TensorDictBase, *, backend: str = "redis", host: str = "local
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("TensorDictStore", "StoreConnectionError", "StoreTimeoutError", "StoreLostError"):
+    if name in ("TensorDictStore", "LazyStackedTensorDictStore", "StoreConnectionError", "StoreTimeoutError",
+                "StoreLostError"):
         from . import (
             _build,  # noqa: F401  # attaches the constructors
             _conn,
+            _lazy,
             _node,
         )
 
-        return getattr(_node, name, None) or getattr(_conn, name)
+        return getattr(_node, name, None) or getattr(_lazy, name, None) or getattr(_conn, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 setattr(TensorDictBase, "to_store", to_store)  # noqa: B010  # attached here: base.py imports no feature (mypy: no method-assign)
 
-__all__ = ["StoreConnectionError", "StoreLostError", "StoreTimeoutError", "TensorDictStore"]
+__all__ = ["LazyStackedTensorDictStore", "StoreConnectionError", "StoreLostError", "StoreTimeoutError",
+           "TensorDictStore"]

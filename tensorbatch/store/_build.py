@@ -9,9 +9,11 @@ from typing import Any
 
 import torch
 
+from .._lazy import LazyStackedTensorDict
 from .._ops.traverse import is_td
 from . import _format as fmt
 from ._conn import Connection
+from ._lazy import LazyStackedTensorDictStore
 from ._node import Commands, TensorDictStore
 from ._tree import Tree, load
 
@@ -36,6 +38,8 @@ def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, **kwargs: Any) 
 
     Written in one atomic round trip. A TensorClass's class is recorded: :func:`from_store` gives it back.
     """
+    if isinstance(td, LazyStackedTensorDict) and not isinstance(td, LazyStackedTensorDictStore):
+        return LazyStackedTensorDictStore.from_lazy_stack(td, device=device, **kwargs)  # type: ignore[return-value]
     tc = tensorclass_path(td)
     data = _as_td(td)
     if device is None:
@@ -114,12 +118,14 @@ def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: A
     epoch = conn.new_epoch()
 
     def fill(pipe: Any) -> None:
-        for suffix in ("__batch_size__", "__device__", "__tensorclass__"):
+        for suffix in ("__type__", "__batch_size__", "__device__", "__tensorclass__"):
             pipe.get(conn.key(suffix))
         pipe.set(conn.key("__epoch__"), epoch, nx=True)  # a store tensordict wrote has none yet
         pipe.get(conn.key("__epoch__"))
 
-    raw_batch, raw_device, raw_tc, _, conn.epoch = conn.read("from_store", fill)
+    kind, raw_batch, raw_device, raw_tc, _, conn.epoch = conn.read("from_store", fill)
+    if kind == b"lazy_stack":  # a lazy stack: its own class (as tensordict's from_store)
+        return LazyStackedTensorDictStore.from_store(td_id=td_id, prefix=prefix, device=device, **kwargs)
     if raw_batch is None:
         conn.write("from_store", [("DEL", [conn.key("__epoch__")], [])]) if conn.epoch == epoch else None
         raise KeyError(f"no TensorDictStore with td_id={td_id!r} at {conn.address} db={conn.db} "

@@ -1,0 +1,145 @@
+"""LazyStackedTensorDictStore on a real server: a lazy stack whose elements differ in shape, its layout shared
+with tensordict 0.15.3 (differential both ways), element views, whole-leaf reads and writes, pickling."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+from tensorbatch import LazyStackedTensorDict, TensorDict, lazy_stack
+from tensorbatch.store import LazyStackedTensorDictStore, TensorDictStore
+
+
+def _local() -> LazyStackedTensorDict:
+    return lazy_stack([TensorDict({"x": torch.arange(3.0), "n": {"y": torch.tensor([1, 2])}}, []),
+                       TensorDict({"x": torch.arange(5.0) + 10, "n": {"y": torch.tensor([3, 4])}}, [])])
+
+
+@pytest.fixture
+def store(server):
+    out = TensorDictStore.from_tensordict(_local(), **server.kwargs())  # a lazy stack gives the lazy store
+    yield out
+    out.clear_redis()
+    out.close()
+
+
+def test_build_read_and_layout(store, server):
+    assert type(store) is LazyStackedTensorDictStore
+    assert store.batch_size == torch.Size([2])
+    assert store[0]["x"].tolist() == [0, 1, 2]
+    assert store[1]["x"].tolist() == [10, 11, 12, 13, 14]
+    assert store.get(("n", "y")).tolist() == [[1, 2], [3, 4]]  # homogeneous: one tensor
+    assert [t.tolist() for t in store.get("x", as_list=True)] == [[0, 1, 2], [10, 11, 12, 13, 14]]
+    client, conn = server.client(), store._state.conn
+    assert client.get(conn.key("__type__")) == b"lazy_stack"
+    assert client.get(conn.key("__count__")) == b"2"
+    assert client.smembers(conn.key("__keys__")) == {b"x", b"n.y"}
+    meta = client.hgetall(conn.meta_key("x"))
+    assert meta[b"homogeneous"] == b"0"
+    assert meta[b"shapes"] == b"[[3], [5]]"
+    assert client.get(conn.data_key("x:idx")) == torch.tensor([0, 12, 32]).numpy().astype("<i8").tobytes()
+    assert client.hgetall(conn.meta_key("n.y"))[b"homogeneous"] == b"1"
+
+
+def test_element_views_write_through(store):
+    element = store[1]
+    element["x"] = torch.ones(5)
+    element.set_("x", torch.tensor([1.0, 1.0, 7.0, 7.0, 1.0]))
+    assert store[1]["x"].tolist() == [1, 1, 7, 7, 1]
+    store[0] = TensorDict({"x": torch.full((3,), -1.0), "n": {"y": torch.tensor([0, 0])}}, [])
+    assert store[0]["x"].tolist() == [-1, -1, -1]
+    assert store.get(("n", "y")).tolist() == [[0, 0], [3, 4]]
+    store[1].set_(("n", "y"), torch.tensor([8, 9]))
+    assert store.get(("n", "y")).tolist() == [[0, 0], [8, 9]]
+    with pytest.raises(ValueError, match=r"shape \[4\] into \('x',\) of element 1"):
+        store[1]["x"] = torch.ones(4)  # each element keeps its shape on the server
+    assert store[1]["x"].tolist() == [1, 1, 7, 7, 1]
+
+
+def test_stack_level_keys(store, server):
+    store["z"] = torch.arange(4.0).view(2, 2)
+    store.set("m", lazy_stack([TensorDict(w=torch.zeros(2)), TensorDict(w=torch.ones(3))]))  # heterogeneous
+    assert store[1]["m", "w"].tolist() == [1, 1, 1]
+    assert store[0]["z"].tolist() == [0, 1]
+    store.rename_key_("z", "z2")
+    del store["n"]
+    fresh = LazyStackedTensorDictStore.from_store(td_id=store._state.conn.td_id, **server.kwargs())
+    assert sorted(fresh.keys(True, True), key=str) == [("m", "w"), "x", "z2"]
+    assert fresh.get("z2").tolist() == [[0, 1], [2, 3]]
+    with pytest.raises(TypeError, match="tensors only"):
+        store["s"] = "text"
+
+
+def test_to_lazystack_to_tensordict_pickle(store, server):
+    local = store.to_lazystack()
+    assert type(local) is LazyStackedTensorDict
+    assert local[1]["x"].tolist() == [10, 11, 12, 13, 14]
+    with pytest.raises(RuntimeError):
+        store.to_tensordict()  # elements of different shapes do not densify (as a lazy stack in memory)
+    assert store["n"].to_tensordict()["y"].tolist() == [[1, 2], [3, 4]]
+    back = pickle.loads(pickle.dumps(store))
+    store[0]["x"] = torch.full((3,), 5.0)  # a write after pickling is seen: same data
+    assert back[0]["x"].tolist() == [5, 5, 5]
+    element = pickle.loads(pickle.dumps(store[1]))
+    assert element["x"].tolist() == [10, 11, 12, 13, 14]
+
+
+def test_stack_dim_one(server):
+    local = lazy_stack([TensorDict({"a": torch.full((3, 2), float(i))}, [3]) for i in range(4)], 1)
+    store = LazyStackedTensorDictStore.from_lazy_stack(local, **server.kwargs())
+    try:
+        assert store.batch_size == torch.Size([3, 4])
+        assert torch.equal(store["a"], local["a"])
+        assert store[:, 2]["a"].tolist() == [[2, 2]] * 3
+        store[:, 1] = TensorDict({"a": torch.full((3, 2), 9.0)}, [3])
+        fresh = TensorDictStore.from_store(td_id=store._state.conn.td_id, **server.kwargs())
+        assert type(fresh) is LazyStackedTensorDictStore
+        assert fresh.stack_dim == 1
+        assert fresh["a"][:, 1].tolist() == [[9, 9]] * 3
+    finally:
+        store.clear_redis()
+
+
+def test_bad_input(server):
+    with pytest.raises(ValueError, match="keys"):
+        LazyStackedTensorDictStore.from_lazy_stack(lazy_stack([TensorDict(a=torch.zeros(1)),
+                                                               TensorDict(b=torch.zeros(1))]), **server.kwargs())
+    with pytest.raises(TypeError, match="LazyStackedTensorDict"):
+        LazyStackedTensorDictStore.from_lazy_stack(TensorDict(a=torch.zeros(1)), **server.kwargs())
+    with pytest.raises(NotImplementedError, match="from_lazy_stack"):
+        LazyStackedTensorDictStore.from_dict({"a": torch.zeros(2)})
+    with pytest.raises(KeyError, match="no LazyStackedTensorDictStore"):
+        LazyStackedTensorDictStore.from_store(td_id="nothing-here", **server.kwargs())
+
+
+# ---------------------------------------------------------------------------- differential (tensordict 0.15.3)
+def test_tensordict_reads_ours_and_we_read_theirs(store, server):
+    ts = pytest.importorskip("tensordict.store")
+    import tensordict
+
+    theirs = ts.LazyStackedTensorDictStore.from_store(td_id=store._state.conn.td_id, host=server.host,
+                                                      port=server.port)
+    try:
+        assert theirs[0]["x"].tolist() == [0, 1, 2]
+        assert theirs[1]["x"].tolist() == [10, 11, 12, 13, 14]
+        assert theirs[1]["n", "y"].tolist() == [3, 4]
+        store[1]["x"] = torch.zeros(5)
+        assert theirs[1]["x"].tolist() == [0, 0, 0, 0, 0]
+    finally:
+        theirs.close()
+    ref = tensordict.lazy_stack([tensordict.TensorDict(a=torch.zeros(2, 3)), tensordict.TensorDict(a=torch.ones(2, 4)),
+                                 tensordict.TensorDict(a=torch.full((2, 1), 2.0))], 0)
+    written = ts.LazyStackedTensorDictStore.from_lazy_stack(ref, host=server.host, port=server.port)
+    try:
+        back = TensorDictStore.from_store(td_id=written._td_id, **server.kwargs())
+        assert type(back) is LazyStackedTensorDictStore
+        assert back.batch_size == torch.Size([3])
+        for i in range(3):
+            assert torch.equal(back[i]["a"], ref[i]["a"])
+        back[2]["a"] = torch.full((2, 1), 5.0)
+        assert written[2]["a"].tolist() == [[5.0], [5.0]]
+    finally:
+        written.clear_redis()
+        written.close()
