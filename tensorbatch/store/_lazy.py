@@ -16,6 +16,7 @@ Only tensor leaves are stored (as in tensordict). Writes of several elements or 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import struct
@@ -96,6 +97,20 @@ class State:
             self.tree.add(tuple(path.split(fmt.SEP)), TENSOR)
 
     # ------------------------------------------------------------------ writes (commands, layout updated)
+    def write(self, operation: str, commands: Commands) -> None:
+        """``conn.write``; on failure the layout is read again (it may be ahead of the server's)."""
+        self.atomic(operation, lambda: self.conn.write(operation, commands))
+
+    def atomic(self, operation: str, body: Any) -> Any:
+        """``conn.atomic``; on failure the layout is read again (it may be ahead of the server's)."""
+        try:
+            return self.conn.atomic(operation, body)
+        except BaseException:
+            if getattr(self.conn.local, "pending", None) is None:  # (an outer atomic body reloads once)
+                with contextlib.suppress(Exception):  # the server is unreachable: the original error says so
+                    self.load(operation)
+            raise
+
     def drop(self, path: tuple[str, ...]) -> Commands:
         """The commands deleting the entry at ``path`` (every leaf under a node)."""
         conn = self.conn
@@ -201,7 +216,7 @@ class _StoreElement(TensorDictBase):
             for shape in leaf.shapes:
                 if tuple(shape[: len(new_size)]) != tuple(new_size):
                     raise batch_mismatch(new_size, tuple(joined.split(fmt.SEP)), shape)
-        state.conn.write("setting the batch size", [("SET", [state.conn.key("__inner_batch_size__")],
+        state.write("setting the batch size", [("SET", [state.conn.key("__inner_batch_size__")],
                                                      [json.dumps(list(new_size))])])
         state.inner = state.tree.batch = new_size
 
@@ -252,7 +267,7 @@ class _StoreElement(TensorDictBase):
             conn.write(operation, commands)
 
         operation = f"writing {fmt.SEP.join((*self._path, key))!r} of element {self._index}"
-        conn.atomic(operation, write)
+        self._state.atomic(operation, write)
 
     def _emit_set(self, key: str, value: Any, commands: Commands) -> None:
         path = (*self._path, key)
@@ -370,13 +385,13 @@ class _StoreElement(TensorDictBase):
             for name, keys, args in rows.write_commands(state.conn.data_key(fmt.SEP.join(full)), shape, plan,
                                                         value.to(leaf.dtype)):
                 commands.append((name, keys, [a + base if i % 2 == 0 else a for i, a in enumerate(args)]))
-        state.conn.write("writing rows of an element of a stored lazy stack", commands)
+        state.write("writing rows of an element of a stored lazy stack", commands)
 
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
         commands: Commands = []
         fmt.check_key(key, self._path)
         self._state.emit_alloc((*self._path, key), _Size(shape), dtype, commands)
-        self._state.conn.write(f"allocating {key!r}", commands)
+        self._state.write(f"allocating {key!r}", commands)
 
     def __reduce__(self) -> Any:
         stack = LazyStackedTensorDictStore._attached(self._state)
@@ -555,7 +570,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
             value = self._validate(value, (key,))
         state, full = self._state, (*self._path, key)
         if inplace and key in state.tree.children.get(self._path, {}):  # the elements keep their shapes
-            state.conn.atomic(f"writing {full!r}", lambda: LazyStackedTensorDict._set_str(
+            state.atomic(f"writing {full!r}", lambda: LazyStackedTensorDict._set_str(
                 self, key, value, inplace=True, validated=True))
             return
         pieces = _unbind(value, self._stack_dim)
@@ -604,11 +619,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         return self
 
     def _write(self, operation: str, commands: Commands) -> None:
-        try:
-            self._state.conn.write(operation, commands)
-        except BaseException:
-            self._state.load(operation)  # the local layout may be ahead of the server's: read it again
-            raise
+        self._state.write(operation, commands)
 
     def to_lazystack(self) -> LazyStackedTensorDict:
         """An in-memory :class:`~tensorbatch.LazyStackedTensorDict` copy (every leaf in one round trip)."""

@@ -143,3 +143,13 @@ def test_tensordict_reads_ours_and_we_read_theirs(store, server):
     finally:
         written.clear_redis()
         written.close()
+
+
+def test_a_failed_element_write_writes_nothing(store, server):
+    client, conn = server.client(), store._state.conn
+    before = client.smembers(conn.key("__keys__"))
+    with pytest.raises(ValueError, match="cannot contain"):  # found at the second key: the first is not written
+        store[0]["new"] = TensorDict({"ok": torch.zeros(2), "a.b": torch.zeros(1)}, [])
+    assert client.smembers(conn.key("__keys__")) == before
+    assert not client.exists(conn.data_key("new.ok"))
+    assert sorted(store.keys(True, True), key=str) == [("n", "y"), "x"]  # the layout was read again
