@@ -18,6 +18,7 @@ script): a script copies its arguments, a rename does not.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import secrets
 import threading
@@ -140,6 +141,9 @@ STAGE = 1 << 16  # SET values at least this long are staged (see ``Connection.wr
 STAGE_TTL_MS = 600_000
 CONFLICT_RETRIES = 1000
 
+# redis-py < 5.3 requires a command name here; later versions warn when given one
+_POOL_ARGS = () if inspect.signature(redis.ConnectionPool.get_connection).parameters["command_name"].default is None \
+    else ("_",)
 _CLIENTS: dict[Any, Any] = {}  # (pid, settings) -> redis.Redis: handles of one process share a pool
 
 
@@ -359,7 +363,7 @@ def _send(client: Any, commands: Sequence[Command]) -> list[Any]:
         for args in commands:
             pipe.execute_command(*args)
         return pipe.execute()  # type: ignore[no-any-return]
-    connection = pool.get_connection()
+    connection = pool.get_connection(*_POOL_ARGS)
     try:
         connection.send_packed_command(pack(commands), check_health=False)
         return [connection.read_response() for _ in commands]
