@@ -10,7 +10,7 @@ little-endian int64). ``__epoch__`` and ``__order__`` are added as for the dense
 
 The elements are views (``_StoreElement``) reading and writing their byte ranges on the server; the stack is a
 :class:`~tensorbatch.LazyStackedTensorDict` of them, so everything a lazy stack does works here, element by
-element. Reading a leaf of the whole stack, ``to_lazystack``, and writing a whole leaf are one round trip.
+element. Reading a leaf of the whole stack, ``clone()`` (into memory), and writing a whole leaf are one round trip.
 Only tensor leaves are stored (as in tensordict). Writes of several elements or keys are one guarded script.
 """
 
@@ -31,7 +31,7 @@ from .._errors import batch_mismatch, locked, missing_key
 from .._lazy import LazyStackedTensorDict, _stack_values, _unbind
 from .._ops.meta import NODE, TENSOR, LeafMeta
 from .._ops.rows import RowPlan, check_fits
-from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_leaves
+from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_leaves, named_nodes
 from ..base import TensorDictBase
 from . import _format as fmt
 from . import _rows as rows
@@ -621,12 +621,17 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
     def _write(self, operation: str, commands: Commands) -> None:
         self._state.write(operation, commands)
 
-    def to_lazystack(self) -> LazyStackedTensorDict:
-        """An in-memory :class:`~tensorbatch.LazyStackedTensorDict` copy (every leaf in one round trip)."""
+    def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
+        """An in-memory :class:`~tensorbatch.LazyStackedTensorDict` copy, as every storage backend here clones.
+
+        ``recurse=True`` reads every leaf in one round trip.
+        """
         state, n = self._state, len(self._path)
+        if not recurse:
+            return LazyStackedTensorDict.clone(self, False, **kwargs)
         paths = {joined: tuple(joined.split(fmt.SEP))[n:] for joined in state.leaves
                  if tuple(joined.split(fmt.SEP))[:n] == self._path}
-        read = state.read_whole("to_lazystack", list(paths))
+        read = state.read_whole("clone", list(paths))
         members = []
         for i in range(state.count):
             member = self._dense_cls(batch_size=state.inner, device=state.conn.device)
@@ -635,9 +640,41 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
             members.append(member)
         return LazyStackedTensorDict._new(members, self._stack_dim, state.inner)
 
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """As for a lazy stack.
+
+        ``inplace=True`` converts a copy read in one round trip, then rewrites the leaves (one dtype per leaf
+        for all elements: they cannot change one by one).
+        """
+        if kwargs.pop("inplace", False):
+            return self._take_result(self.clone().to(*args, **kwargs))
+        return LazyStackedTensorDict.to(self, *args, **kwargs)
+
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
         """An in-memory copy: a dense TensorDict (the elements' shapes must agree, as for a lazy stack)."""
-        return self.to_lazystack().to_tensordict()
+        return self.clone().to_tensordict()
+
+    def _take_result(self, other: Any) -> Any:
+        """The in-place form of an op that builds a new tree (``roll(..., inplace=True)``): one write."""
+        if any(node.is_locked for _, node in named_nodes(self)):
+            raise locked()
+        if other.batch_size != self._batch_size:
+            raise NotImplementedError(
+                f"an in-place op changing the batch size {list(self._batch_size)} to {list(other.batch_size)} is "
+                "not supported on a lazy stack (its leaves live in its members): call to_tensordict() first or "
+                "use inplace=False")
+        state = self._state
+        found = [dict(named_leaves(piece)) for piece in other.unbind(self._stack_dim)]
+        commands: Commands = []
+        for key in list(state.tree.children.get(self._path, {})):
+            commands += state.drop((*self._path, key))
+        for path in found[0] if found else ():
+            parts = [f[path] for f in found]
+            if not all(isinstance(p, torch.Tensor) for p in parts):
+                raise TypeError(f"a stored lazy stack holds tensors only: {path!r} is not a tensor")
+            state.emit_whole((*self._path, *path), parts, commands)
+        self._write("an in-place op", commands)
+        return self
 
     def insert(self, index: int, tensordict: Any) -> None:
         raise RuntimeError("a stored lazy stack has a fixed number of elements (recorded on the server)")
