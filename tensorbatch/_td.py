@@ -60,29 +60,39 @@ class TensorDict(TensorDictBase):
         self._device = _as_device(device)
         self._is_locked = False
         self._names: tuple[str | None, ...] | None = None
-        bs, dev = self._batch_size, self._device
         if type(source) is not dict:
             source = dict(source._items_str() if is_td(source) else source.items())  # type: ignore[union-attr]
-        todo = unfit_keys(source, bs, dev)
-        if todo is not None:  # string keys: store the source, then fix what does not fit as it is
-            self._tensordict = data = dict(source)
-            for key in todo:
-                value = data[key]
-                if type(value) is dict:  # a nested plain dict: straight into this constructor
-                    data[key] = TensorDict(value, bs, dev, None, non_blocking, _path=(*path_prefix, key))
-                else:
-                    data[key] = self._validate(value, (*path_prefix, key), self, bool(non_blocking))
-        else:  # nested keys create their levels in order
-            self._tensordict = {}
-            for key, value in source.items():
-                path = (key,) if type(key) is str else unravel_key_to_tuple(key)
-                node: TensorDict = self._walk_to(path, create=True)  # type: ignore[assignment]  # dense nodes
-                node._tensordict[path[-1]] = node._validate(value, (*path_prefix, *path), node,
-                                                            bool(non_blocking))
+        todo = unfit_keys(source, self._batch_size, self._device)
+        if todo is not None and not todo:  # every entry fits as it is: the common call, no further call
+            self._tensordict = dict(source)
+        else:
+            self._fill(source, todo, path_prefix, bool(non_blocking))
         if names is not None:
             self.names = names
         if lock:
             self.lock_()
+
+    def _fill(self, source: dict[Any, Any], todo: list[Any] | None, path_prefix: tuple[str, ...],
+              non_blocking: bool) -> None:
+        """Store ``source``'s entries, validating ``todo`` (``unfit_keys``'s list; None: nested keys)."""
+        bs, dev = self._batch_size, self._device
+        if todo is not None:  # string keys: store the source, then fix what does not fit as it is
+            self._tensordict = data = dict(source)
+            for key in todo:
+                value = data[key]
+                if type(value) is dict:  # a nested plain dict: a node with this batch size and device
+                    node = object.__new__(TensorDict)  # (both already normalised: no constructor call)
+                    node._batch_size, node._device, node._is_locked, node._names = bs, dev, False, None
+                    node._fill(value, unfit_keys(value, bs, dev), (*path_prefix, key), non_blocking)
+                    data[key] = node
+                else:
+                    data[key] = self._validate(value, (*path_prefix, key), self, non_blocking)
+        else:  # nested keys create their levels in order
+            self._tensordict = {}
+            for key, value in source.items():
+                path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+                node = self._walk_to(path, create=True)  # type: ignore[assignment]  # dense nodes
+                node._tensordict[path[-1]] = node._validate(value, (*path_prefix, *path), node, non_blocking)
 
     @classmethod
     def _new_unsafe(cls, source: dict[str, Any], batch_size: torch.Size, device: Any = None,
@@ -97,8 +107,15 @@ class TensorDict(TensorDictBase):
         return self
 
     def _new_node(self, source: dict[str, Any]) -> TensorDictBase:
-        """:meth:`TensorDictBase._new_node` without the generic property reads."""
-        return TensorDict._new_unsafe(source, self._batch_size, self._device, self._names)
+        """:meth:`TensorDictBase._new_node` without the generic property reads (``_new_unsafe``'s body:
+        one call less on the path of every op that returns a TensorDict)."""
+        node = object.__new__(TensorDict)
+        node._tensordict = source
+        node._batch_size = self._batch_size
+        node._device = self._device
+        node._names = self._names
+        node._is_locked = False
+        return node
 
     @classmethod
     def _from_state(cls, source: dict[str, Any], batch_size: Any, device: Any, names: Any,

@@ -19,12 +19,13 @@ from .._ops.traverse import (
     NON_TENSOR_TYPES,
     copy_nodes,
     entry_keys,
-    flat_items,
+    flat_into,
     is_node,
     is_td,
     map_leaves,
     named_entries,
     named_leaves,
+    raise_collision,
 )
 from .coerce import as_device as _as_device
 from .coerce import as_size as _as_size
@@ -279,7 +280,10 @@ def flatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = Fal
         >>> td.flatten_keys().sorted_keys
         ['a.b']
     """
-    result = self._new_node(flat_items(self, separator, is_leaf))
+    out: dict[str, Any] = {}
+    if flat_into(self, "", separator, is_leaf, out) != len(out):  # fewer keys than leaves: a collision
+        raise_collision(self, separator, is_leaf)
+    result = self._new_node(out)
     return self._replace_with(result) if inplace else result
 
 

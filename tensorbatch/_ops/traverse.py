@@ -88,21 +88,28 @@ def leaf_shape(value: torch.Tensor) -> torch.Size:
 def unfit_keys(source: dict[Any, Any], batch_size: torch.Size, device: torch.device | None) -> list[Any] | None:
     """The keys of ``source`` whose values need validation, or None when a key is not a string.
 
-    The one batch-fit check of the constructors (TensorDict, TypedTensorDict, TensorClass): a plain
-    tensor whose shape starts with ``batch_size`` (on ``device`` when one is set) is stored as it is;
-    every other value is listed for full validation, which converts it or names the key in its error.
+    The TensorDict constructor's batch-fit check (TypedTensorDict and TensorClass make the same test
+    inline while they gather their fields: a call here costs them +5-10%): a plain tensor whose shape
+    starts with ``batch_size`` (on ``device`` when one is set) is stored as it is; every other value
+    is listed for full validation, which converts it or names the key in its error.
     """
     unfit = []
     n = len(batch_size)
-    b0 = batch_size[0] if n == 1 else -1
     try:
-        for key, value in source.items():
-            if type(key) is not str:
-                return None
-            if type(value) is not _Tensor or (device is not None and value.device != device) or (
-                    # shape[0] == b0 is cheaper than shape[:1] == batch_size, for the usual single batch dim
-                    (not (shape := value.shape) or shape[0] != b0) if n == 1 else value.shape[:n] != batch_size):
-                unfit.append(key)
+        if n == 1 and device is None:  # the usual call: its own loop, without the per-key branches
+            b0 = batch_size[0]  # (shape[0] == b0 is cheaper than shape[:1] == batch_size)
+            for key, value in source.items():
+                if type(key) is not str:
+                    return None
+                if type(value) is not _Tensor or not (shape := value.shape) or shape[0] != b0:
+                    unfit.append(key)
+        else:
+            for key, value in source.items():
+                if type(key) is not str:
+                    return None
+                if type(value) is not _Tensor or (device is not None and value.device != device) or (
+                        value.shape[:n] != batch_size):
+                    unfit.append(key)
     except RuntimeError:  # a strided nested tensor has no .shape: validate every entry (no cost without one)
         return list(source) if all(type(key) is str for key in source) else None
     return unfit
@@ -270,32 +277,47 @@ def _keys(td: Any, prefix: tuple[str, ...], include_nested: bool, leaves_only: b
             out.append((*prefix, key) if prefix else key)
 
 
-def flat_items(td: TensorDictBase, separator: str = ".",
-               is_leaf: Callable[[type], bool] | None = None) -> dict[str, Any]:
-    """The leaves under ``separator``-joined keys (``flatten_keys``); non-tensor leaves count as leaves.
+def flat_into(td: Any, prefix: str, separator: str, is_leaf: Any, out: dict[str, Any]) -> int:
+    """Write ``td``'s leaves into ``out`` under joined keys starting with ``prefix``; return how many.
 
-    Examples:
-        >>> import torch
-        >>> from tensorbatch import TensorDict
-        >>> list(flat_items(TensorDict({"n": {"b": torch.zeros(1)}, "a": torch.zeros(1)}, batch_size=[1])))
-        ['n.b', 'a']
+    The body of ``flatten_keys`` (non-tensor leaves and ``is_leaf`` types count as leaves).
+
+    Fewer keys in ``out`` than the count returned means two leaves met on one joined key
+    (:func:`raise_collision` names it). Joined keys grow as strings (no path tuples) and the node test
+    is inline: ``flatten_keys`` is on the hot path. The count is per node (len of each level), not per leaf.
     """
-    out: dict[str, Any] = {}
-    _flat(td, "", separator, is_leaf, out)
-    return out
+    items = td._items_str()
+    try:
+        written = len(items)
+    except TypeError:  # a generator of pairs (lazy stacks, storage backends)
+        items = list(items)
+        written = len(items)
+    for key, value in items:
+        if type(value) is _Tensor or (cls := type(value)) not in COLLECTION_TYPES or cls in NON_TENSOR_TYPES or (
+                is_leaf is not None and is_leaf(cls)):
+            out[prefix + key] = value
+        else:
+            written += flat_into(value, prefix + key + separator, separator, is_leaf, out) - 1
+    return written
 
 
-def _flat(td: Any, prefix: str, separator: str, is_leaf: Any, out: dict[str, Any]) -> None:
-    # joined keys grow as strings (no path tuples): flatten_keys is on the hot path
+def raise_collision(td: Any, separator: str, is_leaf: Any) -> None:
+    """Raise the KeyError naming the first joined key two leaves of ``td`` share (see :func:`flat_into`)."""
+    seen: set[str] = set()
+    for flat in _flat_keys(td, "", separator, is_leaf):
+        if flat in seen:
+            raise KeyError(f"Flattening keys in tensordict causes keys [{flat!r}] to collide: "
+                           f"two leaves become {flat!r} with separator {separator!r}")
+        seen.add(flat)
+
+
+def _flat_keys(td: Any, prefix: str, separator: str, is_leaf: Any) -> Iterator[str]:
+    """The joined keys of ``flat_into`` in its order, repeats included (to name a collision)."""
     for key, value in td._items_str():
         if type(value) is _Tensor or not is_node(value) or (is_leaf is not None and is_leaf(type(value))):
-            flat = prefix + key
-            if flat in out:  # "a.b" and ("a", "b") would silently become one key
-                raise KeyError(f"Flattening keys in tensordict causes keys [{flat!r}] to collide: "
-                               f"two leaves become {flat!r} with separator {separator!r}")
-            out[flat] = value
+            yield prefix + key
         else:
-            _flat(value, prefix + key + separator, separator, is_leaf, out)
+            yield from _flat_keys(value, prefix + key + separator, separator, is_leaf)
 
 
 def copy_nodes(td: TensorDictBase) -> TensorDictBase:

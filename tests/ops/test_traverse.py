@@ -13,11 +13,12 @@ from tensorbatch._ops.traverse import (
     apply_leaves,
     copy_nodes,
     entry_keys,
-    flat_items,
+    flat_into,
     map_leaves,
     named_entries,
     named_leaves,
     named_nodes,
+    raise_collision,
     source_leaves,
     stacked_members,
 )
@@ -277,12 +278,24 @@ def test_names_reach_every_nested_node() -> None:
 
 
 # ------------------------------------------------------------------------ walks behind base methods
-def test_flat_items_joins_keys_and_keeps_non_tensor_leaves() -> None:
+def test_flat_into_joins_keys_and_keeps_non_tensor_leaves() -> None:
     td = _tree()
-    flat = flat_items(td, "/")
+    flat: dict = {}
+    assert flat_into(td, "", "/", None, flat) == 5
     assert list(flat) == ["a", "n/b", "n/m/c", "n/s", "z"]
     assert flat["n/m/c"] is td["n", "m", "c"]
-    assert list(flat_items(td, ".", is_leaf=lambda cls: cls is TensorDict)) == ["a", "n", "e", "z"]
+    flat = {}
+    assert flat_into(td, "p:", ".", lambda cls: cls is TensorDict, flat) == 4
+    assert list(flat) == ["p:a", "p:n", "p:e", "p:z"]
+
+
+def test_flat_into_counts_leaves_so_a_collision_shows_and_is_named() -> None:
+    td = TensorDict({"a.b": torch.zeros(1), "a": {"b": torch.ones(1)}}, batch_size=[1])
+    flat: dict = {}
+    assert flat_into(td, "", ".", None, flat) == 2
+    assert list(flat) == ["a.b"]
+    with pytest.raises(KeyError, match=r"keys \['a.b'\] to collide"):
+        raise_collision(td, ".", None)
 
 
 def test_copy_nodes_makes_new_nodes_over_the_same_leaves() -> None:
