@@ -128,9 +128,10 @@ class StorageHooks:
 
     def _read_normalized(self, idx: tuple[Any, ...]) -> Any:
         """``self[idx]`` for an index ``_ops.index.normalize`` returned for this node (a view keeps one)."""
-        if not self.batch_dims:  # type: ignore[attr-defined]  # no rows to plan: a 0-d store is read whole
+        batch_size = self.batch_size  # type: ignore[attr-defined]
+        if not batch_size:  # no rows to plan: a 0-d store is read whole
             return index_leaves(self.to_tensordict(), idx)  # type: ignore[attr-defined]
-        plan, rest = split_index(idx, self.batch_size)  # type: ignore[attr-defined]
+        plan, rest = split_index(idx, batch_size)
         out = self._read_rows(plan)
         return out if rest is None else index_leaves(out, rest)
 

@@ -19,7 +19,15 @@ from ..base import TensorDictBase
 from . import _format as fmt
 from ._file import Shared, add_h5_note, h5_errors, open_file, split_options
 from ._infer import auto_batch
-from ._rows import block_budget, open_without_cache, read_rows, result_bytes, wants_no_cache, write_rows
+from ._rows import (
+    block_budget,
+    open_without_cache,
+    read_hyperslab,
+    read_rows,
+    result_bytes,
+    wants_no_cache,
+    write_rows,
+)
 from ._view import IndexedView
 
 _Dataset = h5py.Dataset
@@ -404,13 +412,15 @@ class PersistentTensorDict(TensorDictBase):
         out: dict[str, Any] = {}
         device = self._shared.device
         on_cpu = device is None or device.type == "cpu"
+        hyperslab = plan.kind != "rows"  # an int or a slice
         for key in self._keys_str() if keys is None else keys:
             obj, kind = self._entry(key)
             if kind is NODE:
                 out[key] = self._child(key, obj)._read_rows(plan, None, budget)
             elif kind is not None:
                 try:
-                    leaf = fmt.from_numpy(read_rows(obj, plan, budget), kind)
+                    array = read_hyperslab(obj, plan.index) if hyperslab else read_rows(obj, plan, budget)
+                    leaf = fmt.from_numpy(array, kind)
                 except (OSError, ValueError, TypeError, RuntimeError) as err:
                     add_h5_note(err, self._shared, f"{self._name.rstrip('/')}/{key}")
                     raise

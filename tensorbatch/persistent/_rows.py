@@ -79,7 +79,7 @@ def read_rows(ds: h5py.Dataset, plan: RowPlan, budget: int | None = None) -> np.
     ``budget`` bounds the bytes of a read buffer beyond the result (default: from this result alone).
     """
     if plan.kind != "rows":  # an int or a slice: one hyperslab
-        return _hyperslab(ds, plan.index)
+        return read_hyperslab(ds, plan.index)
     rows = plan.rows.numpy()
     rest = ds.shape[1:]
     n = len(rows)
@@ -117,7 +117,7 @@ def read_rows(ds: h5py.Dataset, plan: RowPlan, budget: int | None = None) -> np.
     return out
 
 
-def _hyperslab(ds: h5py.Dataset, index: int | slice) -> np.ndarray:
+def read_hyperslab(ds: h5py.Dataset, index: int | slice) -> np.ndarray:
     """``ds[index]`` for an int or a slice.
 
     h5py's reader of simple datasets (numbers, a simple dataspace) is called straight, as
