@@ -90,7 +90,7 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the 
     # classmethods building a TensorDict (from several, or from a saved folder or file)
     "stack", "cat", "load_memmap", "load", "from_consolidated", "lazy_stack", "maybe_dense_stack", "from_list",
     # torch.distributed: TensorDicts received from other ranks (from_remote_init builds the class)
-    "broadcast", "all_gather", "gather_and_stack", "from_remote_init",
+    "broadcast", "all_gather", "gather_and_stack", "from_remote_init", "scatter",
 })
 
 EXCLUDED: dict[str, str] = {

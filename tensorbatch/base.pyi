@@ -1004,6 +1004,14 @@ class TensorDictBase(StorageHooks, abc.ABC):
     ) -> Any: ...
     @property
     def saved_path(self) -> str | None: ...
+    def scatter(
+        self,
+        src: builtins.int,
+        tensordicts: list[Any] | None = ...,
+        *,
+        group: Any = ...,
+        device: Any = ...,
+    ) -> Any: ...
     def select(
         self,
         *keys: NestedKey,

@@ -277,6 +277,37 @@ class Collectives:
         dist.broadcast(buffer, src, group=group)
         return _rebuilt(self._dense_cls, buffer, header["layout"])
 
+    def scatter(self: Any, src: int, tensordicts: list[Any] | None = None, *, group: Any = None,
+                device: Any = None) -> Any:
+        """Send ``tensordicts[r]`` from rank ``src`` to each rank ``r`` of the group; every rank gets its own.
+
+        Each one goes as :meth:`init_remote` sends it (JSON layout, then one consolidated buffer), so the
+        receiving ranks need not know the structure (the TensorDict called on is not used).
+
+        Args:
+            src: the sending rank (global).
+            tensordicts: on ``src``, one TensorDict per rank, in rank order (ignored elsewhere).
+            group: the process group.
+            device: on the receiving ranks, the device of the result (default: the CPU).
+
+        Returns:
+            ``tensordicts[src]`` on ``src``; elsewhere a new consolidated TensorDict.
+
+        Raises:
+            ValueError: on ``src``, when ``tensordicts`` does not hold one TensorDict per rank (raised
+                before anything is sent: the other ranks wait until the group's timeout).
+        """
+        rank, world = dist.get_rank(), dist.get_world_size(group)
+        if rank != src:
+            return self._dense_cls.from_remote_init(src, group=group, device=device)
+        if tensordicts is None or len(tensordicts) != world:
+            raise ValueError(f"scatter: rank {src} needs one TensorDict per rank ({world}), got "
+                             f"{'None' if tensordicts is None else len(tensordicts)}")
+        for dst, td in enumerate(tensordicts):
+            if dst != src:
+                td.init_remote(dst=dst, group=group)
+        return tensordicts[src]
+
     def all_gather(self: Any, *, group: Any = None) -> list[Any]:
         """Every rank's TensorDict, on every rank (structures may differ between ranks).
 
