@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from . import _stacks as _stacks  # the wrappers forward these methods: installed before install() reads them
-from . import functional as _functional  # (pad)
+from . import functional as _functional  # noqa: F401  # (pad)
 from ._ops import pointwise as _pointwise
 from ._ops import torch_function as _torch_function
 from ._ops.traverse import NON_TENSOR_TYPES, is_td

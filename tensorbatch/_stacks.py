@@ -27,14 +27,20 @@ def _lazy_stack(cls: type, input: Sequence[Any], dim: int = 0, *, device: Any = 
     """Stack TensorDicts lazily along ``dim`` (members kept apart); tensors are stacked as tensors.
 
     Args:
+        cls: the class it is called on.
         input: TensorDicts (or tensors); ``items`` in ``LazyStackedTensorDict.lazy_stack``.
         dim: the new stack dim.
         device: move each member there first.
         out: a TensorDict to write the result into.
         stack_dim_name: the name of the stack dim.
         strict_shape: refuse members whose batch sizes differ.
-        as_list, as_padded_tensor, as_nested_tensor, padding_side, layout, padding_value: for tensor
-            items: a list, a padded tensor, or a nested tensor instead of a dense stack.
+        as_list: for tensor items: the list itself instead of a dense stack.
+        as_padded_tensor: for tensor items: a stack padded to the largest shape (``padding_value``,
+            on ``padding_side``).
+        as_nested_tensor: for tensor items: a nested tensor (of ``layout``).
+        padding_side: ``"right"`` or ``"left"``.
+        layout: the nested tensor's layout (default ``torch.strided``).
+        padding_value: the fill value of the padded stack.
 
     Examples:
         >>> from tensorbatch import LazyStackedTensorDict, TensorDict
@@ -68,8 +74,9 @@ def _lazy_stack(cls: type, input: Sequence[Any], dim: int = 0, *, device: Any = 
 
 
 def _maybe_dense_stack(cls: type, input: Sequence[Any], dim: int = 0, out: Any = None, strict: bool = False) -> Any:
-    """A dense stack when the TensorDicts agree on keys and leaf shapes, else a lazy one (``strict`` is accepted
-    for compatibility: keys that differ always give a lazy stack).
+    """A dense stack when the TensorDicts agree on keys and leaf shapes, else a lazy one.
+
+    ``strict`` is accepted for compatibility: keys that differ always give a lazy stack.
 
     Examples:
         >>> from tensorbatch import TensorDict
@@ -86,6 +93,7 @@ def _from_list(cls: type, input: list[Any], *, auto_batch_size: bool | None = No
     """A TensorDict from a list of mappings (one per element of the first batch dim), stacked.
 
     Args:
+        cls: the class it is called on (``LazyStackedTensorDict`` stacks lazily by default).
         input: mappings (or TensorDicts) of the same keys.
         auto_batch_size: find the batch size from the leaves (up to ``batch_dims`` dims).
         batch_size: the batch size of the result (its first dim is the list's length).

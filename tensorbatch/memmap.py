@@ -172,8 +172,10 @@ class MemoryMappedTensor(torch.Tensor):
 
     @classmethod
     def empty(cls, *args: Any, **kwargs: Any) -> MemoryMappedTensor:
-        """An uninitialised tensor of the given shape (or ``shape=``; ``dtype=``, ``device=``, ``filename=``,
-        ``existsok=``). ``device`` may only be None or the CPU."""
+        """An uninitialised tensor of the given shape (or ``shape=``).
+
+        Keywords: ``dtype``, ``device`` (None or the CPU only), ``filename``, ``existsok``.
+        """
         return cls._filled(args, kwargs, None)
 
     @classmethod

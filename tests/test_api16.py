@@ -41,7 +41,8 @@ def test_inplace_keeps_names_and_refuses_bad_shape():
     snapshot = td.clone()
     with pytest.raises(RuntimeError, match="invalid"):
         td.reshape(7, inplace=True)
-    assert (td == snapshot).all() and td.batch_size == snapshot.batch_size
+    assert (td == snapshot).all()
+    assert td.batch_size == snapshot.batch_size
 
 
 def test_gather_out_and_inplace_refused():
@@ -61,7 +62,8 @@ def test_stack_keywords():
     a, b = _td(), _td() + 1
     for out in (TensorDict.stack([a, b], 1, contiguous=True), tensorbatch.stack([a, b], 1, strict=True),
                 TensorDict.stack([a, b], 1, device="cpu")):
-        assert type(out) is TensorDict and out.batch_size == torch.Size([2, 2, 3])
+        assert type(out) is TensorDict
+        assert out.batch_size == torch.Size([2, 2, 3])
         torch.testing.assert_close(out["a"], torch.stack([a["a"], b["a"]], 1))
     assert TensorDict.stack([a, b], device="cpu").device == torch.device("cpu")
 
@@ -78,7 +80,8 @@ def test_quantile_tuple_dim_takes_dims_together():
 def test_cat_tensors_repeated_key_and_atomic_refusal():
     td = _td()
     td.cat_tensors("a", "a", out_key="z", dim=-1)
-    assert td["z"].shape == (2, 3, 8) and "a" not in td.keys()
+    assert td["z"].shape == (2, 3, 8)
+    assert "a" not in td
     td = _td()
     with pytest.raises(RuntimeError, match="batch"):
         td.cat_tensors("a", "a", out_key="z", dim=0)  # (4, 3, 4) does not fit batch [2, 3]
@@ -88,7 +91,8 @@ def test_cat_tensors_repeated_key_and_atomic_refusal():
 def test_separates_skips_missing_keys():
     td = _td()
     out = td.separates("a", "zz", strict=False)
-    assert list(out.keys()) == ["a"] and list(td.keys()) == ["n"]
+    assert list(out.keys()) == ["a"]
+    assert list(td.keys()) == ["n"]
 
 
 def test_locked_structure_edits_refused():
@@ -113,7 +117,8 @@ def test_lazy_stack_inplace_forms():
     s = LazyStackedTensorDict(*_td().unbind(0), stack_dim=0)
     members = list(s.tensordicts)
     dense = s.to_tensordict()
-    assert s.roll(1, 1, inplace=True) is s and s.tensordicts == members
+    assert s.roll(1, 1, inplace=True) is s
+    assert s.tensordicts == members
     torch.testing.assert_close(s.to_tensordict()["a"], dense["a"].roll(1, 1))
     with pytest.raises(NotImplementedError, match="not supported on a lazy stack"):
         s.flatten(inplace=True)
@@ -124,4 +129,6 @@ def test_memmap_shape_keyword_conflict(tmp_path):
     with pytest.raises(TypeError, match="not both"):
         MemoryMappedTensor.zeros(2, shape=(2,))
     m = MemoryMappedTensor.ones_like(torch.zeros(2, 2, dtype=torch.int16), filename=tmp_path / "x.mm")
-    assert m.dtype == torch.int16 and m.filename == str(tmp_path / "x.mm") and m.sum().item() == 4
+    assert m.dtype == torch.int16
+    assert m.filename == str(tmp_path / "x.mm")
+    assert m.sum().item() == 4

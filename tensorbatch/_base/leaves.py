@@ -111,8 +111,10 @@ def numpy(self: TensorDictBase) -> Any:
 
 
 def as_tensor(self: TensorDictBase) -> TensorDictBase:
-    """Every tensor leaf as a plain ``torch.Tensor`` (subclasses such as memory-mapped tensors shed);
-    non-tensor leaves are dropped."""
+    """Every tensor leaf as a plain ``torch.Tensor``; non-tensor leaves are dropped.
+
+    Subclasses such as memory-mapped tensors become plain tensors over the same memory.
+    """
     return self.filter_non_tensor_data()._map(_plain, "as_tensor")
 
 
@@ -120,8 +122,9 @@ def _plain(x: Any) -> Any:
     return x if type(x) is _Tensor else x.as_subclass(_Tensor)
 
 
-def cast_type(self: TensorDictBase, dst_type: torch.dtype, *, cast_filter: Callable[..., bool] | None = None) -> Any:
-    """Cast every tensor leaf to ``dst_type`` (``td.type(torch.float64)``); ``cast_filter(key, leaf)`` picks the leaves."""
+def cast_type(self: TensorDictBase, dst_type: torch.dtype, *,
+              cast_filter: Callable[..., bool] | None = None) -> Any:
+    """Cast every tensor leaf to ``dst_type`` (``td.type(torch.float64)``); ``cast_filter(key, leaf)`` picks them."""
     return _pointwise.cast(self, dst_type, cast_filter=cast_filter)
 
 

@@ -131,7 +131,7 @@ def separates(self: TensorDictBase, *keys: NestedKey, default: Any = NO_DEFAULT,
     out = self.empty()
     for path, value in taken:
         out.set(path, value)
-    for path, value in taken:
+    for path, _ in taken:
         if self._get(path, MISSING) is not MISSING:
             self.del_(path)
     if filter_empty:
@@ -151,10 +151,7 @@ def create_nested(self: TensorDictBase, key: NestedKey) -> TensorDictBase:
         torch.Size([2])
     """
     path = unravel_key_to_tuple(key)
-    if len(path) > 1:
-        parent = self._walk_to(path, create=True)
-    else:
-        parent = self
+    parent = self._walk_to(path, create=True) if len(path) > 1 else self
     if parent.is_locked:
         raise _errors.locked()
     node = self._dense_cls._new_unsafe({}, parent.batch_size, parent.device, parent._maybe_names())

@@ -203,7 +203,7 @@ def _pinned(td: TensorDictBase, num_threads: int | None) -> TensorDictBase:
 
     if not num_threads or num_threads == 1:
         return td._map(pin, "pinning memory")
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415  # only for a threaded pin
+    from concurrent.futures import ThreadPoolExecutor  # only for a threaded pin
 
     with ThreadPoolExecutor(num_threads) as pool:
         pinned = list(pool.map(pin, flat_leaves(td)))

@@ -246,8 +246,10 @@ cummax, cummin = _scan_method("cummax"), _scan_method("cummin")
 
 def quantile(td: Any, q: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, interpolation: str = "linear",
              reduce: bool | None = None, key_transform: Callable[[Any], Any] | None = None) -> Any:
-    """:func:`torch.quantile` of every leaf: over all its elements (no ``dim``), over batch dim(s) ``dim``, or
-    over its feature dims (``dim="feature"``).
+    """:func:`torch.quantile` of every leaf, over all its elements, batch dims or feature dims.
+
+    Without ``dim``: over all the leaf's elements; with ``dim``: over those batch dims; with
+    ``dim="feature"``: over the dims past the batch dims.
 
     A 1-d ``q`` adds a leading batch dim of its length (as torch adds a leading dim). ``reduce=True``
     takes the quantile of the leaves concatenated (flattened without ``dim``); ``key_transform``

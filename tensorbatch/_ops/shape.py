@@ -540,7 +540,8 @@ def _atleast(n: int) -> Any:
         return td
 
     atleast.__name__ = f"atleast_{n}d"
-    atleast.__doc__ = f"The TensorDict with leading batch dims of size 1 added up to {n} batch dims (itself if it has them)."
+    atleast.__doc__ = (f"The TensorDict with leading batch dims of size 1 added up to {n} batch dims "
+                       "(itself if it has them).")
     return atleast
 
 

@@ -99,11 +99,12 @@ def test_structure_edits(flavour, tdf):
     assert_leaves(td, lambda x: x, renamed.rename_keys({"x": "a"}))
     assert_same_content(td)
     moved = td.separates("a")
-    assert list(moved.keys()) == ["a"] and "a" not in td.keys()
+    assert list(moved.keys()) == ["a"]
+    assert "a" not in td
     td.create_nested(("n", "m"))
     assert td.get(("n", "m")).batch_size == BATCH
     td.filter_empty_()
-    assert "n" not in td.keys()
+    assert "n" not in td
 
 
 @pytest.mark.parametrize("case", ["reshape", "roll", "to"])

@@ -399,7 +399,8 @@ def _plain(m):
 MEMMAP = [
     case("zeros_shape_kw", lambda lib, _: _plain(lib.MemoryMappedTensor.zeros(shape=(2, 3), device="cpu"))),
     case("ones_device", lambda lib, _: _plain(lib.MemoryMappedTensor.ones(2, 3, dtype=torch.int64, device="cpu"))),
-    case("full_device", lambda lib, _: _plain(lib.MemoryMappedTensor.full(2, 3, fill_value=4.0, device=torch.device("cpu")))),
+    case("full_device", lambda lib, _: _plain(lib.MemoryMappedTensor.full(2, 3, fill_value=4.0,
+                                                                           device=torch.device("cpu")))),
     case("empty_shape_kw", lambda lib, _: lib.MemoryMappedTensor.empty(shape=[4], dtype=torch.float64).shape),
     case("zeros_cuda", lambda lib, _: lib.MemoryMappedTensor.zeros(2, device="cuda"), raises=RuntimeError),
     case("zeros_like", lambda lib, _: _plain(lib.MemoryMappedTensor.zeros_like(torch.ones(2, 3)))),
