@@ -36,6 +36,16 @@ from .functional import stack as stack
 from .functional import unpad_sequence as unpad_sequence
 from .memmap import MemoryMappedTensor as MemoryMappedTensor
 from .persistent import from_h5 as from_h5  # (light: h5py is imported when a file is used)
+from .tabular import from_arrow as from_arrow  # (light: pandas/pyarrow load when called)
+from .tabular import from_csv as from_csv
+from .tabular import from_json as from_json
+from .tabular import from_pandas as from_pandas
+from .tabular import from_parquet as from_parquet
+from .tabular import to_arrow as to_arrow
+from .tabular import to_csv as to_csv
+from .tabular import to_json as to_json
+from .tabular import to_pandas as to_pandas
+from .tabular import to_parquet as to_parquet
 from .tensorclass import TensorClass as TensorClass
 from .tensorclass import is_tensorclass as is_tensorclass
 from .tensorclass import tensorclass as tensorclass
@@ -61,10 +71,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LazyStackedTensorDict", "MemoryMappedTensor", "NestedKey", "NonTensorData", "NonTensorStack",
-    "PersistentTensorDict", "TensorClass",
-    "TensorDict", "TensorDictBase", "TypedTensorDict", "assert_allclose_td", "assert_close", "cat", "dense_stack_tds",
-    "from_any", "from_dict", "from_h5", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple", "fromkeys",
-    "group_by", "is_non_tensor", "is_tensor_collection", "is_tensorclass", "lazy_stack", "load", "load_memmap",
-    "make_tensordict", "maybe_dense_stack", "memmap", "merge_tensordicts", "pad", "pad_sequence", "save", "stack",
-    "tensorclass", "unpad_sequence", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+    "PersistentTensorDict", "TensorClass", "TensorDict", "TensorDictBase", "TypedTensorDict", "assert_allclose_td",
+    "assert_close", "cat", "dense_stack_tds", "from_any", "from_arrow", "from_csv", "from_dict", "from_h5",
+    "from_json", "from_namedtuple", "from_pandas", "from_parquet", "from_pytree", "from_struct_array", "from_tuple",
+    "fromkeys", "group_by", "is_non_tensor", "is_tensor_collection", "is_tensorclass", "lazy_stack", "load",
+    "load_memmap", "make_tensordict", "maybe_dense_stack", "memmap", "merge_tensordicts", "pad", "pad_sequence",
+    "save", "stack", "tensorclass", "to_arrow", "to_csv", "to_json", "to_pandas", "to_parquet", "unpad_sequence",
+    "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
 ]

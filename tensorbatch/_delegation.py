@@ -50,6 +50,7 @@ FORWARD: frozenset[str] = frozenset({
     "to_struct_array", "tolist", "is_memmap", "is_shared", "saved_path", "is_consolidated",
     "to_h5",  # writes an HDF5 file: the PersistentTensorDict over it
     "to_store",  # uploads to a Redis-compatible server: the TensorDictStore over it
+    "to_pandas", "to_arrow", "to_csv", "to_json", "to_parquet",  # tables (tabular.py)
     # torch.distributed transfers into the backend (None, a tag or Works)
     "send", "isend", "recv", "irecv", "init_remote", "reduce", "all_reduce",
     # memory-mapped leaves created in place (the new MemoryMappedTensor is returned)
@@ -59,6 +60,7 @@ FORWARD: frozenset[str] = frozenset({
     "cat_from_tensordict", "stack_from_tensordict", "backward",
     # constructors of plain TensorDicts (classmethods)
     "from_any", "from_dataclass", "from_dict", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple",
+    "from_pandas", "from_arrow", "from_csv", "from_json", "from_parquet",
 })
 
 FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the table's methods, and:
