@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import tensorbatch  # noqa: E402
+import tensorbatch
 
 
 def write_file(rows: int) -> str:
