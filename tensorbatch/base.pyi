@@ -423,11 +423,32 @@ class TensorDictBase(StorageHooks, abc.ABC):
         batch_size: Any = ...,
     ) -> Any: ...
     @classmethod
-    def from_arrow(cls, source: Any, **kwargs: Any) -> Any: ...
+    def from_arrow(
+        cls,
+        table: Any,
+        *,
+        device: Any = ...,
+        batch_size: Any = ...,
+        separator: str | None = ...,
+        dtype: torch.dtype | None = ...,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+    ) -> Any: ...
     @classmethod
     def from_consolidated(cls, filename: str | Path) -> Any: ...
     @classmethod
-    def from_csv(cls, source: Any, **kwargs: Any) -> Any: ...
+    def from_csv(
+        cls,
+        path: Any,
+        *,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+        device: Any = ...,
+        batch_size: Any = ...,
+        separator: str | None = ...,
+        dtype: torch.dtype | None = ...,
+        **kwargs: Any,
+    ) -> Any: ...
     @classmethod
     def from_dataclass(
         cls,
@@ -452,7 +473,19 @@ class TensorDictBase(StorageHooks, abc.ABC):
         auto_batch_size: builtins.bool | None = ...,
     ) -> Any: ...
     @classmethod
-    def from_json(cls, source: Any, **kwargs: Any) -> Any: ...
+    def from_json(
+        cls,
+        path: Any,
+        *,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+        device: Any = ...,
+        batch_size: Any = ...,
+        separator: str | None = ...,
+        dtype: torch.dtype | None = ...,
+        lines: builtins.bool = ...,
+        **kwargs: Any,
+    ) -> Any: ...
     @classmethod
     def from_list(
         cls,
@@ -476,9 +509,31 @@ class TensorDictBase(StorageHooks, abc.ABC):
         batch_size: Any = ...,
     ) -> Any: ...
     @classmethod
-    def from_pandas(cls, source: Any, **kwargs: Any) -> Any: ...
+    def from_pandas(
+        cls,
+        dataframe: Any,
+        *,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+        device: Any = ...,
+        batch_size: Any = ...,
+        separator: str | None = ...,
+        dtype: torch.dtype | None = ...,
+    ) -> Any: ...
     @classmethod
-    def from_parquet(cls, source: Any, **kwargs: Any) -> Any: ...
+    def from_parquet(
+        cls,
+        path: Any,
+        *,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+        device: Any = ...,
+        batch_size: Any = ...,
+        separator: str | None = ...,
+        dtype: torch.dtype | None = ...,
+        columns: list[str] | None = ...,
+        **kwargs: Any,
+    ) -> Any: ...
     @classmethod
     def from_pytree(
         cls,

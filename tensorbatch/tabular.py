@@ -10,6 +10,7 @@ pandas and pyarrow are imported when a function is called, so ``import tensorbat
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
@@ -210,16 +211,22 @@ def from_arrow(table: Any, *, device: Any = None, batch_size: Any = None, separa
     return _auto(result, auto_batch_size, batch_dims, batch_size)
 
 
-def from_parquet(path: Any, *, columns: list[str] | None = None, cls: type = TensorDictBase,
-                 **kwargs: Any) -> Any:
+def from_parquet(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
+                 batch_size: Any = None, separator: str | None = None, dtype: torch.dtype | None = None,
+                 columns: list[str] | None = None, cls: type = TensorDictBase, **kwargs: Any) -> Any:
     """Read a Parquet file (a path or a file object) into a TensorDict with pyarrow, as :func:`from_arrow`.
 
     Args:
         path: the file's path, or a binary file object.
         columns: the columns to read (all by default).
         cls: the class to build.
-        **kwargs: ``device``, ``batch_size``, ``separator``, ``dtype``, ``auto_batch_size``, ``batch_dims``
-            as :func:`from_arrow`; the rest goes to ``pyarrow.parquet.read_table``.
+        auto_batch_size: as :func:`from_pandas`.
+        batch_dims: as :func:`from_pandas`.
+        device: as :func:`from_pandas`.
+        batch_size: as :func:`from_pandas`.
+        separator: as :func:`from_pandas`.
+        dtype: as :func:`from_pandas`.
+        **kwargs: passed to ``pyarrow.parquet.read_table``.
 
     Examples:
         >>> import io, torch
@@ -232,20 +239,25 @@ def from_parquet(path: Any, *, columns: list[str] | None = None, cls: type = Ten
     """
     import pyarrow.parquet as pq
 
-    ours = {k: kwargs.pop(k) for k in _BUILD_ARGS if k in kwargs}
-    return from_arrow(pq.read_table(path, columns=columns, **kwargs), cls=cls, **ours)
+    return from_arrow(pq.read_table(path, columns=columns, **kwargs), cls=cls, device=device, batch_size=batch_size,
+                      separator=separator, dtype=dtype, auto_batch_size=auto_batch_size, batch_dims=batch_dims)
 
 
-_BUILD_ARGS = ("device", "batch_size", "separator", "dtype", "auto_batch_size", "batch_dims")
-
-
-def from_csv(path: Any, *, cls: type = TensorDictBase, **kwargs: Any) -> Any:
+def from_csv(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
+             batch_size: Any = None, separator: str | None = None, dtype: torch.dtype | None = None,
+             cls: type = TensorDictBase, **kwargs: Any) -> Any:
     r"""Read a CSV file (a path or a file object) into a TensorDict with ``pandas.read_csv``.
 
     Args:
         path: the file's path, or a text file object.
         cls: the class to build.
-        **kwargs: the arguments of :func:`from_pandas`; the rest goes to ``pandas.read_csv``.
+        auto_batch_size: as :func:`from_pandas`.
+        batch_dims: as :func:`from_pandas`.
+        device: as :func:`from_pandas`.
+        batch_size: as :func:`from_pandas`.
+        separator: as :func:`from_pandas`.
+        dtype: as :func:`from_pandas`.
+        **kwargs: passed to ``pandas.read_csv``.
 
     Examples:
         >>> import io
@@ -256,18 +268,26 @@ def from_csv(path: Any, *, cls: type = TensorDictBase, **kwargs: Any) -> Any:
     """
     import pandas as pd
 
-    ours = {k: kwargs.pop(k) for k in _BUILD_ARGS if k in kwargs}
-    return from_pandas(pd.read_csv(path, **kwargs), cls=cls, **ours)
+    return from_pandas(pd.read_csv(path, **kwargs), cls=cls, device=device, batch_size=batch_size,
+                       separator=separator, dtype=dtype, auto_batch_size=auto_batch_size, batch_dims=batch_dims)
 
 
-def from_json(path: Any, *, lines: bool = False, cls: type = TensorDictBase, **kwargs: Any) -> Any:
+def from_json(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
+              batch_size: Any = None, separator: str | None = None, dtype: torch.dtype | None = None,
+              lines: bool = False, cls: type = TensorDictBase, **kwargs: Any) -> Any:
     """Read a JSON array of records (or JSON Lines with ``lines=True``) into a TensorDict, through pandas.
 
     Args:
         path: the file's path, or a text file object.
         lines: one record per line.
         cls: the class to build.
-        **kwargs: the arguments of :func:`from_pandas`; the rest goes to ``pandas.read_json``.
+        auto_batch_size: as :func:`from_pandas`.
+        batch_dims: as :func:`from_pandas`.
+        device: as :func:`from_pandas`.
+        batch_size: as :func:`from_pandas`.
+        separator: as :func:`from_pandas`.
+        dtype: as :func:`from_pandas`.
+        **kwargs: passed to ``pandas.read_json``.
 
     Examples:
         >>> import io
@@ -277,7 +297,6 @@ def from_json(path: Any, *, lines: bool = False, cls: type = TensorDictBase, **k
     """
     import pandas as pd
 
-    ours = {k: kwargs.pop(k) for k in _BUILD_ARGS if k in kwargs}
     kwargs.setdefault("orient", "records")
     text = path.read() if hasattr(path, "read") else None
     if text is not None:
@@ -285,7 +304,8 @@ def from_json(path: Any, *, lines: bool = False, cls: type = TensorDictBase, **k
 
         path = io.StringIO(text if isinstance(text, str) else text.decode())
     frame = pd.read_json(path, lines=lines, **kwargs)
-    return from_pandas(frame, cls=cls, **ours)
+    return from_pandas(frame, cls=cls, device=device, batch_size=batch_size, separator=separator, dtype=dtype,
+                       auto_batch_size=auto_batch_size, batch_dims=batch_dims)
 
 
 # ------------------------------------------------------------------------------------ TensorDict -> columns
@@ -400,11 +420,16 @@ def to_json(td: Any, path: Any, *, separator: str | None = None, lines: bool = F
 
 # ------------------------------------------------------------------------------------ the methods
 def _classmethod(fn: Any) -> classmethod[Any, Any, Any]:
-    def method(cls: type, source: Any, **kwargs: Any) -> Any:
-        return fn(source, cls=cls, **kwargs)
+    def method(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, cls=cls, **kwargs)
 
     method.__name__ = method.__qualname__ = fn.__name__
     method.__doc__ = fn.__doc__
+    # the function's own signature (its keywords are what callers and the stubs see), ``cls`` first
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.name != "cls"]
+    method.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[inspect.Parameter("cls", inspect.Parameter.POSITIONAL_OR_KEYWORD), *params])
     return classmethod(method)
 
 
