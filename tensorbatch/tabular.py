@@ -121,7 +121,7 @@ def from_pandas(dataframe: Any, *, auto_batch_size: bool = False, batch_dims: in
         >>> td["obs", "y"], td["name"], td.batch_size
         (tensor([3, 4]), ['a', 'b'], torch.Size([2]))
     """
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]
 
     names = list(dataframe.columns)
     if len(set(names)) != len(names):
@@ -170,7 +170,7 @@ def _arrow_leaf(name: Any, column: Any) -> Any:
     if (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and array.null_count == 0:
         if len(array) == 0:  # DLPack refuses empty buffers
             return torch.from_numpy(array.to_numpy(zero_copy_only=False).copy())
-        return torch.from_dlpack(array)  # zero-copy: the tensor keeps the Arrow buffer alive
+        return torch.utils.dlpack.from_dlpack(array)  # zero-copy: the tensor keeps the Arrow buffer alive
     if pa.types.is_boolean(kind) or pa.types.is_floating(kind):  # bits, or floats with nulls (-> NaN): a copy
         if pa.types.is_boolean(kind) and array.null_count:
             raise ValueError(f"column {name!r}: a boolean column with missing values has no tensor form")
@@ -437,8 +437,8 @@ def install(cls: type) -> None:
     """Attach ``from_*`` (classmethods) and ``to_*`` (methods) to ``cls``."""
     for fn in (from_pandas, from_csv, from_parquet, from_json, from_arrow):
         setattr(cls, fn.__name__, _classmethod(fn))
-    for fn in (to_pandas, to_csv, to_parquet, to_json, to_arrow):
-        setattr(cls, fn.__name__, fn)
+    for method in (to_pandas, to_csv, to_parquet, to_json, to_arrow):
+        setattr(cls, method.__name__, method)
 
 
 install(TensorDictBase)  # base.py imports no feature: the feature attaches itself
