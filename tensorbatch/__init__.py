@@ -1,6 +1,7 @@
 """tensorbatch: a batched, nested dict of tensors that behaves like one tensor."""
 
 from . import _pytree as _pytree  # registers TensorDict with torch's pytree
+from . import nn as nn  # from_module(s)/to_module, TensorDictParams (before the wrappers forward them)
 from ._convert import from_any as from_any
 from ._convert import from_dict as from_dict
 from ._convert import from_namedtuple as from_namedtuple

@@ -37,6 +37,18 @@ def fake_mode_active() -> bool:
     return active is not None and active() is not None
 
 
+try:  # private API (stable since torch 2.0): functorch's batched tensors, as vmap passes them to a function
+    from torch._C._functorch import is_batchedtensor as _is_batchedtensor
+except ImportError:  # pragma: no cover
+    def _is_batchedtensor(tensor: Any) -> bool:
+        return False
+
+
+def is_batched(tensor: Any) -> bool:
+    """True for a tensor batched by ``torch.vmap`` (its mapped dim hidden)."""
+    return bool(_is_batchedtensor(tensor))
+
+
 def in_vmap() -> bool:
     """True inside a ``torch.vmap`` (functorch) transform, where leaves lose or gain the mapped dims."""
     try:

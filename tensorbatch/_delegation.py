@@ -42,6 +42,8 @@ FORWARD: frozenset[str] = frozenset({
     "batch_size", "batch_dims", "device", "dtype", "depth", "is_locked", "names", "ndim", "requires_grad",
     "shape", "sorted_keys",
     "dim", "ndimension", "numel", "size", "__len__", "__bool__",
+    # the end of a ``with`` block on the result of lock_/unlock_/to_module (undoes it)
+    "__exit__",
     # keys and values: nested TensorDicts read by key are the backend's own, never re-wrapped
     "keys", "items", "values", "get", "get_at", "get_item_shape", "get_non_tensor", "entry_class",
     "is_non_tensor", "non_tensor_items", "pop", "popitem", "setdefault", "__contains__", "__delitem__",
@@ -67,7 +69,7 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the 
     # writes (they return the backend, hence the wrapper)
     "set", "set_", "set_at_", "set_non_tensor", "update", "update_", "update_at_", "copy_at_", "del_", "clear",
     "rename_key_", "fill_", "zero_", "zero_grad", "apply_", "copy_", "detach_", "requires_grad_", "empty",
-    "masked_fill_", "lock_", "unlock_", "load_state_dict", "auto_batch_size_", "refine_names", "rename_",
+    "masked_fill_", "lock_", "unlock_", "__enter__", "clear_refs_for_compile_", "load_state_dict", "auto_batch_size_", "refine_names", "rename_",
     # new TensorDicts of the same schema
     "apply", "named_apply", "clone", "copy", "replace", "__copy__", "__deepcopy__", "to", "cpu", "cuda", "detach",
     "contiguous", "data", "grad", "select", "exclude", "flatten_keys", "unflatten_keys", "split_keys",
@@ -93,6 +95,8 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the 
     "stack", "cat", "load_memmap", "load", "from_consolidated", "lazy_stack", "maybe_dense_stack", "from_list",
     # torch.distributed: TensorDicts received from other ranks (from_remote_init builds the class)
     "broadcast", "all_gather", "gather_and_stack", "from_remote_init", "scatter",
+    # parameters as TensorDicts (tensorbatch/nn): the swap returned by to_module, and the classmethods
+    "to_module", "from_module", "from_modules",
 })
 
 EXCLUDED: dict[str, str] = {

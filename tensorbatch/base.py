@@ -41,7 +41,8 @@ class TensorDictBase(StorageHooks, abc.ABC):
     Subclasses implement a handful of primitives; everything else is generic.
     """
 
-    __slots__ = ()
+    # ``_last_op``: what a ``with`` block on the result of lock_/unlock_/to_module undoes (see _base/locks.py)
+    __slots__ = ("_last_op",)
     _is_tensor_collection: ClassVar[bool] = True
     # The in-memory class used for results of generic ops; set by ``_td.py`` (no import here).
     _dense_cls: ClassVar[Any] = None
@@ -298,6 +299,9 @@ class TensorDictBase(StorageHooks, abc.ABC):
     new_tensor = _values.new_tensor
     lock_ = _locks.lock_
     unlock_ = _locks.unlock_
+    __enter__ = _locks.__enter__
+    __exit__ = _locks.__exit__
+    clear_refs_for_compile_ = _locks.clear_refs_for_compile_
     all = _values.all_true
     any = _values.any_true
     allclose = _values.allclose

@@ -57,7 +57,20 @@ def _add_holders(td: Any, refs: list[weakref.ref[Any]]) -> None:
 
 
 def lock_(self: TensorDictBase) -> TensorDictBase:
-    """Lock this TensorDict and its nested ones: no key may be added or removed."""
+    """Lock this TensorDict and its nested ones: no key may be added or removed.
+
+    Also a context manager: ``with td.lock_():`` unlocks on exit, unless ``td`` was locked already.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": 0})
+        >>> with td.lock_():
+        ...     td.is_locked
+        True
+        >>> td.is_locked
+        False
+    """
+    undo = None if self.is_locked else unlock_
     nodes = named_nodes(self, members=True)  # a lazy stack's members are what it stores
     for _, node in nodes:
         node._set_lock(True)
@@ -70,6 +83,7 @@ def lock_(self: TensorDictBase) -> TensorDictBase:
             _add_holders(node, above)
             ref = _ref(node)
             chains[path] = above if ref is None else [*above, ref]
+    self._last_op = undo
     return self
 
 
@@ -95,7 +109,10 @@ def unlock_(self: TensorDictBase) -> TensorDictBase:
     Raises:
         RuntimeError: when this TensorDict, or one nested in it, is also an entry of another locked
             TensorDict (unlock that one first). Everything stays locked.
+
+    Also a context manager: ``with td.unlock_():`` locks again on exit, if ``td`` was locked.
     """
+    undo = lock_ if self.is_locked else None
     nodes = named_nodes(self, post_order=True, members=True)
     for _, node in nodes:
         node._set_lock(False)
@@ -107,4 +124,45 @@ def unlock_(self: TensorDictBase) -> TensorDictBase:
     except RuntimeError:
         lock_(self)
         raise
+    self._last_op = undo
+    return self
+
+
+# id(td) -> the undo functions of the ``with`` blocks entered on td (innermost last); only while inside them
+_ENTERED: dict[int, list[Any]] = {}
+
+
+def __enter__(self: TensorDictBase) -> TensorDictBase:
+    """Enter a ``with`` block on the result of ``lock_``, ``unlock_`` or ``to_module``: exiting undoes it."""
+    _ENTERED.setdefault(id(self), []).append(getattr(self, "_last_op", None))
+    return self
+
+
+def __exit__(self: TensorDictBase, exc_type: Any, exc: Any, tb: Any) -> bool:
+    """Undo the operation the block was entered with (also when the block raised, which then propagates)."""
+    stack = _ENTERED[id(self)]
+    undo = stack.pop()
+    if not stack:
+        del _ENTERED[id(self)]
+    if undo is not None:
+        undo(self)
+    return False
+
+
+def clear_refs_for_compile_(self: TensorDictBase) -> TensorDictBase:
+    """Forget the last ``lock_``/``unlock_``/``to_module`` of this TensorDict and its nested ones.
+
+    The record lets ``with td.lock_():`` undo the operation; clearing it drops the references it holds
+    (the module of a ``to_module``). Returns ``self``.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": {"b": 0}}).lock_()
+        >>> with td.clear_refs_for_compile_():  # nothing to undo: td stays locked
+        ...     pass
+        >>> td.is_locked
+        True
+    """
+    for _, node in named_nodes(self, members=True):
+        node._last_op = None
     return self

@@ -1,0 +1,297 @@
+"""Parameters as TensorDicts: ``from_module``, ``from_modules`` and ``to_module``.
+
+Attached to :class:`~tensorbatch.TensorDictBase` from here (``base.py`` imports no feature). A module's
+tree of parameters and buffers maps to nested TensorDicts, one per submodule, keyed by the names
+``nn.Module`` gives them; the leaves are the module's own tensors (no copy).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .. import _compat
+from .._ops.traverse import is_td, named_leaves
+from .._td import TensorDict
+from ..base import TensorDictBase
+
+_NO_DIMS = torch.Size(())
+_Parameter = nn.Parameter
+
+
+# ----------------------------------------------------------------------------------- from_module
+def _tree(module: nn.Module, filter_empty: bool) -> TensorDict | None:
+    entries: dict[str, Any] = {}
+    for name, param in module._parameters.items():
+        if param is not None:
+            entries[name] = param
+    for name, buffer in module._buffers.items():
+        if buffer is not None:
+            entries[name] = buffer
+    for name, child in module._modules.items():
+        if child is None:
+            continue
+        # a TensorDictParams is already a TensorDict of parameters: it is the entry itself
+        sub = child if is_td(child) else _tree(child, filter_empty)
+        if sub is not None:
+            entries[name] = sub
+    if filter_empty and not entries:
+        return None
+    return TensorDict._new_unsafe(entries, _NO_DIMS)
+
+
+def _state_dict_tree(module: nn.Module, filter_empty: bool) -> TensorDict:
+    """The module's ``state_dict()`` (its hooks run) unflattened along the submodule names."""
+    out = TensorDict()
+    if not filter_empty:
+        for name, _ in module.named_modules(remove_duplicate=False):
+            if name:
+                out._walk_to(tuple(name.split(".")), create=True)
+    for name, value in module.state_dict(keep_vars=False).items():
+        out.set(tuple(name.split(".")), value)
+    return out
+
+
+def from_module(cls: Any, module: nn.Module, as_module: bool = False, lock: bool = False,
+                use_state_dict: bool = False, filter_empty: bool = True) -> Any:
+    """A TensorDict of a module's parameters and buffers (the module's own tensors), nested by submodule.
+
+    Args:
+        module: the module to read.
+        as_module: return a :class:`~tensorbatch.nn.TensorDictParams` (an ``nn.Module`` registering them).
+        lock: lock the result.
+        use_state_dict: read ``module.state_dict()`` instead (its hooks run; the leaves are detached copies).
+        filter_empty: submodules without parameters or buffers (``nn.ReLU``) get no entry; with False, an
+            empty TensorDict.
+
+    Examples:
+        >>> from torch import nn
+        >>> from tensorbatch import TensorDict
+        >>> module = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+        >>> params = TensorDict.from_module(module)
+        >>> params["0", "weight"] is module[0].weight, list(params.keys())
+        (True, ['0'])
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"from_module expects an nn.Module, got {type(module).__name__}")
+    if use_state_dict:
+        td: Any = _state_dict_tree(module, filter_empty)
+    else:
+        td = _tree(module, filter_empty)
+        if td is None:
+            td = TensorDict()
+    if as_module:
+        from .params import TensorDictParams
+
+        td = TensorDictParams(td, no_convert=True)
+    if lock:
+        td.lock_()
+    return td
+
+
+def _stack_leaf(values: list[Any], expand_identical: bool) -> Any:
+    first = values[0]
+    if expand_identical and all(v is first for v in values):
+        return first.expand(len(values), *first.shape)  # gradients reach the one shared tensor
+    stacked = torch.stack([v.data if isinstance(v, torch.Tensor) else v for v in values])
+    if isinstance(first, _Parameter):  # new parameters (the originals stay untouched by backward)
+        return _Parameter(stacked, requires_grad=first.requires_grad)
+    return stacked
+
+
+def from_modules(cls: Any, *modules: nn.Module, as_module: bool = False, lock: bool = True,
+                 use_state_dict: bool = False, lazy_stack: bool = False, expand_identical: bool = False) -> Any:
+    """The parameters of several modules of one structure, stacked along a new first dim (for ``torch.vmap``).
+
+    Args:
+        *modules: the modules.
+        as_module: return a :class:`~tensorbatch.nn.TensorDictParams` (not with ``lazy_stack``).
+        lock: lock the result (default True).
+        use_state_dict: read each module's ``state_dict()``.
+        lazy_stack: keep each module's own parameters in a lazy stack (backward then reaches them); by
+            default the leaves are stacked into new parameters.
+        expand_identical: a tensor shared by every module becomes an expanded view of it (no copy).
+
+    Examples:
+        >>> import torch
+        >>> from torch import nn
+        >>> from tensorbatch import TensorDict
+        >>> modules = [nn.Linear(3, 4) for _ in range(2)]
+        >>> params = TensorDict.from_modules(*modules)
+        >>> params.batch_size, type(params["weight"]).__name__
+        (torch.Size([2]), 'Parameter')
+        >>> empty = nn.Linear(3, 4, device="meta")
+        >>> def call(params, x):
+        ...     with params.to_module(empty):
+        ...         return empty(x)
+        >>> torch.vmap(call, (0, None))(params, torch.randn(3)).shape
+        torch.Size([2, 4])
+    """
+    if not modules:
+        raise ValueError("from_modules needs at least one module")
+    if lazy_stack and as_module:
+        raise RuntimeError("from_modules: lazy_stack and as_module are exclusive (a TensorDictParams cannot "
+                           "hold a lazy stack)")
+    tds = [from_module(cls, m, use_state_dict=use_state_dict) for m in modules]
+    if lazy_stack:
+        from .._lazy import lazy_stack as _lazy_stack
+
+        out: Any = _lazy_stack(tds, 0)
+    else:
+        out = torch.stack(tds, 0)  # checks the keys and shapes agree, naming the key that differs
+        first = tds[0]
+        for path, _ in named_leaves(first):
+            out.set(path, _stack_leaf([td.get(path) for td in tds], expand_identical))
+        if as_module:
+            from .params import TensorDictParams
+
+            out = TensorDictParams(out, no_convert=True)
+    if lock:
+        out.lock_()
+    return out
+
+
+# ----------------------------------------------------------------------------------- to_module
+def _check(td: Any, module: nn.Module, path: tuple[str, ...]) -> None:
+    """Every key names a submodule (nested TensorDict) or a parameter, buffer or attribute (leaf)."""
+    for key, value in td._items_str():
+        if is_td(value) and not isinstance(value, torch.Tensor):
+            child = module._modules.get(key)
+            if child is None:
+                raise KeyError(f"to_module: key {(*path, key)!r} names no submodule of {type(module).__name__}")
+            _check(value, child, (*path, key))
+        elif key not in module._parameters and key not in module._buffers and key not in module.__dict__:
+            raise KeyError(f"to_module: key {(*path, key)!r} names no parameter, buffer or attribute of "
+                            f"{type(module).__name__}")
+
+
+def _tracks_gradients(value: Any) -> bool:
+    # a batched (vmap) or gradient-tracking tensor goes in as it is, so gradients reach the TensorDict's leaf
+    return bool(value.requires_grad) or _compat.is_batched(value)
+
+
+def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool, non_blocking: bool) -> Any:
+    """Write one leaf into ``module`` and return what it replaces."""
+    params = module._parameters
+    if inplace:
+        old = params[name] if name in params else module._buffers.get(name, module.__dict__.get(name))
+        saved = old.detach().clone()
+        with torch.no_grad():
+            old.copy_(value, non_blocking=non_blocking)
+        return saved
+    if name in params:
+        old = params[name]
+        if (not isinstance(value, _Parameter) and not preserve) and isinstance(value, torch.Tensor):
+            del params[name]  # the historical replacement: a plain tensor drops the registration
+            module.__dict__[name] = value
+            return old
+        if (preserve and old is not None and isinstance(value, torch.Tensor)
+                and (not isinstance(value, _Parameter) or value.requires_grad != old.requires_grad)
+                and not _tracks_gradients(value)):
+            value = _Parameter(value, requires_grad=old.requires_grad)
+        params[name] = value
+        return old
+    buffers = module._buffers
+    if name in buffers:
+        old = buffers[name]
+        buffers[name] = value
+        return old
+    old = module.__dict__[name]
+    if isinstance(value, _Parameter):  # a parameter put back where a plain tensor replaced it
+        del module.__dict__[name]
+        params[name] = value
+    else:
+        module.__dict__[name] = value
+    return old
+
+
+def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool, non_blocking: bool,
+           memo: dict[int, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in td._items_str():
+        if is_td(value) and not isinstance(value, torch.Tensor):
+            child = module._modules[key]
+            swapped = memo.get(id(child))
+            if swapped is None:  # a submodule used twice is written once (its first entry)
+                swapped = memo[id(child)] = _write(value, child, inplace, preserve, non_blocking, memo)
+            out[key] = swapped
+        else:
+            out[key] = _put(module, key, value, inplace, preserve, non_blocking)
+    return out
+
+
+def _as_td(swap: dict[str, Any]) -> TensorDict:
+    return TensorDict._new_unsafe({k: _as_td(v) if type(v) is dict else v for k, v in swap.items()}, _NO_DIMS)
+
+
+def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None = None, return_swap: bool = True,
+              swap_dest: Any = None, use_state_dict: bool = False, non_blocking: bool = False,
+              preserve_module_state: bool = True, memo: Any = None) -> Any:
+    """Write the leaves into a module's parameters and buffers (nested keys are submodules).
+
+    Args:
+        module: the module to write into (its structure as :meth:`from_module` gives it).
+        inplace: copy into the module's existing tensors (they keep their identity) instead of replacing them.
+        return_swap: return the values the module held before, as a TensorDict; used in a ``with`` block,
+            it writes them back on exit (also when the block raises).
+        swap_dest: with ``return_swap``, a TensorDict to write the old values into and return.
+        use_state_dict: load through ``module.load_state_dict(..., assign=True)`` (its hooks run).
+        non_blocking: asynchronous copies between devices (with ``inplace``).
+        preserve_module_state: parameters stay registered parameters with their ``requires_grad``: a
+            plain tensor is wrapped in a new ``nn.Parameter``, unless it tracks gradients or is batched by
+            ``vmap`` (then it is registered as it is, so gradients reach it). With False, a plain tensor
+            replaces the parameter as a plain attribute.
+        memo: not accepted (RuntimeError), as in tensordict.
+
+    Raises:
+        KeyError: a key names no submodule, parameter, buffer or attribute (the module is unchanged).
+
+    Examples:
+        >>> import torch
+        >>> from torch import nn
+        >>> from tensorbatch import TensorDict
+        >>> module = nn.Linear(3, 4)
+        >>> zeros = TensorDict.from_module(module).detach().clone().zero_()
+        >>> with zeros.to_module(module):
+        ...     bool((module(torch.ones(2, 3)) == 0).all())
+        True
+        >>> bool((module.weight != 0).any())  # restored
+        True
+    """
+    if memo is not None:
+        raise RuntimeError("memo cannot be passed to the public to_module anymore.")
+    if preserve_module_state is None:
+        raise TypeError("to_module(..., preserve_module_state=None) is no longer supported: pass True or False")
+    if use_state_dict:
+        if inplace is not None:
+            raise RuntimeError("inplace argument cannot be passed when use_state_dict=True.")
+        swapped: Any = from_module(TensorDict, module, use_state_dict=True) if return_swap else None
+        state = {".".join(path): value for path, value in named_leaves(self)}
+        module.load_state_dict(state, strict=True, assign=True)
+    else:
+        _check(self, module, ())  # every key first: a bad key leaves the module unchanged
+        swap = _write(self, module, bool(inplace), preserve_module_state, non_blocking, {})
+        if not return_swap:
+            return None
+        swapped = _as_td(swap)
+    if not return_swap:
+        return None
+    if swap_dest is not None:
+        swap_dest.update(swapped)
+        swapped = swap_dest
+
+    def restore(old: Any) -> None:
+        old.to_module(module, inplace=inplace, return_swap=False, use_state_dict=use_state_dict,
+                      non_blocking=non_blocking, preserve_module_state=preserve_module_state)
+
+    swapped._last_op = restore
+    return swapped
+
+
+def install() -> None:
+    """Attach the three methods to TensorDictBase."""
+    setattr(TensorDictBase, "from_module", classmethod(from_module))  # noqa: B010  # base imports no feature
+    setattr(TensorDictBase, "from_modules", classmethod(from_modules))  # noqa: B010
+    setattr(TensorDictBase, "to_module", to_module)  # noqa: B010
