@@ -47,8 +47,11 @@ def _state_dict_tree(module: nn.Module, filter_empty: bool) -> TensorDict:
     out = TensorDict()
     if not filter_empty:
         for name, _ in module.named_modules(remove_duplicate=False):
-            if name:
-                out._walk_to(tuple(name.split(".")), create=True)
+            node: Any = out
+            for part in name.split(".") if name else ():
+                if part not in node.keys():
+                    node.set(part, TensorDict())
+                node = node.get(part)
     for name, value in module.state_dict(keep_vars=False).items():
         out.set(tuple(name.split(".")), value)
     return out
@@ -177,7 +180,7 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
     params = module._parameters
     if inplace:
         old = params[name] if name in params else module._buffers.get(name, module.__dict__.get(name))
-        saved = old.detach().clone()
+        saved = old.clone()  # (as tensordict: a copy that keeps the graph to the old values)
         with torch.no_grad():
             old.copy_(value, non_blocking=non_blocking)
         return saved
@@ -267,7 +270,7 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
     if use_state_dict:
         if inplace is not None:
             raise RuntimeError("inplace argument cannot be passed when use_state_dict=True.")
-        swapped: Any = from_module(TensorDict, module, use_state_dict=True) if return_swap else None
+        swapped: Any = from_module(TensorDict, module) if return_swap else None
         state = {".".join(path): value for path, value in named_leaves(self)}
         module.load_state_dict(state, strict=True, assign=True)
     else:

@@ -164,7 +164,7 @@ class TensorDictParams(TensorDictBase, nn.Module):
         for name, value in (*self._parameters.items(), *self._buffers.items()):
             path = self._keys_of[name]
             if td.get(path) is not value:
-                td._walk_to(path[:-1])._set_str(path[-1], value, inplace=False, validated=True)
+                td._walk_to(path)._set_str(path[-1], value, inplace=False, validated=True)
         return out
 
     # ------------------------------------------------------------------ primitives (delegated)
@@ -218,8 +218,12 @@ class TensorDictParams(TensorDictBase, nn.Module):
     def _maybe_names(self) -> tuple[Any, ...] | None:
         return self._param_td._maybe_names()
 
+    # locking and ``with`` blocks act on this object (its own lock flag), not on the wrapped TensorDict
     lock_ = TensorDictBase.lock_
     unlock_ = TensorDictBase.unlock_
+    __enter__ = TensorDictBase.__enter__
+    __exit__ = TensorDictBase.__exit__
+    clear_refs_for_compile_ = TensorDictBase.clear_refs_for_compile_
 
     # ------------------------------------------------------------------ wrapping
     def _wrap_like(self, td: Any) -> Any:
@@ -276,6 +280,15 @@ class TensorDictParams(TensorDictBase, nn.Module):
     # module state: nn.Module's (keys "0.weight", as a module's)
     state_dict = nn.Module.state_dict  # type: ignore[assignment]
     load_state_dict = nn.Module.load_state_dict  # type: ignore[assignment]
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any, strict: bool,
+                              missing_keys: list[str], unexpected_keys: list[str], error_msgs: list[str]) -> None:
+        # nn.Module takes "0.weight" for submodule "0": the names here are flat, so unexpected keys are found here
+        nn.Module._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, [],
+                                        error_msgs)
+        if strict:
+            known = self._keys_of
+            unexpected_keys.extend(k for k in state_dict if k.startswith(prefix) and k[len(prefix):] not in known)
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

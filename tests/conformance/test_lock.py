@@ -241,3 +241,31 @@ def test_locked_content_readable(locked):
     assert_same_content(locked)
     assert locked[0].batch_size == BATCH[1:]
     assert_leaves(locked, lambda x: x[1:], locked[1:])
+
+
+def test_lock_and_unlock_as_context_managers(flavour, tdf):
+    requires(flavour, "lock")
+    with tdf.lock_() as entered:
+        assert entered is tdf
+        assert tdf.is_locked and tdf.get("nested").is_locked
+        with tdf.unlock_():
+            assert not tdf.is_locked
+        assert tdf.is_locked
+    assert not tdf.is_locked and not tdf.get("nested").is_locked
+    tdf.lock_()
+    with tdf.lock_():  # locked already: nothing to undo
+        pass
+    assert tdf.is_locked
+    with pytest.raises(ValueError, match="inside"):
+        with tdf.unlock_():
+            raise ValueError("inside")
+    assert tdf.is_locked  # undone on the way out of the error
+    tdf.unlock_()
+
+
+def test_clear_refs_for_compile_forgets_the_last_op(flavour, tdf):
+    requires(flavour, "lock")
+    assert tdf.lock_().clear_refs_for_compile_() is tdf
+    with tdf:
+        pass
+    assert tdf.is_locked

@@ -1,0 +1,181 @@
+"""Differential tests, parameters as TensorDicts: from_module, from_modules, to_module, TensorDictParams.
+
+Each case builds the same modules (same seed) for both libraries and compares a summary of the result:
+class name, batch size, and per leaf its key, tensor class (Parameter or not), shape, requires_grad and
+values; for modules, which attributes are registered parameters and their values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+pytestmark = pytest.mark.differential
+
+
+def _modules(n: int = 1) -> list[nn.Module]:
+    torch.manual_seed(0)
+    out = []
+    for _ in range(n):
+        m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.BatchNorm1d(4))
+        m[0].bias.requires_grad_(False)
+        out.append(m)
+    return out
+
+
+def summary(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return (type(value).__name__, tuple(value.shape), value.requires_grad, value.detach().tolist())
+    if isinstance(value, nn.Module) and not hasattr(value, "batch_size"):
+        return ("module", sorted(value._parameters), sorted(value._buffers),
+                {k: summary(v) for k, v in value.state_dict(keep_vars=True).items()})
+    if hasattr(value, "batch_size"):
+        leaves = {k: summary(v) for k, v in value.items(True, True)}
+        return (type(value).__name__, tuple(value.batch_size), bool(value.is_locked), leaves)
+    if isinstance(value, (list, tuple)):
+        return [summary(v) for v in value]
+    return value
+
+
+def run(lib: Any, fn: Any) -> Any:
+    try:
+        return summary(fn(lib))
+    except Exception as e:  # the error type is part of the behaviour
+        return ("raises", type(e).__name__)
+
+
+def check(ref: Any, tb: Any, fn: Any) -> None:
+    want, got = run(ref, fn), run(tb, fn)
+    assert got == want
+
+
+def _params_cls(lib: Any) -> Any:
+    return __import__(f"{lib.__name__}.nn", fromlist=["TensorDictParams"]).TensorDictParams
+
+
+def _swap_summary(lib: Any, **kwargs: Any) -> Any:
+    m, = _modules()
+    new = lib.TensorDict.from_module(m).detach().clone().apply(lambda t: t + 1)
+    swap = new.to_module(m, **kwargs)
+    return [swap, m, {k: type(v).__name__ for k, v in m[0]._parameters.items()}]
+
+
+def _ctx(lib: Any) -> Any:
+    m, = _modules()
+    new = lib.TensorDict.from_module(m).detach().clone().zero_()
+    with new.to_module(m):
+        inside = m[0](torch.ones(1, 3))
+    return [inside, m]
+
+
+def _ctx_raises(lib: Any) -> Any:
+    m, = _modules()
+    new = lib.TensorDict.from_module(m).detach().clone().zero_()
+    try:
+        with new.to_module(m):
+            raise ValueError
+    except ValueError:
+        pass
+    return m
+
+
+def _ensemble(lib: Any, lazy: bool) -> Any:
+    torch.manual_seed(0)
+    modules = [nn.Linear(3, 4) for _ in range(3)]
+    empty = nn.Linear(3, 4, device="meta")
+    params = lib.TensorDict.from_modules(*modules, lazy_stack=lazy)
+
+    def call(p: Any, x: torch.Tensor) -> torch.Tensor:
+        with p.to_module(empty):
+            return empty(x)
+
+    y = torch.vmap(call, (0, None))(params, torch.ones(3))
+    y.sum().backward()
+    grads = [m.weight.grad for m in modules] if lazy else [params["weight"].grad, modules[0].weight.grad]
+    return [y, grads]
+
+
+def _tdp(lib: Any, fn: Any) -> Any:
+    m, = _modules()
+    return fn(_params_cls(lib)(lib.TensorDict.from_module(m)), lib)
+
+
+CASES = {
+    "from_module": lambda lib: lib.TensorDict.from_module(_modules()[0]),
+    "from_module_lock": lambda lib: lib.TensorDict.from_module(_modules()[0], lock=True),
+    "from_module_keep_empty": lambda lib: sorted(lib.TensorDict.from_module(_modules()[0], filter_empty=False).keys()),
+    "from_module_state_dict": lambda lib: lib.TensorDict.from_module(_modules()[0], use_state_dict=True),
+    "from_module_as_module": lambda lib: lib.TensorDict.from_module(_modules()[0], as_module=True),
+    "from_module_identity": lambda lib: lib.TensorDict.from_module(m := _modules()[0])["0", "weight"] is m[0].weight,
+    "from_modules": lambda lib: lib.TensorDict.from_modules(*_modules(3)),
+    "from_modules_unlocked": lambda lib: lib.TensorDict.from_modules(*_modules(2), lock=False),
+    "from_modules_as_module": lambda lib: lib.TensorDict.from_modules(*_modules(2), as_module=True),
+    "from_modules_lazy": lambda lib: lib.TensorDict.from_modules(*_modules(2), lazy_stack=True).tensordicts,
+    "from_modules_lazy_as_module": lambda lib: lib.TensorDict.from_modules(*_modules(2), lazy_stack=True,
+                                                                           as_module=True),
+    "from_modules_expand": lambda lib: lib.TensorDict.from_modules(*(_modules() * 2), expand_identical=True),
+    "from_modules_shapes_differ": lambda lib: lib.TensorDict.from_modules(nn.Linear(3, 4), nn.Linear(3, 5)),
+    "from_modules_keys_differ": lambda lib: lib.TensorDict.from_modules(nn.Linear(3, 4),
+                                                                        nn.Linear(3, 4, bias=False)),
+    "to_module": lambda lib: _swap_summary(lib),
+    "to_module_no_preserve": lambda lib: _swap_summary(lib, preserve_module_state=False),
+    "to_module_inplace": lambda lib: _swap_summary(lib, inplace=True),
+    "to_module_no_swap": lambda lib: _swap_summary(lib, return_swap=False),
+    "to_module_state_dict": lambda lib: _swap_summary(lib, use_state_dict=True),
+    "to_module_state_dict_inplace": lambda lib: _swap_summary(lib, use_state_dict=True, inplace=False),
+    "to_module_memo": lambda lib: _swap_summary(lib, memo={}),
+    "to_module_ctx": _ctx,
+    "to_module_ctx_raises": _ctx_raises,
+    "to_module_missing_key": lambda lib: lib.TensorDict({"nope": torch.zeros(3)}).to_module(nn.Linear(3, 4)),
+    "to_module_missing_module": lambda lib: lib.TensorDict({"n": {"w": torch.zeros(3)}}).to_module(nn.Linear(3, 4)),
+    "ensemble_dense": lambda lib: _ensemble(lib, False),
+    "ensemble_lazy": lambda lib: _ensemble(lib, True),
+    "params_keys": lambda lib: _tdp(lib, lambda p, lib: [sorted(n for n, _ in p.named_parameters()),
+                                                         sorted(n for n, _ in p.named_buffers())]),
+    "params_state_dict_keys": lambda lib: _tdp(lib, lambda p, lib: list(p.state_dict())),
+    "params_set_converts": lambda lib: _tdp(lib, lambda p, lib: (p.set("x", torch.ones(2)), p)[1]),
+    "params_set_int_buffer": lambda lib: _tdp(lib, lambda p, lib: (p.__setitem__("i", torch.ones(2, dtype=torch.long)),
+                                                                   sorted(n for n, _ in p.named_buffers()))[1]),
+    "params_no_convert": lambda lib: _params_cls(lib)(lib.TensorDict({"a": torch.ones(2)}), no_convert=True),
+    "params_dict": lambda lib: _params_cls(lib)({"a": torch.ones(2), "b": {"c": torch.zeros(1)}}),
+    "params_kwargs": lambda lib: _params_cls(lib)(a=torch.ones(2)),
+    "params_clone": lambda lib: _tdp(lib, lambda p, lib: p.clone()),
+    "params_to": lambda lib: _tdp(lib, lambda p, lib: p.to(torch.float64)),
+    "params_detach": lambda lib: _tdp(lib, lambda p, lib: p.detach()),
+    "params_apply": lambda lib: _tdp(lib, lambda p, lib: p.select("0").apply(lambda t: t * 2)),
+    "params_zero_": lambda lib: _tdp(lib, lambda p, lib: p.zero_()),
+    "params_get": lambda lib: _tdp(lib, lambda p, lib: [p["0", "weight"], p.get(("2", "running_mean")), p["0"]]),
+    "params_del": lambda lib: _tdp(lib, lambda p, lib: (p.del_("0"), sorted(n for n, _ in p.named_parameters()))),
+    "params_lock": lambda lib: _params_cls(lib)(lib.TensorDict({"a": torch.ones(2)}), lock=True).set("b", torch.ones(1)),
+    "params_locked_raises": lambda lib: _tdp(lib, lambda p, lib: p.lock_().set("b", torch.ones(1))),
+    "params_lazy_raises": lambda lib: _params_cls(lib)(lib.lazy_stack([lib.TensorDict(a=torch.ones(2))] * 2)),
+    "params_load_state_dict": lambda lib: _tdp(lib, lambda p, lib: (p.load_state_dict(
+        {k: v.detach() + 1 for k, v in p.state_dict().items()}), p)[1]),
+    "params_module_to": lambda lib: _tdp(lib, lambda p, lib: (p.double(), p)[1]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_nn_vs_tensordict(ref: Any, tb: Any, name: str) -> None:
+    check(ref, tb, CASES[name])
+
+
+def test_tensorclass_from_modules(ref: Any, tb: Any) -> None:
+    def fn(lib: Any) -> Any:
+        class TC(lib.TensorClass):
+            weight: torch.Tensor
+            bias: torch.Tensor
+
+        modules = [nn.Linear(3, 4) for _ in range(2)]
+        torch.manual_seed(0)
+        for m in modules:
+            m.reset_parameters()
+        dense, lazy = TC.from_modules(*modules), TC.from_modules(*modules, lazy_stack=True)
+        one = TC.from_module(modules[0])
+        return [type(dense).__name__, dense.batch_size, type(dense.weight).__name__, dense.is_locked,
+                type(lazy).__name__, type(one).__name__, type(one.to_module(modules[1])).__name__]
+
+    assert fn(tb) == fn(ref)

@@ -1,0 +1,78 @@
+"""from_module / from_modules / to_module beyond the differential cases: errors, shared submodules, swaps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tensorbatch import TensorDict
+
+
+def test_a_bad_key_names_its_path_and_leaves_the_module_unchanged():
+    module = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    before = {k: v for k, v in module.state_dict(keep_vars=True).items()}
+    params = TensorDict.from_module(module).detach().clone().zero_()
+    params["1", "nope"] = torch.zeros(1)
+    with pytest.raises(KeyError, match=r"\('1', 'nope'\).*Linear"):
+        params.to_module(module)
+    assert all(module.state_dict(keep_vars=True)[k] is v for k, v in before.items())
+    with pytest.raises(KeyError, match=r"\('7',\) names no submodule of Sequential"):
+        TensorDict({"7": {"w": torch.zeros(1)}}).to_module(module)
+
+
+def test_a_shared_submodule_is_written_once_and_restored():
+    shared = nn.Linear(2, 2)
+    module = nn.Sequential(shared, nn.ReLU(), shared)
+    params = TensorDict.from_module(module)
+    assert set(params.keys()) == {"0", "2"} and params["0", "weight"] is params["2", "weight"]
+    zeros = params.detach().clone().zero_()
+    zeros["2"] = zeros["2"] + 1  # the second entry differs: the first entry wins, as in tensordict
+    with zeros.to_module(module) as swap:
+        assert (shared.weight == 0).all()
+        assert swap["0", "weight"] is swap["2", "weight"]
+    assert shared.weight is params["0", "weight"]
+
+
+def test_nested_with_blocks_restore_in_order():
+    module = nn.Linear(2, 2)
+    w0 = module.weight
+    ones, twos = (TensorDict.from_module(module).detach().clone().fill_(k, v) for k, v in
+                  (("weight", 1.0), ("weight", 2.0)))
+    with ones.to_module(module):
+        with twos.to_module(module):
+            assert (module.weight == 2).all()
+        assert (module.weight == 1).all()
+    assert module.weight is w0 and type(module.weight) is nn.Parameter
+
+
+def test_plain_leaves_become_parameters_unless_they_track_gradients():
+    module = nn.Linear(2, 2)
+    plain = TensorDict(weight=torch.zeros(2, 2), bias=torch.zeros(2, requires_grad=True))
+    with plain.to_module(module):
+        assert type(module.weight) is nn.Parameter and module.weight.requires_grad
+        assert module.bias is plain["bias"]  # registered as it is: gradients reach the TensorDict
+        assert set(module._parameters) == {"weight", "bias"}
+
+
+def test_swap_dest_receives_the_old_values():
+    module = nn.Linear(2, 2)
+    w0 = module.weight
+    dest = TensorDict(weight=torch.empty(2, 2), bias=torch.empty(2))
+    out = TensorDict.from_module(module).detach().clone().to_module(module, swap_dest=dest)
+    assert out is dest and dest["weight"] is w0
+
+
+def test_from_modules_needs_modules_and_lazy_excludes_as_module():
+    with pytest.raises(ValueError, match="at least one"):
+        TensorDict.from_modules()
+    with pytest.raises(RuntimeError, match="exclusive"):
+        TensorDict.from_modules(nn.Linear(2, 2), as_module=True, lazy_stack=True)
+
+
+def test_expand_identical_shares_the_tensor():
+    m = nn.Linear(2, 3)
+    params = TensorDict.from_modules(m, m, m, expand_identical=True)
+    assert params["weight"].stride()[0] == 0 and params["weight"]._base is m.weight
+    params["weight"].sum().backward()
+    torch.testing.assert_close(m.weight.grad, torch.full((3, 2), 3.0))
