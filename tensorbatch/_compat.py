@@ -38,15 +38,12 @@ def fake_mode_active() -> bool:
 
 
 try:  # private API (stable since torch 2.0): functorch's batched tensors, as vmap passes them to a function
-    from torch._C._functorch import is_batchedtensor as _is_batchedtensor
+    # ``is_batched(tensor)``: True for a tensor batched by ``torch.vmap`` (its mapped dim hidden). The C
+    # function itself (no wrapper: the pointwise ops ask it once per call); dynamo traces it.
+    from torch._C._functorch import is_batchedtensor as is_batched
 except ImportError:  # pragma: no cover
-    def _is_batchedtensor(tensor: Any) -> bool:
+    def is_batched(tensor: Any) -> bool:
         return False
-
-
-def is_batched(tensor: Any) -> bool:
-    """True for a tensor batched by ``torch.vmap`` (its mapped dim hidden)."""
-    return bool(_is_batchedtensor(tensor))
 
 
 def in_vmap() -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from .._compat import is_batched
 from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
 from .._keys import key_of
 from .traverse import (
@@ -97,6 +98,12 @@ def _foreach(name: str) -> Any:  # at op-creation time: a missing name goes thro
     return getattr(torch, f"_foreach_{name}", None)
 
 
+# _NO_BATCHING: foreach kernels have no vmap batching rule: eager vmap falls back to a slow per-sample loop,
+# and under torch.compile (vmap(compile(f)), compile(vmap(f))) tracing fails on them. So no foreach call
+# when the leaves are batched; asked of the first leaf only (once per op: the leaves of a TensorDict that
+# vmap passes in are all batched alike, and eager ops still fall back leaf by leaf on a foreach error).
+
+
 def _use_foreach(td: Any) -> bool:
     # foreach kernels fuse launches on accelerators; on the CPU they are a C++ loop that rarely beats
     # ours once the flat leaf lists are built (measured with torch 2.13: clone does, and opts in with
@@ -117,10 +124,11 @@ def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: A
     """
     if foreach is not None and not kwargs and (cpu or _use_foreach(td)):
         leaves = flat_leaves(td)
-        try:
-            return from_leaves(td, foreach(leaves, *args))
-        except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
-            return map_leaves(td, lambda x: op(x, *args), what=what)
+        if not (leaves and is_batched(leaves[0])):  # see _NO_BATCHING
+            try:
+                return from_leaves(td, foreach(leaves, *args))
+            except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
+                return map_leaves(td, lambda x: op(x, *args), what=what)
     if args or kwargs:
         return map_leaves(td, lambda x: op(x, *args, **kwargs), what=what)
     return map_leaves(td, op, what=what)
@@ -230,7 +238,7 @@ def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwar
     _check_unary_(td, method[:-1])
     leaves = flat_leaves(td)
     try:
-        if foreach is not None and leaves and not kwargs:
+        if foreach is not None and leaves and not kwargs and not is_batched(leaves[0]):  # see _NO_BATCHING
             foreach(leaves, *args)
         else:
             for leaf in leaves:
@@ -284,10 +292,11 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any], op: Any,
     if is_td(other):
         if foreach is not None and not kwargs and _use_foreach(td):
             leaves, rhs = flat_leaves(td), flat_leaves_like(other, td)
-            try:
-                return from_leaves(td, foreach(leaves, rhs))
-            except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
-                return map_leaves(td, op, other, what=name)
+            if not (leaves and is_batched(leaves[0])):  # see _NO_BATCHING
+                try:
+                    return from_leaves(td, foreach(leaves, rhs))
+                except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
+                    return map_leaves(td, op, other, what=name)
         if kwargs:
             return map_leaves(td, lambda a, b: op(a, b, **kwargs), other, what=name)
         return map_leaves(td, op, other, what=name)
@@ -299,10 +308,11 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any], op: Any,
         return out
     if foreach is not None and not kwargs:  # with a scalar, foreach beats a Python loop on the CPU too
         leaves = flat_leaves(td)
-        try:
-            return from_leaves(td, foreach(leaves, other))
-        except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
-            return map_leaves(td, lambda a: op(a, other), what=name)
+        if not (leaves and is_batched(leaves[0])):  # see _NO_BATCHING
+            try:
+                return from_leaves(td, foreach(leaves, other))
+            except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
+                return map_leaves(td, lambda a: op(a, other), what=name)
     if name in _TENSOR_ONLY:  # torch.maximum & co. take no Python scalars
         return map_leaves(td, lambda a: op(a, torch.as_tensor(other, dtype=a.dtype, device=a.device)), what=name)
     return map_leaves(td, lambda a: op(a, other, **kwargs), what=name)
@@ -442,7 +452,8 @@ def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, f
     if check is not None:
         check(td, leaves)
     try:
-        if foreach is not None and leaves:  # one operand: a TensorDict's leaves, or a number as it is
+        # one operand: a TensorDict's leaves, or a number as it is (_NO_BATCHING: no foreach on batched leaves)
+        if foreach is not None and leaves and not is_batched(leaves[0]):
             foreach(leaves, rhs[0] if is_td(operands[0]) else operands[0])
         else:
             for row in zip(leaves, *rhs, strict=True):
