@@ -46,6 +46,13 @@ except ImportError:  # pragma: no cover
         return False
 
 
+def batched_dim(tensor: Any) -> int:
+    """The dim that the innermost ``torch.vmap`` maps, of a batched tensor (not traceable by dynamo)."""
+    from torch._C._functorch import maybe_get_bdim  # private API
+
+    return int(maybe_get_bdim(tensor))
+
+
 def in_vmap() -> bool:
     """True inside a ``torch.vmap`` (functorch) transform, where leaves lose or gain the mapped dims."""
     try:

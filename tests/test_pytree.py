@@ -99,7 +99,7 @@ def test_unflatten_reconciles_batch_size() -> None:
     out = pytree.tree_unflatten([x[0] for x in leaves], spec)  # every leaf lost the first batch dim
     assert out.batch_size == torch.Size([3])
     assert out["nested", "deeper"].batch_size == torch.Size([3])
-    assert out.names == [None]  # names cannot be matched to the new dims
+    assert out.names == ["y"]  # the removed dim's name goes with it
     out = pytree.tree_unflatten([x.unsqueeze(0) for x in leaves], spec)  # every leaf gained one
     assert out.batch_size == torch.Size([1, 5, 3])
     assert out["nested"].batch_size == torch.Size([1, 5, 3])

@@ -52,6 +52,10 @@ def run_both(ref: Any, tb: Any):
 # tensordict"), or lacks a feature that arrives with a later issue. Each listed test is a strict
 # xfail: it fails loudly if the difference ever disappears.
 DIFFERENCES: dict[str, str] = {
+    "vmap_in_dims_beyond_batch": "vmap goes through pytree: in_dims beyond the batch dims raise ValueError "
+    "(tensordict, which patches torch's vmap, maps the feature dim)",
+    "vmap_negative_in_dims": "vmap goes through pytree: a negative in_dims counts from each tensor's last dim "
+    "(tensordict: from the last batch dim); here the tensors' mapped sizes differ and vmap raises",
     "numel_zero_batch_quirk": "numel() of an empty batch is 0 (tensordict returns 1)",
     "test_getitem_2d[tuple_": "a tuple of ints inside an index is a list index, as torch: td[((0, 2),)] has "
                               "batch [2, 5] (tensordict indexes the leaves the same way but reports batch [5])",

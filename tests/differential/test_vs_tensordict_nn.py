@@ -103,6 +103,26 @@ def _tdp(lib: Any, fn: Any) -> Any:
     return fn(_params_cls(lib)(lib.TensorDict.from_module(m)), lib)
 
 
+def _vmap(lib: Any, in_dims: int = 0, out_dims: int = 0, names: bool = False, feat: int = 2) -> Any:
+    g = torch.Generator().manual_seed(0)
+    td = lib.TensorDict({"a": torch.randn(5, 4, 3, generator=g), "b": torch.randn(5, 4, feat, generator=g)}, [5, 4],
+                        names=["x", "y"] if names else None)
+    seen = []
+
+    def fn(t: Any) -> Any:
+        seen.append([tuple(t.batch_size), list(t.names) if names else None])
+        return t.apply(lambda x: x * 2)
+
+    out = torch.vmap(fn, in_dims=in_dims, out_dims=out_dims)(td)
+    return [seen, out, list(out.names) if names else None]
+
+
+def _vmap_non_tensor(lib: Any) -> Any:
+    td = lib.TensorDict({"a": torch.arange(10.0).reshape(5, 2), "s": "hello"}, [5])
+    out = torch.vmap(lambda t: t.apply(lambda x: x + 1))(td)
+    return [tuple(out.batch_size), out["s"], out["a"]]
+
+
 CASES = {
     "from_module": lambda lib: lib.TensorDict.from_module(_modules()[0]),
     "from_module_lock": lambda lib: lib.TensorDict.from_module(_modules()[0], lock=True),
@@ -154,6 +174,13 @@ CASES = {
     "params_lazy_raises": lambda lib: _params_cls(lib)(lib.lazy_stack([lib.TensorDict(a=torch.ones(2))] * 2)),
     "params_load_state_dict": lambda lib: _tdp(lib, lambda p, lib: (p.load_state_dict(
         {k: v.detach() + 1 for k, v in p.state_dict().items()}), p)[1]),
+    "vmap_in_dims_0": lambda lib: _vmap(lib),
+    "vmap_in_dims_1": lambda lib: _vmap(lib, in_dims=1),
+    "vmap_names": lambda lib: _vmap(lib, names=True),
+    "vmap_out_dims_1": lambda lib: _vmap(lib, out_dims=1),
+    "vmap_in_dims_beyond_batch": lambda lib: _vmap(lib, in_dims=2, feat=3),
+    "vmap_negative_in_dims": lambda lib: _vmap(lib, in_dims=-1),
+    "vmap_non_tensor": _vmap_non_tensor,
     "params_module_to": lambda lib: _tdp(lib, lambda p, lib: (p.double(), p)[1]),
 }
 

@@ -1,0 +1,183 @@
+"""torch.vmap through pytree (no patching of torch): lazy stacks, non-tensor leaves, the checks on in_dims and
+out_dims, dim names, foreach-free ops under vmap and compile, and the ensemble example of the seeds."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from tensorbatch import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict, lazy_stack
+
+
+def make_td() -> TensorDict:
+    g = torch.Generator().manual_seed(0)
+    return TensorDict({"a": torch.randn(5, 4, 3, generator=g), "n": {"b": torch.randn(5, 4, generator=g)}}, [5, 4])
+
+
+# ---------------------------------------------------------------------------------------- lazy stacks
+def test_vmap_over_the_stack_dim_gives_each_member() -> None:
+    members = [TensorDict({"a": torch.full((3,), float(i)), "n": {"b": torch.ones(2) * i}}, []) for i in range(4)]
+    stack = lazy_stack(members)
+    seen = []
+
+    def fn(td: Any) -> Any:
+        seen.append((type(td).__name__, td.batch_size))
+        return td * 2
+
+    out = torch.vmap(fn)(stack)
+    assert seen == [("TensorDict", torch.Size([]))]
+    assert out.batch_size == torch.Size([4])
+    torch.testing.assert_close(out["a"], torch.stack([m["a"] for m in members]) * 2)
+
+
+def test_vmap_over_another_dim_keeps_a_lazy_stack_inside() -> None:
+    stack = lazy_stack([TensorDict({"a": torch.randn(5, 3)}, [5]) for _ in range(4)], 1)  # batch [5, 4]
+    seen = []
+
+    def fn(td: Any) -> Any:
+        seen.append((type(td).__name__, td.batch_size, td.stack_dim))
+        return td + 1
+
+    out = torch.vmap(fn)(stack)
+    assert seen == [("LazyStackedTensorDict", torch.Size([4]), 0)]
+    assert type(out) is LazyStackedTensorDict and out.batch_size == torch.Size([5, 4]) and out.stack_dim == 1
+    torch.testing.assert_close(out["a"], stack["a"] + 1)
+
+
+def test_vmap_over_a_heterogeneous_lazy_stack_raises() -> None:
+    stack = lazy_stack([TensorDict({"a": torch.zeros(3)}, []), TensorDict({"a": torch.zeros(4)}, [])])
+    with pytest.raises(RuntimeError, match="members differ in keys or shapes"):
+        torch.vmap(lambda td: td)(stack)
+
+
+# ---------------------------------------------------------------------------------------- non-tensor leaves
+def test_non_tensor_leaves_follow_the_mapped_batch() -> None:
+    td = TensorDict({"a": torch.arange(10.0).reshape(5, 2), "s": "hello", "n": {"t": "x"}}, [5])
+    seen = []
+
+    def fn(t: Any) -> Any:
+        seen.append((t.batch_size, t.get("s").batch_size, t["n"].batch_size, t["s"], t["n", "t"]))
+        return t * 2
+
+    out = torch.vmap(fn)(td)
+    assert seen == [(torch.Size([]), torch.Size([]), torch.Size([]), "hello", "x")]
+    assert out.batch_size == torch.Size([5]) and out["s"] == "hello"
+    assert type(out.get("s")) is NonTensorData and out.get("s").batch_size == torch.Size([5])
+    assert out["n"].batch_size == torch.Size([5])
+    torch.testing.assert_close(out["a"], td["a"] * 2)
+
+
+def test_a_non_tensor_stack_of_different_values_cannot_be_mapped() -> None:
+    td = TensorDict({"a": torch.zeros(3), "s": NonTensorStack("a", "b", "c")}, [3])
+    with pytest.raises(RuntimeError, match="different values cannot follow"):
+        torch.vmap(lambda t: t)(td)
+
+
+# ---------------------------------------------------------------------------------------- checks
+def test_out_dims_that_split_the_batch_raise() -> None:
+    td = TensorDict({"a": torch.randn(5, 3), "n": {"b": torch.randn(5, 2)}}, [5])
+    with pytest.raises(RuntimeError, match="entry 'n' of shape \\[2\\] does not start with the rebuilt batch"):
+        torch.vmap(lambda t: t, out_dims=-1)(td)
+
+
+def test_in_dims_beyond_the_batch_dims_raise() -> None:
+    td = TensorDict({"a": torch.randn(5, 3)}, [5])
+    with pytest.raises(ValueError, match=r"vmap over a TensorDict of batch_size \[5\]: the mapped dim is not"):
+        torch.vmap(lambda t: t, in_dims=1)(td)
+
+
+def test_negative_in_dims_landing_on_different_dims_raise() -> None:
+    td = TensorDict({"a": torch.randn(5, 4, 4), "b": torch.randn(5, 4)}, [5, 4])
+    with pytest.raises(ValueError, match="dim 2 of a tensor is mapped.*counts from each tensor's last dim"):
+        torch.vmap(lambda t: t, in_dims=-1)(td)  # 'a' would map its feature dim, 'b' its batch dim 1
+
+
+@pytest.mark.xfail(strict=True, reason="LIMITATION (README, Differences): pytree applies a negative in_dims to "
+                   "each tensor; tensordict counts it from the last batch dim. Undetectable when every leaf has "
+                   "the same number of feature dims")
+def test_negative_in_dims_count_from_the_last_batch_dim() -> None:
+    td = TensorDict({"a": torch.randn(5, 4, 3), "b": torch.randn(5, 4, 2)}, [5, 4])
+    out = torch.vmap(lambda t: t.apply(lambda x: x.sum(0)), in_dims=-1)(td)  # -1: batch dim 1 in tensordict
+    torch.testing.assert_close(out["a"], td["a"].sum(0))
+
+
+def test_dim_names_follow_the_mapped_dim() -> None:
+    td = TensorDict({"a": torch.randn(5, 4, 3)}, [5, 4], names=["b", "c"])
+    seen = []
+    out = torch.vmap(lambda t: (seen.append(t.names), t)[1])(td)
+    assert seen == [["c"]]
+    assert out.names == [None, "c"]
+    torch.vmap(lambda t: (seen.append(t.names), t)[1], in_dims=1)(td)
+    assert seen[-1] == ["b"]
+
+
+# ---------------------------------------------------------------------------------------- compile
+OPS = {
+    "mul_scalar": lambda t: t * 2,
+    "add_td": lambda t: t + t,
+    "exp": lambda t: t.exp(),
+    "exp_": lambda t: t.clone().exp_(),
+    "zero_": lambda t: t.clone().zero_(),
+    "clone": lambda t: t.clone(),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["compile_of_vmap", "vmap_of_compile"])
+@pytest.mark.parametrize("op", list(OPS))
+def test_no_foreach_kernel_under_vmap_and_compile(op: str, order: str) -> None:
+    torch._dynamo.reset()
+    fn = OPS[op]
+    td = make_td()
+    if order == "compile_of_vmap":
+        compiled = torch.compile(torch.vmap(fn), backend="eager", fullgraph=True)
+    else:
+        compiled = torch.vmap(torch.compile(fn, backend="eager", fullgraph=True))
+    out, want = compiled(td), fn(td)
+    assert out.batch_size == want.batch_size
+    for key in want.keys(True, True):
+        torch.testing.assert_close(out[key], want[key])
+
+
+# ---------------------------------------------------------------------------------------- ensemble (seed)
+def _ensemble(lazy: bool, compile_backend: str | None) -> None:
+    torch.manual_seed(0)
+    modules = [nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2)) for _ in range(4)]
+    empty = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2)).to("meta")
+    params = TensorDict.from_modules(*modules, lazy_stack=lazy)
+
+    def call(p: Any, x: torch.Tensor) -> torch.Tensor:
+        with p.to_module(empty):
+            return empty(x)
+
+    fn = torch.vmap(call, (0, None))
+    if compile_backend is not None:
+        torch._dynamo.reset()
+        fn = torch.compile(fn, backend=compile_backend)
+    x = torch.randn(6, 3)
+    y = fn(params, x)
+    torch.testing.assert_close(y, torch.stack([m(x) for m in modules]))
+    y.sum().backward()
+    if lazy:  # the lazy stack holds the modules' own parameters
+        assert all(m[0].weight.grad is not None for m in modules)
+    else:  # new stacked parameters: the modules' stay untouched
+        assert params["0", "weight"].grad.shape == (4, 8, 3) and modules[0][0].weight.grad is None
+        want = torch.autograd.grad(torch.stack([m(x) for m in modules]).sum(), modules[1][0].weight)[0]
+        torch.testing.assert_close(params["0", "weight"].grad[1], want)
+    assert empty[0].weight.device.type == "meta"  # restored after each call
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["dense", "lazy"])
+def test_ensemble_example(lazy: bool) -> None:
+    _ensemble(lazy, None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("TB_SKIP_INDUCTOR") == "1", reason="TB_SKIP_INDUCTOR=1")
+@pytest.mark.parametrize("lazy", [False, True], ids=["dense", "lazy"])
+def test_ensemble_example_compiled_on_inductor(lazy: bool) -> None:
+    _ensemble(lazy, "inductor")
