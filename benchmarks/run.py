@@ -44,14 +44,15 @@ import cases
 import cases_lazy
 import cases_store
 import cases_typed
+import cases_vmap
 import h5
 import torch
 
 SUITES = {"core": cases.CASES, "lazy": cases_lazy.CASES, "typed": cases_typed.CASES,
-          "store": cases_store.CASES}  # (store: needs a server, started on first use; not part of all)
+          "store": cases_store.CASES, "vmap": cases_vmap.CASES}  # (store: needs a server, started on first use; not part of all)
 CASES = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES}
-UNCHECKED = cases_lazy.UNCHECKED | cases_typed.UNCHECKED | cases_store.UNCHECKED
-LOOKUP = {**CASES, **cases_store.CASES}  # every case by name (store cases run with --suite store only)
+UNCHECKED = cases_lazy.UNCHECKED | cases_typed.UNCHECKED | cases_store.UNCHECKED | cases_vmap.UNCHECKED
+LOOKUP = {**CASES, **cases_store.CASES, **cases_vmap.CASES}  # every case by name (store cases run with --suite store only)
 
 IMPLS = ("tb", "td", "raw")
 MODULES = {"tb": "tensorbatch", "td": "tensordict"}

@@ -46,21 +46,25 @@ except ImportError:  # pragma: no cover
         return False
 
 
+try:  # private API (stable since torch 2.0)
+    from torch._C._functorch import TransformType as _TransformType
+    from torch._C._functorch import maybe_get_bdim as _maybe_get_bdim
+    from torch._C._functorch import peek_interpreter_stack as _peek_interpreter_stack
+except ImportError:  # pragma: no cover
+    _TransformType = _maybe_get_bdim = _peek_interpreter_stack = None  # type: ignore[assignment,misc]
+
+
 def batched_dim(tensor: Any) -> int:
     """The dim that the innermost ``torch.vmap`` maps, of a batched tensor (not traceable by dynamo)."""
-    from torch._C._functorch import maybe_get_bdim  # private API
-
-    return int(maybe_get_bdim(tensor))
+    return int(_maybe_get_bdim(tensor))
 
 
 def in_vmap() -> bool:
     """True inside a ``torch.vmap`` (functorch) transform, where leaves lose or gain the mapped dims."""
-    try:
-        from torch._C._functorch import TransformType, peek_interpreter_stack  # private API
-    except ImportError:  # pragma: no cover
+    if _peek_interpreter_stack is None:  # pragma: no cover
         return False
-    interpreter = peek_interpreter_stack()
-    return interpreter is not None and interpreter.key() == TransformType.Vmap
+    interpreter = _peek_interpreter_stack()
+    return interpreter is not None and interpreter.key() == _TransformType.Vmap
 
 
 def nested_view_from_buffer(data: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:

@@ -181,3 +181,18 @@ def test_ensemble_example(lazy: bool) -> None:
 @pytest.mark.parametrize("lazy", [False, True], ids=["dense", "lazy"])
 def test_ensemble_example_compiled_on_inductor(lazy: bool) -> None:
     _ensemble(lazy, "inductor")
+
+
+def test_compat_functorch_probes() -> None:
+    from tensorbatch import _compat
+
+    x = torch.zeros(3, 2)
+    assert not _compat.is_batched(x) and not _compat.in_vmap()
+    seen = []
+
+    def probe(t: torch.Tensor) -> torch.Tensor:
+        seen.append((bool(_compat.is_batched(t)), _compat.in_vmap(), _compat.batched_dim(t)))
+        return t
+
+    torch.vmap(probe, in_dims=1)(x)
+    assert seen == [(True, True, 1)]
