@@ -40,10 +40,12 @@ def fake_mode_active() -> bool:
 try:  # private API (stable since torch 2.0): functorch's batched tensors, as vmap passes them to a function
     # ``is_batched(tensor)``: True for a tensor batched by ``torch.vmap`` (its mapped dim hidden). The C
     # function itself (no wrapper: the pointwise ops ask it once per call); dynamo traces it.
-    from torch._C._functorch import is_batchedtensor as is_batched
+    from torch._C._functorch import is_batchedtensor as _is_batchedtensor
 except ImportError:  # pragma: no cover
-    def is_batched(tensor: Any) -> bool:
+    def _is_batchedtensor(tensor: torch.Tensor) -> bool:
         return False
+
+is_batched = _is_batchedtensor
 
 
 try:  # private API (stable since torch 2.0)

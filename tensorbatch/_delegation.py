@@ -69,7 +69,8 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the 
     # writes (they return the backend, hence the wrapper)
     "set", "set_", "set_at_", "set_non_tensor", "update", "update_", "update_at_", "copy_at_", "del_", "clear",
     "rename_key_", "fill_", "zero_", "zero_grad", "apply_", "copy_", "detach_", "requires_grad_", "empty",
-    "masked_fill_", "lock_", "unlock_", "__enter__", "clear_refs_for_compile_", "load_state_dict", "auto_batch_size_", "refine_names", "rename_",
+    "masked_fill_", "lock_", "unlock_", "__enter__", "clear_refs_for_compile_", "load_state_dict",
+    "auto_batch_size_", "refine_names", "rename_",
     # new TensorDicts of the same schema
     "apply", "named_apply", "clone", "copy", "replace", "__copy__", "__deepcopy__", "to", "cpu", "cuda", "detach",
     "contiguous", "data", "grad", "select", "exclude", "flatten_keys", "unflatten_keys", "split_keys",

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.utils import _pytree
 
 from . import _compat
 from ._lazy import LazyStackedTensorDict, lazy_stack
@@ -206,13 +207,13 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
     removed = None
     if len(new_bs) == nd - 1:
         removed = _removed_dim(values, pairs, batch_size)
-    elif new_bs != batch_size and all(new[:nd] == batch_size for _, new in pairs):
+    elif (new_bs != batch_size and all(new[:nd] == batch_size for _, new in pairs)
+          and not (_prefixed(pairs) if _is_compiling() else _compat.in_vmap())):
         # every child still starts with the batch size (tree_map changing feature dims, jacrev/jacfwd
         # appending the input's dims, as tensordict): it stays; not under vmap, where the mapped dim in
         # front may have the size of the batch (under compile, where that cannot be asked: when one
         # shape was put in front of every child; and a parent node refits a nested node: _fit)
-        if not (_prefixed(pairs) if _is_compiling() else _compat.in_vmap()):
-            new_bs = batch_size
+        new_bs = batch_size
     if new_bs != batch_size:
         names = _names_after(names, batch_size, new_bs, removed)
     if new_bs == batch_size:
@@ -270,7 +271,7 @@ def _flatten_lazy(td: LazyStackedTensorDict) -> tuple[list[Any], Any]:
 
 def _flatten_lazy_with_keys(td: LazyStackedTensorDict) -> tuple[list[tuple[Any, Any]], Any]:
     values, context = _flatten_lazy(td)
-    return [(_compat.pytree.GetAttrKey("tensordicts"), values[0])], context
+    return [(_pytree.GetAttrKey("tensordicts"), values[0])], context
 
 
 def _placeholders(td: Any) -> bool:

@@ -70,7 +70,7 @@ def lock_(self: TensorDictBase) -> TensorDictBase:
         >>> td.is_locked
         False
     """
-    undo = None if self.is_locked else unlock_
+    undo = _nothing if self.is_locked else unlock_
     nodes = named_nodes(self, members=True)  # a lazy stack's members are what it stores
     for _, node in nodes:
         node._set_lock(True)
@@ -112,7 +112,7 @@ def unlock_(self: TensorDictBase) -> TensorDictBase:
 
     Also a context manager: ``with td.unlock_():`` locks again on exit, if ``td`` was locked.
     """
-    undo = lock_ if self.is_locked else None
+    undo = lock_ if self.is_locked else _nothing
     nodes = named_nodes(self, post_order=True, members=True)
     for _, node in nodes:
         node._set_lock(False)
@@ -128,6 +128,10 @@ def unlock_(self: TensorDictBase) -> TensorDictBase:
     return self
 
 
+def _nothing(td: Any) -> None:
+    """The undo of a lock_/unlock_ that changed nothing (a ``with`` block on it then does nothing either)."""
+
+
 # id(td) -> the undo functions of the ``with`` blocks entered on td (innermost last); only while inside them
 _ENTERED: dict[int, list[Any]] = {}
 
@@ -138,15 +142,24 @@ def __enter__(self: TensorDictBase) -> TensorDictBase:
     return self
 
 
-def __exit__(self: TensorDictBase, exc_type: Any, exc: Any, tb: Any) -> bool:
+def __exit__(self: TensorDictBase, exc_type: Any, exc: Any, tb: Any) -> None:
     """Undo the operation the block was entered with (also when the block raised, which then propagates)."""
+    exit_undo(self)
+
+
+def exit_undo(self: TensorDictBase) -> bool:
+    """Undo what the ``with`` block being left was entered with; False when it was entered with nothing to undo.
+
+    (A file-backed TensorDict closes its file on leaving a plain ``with td:`` block.)
+    """
     stack = _ENTERED[id(self)]
     undo = stack.pop()
     if not stack:
         del _ENTERED[id(self)]
-    if undo is not None:
-        undo(self)
-    return False
+    if undo is None:
+        return False
+    undo(self)
+    return True
 
 
 def clear_refs_for_compile_(self: TensorDictBase) -> TensorDictBase:

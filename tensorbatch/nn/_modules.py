@@ -49,7 +49,7 @@ def _state_dict_tree(module: nn.Module, filter_empty: bool) -> TensorDict:
         for name, _ in module.named_modules(remove_duplicate=False):
             node: Any = out
             for part in name.split(".") if name else ():
-                if part not in node.keys():
+                if part not in node:
                     node.set(part, TensorDict())
                 node = node.get(part)
     for name, value in module.state_dict(keep_vars=False).items():
@@ -62,6 +62,7 @@ def from_module(cls: Any, module: nn.Module, as_module: bool = False, lock: bool
     """A TensorDict of a module's parameters and buffers (the module's own tensors), nested by submodule.
 
     Args:
+        cls: the class it is called on (TensorDict; wrappers wrap the result).
         module: the module to read.
         as_module: return a :class:`~tensorbatch.nn.TensorDictParams` (an ``nn.Module`` registering them).
         lock: lock the result.
@@ -109,6 +110,7 @@ def from_modules(cls: Any, *modules: nn.Module, as_module: bool = False, lock: b
     """The parameters of several modules of one structure, stacked along a new first dim (for ``torch.vmap``).
 
     Args:
+        cls: the class it is called on (TensorDict; wrappers wrap the result).
         *modules: the modules.
         as_module: return a :class:`~tensorbatch.nn.TensorDictParams` (not with ``lazy_stack``).
         lock: lock the result (default True).
@@ -179,7 +181,7 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
     """Write one leaf into ``module`` and return what it replaces."""
     params = module._parameters
     if inplace:
-        old = params[name] if name in params else module._buffers.get(name, module.__dict__.get(name))
+        old: Any = params[name] if name in params else module._buffers.get(name, module.__dict__.get(name))
         saved = old.clone()  # (as tensordict: a copy that keeps the graph to the old values)
         with torch.no_grad():
             old.copy_(value, non_blocking=non_blocking)
@@ -215,7 +217,7 @@ def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool, non_blocki
     out: dict[str, Any] = {}
     for key, value in td._items_str():
         if is_td(value) and not isinstance(value, torch.Tensor):
-            child = module._modules[key]
+            child: Any = module._modules[key]
             swapped = memo.get(id(child))
             if swapped is None:  # a submodule used twice is written once (its first entry)
                 swapped = memo[id(child)] = _write(value, child, inplace, preserve, non_blocking, memo)
@@ -235,6 +237,7 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
     """Write the leaves into a module's parameters and buffers (nested keys are submodules).
 
     Args:
+        self: the TensorDict of values.
         module: the module to write into (its structure as :meth:`from_module` gives it).
         inplace: copy into the module's existing tensors (they keep their identity) instead of replacing them.
         return_swap: return the values the module held before, as a TensorDict; used in a ``with`` block,

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import torch
 from torch import nn
+from torch.utils import _pytree
 
 from .. import _compat, _delegation
 from .._ops.traverse import NO_DEFAULT, is_td, named_nodes
@@ -42,7 +43,7 @@ def _like(new: Any, old: Any) -> Any:
     return _Parameter(new.detach(), requires_grad=old.requires_grad)
 
 
-def _rewrapped(new: TensorDictBase, old: TensorDictBase) -> TensorDict:
+def _rewrapped(new: TensorDictBase, old: TensorDictBase) -> Any:
     """``new`` (a converted copy of ``old``'s tree) with each leaf a parameter where ``old``'s was."""
     out = new if type(new) is TensorDict else new.to_tensordict()
     for path, node in named_nodes(out):
@@ -53,7 +54,7 @@ def _rewrapped(new: TensorDictBase, old: TensorDictBase) -> TensorDict:
     return out
 
 
-class TensorDictParams(TensorDictBase, nn.Module):
+class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]  # apply, float...: TensorDictBase's
     """A TensorDict whose leaves are registered as the parameters and buffers of an ``nn.Module``.
 
     Set as an attribute of a module, its entries are seen by ``parameters()``, ``state_dict()``,
@@ -159,7 +160,7 @@ class TensorDictParams(TensorDictBase, nn.Module):
 
     def _apply(self, fn: Callable[..., Any], recurse: bool = True) -> Any:
         """``nn.Module._apply`` (``module.to()``, ``.float()``...), then the TensorDict takes the new tensors."""
-        out = nn.Module._apply(self, fn, recurse)
+        out = nn.Module._apply(self, fn, recurse)  # type: ignore[no-untyped-call]
         td = self._param_td
         for name, value in (*self._parameters.items(), *self._buffers.items()):
             path = self._keys_of[name]
@@ -242,7 +243,7 @@ class TensorDictParams(TensorDictBase, nn.Module):
     def __repr__(self) -> str:
         return f"TensorDictParams(params={self._param_td!r})"
 
-    __hash__ = nn.Module.__hash__  # a module: kept in sets by named_modules
+    __hash__ = nn.Module.__hash__  # type: ignore[assignment]  # a module: kept in sets by named_modules
 
     def __reduce__(self) -> Any:
         return (_rebuild, (self._param_td, self.no_convert, self.training))
@@ -340,7 +341,7 @@ def _flatten(obj: TensorDictParams) -> tuple[list[Any], Any]:
 
 
 def _flatten_with_keys(obj: TensorDictParams) -> tuple[list[tuple[Any, Any]], Any]:
-    return [(_compat.pytree.GetAttrKey("_param_td"), obj._param_td)], obj.no_convert
+    return [(_pytree.GetAttrKey("_param_td"), obj._param_td)], obj.no_convert
 
 
 def _unflatten(values: Any, context: Any) -> TensorDictParams:

@@ -10,6 +10,7 @@ import h5py
 import numpy as np
 import torch
 
+from .._base import locks as _locks
 from .._base.coerce import as_device, checked_names
 from .._errors import batch_mismatch, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta
@@ -155,10 +156,12 @@ class PersistentTensorDict(TensorDictBase):
             self._shared.file.flush()
 
     def __enter__(self) -> PersistentTensorDict:
-        return self
+        return TensorDictBase.__enter__(self)  # type: ignore[return-value]  # self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        # ``with td.lock_():`` undoes the lock; a plain ``with td:`` closes
+        if not _locks.exit_undo(self):
+            self.close()
 
     # ------------------------------------------------------------------ primitives
     @property

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .._base import locks as _locks
 from .._base.coerce import as_device, checked_names
 from .._errors import batch_mismatch, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta
@@ -132,10 +133,12 @@ class TensorDictStore(TensorDictBase):
         conn.tree, conn.epoch = Tree(_Size(())), epoch
 
     def __enter__(self) -> TensorDictStore:
-        return self
+        return TensorDictBase.__enter__(self)  # type: ignore[return-value]  # self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        # ``with td.lock_():`` undoes the lock; a plain ``with td:`` closes
+        if not _locks.exit_undo(self):
+            self.close()
 
     # ------------------------------------------------------------------ primitives
     @property
