@@ -50,15 +50,18 @@ is_batched = _is_batchedtensor
 
 try:  # private API (stable since torch 2.0)
     from torch._C._functorch import TransformType as _TransformType
+    from torch._C._functorch import get_unwrapped as _get_unwrapped
     from torch._C._functorch import maybe_get_bdim as _maybe_get_bdim
     from torch._C._functorch import peek_interpreter_stack as _peek_interpreter_stack
 except ImportError:  # pragma: no cover
-    _TransformType = _maybe_get_bdim = _peek_interpreter_stack = None  # type: ignore[assignment,misc]
+    _TransformType = _get_unwrapped = _maybe_get_bdim = _peek_interpreter_stack = None  # type: ignore[assignment,misc]
 
 
-def batched_dim(tensor: Any) -> int:
-    """The dim that the innermost ``torch.vmap`` maps, of a batched tensor (not traceable by dynamo)."""
-    return int(_maybe_get_bdim(tensor))
+def batched_dim(tensor: Any) -> tuple[int, torch.Size]:
+    """The dim that the innermost ``torch.vmap`` maps, of a batched tensor, and the shape it maps it in
+    (the tensor's own shape with that dim). Not traceable by dynamo.
+    """
+    return int(_maybe_get_bdim(tensor)), _get_unwrapped(tensor).shape
 
 
 def in_vmap() -> bool:

@@ -125,7 +125,11 @@ def _removed_dim(values: list[Any], pairs: list[tuple[Any, Any]], batch_size: to
     if not _is_compiling():  # the exact mapped dim of a batched tensor (not traceable: eager only)
         leaf = next((v for v in values if isinstance(v, _Tensor) and _compat.is_batched(v)), None)
         if leaf is not None:
-            bdim = _compat.batched_dim(leaf)
+            bdim, physical = _compat.batched_dim(leaf)
+            # only when vmap has just mapped it (its physical shape is the former one), not for a tensor
+            # batched by an enclosing vmap that lost a dim otherwise (tree_map inside the function)
+            if physical not in {o for o, _ in pairs}:
+                return dims
             if bdim not in dims:
                 why = f"dim {bdim} of a tensor is mapped"
                 raise ValueError(IN_DIMS_MSG.format(bs=list(batch_size), why=why))

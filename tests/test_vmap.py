@@ -195,4 +195,16 @@ def test_compat_functorch_probes() -> None:
         return t
 
     torch.vmap(probe, in_dims=1)(x)
-    assert seen == [(True, True, 1)]
+    assert seen == [(True, True, (1, torch.Size([3, 2])))]
+
+
+def test_a_tree_map_inside_vmap_may_drop_a_batch_dim() -> None:
+    td = TensorDict({"a": torch.randn(4, 5, 3), "b": torch.randn(4, 5)}, [4, 5])
+    inner = torch.utils._pytree.tree_map
+
+    def fn(t: Any) -> Any:
+        return inner(lambda x: x.sum(0), t)  # batched leaves lose their first logical dim
+
+    out = torch.vmap(fn, in_dims=1)(td)
+    assert out.batch_size == torch.Size([5])
+    torch.testing.assert_close(out["a"], td["a"].sum(0))
