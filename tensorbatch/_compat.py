@@ -47,6 +47,10 @@ except ImportError:  # pragma: no cover
 
 is_batched = _is_batchedtensor
 
+# ``transforms_active()``: True inside a functorch transform (vmap, grad, jvp...), under torch.compile too
+# (dynamo traces it). Global, no tensor to ask: the pointwise ops ask it once per call.
+transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
 
 try:  # private API (stable since torch 2.0)
     from torch._C._functorch import TransformType as _TransformType

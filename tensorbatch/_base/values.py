@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._compat import is_batched
+from .._compat import transforms_active
 from .._keys import NestedKey, key_of
 from .._ops import pointwise as _pointwise
 from .._ops import reduce as _reduce
@@ -325,7 +325,7 @@ def zero_(self: TensorDictBase) -> TensorDictBase:
     leaves = flat_leaves(self)
     if leaves:
         try:
-            if is_batched(leaves[0]):  # no foreach under vmap (see _ops/pointwise.py _NO_BATCHING)
+            if transforms_active():  # no foreach under vmap (see _ops/pointwise.py _NO_BATCHING)
                 raise RuntimeError
             torch._foreach_zero_(leaves)
         except RuntimeError:  # no foreach kernel for nested tensors (refused before any write)

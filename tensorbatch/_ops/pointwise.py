@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .._compat import is_batched
+from .._compat import transforms_active
 from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
 from .._keys import key_of
 from .traverse import (
@@ -100,8 +100,8 @@ def _foreach(name: str) -> Any:  # at op-creation time: a missing name goes thro
 
 # _NO_BATCHING: foreach kernels have no vmap batching rule: eager vmap falls back to a slow per-sample loop,
 # and under torch.compile (vmap(compile(f)), compile(vmap(f))) tracing fails on them. So no foreach call
-# when the leaves are batched; asked of the first leaf only (once per op: the leaves of a TensorDict that
-# vmap passes in are all batched alike, and eager ops still fall back leaf by leaf on a foreach error).
+# inside a functorch transform: one global check per op (cheaper than asking a leaf whether it is batched;
+# dynamo traces it), and eager ops still fall back leaf by leaf on a foreach error.
 
 
 def _use_foreach(td: Any) -> bool:
@@ -124,7 +124,7 @@ def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: A
     """
     if foreach is not None and not kwargs and (cpu or _use_foreach(td)):
         leaves = flat_leaves(td)
-        if not (leaves and is_batched(leaves[0])):  # see _NO_BATCHING
+        if not transforms_active():  # see _NO_BATCHING
             try:
                 return from_leaves(td, foreach(leaves, *args))
             except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
@@ -238,7 +238,7 @@ def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwar
     _check_unary_(td, method[:-1])
     leaves = flat_leaves(td)
     try:
-        if foreach is not None and leaves and not kwargs and not is_batched(leaves[0]):  # see _NO_BATCHING
+        if foreach is not None and leaves and not kwargs and not transforms_active():  # see _NO_BATCHING
             foreach(leaves, *args)
         else:
             for leaf in leaves:
@@ -292,7 +292,7 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any], op: Any,
     if is_td(other):
         if foreach is not None and not kwargs and _use_foreach(td):
             leaves, rhs = flat_leaves(td), flat_leaves_like(other, td)
-            if not (leaves and is_batched(leaves[0])):  # see _NO_BATCHING
+            if not transforms_active():  # see _NO_BATCHING
                 try:
                     return from_leaves(td, foreach(leaves, rhs))
                 except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
@@ -308,7 +308,7 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any], op: Any,
         return out
     if foreach is not None and not kwargs:  # with a scalar, foreach beats a Python loop on the CPU too
         leaves = flat_leaves(td)
-        if not (leaves and is_batched(leaves[0])):  # see _NO_BATCHING
+        if not transforms_active():  # see _NO_BATCHING
             try:
                 return from_leaves(td, foreach(leaves, other))
             except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
@@ -453,7 +453,7 @@ def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, f
         check(td, leaves)
     try:
         # one operand: a TensorDict's leaves, or a number as it is (_NO_BATCHING: no foreach on batched leaves)
-        if foreach is not None and leaves and not is_batched(leaves[0]):
+        if foreach is not None and leaves and not transforms_active():
             foreach(leaves, rhs[0] if is_td(operands[0]) else operands[0])
         else:
             for row in zip(leaves, *rhs, strict=True):
