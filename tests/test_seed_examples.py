@@ -1,9 +1,9 @@
 """Every ``>>>`` example of the two seed pages, as tests (shared/seeds/crossclass-compatibility.txt and
 shared/seeds/tensorclass-ifevalscoredata-reference.txt), with ``tensordict`` spelled ``tensorbatch``.
 
-Examples that need a feature we do not have yet (the HDF5 backend, ``from_modules``) run anyway and are
-strict xfails raising the AttributeError of the missing name: once the feature lands they pass, and the
-strict mark fails the suite until it is removed. The Redis examples run on the test run's server
+Examples that need a feature we do not have yet run anyway, marked with ``_missing``: strict xfails raising
+the AttributeError of the missing name (once the feature lands they pass, and the strict mark fails the
+suite until it is removed; none is left). The Redis examples run on the test run's server
 (``tests/_redis_server.py``) in place of ``host="localhost"`` (or the seed's ``"redis-node"``). Printed reprs are checked through the values they show (our repr format
 differs from tensordict's).
 """
@@ -269,7 +269,6 @@ def test_ifeval_from_h5(tmp_path):
     assert torch.equal(td["key1"], torch.arange(3, dtype=torch.float32))
 
 
-@_missing("TensorDict.from_modules")
 def test_ifeval_from_modules():
     from torch import nn
 

@@ -485,7 +485,6 @@ REFERENCE_FAILS = {
 # Where tensorbatch fails the page's example in memory already (not an HDF5 matter; strict, so the mark goes
 # when the feature arrives)
 MISSING_IN_MEMORY = {
-    "lock_": "lock_() is no context manager",
     "squeeze": "squeeze() is no context manager",
     "unsqueeze": "unsqueeze() is no context manager",
     "state_dict": "state_dict() is always flat, without __batch_size/__device entries",
