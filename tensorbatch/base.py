@@ -43,7 +43,6 @@ class TensorDictBase(StorageHooks, abc.ABC):
 
     # ``_last_op``: what a ``with`` block on the result of lock_/unlock_/to_module undoes (see _base/locks.py)
     __slots__ = ("_last_op",)
-    _exit_plain: Any = None  # called on leaving a plain ``with td:`` block (storage backends: ``close``)
     _is_tensor_collection: ClassVar[bool] = True
     # The in-memory class used for results of generic ops; set by ``_td.py`` (no import here).
     _dense_cls: ClassVar[Any] = None

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .._base import locks as _locks
 from .._base.coerce import as_device, checked_names
 from .._errors import batch_mismatch, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta
@@ -134,7 +135,10 @@ class TensorDictStore(TensorDictBase):
     def __enter__(self) -> TensorDictStore:
         return TensorDictBase.__enter__(self)  # type: ignore[return-value]  # self
 
-    _exit_plain = close  # ``with td.lock_():`` undoes the lock (the base ``__exit__``); a plain ``with td:`` closes
+    def __exit__(self, *exc: Any) -> None:
+        # ``with td.lock_():`` undoes the lock; a plain ``with td:`` closes
+        if not _locks.exit_undo(self):
+            self.close()
 
     # ------------------------------------------------------------------ primitives
     @property
