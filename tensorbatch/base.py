@@ -301,6 +301,10 @@ class TensorDictBase(StorageHooks, abc.ABC):
     unlock_ = _locks.unlock_
     __enter__ = _locks.__enter__
     __exit__ = _locks.__exit__
+
+    def _exit_plain(self) -> None:
+        """Leave a plain ``with td:`` block (nothing to undo): nothing here; storage backends close."""
+
     clear_refs_for_compile_ = _locks.clear_refs_for_compile_
     all = _values.all_true
     any = _values.any_true

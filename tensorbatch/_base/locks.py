@@ -143,15 +143,17 @@ def __enter__(self: TensorDictBase) -> TensorDictBase:
 
 
 def __exit__(self: TensorDictBase, exc_type: Any, exc: Any, tb: Any) -> None:
-    """Undo the operation the block was entered with (also when the block raised, which then propagates)."""
-    exit_undo(self)
+    """Undo the operation the block was entered with (also when the block raised, which then propagates).
+
+    A block entered with nothing to undo (a plain ``with td:``) calls ``td._exit_plain()``: nothing for in-memory
+    TensorDicts; file- and server-backed ones close.
+    """
+    if not exit_undo(self):
+        self._exit_plain()
 
 
 def exit_undo(self: TensorDictBase) -> bool:
-    """Undo what the ``with`` block being left was entered with; False when it was entered with nothing to undo.
-
-    (A file-backed TensorDict closes its file on leaving a plain ``with td:`` block.)
-    """
+    """Undo what the ``with`` block being left was entered with; False when it was entered with nothing to undo."""
     stack = _ENTERED[id(self)]
     undo = stack.pop()
     if not stack:

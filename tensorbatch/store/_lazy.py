@@ -26,7 +26,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .._base import locks as _locks
 from .._base.coerce import as_device
 from .._errors import batch_mismatch, locked, missing_key
 from .._lazy import LazyStackedTensorDict, _stack_values, _unbind
@@ -707,10 +706,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
     def __enter__(self) -> LazyStackedTensorDictStore:
         return TensorDictBase.__enter__(self)  # type: ignore[return-value]  # self
 
-    def __exit__(self, *exc: Any) -> None:
-        # ``with td.lock_():`` undoes the lock; a plain ``with td:`` closes
-        if not _locks.exit_undo(self):
-            self.close()
+    _exit_plain = close  # a plain ``with td:`` closes (a ``with td.lock_():`` undoes the lock: the base __exit__)
 
     def __reduce__(self) -> Any:
         """Pickled as the server, the store's identity and its shape: unpickling reconnects to the data."""

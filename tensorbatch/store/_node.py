@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 
-from .._base import locks as _locks
 from .._base.coerce import as_device, checked_names
 from .._errors import batch_mismatch, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta
@@ -135,10 +134,7 @@ class TensorDictStore(TensorDictBase):
     def __enter__(self) -> TensorDictStore:
         return TensorDictBase.__enter__(self)  # type: ignore[return-value]  # self
 
-    def __exit__(self, *exc: Any) -> None:
-        # ``with td.lock_():`` undoes the lock; a plain ``with td:`` closes
-        if not _locks.exit_undo(self):
-            self.close()
+    _exit_plain = close  # a plain ``with td:`` closes (a ``with td.lock_():`` undoes the lock: the base __exit__)
 
     # ------------------------------------------------------------------ primitives
     @property
