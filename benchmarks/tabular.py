@@ -1,9 +1,10 @@
 """Tabular benchmark (issue 16 item 4): a Parquet file read into a TensorDict, three ways, side by side.
 
-    .venv/bin/python benchmarks/tabular.py [--rows 1000000] [--repeats 9] [--json out.json]
+    .venv/bin/python benchmarks/tabular.py [--rows 1000000] [--repeats 9] [--distinct] [--json out.json]
 
 Data: one Parquet file of ``--rows`` rows (default 1,000,000) written once with pyarrow into the temp dir:
-``a`` float32, ``b`` float64, ``c`` int64, ``d`` int32 and ``s`` a string column (``"item<k % 1000>"``).
+``a`` float32, ``b`` float64, ``c`` int64, ``d`` int32 and ``s`` a string column (``"item<k % 1000>"``, or
+``"item<k>"``, every row distinct, with ``--distinct``: the case where text cannot be shared between rows).
 
 Implementations, each reading the whole file into tensors (the string column into Python strings):
 - ``tb``:  ``tensorbatch.from_parquet(path)``;
@@ -36,15 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tensorbatch
 
 
-def write_file(rows: int) -> str:
-    path = os.path.join(tempfile.gettempdir(), f"tensorbatch_bench_{rows}.parquet")
+def write_file(rows: int, distinct: bool = False) -> str:
+    path = os.path.join(tempfile.gettempdir(), f"tensorbatch_bench_{rows}{'_distinct' * distinct}.parquet")
     if not os.path.exists(path):
         rng = np.random.default_rng(0)
-        labels = np.array([f"item{k}" for k in range(1000)], dtype=object)
+        labels = np.array([f"item{k}" for k in range(rows if distinct else 1000)], dtype=object)
         table = pa.table({
             "a": rng.random(rows, dtype=np.float32), "b": rng.random(rows),
             "c": rng.integers(0, 1 << 40, rows), "d": rng.integers(0, 1 << 20, rows, dtype=np.int32),
-            "s": labels[np.arange(rows) % 1000],
+            "s": labels[np.arange(rows) % len(labels)],
         })
         pq.write_table(table, path + ".tmp")
         os.replace(path + ".tmp", path)
@@ -67,9 +68,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--distinct", action="store_true", help="every string distinct (no sharing possible)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    path = write_file(args.rows)
+    path = write_file(args.rows, args.distinct)
     impls = {"tb": lambda: tensorbatch.from_parquet(path), "raw": lambda: raw_read(path)}
     try:
         import tensordict
@@ -92,7 +94,9 @@ def main() -> None:
             gc.enable()
             del result
     medians = {name: statistics.median(ts) for name, ts in times.items()}
-    print(f"{args.rows:,} rows, 4 numeric + 1 string column, {args.repeats} interleaved repeats (median):")
+    text = "distinct" if args.distinct else "1,000 repeated"
+    print(f"{args.rows:,} rows, 4 numeric + 1 string column ({text} strings), {args.repeats} interleaved repeats "
+          f"(median):")
     for name, m in medians.items():
         print(f"  {name:4s} {m * 1e3:9.1f} ms   {m / medians['raw']:.2f}x raw")
     if "td" in medians:

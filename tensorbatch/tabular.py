@@ -26,8 +26,13 @@ _KINDS = "biuf"  # numpy kinds that become tensors: bool, signed, unsigned, floa
 # ------------------------------------------------------------------------------------ columns -> TensorDict
 def _strings(name: Any, values: list[Any]) -> NonTensorStack:
     """A NonTensorStack of a string column; missing values (None/NaN) become None."""
+    return _stack(_checked(name, values))
+
+
+def _checked(name: Any, values: list[Any]) -> list[Any]:
+    """``values`` with missing ones (None/NaN) as None; a TypeError naming the column for non-strings."""
     if set(map(type, values)) <= {str}:  # the common case, checked at C speed
-        return _stack(values)
+        return values
     for i, v in enumerate(values):
         if type(v) is not str:
             if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -35,7 +40,7 @@ def _strings(name: Any, values: list[Any]) -> NonTensorStack:
             else:
                 raise TypeError(f"column {name!r}: only numeric, boolean and string columns are supported, "
                                 f"row {i} holds a {type(v).__name__} ({v!r:.40})")
-    return _stack(values)
+    return values
 
 
 def _stack(values: list[Any]) -> NonTensorStack:
@@ -155,15 +160,14 @@ def _arrow_leaf(name: Any, column: Any) -> Any:
 
     kind = column.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
-        # straight from the chunks (combining them first would copy the text once more); only str or None
-        return _stack(column.to_numpy(zero_copy_only=False).tolist())
+        return _text(column)
+    if pa.types.is_dictionary(kind):
+        return _coded(name, column)
     if isinstance(column, pa.ChunkedArray):  # combine_chunks copies even a single chunk
         array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     else:
         array = column
     kind = array.type
-    if pa.types.is_dictionary(kind):
-        return _strings(name, array.to_pylist())
     if pa.types.is_timestamp(kind) or pa.types.is_duration(kind):
         array = array.cast(pa.timestamp("ns") if pa.types.is_timestamp(kind) else pa.duration("ns")).cast(pa.int64())
         kind = array.type
@@ -180,6 +184,53 @@ def _arrow_leaf(name: Any, column: Any) -> Any:
                          f"(cast it to float first)")
     raise TypeError(f"column {name!r}: Arrow type {kind} is not supported "
                     f"(numeric, boolean, timestamp, string and dictionary columns are)")
+
+
+def _text(column: Any) -> NonTensorStack:
+    """A string column (only str or None) as a NonTensorStack, each distinct string built once when they repeat.
+
+    Building one Python string per row is most of the cost of reading text; when a sample of rows shows
+    repeats (an estimated distinct count under 1/8 of the rows), the column is dictionary-encoded by Arrow
+    first and the stack holds the distinct values with one position per row. Mostly-distinct columns are
+    converted row by row (encoding them would hash every row for nothing).
+    """
+    import pyarrow as pa
+
+    rows = len(column)
+    sample = min(rows, 1024)
+    if sample:
+        picked = column.take(pa.array(range(0, rows, rows // sample)[:sample]))
+        # duplicates among m sampled rows of D distinct values ~ m^2 / 2D; D < rows / 8 <=> more than 4m^2/rows
+        if sample - len(set(picked.to_pylist())) > 4 * sample * sample / rows:
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+            return _coded(None, column.dictionary_encode())
+    # straight from the chunks (combining them first would copy the text once more)
+    return _stack(column.to_numpy(zero_copy_only=False).tolist())
+
+
+def _coded(name: Any, column: Any) -> NonTensorStack:
+    """A NonTensorStack of a dictionary-encoded column: its distinct values and a position per row.
+
+    The values are checked (strings or missing) unless ``name`` is None; missing rows point at an extra None.
+    """
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):  # chunks may carry different dictionaries: one for all
+        column = column.unify_dictionaries()
+        chunks = column.chunks
+        dictionary = chunks[0].dictionary if chunks else pa.array([], column.type.value_type)
+        indices = pa.chunked_array([c.indices for c in chunks], column.type.index_type).combine_chunks()
+    else:
+        dictionary, indices = column.dictionary, column.indices
+    values = dictionary.to_pylist()
+    if name is not None:
+        values = _checked(name, values)
+    if indices.null_count:
+        indices = indices.fill_null(len(values))
+        values.append(None)
+    positions = torch.from_numpy(indices.to_numpy(zero_copy_only=False).astype("int64", copy=False))
+    return NonTensorStack._new(values, positions, None)
 
 
 def from_arrow(table: Any, *, device: Any = None, batch_size: Any = None, separator: str | None = None,

@@ -143,6 +143,34 @@ def test_arrow_dictionary_and_timestamps():
     assert td["t"].tolist() == [0, 1_000_000, 2_000_000]
 
 
+def test_repeated_strings_are_built_once_per_distinct_value(tmp_path):
+    # 5,000 rows of 3 labels and missing values, in 4 chunks: Arrow encodes them, the stack keeps 3 values + None
+    labels = ["x", "y", None, "z", "y"] * 1000
+    table = pa.Table.from_batches([pa.record_batch({"s": labels[i:i + 1250]}) for i in range(0, 5000, 1250)])
+    td = tensorbatch.from_arrow(table)
+    assert td["s"] == labels
+    assert sorted(td._get_str("s")._items, key=str) == [None, "x", "y", "z"]
+    assert td[3:7]["s"] == ["z", "y", "x", "y"]
+    path = tmp_path / "t.parquet"
+    td.to_parquet(path)
+    assert tensorbatch.from_parquet(path)["s"] == labels
+
+
+def test_distinct_strings_stay_one_per_row():
+    labels = [f"row{i}" if i % 7 else None for i in range(5000)]
+    td = tensorbatch.from_arrow(pa.table({"s": labels}))
+    assert td["s"] == labels
+    assert len(td._get_str("s")._items) == 5000  # not encoded: no repeats in the sample
+
+
+def test_arrow_dictionary_chunks_with_different_dictionaries():
+    chunks = [pa.array(["u", "v", None]).dictionary_encode(), pa.array(["w", "u"]).dictionary_encode()]
+    td = tensorbatch.from_arrow(pa.table({"d": pa.chunked_array(chunks)}))
+    assert td["d"] == ["u", "v", None, "w", "u"]
+    with pytest.raises(TypeError, match="column 'n'.*int"):
+        tensorbatch.from_arrow(pa.table({"n": pa.array([1, 2, 1]).dictionary_encode()}))
+
+
 def test_multi_level_columns_are_nested_keys():
     df = pd.DataFrame([[1, 2.0, 3]], columns=pd.MultiIndex.from_tuples([("obs", "x"), ("obs", "y"), ("r", "")]))
     td = tensorbatch.from_pandas(df)
