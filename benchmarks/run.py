@@ -45,6 +45,7 @@ import cases_lazy
 import cases_store
 import cases_typed
 import cases_vmap
+import compiled
 import h5
 import torch
 
@@ -229,11 +230,16 @@ def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="", help="only run cases whose name contains this substring")
-    p.add_argument("--suite", choices=[*SUITES, "all", "h5", "dist"], default="core",
+    p.add_argument("--suite", choices=[*SUITES, "all", "h5", "dist", "compile"], default="core",
                    help="core: the core TensorDict cases (default); lazy: lazy stacks and padding; "
                    "typed: TensorClass and TypedTensorDict; store: TensorDictStore vs raw redis-py (cases_store.py); "
                    "h5: PersistentTensorDict vs raw h5py (h5.py; "
-                   "not part of all); dist: send/recv between two gloo processes (distributed.py; not part of all)")
+                   "not part of all); dist: send/recv between two gloo processes (distributed.py; not part of all); "
+                   "compile: a compiled training-style step, steady state and compile time (compiled.py; not part "
+                   "of all)")
+    p.add_argument("--backend", default="inductor", help="--suite compile: torch.compile backend (default inductor)")
+    p.add_argument("--cold", action="store_true",
+                   help="--suite compile: FX graph and AOT autograd caches off (every compile lowers anew)")
     p.add_argument("--h5-dir", help="--suite h5: folder of the data files (default: a reused temp folder)")
     p.add_argument("--json", metavar="PATH", help="write results and summary as JSON")
     p.add_argument("--quick", action="store_true", help="15 repeats instead of 30")
@@ -257,8 +263,11 @@ def main(argv: list[str] | None = None) -> None:
 
         distributed.run([1.0, 100.0], args.repeats or (5 if args.quick else 9), args.json)
         return
-    repeats = args.repeats or (15 if args.quick else 30)
     libs = load_impls()
+    if args.suite == "compile":  # steady state and compile time of compiled steps (compiled.py)
+        compiled.main(args, round_robin, calibrate, libs)
+        return
+    repeats = args.repeats or (15 if args.quick else 30)
     pool = CASES if args.suite == "all" else SUITES[args.suite]
     names = [n for n in pool if args.cases in n]
     if not names:
