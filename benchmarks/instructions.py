@@ -33,11 +33,12 @@ def _child(calls: int, names: list[str]) -> None:
     import cases  # noqa: PLC0415  (the tree under test is on PYTHONPATH)
     import cases_lazy  # noqa: PLC0415
     import cases_typed  # noqa: PLC0415
+    import cases_vmap  # noqa: PLC0415
     import tensorbatch  # noqa: PLC0415
     import torch  # noqa: PLC0415
 
     torch.set_num_threads(1)
-    pool = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES}
+    pool = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES, **cases_vmap.CASES}
     fns = [pool[name](tensorbatch) for name in names]
     for fn in fns:
         for _ in range(300):
@@ -71,7 +72,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("old")
     p.add_argument("new")
-    p.add_argument("--cases", help="comma-separated case names (default: run.py's 'all' suite)")
+    p.add_argument("--cases", help="comma-separated case names (default: run.py's 'all' suite; the vmap suite's "
+                   "cases by name, e.g. vmap_enter_leave)")
     p.add_argument("--calls", type=int, default=200)
     args = p.parse_args()
     sys.path.insert(0, str(HERE))

@@ -1,6 +1,13 @@
 """Registration of the TensorDict types with ``torch.utils._pytree`` (for compile, export and vmap).
 
-The context keeps each child's shape (a tensor) or batch size (a TensorDict), so ``unflatten`` can
+A TensorDict is ONE pytree node whose children are all its leaves (nested TensorDicts inlined, depth first),
+the nested structure in the context: vmap flattens and unflattens its inputs and outputs about eight times
+per call, and torch's per-node work (a TreeSpec each, the recursion) would be paid for every nested
+TensorDict. A leaf's key path is its nested key (``['nested']['b']``, one mapping key); export's
+``dynamic_shapes`` for a TensorDict are a flat list in leaf order. Unflatten rebuilds the nested nodes first
+and applies to each node what a per-node unflatten would.
+
+The context of each node keeps each child's shape (a tensor) or batch size (a TensorDict), so ``unflatten`` can
 rebuild the right batch size when a transform (``vmap``) added or removed a dim, and check that the
 removed dim was a batch dim shared by every child (pytree applies ``in_dims`` to each tensor: a dim
 beyond the batch dims raises instead of giving a TensorDict whose batch size lies). Non-tensor leaves
@@ -35,71 +42,72 @@ IN_DIMS_MSG = (
 )
 
 
-def _shape(v: Any) -> Any:
-    if isinstance(v, _Tensor):
-        return None if v.is_nested else v.shape
-    if type(v) in NON_TENSOR_TYPES or (type(v) is TensorDict and not _has_tensor(v)):
-        return None  # it tells nothing about the batch: it follows its parent's (_fit)
-    return getattr(v, "batch_size", None)
+def _node(td: TensorDict, children: list[Any]) -> tuple[Any, bool]:
+    """The context of ``td`` as one node, its nested TensorDicts inlined; its pytree children go to ``children``.
+
+    Returns the context and whether the node holds a tensor (in it or in a nested TensorDict). The context is
+    ``(keys, batch_size, device, names, meta)`` with one ``meta`` entry per key: ``(feat, shape)`` for a pytree
+    child, ``(feat, shape, context)`` for an inlined TensorDict. ``feat``: a tensor's feature dims ``n``, a
+    collection's extra batch dims ``-1 - n`` (the kind tells jacobians apart); ``shape``: a tensor's shape or a
+    collection's batch size. Both None for a child that tells nothing about the batch (a non-tensor leaf, vmap's
+    placeholder); the shape alone for a nested tensor and for a collection with no tensor (it follows its
+    parent's: _fit).
+    """
+    d = td._tensordict
+    nd = len(td._batch_size)
+    meta: list[Any] = []
+    add, child = meta.append, children.append
+    has_tensor = False
+    for v in d.values():
+        if isinstance(v, _Tensor):
+            child(v)
+            if v.is_nested:
+                add((v.ndim - nd, None))
+            else:
+                shape = v.shape
+                add((len(shape) - nd, shape))
+            has_tensor = True
+        elif type(v) is TensorDict:  # inlined: its leaves are children of this node
+            sub, sub_has = _node(v, children)
+            add((nd - 1 - len(v._batch_size), v._batch_size if sub_has else None, sub))
+            has_tensor = has_tensor or sub_has
+        else:  # another pytree node (lazy stack, non-tensor leaf, wrapper), or vmap's placeholder
+            child(v)
+            if v is None or type(v) is int or type(v) in NON_TENSOR_TYPES or not hasattr(v, "batch_size"):
+                add(_NOTHING)
+            else:
+                add((nd - 1 - len(v.batch_size), v.batch_size))
+    return (tuple(d), td._batch_size, td._device, td._names, tuple(meta)), has_tensor
 
 
-def _has_tensor(td: TensorDict) -> bool:
-    values = td._tensordict.values()
-    return any(isinstance(v, _Tensor) for v in values) or any(
-        type(v) is TensorDict and _has_tensor(v) for v in values)
+_NOTHING = (None, None)
 
 
 def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
-    values = list(td._tensordict.values())
-    nd = len(td._batch_size)
-    # a tensor's feature dims n, a collection's extra batch dims as -1 - n (the kind tells jacobians apart)
-    feats = tuple(
-        v.ndim - nd if isinstance(v, _Tensor) else None if type(v) in NON_TENSOR_TYPES
-        else nd - 1 - len(v.batch_size) if hasattr(v, "batch_size") else None
-        for v in values
-    )
-    shapes = tuple(map(_shape, values))
-    return values, (tuple(td._tensordict.keys()), td._batch_size, td._device, td._names, feats, shapes)
+    children: list[Any] = []
+    return children, _node(td, children)[0]
+
+
+class NestedMappingKey(_pytree.MappingKey):  # type: ignore[type-arg]
+    """The pytree key of a leaf in a nested TensorDict: the nested key, shown as one mapping key per level."""
+
+    def __str__(self) -> str:
+        return "".join(f"[{k!r}]" for k in self.key)
+
+
+def _key_entries(context: Any, prefix: tuple[str, ...]) -> Any:
+    for key, m in zip(context[0], context[4], strict=True):
+        if len(m) == 3:
+            yield from _key_entries(m[2], (*prefix, key))
+        elif prefix:
+            yield NestedMappingKey((*prefix, key))
+        else:
+            yield _compat.mapping_key(key)
 
 
 def _flatten_with_keys(td: TensorDict) -> tuple[list[tuple[Any, Any]], Any]:
-    values, context = _flatten(td)
-    return [(_compat.mapping_key(k), v) for k, v in zip(context[0], values, strict=True)], context
-
-
-def _batch_size(values: list[Any], batch_size: torch.Size, feats: Any) -> torch.Size:
-    first = None
-    for value, feat in zip(values, feats, strict=True):
-        if feat is None:
-            continue
-        if isinstance(value, _Tensor):
-            return value.shape[: value.ndim - (feat if feat >= 0 else -1 - feat)]
-        if hasattr(value, "batch_size") and type(value) not in NON_TENSOR_TYPES:
-            if feat >= 0:  # a tensor became a collection (jacfwd's per-input jacobians): it tells nothing
-                first = value.batch_size if first is None else first
-                continue
-            return value.batch_size[: len(value.batch_size) + 1 + feat]  # type: ignore[no-any-return]  # a collection
-    if first is not None:  # only such values: their leading dims, as many as there were (as tensordict)
-        return first[: len(batch_size)]  # type: ignore[no-any-return]  # a torch.Size
-    return batch_size
-
-
-def _pairs(values: list[Any], feats: Any, shapes: Any) -> list[tuple[Any, Any]] | None:
-    """(former, new) shape of each child that tells its shape; None when ``values`` are placeholders.
-
-    A tensor that became a collection (jacfwd's per-input jacobians) tells nothing.
-    """
-    out = []
-    for value, feat, old in zip(values, feats, shapes, strict=True):
-        if isinstance(value, _Tensor):
-            if old is not None and feat >= 0 and not value.is_nested:
-                out.append((old, value.shape))
-        elif hasattr(value, "batch_size"):
-            if old is not None and feat is not None and feat < 0 and type(value) not in NON_TENSOR_TYPES:
-                out.append((old, value.batch_size))
-        elif value is None or type(value) is int:  # vmap's in_dims/out_dims placeholders
-            return None
-    return out
+    children, context = _flatten(td)
+    return list(zip(_key_entries(context, ()), children, strict=True)), context
 
 
 def _prefixed(pairs: list[tuple[Any, Any]]) -> bool:
@@ -116,9 +124,12 @@ def _prefixed(pairs: list[tuple[Any, Any]]) -> bool:
 def _removed_dim(values: list[Any], pairs: list[tuple[Any, Any]], batch_size: torch.Size) -> set[int]:
     """The batch dims whose removal gives every child's new shape (vmap's mapped dim); raises if none."""
     nd = len(batch_size)
-    dims = set(range(nd))
-    for old, new in pairs:
-        dims = {d for d in dims if old[:d] + old[d + 1:] == new}
+    if nd == 1:  # the common case, without building shapes
+        dims = {0} if all(old[1:] == new for old, new in pairs) else set()
+    else:
+        dims = set(range(nd))
+        for old, new in pairs:
+            dims = {d for d in dims if old[:d] + old[d + 1:] == new}
     if not dims:
         why = "the entries lost different dims, or a dim beyond the batch dims"
         raise ValueError(IN_DIMS_MSG.format(bs=list(batch_size), why=why))
@@ -202,42 +213,96 @@ def _refit(td: TensorDict, batch_size: torch.Size) -> TensorDict | None:
 
 def _unflatten(values: Any, context: Any) -> TensorDict:
     values = list(values)
-    keys, batch_size, device, names, feats, shapes = context
-    pairs = _pairs(values, feats, shapes)
-    if pairs is None:  # placeholders: the tree of in_dims/out_dims that vmap builds
+    if values and (values[0] is None or type(values[0]) is int):  # the tree of in_dims/out_dims vmap builds
+        return _placeholders_tree(iter(values), context)
+    return _rebuild(iter(values), context)
+
+
+def _placeholders_tree(children: Any, context: Any) -> TensorDict:
+    keys, batch_size, device, names, meta = context
+    values = [next(children) if len(m) == 2 else _placeholders_tree(children, m[2]) for m in meta]
+    return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
+
+
+def _rebuild(children: Any, context: Any) -> TensorDict:
+    """The node of ``context`` from its pytree children, its nested nodes first (as per-node pytree would)."""
+    values = [next(children) if len(m) == 2 else _rebuild(children, m[2]) for m in context[4]]
+    return _unflatten_node(values, context)
+
+
+def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
+    keys, batch_size, device, names, meta = context
+    # one pass: the (former, new) shape of each child that tells its shape (a tensor that became a collection,
+    # jacfwd's per-input jacobians, tells nothing), and the new batch size from the first child that tells it
+    pairs = []
+    new_bs = first = None
+    for value, m in zip(values, meta, strict=True):
+        feat, old = m[0], m[1]
+        if isinstance(value, _Tensor):
+            if feat is None:
+                continue
+            if value.is_nested:  # its shape may not be asked (strided layout): it tells only when first
+                if new_bs is None:
+                    new_bs = value.shape[: value.ndim - (feat if feat >= 0 else -1 - feat)]
+                continue
+            shape = value.shape
+            if new_bs is None:
+                new_bs = shape[: len(shape) - (feat if feat >= 0 else -1 - feat)]
+            if old is not None and feat >= 0:
+                pairs.append((old, shape))
+        elif hasattr(value, "batch_size"):
+            if feat is None or type(value) in NON_TENSOR_TYPES:
+                continue
+            if feat >= 0:  # a tensor became a collection: its leading dims only when nothing else tells
+                first = value.batch_size if first is None else first
+            else:
+                if new_bs is None:
+                    new_bs = value.batch_size[: len(value.batch_size) + 1 + feat]
+                if old is not None:
+                    pairs.append((old, value.batch_size))
+        elif value is None or type(value) is int:  # placeholders: the tree of in_dims/out_dims that vmap builds
+            return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
+    if new_bs is None:  # as tensordict: the leading dims of such collections, as many as there were
+        new_bs = batch_size if first is None else first[: len(batch_size)]
+    if new_bs == batch_size:
         return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
-    new_bs = _batch_size(values, batch_size, feats)
     nd = len(batch_size)
     removed = None
     if len(new_bs) == nd - 1:
         removed = _removed_dim(values, pairs, batch_size)
-    elif (new_bs != batch_size and all(new[:nd] == batch_size for _, new in pairs)
+    elif (all(new[:nd] == batch_size for _, new in pairs)
           and not (_prefixed(pairs) if _is_compiling() else _compat.in_vmap())):
         # every child still starts with the batch size (tree_map changing feature dims, jacrev/jacfwd
         # appending the input's dims, as tensordict): it stays; not under vmap, where the mapped dim in
         # front may have the size of the batch (under compile, where that cannot be asked: when one
         # shape was put in front of every child; and a parent node refits a nested node: _fit)
-        new_bs = batch_size
-    if new_bs != batch_size:
-        names = _names_after(names, batch_size, new_bs, removed)
-    if new_bs == batch_size:
-        entries = dict(zip(keys, values, strict=True))
-    else:
-        entries = {k: _fit(k, v, old, new_bs, nd) for k, v, old in zip(keys, values, shapes, strict=True)}
-    return TensorDict._new_unsafe(entries, _Size(new_bs), device, names)
+        return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
+    names = _names_after(names, batch_size, new_bs, removed)
+    n = len(new_bs)
+    entries = {}
+    for key, value, m in zip(keys, values, meta, strict=True):
+        old = m[1]
+        if (old is not None and isinstance(value, _Tensor) and not value.is_nested
+                and value.shape[:n] == new_bs):  # the common case, without a call
+            entries[key] = value
+        else:
+            entries[key] = _fit(key, value, old, new_bs, nd)
+    return TensorDict._new_unsafe(entries, new_bs if type(new_bs) is _Size else _Size(new_bs), device, names)
 
 
 def _to_dumpable(context: Any) -> Any:
-    keys, batch_size, device, names, feats, shapes = context
+    keys, batch_size, device, names, meta = context
     return [list(keys), list(batch_size), None if device is None else str(device),
-            None if names is None else list(names), list(feats), [None if s is None else list(s) for s in shapes]]
+            None if names is None else list(names),
+            [[m[0], None if m[1] is None else list(m[1]), *[_to_dumpable(sub) for sub in m[2:]]] for m in meta]]
 
 
 def _from_dumpable(dumped: Any) -> Any:
-    keys, batch_size, device, names, feats, shapes = dumped
+    keys, batch_size, device, names, meta = dumped
     return (tuple(keys), torch.Size(batch_size), None if device is None else torch.device(device),
-            None if names is None else tuple(names), tuple(feats),
-            tuple(None if s is None else torch.Size(s) for s in shapes))
+            None if names is None else tuple(names),
+            tuple((m[0], None if m[1] is None else torch.Size(m[1]), *[_from_dumpable(sub) for sub in m[2:]])
+                  for m in meta))
 
 
 _compat.register_pytree_node(TensorDict, _flatten, _unflatten, _flatten_with_keys, _to_dumpable, _from_dumpable)

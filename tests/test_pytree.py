@@ -70,6 +70,44 @@ def test_flatten_with_path_names_keys() -> None:
     assert paths == {"['a']", "['nested']['b']", "['nested']['deeper']['c']"}
 
 
+def test_one_node_whose_children_are_all_the_leaves() -> None:
+    # nested TensorDicts are inlined: pytree pays its per-node work once per TensorDict, not per nested one
+    td = make_td()
+    leaves, spec = pytree.tree_flatten(td)
+    assert spec.num_children == 3
+    assert all(child.is_leaf() for child in spec.children_specs)
+    assert [id(x) for x in leaves] == [id(td[p]) for p in PATHS]  # depth first, in key order
+
+
+def test_key_paths_are_mapping_keys_that_find_their_leaf() -> None:
+    # torch.export accepts mapping keys only (with sequence and attribute keys), and reads leaves through them
+    td = make_td()
+    pairs, _ = pytree.tree_flatten_with_path(td)
+    for (key,), leaf in pairs:
+        assert isinstance(key, pytree.MappingKey)
+        assert key.get(td) is leaf
+    assert [k.key for (k,), _ in pairs] == ["a", ("nested", "b"), ("nested", "deeper", "c")]
+
+
+def test_export_reads_nested_leaves() -> None:
+    td = make_td()
+
+    class Module(torch.nn.Module):
+        def forward(self, t: TensorDict) -> torch.Tensor:
+            return t["a"].sum(-1) + t["nested", "b"] + t["nested", "deeper", "c"].sum((-2, -1))
+
+    program = torch.export.export(Module(), (td,))
+    assert len(program.graph_signature.user_inputs) == 3
+    torch.testing.assert_close(program.module()(td), Module()(td))
+    out = torch.export.export(_Double(), (td,)).module()(td)
+    assert_same_tree(out, td * 2)
+
+
+class _Double(torch.nn.Module):
+    def forward(self, t: TensorDict) -> TensorDict:
+        return t * 2
+
+
 def test_flatten_inside_containers() -> None:
     td = make_td()
     tree = {"td": td, "list": [td["a"], td], "x": 3}
@@ -124,7 +162,7 @@ def test_empty_nested_td_roundtrip() -> None:
 
 @pytest.mark.parametrize("device", [None, "cpu"])
 def test_treespec_serialization_roundtrip(device: Any) -> None:
-    td = make_td(device=device)
+    td = make_td(device=device, names=["x", "y"])
     leaves, spec = pytree.tree_flatten(td)
     spec2 = pytree.treespec_loads(pytree.treespec_dumps(spec))
     assert spec2 == spec
