@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, TypeAlias
 
 NestedKey: TypeAlias = str | tuple[Any, ...]
 
-__all__ = ["NestedKey", "unravel_key", "unravel_key_list", "unravel_key_to_tuple", "unravel_keys"]
+__all__ = ["KEY_SEPARATOR", "NestedKey", "unravel_key", "unravel_key_list", "unravel_key_to_tuple", "unravel_keys"]
 
 
 ONLY_NESTED_KEYS = "Only NestedKeys are supported: "  # tensordict's phrase, which users match on
@@ -73,7 +74,26 @@ def unravel_key_list(keys: Any) -> list[NestedKey]:
     return [unravel_key(k) for k in keys]
 
 
-unravel_keys = unravel_key_list
+def unravel_keys(*keys: NestedKey) -> Any:
+    """Unravel each key (deprecated in tensordict: use :func:`unravel_key` or :func:`unravel_key_list`).
+
+    One key gives its unravelled form, several give a tuple of them.
+
+    Examples:
+        >>> import warnings
+        >>> warnings.simplefilter("ignore", DeprecationWarning)
+        >>> unravel_keys(("a", ("b",)), "c")
+        (('a', 'b'), 'c')
+    """
+    warnings.warn("unravel_keys is deprecated (tensordict removes it in 0.17): use unravel_key or "
+                  "unravel_key_list", DeprecationWarning, stacklevel=2)
+    if len(keys) == 1:
+        return unravel_key(keys[0])
+    return tuple(unravel_key(key) for key in keys)
+
+
+KEY_SEPARATOR = "."
+"""The separator ``flatten_keys``/``unflatten_keys`` (and the tabular exports) join nested keys with."""
 
 
 def is_key(index: Any) -> bool:

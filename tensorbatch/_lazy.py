@@ -28,6 +28,7 @@ from ._ops import pointwise as _pointwise
 from ._ops.index import check_mask, normalize
 from ._ops.torch_function import _columns
 from ._ops.traverse import (
+    GET_DEFAULT,
     MISSING,
     NO_DEFAULT,
     NON_TENSOR_TYPES,
@@ -36,6 +37,7 @@ from ._ops.traverse import (
     is_td,
     named_leaves,
     named_nodes,
+    unset_default,
 )
 from .base import TensorDictBase
 
@@ -346,7 +348,7 @@ class LazyStackedTensorDict(TensorDictBase):
             td._del_str(key)
 
     # ------------------------------------------------------------------ reading
-    def get(self, key: NestedKey, default: Any = None, *, as_padded_tensor: bool = False,
+    def get(self, key: NestedKey, default: Any = GET_DEFAULT, *, as_padded_tensor: bool = False,
             as_nested_tensor: bool = False, as_list: bool = False, padding_value: float = 0.0,
             padding_side: str = "right", layout: Any = None) -> Any:
         """Value at ``key``; leaves whose shapes differ across members need one of the ``as_*`` forms.
@@ -366,6 +368,10 @@ class LazyStackedTensorDict(TensorDictBase):
         path = unravel_key_to_tuple(key)
         values = [td._get(path, MISSING) for td in self._tds]
         if any(v is MISSING for v in values):
+            if default is GET_DEFAULT:
+                default = unset_default()
+            if default is NO_DEFAULT:
+                raise KeyError(f"key {path!r} is missing from member {[v is MISSING for v in values].index(True)}")
             return default
         if as_list:
             return values

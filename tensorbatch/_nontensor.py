@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from . import _options
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_non_tensor, is_non_tensor_type, value_of
@@ -406,8 +407,13 @@ def _parts(nt: _NonTensor) -> tuple[list[Any], torch.Tensor]:
 
 
 def stack_non_tensor(members: Sequence[_NonTensor], dim: int, cat: bool = False,
-                     collapse: bool = True) -> _NonTensor:
-    """Stack (or concatenate) non-tensor leaves: one value when all agree, else a NonTensorStack."""
+                     collapse: bool | None = None) -> _NonTensor:
+    """Stack (or concatenate) non-tensor leaves: one value when all agree, else a NonTensorStack.
+
+    ``collapse`` defaults to the ``set_capture_non_tensor_stack`` mode.
+    """
+    if collapse is None:
+        collapse = _options.CAPTURE_NON_TENSOR_STACK
     if collapse and all(isinstance(m, NonTensorData) for m in members):
         first = members[0].data
         if all(_same(first, m.data) for m in members[1:]):

@@ -35,7 +35,16 @@ from ._compat import register_pytree_node
 from ._keys import is_key, unravel_key_to_tuple
 from ._nontensor import value_of
 from ._nontensor import wrap as _wrap_non_tensor
-from ._ops.traverse import COLLECTION_TYPES, MISSING, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
+from ._ops.traverse import (
+    COLLECTION_TYPES,
+    GET_DEFAULT,
+    MISSING,
+    NO_DEFAULT,
+    NON_TENSOR_TYPES,
+    REWRAP_TYPES,
+    is_td,
+    unset_default,
+)
 from ._td import TensorDict
 from .base import TensorDictBase
 from .typed import TypedTensorDict, resolve_annotations, strip_optional
@@ -457,11 +466,16 @@ class TensorClass:
 
         Non-tensor fields give their Python value, nested TensorClass fields an instance of their class.
         """
-        default = args[0] if args else kwargs.get("default")
+        default = args[0] if args else kwargs.get("default", GET_DEFAULT)
         path = (key,) if type(key) is str else unravel_key_to_tuple(key)
         spec = type(self)._field_specs.get(path[0])
         head = _read(self, spec) if spec is not None else value_of(self._tensordict.get(path[0], None))
         if head is None:
+            if default is GET_DEFAULT:
+                if spec is None and unset_default() is NO_DEFAULT:  # set_get_defaults_to_none(False)
+                    raise AttributeError(f"{type(self).__name__!r} object has no attribute or field {path[0]!r}. "
+                                         f"Its fields are {sorted(type(self)._field_specs)}.")
+                return None
             return default
         if len(path) == 1:
             return head
@@ -849,6 +863,83 @@ def is_tensorclass(obj: Any) -> bool:
     return issubclass(klass, TensorClass)
 
 
+def from_dataclass(obj: Any, *, dest_cls: type | None = None, auto_batch_size: bool = False,
+                   batch_dims: int | None = None, batch_size: Any = None, frozen: bool = False,
+                   autocast: bool = False, nocast: bool = False, inplace: bool = False, shadow: bool = False,
+                   tensor_only: bool = False, device: Any = None) -> Any:
+    """Turn a dataclass type into a TensorClass type, or a dataclass instance into a TensorClass instance.
+
+    A type gives a new TensorClass named ``<name>_tc`` with the same fields (a TensorClass type is
+    returned as it is). An instance gives an instance of ``dest_cls``, or of a new ``<name>_tc`` class,
+    holding deep copies of its field values (``dataclasses.asdict``). ``TensorDict.from_dataclass``
+    gives a TensorDict instead.
+
+    Note:
+        Differs from tensordict: ``inplace=True`` returns the class rebuilt as a TensorClass subclass
+        (as ``@tensorclass`` does here) instead of changing ``obj`` itself.
+
+    Args:
+        obj: a dataclass type or instance.
+        dest_cls: for an instance, the TensorClass to build (the class options are then not used).
+        auto_batch_size: for an instance, the largest batch size the entries share (not with ``batch_size``).
+        batch_dims: with ``auto_batch_size``, at most this many batch dims.
+        batch_size: for an instance, the batch size of the result.
+        frozen: the class option of that name (see :class:`TensorClass`), as ``autocast``, ``nocast``,
+            ``shadow`` and ``tensor_only``.
+        autocast: see ``frozen``.
+        nocast: see ``frozen``.
+        inplace: for a type, keep its name instead of ``<name>_tc``.
+        shadow: see ``frozen``.
+        tensor_only: see ``frozen``.
+        device: for an instance, the device of the result.
+
+    Raises:
+        TypeError: if ``obj`` is no dataclass, or ``auto_batch_size`` comes with ``batch_size``.
+
+    Examples:
+        >>> import dataclasses
+        >>> @dataclasses.dataclass
+        ... class X:
+        ...     a: torch.Tensor
+        ...     tag: str = "x"
+        >>> XC = from_dataclass(X)
+        >>> XC.__name__, is_tensorclass(XC)
+        ('X_tc', True)
+        >>> x = from_dataclass(X(torch.zeros(3)), auto_batch_size=True)
+        >>> type(x).__name__, x.batch_size, x.tag
+        ('X_tc', torch.Size([3]), 'x')
+    """
+    options = {"frozen": frozen, "autocast": autocast, "nocast": nocast, "shadow": shadow,
+               "tensor_only": tensor_only}
+    if isinstance(obj, type):
+        if issubclass(obj, TensorClass):
+            return obj
+        if not dataclasses.is_dataclass(obj):
+            raise TypeError(f"from_dataclass expects a dataclass type or instance, got the class {obj.__name__}")
+        return _tensorclass_of(obj, obj.__name__ if inplace else f"{obj.__name__}_tc", options)
+    if not dataclasses.is_dataclass(obj):
+        raise TypeError(f"from_dataclass expects a dataclass type or instance, got {type(obj).__name__}")
+    if auto_batch_size and batch_size is not None:
+        raise TypeError("from_dataclass: auto_batch_size=True and batch_size exclude each other")
+    cls = dest_cls if dest_cls is not None else _tensorclass_of(type(obj), f"{type(obj).__name__}_tc", options)
+    result = cls(**dataclasses.asdict(obj), batch_size=batch_size, device=device)
+    return result.auto_batch_size_(batch_dims=batch_dims) if auto_batch_size else result
+
+
+def _tensorclass_of(klass: type, name: str, options: dict[str, bool]) -> type:
+    """A TensorClass with ``klass``'s dataclass fields (annotations and defaults) and the given options."""
+    namespace: dict[str, Any] = {"__annotations__": {}, "__module__": klass.__module__,
+                                 "__qualname__": name}
+    hints = typing.get_type_hints(klass)
+    for f in dataclasses.fields(klass):  # type: ignore[arg-type]
+        namespace["__annotations__"][f.name] = hints.get(f.name, f.type)
+        if f.default_factory is not dataclasses.MISSING:
+            namespace[f.name] = dataclasses.field(default_factory=f.default_factory)
+        elif f.default is not dataclasses.MISSING:
+            namespace[f.name] = f.default
+    return type(name, (TensorClass,), namespace, **{k: v for k, v in options.items() if v})
+
+
 _SET_TD = TensorClass.__dict__["_tensordict"].__set__
 _SET_EXTRAS = TensorClass.__dict__["_non_tensordict"].__set__
 _SET_DICT = TensorClass.__dict__["__dict__"].__set__
@@ -858,4 +949,4 @@ for _name in _delegation.PRIMITIVES:
 _delegation.install(TensorClass, "_tensordict")
 _delegation.WRAPPER_TYPES.add(TensorClass)
 
-__all__ = ["TensorClass", "is_tensorclass", "tensorclass"]
+__all__ = ["TensorClass", "from_dataclass", "is_tensorclass", "tensorclass"]

@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import warnings
 from typing import Any
 
 import torch
 
 from ._errors import fmt_path
-from ._keys import NestedKey, unravel_key, unravel_key_list, unravel_key_to_tuple
-from ._ops.traverse import flat_leaves_like, is_td, named_leaves
+from ._keys import KEY_SEPARATOR, NestedKey, unravel_key, unravel_key_list, unravel_key_to_tuple, unravel_keys
+from ._ops.traverse import flat_leaves_like, is_non_tensor_type, is_td, named_leaves
+from ._options import (
+    capture_non_tensor_stack,
+    get_printoptions,
+    lazy_legacy,
+    list_to_stack,
+    set_capture_non_tensor_stack,
+    set_lazy_legacy,
+    set_list_to_stack,
+    set_printoptions,
+)
+from ._reprparse import parse_tensor_dict_string
 
 __all__ = [
-    "NestedKey", "assert_allclose_td", "assert_close", "is_tensor_collection", "unravel_key",
-    "unravel_key_list", "unravel_key_to_tuple",
+    "KEY_SEPARATOR", "NestedKey", "assert_allclose_td", "assert_close", "capture_non_tensor_stack",
+    "convert_ellipsis_to_idx", "default_is_leaf", "get_printoptions", "is_bool", "is_floating", "is_inexact",
+    "is_integer", "is_leaf_nontensor", "is_tensor_collection", "isin", "lazy_legacy", "list_to_stack",
+    "parse_tensor_dict_string", "print_directory_tree", "remove_duplicates", "set_capture_non_tensor_stack",
+    "set_lazy_legacy", "set_list_to_stack", "set_printoptions", "unravel_key", "unravel_key_list",
+    "unravel_key_to_tuple", "unravel_keys",
 ]
+
+logger = logging.getLogger("tensorbatch")
 
 
 def is_tensor_collection(obj: Any) -> bool:
@@ -52,3 +72,260 @@ def assert_close(actual: Any, expected: Any, rtol: float | None = None, atol: fl
 
 
 assert_allclose_td = assert_close
+
+
+# ------------------------------------------------------------------------------------ is_leaf predicates
+def default_is_leaf(cls: type) -> bool:
+    """The default ``is_leaf`` of ``keys``/``items``/``apply``: anything but a tensor collection.
+
+    Tensors (and ``UnbatchedTensor``) are leaves; TensorDicts, TensorClasses and non-tensor data are not,
+    so ``leaves_only=True`` skips the non-tensor entries.
+
+    Args:
+        cls: an entry's type (see ``entry_class``).
+
+    Examples:
+        >>> from tensorbatch import NonTensorData, TensorDict
+        >>> default_is_leaf(torch.Tensor), default_is_leaf(NonTensorData), default_is_leaf(TensorDict)
+        (True, False, False)
+        >>> td = TensorDict(a={}, b="a string!", c=torch.zeros(()))
+        >>> list(td.keys(leaves_only=True, is_leaf=default_is_leaf))
+        ['c']
+    """
+    return cls is torch.Tensor or not is_tensor_collection(cls) or bool(getattr(cls, "_pass_through", False))
+
+
+def is_leaf_nontensor(cls: type) -> bool:
+    """An ``is_leaf`` that also counts non-tensor data as leaves: tensors and ``NonTensorData``/``Stack``.
+
+    TensorDicts and TensorClasses are not leaves, nor are types that are neither tensors nor collections.
+
+    Args:
+        cls: an entry's type (see ``entry_class``).
+
+    Examples:
+        >>> from tensorbatch import NonTensorData, TensorDict
+        >>> is_leaf_nontensor(torch.Tensor), is_leaf_nontensor(NonTensorData), is_leaf_nontensor(TensorDict)
+        (True, True, False)
+        >>> td = TensorDict(a={}, b="a string!", c=torch.zeros(()))
+        >>> list(td.keys(leaves_only=True, is_leaf=is_leaf_nontensor))
+        ['b', 'c']
+    """
+    if cls is torch.Tensor:
+        return True
+    if is_tensor_collection(cls):
+        return is_non_tensor_type(cls) or bool(getattr(cls, "_pass_through", False))
+    return isinstance(cls, type) and issubclass(cls, torch.Tensor)
+
+
+# ------------------------------------------------------------------------------------ dtype predicates
+def is_inexact(*args: Any) -> bool:
+    """Whether the last argument is a floating-point or complex tensor.
+
+    Only the last argument is tested, so it works as ``fn(value)`` (``apply``) and as ``fn(key, value)``
+    (the ``cast_filter`` of ``to``).
+
+    Examples:
+        >>> is_inexact(torch.zeros(3)), is_inexact("a", torch.zeros(3, dtype=torch.long))
+        (True, False)
+    """
+    dtype: torch.dtype = args[-1].dtype
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def is_floating(*args: Any) -> bool:
+    """Whether the last argument is a floating-point tensor (see :func:`is_inexact`).
+
+    Examples:
+        >>> is_floating(torch.zeros(3)), is_floating(torch.zeros(3, dtype=torch.complex64))
+        (True, False)
+    """
+    dtype: torch.dtype = args[-1].dtype
+    return dtype.is_floating_point
+
+
+def is_integer(*args: Any) -> bool:
+    """Whether the last argument is an integer tensor, signed or unsigned, not bool (see :func:`is_inexact`).
+
+    Examples:
+        >>> is_integer(torch.zeros(3, dtype=torch.uint8)), is_integer(torch.zeros(3, dtype=torch.bool))
+        (True, False)
+    """
+    dtype: torch.dtype = args[-1].dtype
+    return not (dtype.is_floating_point or dtype.is_complex or dtype is torch.bool)
+
+
+def is_bool(*args: Any) -> bool:
+    """Whether the last argument is a boolean tensor (see :func:`is_inexact`).
+
+    Examples:
+        >>> is_bool(torch.zeros(3, dtype=torch.bool)), is_bool("mask", torch.zeros(3))
+        (True, False)
+    """
+    return args[-1].dtype is torch.bool
+
+
+# ------------------------------------------------------------------------------------ indices and rows
+def convert_ellipsis_to_idx(idx: Any, batch_size: Any) -> Any:
+    """Replace the ``...`` of an index by one ``slice(None)`` per batch dim it covers (deprecated in tensordict).
+
+    Indices that are not tuples (or ``...``) are returned as they are.
+
+    Examples:
+        >>> import warnings
+        >>> warnings.simplefilter("ignore", DeprecationWarning)
+        >>> convert_ellipsis_to_idx((..., 0), [1, 2, 3])
+        (slice(None, None, None), slice(None, None, None), 0)
+    """
+    warnings.warn("convert_ellipsis_to_idx is deprecated (tensordict removes it in 0.17)", DeprecationWarning,
+                  stacklevel=2)
+    if idx is Ellipsis:
+        idx = (idx,)
+    elif not isinstance(idx, tuple):
+        return idx
+    if sum(item is Ellipsis for item in idx) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if Ellipsis not in idx:
+        return idx
+    used = sum(_dims_used(item) for item in idx)
+    at = next(i for i, item in enumerate(idx) if item is Ellipsis)
+    fill = (slice(None),) * max(len(batch_size) - used, 0)
+    return (*idx[:at], *fill, *idx[at + 1:])
+
+
+def _dims_used(item: Any) -> int:
+    """How many dims an index element consumes (a mask as many as its dims, ``None``/``...`` none)."""
+    if item is None or item is Ellipsis or isinstance(item, bool):
+        return 0
+    if isinstance(item, torch.Tensor) and item.dtype is torch.bool:
+        return item.ndim
+    return 1
+
+
+def _rows_key(input: Any, key: NestedKey, dim: int, what: str) -> tuple[torch.Tensor, int]:
+    """The tensor at ``key`` and ``dim`` as a non-negative batch dim, for :func:`isin`/:func:`remove_duplicates`."""
+    tensor = input.get(key, None)
+    if not isinstance(tensor, torch.Tensor):
+        found = "missing" if tensor is None else f"a {type(tensor).__name__}, not a tensor"
+        raise KeyError(f"{what}: key {fmt_path(unravel_key_to_tuple(key))} is {found}")
+    nd = input.batch_dims
+    if not nd or not -nd <= dim < nd:
+        raise ValueError(f"{what}: dim {dim} is not a batch dim of batch_size {list(input.batch_size)}")
+    return tensor, dim % nd
+
+
+def isin(input: Any, reference: Any, key: NestedKey, dim: int = 0) -> torch.Tensor:
+    """Which elements of ``input`` along ``dim`` have a ``key`` slice equal to one of ``reference``'s.
+
+    Args:
+        input: the TensorDict to test.
+        reference: the TensorDict to look in (same number of batch dims).
+        key: the entry compared; a tensor in both.
+        dim: the batch dim along which elements are compared.
+
+    Returns:
+        A bool tensor of length ``input.batch_size[dim]``.
+
+    Raises:
+        KeyError: if ``key`` is missing or no tensor in either.
+        ValueError: if the batch dims differ in number or ``dim`` is not one.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(x=torch.tensor([[1, 2], [3, 4], [1, 2], [5, 6]]), batch_size=[4])
+        >>> isin(td, TensorDict(x=torch.tensor([[1, 2], [5, 6]]), batch_size=[2]), key="x")
+        tensor([ True, False,  True,  True])
+    """
+    if input.batch_dims != reference.batch_dims:
+        raise ValueError(f"isin: input and reference need the same number of batch dims, got batch sizes "
+                         f"{list(input.batch_size)} and {list(reference.batch_size)}")
+    target, dim = _rows_key(input, key, dim, "isin (input)")
+    known, _ = _rows_key(reference, key, dim, "isin (reference)")
+    # one unique over both: equal slices get the same id, so membership is an id lookup
+    _, ids = torch.unique(torch.cat([known, target], dim=dim), dim=dim, return_inverse=True)
+    n = known.shape[dim]
+    return torch.isin(ids[n:], ids[:n])
+
+
+def remove_duplicates(input: Any, key: NestedKey, dim: int = 0, *, return_indices: bool = False) -> Any:
+    """Keep the first element of each group whose ``key`` slices along ``dim`` are equal.
+
+    The result is sorted by the value of ``key`` (as ``torch.unique``), and the same elements are kept
+    in every entry.
+
+    Args:
+        input: the TensorDict.
+        key: the tensor entry that defines duplicates.
+        dim: the batch dim along which to look.
+        return_indices: also return, for each element of ``input``, the index of its value in the result.
+
+    Returns:
+        The deduplicated TensorDict, or ``(td, indices)`` with ``return_indices=True``.
+
+    Raises:
+        KeyError: if ``key`` is missing or no tensor.
+        ValueError: if ``dim`` is not a batch dim.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(x=torch.tensor([7, 1, 7, 3]), y=torch.arange(4), batch_size=[4])
+        >>> out, indices = remove_duplicates(td, key="x", return_indices=True)
+        >>> out["x"], out["y"], indices
+        (tensor([1, 3, 7]), tensor([1, 3, 0]), tensor([2, 0, 2, 1]))
+    """
+    tensor, dim = _rows_key(input, key, dim, "remove_duplicates")
+    _, ids = torch.unique(tensor, dim=dim, return_inverse=True)
+    # the first position of each id: a stable sort groups equal ids in their original order
+    order = torch.sort(ids, stable=True).indices
+    counts = torch.bincount(ids)
+    starts = torch.cumsum(counts, 0) - counts
+    out = input[(slice(None),) * dim + (order[starts],)]
+    return (out, ids) if return_indices else out
+
+
+# ------------------------------------------------------------------------------------ files
+def print_directory_tree(path: Any, indent: str = "", display_metadata: bool = True) -> str:
+    """Log (at INFO, on the ``tensorbatch`` logger) and return the tree of files under ``path``.
+
+    Entries are in :func:`os.listdir` order; each level adds four spaces to ``indent``.
+
+    Args:
+        path: a folder (or a file).
+        indent: put before each line.
+        display_metadata: start with a line giving the total size of the files.
+
+    Examples:
+        >>> import tempfile
+        >>> from tensorbatch import TensorDict
+        >>> with tempfile.TemporaryDirectory() as path:
+        ...     _ = TensorDict(a=torch.zeros(3), batch_size=[3]).memmap(path)
+        ...     tree = print_directory_tree(path, display_metadata=False)
+        >>> sorted(line.strip() for line in tree.splitlines()[1:])
+        ['a.memmap', 'meta.json']
+    """
+    lines = []
+    if display_metadata:
+        size = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
+        lines.append(f"Directory size: {_human_size(size)}")
+        logger.info(lines[-1])
+    _tree(os.fspath(path), indent, lines)
+    return "\n".join(lines)
+
+
+def _tree(path: str, indent: str, lines: list[str]) -> None:
+    if not os.path.isdir(path):
+        lines.append(indent + os.path.basename(path))
+        logger.info(lines[-1])
+        return
+    lines.append(indent + os.path.basename(path) + "/")
+    logger.info(lines[-1])
+    for name in os.listdir(path):
+        _tree(os.path.join(path, name), indent + "    ", lines)
+
+
+def _human_size(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024.0:
+            return f"{size:.2f} {unit}"
+        size /= 1024.0
+    return f"{size:.2f} TB"

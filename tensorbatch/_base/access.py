@@ -11,17 +11,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from .. import _errors
+from .. import _errors, _options
 from .._keys import NestedKey, is_key, unravel_key_to_tuple
 from .._ops import index as _index
 from .._ops import ragged
 from .._ops.traverse import (
+    GET_DEFAULT,
     MISSING,
     NO_DEFAULT,
     is_non_tensor,
     is_td,
     leaf_shape,
     source_leaves,
+    unset_default,
     value_of,
 )
 
@@ -66,8 +68,11 @@ def _walk_to(self: TensorDictBase, path: tuple[str, ...], create: bool = False) 
     return node
 
 
-def get(self: TensorDictBase, key: NestedKey, default: Any = None) -> Any:
-    """Value at ``key`` (nested keys allowed), or ``default`` (None) when missing.
+def get(self: TensorDictBase, key: NestedKey, default: Any = GET_DEFAULT) -> Any:
+    """Value at ``key`` (nested keys allowed), or ``default`` when missing.
+
+    Without a default a missing key gives ``None`` (or raises ``KeyError`` after
+    ``set_get_defaults_to_none(False)``).
 
     Examples:
         >>> from tensorbatch import TensorDict
@@ -85,9 +90,7 @@ def _get(self: TensorDictBase, key: NestedKey, default: Any = NO_DEFAULT) -> Any
     if type(key) is str:
         out = self._get_str(key, MISSING)
         if out is MISSING:
-            if default is NO_DEFAULT:
-                raise _errors.missing_key((key,), self._keys_str())
-            return default
+            return _absent(default, (key,), self)
         return out
     path = unravel_key_to_tuple(key)
     node: Any = self
@@ -102,15 +105,20 @@ def _get(self: TensorDictBase, key: NestedKey, default: Any = NO_DEFAULT) -> Any
     if walked < len(path) - 1:
         if stop is not MISSING:  # a wrong key shape, not a missing key: raise even with a default
             raise _errors.key_through_leaf(path, walked + 1, stop)
-        if default is NO_DEFAULT:
-            raise _errors.missing_key(path[: walked + 1], node._keys_str())
-        return default
+        return _absent(default, path[: walked + 1], node)
     out = node._get_str(path[-1], MISSING)
     if out is MISSING:
-        if default is NO_DEFAULT:
-            raise _errors.missing_key(path, node._keys_str())
-        return default
+        return _absent(default, path, node)
     return out
+
+
+def _absent(default: Any, path: tuple[str, ...], node: Any) -> Any:
+    """What a lookup of the missing ``path`` gives: ``default``, else KeyError naming what ``node`` holds."""
+    if default is GET_DEFAULT:
+        default = unset_default()
+    if default is NO_DEFAULT:
+        raise _errors.missing_key(path, node._keys_str())
+    return default
 
 
 def __getitem__(self: TensorDictBase, index: Any) -> Any:
@@ -281,6 +289,8 @@ def _validate(self: TensorDictBase, value: Any, path: tuple[str, ...], node: Any
         try:
             tensor = torch.as_tensor(value, device=node.device)
         except (TypeError, ValueError, RuntimeError):  # strings, ragged lists: one value per element
+            if not _options.LIST_TO_STACK:  # set_list_to_stack(False): the list is one value
+                return node._non_tensor_cls._new(value, bs, node.device)
             if not bs or len(value) != bs[0]:
                 raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
             try:

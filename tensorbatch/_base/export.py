@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import _errors
+from .. import _errors, _options
 from .._keys import NestedKey
 from .._ops.meta import LeafMeta
 from .._ops.rows import plan_rows
@@ -182,9 +182,20 @@ def __reduce__(self: TensorDictBase) -> Any:
 
 
 def __repr__(self: TensorDictBase) -> str:
-    lines = [f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"]
+    lines = [f"{type(self).__name__}({node_facts(self, root=True)})"]
     tree_lines(self, "", lines)
     return "\n".join(lines)
+
+
+def node_facts(td: Any, root: bool = False) -> str:
+    """A node's facts for its repr line, as the print options say (``set_printoptions``)."""
+    opts = _options.REPR
+    parts = [f"batch_size={list(td.batch_size)}"] if opts["show_batch_size"] else []
+    if root and opts["show_device"]:
+        parts.append(f"device={td.device}")
+    if not opts["compact"] and opts["show_is_shared"]:
+        parts.append(f"is_shared={td.is_shared()}")
+    return ", ".join(parts)
 
 
 def refine_names(self: TensorDictBase, *names: Any) -> TensorDictBase:
@@ -221,44 +232,83 @@ def rename_(self: TensorDictBase, *names: Any, **rename_map: Any) -> TensorDictB
 
 
 def leaf_repr(value: Any, device: Any = None) -> str:
-    """One line for a leaf in a tree repr: shape, dtype and device for tensors.
+    """One line for a leaf in a tree repr: the facts the print options ask for (shape, dtype, device...).
 
     A stored leaf, unread, is given as its metadata, on its node's ``device``.
     """
     if _is_nt(value):
         return repr(value)
     if isinstance(value, _Tensor):
-        dtype = str(value.dtype).removeprefix("torch.")
-        return f"Tensor(shape={list(leaf_shape(value))}, dtype={dtype}, device={value.device})"
-    if type(value) is LeafMeta:
-        dtype = str(value.dtype).removeprefix("torch.")
-        return f"Tensor(shape={list(value.shape)}, dtype={dtype}, device={device})"
-    return repr(value)
+        shape, dtype, device = leaf_shape(value), value.dtype, value.device
+    elif type(value) is LeafMeta:
+        shape, dtype, value = value.shape, value.dtype, None
+    else:
+        return repr(value)
+    opts = _options.REPR
+    parts = [f"shape={list(shape)}"] if opts["show_shape"] else []
+    if opts["show_dtype"]:
+        parts.append(f"dtype={str(dtype).removeprefix('torch.')}")
+    if opts["show_field_device"]:
+        parts.append(f"device={device}")
+    if value is not None and not opts["compact"]:
+        parts.extend(_detailed_facts(value, opts))
+    return f"Tensor({', '.join(parts)})"
+
+
+def _detailed_facts(value: torch.Tensor, opts: dict[str, Any]) -> list[str]:
+    """The facts only ``compact=False`` shows (they read the tensor, ``plain`` its values)."""
+    parts = []
+    if opts["show_field_is_shared"]:
+        parts.append(f"is_shared={value.is_shared()}")
+    if opts["show_grad"]:
+        parts.append(f"requires_grad={value.requires_grad}")
+    if opts["show_is_contiguous"]:
+        parts.append(f"is_contiguous={value.is_contiguous()}")
+    if opts["show_is_view"]:
+        parts.append(f"is_view={value._base is not None}")
+    if opts["show_storage_size"]:
+        parts.append(f"storage_size={value.untyped_storage().nbytes()}")
+    if opts["plain"]:
+        parts.append(_summary(value))
+    return parts
+
+
+def _summary(value: torch.Tensor) -> str:
+    """``plain``'s value summary: mean and std of floats (in double), min and max of other dtypes."""
+    if value.is_nested:
+        value = torch.cat([t.reshape(-1) for t in value.unbind()])
+    if not value.numel():
+        return "[]"
+    value = value.detach()
+    if value.is_floating_point() or value.is_complex():
+        value = value.to(torch.complex128 if value.is_complex() else torch.float64)
+        std = value.std().item() if value.numel() > 1 else float("nan")
+        return f"mean={value.mean().item():.4g}, std={std:.4g}"
+    return f"min={value.min().item()}, max={value.max().item()}"
 
 
 def tree_lines(td: TensorDictBase, indent: str, lines: list[str]) -> None:
     """Append the repr lines of ``td``'s entries (one per key, nested nodes indented) to ``lines``.
 
-    Leaves are never read: ``_meta_items`` gives a stored tensor leaf as its metadata.
+    Leaves are never read (``_meta_items`` gives a stored tensor leaf as its metadata) unless the print
+    options ask for their values. Entries are in the print options' ``sort_keys`` order.
     """
-    # by node path: its entries' indent, its last key (drawn with a corner) and the node
-    indents: dict[tuple[str, ...], str] = {(): indent}
-    last: dict[tuple[str, ...], str | None] = {(): _last_key(td)}
+    entries = list(named_entries(td, is_leaf=is_non_tensor_type, meta=True))  # a node before its entries
+    order = _options.REPR["sort_keys"]
+    if order == "alphabetical":  # sorting the paths keeps each node before its entries
+        entries.sort(key=lambda entry: entry[0])
+    elif callable(order):
+        entries.sort(key=lambda entry: tuple(map(order, entry[0])))
+    last = {path[:-1]: path[-1] for path, _ in entries}  # by node path: its last key, drawn with a corner
+    indents: dict[tuple[str, ...], str] = {(): indent}  # by node path: its entries' indent
     nodes: dict[tuple[str, ...], Any] = {(): td}
-    for path, value in named_entries(td, is_leaf=is_non_tensor_type, meta=True):  # a node before its entries
+    for path, value in entries:
         parent = path[:-1]
         branch, extend = ("`-- ", "    ") if path[-1] == last[parent] else ("|-- ", "|   ")
         if is_td(value) and not _is_nt(value):
-            lines.append(f"{indents[parent]}{branch}{path[-1]}: {type(value).__name__}"
-                         f"(batch_size={list(value.batch_size)})")
+            lines.append(f"{indents[parent]}{branch}{path[-1]}: {type(value).__name__}({node_facts(value)})")
             indents[path] = indents[parent] + extend
-            last[path] = _last_key(value)
             nodes[path] = value
         else:  # the node's device is read only for a stored leaf (a property read per leaf costs)
             device = nodes[parent].device if type(value) is LeafMeta else None
             lines.append(f"{indents[parent]}{branch}{path[-1]}: {leaf_repr(value, device)}")
-
-
-def _last_key(node: Any) -> str | None:
-    keys = list(node._keys_str())
-    return keys[-1] if keys else None

@@ -29,7 +29,7 @@ from .._keys import unravel_key_to_tuple
 from .._ops.index import index_leaves, normalize, setitem, update_at_
 from .._ops.meta import TENSOR, LeafMeta, meta_of, node_meta
 from .._ops.rows import RowPlan, check_fits, split_index
-from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_node, leaf_metas, named_leaves, source_leaves
+from .._ops.traverse import NON_TENSOR_TYPES, is_node, leaf_metas, named_leaves, source_leaves
 
 _Tensor = torch.Tensor
 
@@ -142,7 +142,7 @@ class StorageHooks:
         if node is None or not node._has_str(path[-1]):
             if node is None:
                 self._deepest(path)  # type: ignore[attr-defined]  # a path through a leaf: KeyError
-            return None if default is NO_DEFAULT else default
+            return self._get(path, default)  # type: ignore[attr-defined]  # the default, None, or the KeyError
         items = index if type(index) is tuple else (index,)
         if not node.batch_dims or not items or any(i is Ellipsis or i is None for i in items):
             return node._get_str(path[-1])[index]

@@ -392,3 +392,21 @@ def load_memmap(prefix: str | Path, device: Any = None, non_blocking: bool = Fal
 
 
 load = load_memmap
+
+
+def from_consolidated(filename: str | Path) -> Any:
+    """Map a file written by ``consolidate(filename=...)`` back (as ``TensorDict.from_consolidated``).
+
+    Examples:
+        >>> import tempfile
+        >>> import tensorbatch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(a=torch.zeros(3), b={"c": torch.ones(3)}, batch_size=[3])
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     _ = td.consolidate(filename=f"{folder}/td.bin")
+        ...     tensorbatch.from_consolidated(f"{folder}/td.bin")["b", "c"]
+        tensor([1., 1., 1.])
+    """
+    from .._td import TensorDict  # the in-memory backend imports the base, which installs this module
+
+    return TensorDict.from_consolidated(filename)

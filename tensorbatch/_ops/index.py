@@ -19,6 +19,7 @@ from . import ragged
 from .pointwise import map_inplace
 from .rows import check_fits
 from .traverse import (
+    GET_DEFAULT,
     MISSING,
     NO_DEFAULT,
     NON_TENSOR_TYPES,
@@ -366,13 +367,13 @@ def setitem(td: Any, index: Any, value: Any) -> None:
             raise
 
 
-def get_at(td: Any, key: Any, index: Any, default: Any = NO_DEFAULT) -> Any:
-    """``td.get(key)[index]``, or ``default`` when the key is missing."""
+def get_at(td: Any, key: Any, index: Any, default: Any = GET_DEFAULT) -> Any:
+    """``td.get(key)[index]``, or ``default`` when the key is missing (as ``get``, without one)."""
     if not td._leaves_in_memory:  # read the indexed rows of that leaf only
         return td._read_at(key, index, default)
     value = td._get(key, MISSING)
     if value is MISSING:
-        return None if default is NO_DEFAULT else default
+        return td._get(key, default)  # the default, None, or the KeyError
     return value[index]
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import _options
 from .._errors import add_path_note, batch_mismatch, key_sets_differ, missing_key, not_a_mapping
 from .._keys import unravel_key_to_tuple
 from . import ragged
@@ -28,6 +29,7 @@ class _Sentinel(enum.Enum):
 
     NO_DEFAULT = "NO_DEFAULT"  # "no default given": lookups raise KeyError
     MISSING = "MISSING"  # returned by lookups called with default=MISSING for an absent key
+    GET_DEFAULT = "GET_DEFAULT"  # get() called without a default: None, or KeyError (set_get_defaults_to_none)
 
     def __repr__(self) -> str:
         return self.value
@@ -35,6 +37,12 @@ class _Sentinel(enum.Enum):
 
 NO_DEFAULT: Any = _Sentinel.NO_DEFAULT
 MISSING: Any = _Sentinel.MISSING
+GET_DEFAULT: Any = _Sentinel.GET_DEFAULT
+
+
+def unset_default() -> Any:
+    """What ``get`` without a default gives for a missing key: None, or ``NO_DEFAULT`` (raise) when off."""
+    return None if _options.GET_DEFAULTS_TO_NONE else NO_DEFAULT
 
 
 COLLECTION_TYPES: set[type] = set()

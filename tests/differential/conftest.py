@@ -52,6 +52,10 @@ def run_both(ref: Any, tb: Any):
 # tensordict"), or lacks a feature that arrives with a later issue. Each listed test is a strict
 # xfail: it fails loudly if the difference ever disappears.
 DIFFERENCES: dict[str, str] = {
+    "test_capture_non_tensor_stack_default_differs": "capture_non_tensor_stack() is True by default: equal "
+    "non-tensor values stack to one NonTensorData (tensordict: False, a NonTensorStack)",
+    "test_lazy_legacy_true_is_refused": "set_lazy_legacy(True) raises NotImplementedError (tensordict warns and "
+    "turns its deprecated legacy lazy mode on)",
     "vmap_in_dims_beyond_batch": "vmap goes through pytree: in_dims beyond the batch dims raise ValueError "
     "(tensordict, which patches torch's vmap, maps the feature dim)",
     "vmap_negative_in_dims": "vmap goes through pytree: a negative in_dims counts from each tensor's last dim "
