@@ -922,7 +922,7 @@ def from_dataclass(obj: Any, *, dest_cls: type | None = None, auto_batch_size: b
     if auto_batch_size and batch_size is not None:
         raise TypeError("from_dataclass: auto_batch_size=True and batch_size exclude each other")
     cls = dest_cls if dest_cls is not None else _tensorclass_of(type(obj), f"{type(obj).__name__}_tc", options)
-    result = cls(**dataclasses.asdict(obj), batch_size=batch_size, device=device)
+    result = cls(**dataclasses.asdict(typing.cast(Any, obj)), batch_size=batch_size, device=device)
     return result.auto_batch_size_(batch_dims=batch_dims) if auto_batch_size else result
 
 
@@ -931,7 +931,7 @@ def _tensorclass_of(klass: type, name: str, options: dict[str, bool]) -> type:
     namespace: dict[str, Any] = {"__annotations__": {}, "__module__": klass.__module__,
                                  "__qualname__": name}
     hints = typing.get_type_hints(klass)
-    for f in dataclasses.fields(klass):  # type: ignore[arg-type]
+    for f in dataclasses.fields(klass):
         namespace["__annotations__"][f.name] = hints.get(f.name, f.type)
         if f.default_factory is not dataclasses.MISSING:
             namespace[f.name] = dataclasses.field(default_factory=f.default_factory)

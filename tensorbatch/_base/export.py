@@ -238,6 +238,7 @@ def leaf_repr(value: Any, device: Any = None) -> str:
     """
     if _is_nt(value):
         return repr(value)
+    dtype: Any
     if isinstance(value, _Tensor):
         shape, dtype, device = leaf_shape(value), value.dtype, value.device
     elif type(value) is LeafMeta:
@@ -259,7 +260,7 @@ def _detailed_facts(value: torch.Tensor, opts: dict[str, Any]) -> list[str]:
     """The facts only ``compact=False`` shows (they read the tensor, ``plain`` its values)."""
     parts = []
     if opts["show_field_is_shared"]:
-        parts.append(f"is_shared={value.is_shared()}")
+        parts.append(f"is_shared={value.is_shared()}")  # type: ignore[no-untyped-call]
     if opts["show_grad"]:
         parts.append(f"requires_grad={value.requires_grad}")
     if opts["show_is_contiguous"]:
