@@ -407,6 +407,9 @@ class TypedTensorDict(TensorDictBase):
     def _write_rows(self, plan: Any, values: Any) -> None:
         self._source._write_rows(plan, values)
 
+    def _are_tensor_leaves(self, paths: Any) -> bool:
+        return self._source._are_tensor_leaves(paths)  # type: ignore[no-any-return]
+
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
         self._source._alloc_leaf(key, shape, dtype)
 

@@ -32,6 +32,7 @@ from .._ops.rows import RowPlan, check_fits, split_index
 from .._ops.traverse import NON_TENSOR_TYPES, is_node, leaf_metas, named_leaves, source_leaves
 
 _Tensor = torch.Tensor
+_PLAIN = (_Tensor, int, float, bool)  # values a row write takes as they are
 
 class StorageHooks:
     """Mixin of TensorDictBase: the storage hooks and their in-memory defaults (see the module docstring)."""
@@ -102,6 +103,17 @@ class StorageHooks:
             except Exception as err:
                 add_path_note(err, "writing rows", path)
                 raise
+
+    def _are_tensor_leaves(self, paths: Iterable[tuple[str, ...]]) -> bool:
+        """Whether every path (below this node) is an existing tensor leaf: what ``_write_rows`` can write.
+
+        Asked before each row write; a backend that caches its layout answers without walking the nodes.
+        """
+        for path in paths:
+            found = node_meta(self, path)
+            if found is None or found[1].kind != TENSOR:
+                return False
+        return True
 
     def _merge_non_tensor(self, key: str, index: Any, value: Any) -> None:
         """Write ``value`` at the dim-0 ``index`` of the non-tensor leaf ``key`` of this level: read, merged
@@ -180,6 +192,12 @@ class StorageHooks:
         td: Any = self
         if type(index) is not tuple:
             index = normalize(td, index)[0]
+        if td.batch_dims:  # the common case first: existing tensor leaves at dim-0 rows, one _write_rows
+            plan, rest = split_index(index, td.batch_size)
+            if rest is None and all(isinstance(value, _PLAIN) for value in values.values()) \
+                    and td._are_tensor_leaves(values):
+                td._write_rows(plan, values)
+                return
         found = {path: node_meta(td, path) for path in values}
         missing = [path for path, meta in found.items() if meta is None]
         if missing and strict:
@@ -190,12 +208,6 @@ class StorageHooks:
             sub = td.to_tensordict()
             _write_in_memory(sub, index or (Ellipsis,), values, strict, source)
             td.update({path: sub._get(path) for path in values}, inplace=True)
-            return
-        plan, rest = split_index(index, td.batch_size)
-        if rest is None and not missing and all(
-                meta[1].kind == TENSOR and isinstance(value, (_Tensor, int, float, bool))  # type: ignore[index]
-                for value, meta in zip(values.values(), found.values(), strict=True)):
-            td._write_rows(plan, values)
             return
         sub = td._read_rows(plan)
         _write_in_memory(sub, rest or (Ellipsis,), values, strict, source)

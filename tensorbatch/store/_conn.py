@@ -21,6 +21,7 @@ import hashlib
 import inspect
 import os
 import secrets
+import select
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -110,31 +111,60 @@ def pack(commands: Sequence[Command]) -> list[Any]:
     """The RESP encoding of ``commands`` (each ``(name, *args)``), as chunks for ``sendall``.
 
     Arguments are str, int, float, bytes or a bytes-like buffer. Small parts are joined, large payloads (a
-    tensor's memory) passed through uncopied.
+    tensor's memory) passed through uncopied. The encodings of strings (command names, keys: the same ones
+    at every call) and of small ints are kept (``_ENCODED``).
     """
     chunks: list[Any] = []
     buf: list[Any] = []
+    append = buf.append
+    encoded = _ENCODED
     for args in commands:
-        buf.append(b"*%d\r\n" % len(args))
+        append(b"*%d\r\n" % len(args))
         for arg in args:
             kind = type(arg)
-            if kind is str:
-                arg = arg.encode()
-            elif kind is int:
-                arg = b"%d" % arg
+            if kind is bytes:
+                size = len(arg)
+                if size < fmt.BIG:
+                    append(b"$%d\r\n%b\r\n" % (size, arg))
+                    continue
+            elif kind is str or kind is int:
+                part = encoded.get(arg)
+                if part is None:
+                    part = _encode(arg)
+                append(part)
+                continue
             elif kind is float:
-                arg = repr(arg).encode()
-            size = len(arg) if type(arg) is bytes else memoryview(arg).nbytes
-            buf.append(b"$%d\r\n" % size)
-            if size >= fmt.BIG:  # sent as its own chunk: no copy into the packet
-                chunks.append(b"".join(buf))
-                chunks.append(arg)
-                buf = [b"\r\n"]
-            else:
-                buf.append(arg)
-                buf.append(b"\r\n")
+                append(_bulk(repr(arg).encode()))
+                continue
+            else:  # a buffer (a tensor's memory)
+                size = memoryview(arg).nbytes
+                if size < fmt.BIG:
+                    append(_bulk(bytes(arg)))
+                    continue
+            append(b"$%d\r\n" % size)  # sent as its own chunk: no copy into the packet
+            chunks.append(b"".join(buf))
+            chunks.append(arg)
+            buf = [b"\r\n"]
+            append = buf.append
     chunks.append(b"".join(buf))
     return chunks
+
+
+def _bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(data), data)
+
+
+_ENCODED: dict[Any, bytes] = {}
+
+
+def _encode(arg: str | int) -> bytes:
+    """The RESP bulk string of a str or int, kept for the next call (bounded: ints only when small)."""
+    part = _bulk(arg.encode() if type(arg) is str else b"%d" % arg)
+    if type(arg) is str or -1 <= arg < 256:
+        if len(_ENCODED) > 10_000:
+            _ENCODED.clear()
+        _ENCODED[arg] = part
+    return part
 
 
 STAGE = 1 << 16  # SET values at least this long are staged (see ``Connection.write``)
@@ -219,19 +249,25 @@ class Connection:
     @contextmanager
     def errors(self, operation: str) -> Iterator[None]:
         """Server errors become errors naming the server, the store and the operation."""
-        where = f"TensorDictStore {self.td_id!r} (prefix {self.namespace!r}) at {self.address}, during {operation}"
         try:
             yield
-        except redis.TimeoutError as e:
+        except redis.RedisError as e:
+            self.raise_named(e, operation)
+
+    def raise_named(self, e: redis.RedisError, operation: str) -> None:
+        """Raise the error naming the server, the store and the operation for the server error ``e``."""
+        where = f"TensorDictStore {self.td_id!r} (prefix {self.namespace!r}) at {self.address}, during {operation}"
+        if isinstance(e, redis.TimeoutError):
             raise StoreTimeoutError(f"{where}: the server did not answer ({e})") from e
-        except redis.ConnectionError as e:
+        if isinstance(e, redis.ConnectionError):
             if isinstance(e, StoreConnectionError):
-                raise
+                raise e
             raise StoreConnectionError(f"{where}: cannot reach the server ({e})") from e
-        except redis.ResponseError as e:
+        if isinstance(e, redis.ResponseError):
             if "TBLOST" in str(e):
                 raise self.lost(operation) from None
             raise type(e)(f"{where}: {e}") from e
+        raise e
 
     def lost(self, operation: str) -> StoreLostError:
         return StoreLostError(f"TensorDictStore {self.td_id!r} (prefix {self.namespace!r}) at {self.address}: its "
@@ -245,13 +281,16 @@ class Connection:
         A script the server does not know (restarted, ``SCRIPT FLUSH``) is loaded and the commands sent again.
         """
         client = self.client
-        with self.errors(operation):
+        try:
             try:
                 return _send(client, commands)
             except redis.exceptions.NoScriptError:
                 for source in SHA:
                     client.script_load(source)
                 return _send(client, commands)
+        except redis.RedisError as e:  # (no context manager: this is the hot path)
+            self.raise_named(e, operation)
+            raise  # (raise_named always raises)
 
     def fetch(self, operation: str, commands: Sequence[Command]) -> list[Any]:
         """``run`` after the epoch check (the first reply): reads of a store whose data is gone raise."""
@@ -363,12 +402,37 @@ def _send(client: Any, commands: Sequence[Command]) -> list[Any]:
         for args in commands:
             pipe.execute_command(*args)
         return pipe.execute()  # type: ignore[no-any-return]
-    connection = pool.get_connection(*_POOL_ARGS)
+    held = _HELD.__dict__.get("connections")
+    if held is None:
+        held = _HELD.connections = _Held()
+    connection = held.get(pool)
+    if connection is None or connection.pid != os.getpid():  # (a forked child never uses its parent's socket)
+        connection = held[pool] = pool.get_connection(*_POOL_ARGS)
+    else:
+        sock = getattr(connection, "_sock", None)
+        if sock is not None and select.select((sock,), (), (), 0)[0]:  # closed by the server (it restarted?)
+            connection.disconnect()  # (sending reconnects), as the pool checks a connection it gives out
     try:
         connection.send_packed_command(pack(commands), check_health=False)
         return [connection.read_response() for _ in commands]
     except BaseException:
+        del held[pool]
         connection.disconnect()  # replies may be left unread: never reuse this socket
-        raise
-    finally:
         pool.release(connection)
+        raise
+
+
+class _Held(dict):  # type: ignore[type-arg]
+    """A thread's connections (pool -> connection), given back to their pools when the thread ends."""
+
+    def __del__(self) -> None:
+        for pool, connection in self.items():
+            try:
+                pool.release(connection)
+            except Exception:  # (interpreter shutdown, a pool already gone)
+                pass
+
+
+# Each thread keeps one connection per pool, taken once: a pool's get_connection/release (locks, a readiness
+# poll of the socket, metrics) cost as much as packing a row write. Threads never share a socket.
+_HELD = threading.local()

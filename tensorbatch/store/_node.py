@@ -258,14 +258,12 @@ class TensorDictStore(TensorDictBase):
             commands += self._drop(key)
             meta = fmt.tensor_meta(value.shape, value.dtype)
             self._emit_leaf(joined, data, meta, commands)
-            tree.leaves[joined] = (TENSOR, value.shape, value.dtype, meta)
-            tree.add(path, TENSOR)
+            tree.put(path, (TENSOR, value.shape, value.dtype, meta))
         elif type(value) in NON_TENSOR_TYPES or not is_td(value):
             data, meta = fmt.encode_non_tensor(value)
             commands += self._drop(key)
             self._emit_leaf(joined, data, meta, commands)
-            tree.leaves[joined] = (NON_TENSOR, None, None, meta)
-            tree.add(path, NON_TENSOR)
+            tree.put(path, (NON_TENSOR, None, None, meta))
         elif inplace and kind == NODE:
             TensorDictStore._view(conn, path).update_(value)
         else:
@@ -400,17 +398,23 @@ class TensorDictStore(TensorDictBase):
             names = (*lead, *names[1:])
         return self._dense_cls._new_unsafe(out, plan.target_shape(self.batch_size), self._conn.device, names)  # type: ignore[no-any-return]
 
+    def _are_tensor_leaves(self, paths: Iterable[tuple[str, ...]]) -> bool:
+        tree, conn, base = self._tree(), self._conn, self._path
+        cached = tree.rows
+        return all((base + path if base else path) in cached or tree.row_leaf(base + path, conn) is not None
+                   for path in paths)
+
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
-        conn, tree = self._conn, self._tree()
+        conn, tree, base = self._conn, self._tree(), self._path
+        cached = tree.rows
         commands: Commands = []
         for path, value in values.items():  # everything checked before the first write
-            joined = fmt.SEP.join((*self._path, *path))
-            found = tree.leaves.get(joined)
-            if found is None or found[0] != TENSOR:
-                if found is None:
-                    self._get(path)  # the KeyError naming a missing path
+            full = base + path if base else path
+            leaf = cached.get(full) or tree.row_leaf(full, conn)
+            if leaf is None:
+                self._get(path)  # the KeyError naming a missing path
                 raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
-            _, shape, dtype, _ = found
+            shape, dtype = leaf.shape, leaf.dtype
             target = plan.target_shape(shape)
             if not isinstance(value, torch.Tensor):
                 value = torch.as_tensor(value, dtype=dtype)
@@ -419,7 +423,7 @@ class TensorDictStore(TensorDictBase):
                 value = value.expand(target)
             if value.dtype != dtype:
                 value = value.to(dtype)
-            commands += rows.write_commands(conn.data_key(joined), shape, plan, value)  # type: ignore[arg-type]
+            commands += rows.write_commands(leaf.key, shape, plan, value, leaf.row_bytes)
         self._write("writing rows", commands)
 
     def _merge_non_tensor(self, key: str, index: Any, value: Any) -> None:
@@ -477,8 +481,7 @@ class TensorDictStore(TensorDictBase):
         commands.append(("HSET", [conn.meta_key(joined)], [v for kv in meta.items() for v in kv]))
         commands.append(("SADD", [conn.key("__keys__")], [joined]))
         commands.append(("ZADD", [conn.key("__order__")], ["NX", rank(), joined]))
-        tree.leaves[joined] = (TENSOR, shape, dtype, meta)
-        tree.add((*self._path, key), TENSOR)
+        tree.put((*self._path, key), (TENSOR, shape, dtype, meta))
 
     # ------------------------------------------------------------------ pickling
     def __reduce__(self) -> Any:

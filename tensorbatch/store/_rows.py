@@ -4,8 +4,9 @@ A leaf of shape ``[n, *rest]`` holds ``n`` rows of ``prod(rest) * itemsize`` byt
 one contiguous range (a stepped slice reads its covering range and steps in memory): one GETRANGE / SETRANGE per
 leaf. Scattered rows (sorted, unique: ``RowPlan.rows``) are coalesced into runs of consecutive rows; up to
 ``FEW_RUNS`` runs are GETRANGEs, more go to one Lua call per leaf (``GETRANGES``, registered once, EVALSHA) that
-returns the runs concatenated. Writes are SETRANGEs inside the store's guarded write script (atomic); the runs of
-one leaf go as one ``SETRANGES`` entry (``(offset, bytes)`` pairs) that the script loops over.
+returns the runs concatenated. Writes are SETRANGEs inside the store's guarded write script (atomic): the runs of
+one leaf (one for an int or a slice) go as one ``SETRANGES`` entry (``(offset, bytes)`` pairs) that the script
+loops over.
 """
 
 from __future__ import annotations
@@ -72,22 +73,25 @@ def assemble(parts: list[bytes], shape: torch.Size, dtype: torch.dtype, plan: Ro
     return out.reshape(*plan.shape, *rest) if plan.inverse is None else out
 
 
-def write_commands(key: str, shape: torch.Size, plan: RowPlan,
-                   value: torch.Tensor) -> list[tuple[str, list[str], list[Any]]]:
-    """SETRANGE commands writing ``value`` at ``plan``'s rows of the leaf ``key``.
+def write_commands(key: str, shape: torch.Size, plan: RowPlan, value: torch.Tensor,
+                   row_bytes: int | None = None) -> list[tuple[str, list[str], list[Any]]]:
+    """The SETRANGES entry (``(offset, bytes)`` pairs) writing ``value`` at ``plan``'s rows of the leaf ``key``.
 
     ``value`` is already broadcast to ``plan.target_shape(shape)``; for repeated rows, the last value wins.
+    ``row_bytes``: the size of a row, when known.
     """
     rest = tuple(shape[1:])
-    row_bytes = value.dtype.itemsize * math.prod(rest)
-    if plan.kind == "int":
-        return [("SETRANGE", [key], [plan.index * row_bytes, fmt.to_bytes(value)])]
-    if plan.kind == "slice" and (plan.index.step or 1) == 1:
+    if row_bytes is None:
+        row_bytes = value.dtype.itemsize * math.prod(rest)
+    kind = plan.kind
+    if kind == "int":
+        return [("SETRANGES", [key], [plan.index * row_bytes, fmt.to_bytes(value)])]
+    if kind == "slice" and (plan.index.step or 1) == 1:
         if plan.index.stop <= plan.index.start:
             return []
-        return [("SETRANGE", [key], [plan.index.start * row_bytes, fmt.to_bytes(value)])]
+        return [("SETRANGES", [key], [plan.index.start * row_bytes, fmt.to_bytes(value)])]
     flat = value.reshape(-1, *rest)
-    if plan.kind == "rows":
+    if kind == "rows":
         positions = plan.last_positions()
         if positions is not None:
             flat = flat[positions]

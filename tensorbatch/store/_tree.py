@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -22,14 +23,27 @@ def rank() -> int:
     return now
 
 
+class RowLeaf(NamedTuple):
+    """What row reads and writes of a tensor leaf need: its server key, joined path, shape, dtype, row size."""
+
+    key: str
+    joined: str
+    shape: torch.Size
+    dtype: torch.dtype
+    row_bytes: int
+
+
 class Tree:
     """A store's layout.
 
     ``leaves``: path -> ``(kind, shape, dtype, meta)``; ``nodes``: nested node path -> batch size (None: its
     parent's); ``children``: node path tuple -> ``{key: kind}`` in insertion order; ``batch``: the root's.
+    ``rows``: leaf path tuple -> :class:`RowLeaf`, what a row read or write of a tensor leaf needs, resolved
+    once (the hot paths look a leaf up by its path tuple, with no string joins); emptied by every change of
+    the entries (``put``, ``add``, ``remove``).
     """
 
-    __slots__ = ("batch", "children", "leaves", "names", "nodes")
+    __slots__ = ("batch", "children", "leaves", "names", "nodes", "rows")
 
     def __init__(self, batch: torch.Size) -> None:
         self.batch = batch
@@ -37,8 +51,15 @@ class Tree:
         self.nodes: dict[str, torch.Size | None] = {}
         self.children: dict[tuple[str, ...], dict[str, str]] = {(): {}}
         self.names: dict[str, tuple[str | None, ...]] = {}  # node path ("" for the root) -> dim names
+        self.rows: dict[tuple[str, ...], RowLeaf] = {}
+
+    def put(self, path: tuple[str, ...], entry: tuple[str, torch.Size | None, torch.dtype | None, dict[str, str]]) -> None:
+        """Record the leaf at ``path`` (``leaves`` entry ``(kind, shape, dtype, meta)``) and its place."""
+        self.leaves[fmt.SEP.join(path)] = entry
+        self.add(path, entry[0])
 
     def add(self, path: tuple[str, ...], kind: str) -> None:
+        self.rows.clear()
         for i in range(len(path) - 1):  # implied ancestors
             parent, key = path[:i], path[i]
             if key not in self.children.setdefault(parent, {}):
@@ -51,6 +72,7 @@ class Tree:
 
     def remove(self, path: tuple[str, ...]) -> tuple[list[str], list[str]]:
         """Forget ``path`` and what is under it; the leaf paths and node paths that went."""
+        self.rows.clear()
         kind = self.children.get(path[:-1], {}).pop(path[-1], None)
         joined = fmt.SEP.join(path)
         if kind is None:
@@ -67,6 +89,19 @@ class Tree:
         self.nodes.pop(joined, None)
         self.names.pop(joined, None)
         return leaves, nodes
+
+    def row_leaf(self, path: tuple[str, ...], conn: Connection) -> RowLeaf | None:
+        """The :class:`RowLeaf` of the tensor leaf at ``path`` (None when there is none), cached in ``rows``."""
+        found = self.rows.get(path)
+        if found is None:
+            joined = fmt.SEP.join(path)
+            entry = self.leaves.get(joined)
+            if entry is None or entry[0] != TENSOR or self.children.get(path[:-1], {}).get(path[-1]) != TENSOR:
+                return None
+            _, shape, dtype, _ = entry
+            found = self.rows[path] = RowLeaf(conn.data_key(joined), joined, shape, dtype,  # type: ignore[arg-type]
+                                              dtype.itemsize * math.prod(shape[1:]))  # type: ignore[union-attr,index]
+        return found
 
     def node_batch(self, path: tuple[str, ...]) -> torch.Size:
         while path:
@@ -101,12 +136,11 @@ def load(conn: Connection, operation: str) -> Tree:
             if not meta:
                 continue  # deleted by another handle meanwhile
             if meta.get("is_non_tensor") == "1":
-                tree.leaves[path] = (NON_TENSOR, None, None, meta)
-                kind = NON_TENSOR
+                tree.put(tuple(path.split(fmt.SEP)), (NON_TENSOR, None, None, meta))
             else:
-                tree.leaves[path] = (TENSOR, torch.Size(json.loads(meta["shape"])), fmt.str_dtype(meta["dtype"]),
-                                     meta)
-                kind = TENSOR
+                tree.put(tuple(path.split(fmt.SEP)), (TENSOR, torch.Size(json.loads(meta["shape"])),
+                                                      fmt.str_dtype(meta["dtype"]), meta))
+            continue
         tree.add(tuple(path.split(fmt.SEP)), kind)
     tree.nodes.update(nodes)
     tree.names.update((k.decode(), tuple(json.loads(v))) for k, v in raw_names.items())
