@@ -174,21 +174,24 @@ CONFLICT_RETRIES = 1000
 # redis-py < 5.3 requires a command name here; later versions warn when given one
 _POOL_ARGS = () if inspect.signature(redis.ConnectionPool.get_connection).parameters["command_name"].default is None \
     else ("_",)
+_NO_RETRY = Retry(NoBackoff(), 0)  # one object: clients are cached by the repr of their options
 _CLIENTS: dict[Any, Any] = {}  # (pid, settings) -> redis.Redis: handles of one process share a pool
 
 
 def make_client(host: str, port: int, db: int, unix_socket_path: str | None, options: dict[str, Any]) -> Any:
-    kwargs = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": SOCKET_TIMEOUT,
-              "retry": Retry(NoBackoff(), 0), **options}
+    kwargs = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": SOCKET_TIMEOUT, "retry": _NO_RETRY,
+              **options}
     if unix_socket_path is not None:
         kwargs["unix_socket_path"] = unix_socket_path
     else:
         kwargs.update(host=host, port=port)
+    # (options compare by repr: the same settings, or the same objects, share a client and its connections)
     key = (os.getpid(), host, port, db, unix_socket_path, repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
     client = _CLIENTS.get(key)
     if client is None:
         if len(_CLIENTS) > 64:
             _CLIENTS.clear()
+            _HELD.__dict__.pop("connections", None)  # (this thread's connections go back to their pools)
         client = _CLIENTS[key] = redis.Redis(db=db, **kwargs)
     return client
 

@@ -8,7 +8,7 @@ import pytest
 import redis
 import torch
 
-from tensorbatch import TensorDict
+from tensorbatch import TensorClass, TensorDict, TypedTensorDict
 from tensorbatch.store import TensorDictStore
 
 
@@ -72,3 +72,54 @@ def test_update_over_maxmemory_writes_no_key(private_server):
         store.update({"x": torch.ones(1000), "y": torch.ones(1000, 3), "z": torch.ones(1000, 2000)})
     assert _server_state(srv, store) == before
     assert set(store.keys()) == {"small"}
+
+
+# ---------------------------------------------------------------------------- through TensorClass / TypedTensorDict
+class _Typed(TypedTensorDict):
+    small: torch.Tensor
+    x: torch.Tensor
+    y: torch.Tensor
+    z: torch.Tensor
+
+
+class _Sample(TensorClass):
+    small: torch.Tensor
+    x: torch.Tensor
+    y: torch.Tensor
+    z: torch.Tensor
+
+
+_WRITES = {  # each fails at its last key, after writes that would succeed alone
+    "update-over-maxmemory": (redis.ResponseError, "maxmemory",
+                              lambda w: w.update({"x": torch.ones(1000), "y": torch.ones(1000, 3),
+                                                  "z": torch.ones(1000, 2000)})),  # 8 MB: refused by the server
+    "update_-missing-key-last": (KeyError, "zz", lambda w: w.update_({"x": torch.ones(1000), "zz": torch.ones(1000)})),
+    "update_at_-missing-key-last": (KeyError, "zz",
+                                    lambda w: w.update_at_({"x": torch.tensor(2.0), "y": torch.ones(3),
+                                                            "zz": torch.ones(())}, 5)),
+    "setitem-bad-new-key-last": (ValueError, r"a\.b",
+                                 lambda w: w.__setitem__(7, TensorDict({"x": torch.tensor(3.0), "y": torch.ones(3),
+                                                                        "new": torch.ones(2), "a.b": torch.ones(())},
+                                                                       []))),
+    "setitem-rows-bad-shape-last": (RuntimeError, "'y'",
+                                    lambda w: w.__setitem__(torch.tensor([1, 9]), TensorDict(
+                                        {"x": torch.ones(2), "small": torch.zeros(2), "y": torch.ones(2, 4)}, [2]))),
+}
+
+
+@pytest.mark.parametrize("wrapper", [_Typed, _Sample], ids=["TypedTensorDict", "TensorClass"])
+@pytest.mark.parametrize("name", list(_WRITES))
+def test_wrapper_writes_are_one_script(private_server, wrapper, name):
+    """Writes through a TensorClass or TypedTensorDict over a store reach the store's own multi-key writes
+    (forwarded unwrapped): a failure at the last key, found here or by the server, leaves the server as it was."""
+    error, match, write = _WRITES[name]
+    srv = private_server("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+    store = TensorDictStore(batch_size=[1000], host=srv.host, port=srv.port)
+    store.update({"small": torch.ones(1000), "x": torch.zeros(1000), "y": torch.zeros(1000, 3)})
+    wrapped = wrapper.from_tensordict(store, check=False)  # (z: a field not stored yet)
+    before = _server_state(srv, store)
+    with pytest.raises(error, match=match):
+        write(wrapped)
+    assert _server_state(srv, store) == before
+    assert set(store.keys()) == {"small", "x", "y"}
+    assert store["x"].sum() == 0 and store["y"].sum() == 0 and store["small"].sum() == 1000

@@ -50,6 +50,54 @@ def test_row_reads_and_writes(store, index):
     assert (store.to_tensordict() == ref).all()
 
 
+def test_row_writes_follow_a_leaf_replaced_with_another_shape_or_dtype(store):
+    store[1] = {"a": torch.full((4,), 3.0)}  # the leaf's row layout is cached by this write
+    store["a"] = torch.zeros(6, 8, dtype=torch.float64)  # replaced: 64-byte rows instead of 16
+    store[2] = {"a": torch.arange(8.0)}
+    assert store["a"].dtype == torch.float64
+    assert store["a"][2].tolist() == list(range(8)) and store["a"][[1, 3]].sum() == 0
+    del store["a"]
+    with pytest.raises(KeyError, match='key "a" not found'):
+        store.set_at_("a", torch.ones(8), 0)  # a row write never finds a deleted leaf in the cache
+    store[0] = {"a": torch.ones(3)}  # a new leaf, as in memory: zeros but the row written
+    assert store["a"].tolist() == [[1.0] * 3] + [[0.0] * 3] * 5
+    store["n"] = TensorDict({"b": torch.zeros(6, 2, dtype=torch.int32)}, [6])  # the node replaced
+    store[5] = {"n": {"b": torch.tensor([7, 8], dtype=torch.int32)}}
+    assert store["n", "b"][5].tolist() == [7, 8] and store["n", "b"][:5].sum() == 0
+
+
+def test_threads_write_rows_through_one_handle(store):
+    import threading
+
+    errors: list[BaseException] = []
+
+    def write(row: int) -> None:
+        try:
+            for i in range(50):
+                store[row] = {"a": torch.full((4,), float(i)), "n": {"b": torch.tensor(i, dtype=torch.int16)}}
+        except BaseException as e:  # (reported by the test thread)
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(row,)) for row in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    assert (store["a"] == 49).all() and (store["n", "b"] == 49).all()
+
+
+def test_handles_of_a_process_share_connections(store, server):
+    client = server.client()
+    before = len(client.client_list())
+    handles = [TensorDictStore.from_store(td_id=store._conn.td_id, **server.kwargs()) for _ in range(20)]
+    for handle in handles:
+        handle[0] = {"a": torch.ones(4)}
+        assert handle[0]["a"].tolist() == [1.0] * 4
+        handle.close()
+    assert len(client.client_list()) <= before + 2  # no new connection per handle
+
+
 def test_keys_with_a_dot_are_refused(store):
     with pytest.raises(ValueError, match=r"'x\.y'"):
         store["x.y"] = torch.zeros(6)
@@ -120,6 +168,26 @@ def test_fork_and_spawn_workers_reconnect(store):
         assert queue.get(timeout=60) == float(_td()["a"].sum())
         proc.join(timeout=30)
         assert proc.exitcode == 0
+
+
+class _Rows(torch.utils.data.Dataset):
+    def __init__(self, store):
+        self.store = store
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        return self.store[i]["a"]
+
+
+def test_dataloader_with_fork_workers(store):
+    store[0] = {"a": torch.ones(4)}  # the parent's connection is open (and held) when the workers fork
+    loader = torch.utils.data.DataLoader(_Rows(store), batch_size=2, num_workers=2,
+                                         multiprocessing_context="fork", timeout=60)
+    rows = torch.cat(list(loader))
+    assert rows.tolist() == [[1.0] * 4] + _td()["a"][1:].tolist()
+    assert store[0]["a"].tolist() == [1.0] * 4  # the parent's connection still works
 
 
 def test_server_down_fails_fast_naming_server_and_store(private_server):
