@@ -408,7 +408,7 @@ class TypedTensorDict(TensorDictBase):
         self._source._write_rows(plan, values)
 
     def _are_tensor_leaves(self, paths: Any) -> bool:
-        return self._source._are_tensor_leaves(paths)  # type: ignore[no-any-return]
+        return self._source._are_tensor_leaves(paths)
 
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
         self._source._alloc_leaf(key, shape, dtype)

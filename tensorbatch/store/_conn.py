@@ -17,6 +17,7 @@ script): a script copies its arguments, a rename does not.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import os
@@ -159,11 +160,15 @@ _ENCODED: dict[Any, bytes] = {}
 
 def _encode(arg: str | int) -> bytes:
     """The RESP bulk string of a str or int, kept for the next call (bounded: ints only when small)."""
-    part = _bulk(arg.encode() if type(arg) is str else b"%d" % arg)
-    if type(arg) is str or -1 <= arg < 256:
-        if len(_ENCODED) > 10_000:
-            _ENCODED.clear()
-        _ENCODED[arg] = part
+    if isinstance(arg, str):
+        part = _bulk(arg.encode())
+    else:
+        part = _bulk(b"%d" % arg)
+        if not -1 <= arg < 256:  # (offsets, sizes: rarely the same twice)
+            return part
+    if len(_ENCODED) > 10_000:
+        _ENCODED.clear()
+    _ENCODED[arg] = part
     return part
 
 
@@ -430,10 +435,8 @@ class _Held(dict):  # type: ignore[type-arg]
 
     def __del__(self) -> None:
         for pool, connection in self.items():
-            try:
+            with contextlib.suppress(Exception):  # (interpreter shutdown, a pool already gone)
                 pool.release(connection)
-            except Exception:  # (interpreter shutdown, a pool already gone)
-                pass
 
 
 # Each thread keeps one connection per pool, taken once: a pool's get_connection/release (locks, a readiness

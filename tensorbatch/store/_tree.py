@@ -23,6 +23,9 @@ def rank() -> int:
     return now
 
 
+Entry = tuple[str, torch.Size | None, torch.dtype | None, dict[str, str]]  # (kind, shape, dtype, meta) of a leaf
+
+
 class RowLeaf(NamedTuple):
     """What row reads and writes of a tensor leaf need: its server key, joined path, shape, dtype, row size."""
 
@@ -47,13 +50,13 @@ class Tree:
 
     def __init__(self, batch: torch.Size) -> None:
         self.batch = batch
-        self.leaves: dict[str, tuple[str, torch.Size | None, torch.dtype | None, dict[str, str]]] = {}
+        self.leaves: dict[str, Entry] = {}
         self.nodes: dict[str, torch.Size | None] = {}
         self.children: dict[tuple[str, ...], dict[str, str]] = {(): {}}
         self.names: dict[str, tuple[str | None, ...]] = {}  # node path ("" for the root) -> dim names
         self.rows: dict[tuple[str, ...], RowLeaf] = {}
 
-    def put(self, path: tuple[str, ...], entry: tuple[str, torch.Size | None, torch.dtype | None, dict[str, str]]) -> None:
+    def put(self, path: tuple[str, ...], entry: Entry) -> None:
         """Record the leaf at ``path`` (``leaves`` entry ``(kind, shape, dtype, meta)``) and its place."""
         self.leaves[fmt.SEP.join(path)] = entry
         self.add(path, entry[0])
