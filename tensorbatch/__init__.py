@@ -80,12 +80,22 @@ from .utils import parse_tensor_dict_string as parse_tensor_dict_string
 fromkeys = TensorDict.fromkeys
 
 
-def __getattr__(name: str) -> object:
-    if name == "PersistentTensorDict":  # imports h5py (the ``h5`` extra) on first use
-        from .persistent import PersistentTensorDict
+# name -> the module defining it, imported on first use (it imports an optional dependency: h5py, redis)
+_LAZY = {
+    "PersistentTensorDict": ".persistent",
+}
 
-        return PersistentTensorDict
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __version__ = "0.1.0"

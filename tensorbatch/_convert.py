@@ -916,7 +916,7 @@ def from_any(
 
 
 def from_dict(
-    input_dict: Any,
+    d: Any,
     *,
     auto_batch_size: bool | None = None,
     batch_size: Any = None,
@@ -938,7 +938,7 @@ def from_dict(
     """
     return _from_dict(
         _target(None),
-        input_dict,
+        d,
         auto_batch_size=auto_batch_size,
         batch_size=batch_size,
         device=device,

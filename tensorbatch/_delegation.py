@@ -51,6 +51,7 @@ FORWARD: frozenset[str] = frozenset({
     "allclose", "is_contiguous", "is_empty", "state_dict", "to_dict", "to_namedtuple", "to_pytree",
     "to_struct_array", "tolist", "is_memmap", "is_shared", "saved_path", "is_consolidated",
     "to_h5",  # writes an HDF5 file: the PersistentTensorDict over it
+    "from_h5",  # opens an HDF5 file (classmethod): the PersistentTensorDict over it
     "to_store",  # uploads to a Redis-compatible server: the TensorDictStore over it
     "to_pandas", "to_arrow", "to_csv", "to_json", "to_parquet",  # tables (tabular.py)
     # torch.distributed transfers into the backend (None, a tag or Works)

@@ -599,11 +599,11 @@ class LazyStackedTensorDict(TensorDictBase):
         """Add a member at the end."""
         self.insert(len(self._tds), tensordict)
 
-    def extend(self, tensordicts: Sequence[Any]) -> None:
-        """Add members at the end."""
+    def extend(self, tensordict: Sequence[Any]) -> None:
+        """Add members at the end: each of a sequence of TensorDicts, or each row of one along its first dim."""
         if self._is_locked:
             raise _errors.locked()
-        tds = list(tensordicts)
+        tds = list(tensordict)
         if tds and self._tds:
             _check_same_batch(self._tds[0], tds, "extend")
         if tds:

@@ -479,6 +479,19 @@ class TensorDictBase(StorageHooks, abc.ABC):
         auto_batch_size: builtins.bool | None = ...,
     ) -> Any: ...
     @classmethod
+    def from_h5(
+        cls,
+        /,
+        filename: str | os.PathLike[str],
+        mode: str = ...,
+        *,
+        batch_size: Any = ...,
+        batch_dims: builtins.int | None = ...,
+        auto_batch_size: builtins.bool = ...,
+        non_tensor_as_stack: builtins.bool = ...,
+        **kwargs: Any,
+    ) -> Any: ...
+    @classmethod
     def from_json(
         cls,
         path: Any,

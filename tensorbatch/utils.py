@@ -36,9 +36,9 @@ __all__ = [
 logger = logging.getLogger("tensorbatch")
 
 
-def is_tensor_collection(obj: Any) -> bool:
-    """True for TensorDict instances (and, later, TensorClass instances) or their types."""
-    return getattr(obj if isinstance(obj, type) else type(obj), "_is_tensor_collection", False)
+def is_tensor_collection(datatype: Any) -> bool:
+    """True for TensorDict and TensorClass instances or their types."""
+    return getattr(datatype if isinstance(datatype, type) else type(datatype), "_is_tensor_collection", False)
 
 
 def assert_close(actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None,

@@ -172,7 +172,7 @@ def _ragged_column(col: list[Any], dim: int, what: str, path: tuple[str, ...], e
 
 
 @implements(torch.stack)
-def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None, device: Any = None, strict: bool = False,
+def stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, device: Any = None, strict: bool = False,
           contiguous: bool = False) -> Any:
     """Stack TensorDicts with equal batch sizes and keys along a new batch dim.
 
@@ -186,8 +186,8 @@ def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None, device: Any = No
         torch.Size([3, 2])
     """
     if device is not None:
-        return stack(tds, dim, out=out).to(device)
-    tds = list(tds)
+        return stack(input, dim, out=out).to(device)
+    tds = list(input)
     if not tds:
         raise RuntimeError("stack expects a non-empty sequence of TensorDicts")
     if not COLLECTION_TYPES.issuperset(map(type, tds)):
@@ -221,9 +221,9 @@ def _non_tensor_cat(tds: list[Any], dim: int, cat: bool) -> Any:
 
 
 @implements(torch.cat)
-def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+def cat(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """Concatenate TensorDicts along an existing batch dim."""
-    tds = list(tds)
+    tds = list(input)
     if not tds:
         raise RuntimeError("cat expects a non-empty sequence of TensorDicts")
     nd = tds[0].batch_dims

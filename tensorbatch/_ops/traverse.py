@@ -70,9 +70,9 @@ def is_node(value: Any) -> bool:
     return type(value) in COLLECTION_TYPES and type(value) not in NON_TENSOR_TYPES
 
 
-def is_non_tensor(value: Any) -> bool:
+def is_non_tensor(data: Any) -> bool:
     """True for non-tensor leaves (``NonTensorData``, ``NonTensorStack``)."""
-    return type(value) in NON_TENSOR_TYPES
+    return type(data) in NON_TENSOR_TYPES
 
 
 def is_non_tensor_type(cls: type) -> bool:

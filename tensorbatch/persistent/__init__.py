@@ -2,7 +2,7 @@
 
 Public path ``tensorbatch.persistent``; ``PersistentTensorDict`` and ``from_h5`` are exported by
 ``tensorbatch`` too. This module imports h5py only when a file is used: its body attaches
-``TensorDictBase.to_h5`` and ``TensorDict.from_h5`` (``base.py`` imports no feature).
+``TensorDictBase.to_h5`` and ``TensorDictBase.from_h5`` (``base.py`` imports no feature).
 
 File layout (plain HDF5, as tensordict 0.15.3 writes it, readable by any HDF5 tool): a group per nested
 TensorDict, a dataset per leaf; see ``_format.py`` for strings, non-tensor values and the attributes kept
@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from .._td import TensorDict
 from ..base import TensorDictBase
 
 if TYPE_CHECKING:
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
     from ._file import ReadOnlyError
 
 
-def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: Any = None,
+def from_h5(h5_file: str | os.PathLike[str], mode: str = "r", *, batch_size: Any = None,
             batch_dims: int | None = None, auto_batch_size: bool = False, non_tensor_as_stack: bool = False,
             **kwargs: Any) -> PersistentTensorDict:
     """Open an HDF5 file as a :class:`PersistentTensorDict` (reads metadata only).
@@ -43,8 +42,16 @@ def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: An
     """
     from ._build import from_h5 as build
 
-    return build(filename, mode, batch_size=batch_size, batch_dims=batch_dims, auto_batch_size=auto_batch_size,
+    return build(h5_file, mode, batch_size=batch_size, batch_dims=batch_dims, auto_batch_size=auto_batch_size,
                  non_tensor_as_stack=non_tensor_as_stack, **kwargs)
+
+
+def _from_h5(cls: Any, /, filename: str | os.PathLike[str], mode: str = "r", *, batch_size: Any = None,
+             batch_dims: int | None = None, auto_batch_size: bool = False, non_tensor_as_stack: bool = False,
+             **kwargs: Any) -> PersistentTensorDict:
+    """Open an HDF5 file as a :class:`PersistentTensorDict` (see :func:`tensorbatch.from_h5`)."""
+    return from_h5(filename, mode, batch_size=batch_size, batch_dims=batch_dims, auto_batch_size=auto_batch_size,
+                   non_tensor_as_stack=non_tensor_as_stack, **kwargs)
 
 
 def from_dict(input_dict: Any, filename: str | os.PathLike[str], batch_size: Any = None, device: Any = None,
@@ -89,7 +96,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-for _cls, _name, _value in ((TensorDictBase, "to_h5", to_h5), (TensorDict, "from_h5", staticmethod(from_h5))):
+for _cls, _name, _value in ((TensorDictBase, "to_h5", to_h5), (TensorDictBase, "from_h5", classmethod(_from_h5))):
     setattr(_cls, _name, _value)  # attached here: base.py imports no feature
 # TensorDict.from_schema is tensorbatch/_schema.py's: storage="h5" dispatches to _build.from_schema
 
