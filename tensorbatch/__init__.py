@@ -1,6 +1,9 @@
 """tensorbatch: a batched, nested dict of tensors that behaves like one tensor."""
 
 from . import _pytree as _pytree  # registers TensorDict with torch's pytree
+# (features adding classmethods to TensorDictBase come before the wrappers, which forward them as classmethods)
+from . import _schema as _schema  # TensorDictBase.from_schema
+from . import persistent as persistent  # TensorDictBase.from_h5/to_h5 (light: h5py is imported when a file is used)
 from . import nn as nn  # from_module(s)/to_module, TensorDictParams (before the wrappers forward them)
 from ._convert import from_any as from_any
 from ._convert import from_dict as from_dict
@@ -51,7 +54,6 @@ from .tensorclass import TensorClass as TensorClass
 from .tensorclass import is_tensorclass as is_tensorclass
 from .tensorclass import tensorclass as tensorclass
 from .typed import TypedTensorDict as TypedTensorDict
-from . import _schema  # noqa: F401  # TensorDict.from_schema
 from . import store  # noqa: F401  # (light: redis is imported when a store is used) TensorDictBase.to_store
 from .utils import assert_allclose_td as assert_allclose_td
 from .utils import assert_close as assert_close
@@ -76,6 +78,12 @@ from .utils import is_inexact as is_inexact
 from .utils import is_integer as is_integer
 from .utils import is_leaf_nontensor as is_leaf_nontensor
 from .utils import parse_tensor_dict_string as parse_tensor_dict_string
+from .nn import TensorDictParams as TensorDictParams
+from .nn import from_module as from_module
+from .nn import from_modules as from_modules
+from . import tensordict as tensordict  # tensordict's module names (``from tensordict.tensordict import ...``)
+from . import typedtensordict as typedtensordict
+from ._collate import collate as collate
 
 fromkeys = TensorDict.fromkeys
 
@@ -83,6 +91,8 @@ fromkeys = TensorDict.fromkeys
 # name -> the module defining it, imported on first use (it imports an optional dependency: h5py, redis)
 _LAZY = {
     "PersistentTensorDict": ".persistent",
+    "TensorDictStore": ".store",
+    "LazyStackedTensorDictStore": ".store",
 }
 
 
@@ -116,3 +126,5 @@ __all__ += [  # the options and helpers of issue 16 (item 3)
     "is_leaf_nontensor", "lazy_legacy", "list_to_stack", "parse_tensor_dict_string", "set_capture_non_tensor_stack",
     "set_get_defaults_to_none", "set_lazy_legacy", "set_list_to_stack", "set_printoptions",
 ]
+__all__ += ["LazyStackedTensorDictStore", "TensorDictParams", "TensorDictStore", "collate", "from_module", "from_modules",
+            "tensordict", "typedtensordict"]

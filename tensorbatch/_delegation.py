@@ -64,6 +64,7 @@ FORWARD: frozenset[str] = frozenset({
     # constructors of plain TensorDicts (classmethods)
     "from_any", "from_dataclass", "from_dict", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple",
     "from_pandas", "from_arrow", "from_csv", "from_json", "from_parquet",
+    "from_schema",  # zero-filled leaves from (shape, dtype) pairs, in memory or in a storage backend
 })
 
 FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the table's methods, and:
@@ -71,7 +72,7 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the 
     "set", "set_", "set_at_", "set_non_tensor", "update", "update_", "update_at_", "copy_at_", "del_", "clear",
     "rename_key_", "fill_", "zero_", "zero_grad", "apply_", "copy_", "detach_", "requires_grad_", "empty",
     "masked_fill_", "lock_", "unlock_", "__enter__", "clear_refs_for_compile_", "load_state_dict",
-    "auto_batch_size_", "refine_names", "rename_",
+    "auto_batch_size_", "refine_names", "rename_", "clear_device_",
     # new TensorDicts of the same schema
     "apply", "named_apply", "clone", "copy", "replace", "__copy__", "__deepcopy__", "to", "cpu", "cuda", "detach",
     "contiguous", "data", "grad", "select", "exclude", "flatten_keys", "unflatten_keys", "split_keys",
@@ -95,6 +96,7 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the 
     "map", "map_iter",
     # classmethods building a TensorDict (from several, or from a saved folder or file)
     "stack", "cat", "load_memmap", "load", "from_consolidated", "lazy_stack", "maybe_dense_stack", "from_list",
+    "fromkeys", "from_dict_instance",
     # torch.distributed: TensorDicts received from other ranks (from_remote_init builds the class)
     "broadcast", "all_gather", "gather_and_stack", "from_remote_init", "scatter",
     # parameters as TensorDicts (tensorbatch/nn): the swap returned by to_module, and the classmethods

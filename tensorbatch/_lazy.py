@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _errors
+from . import _lazy_deprecated as _deprecated
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._base.export import leaf_repr
@@ -380,6 +381,12 @@ class LazyStackedTensorDict(TensorDictBase):
                 raise RuntimeError("as_nested_tensor needs stack_dim 0")
             return torch.nested.nested_tensor(values, layout=layout or torch.jagged)
         return _pad_stack(values, self._stack_dim, padding_value, padding_side)
+
+    # deprecated in tensordict 0.15 (removal in 0.17): tensorbatch/_lazy_deprecated.py
+    valid_keys = _deprecated.valid_keys
+    hook_in = property(_deprecated.hook_in)
+    hook_out = property(_deprecated.hook_out)
+    get_nestedtensor = _deprecated.get_nestedtensor
 
     def __getitem__(self, index: Any) -> Any:
         """``s[key]`` or a batch index: along the stack dim it picks members, elsewhere it indexes them."""

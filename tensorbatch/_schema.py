@@ -1,4 +1,4 @@
-"""``TensorDict.from_schema``: zero-filled leaves from ``{key: (element_shape, dtype)}``, in memory or in a
+"""``TensorDictBase.from_schema``: zero-filled leaves from ``{key: (element_shape, dtype)}``, in memory or in a
 storage backend. Each storage backend registers itself (``register``); ``storage=`` picks it.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ._td import TensorDict
+from .base import TensorDictBase
 
 # storage -> its builder, or "module:function" imported on first use (backends import their server library
 # only when used): build(schema, batch_size=..., device=..., **kwargs)
@@ -52,10 +52,10 @@ def from_schema(cls: Any, /, schema: Mapping[Any, tuple[Any, torch.dtype]], *, b
         return build(schema, batch_size=size, device=device, **kwargs)
     if kwargs:
         raise TypeError(f"from_schema: unexpected keyword arguments {sorted(kwargs)} (no storage given)")
-    out = cls({}, batch_size=size, device=device)
+    out = cls._dense_cls({}, batch_size=size, device=device)  # (an in-memory TensorDict, whatever ``cls``)
     for key, (shape, dtype) in schema.items():
         out.set(key, torch.zeros((*size, *shape), dtype=dtype, device=device))
     return out
 
 
-TensorDict.from_schema = classmethod(from_schema)  # type: ignore[attr-defined]
+TensorDictBase.from_schema = classmethod(from_schema)  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ from . import _errors
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
-from ._keys import NestedKey, unravel_key_to_tuple
+from ._keys import unravel_key_to_tuple
 from ._ops.index import MANY_ROWS
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, index_dense, is_td, leaf_shape, named_nodes, unfit_keys
 from .base import TensorDictBase
@@ -108,7 +108,8 @@ class TensorDict(TensorDictBase):
 
     def _new_node(self, source: dict[str, Any]) -> TensorDictBase:
         """:meth:`TensorDictBase._new_node` without the generic property reads (``_new_unsafe``'s body:
-        one call less on the path of every op that returns a TensorDict)."""
+        one call less on the path of every op that returns a TensorDict).
+        """
         node = object.__new__(TensorDict)
         node._tensordict = source
         node._batch_size = self._batch_size
@@ -173,15 +174,6 @@ class TensorDict(TensorDictBase):
 
     def _adopt_device(self, device: torch.device | None) -> None:
         self._device = device
-
-    def clear_device_(self) -> TensorDict:
-        """Forget the device (leaves stay where they are); nested TensorDicts too."""
-        for _, node in named_nodes(self, members=True):
-            if isinstance(node, TensorDict):
-                node._device = None
-            elif (clear := getattr(node, "clear_device_", None)) is not None:
-                clear()  # another backend or a wrapper keeps its device its own way (a lazy stack: its members)
-        return self
 
     def _maybe_names(self) -> tuple[Any, ...] | None:
         return self._names
@@ -360,28 +352,6 @@ class TensorDict(TensorDictBase):
             return TensorDictBase.update(self, input_dict_or_td)
         self._tensordict.update(source)
         return self
-
-    # ------------------------------------------------------------------ constructors
-    def from_dict_instance(self, input_dict: Any, batch_size: Any = None, device: Any = None,
-                           batch_dims: int | None = None, names: Any = None, **kwargs: Any) -> TensorDict:
-        """Instance version of :meth:`from_dict`, defaulting to this one's batch facts."""
-        out: TensorDict = type(self).from_dict(input_dict, batch_size=batch_size, device=device,
-                                               batch_dims=batch_dims, names=names, **kwargs)
-        return out
-
-    @classmethod
-    def fromkeys(cls, keys: Sequence[NestedKey], value: Any = 0) -> TensorDict:
-        """A TensorDict (batch size ``[]``) with every key set to ``value``.
-
-        Examples:
-            >>> from tensorbatch import TensorDict
-            >>> TensorDict.fromkeys(["a", ("b", "c")], 1)["b", "c"]
-            tensor(1)
-        """
-        out = cls()
-        for key in keys:
-            out.set(key, value)
-        return out
 
     def __getstate__(self) -> dict[str, Any]:
         return {"tensordict": self._tensordict, "batch_size": self._batch_size, "device": self._device,

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import torch
 
 from ._base import access as _access
+from ._base import construct as _construct
 from ._base import export as _export
 from ._base import keys as _keys_ops
 from ._base import leaves as _leaves
@@ -351,6 +352,10 @@ class TensorDictBase(StorageHooks, abc.ABC):
     cat_from_tensordict = _leaves.cat_from_tensordict
     stack_from_tensordict = _leaves.stack_from_tensordict
     densify = _leaves.densify
+    # construct: tensorbatch/_base/construct.py
+    fromkeys = classmethod(_construct.fromkeys)
+    from_dict_instance = _construct.from_dict_instance
+    clear_device_ = _construct.clear_device_
 
     # generic ops attached from _ops (one owner per concern)
     view = _shape.view

@@ -16,7 +16,7 @@ import torch.nn as nn
 from torch import Tensor as _Tensor
 
 from tensorbatch._base.storage import StorageHooks
-from tensorbatch._keys import NestedKey
+from tensorbatch._collate import NestedKey
 from tensorbatch.memmap import MemoryMappedTensor
 
 class TensorDictBase(StorageHooks, abc.ABC):
@@ -280,6 +280,7 @@ class TensorDictBase(StorageHooks, abc.ABC):
     def clamp_min(self, other: Any, *, alpha: Any = ..., default: Any = ...) -> TensorDictBase: ...
     def clamp_min_(self, other: Any, *, alpha: Any = ...) -> Self: ...
     def clear(self) -> TensorDictBase: ...
+    def clear_device_(self) -> TensorDictBase: ...
     def clear_refs_for_compile_(self) -> TensorDictBase: ...
     def clone(self, recurse: builtins.bool = ..., **kwargs: Any) -> TensorDictBase: ...
     def complex128(self, *, cast_filter: Callable[..., builtins.bool] | None = ...) -> TensorDictBase: ...
@@ -478,6 +479,16 @@ class TensorDictBase(StorageHooks, abc.ABC):
         *,
         auto_batch_size: builtins.bool | None = ...,
     ) -> Any: ...
+    def from_dict_instance(
+        self,
+        input_dict: Any,
+        *,
+        auto_batch_size: builtins.bool | None = ...,
+        batch_size: Any = ...,
+        device: Any = ...,
+        batch_dims: builtins.int | None = ...,
+        names: Any = ...,
+    ) -> Any: ...
     @classmethod
     def from_h5(
         cls,
@@ -590,6 +601,17 @@ class TensorDictBase(StorageHooks, abc.ABC):
         use_broadcast: builtins.bool = ...,
     ) -> Any: ...
     @classmethod
+    def from_schema(
+        cls,
+        /,
+        schema: Mapping[Any, tuple[Any, torch.dtype]],
+        *,
+        batch_size: Any = ...,
+        storage: str | None = ...,
+        device: Any = ...,
+        **kwargs: Any,
+    ) -> Any: ...
+    @classmethod
     def from_struct_array(
         cls,
         struct_array: np.ndarray,
@@ -609,6 +631,8 @@ class TensorDictBase(StorageHooks, abc.ABC):
         device: Any = ...,
         batch_size: Any = ...,
     ) -> Any: ...
+    @classmethod
+    def fromkeys(cls, keys: Sequence[NestedKey], value: Any = ...) -> Any: ...
     def gather(
         td,
         dim: builtins.int,

@@ -9,6 +9,7 @@ other operations return plain tensors.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +63,13 @@ class MemoryMappedTensor(torch.Tensor):
     """
 
     _filename: str | None
+    _parent_shape: torch.Size  # the shape of the tensor this one views (its own when it views it whole)
 
     @staticmethod
-    def _wrap(tensor: torch.Tensor, filename: str | None) -> MemoryMappedTensor:
+    def _wrap(tensor: torch.Tensor, filename: str | None, parent_shape: Any = None) -> MemoryMappedTensor:
         out = tensor.as_subclass(MemoryMappedTensor)
         out._filename = filename
+        out._parent_shape = tensor.shape if parent_shape is None else torch.Size(parent_shape)
         return out
 
     @classmethod
@@ -237,32 +240,70 @@ class MemoryMappedTensor(torch.Tensor):
         out = cls._wrap(tensor, name)
         return out if index is None else out[index]  # type: ignore[return-value]  # views keep the type
 
+    # ------------------------------------------------------------------ deprecated in tensordict 0.15
+    @classmethod
+    def from_handler(cls, handler: Any, dtype: torch.dtype, shape: Any, index: Any = None) -> MemoryMappedTensor:
+        """Deprecated: a tensor over the memory of a shared-memory handler (an object with a ``buffer``).
+
+        tensordict 0.14 and earlier pickled shared-memory tensors through this method; it has no
+        replacement. ``shape`` may not be a tensor of nested shapes here.
+
+        Examples:
+            >>> import types, warnings, torch
+            >>> from tensorbatch.memmap import MemoryMappedTensor
+            >>> handler = types.SimpleNamespace(buffer=bytearray(torch.arange(6.0).numpy().tobytes()))
+            >>> with warnings.catch_warnings(record=True):
+            ...     MemoryMappedTensor.from_handler(handler, torch.float32, (2, 3), index=1).tolist()
+            [3.0, 4.0, 5.0]
+        """
+        _deprecated("from_handler()")
+        if isinstance(shape, torch.Tensor):
+            raise NotImplementedError("MemoryMappedTensor.from_handler: nested shapes (a tensor of shapes) are not "
+                                      "supported; this deprecated method has no replacement")
+        shape = torch.Size(shape)
+        flat = torch.frombuffer(memoryview(handler.buffer), dtype=dtype, count=shape.numel())
+        out = cls._wrap(flat.view(shape), None)
+        return out if index is None else out[index]  # type: ignore[return-value]  # views keep the type
+
+    @property
+    def parent_shape(self) -> torch.Size:
+        """Deprecated: the shape of the tensor this one views (internal to pickling in tensordict)."""
+        _deprecated("parent_shape")
+        return getattr(self, "_parent_shape", self.shape)
+
     # ------------------------------------------------------------------ pickling: the file, not the data
     def __reduce_ex__(self, protocol: Any) -> Any:
         name = getattr(self, "_filename", None)
+        parent = tuple(getattr(self, "_parent_shape", self.shape))
         if name is None:
-            return (_rebuild_shared, (self.as_subclass(torch.Tensor),))
+            return (_rebuild_shared, (self.as_subclass(torch.Tensor), parent))
         file_numel = os.path.getsize(name) // self.element_size()
         return (_rebuild_file, (name, self.dtype, file_numel, self.storage_offset(), tuple(self.shape),
-                                self.stride()))
+                                self.stride(), parent))
 
     def __repr__(self, *, tensor_contents: Any = None) -> Any:  # type: ignore[override]
         inner = repr(self.as_subclass(torch.Tensor))
         return f"MemoryMappedTensor({inner}, filename={getattr(self, '_filename', None)!r})"
 
 
+def _deprecated(name: str) -> None:
+    warnings.warn(f"MemoryMappedTensor.{name} is deprecated (tensordict 0.15) and will be removed in 0.17; it has "
+                  "no replacement", DeprecationWarning, stacklevel=3)
+
+
 def _keep_if_view(out: torch.Tensor, source: MemoryMappedTensor) -> torch.Tensor:
     """Views of the mapped file stay MemoryMappedTensors (they pickle as the file); copies become plain."""
     if out.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
-        return MemoryMappedTensor._wrap(out.as_subclass(torch.Tensor), getattr(source, "_filename", None))
+        return MemoryMappedTensor._wrap(out.as_subclass(torch.Tensor), getattr(source, "_filename", None),
+                                        getattr(source, "_parent_shape", None))
     return out.as_subclass(torch.Tensor) if isinstance(out, MemoryMappedTensor) else out
 
 
 def _rebuild_file(filename: str, dtype: torch.dtype, file_numel: int, offset: int, shape: tuple[int, ...],
-                  stride: tuple[int, ...]) -> MemoryMappedTensor:
+                  stride: tuple[int, ...], parent_shape: tuple[int, ...] | None = None) -> MemoryMappedTensor:
     flat = _map(filename, dtype, file_numel)
-    return MemoryMappedTensor._wrap(flat.as_strided(shape, stride, offset), filename)
+    return MemoryMappedTensor._wrap(flat.as_strided(shape, stride, offset), filename, parent_shape)
 
 
-def _rebuild_shared(tensor: torch.Tensor) -> MemoryMappedTensor:
-    return MemoryMappedTensor._wrap(tensor, None)
+def _rebuild_shared(tensor: torch.Tensor, parent_shape: tuple[int, ...] | None = None) -> MemoryMappedTensor:
+    return MemoryMappedTensor._wrap(tensor, None, parent_shape)

@@ -147,3 +147,10 @@ def test_every_module_imports_first_and_alone():
             if proc.returncode != 0:
                 failures[module] = err[-1500:]
     assert not failures, "\n".join(f"{m}:\n{e}" for m, e in failures.items())
+
+
+def test_package_import_leaves_optional_backends_alone():
+    """``tensorbatch.TensorDictStore`` and ``PersistentTensorDict`` import redis and h5py on first use only."""
+    code = ("import sys, tensorbatch; assert 'redis' not in sys.modules and 'h5py' not in sys.modules; "
+            "assert {'TensorDictStore', 'LazyStackedTensorDictStore', 'PersistentTensorDict'} <= set(dir(tensorbatch))")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

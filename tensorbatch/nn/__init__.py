@@ -4,9 +4,46 @@ Importing this package attaches ``TensorDict.from_module``, ``TensorDict.from_mo
 ``TensorDictBase.to_module`` (``tensorbatch`` imports it).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from .._td import TensorDict
 from . import _modules
 from .params import TensorDictParams as TensorDictParams
 
 _modules.install()
 
-__all__ = ["TensorDictParams"]
+
+def from_module(module: nn.Module, as_module: bool = False, lock: bool = True, use_state_dict: bool = False,
+                filter_empty: bool = True) -> Any:
+    """:meth:`TensorDict.from_module <tensorbatch.TensorDict.from_module>`, locking the result by default.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import from_module
+        >>> params = from_module(torch.nn.Linear(2, 3))
+        >>> params.is_locked, params["weight"].shape
+        (True, torch.Size([3, 2]))
+    """
+    return _modules.from_module(TensorDict, module, as_module=as_module, lock=lock, use_state_dict=use_state_dict,
+                                filter_empty=filter_empty)
+
+
+def from_modules(*modules: nn.Module, as_module: bool = False, lock: bool = True, use_state_dict: bool = False,
+                 lazy_stack: bool = False, expand_identical: bool = False) -> Any:
+    """:meth:`TensorDict.from_modules <tensorbatch.TensorDict.from_modules>` as a function.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import from_modules
+        >>> from_modules(torch.nn.Linear(2, 3), torch.nn.Linear(2, 3))["weight"].shape
+        torch.Size([2, 3, 2])
+    """
+    return _modules.from_modules(TensorDict, *modules, as_module=as_module, lock=lock, use_state_dict=use_state_dict,
+                                 lazy_stack=lazy_stack, expand_identical=expand_identical)
+
+
+__all__ = ["TensorDictParams", "from_module", "from_modules"]

@@ -60,8 +60,12 @@ def member_kind(cls: type, name: str) -> str:
 
 
 def package_kind(module: types.ModuleType, name: str) -> str:
-    """``module``, ``class``, ``callable`` or ``value`` of a package attribute."""
-    value = getattr(module, name)
+    """``module``, ``class``, ``callable`` or ``value`` of a package attribute (``optional``: importing it needs
+    an optional dependency that is not installed)."""
+    try:
+        value = getattr(module, name)
+    except ImportError:
+        return "optional"
     if isinstance(value, types.ModuleType):
         return "module"
     if inspect.isclass(value):
@@ -99,7 +103,7 @@ def read(package: types.ModuleType) -> dict[str, Any]:
         names[group] = kinds
         sigs = {}
         for name, kind in kinds.items():
-            if kind in ("method", "classmethod", "staticmethod", "callable"):
+            if kind in ("method", "classmethod", "staticmethod", "callable"):  # (not "optional")
                 sig = signature(getattr(owner, name), unbound=kind == "method")
                 if sig is not None:
                     sigs[name] = sig

@@ -36,7 +36,6 @@ THROUGH_KWARGS: dict[str, set[str]] = {
     "new_ones": {"dtype", "device", "requires_grad", "layout", "pin_memory", "empty_lazy"},
     "new_zeros": {"dtype", "device", "requires_grad", "layout", "pin_memory", "empty_lazy"},
     "new_tensor": {"dtype", "device", "requires_grad", "pin_memory"},
-    "from_dict_instance": {"auto_batch_size"},
     "update": {"non_blocking", "keys_to_update", "is_leaf", "update_batch_size", "ignore_lock"},
 }
 
@@ -131,7 +130,6 @@ THROUGH_CALLS = {
                                          layout=torch.strided, pin_memory=False, empty_lazy=True),
     "new_tensor": lambda td: td.new_tensor([0.0, 1.0], dtype=torch.float64, device="cpu",
                                            requires_grad=False, pin_memory=False),
-    "from_dict_instance": lambda td: td.from_dict_instance({"a": torch.zeros(4)}, auto_batch_size=True),
     "update": lambda td: td.update({"a": torch.zeros(4, 3)}, non_blocking=False, keys_to_update=["a"], is_leaf=None,
                                    update_batch_size=False, ignore_lock=False),
 }

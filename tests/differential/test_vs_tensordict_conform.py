@@ -46,3 +46,188 @@ def test_from_h5_keywords(ref, tb, tmp_path):
             assert type(data).__name__ == "PersistentTensorDict", lib.__name__
             assert data["a"].tolist() == [0.0, 1.0, 2.0], lib.__name__
             data.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# constructors and clear_device_ on every class
+# --------------------------------------------------------------------------------------------------
+def _point_class(lib):
+    @lib.tensorclass
+    class Point:
+        x: torch.Tensor
+
+    return Point
+
+
+def _with_point(lib, td):
+    return lib.TensorDict(a=td["a"], p=_point_class(lib)(x=td["a"], batch_size=[4]), batch_size=[4])
+
+
+def _from_dict_instance(lib, td, **kwargs):
+    mine = _with_point(lib, td)
+    data = {"a": torch.ones(4, 5), "p": {"x": torch.ones(4, 5)}, "z": {"q": torch.zeros(4)}}
+    out = mine.from_dict_instance(data, **kwargs)
+    return type(out).__name__, type(out["p"]).__name__, type(out["z"]).__name__, out.batch_size, out["p"].batch_size
+
+
+CONSTRUCT = [
+    case("fromkeys_tensor", lambda lib, td: (lambda out: (out, out["a"] is out["b", "c"]))(
+        lib.TensorDict.fromkeys(["a", ("b", "c")], torch.zeros(3)))),
+    case("fromkeys_number", lambda lib, td: lib.TensorDictBase.fromkeys(["a", ("b", "c")], 1)),
+    case("fromkeys_default", lambda lib, td: lib.LazyStackedTensorDict.fromkeys(["a"])),
+    case("fromkeys_instance", lambda lib, td: td.fromkeys(["x"], 2.0)),
+    case("from_dict_instance", lambda lib, td: _from_dict_instance(lib, td)),
+    case("from_dict_instance_batch", lambda lib, td: _from_dict_instance(lib, td, batch_size=[4])),
+    case("from_dict_instance_auto", lambda lib, td: _from_dict_instance(lib, td, auto_batch_size=True)),
+    case("from_dict_instance_lazy", lambda lib, td: _lazy(lib, td).from_dict_instance({"a": torch.ones(4, 5)},
+                                                                                      batch_size=[4])),
+    case("from_dict_instance_both", lambda lib, td: td.from_dict_instance({"a": torch.ones(4)}, batch_size=[4],
+                                                                          batch_dims=1), raises=ValueError),
+    case("from_schema_base", lambda lib, td: lib.TensorDictBase.from_schema(
+        {"obs": ([2], torch.uint8), ("n", "r"): ([], torch.float32)}, batch_size=[3])),
+    case("from_schema_lazy", lambda lib, td: lib.LazyStackedTensorDict.from_schema({"obs": ([2], torch.int64)},
+                                                                                   batch_size=[3])),
+    case("clear_device", lambda lib, td: (lambda t: (t.clear_device_() is t, t.device, t["nested"].device,
+                                                     t["a"].device))(td.to("cpu"))),
+    case("clear_device_lazy", lambda lib, td: (lambda s: (s.clear_device_() is s, s.device, [
+        m.device for m in s.tensordicts]))(_lazy(lib, td.to("cpu")))),
+    case("clear_device_tensorclass", lambda lib, td: (lambda t: (t.clear_device_() is t, t.device, t["p"].device))(
+        _with_point(lib, td).to("cpu"))),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), CONSTRUCT)
+def test_constructors(run_both, fn, kw):
+    run_both(fn, **kw)
+
+
+def test_tensorclass_constructors(ref, tb):
+    for lib in (ref, tb):
+        point = _point_class(lib)(x=torch.zeros(3), batch_size=[3])
+        out = point.from_dict_instance({"x": torch.ones(3)})
+        assert type(out) is type(point), lib.__name__
+        assert out.x.tolist() == [1.0, 1.0, 1.0], lib.__name__
+        assert out.batch_size == torch.Size([]), lib.__name__
+        assert type(type(point).fromkeys(["x"])) is type(point), lib.__name__
+        assert point.to("cpu").clear_device_().device is None, lib.__name__
+
+
+# --------------------------------------------------------------------------------------------------
+# deprecated members: LazyStackedTensorDict.valid_keys/hook_in/hook_out/get_nestedtensor,
+# MemoryMappedTensor.from_handler/parent_shape
+# --------------------------------------------------------------------------------------------------
+def _ragged(lib):
+    return lib.LazyStackedTensorDict.lazy_stack(
+        [lib.TensorDict(a=torch.zeros(4), b=torch.zeros(4)), lib.TensorDict(a=torch.ones(5))], 0)
+
+
+def _nested_values(t):
+    return [x.tolist() for x in t.unbind()], t.layout
+
+
+DEPRECATED = [
+    case("valid_keys", lambda lib, td: sorted(_lazy(lib, td).valid_keys(True, True), key=str)),
+    case("valid_keys_sort", lambda lib, td: list(_lazy(lib, td).valid_keys(include_nested=True, sort=True))),
+    case("hooks", lambda lib, td: (_lazy(lib, td).hook_in, _lazy(lib, td).hook_out)),
+    case("get_nestedtensor", lambda lib, td: _nested_values(_ragged(lib).get_nestedtensor("a"))),
+    case("get_nestedtensor_jagged", lambda lib, td: _ragged(lib).get_nestedtensor("a", layout=torch.jagged).layout),
+    case("get_nestedtensor_tensor_default", lambda lib, td: _nested_values(
+        _ragged(lib).get_nestedtensor("b", default=torch.ones(3)))),
+    case("get_nestedtensor_other_default", lambda lib, td: _ragged(lib).get_nestedtensor("b", None)),
+    case("get_nestedtensor_missing", lambda lib, td: _ragged(lib).get_nestedtensor("b"), raises=KeyError),
+    case("get_nestedtensor_nested_key", lambda lib, td: _nested_values(
+        _lazy(lib, td).get_nestedtensor(("nested", "c")))),
+    case("get_nestedtensor_stack_dim_1", lambda lib, td: lib.LazyStackedTensorDict.lazy_stack(
+        list(td.unbind(1)), 1).get_nestedtensor("a"), raises=RuntimeError),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), DEPRECATED)
+def test_deprecated(run_both, fn, kw):
+    with pytest.warns(DeprecationWarning, match="deprecated"):
+        run_both(fn, **kw)
+
+
+def test_memmap_parent_shape_and_from_handler(ref, tb, tmp_path):
+    source = ref.MemoryMappedTensor.from_tensor(torch.arange(6.0).view(2, 3))  # shared memory: has a handler
+    for lib in (ref, tb):
+        mm = lib.MemoryMappedTensor.from_tensor(torch.arange(6.0).view(2, 3), filename=tmp_path / lib.__name__)
+        with pytest.warns(DeprecationWarning, match="parent_shape"):
+            shapes = [mm.parent_shape, mm[1:].parent_shape, mm[1].parent_shape]
+        assert shapes == [torch.Size([2, 3])] * 3, lib.__name__
+        with pytest.warns(DeprecationWarning, match="from_handler"):
+            out = lib.MemoryMappedTensor.from_handler(source._handler, torch.float32, (2, 3), index=1)
+        assert isinstance(out, lib.MemoryMappedTensor), lib.__name__
+        assert out.tolist() == [3.0, 4.0, 5.0], lib.__name__
+        with pytest.warns(DeprecationWarning, match="parent_shape"):
+            parent = out.parent_shape
+        assert parent == torch.Size([2, 3]), lib.__name__
+
+
+# --------------------------------------------------------------------------------------------------
+# package-level names: from_module(s), TensorDictParams, stores, collate, the alias modules
+# --------------------------------------------------------------------------------------------------
+def _module():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU())
+
+
+PACKAGE = [
+    case("from_module", lambda lib, td: (lambda p: (p, p.is_locked))(lib.from_module(_module()))),
+    case("from_module_unlocked", lambda lib, td: lib.from_module(_module(), lock=False).is_locked),
+    case("from_module_as_module", lambda lib, td: type(lib.from_module(_module(), as_module=True)).__name__),
+    case("from_modules", lambda lib, td: (lambda p: (p, p.is_locked))(lib.from_modules(_module(), _module()))),
+    case("from_modules_expand", lambda lib, td: lib.from_modules(_module(), _module(), expand_identical=True,
+                                                                 lock=False)),
+    case("tensordict_params", lambda lib, td: type(lib.TensorDictParams(lib.TensorDict(w=torch.zeros(2)))).__mro__[1]
+         .__name__),
+    case("collate_tds", lambda lib, td: lib.collate([td[0], td[1]])),
+    case("collate_lazy", lambda lib, td: type(lib.collate([td[0], td[1, :2]])).__name__),
+    case("collate_tuple", lambda lib, td: lib.collate([(td[0], 1), (td[1], 2)])),
+    case("collate_mapping", lambda lib, td: lib.collate([{"x": td[0], "y": torch.zeros(2)}] * 3)),
+    case("collate_not_a_list", lambda lib, td: lib.collate(td) is td),
+    case("collate_pad", lambda lib, td: lib.collate(
+        [lib.TensorDict(ids=torch.ones(n, dtype=torch.long), s=torch.tensor(float(n))) for n in (2, 3)],
+        pad_keys={"ids": 7}, mask_key="mask")),
+    case("collate_nested", lambda lib, td: (lambda b: (b["s"], b["p"].is_nested, [
+        x.tolist() for x in b["p"].unbind()]))(
+        lib.collate([lib.TensorDict(p=torch.ones(n, 2) * n, s=torch.tensor(float(n))) for n in (2, 3)],
+                    nested_keys=["p"]))),
+    case("collate_mask_without_pad", lambda lib, td: lib.collate([td[0]], mask_key="m"), raises=ValueError),
+    case("collate_pad_batch_dims", lambda lib, td: lib.collate([td[0]], pad_keys={"a": 0}), raises=ValueError),
+    case("collate_pad_and_nested", lambda lib, td: lib.collate([lib.TensorDict(a=torch.zeros(2))], pad_keys={"a": 0},
+                                                               nested_keys=["a"]), raises=ValueError),
+    case("collate_missing_key", lambda lib, td: lib.collate([lib.TensorDict(a=torch.zeros(2))], pad_keys={"b": 0}),
+         raises=KeyError),
+    case("collate_mask_is_entry", lambda lib, td: lib.collate([lib.TensorDict(a=torch.zeros(2))], pad_keys={"a": 0},
+                                                              mask_key="a"), raises=ValueError),
+    case("collate_nested_ragged_rest", lambda lib, td: lib.collate(
+        [lib.TensorDict(p=torch.ones(n), q=torch.ones(n)) for n in (2, 3)], nested_keys=["p"]), raises=ValueError),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), PACKAGE)
+def test_package_names(run_both, fn, kw):
+    run_both(fn, **kw)
+
+
+def test_collate_in_a_dataloader(ref, tb):
+    from torch.utils.data import DataLoader
+
+    for lib in (ref, tb):
+        samples = [(lib.TensorDict(x=torch.full((3,), float(i))), i) for i in range(10)]
+        batch, label = next(iter(DataLoader(samples, batch_size=4, collate_fn=lib.collate)))
+        assert type(batch).__name__ == "TensorDict", lib.__name__
+        assert batch.batch_size == torch.Size([4]), lib.__name__
+        assert batch["x"][:, 0].tolist() == [0.0, 1.0, 2.0, 3.0], lib.__name__
+        assert label.tolist() == [0, 1, 2, 3], lib.__name__
+
+
+def test_alias_modules_and_stores(ref, tb):
+    for lib in (ref, tb):
+        assert lib.tensordict.TensorDict is lib.TensorDict, lib.__name__
+        assert lib.tensordict.LazyStackedTensorDict is lib.LazyStackedTensorDict, lib.__name__
+        assert lib.typedtensordict.TypedTensorDict is lib.TypedTensorDict, lib.__name__
+        assert issubclass(lib.TensorDictStore, lib.TensorDictBase), lib.__name__
+        assert issubclass(lib.LazyStackedTensorDictStore, lib.TensorDictBase), lib.__name__
+        assert issubclass(lib.TensorDictParams, torch.nn.Module), lib.__name__
