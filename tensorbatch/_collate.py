@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import default_collate
 
-from ._keys import NestedKey, unravel_key
+from ._keys import unravel_key
 from ._lazy import LazyStackedTensorDict, maybe_dense_stack
 from ._ops.traverse import is_td
 from .functional import pad_sequence
 from .tensorclass import is_tensorclass
+
+if TYPE_CHECKING:
+    from ._keys import NestedKey
 
 
 def collate(batch: Any, *, pad_keys: Mapping[NestedKey, float] | None = None,

@@ -16,7 +16,7 @@ import torch.nn as nn
 from torch import Tensor as _Tensor
 
 from tensorbatch._base.storage import StorageHooks
-from tensorbatch._collate import NestedKey
+from tensorbatch._keys import NestedKey
 from tensorbatch.memmap import MemoryMappedTensor
 
 class TensorDictBase(StorageHooks, abc.ABC):
