@@ -353,9 +353,13 @@ class TensorDictBase(StorageHooks, abc.ABC):
     stack_from_tensordict = _leaves.stack_from_tensordict
     densify = _leaves.densify
     # construct: tensorbatch/_base/construct.py
-    fromkeys = classmethod(_construct.fromkeys)
     from_dict_instance = _construct.from_dict_instance
     clear_device_ = _construct.clear_device_
+
+    @classmethod
+    def fromkeys(cls, keys: Sequence[Any], value: Any = 0) -> Any:
+        """A TensorDict (batch size ``[]``) with every key set to ``value``, like :meth:`dict.fromkeys`."""
+        return _construct.fromkeys(cls, keys, value)
 
     # generic ops attached from _ops (one owner per concern)
     view = _shape.view
