@@ -40,12 +40,7 @@ _QUANT = ("torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) ra
 EXCLUDED: dict[tuple[str, str], str] = {
     # package-level names built by other helpers (they remove their lines as they land)
     **{("package", name): _ITEM3 for name in (
-        "KEY_SEPARATOR", "MetaData", "NonTensorDataBase", "TensorAttrs", "TensorCollection", "UnbatchedTensor",
-        "capture_non_tensor_stack", "default_is_leaf", "from_consolidated", "from_dataclass",
-        "get_defaults_to_none", "get_printoptions", "is_bool", "is_floating", "is_inexact", "is_integer",
-        "is_leaf_nontensor", "lazy_legacy", "list_to_stack", "parse_tensor_dict_string",
-        "set_capture_non_tensor_stack", "set_get_defaults_to_none", "set_lazy_legacy", "set_list_to_stack",
-        "set_printoptions")},
+        "MetaData", "NonTensorDataBase", "TensorAttrs", "TensorCollection", "UnbatchedTensor")},
     **{("package", name): _ARCHIVE for name in (
         "PackLayout", "append_memmap", "is_memmap_archive", "pack_memmap", "refresh_archive_checksums",
         "unpack_memmap", "from_safetensors", "to_safetensors")},
