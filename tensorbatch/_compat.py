@@ -51,6 +51,11 @@ is_batched = _is_batchedtensor
 # (dynamo traces it). Global, no tensor to ask: the pointwise ops ask it once per call.
 transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
 
+# ``dynamo_compiling()``: True while dynamo traces (it folds the call), False otherwise: a function that returns
+# False in eager, cheaper than ``torch.compiler.is_compiling`` (which also asks TorchScript). Not True under
+# non-strict export, where Python runs as in eager.
+dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
+
 
 try:  # private API (stable since torch 2.0)
     from torch._C._functorch import TransformType as _TransformType

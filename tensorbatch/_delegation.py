@@ -19,7 +19,6 @@ in its own body keeps its definition (an explicit override).
 from __future__ import annotations
 
 import inspect
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -242,22 +241,23 @@ def rewrap(wrapper: Any, backend: Any, result: Any) -> Any:
     return result
 
 
-def _forwarder(name: str, get: Callable[[Any], Any], wrap: bool) -> Callable[..., Any]:
+# (getattr(self, attr), not an operator.attrgetter: dynamo traces the one, not the other)
+def _forwarder(name: str, attr: str, wrap: bool) -> Callable[..., Any]:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         # as_tensordict=True (select's, in tensordict) asks for the backend's TensorDict itself
-        return _call(self, get(self), name, args, kwargs, wrap and not kwargs.get("as_tensordict"))
+        return _call(self, getattr(self, attr), name, args, kwargs, wrap and not kwargs.get("as_tensordict"))
 
     return method
 
 
-def _property(name: str, get: Callable[[Any], Any], wrap: bool) -> property:
+def _property(name: str, attr: str, wrap: bool) -> property:
     def fget(self: Any) -> Any:
-        backend = get(self)
+        backend = getattr(self, attr)
         result = getattr(backend, name)
         return rewrap(self, backend, result) if wrap else result
 
     def fset(self: Any, value: Any) -> None:
-        setattr(get(self), name, unwrap(value))
+        setattr(getattr(self, attr), name, unwrap(value))
 
     return property(fget, fset, doc=f"The wrapped TensorDict's ``{name}``.")
 
@@ -281,7 +281,6 @@ def install(cls: type, attr: str) -> None:
         cls: the wrapper class (it defines ``_wrap_like(td)`` and, for classmethods, ``_wrap_new(td)``).
         attr: the attribute holding the backend (``"_tensordict"`` or ``"_source"``).
     """
-    get = operator.attrgetter(attr)
     for names, wrap in ((FORWARD, False), (FORWARD_RETURNS_WRAPPED, True)):
         for name in sorted(names):
             if name in cls.__dict__:
@@ -289,11 +288,11 @@ def install(cls: type, attr: str) -> None:
             static = inspect.getattr_static(TensorDictBase, name, None)
             forwarder: Any
             if isinstance(static, property):
-                forwarder = _property(name, get, wrap)
+                forwarder = _property(name, attr, wrap)
             elif isinstance(static, classmethod):
                 forwarder = _classmethod(name, wrap)
             else:
-                forwarder = _forwarder(name, get, wrap)
+                forwarder = _forwarder(name, attr, wrap)
                 forwarder.__name__ = name
                 forwarder.__qualname__ = f"{cls.__name__}.{name}"
                 summary = (inspect.getdoc(static) or "").split("\n", 1)[0]
@@ -327,7 +326,8 @@ def _stack_dense(args: Any, kwargs: Any) -> Any:
     kind: Any = kinds.pop()
     if kind not in WRAPPER_TYPES:
         return None
-    tds = list(map(operator.attrgetter(kind._wrapped_attr), items))
+    attr = kind._wrapped_attr
+    tds = [getattr(item, attr) for item in items]
     if set(map(type, tds)) != _ONLY_DENSE:
         return None
     return items[0]._wrap_like(_torch_function.stack(tds, dim))

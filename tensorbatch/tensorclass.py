@@ -31,7 +31,7 @@ from ._base.access import UPDATE_OPTIONS
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._base.export import leaf_repr, tree_lines
-from ._compat import register_pytree_node
+from ._compat import dynamo_compiling, register_pytree_node
 from ._keys import is_key, unravel_key_to_tuple
 from ._nontensor import value_of
 from ._nontensor import wrap as _wrap_non_tensor
@@ -67,6 +67,7 @@ class _Default:
 
 _DEFAULT: Any = _Default()
 _new = object.__new__
+_setattr = object.__setattr__  # sets a slot past TensorClass.__setattr__ (dynamo traces it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,20 +249,38 @@ def _init(self: Any, values: tuple[Any, ...], batch_size: Any, device: Any, name
         td = TensorDict(data, batch_size=bs, device=dev, names=names, non_blocking=non_blocking)
     if lock or cls._frozen:
         td.lock_()
-    _SET_TD(self, td)
-    _SET_EXTRAS(self, {})
-    _SET_DICT(self, td._tensordict)  # tensor fields read straight from the TensorDict's own dict
+    if dynamo_compiling():
+        _set_slots(self, td, {}, td._tensordict)
+    else:  # _set_slots inlined (a hot path)
+        _SET_TD(self, td)
+        _SET_EXTRAS(self, {})
+        _SET_DICT(self, td._tensordict)  # tensor fields read straight from the TensorDict's own dict
     post_init = cls._post_init
     if post_init is not None:  # as a dataclass does
         post_init(self)
 
 
 def _attach(obj: Any, td: Any, extras: dict[str, Any]) -> None:
-    _SET_TD(obj, td)  # the slots' own setters: TensorClass.__setattr__ guards user assignments
+    # tensor fields read straight from the TensorDict's own dict
+    _set_slots(obj, td, extras, td._tensordict if type(td) is TensorDict else _delegation.storage_of(td))
+
+
+def _set_slots(obj: Any, td: Any, extras: dict[str, Any], store: dict[str, Any] | None) -> None:
+    """Set ``obj``'s slots (and its ``__dict__`` to ``store`` unless None), past ``TensorClass.__setattr__``.
+
+    In eager with the slots' own setters (the cheapest call); under dynamo, which cannot trace those, with
+    ``object.__setattr__``.
+    """
+    if dynamo_compiling():
+        _setattr(obj, "_tensordict", td)
+        _setattr(obj, "_non_tensordict", extras)
+        if store is not None:
+            _setattr(obj, "__dict__", store)
+        return
+    _SET_TD(obj, td)
     _SET_EXTRAS(obj, extras)
-    store = td._tensordict if type(td) is TensorDict else _delegation.storage_of(td)
     if store is not None:
-        _SET_DICT(obj, store)  # tensor fields read straight from the TensorDict's own dict
+        _SET_DICT(obj, store)
 
 
 @typing.dataclass_transform()
@@ -449,7 +468,8 @@ class TensorClass:
         cls = type(self)
         spec = cls._field_specs.get(name)
         if spec is None:
-            if hasattr(_class_attr(cls, name), "__set__"):  # slots and properties (batch_size, names)
+            # slots and properties (batch_size, names); on the type, as Python looks it up (and dynamo traces)
+            if hasattr(type(_class_attr(cls, name)), "__set__"):
                 object.__setattr__(self, name, value)
                 return
             raise AttributeError(f"Cannot set the attribute {name!r}: {cls.__name__} has no such field. "
@@ -563,10 +583,13 @@ class TensorClass:
         if td is None:
             return _delegation.rewrap(self, backend, backend[index])
         obj = _new(type(self))  # _wrap_like(td), inlined
-        _SET_TD(obj, td)
         extras = self._non_tensordict
-        _SET_EXTRAS(obj, dict(extras) if extras else {})
-        _SET_DICT(obj, td._tensordict)
+        if dynamo_compiling():
+            _set_slots(obj, td, dict(extras) if extras else {}, td._tensordict)
+        else:  # _set_slots inlined (a hot path)
+            _SET_TD(obj, td)
+            _SET_EXTRAS(obj, dict(extras) if extras else {})
+            _SET_DICT(obj, td._tensordict)
         return obj
 
     def __setitem__(self, index: Any, value: Any) -> None:

@@ -22,7 +22,7 @@ from torch.utils import _pytree
 from . import _delegation
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
-from ._compat import register_pytree_node
+from ._compat import dynamo_compiling, register_pytree_node
 from ._keys import is_key
 from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
 from ._td import TensorDict
@@ -31,6 +31,7 @@ from .base import TensorDictBase
 _Tensor = torch.Tensor
 _Size = torch.Size
 _new = object.__new__
+_setattr = object.__setattr__  # sets a slot past TypedTensorDict.__setattr__ (dynamo traces it)
 OPTIONS = ("shadow", "frozen", "autocast", "nocast", "tensor_only")
 
 
@@ -237,8 +238,11 @@ class TypedTensorDict(TensorDictBase):
                 source = TensorDict._new_unsafe(fields, bs, dev)
                 if cls._frozen:
                     source.lock_()
-                _SET_SOURCE(self, source)
-                _SET_DICT(self, fields)  # schema keys only: none shadows a class attribute
+                if dynamo_compiling():
+                    _set_slots(self, source, fields)
+                else:  # _set_slots inlined (a hot path)
+                    _SET_SOURCE(self, source)
+                    _SET_DICT(self, fields)  # schema keys only: none shadows a class attribute
                 return
         elif _source is not None:
             fields = {**dict(_source.items()), **fields}
@@ -246,8 +250,7 @@ class TypedTensorDict(TensorDictBase):
         values = {k: _delegation.unwrap(v) for k, v in fields.items()}
         source = TensorDict(values, batch_size=batch_size, device=device, names=names, non_blocking=non_blocking,
                             lock=lock or cls._frozen)
-        _SET_SOURCE(self, source)
-        _SET_DICT(self, source._tensordict)  # schema keys only (checked above)
+        _set_slots(self, source, source._tensordict)  # schema keys only (checked above)
 
     # ------------------------------------------------------------------ wrapping
     @classmethod
@@ -288,10 +291,7 @@ class TypedTensorDict(TensorDictBase):
     @classmethod
     def _wrap(cls, td: Any) -> Any:
         obj = _new(cls)
-        _SET_SOURCE(obj, td)
-        store = _delegation.storage_of(td)
-        if store is not None:
-            _attach(obj, store)
+        _attach(obj, td, _delegation.storage_of(td))
         return obj
 
     _wrap_new = _wrap
@@ -323,7 +323,7 @@ class TypedTensorDict(TensorDictBase):
     def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
         self._source._set_str(key, value, inplace=inplace, validated=validated)
         if key in type(self)._class_names:  # the new key would shadow a method: stop reading the dict
-            _SET_DICT(self, {})
+            _setattr(self, "__dict__", {})
 
     # ------------------------------------------------------------------ attributes
     def __setattr__(self, name: str, value: Any) -> None:
@@ -340,7 +340,7 @@ class TypedTensorDict(TensorDictBase):
             try:
                 self._attrs[name] = value
             except AttributeError:
-                _SET_ATTRS(self, {name: value})
+                _setattr(self, "_attrs", {name: value})
 
     def __getattr__(self, name: str) -> Any:  # only called when the normal lookup fails
         cls = type(self)
@@ -422,8 +422,13 @@ class TypedTensorDict(TensorDictBase):
         if td is None:
             return _delegation.rewrap(self, source, source[index])
         obj = _new(type(self))  # _wrap_like(td), inlined
-        _SET_SOURCE(obj, td)
-        _attach(obj, td._tensordict)
+        store = td._tensordict
+        if dynamo_compiling():
+            _attach(obj, td, store)
+        else:  # _attach inlined (a hot path)
+            _SET_SOURCE(obj, td)
+            if type(obj)._class_names.isdisjoint(store):
+                _SET_DICT(obj, store)
         return obj
 
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -448,17 +453,31 @@ class TypedTensorDict(TensorDictBase):
 
 
 _SET_SOURCE = TypedTensorDict._source.__set__  # type: ignore[attr-defined]
-_SET_ATTRS = TypedTensorDict._attrs.__set__  # type: ignore[attr-defined]
 _SET_DICT = TypedTensorDict.__dict__["__dict__"].__set__
 
 
-def _attach(obj: Any, store: dict[str, Any]) -> None:
-    """Make the in-memory backend's entry dict the instance dict, unless a key of it would shadow a class attribute.
+def _attach(obj: Any, source: Any, store: dict[str, Any] | None) -> None:
+    """Set ``obj``'s backend and make ``store`` (an in-memory backend's entry dict) the instance dict.
 
-    A key named like a method, outside the schema, must not hide the method: such a backend is read
-    through the field descriptors instead.
+    Not when a key of ``store`` would shadow a class attribute: a key named like a method, outside the schema,
+    must not hide the method; such a backend is read through the field descriptors instead.
     """
-    if type(obj)._class_names.isdisjoint(store):
+    _set_slots(obj, source, store if store is not None and type(obj)._class_names.isdisjoint(store) else None)
+
+
+def _set_slots(obj: Any, source: Any, store: dict[str, Any] | None) -> None:
+    """``obj._source = source`` and, unless None, ``obj.__dict__ = store``, past ``TypedTensorDict.__setattr__``.
+
+    In eager with the slots' own setters (the cheapest call); under dynamo, which cannot trace those, with
+    ``object.__setattr__``.
+    """
+    if dynamo_compiling():
+        _setattr(obj, "_source", source)
+        if store is not None:
+            _setattr(obj, "__dict__", store)
+        return
+    _SET_SOURCE(obj, source)
+    if store is not None:
         _SET_DICT(obj, store)
 
 
@@ -543,7 +562,7 @@ def _recheck(obj: Any) -> None:
     """After keys were added: stop reading the instance dict if a key now shadows a class attribute."""
     store = obj.__dict__
     if store and not type(obj)._class_names.isdisjoint(store):
-        _SET_DICT(obj, {})
+        _setattr(obj, "__dict__", {})
 
 
 def _rechecked(method: Any) -> Any:

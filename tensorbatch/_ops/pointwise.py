@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
-from operator import attrgetter
 from typing import Any
 
 import torch
 
-from .._compat import transforms_active
+from .._compat import dynamo_compiling, transforms_active
 from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
 from .._keys import key_of
 from .traverse import (
@@ -144,9 +143,6 @@ _INTEGRAL_ONLY = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"}
 _TRUE_DIV = {"div", "lerp", "addcdiv"}
 
 
-_DTYPE = attrgetter("dtype")
-
-
 def _is_float(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
@@ -173,8 +169,10 @@ def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any], leaves: list[
     if leaves is None:
         leaves = flat_leaves(td)
     if not is_td(other) and not isinstance(other, torch.Tensor):
+        if dynamo_compiling():  # dynamo cannot trace torch.result_type; a write that cannot work fails the trace
+            return  # (before any leaf is written)
         # a number: the result dtype depends on the leaf's dtype only, so each dtype is checked once
-        for dtype, a in dict(zip(map(_DTYPE, leaves), leaves, strict=True)).items():
+        for dtype, a in {a.dtype: a for a in leaves}.items():  # (no attrgetter: compile traces this)
             _check_result_dtype(name, torch.result_type(a, other), dtype, partial(_path_of_dtype, td, dtype))
         return
     same_ok = name not in _TRUE_DIV
@@ -184,6 +182,8 @@ def _check_binary_(td: Any, name: str, other: Any, rhs: list[Any], leaves: list[
                 break
         else:
             return
+    if dynamo_compiling():  # as for a number (above)
+        return
     for i, (a, b) in enumerate(zip(leaves, rhs, strict=True)):
         if type(b) is not torch.Tensor:
             result = torch.result_type(a, b)
