@@ -13,7 +13,14 @@ from ._convert import from_struct_array as from_struct_array
 from ._convert import from_tuple as from_tuple
 # (feature modules install their methods on TensorDictBase before the wrappers copy the list)
 from ._io import distributed as _distributed  # noqa: F401  # TensorDictBase.send, recv, reduce, broadcast...
+from ._io.append import append_memmap as append_memmap
+from ._io.archive import is_memmap_archive as is_memmap_archive
+from ._io.archive import pack_memmap as pack_memmap
+from ._io.archive import refresh_archive_checksums as refresh_archive_checksums
+from ._io.archive import unpack_memmap as unpack_memmap
 from ._io.methods import load as load
+from ._io.safetensors import from_safetensors as from_safetensors  # (light: safetensors loads when called)
+from ._io.safetensors import to_safetensors as to_safetensors
 from ._io.methods import load_memmap as load_memmap
 from ._io.methods import memmap as memmap
 from ._io.methods import save as save

@@ -1,7 +1,11 @@
-"""Pieces shared by the persistence modules: the dtype table, the storage walk, per-object side state."""
+"""Pieces shared by the persistence modules: dtype table, storage walk, side state, atomic file writes."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
+import tempfile
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -41,3 +45,30 @@ class SideTable:
 
     def get(self, obj: Any) -> Any:
         return self._values.get(id(obj))
+
+
+@contextlib.contextmanager
+def atomic_target(filename: str | os.PathLike[str]) -> Iterator[str]:
+    """A temporary sibling of ``filename`` to write; renamed onto ``filename`` when the block succeeds.
+
+    A process killed while writing leaves the previous file intact (and a ``.tmp`` sibling behind).
+    """
+    target = os.path.abspath(os.fspath(filename))
+    folder = os.path.dirname(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    try:
+        yield tmp
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    # mkstemp makes the file private (0600): give it the mode the replaced file had, else the usual one
+    os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode) if os.path.exists(target) else 0o666 & ~_umask())
+    os.replace(tmp, target)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: put it back at once
+    os.umask(mask)
+    return mask

@@ -234,6 +234,18 @@ def _write_json(file: Path, meta: dict[str, Any]) -> None:
     os.replace(tmp, file)  # each metadata file is replaced whole
 
 
+def stage(td: Any, folder: Path, *, allow_pickle: bool, like: bool) -> dict[Path, torch.Tensor]:
+    """Write ``td``'s folder with empty (sparse) leaf files; return the tensor of each such file.
+
+    An archive streams each leaf's bytes from its tensor (archive.py), so the data is written once.
+    ``like``: no tensor is returned, the archive takes the zero-filled files.
+    """
+    writer = _Writer(allow_pickle, like=True, fresh=True)
+    writer.root(td, folder)
+    writer.write(0)
+    return {} if like else {file: tensor for tensor, file, empty in writer.jobs if empty}
+
+
 def add_to_meta(folder: Path, key: str, tensor: torch.Tensor) -> None:
     """Record a leaf created in an existing save (``make_memmap``) in its node's meta.json."""
     meta = _read_json(folder / META)
@@ -389,7 +401,8 @@ class _Reader:
         if self.metadata_only and not on_cpu:  # "meta", or fake tensors (on the device asked for, else the CPU)
             return torch.empty(shape, dtype=dtype, device="cpu" if self.device is None else self.device)
         try:  # from_filename stats the file once: no separate existence check
-            tensor: torch.Tensor = MemoryMappedTensor.from_filename(file, dtype, shape)
+            tensor: torch.Tensor = (MemoryMappedTensor.from_filename(file, dtype, shape) if isinstance(file, Path)
+                                    else file.tensor(dtype, shape))  # an entry of an archive (archive.py)
         except FileNotFoundError:
             if shape.numel() == 0:  # tensordict writes no file for an empty leaf
                 return torch.empty(shape, dtype=dtype)
@@ -407,6 +420,8 @@ class _Reader:
         sizes = sizes.as_subclass(torch.Tensor).clone()  # small: no mapping kept open for it
         numel = int(sizes.prod(1).sum())
         data = self.leaf(file, {**entry, "shape": [numel]}).as_subclass(torch.Tensor)
+        if data.storage_offset():  # a view into an archive: a nested view addresses its storage from the start
+            data = data.clone()
         layout = torch.jagged if entry.get("layout") == "jagged" else torch.strided
         try:
             return ragged.from_flat(data, sizes, layout)
@@ -422,7 +437,7 @@ class _Reader:
                     f"{file} holds a pickled value; loading it runs arbitrary code, so it needs "
                     "allow_pickle=True (only for files you trust)"
                 )
-            with open(file, "rb") as f:
+            with file.open("rb") as f:
                 loaded = pickle.load(f)  # allowed explicitly by the caller
             data = loaded if stack_pickle else loaded["data"]
         elif "data" in meta:
@@ -433,7 +448,7 @@ class _Reader:
                     f"{folder / PICKLE} holds a pickled value; loading it runs arbitrary code, so it needs "
                     "allow_pickle=True (only for files you trust)"
                 )
-            with open(folder / PICKLE, "rb") as f:
+            with (folder / PICKLE).open("rb") as f:
                 data = pickle.load(f)["data"]  # allowed explicitly by the caller
         else:
             raise RuntimeError(f"{folder}: a non-tensor entry without data")
@@ -443,13 +458,17 @@ class _Reader:
 
 
 def load(prefix: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False,
-         robust_key: bool = True) -> Any:
-    """Read the folder ``prefix`` (leaves map its files).
+         robust_key: bool = True, writable: bool = False) -> Any:
+    """Read the folder ``prefix`` (leaves map its files), or the archive file ``prefix`` (archive.py).
 
     ``device="meta"`` or an active ``FakeTensorMode`` read the metadata only: leaves are meta (or fake)
-    tensors of the saved shapes and dtypes.
+    tensors of the saved shapes and dtypes. ``writable`` maps an archive's leaves shared (``mode="r+"``).
     """
     folder = Path(prefix).absolute()  # mapped file names are absolute, whatever the working directory
+    if folder.is_file():
+        from . import archive  # (it imports this module)
+
+        return archive.load(folder, _Reader(dense_cls, device, allow_pickle, robust_key), writable)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder with a saved TensorDict")
     return _Reader(dense_cls, device, allow_pickle, robust_key).node(folder)

@@ -16,6 +16,7 @@ from .._ops import ragged
 from .._ops.traverse import named_nodes, stacked_members
 from ..base import TensorDictBase
 from ..memmap import MemoryMappedTensor
+from . import archive as _archive
 from . import consolidate as _consolidate
 from . import memmap as _memmap
 from . import parallel as _parallel
@@ -40,11 +41,14 @@ class _Persistence:
 
     def memmap(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *, num_threads: int = 0,
                return_early: bool = False, share_non_tensor: bool = False, existsok: bool = True,
-               robust_key: bool | None = True, allow_pickle: bool = False, **kwargs: Any) -> Any:
+               robust_key: bool | None = True, archive: bool | None = None, compression: str | int | None = None,
+               allow_pickle: bool = False, **kwargs: Any) -> Any:
         """A memory-mapped copy: saved to the folder ``prefix`` (or in shared memory without one), locked.
 
         Saving is atomic (written aside, then renamed into place). Non-tensor leaves are stored as JSON;
-        other Python objects need ``allow_pickle=True``.
+        other Python objects need ``allow_pickle=True``. A ``prefix`` ending in ``.tdz`` (or ``archive=True``)
+        writes one archive file instead of a folder (see :func:`~tensorbatch.pack_memmap`); the result's
+        leaves are views of the mapped archive, not locked, and writes to them stay in memory.
 
         Args:
             prefix: the folder; None maps every leaf in shared memory instead of files.
@@ -54,9 +58,11 @@ class _Persistence:
             share_non_tensor: accepted for tensordict compatibility (non-tensor leaves are copied).
             existsok: allow replacing an existing folder.
             robust_key: accepted for compatibility: keys are always percent-encoded into file names.
+            archive: write an archive file; None: when ``prefix`` ends in ``.tdz``.
+            compression: an archive's leaf compression (``"deflate"``, ``"bzip2"``, ``"lzma"``); compressed
+                leaves are read into memory when loaded instead of being mapped.
             allow_pickle: store non-JSON non-tensor values with pickle.
-            **kwargs: tensordict's ``archive``/``compression``/``atomic`` are accepted and ignored (saves are
-                always atomic, never archived).
+            **kwargs: tensordict's ``atomic`` is accepted and ignored (saves are always atomic).
 
         Examples:
             >>> import tempfile, torch
@@ -73,6 +79,9 @@ class _Persistence:
                                  MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing),
                                  device=torch.device("cpu"))
                 return out.lock_()
+            if _archive.wanted(prefix, archive, compression):  # the data is copied into the archive
+                _archive.save(self, prefix, existsok=existsok, allow_pickle=allow_pickle, compression=compression)
+                return type(self).load_memmap(prefix, allow_pickle=allow_pickle)
             _check_existing(self, prefix, copy_existing)
             _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, allow_pickle=allow_pickle)
             loaded = type(self).load_memmap(prefix, allow_pickle=allow_pickle)
@@ -91,7 +100,7 @@ class _Persistence:
             mapped = self.memmap(prefix, copy_existing, num_threads=num_threads, existsok=existsok,
                                  allow_pickle=allow_pickle)
             _adopt(self, mapped)
-            if prefix is not None:
+            if prefix is not None and not _archive.wanted(prefix, None, None):
                 _remember(self, prefix)
             return self.lock_()
 
@@ -99,17 +108,22 @@ class _Persistence:
 
     def memmap_like(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *,
                     existsok: bool = True, num_threads: int = 0, return_early: bool = False,
-                    share_non_tensor: bool = False, robust_key: bool | None = True, **kwargs: Any) -> Any:
+                    share_non_tensor: bool = False, robust_key: bool | None = True, archive: bool | None = None,
+                    **kwargs: Any) -> Any:
         """An empty memory-mapped TensorDict with this one's structure (zero-filled, sparse files).
 
         Nothing is copied and no page is touched, so a huge ``td.expand(n).memmap_like(folder)`` costs
-        almost no memory.
+        almost no memory. Into an archive (``.tdz`` or ``archive=True``) the zeros are written, and the result
+        writes into the archive (as ``load_memmap(path, mode="r+")``).
         """
         def run() -> Any:
             if prefix is None:
                 out = self.apply(lambda x: _shared(x, zeros=True) if x.is_nested else
                                  MemoryMappedTensor.zeros(x.shape, dtype=x.dtype), device=torch.device("cpu"))
                 return out.lock_()
+            if _archive.wanted(prefix, archive, None):
+                _archive.save(self, prefix, existsok=existsok, like=True)
+                return type(self).load_memmap(prefix, mode="r+")
             _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, like=True)
             return type(self).load_memmap(prefix)
 
@@ -123,9 +137,14 @@ class _Persistence:
 
         Every file is checked against its metadata first; a truncated or missing file raises naming it.
         ``device="meta"`` reads the metadata only. Pickled values load only with ``allow_pickle=True``.
+        An archive file (``.tdz``, :func:`~tensorbatch.pack_memmap`) loads unlocked, its leaves views of
+        one copy-on-write mapping of the file; with ``mode="r+"`` writes to the leaves reach the archive.
         """
+        archived = Path(prefix).is_file()
         td = _memmap.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
-                          robust_key=robust_key is not False)
+                          robust_key=robust_key is not False, writable=kwargs.get("mode") == "r+")
+        if archived:  # as tensordict: not locked (writes stay in memory unless mode="r+")
+            return out.update_(td) if out is not None else td
         _remember(td, prefix)
         if out is not None:
             out.update_(td)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import h5py
 import torch
+
+from .._io._shared import atomic_target as atomic_target  # (the one atomic file write)
 
 # h5py.File options (the rest of a PersistentTensorDict's keyword arguments are dataset options)
 FILE_OPTIONS = frozenset({
@@ -116,20 +117,3 @@ def add_h5_note(err: BaseException, shared: Shared, name: str) -> None:
         err.add_note(note)
 
 
-@contextlib.contextmanager
-def atomic_target(filename: str | os.PathLike[str]) -> Iterator[str]:
-    """A temporary sibling of ``filename`` to write; renamed onto ``filename`` when the block succeeds.
-
-    A process killed while writing leaves the previous file intact (and a ``.tmp`` sibling behind).
-    """
-    target = os.path.abspath(os.fspath(filename))
-    folder = os.path.dirname(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        yield tmp
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-    os.replace(tmp, target)
