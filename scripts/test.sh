@@ -13,7 +13,7 @@ PY=.venv/bin/python
 # torch first and alone, pinned, so pip takes the local CPU wheel instead of a CUDA build.
 "$PY" -m pip install --disable-pip-version-check -q torch==2.13.0
 # The optional backends too, so that CI skips nothing (h5py comes with the test extra).
-"$PY" -m pip install --disable-pip-version-check -q -e '.[test,redis,tabular]'
+"$PY" -m pip install --disable-pip-version-check -q -e '.[test,redis,tabular,safetensors]'
 
 # Any non-zero pytest exit fails the script, including 5 (no tests collected).
 tests_rc=0

@@ -366,6 +366,8 @@ class TensorDictBase(StorageHooks, abc.ABC):
         share_non_tensor: builtins.bool = ...,
         existsok: builtins.bool = ...,
         robust_key: builtins.bool | None = ...,
+        archive: builtins.bool | None = ...,
+        compression: str | builtins.int | None = ...,
         allow_pickle: builtins.bool = ...,
         **kwargs: Any,
     ) -> Any: ...
@@ -906,6 +908,8 @@ class TensorDictBase(StorageHooks, abc.ABC):
         share_non_tensor: builtins.bool = ...,
         existsok: builtins.bool = ...,
         robust_key: builtins.bool | None = ...,
+        archive: builtins.bool | None = ...,
+        compression: str | builtins.int | None = ...,
         allow_pickle: builtins.bool = ...,
         **kwargs: Any,
     ) -> Any: ...
@@ -932,6 +936,7 @@ class TensorDictBase(StorageHooks, abc.ABC):
         return_early: builtins.bool = ...,
         share_non_tensor: builtins.bool = ...,
         robust_key: builtins.bool | None = ...,
+        archive: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def memmap_refresh_(self, *, allow_pickle: builtins.bool | None = ...) -> Any: ...
@@ -1126,6 +1131,8 @@ class TensorDictBase(StorageHooks, abc.ABC):
         share_non_tensor: builtins.bool = ...,
         existsok: builtins.bool = ...,
         robust_key: builtins.bool | None = ...,
+        archive: builtins.bool | None = ...,
+        compression: str | builtins.int | None = ...,
         allow_pickle: builtins.bool = ...,
         **kwargs: Any,
     ) -> Any: ...

@@ -316,7 +316,7 @@ def _file_chunks(file: Path) -> Iterator[bytes]:
 
 def _tensor_chunks(tensor: torch.Tensor) -> Iterator[memoryview]:
     data = tensor.detach().as_subclass(torch.Tensor).resolve_conj().resolve_neg().cpu().contiguous()
-    view = memoryview(data.reshape(-1).view(torch.uint8).numpy())
+    view = data.reshape(-1).view(torch.uint8).numpy().data  # a memoryview: no copy
     for i in range(0, len(view), _CHUNK):
         yield view[i:i + _CHUNK]
 
@@ -461,6 +461,8 @@ class ArchivePath:
         return f"{self.archive.path}::{self.at}"
 
 
-def load(path: Path, reader: Any, writable: bool = False) -> Any:
-    """Read the archive at ``path`` with the folder reader ``reader`` (memmap._Reader)."""
-    return reader.node(ArchivePath(Archive(path, writable)))
+def load(path: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False, robust_key: bool = True,
+         writable: bool = False) -> Any:
+    """Read the archive at ``path`` with the folder reader (memmap._Reader): its entries stand for the files."""
+    reader = _memmap._Reader(dense_cls, device, allow_pickle, robust_key)
+    return reader.node(ArchivePath(Archive(Path(path).absolute(), writable)))

@@ -458,17 +458,13 @@ class _Reader:
 
 
 def load(prefix: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False,
-         robust_key: bool = True, writable: bool = False) -> Any:
-    """Read the folder ``prefix`` (leaves map its files), or the archive file ``prefix`` (archive.py).
+         robust_key: bool = True) -> Any:
+    """Read the folder ``prefix`` (leaves map its files; an archive file is read by archive.py).
 
     ``device="meta"`` or an active ``FakeTensorMode`` read the metadata only: leaves are meta (or fake)
-    tensors of the saved shapes and dtypes. ``writable`` maps an archive's leaves shared (``mode="r+"``).
+    tensors of the saved shapes and dtypes.
     """
     folder = Path(prefix).absolute()  # mapped file names are absolute, whatever the working directory
-    if folder.is_file():
-        from . import archive  # (it imports this module)
-
-        return archive.load(folder, _Reader(dense_cls, device, allow_pickle, robust_key), writable)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder with a saved TensorDict")
     return _Reader(dense_cls, device, allow_pickle, robust_key).node(folder)

@@ -74,14 +74,14 @@ class _Persistence:
             (True, True, torch.Size([3, 2]))
         """
         def run() -> Any:
+            if _archive.wanted(prefix, archive, compression):  # the data is copied into the archive
+                _archive.save(self, prefix, existsok=existsok, allow_pickle=allow_pickle, compression=compression)
+                return type(self).load_memmap(prefix, allow_pickle=allow_pickle)
             if prefix is None:  # shared memory, on the CPU (as files would be)
                 out = self.apply(lambda x: _shared(x) if x.is_nested else
                                  MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing),
                                  device=torch.device("cpu"))
                 return out.lock_()
-            if _archive.wanted(prefix, archive, compression):  # the data is copied into the archive
-                _archive.save(self, prefix, existsok=existsok, allow_pickle=allow_pickle, compression=compression)
-                return type(self).load_memmap(prefix, allow_pickle=allow_pickle)
             _check_existing(self, prefix, copy_existing)
             _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, allow_pickle=allow_pickle)
             loaded = type(self).load_memmap(prefix, allow_pickle=allow_pickle)
@@ -117,13 +117,13 @@ class _Persistence:
         writes into the archive (as ``load_memmap(path, mode="r+")``).
         """
         def run() -> Any:
+            if _archive.wanted(prefix, archive, None):
+                _archive.save(self, prefix, existsok=existsok, like=True)
+                return type(self).load_memmap(prefix, mode="r+")
             if prefix is None:
                 out = self.apply(lambda x: _shared(x, zeros=True) if x.is_nested else
                                  MemoryMappedTensor.zeros(x.shape, dtype=x.dtype), device=torch.device("cpu"))
                 return out.lock_()
-            if _archive.wanted(prefix, archive, None):
-                _archive.save(self, prefix, existsok=existsok, like=True)
-                return type(self).load_memmap(prefix, mode="r+")
             _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, like=True)
             return type(self).load_memmap(prefix)
 
@@ -140,11 +140,12 @@ class _Persistence:
         An archive file (``.tdz``, :func:`~tensorbatch.pack_memmap`) loads unlocked, its leaves views of
         one copy-on-write mapping of the file; with ``mode="r+"`` writes to the leaves reach the archive.
         """
-        archived = Path(prefix).is_file()
-        td = _memmap.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
-                          robust_key=robust_key is not False, writable=kwargs.get("mode") == "r+")
-        if archived:  # as tensordict: not locked (writes stay in memory unless mode="r+")
+        if Path(prefix).is_file():  # an archive, as tensordict: not locked (writes stay in memory unless r+)
+            td = _archive.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
+                               robust_key=robust_key is not False, writable=kwargs.get("mode") == "r+")
             return out.update_(td) if out is not None else td
+        td = _memmap.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
+                          robust_key=robust_key is not False)
         _remember(td, prefix)
         if out is not None:
             out.update_(td)

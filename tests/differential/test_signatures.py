@@ -41,15 +41,14 @@ THROUGH_KWARGS: dict[str, set[str]] = {
 
 _INPLACE_SHAPE = ("an in-place shape change (inplace=True changes the TensorDict's own batch size) is not "
                   "supported: call the method and assign the result")
-_ARCHIVE = "the archive/compression/atomic save options (tar archives, compressed and atomic writes) are not supported"
+_ATOMIC = "atomic= is accepted and ignored: saves are always atomic (written aside, then renamed into place)"
 
 NOT_ACCEPTED: dict[str, dict[str, str]] = {
     "auto_batch_size_": {"keep_compliant_size": "keeping a batch size that already fits is not supported"},
-    "dumps": dict.fromkeys(("archive", "compression", "atomic"), _ARCHIVE),
-    "memmap": dict.fromkeys(("archive", "compression", "atomic"), _ARCHIVE),
-    "save": dict.fromkeys(("archive", "compression", "atomic"), _ARCHIVE),
-    "memmap_": {"atomic": _ARCHIVE},
-    "memmap_like": {"archive": _ARCHIVE},
+    "dumps": {"atomic": _ATOMIC},
+    "memmap": {"atomic": _ATOMIC},
+    "save": {"atomic": _ATOMIC},
+    "memmap_": {"atomic": _ATOMIC},
     "load_memmap": {"subpath": "loading a sub-folder: load_memmap(path / subpath) instead",
                     "mode": "memory-map modes other than read/write copy-on-write are not supported",
                     "num_threads": "loading is single-threaded"},
