@@ -35,6 +35,7 @@ from ._lazy import maybe_dense_stack as maybe_dense_stack
 from ._nontensor import NonTensorData as NonTensorData
 from ._nontensor import NonTensorStack as NonTensorStack
 from ._nontensor import is_non_tensor as is_non_tensor
+from ._ops.pack import PackLayout as PackLayout  # (installs TensorDictBase.pack)
 from ._td import TensorDict as TensorDict
 from .base import TensorDictBase as TensorDictBase
 from .functional import cat as cat

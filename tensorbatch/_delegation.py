@@ -60,6 +60,7 @@ FORWARD: frozenset[str] = frozenset({
     # sizes, pointers, device and dtype facts, exports to numpy or one tensor, autograd
     "bytes", "param_count", "data_ptr", "is_cpu", "is_cuda", "is_meta", "is_floating_point", "numpy",
     "cat_from_tensordict", "stack_from_tensordict", "backward",
+    "pack",  # (the tensor and its PackLayout; TensorClass defines its own, recording its class in the layout)
     # constructors of plain TensorDicts (classmethods)
     "from_any", "from_dataclass", "from_dict", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple",
     "from_pandas", "from_arrow", "from_csv", "from_json", "from_parquet",

@@ -17,6 +17,7 @@ from torch import Tensor as _Tensor
 
 from tensorbatch._base.storage import StorageHooks
 from tensorbatch._keys import NestedKey
+from tensorbatch._ops.pack import PackLayout
 from tensorbatch.memmap import MemoryMappedTensor
 
 class TensorDictBase(StorageHooks, abc.ABC):
@@ -1021,6 +1022,12 @@ class TensorDictBase(StorageHooks, abc.ABC):
     ) -> Any: ...
     def numel(self) -> builtins.int: ...
     def numpy(self) -> Any: ...
+    def pack(
+        self,
+        dim: builtins.int = ...,
+        *,
+        layout: PackLayout | None = ...,
+    ) -> tuple[torch.Tensor, PackLayout]: ...
     def pad(
         self,
         pad_size: Sequence[builtins.int],

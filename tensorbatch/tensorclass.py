@@ -439,6 +439,15 @@ class TensorClass:
                 out.set_non_tensor(name, value)
         return out  # type: ignore[no-any-return]
 
+    def pack(self, dim: int = -1, *, layout: Any = None) -> tuple[torch.Tensor, Any]:
+        """:meth:`TensorDictBase.pack` of the fields; the layout rebuilds this class (``layout.unpack``)."""
+        extra = next((name for name, value in self._non_tensordict.items() if value is not None), None)
+        if extra is not None:
+            raise TypeError(f"cannot pack the non-tensor entry {extra!r}: drop the non-tensor entries with "
+                            "filter_non_tensor_data() first")
+        flat, found = self._tensordict.pack(dim, layout=layout)
+        return flat, dataclasses.replace(found, cls=type(self))
+
     @classmethod
     def fields(cls) -> tuple[dataclasses.Field[Any], ...]:
         """The dataclass fields of the class (as :func:`dataclasses.fields` gives them)."""

@@ -224,13 +224,15 @@ def wanted(prefix: str | Path | None, archive: bool | None, compression: Any) ->
     return bool(archive)
 
 
-def save(td: Any, path: str | Path, *, existsok: bool = True, allow_pickle: bool = False, like: bool = False,
-         compression: Any = None) -> Path:
+def save(td: Any, path: str | Path | None, *, existsok: bool = True, allow_pickle: bool = False,
+         like: bool = False, compression: Any = None) -> Path:
     """Write ``td`` as an archive at ``path``: one pass over the data, straight into the archive.
 
     The folder layout is staged with empty (sparse) leaf files, and each leaf's bytes are streamed from
     its tensor into the archive. ``like=True`` writes zero-filled leaves (``memmap_like``).
     """
+    if path is None:
+        raise ValueError("a path is required to write a memmap archive")
     path = Path(path).absolute()
     if path.is_dir():
         raise ValueError(f"cannot write an archive at {path}: it is a folder")
@@ -465,4 +467,5 @@ def load(path: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: 
          writable: bool = False) -> Any:
     """Read the archive at ``path`` with the folder reader (memmap._Reader): its entries stand for the files."""
     reader = _memmap._Reader(dense_cls, device, allow_pickle, robust_key)
-    return reader.node(ArchivePath(Archive(Path(path).absolute(), writable)))
+    root: Any = ArchivePath(Archive(Path(path).absolute(), writable))  # stands for the folder's Path
+    return reader.node(root)
