@@ -136,3 +136,7 @@ __all__ += [  # the options and helpers of issue 16 (item 3)
 ]
 __all__ += ["LazyStackedTensorDictStore", "TensorDictParams", "TensorDictStore", "collate", "from_module", "from_modules",
             "tensordict", "typedtensordict"]
+__all__ += [  # memmap archives, append_memmap, safetensors files, pack (issue 16)
+    "PackLayout", "append_memmap", "from_safetensors", "is_memmap_archive", "pack_memmap", "refresh_archive_checksums",
+    "to_safetensors", "unpack_memmap",
+]
