@@ -30,7 +30,6 @@ from . import _names
 
 _ITEM3 = "issue 16 item 3 (in progress)"
 _MINE = "issue 16 item 5 (in progress)"
-_ARCHIVE = "issue 16 item 3 (in progress): memmap archives and safetensors"
 _NN = "tensordict.nn modules are out of scope (issue 16, 'Not here')"
 _ZARR = "zarr is out of scope (issue 16, 'Not here')"
 _QUANT = ("torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) raises: a quantized tensor needs a "
@@ -41,11 +40,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     # package-level names built by other helpers (they remove their lines as they land)
     **{("package", name): _ITEM3 for name in (
         "MetaData", "NonTensorDataBase", "TensorAttrs", "TensorCollection", "UnbatchedTensor")},
-    **{("package", name): _ARCHIVE for name in (
-        "PackLayout", "append_memmap", "is_memmap_archive", "pack_memmap", "refresh_archive_checksums",
-        "unpack_memmap", "from_safetensors", "to_safetensors")},
     ("*", "attrs"): f"returns a tensordict of TensorAttrs leaves: {_ITEM3} (TensorAttrs)",
-    ("*", "pack"): f"returns a PackLayout: {_ARCHIVE}",
     # out of scope
     ("package", "TensorClassModuleBase"): _NN,
     ("package", "TensorClassModuleWrapper"): _NN,
@@ -93,13 +88,13 @@ THROUGH: dict[tuple[str, str], tuple[tuple[str, ...], Any]] = {
     ("TensorClass", "update"): (("clone", "inplace"), lambda tb: _tc(tb).update({"a": torch.ones(3)}, clone=True,
                                                                                inplace=False)),
     ("package", "memmap"): (
-        ("num_threads", "return_early", "share_non_tensor", "existsok", "robust_key"),
+        ("num_threads", "return_early", "share_non_tensor", "existsok", "robust_key", "archive", "compression"),
         lambda tb, path: tb.memmap(_td(tb), path, num_threads=0, return_early=False, share_non_tensor=False,
-                                   existsok=True, robust_key=None)),
+                                   existsok=True, robust_key=None, archive=None, compression=None)),
     ("package", "save"): (
-        ("num_threads", "return_early", "share_non_tensor", "robust_key"),
+        ("num_threads", "return_early", "share_non_tensor", "robust_key", "archive", "compression"),
         lambda tb, path: tb.save(_td(tb), path, num_threads=0, return_early=False, share_non_tensor=False,
-                                 robust_key=None)),
+                                 robust_key=None, archive=None, compression=None)),
     ("package", "load"): (
         ("out", "robust_key", "subpath", "mode", "num_threads", "allow_pickle"),
         lambda tb, path: tb.load(_saved(tb, path), out=None, robust_key=None, subpath=None,
