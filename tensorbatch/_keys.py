@@ -3,9 +3,33 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-NestedKey: TypeAlias = str | tuple[Any, ...]
+
+class _NestedKeyType(type):
+    """``isinstance(x, NestedKey)``: a ``str``, or a non-empty tuple of nested keys."""
+
+    def __instancecheck__(cls, value: Any) -> bool:
+        if type(value) is str:
+            return True
+        return type(value) is tuple and bool(value) and all(isinstance(v, cls) for v in value)
+
+
+if TYPE_CHECKING:  # type checkers see the union, so that a plain str or tuple is a NestedKey for them
+    NestedKey: TypeAlias = str | tuple[Any, ...]
+else:
+    class NestedKey(metaclass=_NestedKeyType):
+        """A key of a TensorDict: a ``str``, or a tuple of nested keys (``("a", ("b",))`` is ``("a", "b")``).
+
+        Use it in annotations and in ``isinstance`` checks.
+
+        Examples:
+            >>> from tensorbatch import NestedKey
+            >>> isinstance("a", NestedKey), isinstance(("a", ("b",)), NestedKey)
+            (True, True)
+            >>> isinstance(("a", 1), NestedKey), isinstance((), NestedKey)
+            (False, False)
+        """
 
 __all__ = ["KEY_SEPARATOR", "NestedKey", "unravel_key", "unravel_key_list", "unravel_key_to_tuple", "unravel_keys"]
 

@@ -42,16 +42,30 @@ def is_tensor_collection(datatype: Any) -> bool:
 
 
 def assert_close(actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None,
-                 equal_nan: bool = True, msg: str = "") -> bool:
+                 equal_nan: bool = True, intersection: bool = False, msg: str = "", prefix: NestedKey = ()) -> bool:
     """Assert that two TensorDicts have the same keys, batch size and close leaves.
 
+    Args:
+        actual: the TensorDict to check.
+        expected: the TensorDict with the expected values.
+        rtol: relative tolerance (``torch.testing.assert_close``'s default for the dtype when None).
+        atol: absolute tolerance (likewise).
+        equal_nan: two NaNs are equal.
+        intersection: compare only the keys both have (otherwise different key sets raise ``KeyError``).
+        msg: appended to the error message.
+        prefix: a key prepended to the key paths in the error messages.
+
     Raises:
-        AssertionError: naming the first differing key path.
+        TypeError: if either argument is not a TensorDict (or TensorClass).
+        KeyError: if the key sets differ and ``intersection`` is False.
+        AssertionError: naming the first differing key path (or the batch sizes).
 
     Examples:
         >>> from tensorbatch import TensorDict
         >>> td = TensorDict({"a": torch.ones(2)}, batch_size=[2])
         >>> assert_close(td, td.clone())
+        True
+        >>> assert_close(td.set("b", torch.zeros(2)), td.exclude("b"), intersection=True)
         True
     """
     if not is_td(actual) or not is_td(expected):
@@ -59,15 +73,21 @@ def assert_close(actual: Any, expected: Any, rtol: float | None = None, atol: fl
                         f"{type(expected).__name__}")
     if actual.batch_size != expected.batch_size:
         raise AssertionError(f"batch sizes differ: {list(actual.batch_size)} vs {list(expected.batch_size)}. {msg}")
-    try:
-        others = flat_leaves_like(expected, actual)
-    except KeyError as err:
-        raise AssertionError(f"key sets differ: {err}. {msg}") from None
-    for (path, a), b in zip(named_leaves(actual), others, strict=True):
+    if intersection:
+        theirs = dict(named_leaves(expected))
+        pairs = [(path, a, theirs[path]) for path, a in named_leaves(actual) if path in theirs]
+    else:
+        try:
+            others = flat_leaves_like(expected, actual)
+        except KeyError as err:
+            raise KeyError(f"{err.args[0]}. {msg}" if msg else err.args[0]) from None
+        pairs = [(path, a, b) for (path, a), b in zip(named_leaves(actual), others, strict=True)]
+    root = () if prefix == () else unravel_key_to_tuple(prefix)
+    for path, a, b in pairs:
         try:
             torch.testing.assert_close(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
         except AssertionError as err:
-            raise AssertionError(f"values differ at key {fmt_path(path)}: {err} {msg}") from None
+            raise AssertionError(f"values differ at key {fmt_path((*root, *path))}: {err} {msg}") from None
     return True
 
 

@@ -29,7 +29,6 @@ import tensorbatch
 from . import _names
 
 _ITEM3 = "issue 16 item 3 (in progress)"
-_MINE = "issue 16 item 5 (in progress)"
 _NN = "tensordict.nn modules are out of scope (issue 16, 'Not here')"
 _ZARR = "zarr is out of scope (issue 16, 'Not here')"
 _QUANT = ("torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) raises: a quantized tensor needs a "
@@ -54,8 +53,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
                     "torch.distributed",
     **{("*", name): _QUANT for name in ("qint8", "qint32", "quint8", "quint4x2")},
     # kinds
-    ("package", "NestedKey"): "a type alias (str | tuple), so that type checkers take plain keys; the reference's "
-                              "class also answers isinstance()",
     ("MemoryMappedTensor", "index"): "ours is torch.Tensor.index (first-class dims); the reference shadows it "
                                      "with a deprecated property internal to its pickling",
 }
@@ -114,8 +111,6 @@ SIGNATURES: dict[tuple[str, str], str] = {
     ("LazyStackedTensorDict", "from_dict(stack_dim)"): "from_dict builds a TensorDict here: a lazy stack of dicts "
                                                        "is lazy_stack([TensorDict.from_dict(d) for d in dicts], dim)",
     ("LazyStackedTensorDict", "from_dict(stack_dim_name)"): "from_dict builds a TensorDict here (see stack_dim)",
-    **{("package", f"{fn}({p})"): _MINE for fn in ("assert_close", "assert_allclose_td")
-       for p in ("#6 msg", "#7 prefix", "intersection", "prefix")},
     **{("package", f"from_arrow({p})"): "from_arrow's copy/nulls/mask_key options are not supported (numeric "
                                         "columns are viewed where Arrow allows; nulls become NaN in floats)"
        for p in ("copy", "nulls", "mask_key")},

@@ -231,3 +231,41 @@ def test_alias_modules_and_stores(ref, tb):
         assert issubclass(lib.TensorDictStore, lib.TensorDictBase), lib.__name__
         assert issubclass(lib.LazyStackedTensorDictStore, lib.TensorDictBase), lib.__name__
         assert issubclass(lib.TensorDictParams, torch.nn.Module), lib.__name__
+
+
+# --------------------------------------------------------------------------------------------------
+# NestedKey in isinstance checks; assert_close(intersection=, msg=, prefix=)
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["a", ("a", "b"), ("a", ("b",)), ("a", 1), (), ("a", ()), ["a"], b"a", 1],
+                         ids=repr)
+def test_nested_key_isinstance(ref, tb, value):
+    assert isinstance(value, tb.NestedKey) == isinstance(value, ref.NestedKey)
+
+
+def _pair(lib):
+    return lib.TensorDict(x=torch.zeros(3), y=torch.ones(3)), lib.TensorDict(x=torch.zeros(3))
+
+
+ASSERT_CLOSE = [
+    case("assert_close", lambda lib, td: lib.assert_close(td, td.clone())),
+    case("assert_close_keys_differ", lambda lib, td: lib.assert_close(*_pair(lib)), raises=KeyError),
+    case("assert_close_intersection", lambda lib, td: lib.assert_close(*_pair(lib), intersection=True)),
+    case("assert_close_intersection_positional", lambda lib, td: lib.assert_allclose_td(*_pair(lib), None, None, True,
+                                                                                        True, "msg", ("p",))),
+    case("assert_close_values_differ", lambda lib, td: lib.assert_close(td, td + 1, prefix=("p",), msg="MSG"),
+         raises=AssertionError),
+    case("assert_close_tolerance", lambda lib, td: lib.assert_close(td, td + 0.01, atol=0.1, rtol=0)),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), ASSERT_CLOSE)
+def test_assert_close(run_both, fn, kw):
+    run_both(fn, **kw)
+
+
+def test_assert_close_message_names_prefix_and_msg(tb):
+    td = tb.TensorDict(x=torch.zeros(3))
+    with pytest.raises(AssertionError, match=r"(?s)\(.p., .x.\).*MSG"):
+        tb.assert_close(td, td + 1, prefix="p", msg="MSG")
+    with pytest.raises(KeyError, match=r"only in the first: \[.y.\].*MSG"):
+        tb.assert_close(td.clone().set("y", torch.zeros(3)), td, msg="MSG")
