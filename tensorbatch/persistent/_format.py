@@ -84,6 +84,11 @@ def leaf_dtype(ds: h5py.Dataset) -> torch.dtype | None:
     return found
 
 
+def stored_as_bits(dtype: Any) -> bool:
+    """True for a torch dtype stored as the bits of an integer dtype (bfloat16, float8)."""
+    return dtype in _BITS
+
+
 def from_numpy(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """A tensor over a numpy array read from a dataset of torch dtype ``dtype``."""
     flags = array.flags

@@ -32,6 +32,7 @@ from ._view import IndexedView
 
 _Dataset = h5py.Dataset
 _Size = torch.Size
+_from_numpy = torch.from_numpy
 _NO_ENTRY: tuple[Any, Any] = (None, None)
 
 
@@ -326,6 +327,7 @@ class PersistentTensorDict(TensorDictBase):
         """
         shared = self._shared
         shared.entries.pop(name, None)
+        shared.tables.clear()  # (rebuilt on the next read: writes that add, replace or delete entries are rare)
         if not below:
             return
         prefix = name.rstrip("/") + "/"
@@ -406,6 +408,8 @@ class PersistentTensorDict(TensorDictBase):
         return LeafMeta(self.batch_size if shape is None else shape, None, NON_TENSOR)
 
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None, budget: int | None = None) -> TensorDictBase:
+        if plan.kind != "rows" and keys is None:
+            return self._read_slab((plan.index,), plan.shape)
         if budget is None and plan.kind == "rows":  # one bound on the read buffers of all the leaves read
             budget = block_budget(self._rows_bytes(plan, keys))
         out: dict[str, Any] = {}
@@ -429,6 +433,59 @@ class PersistentTensorDict(TensorDictBase):
             else:
                 out[key] = self._non_tensor(obj)[plan.index]
         return self._dense_cls._new_unsafe(out, plan.target_shape(self.batch_size), device)  # type: ignore[no-any-return]
+
+    def _slab_table(self) -> tuple[tuple[str, Any, Any, Any, bool], ...]:
+        """``(key, kind, source, read, bits)`` for each entry of this level, kept until an entry changes.
+
+        ``source`` is the h5py object; ``read`` is the node's name for a group, else h5py's reader of a
+        numeric dataset (``Dataset.__getitem__`` calls it first), kept when the file is read-only, as h5py
+        keeps it (None otherwise); ``bits``: the dataset holds the bits of ``kind`` (bfloat16, float8).
+        (Nothing here depends on a node's ``Shared``: ``clone(recurse=False)`` shares these tables.)
+        """
+        table = self._shared.tables.get(self._name)
+        if table is None:
+            rows = []
+            for key in self._keys_str():
+                obj, kind = self._entry(key)
+                read = None
+                if kind is NODE:
+                    read = self._child(key, obj)._name
+                elif kind is not None and obj._readonly:
+                    try:
+                        read = obj._fast_reader.read if obj._fast_read_ok else None
+                    except AttributeError:  # another h5py: the general path
+                        pass
+                rows.append((key, kind, obj, read, kind is not NODE and fmt.stored_as_bits(kind)))
+            table = self._shared.tables[self._name] = tuple(rows)
+        return table
+
+    def _read_slab(self, index: tuple[Any], lead: tuple[int, ...]) -> TensorDictBase:
+        """``self[index]`` read into memory, for an int or a slice ``index[0]`` (a hyperslab of each leaf).
+
+        ``lead`` is what the index leaves of dim 0 (``()`` for an int, ``(n,)`` for a slice). This is
+        ``_read_rows`` without a row plan: a small slice costs little more than its reads.
+        """
+        out: dict[str, Any] = {}
+        device = self._shared.device
+        for key, kind, source, read, bits in self._slab_table():
+            if kind is NODE:
+                out[key] = PersistentTensorDict._node(self._shared, source, read)._read_slab(index, lead)
+                continue
+            try:
+                if read is not None:  # a new array from h5py: no copy needed
+                    leaf = _from_numpy(read(index))
+                    if bits:
+                        leaf = leaf.view(kind)
+                elif kind is not None:
+                    leaf = fmt.from_numpy(read_hyperslab(source, index[0]), kind)
+                else:
+                    out[key] = self._non_tensor(source)[index[0]]
+                    continue
+            except (OSError, ValueError, TypeError, RuntimeError) as err:
+                add_h5_note(err, self._shared, f"{self._name.rstrip('/')}/{key}")
+                raise
+            out[key] = leaf if device is None or device.type == "cpu" else leaf.to(device)
+        return self._dense_cls._new_unsafe(out, _Size((*lead, *self.batch_size[1:])), device)  # type: ignore[no-any-return]
 
     def _rows_bytes(self, plan: RowPlan, keys: Iterable[str] | None = None) -> int:
         """Bytes of the tensor leaves ``_read_rows(plan, keys)`` returns."""

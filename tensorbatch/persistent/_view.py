@@ -108,7 +108,13 @@ class IndexedView(TensorDictBase):
         return LeafMeta(self._sub_size(meta.shape), meta.dtype, meta.kind)
 
     def _materialize(self) -> TensorDictBase:
-        out: TensorDictBase = self._source._read_normalized(self._index)  # (normalised for the source already)
+        index = self._index
+        if len(index) == 1 and (type(index[0]) is slice or type(index[0]) is int):  # a hyperslab of each leaf
+            read_slab = getattr(self._source, "_read_slab", None)
+            if read_slab is not None:
+                out: TensorDictBase = read_slab(index, self._bs[:1] if type(index[0]) is slice else ())
+                return out
+        out = self._source._read_normalized(index)  # (normalised for the source already)
         return out
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:

@@ -393,3 +393,46 @@ def test_int_and_slice_reads_of_every_dtype(path, dtype, index):
         got = ptd[index].to_tensordict()["x"]
         assert got.dtype == dtype
         assert torch.equal(got, value[index])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.complex64, torch.bool, torch.bfloat16])
+@pytest.mark.parametrize("index", [3, -1, slice(1, 8, 3), slice(-4, None), slice(5, 5), slice(None)])
+def test_int_and_slice_reads_of_a_read_only_file(path, dtype, index):
+    """A read-only file keeps h5py's readers of its datasets (as h5py does); the values are the same."""
+    value = (torch.arange(40) % 3).reshape(10, 4).to(dtype)
+    with PersistentTensorDict(filename=path, batch_size=[10], mode="w") as ptd:
+        ptd["x"] = value
+        ptd["n", "y"] = value[:, :2]
+        ptd["s"] = "text"
+    with from_h5(path) as ptd:
+        for _ in range(2):  # the second read uses the kept readers
+            got = ptd[index].to_tensordict()
+            assert got.batch_size == torch.zeros(10)[index].shape
+            assert got["x"].dtype == dtype and torch.equal(got["x"], value[index])
+            assert got["n"].batch_size == torch.zeros(ptd["n"].batch_size)[index].shape
+            assert torch.equal(got["n", "y"], value[:, :2][index])
+            assert got["s"] == "text"
+        assert torch.equal(ptd.to_tensordict()["x"], value)
+
+
+def test_slice_reads_follow_writes_of_entries(path):
+    """What slice reads keep of a level (its entries, h5py objects) is dropped when an entry changes."""
+    with PersistentTensorDict(filename=path, batch_size=[6], mode="w") as ptd:
+        ptd["a"] = torch.arange(6)
+        ptd["n", "b"] = torch.ones(6, 2)
+        assert ptd[1:3].to_tensordict()["a"].tolist() == [1, 2]
+        ptd["a"] = torch.arange(6.0) * 10  # replaced: new dtype
+        ptd["c"] = torch.full((6,), 7)  # added
+        ptd["n", "b"] = torch.zeros(6, 3)
+        got = ptd[1:3].to_tensordict()
+        assert got["a"].tolist() == [10.0, 20.0] and got["c"].tolist() == [7, 7]
+        assert got["n", "b"].shape == (2, 3) and not got["n", "b"].any()
+        del ptd["c"]
+        ptd["n"] = torch.ones(6)  # a group replaced by a dataset
+        got = ptd[4].to_tensordict()
+        assert set(got.keys()) == {"a", "n"} and got["n"].item() == 1.0 and got.batch_size == ()
+        ptd[2:4] = TensorDict({"a": torch.zeros(2), "n": torch.zeros(2)}, [2])  # written in place
+        assert ptd[1:5].to_tensordict()["a"].tolist() == [10.0, 0.0, 0.0, 40.0]
+        other = ptd.clone(recurse=False)  # the same open file: one cache
+        other["a"] = torch.arange(6) + 1
+        assert ptd[1:3].to_tensordict()["a"].tolist() == [2, 3]
