@@ -119,7 +119,8 @@ def clone(self: PersistentTensorDict, recurse: bool = True, *, filename: str | o
                       shared.non_tensor_as_stack)
         copy.batch.update(shared.batch)
         copy.names.update(shared.names)
-        copy.entries, copy.keys, copy.tables = shared.entries, shared.keys, shared.tables  # one cache per open file
+        # one cache per open file (writes drop entries)
+        copy.entries, copy.keys, copy.tables, copy.direct = shared.entries, shared.keys, shared.tables, shared.direct
         copy.auto = shared.auto
         return PersistentTensorDict._node(copy, self._group)
     owned = filename is None

@@ -27,8 +27,9 @@ class ReadOnlyError(PermissionError):
 class Shared:
     """What the nodes of one file share: the h5py file, its options, and per-node batch sizes and locks."""
 
-    __slots__ = ("auto", "batch", "chunk_cache_off", "dataset_kwargs", "device", "entries", "file", "file_options",
-                 "filename", "keys", "locked", "mode", "names", "non_tensor_as_stack", "owned", "recorded", "tables")
+    __slots__ = ("auto", "batch", "chunk_cache_off", "dataset_kwargs", "device", "direct", "entries", "file",
+                 "file_options", "filename", "keys", "locked", "mode", "names", "non_tensor_as_stack", "owned",
+                 "recorded", "tables")
 
     def __init__(self, file: h5py.File, mode: str, device: torch.device | None, dataset_kwargs: dict[str, Any],
                  file_options: dict[str, Any], non_tensor_as_stack: bool = False) -> None:
@@ -47,6 +48,7 @@ class Shared:
         self.keys: dict[str, tuple[str, ...]] = {}  # group path -> its keys (dropped when they change)
         self.entries: dict[str, tuple[Any, Any]] = {}  # object path -> (h5py object, kind): see Node._entry
         self.tables: dict[str, tuple[Any, ...]] = {}  # group path -> its entries for slice reads: Node._slab_table
+        self.direct: dict[str, Any] = {}  # dataset path -> _rows.DirectRows or None: Node._direct
         self.auto: tuple[Any, str, int | None] | None = None  # (root group, name, batch_dims): sizes to infer
         # chunked datasets without filters are opened with no chunk cache (``_rows.wants_no_cache``), unless
         # the caller chose a chunk cache size
@@ -65,6 +67,7 @@ class Shared:
 
     def close(self) -> None:
         self.tables.clear()
+        self.direct.clear()
         if self.file:
             self.file.close()
         if self.owned:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,7 +21,9 @@ from . import _format as fmt
 from ._file import Shared, add_h5_note, h5_errors, open_file, split_options
 from ._infer import auto_batch
 from ._rows import (
+    DirectRows,
     block_budget,
+    direct_rows,
     open_without_cache,
     read_hyperslab,
     read_rows,
@@ -328,6 +331,7 @@ class PersistentTensorDict(TensorDictBase):
         shared = self._shared
         shared.entries.pop(name, None)
         shared.tables.clear()  # (rebuilt on the next read: writes that add, replace or delete entries are rare)
+        shared.direct.clear()
         if not below:
             return
         prefix = name.rstrip("/") + "/"
@@ -422,7 +426,10 @@ class PersistentTensorDict(TensorDictBase):
                 out[key] = self._child(key, obj)._read_rows(plan, None, budget)
             elif kind is not None:
                 try:
-                    array = read_hyperslab(obj, plan.index) if hyperslab else read_rows(obj, plan, budget)
+                    if hyperslab:
+                        array = read_hyperslab(obj, plan.index)
+                    else:
+                        array = read_rows(obj, plan, budget, self._direct(key, obj))
                     leaf = fmt.from_numpy(array, kind)
                 except (OSError, ValueError, TypeError, RuntimeError) as err:
                     add_h5_note(err, self._shared, f"{self._name.rstrip('/')}/{key}")
@@ -451,10 +458,8 @@ class PersistentTensorDict(TensorDictBase):
                 if kind is NODE:
                     read = self._child(key, obj)._name
                 elif kind is not None and obj._readonly:
-                    try:
+                    with contextlib.suppress(AttributeError):  # another h5py: the general path
                         read = obj._fast_reader.read if obj._fast_read_ok else None
-                    except AttributeError:  # another h5py: the general path
-                        pass
                 rows.append((key, kind, obj, read, kind is not NODE and fmt.stored_as_bits(kind)))
             table = self._shared.tables[self._name] = tuple(rows)
         return table
@@ -486,6 +491,14 @@ class PersistentTensorDict(TensorDictBase):
                 raise
             out[key] = leaf if device is None or device.type == "cpu" else leaf.to(device)
         return self._dense_cls._new_unsafe(out, _Size((*lead, *self.batch_size[1:])), device)  # type: ignore[no-any-return]
+
+    def _direct(self, key: str, ds: h5py.Dataset) -> DirectRows | None:
+        """How to read rows of the dataset ``key`` straight from the file (read-only files), or None."""
+        direct = self._shared.direct
+        path = f"{self._name.rstrip('/')}/{key}"
+        if path not in direct:
+            direct[path] = direct_rows(ds, self._shared.file) if self._shared.file.mode == "r" else None
+        return direct[path]  # type: ignore[no-any-return]
 
     def _rows_bytes(self, plan: RowPlan, keys: Iterable[str] | None = None) -> int:
         """Bytes of the tensor leaves ``_read_rows(plan, keys)`` returns."""

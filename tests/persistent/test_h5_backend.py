@@ -408,7 +408,8 @@ def test_int_and_slice_reads_of_a_read_only_file(path, dtype, index):
         for _ in range(2):  # the second read uses the kept readers
             got = ptd[index].to_tensordict()
             assert got.batch_size == torch.zeros(10)[index].shape
-            assert got["x"].dtype == dtype and torch.equal(got["x"], value[index])
+            assert got["x"].dtype == dtype
+            assert torch.equal(got["x"], value[index])
             assert got["n"].batch_size == torch.zeros(ptd["n"].batch_size)[index].shape
             assert torch.equal(got["n", "y"], value[:, :2][index])
             assert got["s"] == "text"
@@ -425,12 +426,16 @@ def test_slice_reads_follow_writes_of_entries(path):
         ptd["c"] = torch.full((6,), 7)  # added
         ptd["n", "b"] = torch.zeros(6, 3)
         got = ptd[1:3].to_tensordict()
-        assert got["a"].tolist() == [10.0, 20.0] and got["c"].tolist() == [7, 7]
-        assert got["n", "b"].shape == (2, 3) and not got["n", "b"].any()
+        assert got["a"].tolist() == [10.0, 20.0]
+        assert got["c"].tolist() == [7, 7]
+        assert got["n", "b"].shape == (2, 3)
+        assert not got["n", "b"].any()
         del ptd["c"]
         ptd["n"] = torch.ones(6)  # a group replaced by a dataset
         got = ptd[4].to_tensordict()
-        assert set(got.keys()) == {"a", "n"} and got["n"].item() == 1.0 and got.batch_size == ()
+        assert set(got.keys()) == {"a", "n"}
+        assert got["n"].item() == 1.0
+        assert got.batch_size == ()
         ptd[2:4] = TensorDict({"a": torch.zeros(2), "n": torch.zeros(2)}, [2])  # written in place
         assert ptd[1:5].to_tensordict()["a"].tolist() == [10.0, 0.0, 0.0, 40.0]
         other = ptd.clone(recurse=False)  # the same open file: one cache
