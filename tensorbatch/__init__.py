@@ -66,6 +66,7 @@ from . import store  # noqa: F401  # (light: redis is imported when a store is u
 from .utils import assert_allclose_td as assert_allclose_td
 from .utils import assert_close as assert_close
 from .utils import is_tensor_collection as is_tensor_collection
+from ._base.collection import TensorCollection as TensorCollection
 from ._io.methods import from_consolidated as from_consolidated
 from ._keys import KEY_SEPARATOR as KEY_SEPARATOR
 from ._options import capture_non_tensor_stack as capture_non_tensor_stack
@@ -78,6 +79,9 @@ from ._options import set_get_defaults_to_none as set_get_defaults_to_none
 from ._options import set_lazy_legacy as set_lazy_legacy
 from ._options import set_list_to_stack as set_list_to_stack
 from ._options import set_printoptions as set_printoptions
+from ._nontensor import MetaData as MetaData
+from ._nontensor import NonTensorDataBase as NonTensorDataBase
+from .tensorclass import TensorAttrs as TensorAttrs
 from .tensorclass import from_dataclass as from_dataclass
 from .utils import default_is_leaf as default_is_leaf
 from .utils import is_bool as is_bool
@@ -129,7 +133,7 @@ __all__ = [
     "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
 ]
 __all__ += [  # the options and helpers of issue 16 (item 3)
-    "KEY_SEPARATOR", "capture_non_tensor_stack", "default_is_leaf", "from_consolidated", "from_dataclass",
+    "KEY_SEPARATOR", "MetaData", "NonTensorDataBase", "TensorAttrs", "TensorCollection", "capture_non_tensor_stack", "default_is_leaf", "from_consolidated", "from_dataclass",
     "get_defaults_to_none", "get_printoptions", "is_bool", "is_floating", "is_inexact", "is_integer",
     "is_leaf_nontensor", "lazy_legacy", "list_to_stack", "parse_tensor_dict_string", "set_capture_non_tensor_stack",
     "set_get_defaults_to_none", "set_lazy_legacy", "set_list_to_stack", "set_printoptions",

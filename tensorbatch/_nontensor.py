@@ -16,7 +16,7 @@ value lists (:func:`stack_non_tensor`); identical values collapse to one ``NonTe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import torch
 
@@ -208,7 +208,60 @@ def _compare(mine: Any, theirs: Any, depth: int) -> Any:
     return [_compare(a, theirs, depth - 1) for a in mine]
 
 
-class NonTensorData(_NonTensor):
+class NonTensorDataBase(_NonTensor):
+    """The base of the leaves holding one non-tensor value for the whole batch: ``NonTensorData``, ``MetaData``.
+
+    Indexing, reshaping, expanding and cloning keep the leaf's class and its value.
+    """
+
+    __slots__ = ("__weakref__", "_batch_size", "_device", "data")
+    data: Any  # a slot (a plain attribute) in place of TensorDictBase.data
+
+    def __init__(self, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
+        if isinstance(data, _NonTensor):
+            data = data._value()
+        self.data = data
+        self._batch_size = _as_size(batch_size)
+        self._device = _as_device(device)
+
+    @classmethod
+    def _new(cls, data: Any, batch_size: torch.Size, device: Any) -> Self:
+        out = cls.__new__(cls)
+        out.data, out._batch_size, out._device = data, batch_size, device
+        return out
+
+    def _positions(self) -> torch.Tensor:
+        return torch.zeros((), dtype=torch.int64).expand(self._batch_size)
+
+    def _from_positions(self, positions: torch.Tensor) -> Self:
+        return self._new(self.data, positions.shape, self._device)
+
+    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> Self:
+        bs = self._batch_size if batch_size is None else _Size(batch_size)
+        dev = self._device if device is NO_DEFAULT else device
+        return self._new(self.data, bs, dev)
+
+    def _become(self, other: _NonTensor) -> None:
+        self._batch_size = other.batch_size
+
+    def _value(self) -> Any:
+        return self.data
+
+    def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
+        out: Any = self.data
+        for size in reversed(self._batch_size):
+            out = [out] * size if not isinstance(out, list) or size <= 1 else [list(out) for _ in range(size)]
+        return out
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.data, self._batch_size, self._device))
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(data={self.data!r}, batch_size={list(self._batch_size)}, "
+                f"device={self._device})")
+
+
+class NonTensorData(NonTensorDataBase):
     """One non-tensor value shared by every element of a batch.
 
     Args:
@@ -225,50 +278,51 @@ class NonTensorData(_NonTensor):
         'hello'
     """
 
-    __slots__ = ("__weakref__", "_batch_size", "_device", "data")
-    data: Any  # a slot (a plain attribute) in place of TensorDictBase.data
+    __slots__ = ()
 
-    def __init__(self, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
-        if isinstance(data, _NonTensor):
-            data = data._value()
-        self.data = data
-        self._batch_size = _as_size(batch_size)
-        self._device = _as_device(device)
 
-    @classmethod
-    def _new(cls, data: Any, batch_size: torch.Size, device: Any) -> NonTensorData:
-        out = cls.__new__(cls)
-        out.data, out._batch_size, out._device = data, batch_size, device
-        return out
+class MetaData(NonTensorDataBase):
+    """One Python object describing the whole batch (a configuration, a dataset name...).
 
-    def _positions(self) -> torch.Tensor:
-        return torch.zeros((), dtype=torch.int64).expand(self._batch_size)
+    It behaves as :class:`NonTensorData`, except when stacked: items holding the same object (``is``,
+    not ``==``) give one ``MetaData``, others a ``NonTensorStack``. Indexing, ``unsqueeze`` and the
+    other shape operations keep a ``MetaData``. ``MetaData[cls]`` is a subclass whose constructor
+    raises ``TypeError`` for a value that is no ``cls``.
 
-    def _from_positions(self, positions: torch.Tensor) -> NonTensorData:
-        return NonTensorData._new(self.data, positions.shape, self._device)
+    Args:
+        data: any Python object.
+        batch_size: the batch it describes.
+        device: the device of the TensorDict holding it.
 
-    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> NonTensorData:
-        bs = self._batch_size if batch_size is None else _Size(batch_size)
-        dev = self._device if device is NO_DEFAULT else device
-        return NonTensorData._new(self.data, bs, dev)
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import MetaData, TensorDict
+        >>> config = {"lr": 0.1}
+        >>> td = TensorDict(cfg=MetaData(config, batch_size=[2]), batch_size=[2])
+        >>> type(td[0].get("cfg")).__name__, td[0]["cfg"] is config
+        ('MetaData', True)
+        >>> type(torch.stack([td, td]).get("cfg")).__name__
+        'MetaData'
+    """
 
-    def _become(self, other: _NonTensor) -> None:
-        self._batch_size = other.batch_size
+    __slots__ = ()
+    _typed: ClassVar[dict[Any, type]] = {}
 
-    def _value(self) -> Any:
-        return self.data
+    def __class_getitem__(cls, item: Any) -> type:
+        if cls is not MetaData:
+            raise TypeError(f"cannot give a value type to {cls.__name__}")
+        if item not in MetaData._typed:
+            name = f"MetaData[{getattr(item, '__name__', item)}]"
 
-    def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
-        out: Any = self.data
-        for size in reversed(self._batch_size):
-            out = [out] * size if not isinstance(out, list) or size <= 1 else [list(out) for _ in range(size)]
-        return out
+            def __init__(self: Any, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
+                MetaData.__init__(self, data, batch_size, device, names)
+                if not isinstance(self.data, item):
+                    raise TypeError(f"{name} expects a value of type {getattr(item, '__name__', item)}, got "
+                                    f"{type(self.data).__name__}")
 
-    def __reduce__(self) -> Any:
-        return (NonTensorData, (self.data, self._batch_size, self._device))
-
-    def __repr__(self) -> str:
-        return f"NonTensorData(data={self.data!r}, batch_size={list(self._batch_size)}, device={self._device})"
+            MetaData._typed[item] = type(name, (MetaData,), {"__slots__": (), "__init__": __init__,
+                                                              "__module__": __name__})
+        return MetaData._typed[item]
 
 
 class NonTensorStack(_NonTensor):
@@ -402,7 +456,7 @@ def _collapsed(items: list[Any], pos: torch.Tensor, device: Any) -> _NonTensor:
 def _parts(nt: _NonTensor) -> tuple[list[Any], torch.Tensor]:
     if isinstance(nt, NonTensorStack):
         return nt._items, nt._pos
-    assert isinstance(nt, NonTensorData)
+    assert isinstance(nt, NonTensorDataBase)
     return [nt.data], nt._positions()
 
 
@@ -414,11 +468,15 @@ def stack_non_tensor(members: Sequence[_NonTensor], dim: int, cat: bool = False,
     """
     if collapse is None:
         collapse = _options.CAPTURE_NON_TENSOR_STACK
-    if collapse and all(isinstance(m, NonTensorData) for m in members):
+    keep: type[NonTensorDataBase] = NonTensorData
+    if all(isinstance(m, MetaData) for m in members) and all(m.data is members[0].data for m in members):
+        collapse, keep = True, type(members[0])  # type: ignore[assignment]  # the same object: one MetaData
+
+    if collapse and all(isinstance(m, NonTensorDataBase) for m in members):
         first = members[0].data
         if all(_same(first, m.data) for m in members[1:]):
             shape = (torch.cat if cat else torch.stack)([m._positions() for m in members], dim).shape
-            return NonTensorData._new(first, shape, members[0].device)
+            return keep._new(first, shape, members[0].device)
     items: list[Any] = []
     positions = []
     for m in members:
@@ -439,4 +497,5 @@ TensorDictBase._non_tensor_cls = NonTensorData
 TensorDictBase._non_tensor_stack_cls = NonTensorStack
 
 
-__all__ = ["NonTensorData", "NonTensorStack", "is_non_tensor", "is_non_tensor_type", "stack_non_tensor", "value_of"]
+__all__ = ["MetaData", "NonTensorData", "NonTensorDataBase", "NonTensorStack", "is_non_tensor", "is_non_tensor_type",
+           "stack_non_tensor", "value_of"]

@@ -27,7 +27,7 @@ from torch.utils import _pytree
 
 from . import _compat
 from ._lazy import LazyStackedTensorDict, lazy_stack
-from ._nontensor import NonTensorData, NonTensorStack
+from ._nontensor import MetaData, NonTensorData, NonTensorStack
 from ._ops.traverse import NON_TENSOR_TYPES
 from ._td import TensorDict
 
@@ -321,7 +321,7 @@ def _unflatten_non_tensor(values: Any, context: Any) -> Any:
     return context  # immutable for our purposes: its parent makes it follow a new batch size (_fit)
 
 
-for _cls in (NonTensorData, NonTensorStack):
+for _cls in (NonTensorData, MetaData, NonTensorStack):
     _compat.register_pytree_node(_cls, _flatten_non_tensor, _unflatten_non_tensor, _flatten_non_tensor_with_keys,
                                  None, None)
 

@@ -23,6 +23,7 @@ from ._base import locks as _locks
 from ._base import restructure as _restructure
 from ._base import values as _values
 from ._base.coerce import as_size as _as_size
+from ._base.collection import TensorCollection
 from ._base.storage import StorageHooks
 from ._ops import index as _index
 from ._ops import pointwise as _pointwise
@@ -36,7 +37,7 @@ _Size = torch.Size
 
 
 
-class TensorDictBase(StorageHooks, abc.ABC):
+class TensorDictBase(StorageHooks, TensorCollection):
     """Abstract base of every TensorDict type: a batched mapping from keys to tensors.
 
     Subclasses implement a handful of primitives; everything else is generic.

@@ -15,12 +15,13 @@ import torch
 import torch.nn as nn
 from torch import Tensor as _Tensor
 
+from tensorbatch._base.collection import TensorCollection
 from tensorbatch._base.storage import StorageHooks
 from tensorbatch._keys import NestedKey
 from tensorbatch._ops.pack import PackLayout
 from tensorbatch.memmap import MemoryMappedTensor
 
-class TensorDictBase(StorageHooks, abc.ABC):
+class TensorDictBase(StorageHooks, TensorCollection):
     def __abs__(self) -> TensorDictBase: ...
     def __add__(self, other: Any) -> TensorDictBase: ...
     def __and__(self, other: Any) -> TensorDictBase: ...

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ._nontensor import NonTensorData, NonTensorStack
+from ._nontensor import NonTensorDataBase, NonTensorStack
 from ._ops.traverse import is_non_tensor_type, named_leaves
 from .base import TensorDictBase
 
@@ -383,7 +383,7 @@ def _columns(td: Any, separator: str | None) -> dict[Any, Any]:
     for name, value in out.items():
         if isinstance(value, torch.Tensor):
             out[name] = value.detach().cpu().numpy()
-        elif isinstance(value, NonTensorData):
+        elif isinstance(value, NonTensorDataBase):
             out[name] = [value.data] * rows
         else:
             out[name] = value.tolist()

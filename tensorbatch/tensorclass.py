@@ -30,9 +30,14 @@ from . import _delegation, _lazy
 from ._base.access import UPDATE_OPTIONS
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
+from ._base.collection import TensorCollection
 from ._base.export import leaf_repr, tree_lines
 from ._compat import dynamo_compiling, register_pytree_node
 from ._keys import is_key, unravel_key_to_tuple
+from ._nontensor import MetaData as MetaData
+from ._nontensor import NonTensorData as NonTensorData
+from ._nontensor import NonTensorDataBase as NonTensorDataBase
+from ._nontensor import NonTensorStack as NonTensorStack
 from ._nontensor import value_of
 from ._nontensor import wrap as _wrap_non_tensor
 from ._ops.traverse import (
@@ -972,6 +977,9 @@ def _tensorclass_of(klass: type, name: str, options: dict[str, bool]) -> type:
     return type(name, (TensorClass,), namespace, **{k: v for k, v in options.items() if v})
 
 
+TensorCollection.register(TensorClass)
+
+
 _SET_TD = TensorClass.__dict__["_tensordict"].__set__
 _SET_EXTRAS = TensorClass.__dict__["_non_tensordict"].__set__
 _SET_DICT = TensorClass.__dict__["__dict__"].__set__
@@ -981,4 +989,36 @@ for _name in _delegation.PRIMITIVES:
 _delegation.install(TensorClass, "_tensordict")
 _delegation.WRAPPER_TYPES.add(TensorClass)
 
-__all__ = ["TensorClass", "from_dataclass", "is_tensorclass", "tensorclass"]
+
+# built after the forwarding above: its field names are checked against the full TensorClass API
+class TensorAttrs(TensorClass):
+    """A TensorClass holding the device, dtype and shape of one tensor (fields start with ``tgt_``).
+
+    The ``tgt_`` prefix keeps the fields from hiding the class's own ``device`` and ``shape``.
+
+    Args:
+        tgt_device: the tensor's device.
+        tgt_dtype: the tensor's dtype.
+        tgt_shape: the tensor's shape.
+
+    Examples:
+        >>> import torch
+        >>> attrs = TensorAttrs.from_tensor(torch.zeros(2, 3), fields=("dtype",))
+        >>> attrs.tgt_dtype, attrs.tgt_shape
+        (torch.float32, None)
+    """
+
+    tgt_device: Any = None
+    tgt_dtype: Any = None
+    tgt_shape: Any = None
+
+    @classmethod
+    def from_tensor(cls, tensor: torch.Tensor, *, fields: Any = ("device", "dtype", "shape")) -> TensorAttrs:
+        """The attributes of ``tensor`` listed in ``fields`` (``"device"``, ``"dtype"``, ``"shape"``); others None."""
+        values = {"device": tensor.device, "dtype": tensor.dtype, "shape": torch.Size(tensor.shape)}
+        given: dict[str, Any] = {f"tgt_{name}": values[name] for name in fields}
+        return cls(**given, batch_size=())  # type: ignore[call-arg]  # the generated __init__ takes batch_size
+
+
+__all__ = ["MetaData", "NonTensorData", "NonTensorDataBase", "NonTensorStack", "TensorAttrs", "TensorClass",
+           "from_dataclass", "is_tensorclass", "tensorclass"]

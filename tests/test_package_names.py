@@ -166,3 +166,46 @@ def test_names_are_exported() -> None:
     from tensorbatch.tensorclass import from_dataclass as from_module
 
     assert from_module is from_dataclass
+
+
+# ------------------------------------------------------------------------------------------ base classes
+def test_tensor_collection_and_non_tensor_bases() -> None:
+    from tensorbatch import MetaData, NonTensorDataBase, TensorAttrs, TensorCollection
+
+    @tensorbatch.tensorclass
+    class P:
+        x: torch.Tensor
+
+    for obj in (TensorDict(), lazy_stack([TensorDict(), TensorDict()]), NonTensorData(1), NonTensorStack(1, 2),
+                MetaData(1), P(x=torch.zeros(1)), TensorAttrs()):
+        assert isinstance(obj, TensorCollection), type(obj)
+    assert not isinstance(torch.zeros(1), TensorCollection) and not isinstance({}, TensorCollection)
+    with pytest.raises(TypeError, match="abstract"):
+        TensorCollection()
+    assert isinstance(MetaData(1), NonTensorDataBase) and isinstance(NonTensorData(1), NonTensorDataBase)
+    assert not isinstance(MetaData(1), NonTensorData) and not isinstance(NonTensorStack(1, 2), NonTensorDataBase)
+    assert not isinstance(NonTensorData(1), MetaData)
+
+
+def test_metadata_keeps_its_class_and_stacks_by_identity(tmp_path) -> None:
+    import pickle
+
+    from tensorbatch import MetaData
+
+    config = {"lr": 0.1}
+    td = TensorDict(cfg=MetaData(config, batch_size=[2]), batch_size=[2])
+    for out in (td[0], td.unsqueeze(1), td.expand(3, 2), td.clone(), pickle.loads(pickle.dumps(td)),
+                torch.stack([td, td]), torch.cat([td, td])):
+        assert type(out.get("cfg")) is MetaData, out
+    assert td[1]["cfg"] is config
+    equal = TensorDict(cfg=MetaData({"lr": 0.1}, batch_size=[2]), batch_size=[2])
+    assert type(torch.stack([td, equal]).get("cfg")) is NonTensorData  # equal, not the same object
+    different = TensorDict(cfg=MetaData({"lr": 0.2}, batch_size=[2]), batch_size=[2])
+    assert type(torch.stack([td, different]).get("cfg")) is NonTensorStack
+    td.memmap(tmp_path / "m")
+    assert type(TensorDict.load_memmap(tmp_path / "m").get("cfg")) is MetaData
+    assert repr(MetaData("a")) == "MetaData(data='a', batch_size=[], device=None)"
+    with pytest.raises(TypeError, match=r"MetaData\[str\] expects a value of type str, got int"):
+        MetaData[str](1)
+    with pytest.raises(TypeError, match="cannot give a value type"):
+        MetaData[str][int]

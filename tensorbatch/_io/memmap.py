@@ -23,7 +23,7 @@ import torch
 from .._compat import fake_mode_active
 from .._errors import fmt_path
 from .._lazy import LazyStackedTensorDict
-from .._nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from .._nontensor import MetaData, NonTensorData, NonTensorDataBase, NonTensorStack, is_non_tensor
 from .._ops import ragged
 from .._ops.traverse import is_td, named_nodes, stacked_members
 from ..memmap import MemoryMappedTensor
@@ -64,6 +64,7 @@ _KINDS = {
     "TensorDict": "tensordict._td.TensorDict",
     "LazyStackedTensorDict": "tensordict._lazy.LazyStackedTensorDict",
     "NonTensorData": "tensordict.tensorclass.NonTensorData",
+    "MetaData": "tensordict.tensorclass.MetaData",
     "NonTensorStack": "tensordict.tensorclass.NonTensorStack",
 }
 
@@ -165,7 +166,7 @@ class _Writer:
 
     def non_tensor(self, value: Any, folder: Path, path: tuple[str, ...]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        data = value.data if isinstance(value, NonTensorData) else value.tolist()
+        data = value.data if isinstance(value, NonTensorDataBase) else value.tolist()
         tag = _class_tag(value)
         meta: dict[str, Any]  # exactly tensordict's fields, which it checks
         if isinstance(value, NonTensorStack):
@@ -454,6 +455,8 @@ class _Reader:
             raise RuntimeError(f"{folder}: a non-tensor entry without data")
         if str(meta.get("_class", "")).endswith("NonTensorStack") or "NonTensorStack" in str(meta.get("_type")):
             return NonTensorStack.from_list(data) if isinstance(data, list) else NonTensorData(data)
+        if "tensorclass.MetaData'" in str(meta.get("_type")):
+            return MetaData(data)
         return NonTensorData(data)  # the batch size comes from the parent node
 
 

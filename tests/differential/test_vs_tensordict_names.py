@@ -263,3 +263,78 @@ def test_parse_tensor_dict_string_round_trips_each_librarys_repr(tb: Any, ref: A
     assert run(tb) == run(ref)
     # the same environment-visible mode switches in both (spawned workers inherit them)
     assert os.environ.get("LIST_TO_STACK") in (None, "True")
+
+
+# ------------------------------------------------------------------------------------------ base classes
+def _instances(m: Any) -> dict[str, Any]:
+    @m.tensorclass
+    class Point:
+        x: torch.Tensor
+
+    class Data(m.TensorClass):
+        x: torch.Tensor
+
+    td = m.TensorDict(a=torch.zeros(2), batch_size=[2])
+    return {
+        "td": td, "lazy": m.lazy_stack([td[0], td[1]]), "nested": td.unsqueeze(0), "data": m.NonTensorData("s"),
+        "meta": m.MetaData("s"), "stack": m.NonTensorStack("a", "b"), "subclass": Data(x=torch.zeros(2)),
+        "attrs": m.TensorAttrs.from_tensor(torch.zeros(2)), "tensor": torch.zeros(2), "dict": {"a": 1},
+    }
+
+
+def test_isinstance_of_the_base_classes(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        bases = ("TensorCollection", "NonTensorDataBase", "TensorDictBase", "TensorClass")
+        return {name: [isinstance(obj, getattr(m, b)) for b in bases] for name, obj in _instances(m).items()}
+
+    mine, theirs = run(tb), run(ref)
+    # tensordict's NonTensorData/MetaData are TensorClasses and its TensorAttrs none of TensorDictBase; ours
+    # are TensorDictBase leaves: compare the classes users check (TensorCollection, NonTensorDataBase)
+    assert {k: v[:2] for k, v in mine.items()} == {k: v[:2] for k, v in theirs.items()}
+    assert isinstance(tb.MetaData("s"), tb.NonTensorData) == isinstance(ref.MetaData("s"), ref.NonTensorData)
+    for m in (tb, ref):
+        with pytest.raises((TypeError, NotImplementedError)):
+            m.TensorCollection()
+
+
+def test_metadata_under_batch_ops(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        config = {"lr": 0.1}
+        td = m.TensorDict(cfg=m.MetaData(config, batch_size=[2]), x=torch.zeros(2), batch_size=[2])
+        same = torch.stack([td, td])
+        other = torch.stack([td, m.TensorDict(cfg=m.MetaData({"lr": 0.2}, batch_size=[2]), x=torch.zeros(2),
+                                              batch_size=[2])])
+        return (type(td[0].get("cfg")).__name__, td[0]["cfg"] is config, type(td.unsqueeze(0).get("cfg")).__name__,
+                type(same.get("cfg")).__name__, list(same.get("cfg").batch_size), type(other.get("cfg")).__name__,
+                type(td.reshape(2, 1).get("cfg")).__name__)
+
+    assert run(tb) == run(ref)
+
+
+def test_typed_metadata(tb: Any, ref: Any) -> None:
+    for m in (tb, ref):
+        typed = m.MetaData[int]
+        assert typed(3).data == 3 and typed.__name__ == "MetaData[int]" and m.MetaData[int] is typed
+        with pytest.raises(TypeError, match="int"):
+            typed("x")
+
+
+def test_tensor_attrs(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        full = m.TensorAttrs.from_tensor(torch.zeros(2, 3, dtype=torch.int32))
+        part = m.TensorAttrs.from_tensor(torch.zeros(2), fields=("dtype",))
+        empty = m.TensorAttrs()
+        return (full.tgt_device, full.tgt_dtype, full.tgt_shape, list(full.batch_size), part.tgt_dtype,
+                part.tgt_shape, part.tgt_device, empty.tgt_dtype, m.is_tensorclass(full))
+
+    assert run(tb) == run(ref)
+
+
+def test_metadata_memmap_interop(tb: Any, ref: Any, tmp_path: Any) -> None:
+    ours = tb.TensorDict(m=tb.MetaData({"a": 1}, batch_size=[2]), batch_size=[2])
+    ours.memmap(tmp_path / "ours")
+    theirs = ref.TensorDict(m=ref.MetaData({"a": 1}, batch_size=[2]), batch_size=[2])
+    theirs.memmap(tmp_path / "theirs")
+    for m, folder in ((tb, "theirs"), (ref, "ours"), (tb, "ours")):
+        loaded = m.TensorDict.load_memmap(tmp_path / folder).get("m")
+        assert type(loaded).__name__ == "MetaData" and loaded.data == {"a": 1}, (m.__name__, folder)
