@@ -96,10 +96,11 @@ class PersistentTensorDict(TensorDictBase):
             self._shared.batch[root.name] = _Size(()) if recorded is None else recorded
             if names is not None:
                 self._shared.names[root.name] = names
-        else:  # checked against the datasets; the batch size recorded in the file is left as it is
+        else:  # checked against the datasets; a batch size already recorded in the file is left as it is
             self._shared.batch[root.name] = _Size(())
             self._check_batch(size)
-            self._apply_batch(size, record=False)
+            # a writable file recording none yet (a new one) records it, so that reopening it gives this size back
+            self._apply_batch(size, record=self._shared.writable and fmt.read_batch_attrs(root)[0] is None)
 
     @classmethod
     def _node(cls, shared: Shared, group: h5py.Group, name: str | None = None) -> PersistentTensorDict:

@@ -441,3 +441,15 @@ def test_slice_reads_follow_writes_of_entries(path):
         other = ptd.clone(recurse=False)  # the same open file: one cache
         other["a"] = torch.arange(6) + 1
         assert ptd[1:3].to_tensordict()["a"].tolist() == [2, 3]
+
+
+def test_a_new_file_records_the_batch_size_given_to_the_constructor(tmp_path):
+    path = str(tmp_path / "new.h5")
+    ptd = PersistentTensorDict(filename=path, mode="w", batch_size=[10])
+    ptd["n"] = TensorDict({"x": torch.zeros(10, 2, 3)}, batch_size=[10])
+    ptd.close()
+    back = from_h5(path)
+    assert back.batch_size == torch.Size([10])
+    assert back["n"].batch_size == torch.Size([10])
+    assert back["n", "x"].shape == torch.Size([10, 2, 3])
+    back.close()
