@@ -26,7 +26,7 @@ def register_pytree_node(cls: type, flatten: Any, unflatten: Any, flatten_with_k
     )
 
 
-def mapping_key(key: str) -> Any:
+def mapping_key(key: str | tuple[str, ...]) -> Any:
     """A pytree key entry for a mapping key."""
     return pytree.MappingKey(key)
 

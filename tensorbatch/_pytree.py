@@ -3,7 +3,7 @@
 A TensorDict is ONE pytree node whose children are all its leaves (nested TensorDicts inlined, depth first),
 the nested structure in the context: vmap flattens and unflattens its inputs and outputs about eight times
 per call, and torch's per-node work (a TreeSpec each, the recursion) would be paid for every nested
-TensorDict. A leaf's key path is its nested key (``['nested']['b']``, one mapping key); export's
+TensorDict. A leaf's key path is its nested key (``[('nested', 'b')]``, one mapping key); export's
 ``dynamic_shapes`` for a TensorDict are a flat list in leaf order. Unflatten rebuilds the nested nodes first
 and applies to each node what a per-node unflatten would.
 
@@ -16,6 +16,11 @@ vmap unflattens with ints/None placeholders: such trees keep the original batch 
 leaves that still start with their whole former shape keep the batch size (``jacrev`` appends dims to
 every leaf: batch as tensordict). A lazy stack is flattened as the dense TensorDict of its stacked
 leaves and rebuilt as a lazy stack when its stack dim is still there.
+
+The sizes in the context are hints, not structure: two contexts that differ only in sizes compare equal (as
+two tensors of different shapes have one tree spec: an exported program takes another batch size), and
+symbolic sizes (export's dynamic dims) are read off the leaves, never compared with the hints (that would
+specialize them).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from ._td import TensorDict
 
 _Tensor = torch.Tensor
 _Size = torch.Size
+_SymInt = torch.SymInt
 _is_compiling = torch.compiler.is_compiling
 
 IN_DIMS_MSG = (
@@ -83,26 +89,44 @@ def _node(td: TensorDict, children: list[Any]) -> tuple[Any, bool]:
 _NOTHING = (None, None)
 
 
+class _Context(tuple):  # type: ignore[type-arg]
+    """The context of a TensorDict node (see ``_node``), equal to another of the same structure whatever the sizes.
+
+    torch compares tree specs by their contexts (``torch.export`` checks its inputs' spec against the traced
+    one): the keys, device, names, number of batch dims and kinds of children are the structure; the sizes only
+    help ``unflatten``.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Context and _structure(self) == _structure(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self[0])
+
+
+def _structure(context: Any) -> Any:
+    keys, batch_size, device, names, meta = context
+    return keys, len(batch_size), device, names, tuple(
+        (m[0], m[1] is None, _structure(m[2]) if len(m) == 3 else None) for m in meta)
+
+
 def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
     children: list[Any] = []
-    return children, _node(td, children)[0]
-
-
-class NestedMappingKey(_pytree.MappingKey):  # type: ignore[type-arg]
-    """The pytree key of a leaf in a nested TensorDict: the nested key, shown as one mapping key per level."""
-
-    def __str__(self) -> str:
-        return "".join(f"[{k!r}]" for k in self.key)
+    return children, _Context(_node(td, children)[0])
 
 
 def _key_entries(context: Any, prefix: tuple[str, ...]) -> Any:
     for key, m in zip(context[0], context[4], strict=True):
         if len(m) == 3:
             yield from _key_entries(m[2], (*prefix, key))
-        elif prefix:
-            yield NestedMappingKey((*prefix, key))
-        else:
-            yield _compat.mapping_key(key)
+        else:  # a nested leaf: one mapping key holding the nested key, shown as such (export's guards name the
+            # leaf ``L['td'][('nested', 'b')]`` and find its input by the key path's str: they must agree)
+            yield _compat.mapping_key((*prefix, key) if prefix else key)
 
 
 def _flatten_with_keys(td: TensorDict) -> tuple[list[tuple[Any, Any]], Any]:
@@ -264,8 +288,13 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
             return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
     if new_bs is None:  # as tensordict: the leading dims of such collections, as many as there were
         new_bs = batch_size if first is None else first[: len(batch_size)]
-    if new_bs == batch_size:
-        return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
+    if _SymInt in map(type, new_bs):  # (export unflattens its inputs before it sets is_compiling)
+        # symbolic sizes (export's dynamic dims): the leaves tell, comparing the hints would specialize them
+        same = len(new_bs) == len(batch_size)
+    else:
+        same = new_bs == batch_size
+    if same:
+        return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), new_bs, device, names)
     nd = len(batch_size)
     removed = None
     if len(new_bs) == nd - 1:
@@ -305,7 +334,12 @@ def _from_dumpable(dumped: Any) -> Any:
                   for m in meta))
 
 
-_compat.register_pytree_node(TensorDict, _flatten, _unflatten, _flatten_with_keys, _to_dumpable, _from_dumpable)
+def _context_from_dumpable(dumped: Any) -> Any:
+    return _Context(_from_dumpable(dumped))
+
+
+_compat.register_pytree_node(TensorDict, _flatten, _unflatten, _flatten_with_keys, _to_dumpable,
+                             _context_from_dumpable)
 
 
 # ----------------------------------------------------------------------------------- non-tensor leaves

@@ -11,6 +11,7 @@ from . import _errors
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
+from ._compat import dynamo_compiling
 from ._keys import unravel_key_to_tuple
 from ._ops.index import MANY_ROWS
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, index_dense, is_td, leaf_shape, named_nodes, unfit_keys
@@ -293,9 +294,10 @@ class TensorDict(TensorDictBase):
         kind = type(index)
         if kind is slice:
             step = index.step
-            if step is not None and step <= 0:
+            size = bs[0]
+            if (step is not None and step <= 0) or type(size) is not int or dynamo_compiling():  # see normalize
                 return None
-            size = len(range(*index.indices(bs[0])))
+            size = len(range(*index.indices(size)))
             new_bs = _Size((size,)) if len(bs) == 1 else _Size((size, *bs[1:]))
         elif kind is int:
             if not -bs[0] <= index < bs[0]:

@@ -67,7 +67,8 @@ def test_flatten_with_path_names_keys() -> None:
     td = make_td()
     pairs, _ = pytree.tree_flatten_with_path(td)
     paths = {pytree.keystr(path) for path, _ in pairs}
-    assert paths == {"['a']", "['nested']['b']", "['nested']['deeper']['c']"}
+    # a nested leaf's path is one mapping key holding the nested key (as export's input sources name it)
+    assert paths == {"['a']", "[('nested', 'b')]", "[('nested', 'deeper', 'c')]"}
 
 
 def test_one_node_whose_children_are_all_the_leaves() -> None:
@@ -158,6 +159,28 @@ def test_empty_nested_td_roundtrip() -> None:
     assert out["empty"].batch_size == torch.Size([2])
     assert out["empty"].is_empty()
     assert out["a"].shape == (2, 3)
+
+
+def test_treespec_sizes_are_hints_not_structure() -> None:
+    # as two tensors of different shapes: an exported program checks another batch size's spec against its own
+    def spec(n: int, **kwargs: Any) -> Any:
+        return pytree.tree_flatten(TensorDict({"a": torch.zeros(n, 2), "nested": {"b": torch.zeros(n)}}, [n],
+                                              **kwargs))[1]
+
+    assert spec(4) == spec(7)
+    assert not spec(4) != spec(7)
+    assert hash(spec(4).context) == hash(spec(7).context)
+    assert spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2), "nested": {"c": torch.zeros(4)}},
+                                                     [4]))[1]  # another key
+    assert spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2), "nested": {"b": torch.zeros(4)}},
+                                                     []))[1]  # another number of batch dims
+    assert spec(4) != spec(4, names=["n"])
+    assert spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2, 1), "nested": {"b": torch.zeros(4)}},
+                                                     [4]))[1]  # another number of feature dims
+    leaves, spec4 = pytree.tree_flatten(TensorDict({"a": torch.ones(6, 2), "nested": {"b": torch.ones(6)}}, [6]))
+    out = pytree.tree_unflatten(leaves, spec(4))  # the leaves tell the batch size
+    assert out.batch_size == torch.Size([6])
+    assert out["nested"].batch_size == torch.Size([6])
 
 
 @pytest.mark.parametrize("device", [None, "cpu"])

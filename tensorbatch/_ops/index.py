@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._compat import dynamo_compiling
 from .._errors import add_path_note, fmt_path, fmt_shape, locked
 from .._keys import is_key, unravel_key_to_tuple
 from . import ragged
@@ -61,7 +62,10 @@ def normalize(td: Any, index: Any, with_names: bool = True) -> tuple[tuple[Any, 
     if type(index) is slice and bs and names is None:  # td[a:b:c], also common
         step = index.step
         if step is None or step > 0:
-            return (index,), _Size((len(range(*index.indices(bs[0]))), *bs[1:])), None
+            size = bs[0]
+            if type(size) is not int or dynamo_compiling():  # symbolic (compile, export): slice.indices specializes it
+                return (index,), None, None  # the sliced leaves tell
+            return (index,), _Size((len(range(*index.indices(size))), *bs[1:])), None
     items = index if type(index) is tuple else (index,)
     nd = len(bs)
     if not nd and any(i is not None and i is not Ellipsis for i in items):
@@ -120,6 +124,8 @@ def _static_size(conv: list[Any], bs: torch.Size) -> torch.Size | None:
         elif isinstance(item, slice):
             if item.step is not None and item.step <= 0:
                 raise ValueError("step must be greater than zero")
+            if type(size) is not int or dynamo_compiling():  # symbolic (compile, export): slice.indices specializes it
+                return None
             out.append(len(range(*item.indices(size))))
         else:
             raise IndexError(f"unsupported index type {type(item).__name__}: {item!r}")
