@@ -271,6 +271,39 @@ for _fn, _name in TORCH_FUNCTIONS.items():  # every pointwise table method torch
     HANDLED[_fn] = _method(_name)
 
 
+# Tensor methods whose operands are a tensor and a TensorDict (``tensor * td``) -> the TensorDict method giving
+# ``tensor <op> td``. Eager Python gets there without them (NotImplemented, then the TensorDict's reflected
+# operator); dynamo does not, and calls the tensor's method for ``td * tensor`` too (``Tensor.mul(tensor, td)``).
+# Compiled, those of Tensor's C methods work; its Python ones (``Tensor.__rsub__``, ``__rtruediv__``,
+# ``__pow__``...) still break: dynamo finds no override for them (README, Differences).
+TENSOR_METHODS: dict[str, str] = {
+    "add": "__radd__", "sub": "__rsub__", "mul": "__rmul__", "div": "__rtruediv__", "true_divide": "__rtruediv__",
+    "floor_divide": "__rfloordiv__", "remainder": "__rmod__", "pow": "__rpow__", "bitwise_and": "__rand__",
+    "bitwise_or": "__ror__", "bitwise_xor": "__rxor__", "eq": "__eq__", "ne": "__ne__", "lt": "__gt__",
+    "gt": "__lt__", "le": "__ge__", "ge": "__le__",
+    **{f"__{op}__": f"__r{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or",
+                                             "xor")},
+    **{f"__r{op}__": f"__{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or",
+                                             "xor")},
+    "__eq__": "__eq__", "__ne__": "__ne__", "__lt__": "__gt__", "__gt__": "__lt__", "__le__": "__ge__",
+    "__ge__": "__le__",
+}
+
+
+def _tensor_method(name: str, reflected: str) -> Callable[..., Any]:
+    def call(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+        if is_td(a):  # Tensor.<name>(td, other): the TensorDict's own method
+            return getattr(a, name)(b, *args, **kwargs)
+        return getattr(b, reflected)(a, *args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+for _name, _reflected in TENSOR_METHODS.items():
+    HANDLED[getattr(torch.Tensor, _name)] = _tensor_method(_name, _reflected)
+
+
 @implements(torch.where)
 def where(condition: Any, input: Any, other: Any, *, out: Any = None) -> Any:
     """``torch.where(cond, td, other)``; ``other`` may be a TensorDict, tensor or number."""

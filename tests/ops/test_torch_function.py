@@ -7,6 +7,7 @@ to ``HANDLED`` without a case here (or a case outlives its entry). The pointwise
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ import torch
 
 from tensorbatch import TensorDict
 from tensorbatch._ops.pointwise import TORCH_FUNCTIONS
-from tensorbatch._ops.torch_function import HANDLED
+from tensorbatch._ops.torch_function import HANDLED, TENSOR_METHODS
 
 BATCH = (3, 4)
 PATHS = (("a",), ("nested", "b"))  # leaf shapes (3, 4, 2) and (3, 4)
@@ -289,8 +290,28 @@ def _cases_new() -> dict[Callable[..., Any], Callable[[TensorDict], None]]:
     }
 
 
+_BITWISE = {"bitwise_and", "bitwise_or", "bitwise_xor",
+            *(f"__{r}{op}__" for r in ("", "r") for op in ("and", "or", "xor"))}
+
+
+def _tensor_method(name: str) -> Callable[[TensorDict], None]:
+    """``Tensor.<name>(tensor, td)`` (what ``tensor * td`` calls, and dynamo for ``td * tensor``): leaf-wise."""
+    fn = getattr(torch.Tensor, name)
+
+    def case(td: TensorDict) -> None:
+        t = torch.tensor(0.7)
+        if name in _BITWISE:
+            td, t = td > 0.5, torch.tensor(True)
+        expect(fn(t, td), lambda x: fn(t, x), td, batch_size=BATCH)
+        if isinstance(fn, types.FunctionType):  # a Python method of Tensor also takes the TensorDict first
+            expect(fn(td, t), lambda x: fn(x, t), td, batch_size=BATCH)
+
+    return case
+
+
 CASES: dict[Callable[..., Any], Callable[[TensorDict], None]] = {
     **_cases_new(),
+    **{getattr(torch.Tensor, name): _tensor_method(name) for name in TENSOR_METHODS},
     torch.nn.functional.l1_loss: _loss(torch.nn.functional.l1_loss),
     torch.nn.functional.mse_loss: _loss(torch.nn.functional.mse_loss),
     torch.nn.functional.smooth_l1_loss: _smooth_l1_beta,
