@@ -6,6 +6,7 @@ conformance tests walk ``HANDLED`` to prove each entry works.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,6 +47,9 @@ def dispatch(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
     """Body of ``TensorDictBase.__torch_function__``."""
     impl = HANDLED.get(func)
     if impl is None:
+        for method, method_impl in PYTHON_TENSOR_METHODS:  # not dict keys: see there
+            if func is method:
+                return method_impl(*args, **(kwargs or {}))
         return NotImplemented
     return impl(*args, **(kwargs or {}))
 
@@ -273,9 +277,8 @@ for _fn, _name in TORCH_FUNCTIONS.items():  # every pointwise table method torch
 
 # Tensor methods whose operands are a tensor and a TensorDict (``tensor * td``) -> the TensorDict method giving
 # ``tensor <op> td``. Eager Python gets there without them (NotImplemented, then the TensorDict's reflected
-# operator); dynamo does not, and calls the tensor's method for ``td * tensor`` too (``Tensor.mul(tensor, td)``).
-# Compiled, those of Tensor's C methods work; its Python ones (``Tensor.__rsub__``, ``__rtruediv__``,
-# ``__pow__``...) still break: dynamo finds no override for them (README, Differences).
+# operator); dynamo does not, and calls the tensor's method for ``td * tensor`` too (``Tensor.mul(tensor, td)``,
+# ``Tensor.__rsub__(tensor, td)`` for ``td - tensor``).
 TENSOR_METHODS: dict[str, str] = {
     "add": "__radd__", "sub": "__rsub__", "mul": "__rmul__", "div": "__rtruediv__", "true_divide": "__rtruediv__",
     "floor_divide": "__rfloordiv__", "remainder": "__rmod__", "pow": "__rpow__", "bitwise_and": "__rand__",
@@ -300,8 +303,17 @@ def _tensor_method(name: str, reflected: str) -> Callable[..., Any]:
     return call
 
 
+# The Python-level ones among them (``Tensor.__rsub__``, ``__rtruediv__``, ``__rpow__``, ``__floordiv__``...)
+# with their implementations, apart from HANDLED: dispatch finds them by identity. Dynamo hands them to
+# ``__torch_function__`` as functions it built itself (no source), whose hash is a fake id while tracing: a
+# dict lookup misses them there, and the guard dynamo then installs (the function is not a key) would fail.
+PYTHON_TENSOR_METHODS: tuple[tuple[Callable[..., Any], Callable[..., Any]], ...] = ()
 for _name, _reflected in TENSOR_METHODS.items():
-    HANDLED[getattr(torch.Tensor, _name)] = _tensor_method(_name, _reflected)
+    _fn = getattr(torch.Tensor, _name)
+    if not isinstance(_fn, types.FunctionType):
+        HANDLED[_fn] = _tensor_method(_name, _reflected)
+    elif all(_fn is not fn for fn, _ in PYTHON_TENSOR_METHODS):  # __rtruediv__ is __rdiv__
+        PYTHON_TENSOR_METHODS += ((_fn, _tensor_method(_name, _reflected)),)
 
 
 @implements(torch.where)

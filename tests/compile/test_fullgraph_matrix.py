@@ -50,6 +50,11 @@ def _iadd(td: Any, other: Any) -> Any:
     return td
 
 
+def _isub(td: Any, other: Any) -> Any:
+    td -= other
+    return td
+
+
 def _imul(td: Any, other: Any) -> Any:
     td *= other
     return td
@@ -115,9 +120,20 @@ POINTWISE: dict[str, Case] = {
     "tensor_rdiv_operator": (make_td, lambda td: torch.tensor(0.5) / (td.abs() + 1)),
     "lt_tensor_operator": (make_td, lambda td: td < torch.tensor(0.5)),
     "eq_tensor_operator": (make_td, lambda td: (td * 0) == torch.tensor(0.0)),
+    # td <op> tensor: dynamo calls the tensor's reflected method (Tensor.__rsub__(tensor, td)...), Python-level
+    # for these five
     "sub_tensor_operator": (make_td, lambda td: td - td["a"][:, 0]),
     "truediv_tensor_operator": (make_td, lambda td: td / torch.tensor(2.0)),
-    "pow_tensor_operator": (make_td, lambda td: td ** torch.tensor(2.0)),
+    "truediv_batch_tensor_operator": (make_td, lambda td: td / (td["a"][:, 0].abs() + 1)),
+    "pow_tensor_operator": (make_td, lambda td: td.abs() ** torch.tensor(2.0)),
+    "floordiv_tensor_operator": (make_td, lambda td: td // torch.tensor(0.3)),
+    "mod_tensor_operator": (make_td, lambda td: td % torch.tensor(0.3)),
+    "tensor_rpow_operator": (make_td, lambda td: torch.tensor(2.0) ** td),
+    "tensor_rfloordiv_operator": (make_td, lambda td: torch.tensor(3.0) // (td.abs() + 1)),
+    "tensor_rmod_operator": (make_td, lambda td: torch.tensor(3.0) % (td.abs() + 1)),
+    "tensor_rmul_batch_operator": (make_td, lambda td: td["a"][:, 0] * td),
+    "sub_inplace_operator": (make_td, lambda td: _isub(td, torch.tensor(0.5))),
+    "chain_tensor_operators": (make_td, lambda td: (td - td["a"][:, 0]) / torch.tensor(2.0) ** torch.tensor(1.0)),
     "exp": (make_td, lambda td: td.exp()),
     "clamp": (make_td, lambda td: td.clamp(min=0)),
     "sigmoid": (make_td, lambda td: td.sigmoid()),
@@ -230,19 +246,8 @@ GROUPS = {"build": BUILD, "get_set": GET_SET, "index": INDEX, "pointwise": POINT
           "non_tensor": NON_TENSOR}
 ALL: dict[str, Case] = {f"{group}-{name}": case for group, cases in GROUPS.items() for name, case in cases.items()}
 
-_TENSOR_OPERAND = pytest.mark.xfail(
-    strict=True,
-    reason="LIMITATION (README, Differences; tensordict 0.15.3 fails the same way): for `td - tensor`, `td / tensor`, "
-           "`td ** tensor` dynamo calls Tensor's Python-level __rsub__/__rtruediv__/__rpow__ with (tensor, td) and "
-           "finds no __torch_function__ override for it, though HANDLED has one (gb0000: 'All __torch_function__ "
-           "overrides returned NotImplemented'); Tensor's C methods (add, mul, lt...) work. Workaround: td.sub(t)",
-    raises=torch._dynamo.exc.Unsupported,
-)
-# What dynamo cannot trace: the reason.
-BROKEN: dict[str, pytest.MarkDecorator] = {
-    f"pointwise-{name}": _TENSOR_OPERAND
-    for name in ("sub_tensor_operator", "truediv_tensor_operator", "pow_tensor_operator")
-}
+# What dynamo cannot trace, with the reason (a strict xfail; README, Differences): nothing at present.
+BROKEN: dict[str, pytest.MarkDecorator] = {}
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])

@@ -47,18 +47,6 @@ def check_compiles(fn: Callable[[TensorDict], Any], counter: CompileCounter) -> 
     assert counter.frame_count == 1, f"{counter.frame_count} frames: graph break or recompilation"
 
 
-_TENSOR_OPERAND_BREAK = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "LIMITATION (tensordict 0.15.3 fails the same way): `td - tensor` under fullgraph: dynamo calls "
-        "Tensor.__rsub__(tensor, td) first and treats the NotImplemented from __torch_function__ as an "
-        "error: "
-        "'Unsupported: All __torch_function__ overrides returned NotImplemented due to TypeError from user "
-        "code' (gb0000); an entry for Tensor.__rsub__ in HANDLED does not help. Workaround: td.sub(tensor)"
-    ),
-    raises=torch._dynamo.exc.Unsupported,
-)
-
 CASES: dict[str, Callable[[TensorDict], Any]] = {
     "getitem_add": lambda td: td["a"] + 1,
     "mul_scalar": lambda td: td * 2,
@@ -77,6 +65,7 @@ CASES: dict[str, Callable[[TensorDict], Any]] = {
     "add_td": lambda td: td + td,
     "sub_method_tensor": lambda td: td.sub(td["a"][:, 0]),
     "sub_operator_tensor": lambda td: td - td["a"][:, 0],
+    "truediv_operator_tensor": lambda td: td / (td["a"][:, 0].abs() + 1),
     "number_rsub": lambda td: 2 - td,
     "exp": lambda td: td.exp(),
     "sum_dim": lambda td: td.sum(0),
@@ -87,14 +76,7 @@ CASES: dict[str, Callable[[TensorDict], Any]] = {
 }
 
 
-BROKEN: dict[str, pytest.MarkDecorator] = {
-    "sub_operator_tensor": _TENSOR_OPERAND_BREAK,
-}
-
-
-@pytest.mark.parametrize(
-    "fn", [pytest.param(fn, id=name, marks=BROKEN.get(name, ())) for name, fn in CASES.items()]
-)
+@pytest.mark.parametrize("fn", list(CASES.values()), ids=list(CASES))
 def test_eager_backend_no_graph_break(fn: Callable[[TensorDict], Any]) -> None:
     check_compiles(fn, CompileCounter())
 
