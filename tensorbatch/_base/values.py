@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._compat import transforms_active
+from .._compat import dynamo_compiling, transforms_active
 from .._keys import NestedKey, key_of
 from .._ops import pointwise as _pointwise
 from .._ops import reduce as _reduce
 from .._ops.meta import common_batch
+from .._ops.traced import lean_map
 from .._ops.traverse import (
     NO_DEFAULT,
     apply_leaves,
@@ -90,6 +91,11 @@ def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size
         >>> td.apply(lambda x, y: x + y, td)["a"]
         tensor([2., 2.])
     """
+    if dynamo_compiling() and len(others) < 2 and batch_size is None and device is NO_DEFAULT and (
+            names is NO_DEFAULT and not inplace and out is None and not call_on_nested and not propagate_lock):
+        lean, fn = lean_map(self, fn, others[0] if others else None, check=True)  # traced.py: lean under dynamo
+        if lean is not None:
+            return lean  # type: ignore[no-any-return]  # an in-memory TensorDict
     is_leaf = None
     if call_on_nested:
         def is_leaf(cls: type) -> bool:

@@ -19,6 +19,7 @@ import torch
 from .._compat import dynamo_compiling, transforms_active
 from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
 from .._keys import key_of
+from .traced import lean_map, plain_leaves
 from .traverse import (
     NON_TENSOR_TYPES,
     first_leaf,
@@ -121,6 +122,10 @@ def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: A
     ``cpu=True`` takes the foreach path on the CPU too: for ops whose CPU foreach kernel measured faster
     than the loop (clone).
     """
+    if dynamo_compiling() and not args and not kwargs:  # traced.py: lean while dynamo traces
+        out = lean_map(td, op)[0]
+        if out is not None:
+            return out
     if foreach is not None and not kwargs and (cpu or _use_foreach(td)):
         leaves = flat_leaves(td)
         if not transforms_active():  # see _NO_BATCHING
@@ -318,6 +323,17 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any], op: Any,
     return map_leaves(td, lambda a: op(a, other, **kwargs), what=name)
 
 
+def _lean_binary(td: Any, other: Any, op: Any, numbers: bool) -> Any:
+    """``op(leaf, other)`` per leaf while dynamo traces (traced.py), or None: ``other`` is a TensorDict, a
+    0-dim tensor or (``numbers``: ``op`` takes Python scalars) an int or a float, and the trees are plain.
+    """
+    if type(other) is type(td):
+        return lean_map(td, op, other)[0]
+    if (type(other) is torch.Tensor and not other.ndim) or (numbers and (type(other) is float or type(other) is int)):
+        return lean_map(td, op, operand=other)[0]
+    return None
+
+
 def _with_default(td: Any, other: Any, name: str, default: Any, kwargs: dict[str, Any]) -> Any:
     """Binary op over TensorDicts with different keys: intersection, or ``default`` for missing leaves."""
     op = getattr(torch, name)
@@ -359,8 +375,13 @@ def _make_unary_(name: str) -> Callable[..., Any]:
 
 def _make_binary(name: str, torch_name: str) -> Callable[..., Any]:
     op, foreach = getattr(torch, torch_name), _foreach(torch_name)
+    numbers = torch_name not in _TENSOR_ONLY
 
     def method(self: Any, other: Any, *, alpha: Any = None, default: Any = None) -> Any:
+        if dynamo_compiling() and alpha is None and default is None:  # traced.py: lean while dynamo traces
+            out = _lean_binary(self, other, op, numbers)
+            if out is not None:
+                return out
         if not is_td(other) and not isinstance(other, _OPERANDS):  # (the set lookup first: cheaper)
             raise TypeError(f"{name}: unsupported operand of type {type(other).__name__}")
         kwargs = {} if alpha is None else {"alpha": alpha}
@@ -438,6 +459,8 @@ def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, f
         >>> td["a"]
         tensor([1., 1.])
     """
+    if dynamo_compiling() and len(operands) == 1 and check is None and _lean_inplace(td, write, operands[0], foreach):
+        return td
     leaves = flat_leaves(td)
     if len(operands) == 1:  # the binary twins, a hot path: no loops over the operands
         rhs = [leaves_of(operands[0], td, leaves)]
@@ -464,6 +487,26 @@ def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, f
     if not td._leaves_in_memory:  # the leaves were copies read from storage
         write_back(td, leaves)
     return td
+
+
+def _lean_inplace(td: Any, write: Callable[..., Any], other: Any, foreach: Any) -> bool:
+    """:func:`map_inplace` while dynamo traces, on a plain tree (traced.py): False, and nothing written, if not.
+
+    No checks first: a write that cannot work fails the trace, before any leaf is written (the eager
+    call that follows raises before writing too).
+    """
+    tree = is_td(other)
+    if not tree and isinstance(other, torch.Tensor) and other.ndim:  # aligned with the batch dims: generic
+        return False
+    pairs = plain_leaves(td, other if tree else None)
+    if pairs is None:
+        return False
+    leaves, rhs = pairs
+    if foreach is not None and leaves and not transforms_active():  # see _NO_BATCHING
+        foreach(leaves, rhs if tree else other)
+    else:
+        list(map(write, leaves, rhs if tree else [other] * len(leaves)))
+    return True
 
 
 def _note_first_failure(td: Any, err: BaseException, write: Callable[..., Any], rhs: list[list[Any]],
