@@ -14,8 +14,9 @@ Per case and implementation:
   comes first, so torch's on-disk caches (the inductor FX graph cache, AOT autograd's and the compiled kernels)
   are as warm for all: the time is then mostly dynamo tracing the library's Python, which is what differs.
   ``--cold`` switches the FX graph and AOT autograd caches off (lowering and code generation in every compile);
-- graphs, graph breaks and guards (``torch._dynamo.explain``), and the frames compiled over 5 calls (a
-  recompile would show here).
+- graphs, graph breaks and guards (``torch._dynamo.explain``), the frames compiled over 5 calls (a
+  recompile would show here) and the bytecodes dynamo traces (its instruction translators' steps: what
+  the library's Python adds to a compile).
 The closing lines check the targets: steady state within 1.05x tensordict and 1.1x raw, compile time within
 1.25x raw.
 """
@@ -107,8 +108,34 @@ def compile_once(fn: Callable, data: Any, backend: str) -> tuple[Callable, float
     return compiled, time.perf_counter() - t0
 
 
+def traced_bytecodes(fn: Callable, data: Any) -> int:
+    """Bytecodes dynamo traces to compile ``fn`` (its translators' steps, eager backend; -1 if torch moved them).
+
+    Tracing is most of a compile's time that differs between the implementations: this counts it exactly.
+    """
+    translator = getattr(torch._dynamo.symbolic_convert, "InstructionTranslatorBase", None)
+    if translator is None or not hasattr(translator, "step"):
+        return -1
+    count = 0
+    step = translator.step
+
+    def counting(self: Any) -> Any:
+        nonlocal count
+        count += 1
+        return step(self)
+
+    translator.step = counting
+    try:
+        torch._dynamo.reset()
+        torch.compile(fn, backend="eager")(data)
+    finally:
+        translator.step = step
+    return count
+
+
 def diagnose(fn: Callable, data: Any, backend: str) -> dict[str, int]:
-    """Graphs, graph breaks and guards of ``fn`` on ``data``, and frames compiled over 5 compiled calls."""
+    """Graphs, graph breaks, guards and traced bytecodes of ``fn`` on ``data``, frames compiled over 5 calls."""
+    bytecodes = traced_bytecodes(fn, data)
     torch._dynamo.reset()
     explained = torch._dynamo.explain(fn)(data)
     torch._dynamo.reset()
@@ -118,7 +145,7 @@ def diagnose(fn: Callable, data: Any, backend: str) -> dict[str, int]:
     for _ in range(5):
         compiled(data)
     return {"graphs": explained.graph_count, "breaks": explained.graph_break_count,
-            "guards": len(explained.out_guards), "frames": counters["stats"]["unique_graphs"]}
+            "guards": len(explained.out_guards), "frames": counters["stats"]["unique_graphs"], "bytecodes": bytecodes}
 
 
 def run_case(name: str, libs: dict[str, Any], args: argparse.Namespace, round_robin: Callable,
@@ -175,7 +202,7 @@ def report(results: list[dict], backend: str) -> list[str]:
     impls = [i for i in ("tb", "td", "raw") if i in results[0]["us"]]
     print(f"backend: {backend}")
     head = f"{'case':<14}{'impl':<6}{'steady µs':>11}{'(min)':>10}{'compile s':>11}{'(min)':>8}" \
-           f"{'graphs':>8}{'breaks':>8}{'guards':>8}{'frames':>8}"
+           f"{'graphs':>8}{'breaks':>8}{'guards':>8}{'frames':>8}{'bytecodes':>11}"
     print(head)
     print("-" * len(head))
     for res in results:
@@ -183,7 +210,7 @@ def report(results: list[dict], backend: str) -> list[str]:
             c, d = res["compile_s"][impl], res["diag"][impl]
             print(f"{res['case']:<14}{impl:<6}{res['us'][impl]:>11.1f}{res['min_us'][impl]:>10.1f}"
                   f"{c['median']:>11.3f}{c['min']:>8.3f}{d['graphs']:>8}{d['breaks']:>8}{d['guards']:>8}"
-                  f"{d['frames']:>8}")
+                  f"{d['frames']:>8}{d['bytecodes']:>11}")
     print("-" * len(head))
     misses = []
     for res in results:
