@@ -122,8 +122,11 @@ def _map(td: Any, fn: Callable[..., Any], other: Any, done: list[Any] | None, de
             results = list(map(fn, data.values(), found))
         if done is not None:
             done.extend(results)
-            if list(map(type, results)).count(_Tensor) != n or (nd and [r.shape[:nd] for r in results].count(bs) != n):
+            if list(map(type, results)).count(_Tensor) != n:
                 return None
+            for result in results if nd else ():  # (a loop: sizes may be symbolic, list.count compares by identity)
+                if result.shape[:nd] != bs:
+                    return None
         out.update(zip(data, results))
         return td._new_node(out)
     for key, value in data.items():
