@@ -18,13 +18,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import _errors
+from . import _errors, _options
 from . import _lazy_deprecated as _deprecated
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
-from ._base.export import leaf_repr
+from ._base.export import node_facts, tree_lines
 from ._keys import NestedKey, is_key, unravel_key_to_tuple
 from ._nontensor import is_non_tensor, stack_non_tensor, value_of
+from ._ops.meta import TENSOR, LeafMeta
 from ._ops import pointwise as _pointwise
 from ._ops.index import check_mask, normalize
 from ._ops.torch_function import _columns
@@ -725,25 +726,49 @@ class LazyStackedTensorDict(TensorDictBase):
     def __reduce__(self) -> Any:
         return (LazyStackedTensorDict._new, (self._tds, self._stack_dim, None, self._stack_name))
 
+    def _meta_items(self) -> Any:
+        """Each common key once, stacking no leaf: a tensor leaf stands as a view of its first member's leaf
+        expanded to the stacked shape (members of one shape) or as its :class:`LeafMeta`, ``-1`` in the dims
+        where the members differ (tensordict's convention); nodes are lazy stacks, non-tensor leaves stacked.
+
+        The print options that read the values (``compact=False``) get the real stack.
+        """
+        if not self._tds:
+            return iter(())
+        exact = not _options.REPR["compact"]
+        d, n = self._stack_dim, len(self._tds)
+        metas = [dict(td._meta_items()) for td in self._tds]
+        out = []
+        for key in self._keys_str():
+            values = [m[key] for m in metas]
+            first = values[0]
+            if not isinstance(first, (_Tensor, LeafMeta)) or getattr(first, "is_nested", False):
+                out.append((key, _stack_values(key, values, d, self._stack_name) if not isinstance(first, _Tensor)
+                            else first))
+                continue
+            shapes = [v.shape for v in values]
+            uniform = all(s == shapes[0] for s in shapes)
+            if uniform and all(isinstance(v, _Tensor) for v in values):
+                if exact:
+                    out.append((key, _stack_values(key, values, d)))
+                else:
+                    out.append((key, first.unsqueeze(d).expand(*first.shape[:d], n, *first.shape[d:])))
+                continue
+            dims = [s[0] if len(set(s)) == 1 else -1 for s in zip(*shapes, strict=False)] \
+                if len({len(s) for s in shapes}) == 1 else [-1] * len(shapes[0])
+            out.append((key, LeafMeta(torch.Size([*dims[:d], n, *dims[d:]]), first.dtype, TENSOR)))
+        return iter(out)
+
     def __repr__(self) -> str:
-        lines = [f"LazyStackedTensorDict(batch_size={list(self._batch_size)}, stack_dim={self._stack_dim}, "
-                 f"device={self.device}, members={len(self._tds)})"]
-        common = self._keys_str()
-        for key in common:
-            lines.append(f"|-- {key}: {_member_repr(self._tds, key)}")
+        """A tree as a TensorDict's (the print options apply), then the keys only some members hold."""
+        lines = [f"LazyStackedTensorDict({node_facts(self, True, self._stack_dim)})"]
+        tree_lines(self, "", lines)
+        common = set(self._keys_str())
         for i, td in enumerate(self._tds):
             extra = [k for k in td._keys_str() if k not in common]
             if extra:
-                lines.append(f"|-- only in member {i}: {extra}")
+                lines.append(f"(only in member {i}: {extra})")
         return "\n".join(lines)
-
-
-def _member_repr(tds: list[Any], key: str) -> str:
-    values = [td._get_str(key) for td in tds]
-    first = values[0]
-    if isinstance(first, _Tensor) and any(v.shape != first.shape for v in values):
-        return f"Tensor(member shapes {[list(v.shape) for v in values[:4]]}{', ...' if len(values) > 4 else ''})"
-    return leaf_repr(first) if not is_td(first) or is_non_tensor(first) else f"{type(first).__name__}(...)"
 
 
 def _common_names(tds: list[Any]) -> tuple[str | None, ...] | None:

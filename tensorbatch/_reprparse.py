@@ -54,13 +54,9 @@ def parse_tensor_dict_string(s: str) -> Any:
         raise ValueError(f"parse_tensor_dict_string: {lines[0] if lines else s!r} is not the first line of a "
                          "TensorDict repr")
     root = _node(header.group(2), None)
-    lazy = re.search(r"stack_dim=(-?\d+).*members=(\d+)", header.group(2))
-    if lazy:  # a lazy stack prints its members' entries: rebuild one member, then stack copies of it
-        stack_dim, members = int(lazy.group(1)), int(lazy.group(2))
-        del root["batch_size"][stack_dim]
     stack: list[dict[str, Any]] = [root]  # the open nodes, root first
     for line in lines[1:]:
-        if line.startswith("|-- only in member "):
+        if line.startswith("(only in member "):
             raise ValueError("parse_tensor_dict_string: a lazy stack whose members hold different keys "
                              f"cannot be rebuilt ({line.strip()!r})")
         entry = _ENTRY.match(line)
@@ -80,8 +76,7 @@ def parse_tensor_dict_string(s: str) -> Any:
             node = _node(body, parent)
             parent["entries"][key] = node
             stack.append(node)
-    td = _build(root, TensorDict)
-    return torch.stack([td.clone() for _ in range(members)], stack_dim) if lazy else td
+    return _build(root, TensorDict)  # a lazy stack prints its stacked shapes: it comes back dense
 
 
 def _ints(text: str) -> list[int]:
@@ -103,9 +98,13 @@ def _tensor(body: str, parent: dict[str, Any], line: str) -> torch.Tensor:
     if shape is None:
         raise ValueError(f"parse_tensor_dict_string: the tensor in {line.strip()!r} has no shape (printed with "
                          "show_shape=False)")
+    size = _ints(shape.group(1))
+    if -1 in size:
+        raise ValueError(f"parse_tensor_dict_string: the tensor in {line.strip()!r} has members of different "
+                         "shapes (-1): a lazy stack of them cannot be rebuilt")
     dtype = _FIELD["dtype"].search(body)
     device = _FIELD["device"].search(body)
-    return torch.zeros(_ints(shape.group(1)), dtype=getattr(torch, dtype.group(1)) if dtype else torch.float32,
+    return torch.zeros(size, dtype=getattr(torch, dtype.group(1)) if dtype else torch.float32,
                        device=device.group(1) if device else (parent["device"] or "cpu"))
 
 

@@ -26,6 +26,7 @@ from tensorbatch import (
     dense_stack_tds,
     lazy_stack,
     maybe_dense_stack,
+    set_printoptions,
 )
 
 
@@ -1336,16 +1337,29 @@ def test_pickle_hetero():
 def test_repr():
     s, _, _ = hetero()
     text = repr(s)
-    assert "LazyStackedTensorDict(batch_size=[2, 3], stack_dim=0" in text
-    assert "members=2" in text
-    assert "member shapes [[3, 2], [3, 4]]" in text
-    assert "only in member 0: ['oa']" in text
-    assert "only in member 1: ['ob']" in text
-    h, _ = homo()
+    assert text.splitlines()[0] == "LazyStackedTensorDict(batch_size=[2, 3], stack_dim=0, device=None)"
+    assert "|-- n: LazyStackedTensorDict(batch_size=[2, 3])" in text
+    assert "|   |-- h: Tensor(shape=[2, 3, -1], dtype=float32, device=None)" in text  # members differ: -1
+    assert "`-- x: Tensor(shape=[2, 3, -1], dtype=float32, device=None)" in text
+    assert text.splitlines()[-2:] == ["(only in member 0: ['oa'])", "(only in member 1: ['ob'])"]
+    h, _ = homo(stack_dim=1)
     text = repr(h)
-    assert "members=3" in text
     assert "only in member" not in text
-    assert "x: Tensor(shape=[3, 2]" in text
+    # the same tree as the dense stack's (the nested node is a lazy stack too)
+    assert text.replace("LazyStackedTensorDict", "TensorDict").replace(", stack_dim=1", "") == repr(h.to_tensordict())
+
+
+def test_repr_follows_the_print_options():
+    h, _ = homo()
+    with set_printoptions(show_dtype=False, show_device=False, show_field_device=False):
+        assert repr(h).splitlines()[:2] == ["LazyStackedTensorDict(batch_size=[3, 3], stack_dim=0)",
+                                           "|-- i: Tensor(shape=[3, 3])"]
+    with set_printoptions(show_grad=True, show_is_contiguous=True):  # detailed: the leaves are really stacked
+        line = [x for x in repr(h).splitlines() if "-- x:" in x][0]
+        assert "requires_grad=False" in line and "is_contiguous=True" in line
+    with set_printoptions(sort_keys=False):
+        assert [x.split(":")[0] for x in repr(h).splitlines()[1:]] == \
+            [x.split(":")[0] for x in repr(h.to_tensordict()).splitlines()[1:]]
 
 
 def test_empty():

@@ -187,10 +187,13 @@ def __repr__(self: TensorDictBase) -> str:
     return "\n".join(lines)
 
 
-def node_facts(td: Any, root: bool = False) -> str:
-    """A node's facts for its repr line, as the print options say (``set_printoptions``)."""
+def node_facts(td: Any, root: bool = False, stack_dim: int | None = None) -> str:
+    """A node's facts for its repr line, as the print options say (``set_printoptions``); a lazy stack's
+    ``stack_dim`` follows its batch size."""
     opts = _options.REPR
     parts = [f"batch_size={list(td.batch_size)}"] if opts["show_batch_size"] else []
+    if stack_dim is not None:
+        parts.append(f"stack_dim={stack_dim}")
     if root and opts["show_device"]:
         parts.append(f"device={td.device}")
     if not opts["compact"] and opts["show_is_shared"]:
