@@ -74,7 +74,8 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the 
     "masked_fill_", "lock_", "unlock_", "__enter__", "clear_refs_for_compile_", "load_state_dict",
     "auto_batch_size_", "refine_names", "rename_", "clear_device_",
     # new TensorDicts of the same schema
-    "apply", "named_apply", "clone", "copy", "replace", "__copy__", "__deepcopy__", "to", "cpu", "cuda", "detach",
+    "apply", "named_apply", "clone", "copy", "replace", "__copy__", "__deepcopy__", "to", "attrs", "cpu", "cuda",
+    "detach",
     "contiguous", "data", "grad", "select", "exclude", "flatten_keys", "unflatten_keys", "split_keys",
     "filter_non_tensor_data", "to_padded_tensor", "rename", "masked_fill", "masked_select", "where",
     "new_empty", "new_full", "new_ones", "new_tensor", "new_zeros",

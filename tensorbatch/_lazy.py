@@ -748,7 +748,7 @@ class LazyStackedTensorDict(TensorDictBase):
                 continue
             shapes = [v.shape for v in values]
             uniform = all(s == shapes[0] for s in shapes)
-            if uniform and all(isinstance(v, _Tensor) for v in values):
+            if uniform and isinstance(first, _Tensor) and all(isinstance(v, _Tensor) for v in values):
                 if exact:
                     out.append((key, _stack_values(key, values, d)))
                 else:

@@ -274,6 +274,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
     named_apply = _values.named_apply
     _map = _values._map
     to = _values.to
+    attrs = _values.attrs
     cpu = _values.cpu
     cuda = _values.cuda
     clone = _values.clone

@@ -175,6 +175,10 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
     for arg in args:
         if isinstance(arg, torch.dtype):
             dtype = arg
+        elif is_td(arg) and (targets := _attrs_targets(arg)):  # td.attrs(): leaf by leaf
+            if len(args) > 1 or kwargs:
+                raise TypeError("to(attrs): a TensorDict of TensorAttrs (td.attrs()) takes no other argument")
+            return _to_attrs(self, targets)
         elif is_td(arg) or isinstance(arg, _Tensor):
             device = arg.device
         elif arg is not None:
@@ -201,6 +205,68 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
         result = result.clone(False) if result is self else result
         result.batch_size = batch_size
     return result
+
+
+_ATTR_FIELDS = ("device", "dtype", "shape")
+
+
+def attrs(self: TensorDictBase, *, fields: Sequence[str] = _ATTR_FIELDS,
+          num_threads: int | None = None) -> TensorDictBase:
+    """A TensorDict describing each tensor leaf by a :class:`~tensorbatch.TensorAttrs` (device, dtype, shape).
+
+    The result has an empty batch size and no device; non-tensor leaves are kept as they are. Give it to
+    :meth:`to` to cast another TensorDict leaf by leaf to the matching leaves' devices and dtypes (keys
+    it lacks are left alone; shapes are not changed).
+
+    Args:
+        fields: the attributes to record, any of ``"device"``, ``"dtype"``, ``"shape"``; the others are None.
+        num_threads: accepted for compatibility (the description reads no data: one thread).
+
+    Raises:
+        ValueError: a field not among ``("device", "dtype", "shape")`` (tensordict ignores it).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(a=torch.zeros(3), b=torch.zeros(3, dtype=torch.int32), batch_size=[3])
+        >>> target = TensorDict(a=torch.ones(3), b=torch.ones(3), batch_size=[3])
+        >>> target.to(td.attrs(fields=("dtype",)))["b"].dtype
+        torch.int32
+    """
+    from ..tensorclass import TensorAttrs  # both are defined on top of this package
+    from ..utils import is_leaf_nontensor
+
+    fields = tuple(fields)
+    bad = [f for f in fields if f not in _ATTR_FIELDS]
+    if bad:
+        raise ValueError(f"attrs(): unknown fields {bad}; fields are any of {list(_ATTR_FIELDS)}")
+    if num_threads is not None and (type(num_threads) is not int or num_threads < 0):
+        raise ValueError(f"attrs(): num_threads must be a non-negative int, got {num_threads!r}")
+    out = self._dense_cls({}, batch_size=())
+    for path, value in named_leaves(self, is_leaf=is_leaf_nontensor):
+        out.set(path, TensorAttrs.from_tensor(value, fields=fields) if isinstance(value, _Tensor) else value)
+    return out  # type: ignore[no-any-return]  # _dense_cls is the TensorDict class
+
+
+def _attrs_targets(td: TensorDictBase) -> dict[Any, Any]:
+    """The ``TensorAttrs`` leaves of ``td`` by key path (none: ``to(td)`` takes ``td``'s device)."""
+    from ..tensorclass import TensorAttrs
+    from ..utils import is_leaf_nontensor
+
+    def is_leaf(cls: type) -> bool:
+        return issubclass(cls, TensorAttrs) or is_leaf_nontensor(cls)
+
+    return {key_of(path): v for path, v in named_leaves(td, is_leaf=is_leaf) if type(v) is TensorAttrs}
+
+
+def _to_attrs(td: TensorDictBase, targets: dict[Any, Any]) -> TensorDictBase:
+    """``td`` with each leaf that ``targets`` names cast to its device and dtype (the others unchanged)."""
+    def cast(key: Any, value: _Tensor) -> _Tensor:
+        target = targets.get(key)
+        return value if target is None else value.to(device=target.tgt_device, dtype=target.tgt_dtype)
+
+    if any(t.tgt_device not in (None, td.device) for t in targets.values()):  # leaves may end on several devices
+        return td.named_apply(cast, nested_keys=True, device=None)  # type: ignore[return-value]
+    return td.named_apply(cast, nested_keys=True)  # type: ignore[return-value]
 
 
 def _pinned(td: TensorDictBase, num_threads: int | None) -> TensorDictBase:

@@ -38,7 +38,6 @@ _QUANT = ("torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) ra
 EXCLUDED: dict[tuple[str, str], str] = {
     # package-level names built by other helpers (they remove their lines as they land)
     ("package", "UnbatchedTensor"): f"{_ITEM3}: a leaf that batch ops pass through needs its own design",
-    ("*", "attrs"): f"returns a tensordict of TensorAttrs leaves: {_ITEM3} (TensorAttrs)",
     # out of scope
     ("package", "TensorClassModuleBase"): _NN,
     ("package", "TensorClassModuleWrapper"): _NN,
