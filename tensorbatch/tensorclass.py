@@ -380,6 +380,11 @@ class TensorClass:
 
     @classmethod
     def _wrap_new(cls, td: Any) -> Any:
+        """The class over a TensorDict a classmethod built (``fromkeys``, ``load``...): its keys must be fields."""
+        extra = [k for k in td._keys_str() if k not in cls._field_specs]
+        if extra:
+            raise ValueError(f"{cls.__name__}: key(s) {sorted(extra)} are not fields of {cls.__name__} (its fields "
+                             f"are {sorted(cls._field_specs)})")
         return cls._from_backend(td)
 
     def _wrap_like(self, td: Any) -> Any:

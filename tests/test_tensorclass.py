@@ -715,3 +715,10 @@ def test_index_with_tuples_of_ints_is_a_batch_index():
     p[(0, 2), (1, 3)] = Pair(x=torch.full((2,), -1.0), y=torch.ones(2), batch_size=[2])
     assert p.x[0, 1] == -1.0
     assert p.x[2, 3] == -1.0
+
+
+def test_fromkeys_builds_the_class_and_refuses_keys_that_are_not_fields() -> None:
+    pair = Pair.fromkeys(["x", "y"], 3)
+    assert type(pair) is Pair and pair.x.tolist() == 3 and pair.y.dtype == torch.int64
+    with pytest.raises(ValueError, match=r"Pair: key\(s\) \['zz'\] are not fields of Pair \(its fields are \['x', 'y'\]\)"):
+        Pair.fromkeys(["x", "zz"])
