@@ -1411,3 +1411,18 @@ def test_nested_jagged_metadata_only_load(tmp_path):
     loaded = TensorDict.load_memmap(tmp_path / "td", device="meta")
     assert loaded["nt"].device.type == "meta"
     assert loaded["nt"].is_nested
+
+
+def test_load_memmap_subpath_loads_one_nested_tensordict(tmp_path) -> None:
+    td = TensorDict(a=torch.zeros(3), b={"c": torch.ones(3), "d": {"e": torch.arange(3)}}, batch_size=[3])
+    td.memmap(tmp_path)
+    sub = TensorDict.load_memmap(tmp_path, subpath="b")
+    assert set(sub.keys(True, True)) == {"c", ("d", "e")} and sub["c"].tolist() == [1.0, 1.0, 1.0]
+    deep = TensorDict.load_memmap(tmp_path, subpath=("b", "d"))
+    assert deep["e"].tolist() == [0, 1, 2] and deep.is_locked
+    with pytest.raises(ValueError, match=r"no TensorDict saved under subpath 'zz' \(.*zz/meta.json' is missing\)"):
+        TensorDict.load_memmap(tmp_path, subpath="zz")
+    with pytest.raises(ValueError, match="mode must be None, 'r' or 'r\\+', got 'w'"):
+        TensorDict.load_memmap(tmp_path, mode="w")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        TensorDict.load_memmap(tmp_path, bogus=1)

@@ -131,19 +131,34 @@ class _Persistence:
 
     @classmethod
     def load_memmap(cls: Any, prefix: str | Path, device: Any = None, non_blocking: bool = False, *,
-                    out: Any = None, robust_key: bool | None = True, allow_pickle: bool | None = None,
-                    **kwargs: Any) -> Any:
+                    out: Any = None, robust_key: bool | None = True, subpath: Any = None, mode: str | None = None,
+                    num_threads: int = 0, allow_pickle: bool | None = None) -> Any:
         """Load a folder written by :meth:`memmap` (or by tensordict): leaves map its files, locked.
 
         Every file is checked against its metadata first; a truncated or missing file raises naming it.
         ``device="meta"`` reads the metadata only. Pickled values load only with ``allow_pickle=True``.
-        An archive file (``.tdz``, :func:`~tensorbatch.pack_memmap`) loads unlocked, its leaves views of
-        one copy-on-write mapping of the file; with ``mode="r+"`` writes to the leaves reach the archive.
+        ``subpath`` (a nested key) loads one nested TensorDict of the folder. An archive file (``.tdz``,
+        :func:`~tensorbatch.pack_memmap`) loads unlocked, its leaves views of one copy-on-write mapping of the
+        file; with ``mode="r+"`` writes to the leaves reach the archive. ``num_threads`` is accepted for
+        compatibility: the files are mapped, not read, so one thread does it.
+
+        Raises:
+            ValueError: ``subpath`` names no saved TensorDict in the folder; ``mode`` other than None, ``"r"``
+                or ``"r+"``.
         """
+        if mode not in (None, "r", "r+"):
+            raise ValueError(f"load_memmap(): mode must be None, 'r' or 'r+', got {mode!r}")
         if Path(prefix).is_file():  # an archive, as tensordict: not locked (writes stay in memory unless r+)
+            if subpath is not None:
+                raise ValueError(f"load_memmap(): subpath= reads a folder; {str(prefix)!r} is an archive file")
             td = _archive.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
-                               robust_key=robust_key is not False, writable=kwargs.get("mode") == "r+")
+                               robust_key=robust_key is not False, writable=mode == "r+")
             return out.update_(td) if out is not None else td
+        if subpath is not None:
+            prefix = Path(prefix).joinpath(*unravel_key_to_tuple(subpath))
+            if not (prefix / "meta.json").is_file():
+                raise ValueError(f"load_memmap(): no TensorDict saved under subpath {subpath!r} "
+                                 f"({str(prefix / 'meta.json')!r} is missing)")
         td = _memmap.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
                           robust_key=robust_key is not False)
         _remember(td, prefix)
