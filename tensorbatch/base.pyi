@@ -766,8 +766,10 @@ class TensorDictBase(StorageHooks, TensorCollection):
         *,
         out: Any = ...,
         robust_key: builtins.bool | None = ...,
+        subpath: Any = ...,
+        mode: str | None = ...,
+        num_threads: builtins.int = ...,
         allow_pickle: builtins.bool | None = ...,
-        **kwargs: Any,
     ) -> Any: ...
     def load_(self, prefix: str | Path, *args: Any, **kwargs: Any) -> Any: ...
     @classmethod
@@ -779,8 +781,10 @@ class TensorDictBase(StorageHooks, TensorCollection):
         *,
         out: Any = ...,
         robust_key: builtins.bool | None = ...,
+        subpath: Any = ...,
+        mode: str | None = ...,
+        num_threads: builtins.int = ...,
         allow_pickle: builtins.bool | None = ...,
-        **kwargs: Any,
     ) -> Any: ...
     def load_memmap_(
         self,
