@@ -419,11 +419,17 @@ def save(data: Any, prefix: str | Path | None = None, copy_existing: bool = Fals
     return data.memmap(prefix, copy_existing, **kwargs)
 
 
-def load_memmap(prefix: str | Path, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
-    """Load a saved folder; its metadata decides the type (TensorDict, lazy stack, ...)."""
+def load_memmap(prefix: str | Path, device: Any = None, non_blocking: bool = False, *, out: Any = None,
+                robust_key: bool | None = True, subpath: Any = None, mode: str | None = None, num_threads: int = 0,
+                allow_pickle: bool | None = None) -> Any:
+    """Load a saved folder; its metadata decides the type (TensorDict, lazy stack, ...).
+
+    The keywords are :meth:`TensorDictBase.load_memmap`'s.
+    """
     from .._td import TensorDict  # the in-memory backend imports the base, which installs this module
 
-    return TensorDict.load_memmap(prefix, device, non_blocking, **kwargs)
+    return TensorDict.load_memmap(prefix, device, non_blocking, out=out, robust_key=robust_key, subpath=subpath,
+                                  mode=mode, num_threads=num_threads, allow_pickle=allow_pickle)
 
 
 load = load_memmap

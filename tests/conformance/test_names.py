@@ -90,14 +90,6 @@ THROUGH: dict[tuple[str, str], tuple[tuple[str, ...], Any]] = {
         ("num_threads", "return_early", "share_non_tensor", "robust_key", "archive", "compression"),
         lambda tb, path: tb.save(_td(tb), path, num_threads=0, return_early=False, share_non_tensor=False,
                                  robust_key=None, archive=None, compression=None)),
-    ("package", "load"): (
-        ("out", "robust_key", "subpath", "mode", "num_threads", "allow_pickle"),
-        lambda tb, path: tb.load(_saved(tb, path), out=None, robust_key=None, subpath=None,
-                                 mode=None, num_threads=0, allow_pickle=False)),
-    ("package", "load_memmap"): (
-        ("out", "robust_key", "allow_pickle"),
-        lambda tb, path: tb.load_memmap(_saved(tb, path), out=None, robust_key=None,
-                                        allow_pickle=False)),
 }
 
 # (group, "method(parameter)") -> why our method does not take that parameter ("method(#i parameter)": at that
