@@ -27,6 +27,7 @@ import torch
 from torch.utils import _pytree
 
 from . import _delegation, _lazy
+from ._base import values as _values
 from ._base.access import UPDATE_OPTIONS
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
@@ -1024,6 +1025,8 @@ class TensorAttrs(TensorClass):
         given: dict[str, Any] = {f"tgt_{name}": values[name] for name in fields}
         return cls(**given, batch_size=())  # type: ignore[call-arg]  # the generated __init__ takes batch_size
 
+
+_values.TENSOR_ATTRS = TensorAttrs  # td.attrs() builds them, td.to(attrs) reads them (_base/values.py)
 
 __all__ = ["MetaData", "NonTensorData", "NonTensorDataBase", "NonTensorStack", "TensorAttrs", "TensorClass",
            "from_dataclass", "is_tensorclass", "tensorclass"]

@@ -22,6 +22,7 @@ from .._ops.traverse import (
     flat_leaves,
     from_leaves,
     is_non_tensor,
+    is_non_tensor_type,
     is_td,
     leaf_shape,
     map_leaves,
@@ -208,6 +209,12 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
 
 
 _ATTR_FIELDS = ("device", "dtype", "shape")
+TENSOR_ATTRS: Any = None  # the TensorAttrs class: tensorclass.py (a layer above this one) sets it on import
+
+
+def _is_leaf_or_non_tensor(cls: type) -> bool:
+    """Tensors and non-tensor data are leaves (utils.is_leaf_nontensor, which imports from above this layer)."""
+    return issubclass(cls, _Tensor) or is_non_tensor_type(cls) or bool(getattr(cls, "_pass_through", False))
 
 
 def attrs(self: TensorDictBase, *, fields: Sequence[str] = _ATTR_FIELDS,
@@ -232,9 +239,6 @@ def attrs(self: TensorDictBase, *, fields: Sequence[str] = _ATTR_FIELDS,
         >>> target.to(td.attrs(fields=("dtype",)))["b"].dtype
         torch.int32
     """
-    from ..tensorclass import TensorAttrs  # both are defined on top of this package
-    from ..utils import is_leaf_nontensor
-
     fields = tuple(fields)
     bad = [f for f in fields if f not in _ATTR_FIELDS]
     if bad:
@@ -242,20 +246,17 @@ def attrs(self: TensorDictBase, *, fields: Sequence[str] = _ATTR_FIELDS,
     if num_threads is not None and (type(num_threads) is not int or num_threads < 0):
         raise ValueError(f"attrs(): num_threads must be a non-negative int, got {num_threads!r}")
     out = self._dense_cls({}, batch_size=())
-    for path, value in named_leaves(self, is_leaf=is_leaf_nontensor):
-        out.set(path, TensorAttrs.from_tensor(value, fields=fields) if isinstance(value, _Tensor) else value)
+    for path, value in named_leaves(self, is_leaf=_is_leaf_or_non_tensor):
+        out.set(path, TENSOR_ATTRS.from_tensor(value, fields=fields) if isinstance(value, _Tensor) else value)
     return out  # type: ignore[no-any-return]  # _dense_cls is the TensorDict class
 
 
 def _attrs_targets(td: TensorDictBase) -> dict[Any, Any]:
     """The ``TensorAttrs`` leaves of ``td`` by key path (none: ``to(td)`` takes ``td``'s device)."""
-    from ..tensorclass import TensorAttrs
-    from ..utils import is_leaf_nontensor
-
     def is_leaf(cls: type) -> bool:
-        return issubclass(cls, TensorAttrs) or is_leaf_nontensor(cls)
+        return cls is TENSOR_ATTRS or _is_leaf_or_non_tensor(cls)
 
-    return {key_of(path): v for path, v in named_leaves(td, is_leaf=is_leaf) if type(v) is TensorAttrs}
+    return {key_of(path): v for path, v in named_leaves(td, is_leaf=is_leaf) if type(v) is TENSOR_ATTRS}
 
 
 def _to_attrs(td: TensorDictBase, targets: dict[Any, Any]) -> TensorDictBase:
