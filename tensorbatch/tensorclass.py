@@ -381,12 +381,20 @@ class TensorClass:
 
     @classmethod
     def _wrap_new(cls, td: Any) -> Any:
-        """The class over a TensorDict a classmethod built (``fromkeys``, ``load``...): its keys must be fields."""
-        extra = [k for k in td._keys_str() if k not in cls._field_specs]
-        if extra:
-            raise ValueError(f"{cls.__name__}: key(s) {sorted(extra)} are not fields of {cls.__name__} (its fields "
-                             f"are {sorted(cls._field_specs)})")
         return cls._from_backend(td)
+
+    @classmethod
+    def fromkeys(cls, keys: Any, value: Any = 0) -> Any:
+        """An instance (batch size ``[]``) with each field in ``keys`` set to ``value``, like :meth:`dict.fromkeys`.
+
+        Raises:
+            ValueError: naming the keys that are not fields of the class.
+        """
+        extra = sorted({unravel_key_to_tuple(k)[0] for k in keys} - set(cls._field_specs))
+        if extra:
+            raise ValueError(f"{cls.__name__}.fromkeys(): key(s) {extra} are not fields of {cls.__name__} (its "
+                             f"fields are {sorted(cls._field_specs)})")
+        return cls._from_backend(TensorDict.fromkeys(keys, value))
 
     def _wrap_like(self, td: Any) -> Any:
         extras = self._non_tensordict
