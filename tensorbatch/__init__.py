@@ -81,6 +81,7 @@ from ._options import set_list_to_stack as set_list_to_stack
 from ._options import set_printoptions as set_printoptions
 from ._nontensor import MetaData as MetaData
 from ._nontensor import NonTensorDataBase as NonTensorDataBase
+from ._unbatched import UnbatchedTensor as UnbatchedTensor
 from .tensorclass import TensorAttrs as TensorAttrs
 from .tensorclass import from_dataclass as from_dataclass
 from .utils import default_is_leaf as default_is_leaf
@@ -133,7 +134,8 @@ __all__ = [
     "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
 ]
 __all__ += [  # the options and helpers of issue 16 (item 3)
-    "KEY_SEPARATOR", "MetaData", "NonTensorDataBase", "TensorAttrs", "TensorCollection", "capture_non_tensor_stack", "default_is_leaf", "from_consolidated", "from_dataclass",
+    "KEY_SEPARATOR", "MetaData", "NonTensorDataBase", "TensorAttrs", "TensorCollection", "UnbatchedTensor",
+    "capture_non_tensor_stack", "default_is_leaf", "from_consolidated", "from_dataclass",
     "get_defaults_to_none", "get_printoptions", "is_bool", "is_floating", "is_inexact", "is_integer",
     "is_leaf_nontensor", "lazy_legacy", "list_to_stack", "parse_tensor_dict_string", "set_capture_non_tensor_stack",
     "set_get_defaults_to_none", "set_lazy_legacy", "set_list_to_stack", "set_printoptions",

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ._td import TensorDict
+from ._unbatched import UnbatchedTensor
 
 # one entry of the tree: its depth (4 columns per level), key, class and what is in the parentheses
 _ENTRY = re.compile(r"^((?:[| ] {3})*)[|`]-- (.*?): (\w+)\((.*)\)$")
@@ -68,6 +69,8 @@ def parse_tensor_dict_string(s: str) -> Any:
         parent = stack[depth]
         if cls == "Tensor":
             parent["entries"][key] = _tensor(body, parent, line)
+        elif cls == "UnbatchedTensor":
+            parent["entries"][key] = UnbatchedTensor(_tensor(body, parent, line))
         elif body == "...":  # a lazy stack's nested node: its entries are not printed
             parent["entries"][key] = _node("", parent)
         elif cls.startswith("NonTensor"):

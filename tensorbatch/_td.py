@@ -15,6 +15,7 @@ from ._compat import dynamo_compiling
 from ._keys import unravel_key_to_tuple
 from ._ops.index import MANY_ROWS
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, index_dense, is_td, leaf_shape, named_nodes, unfit_keys
+from ._unbatched import is_unbatched
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
@@ -142,8 +143,12 @@ class TensorDict(TensorDictBase):
         grown = [(path, node) for path, node in named_nodes(self)
                  if node is self or (type(node) is TensorDict and len(node._batch_size) < n)]
         followers = []
+        unbatched = []  # (node, key, leaf): re-stamped with the new batch size
         for path, node in grown:  # the whole tree first: nothing changes on failure
             for key, value in node._items_str():
+                if type(value) is not torch.Tensor and is_unbatched(value):  # any shape fits
+                    unbatched.append((node, key, value))
+                    continue
                 try:
                     shape = value.batch_size if is_td(value) else value.shape
                 except RuntimeError:  # a strided nested tensor has no .shape
@@ -159,6 +164,8 @@ class TensorDict(TensorDictBase):
                 raise _errors.batch_size_refused(new_size, (*path, key), shape)
         for value in followers:  # another backend, a wrapper or a non-tensor leaf: through its public setter
             value.batch_size = new_size
+        for node, key, value in unbatched:
+            node._tensordict[key] = value._with_batch_size(new_size)
         for _, node in grown:
             if node._names is not None and len(node._names) != n:
                 node._names = None

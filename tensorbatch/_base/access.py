@@ -26,6 +26,7 @@ from .._ops.traverse import (
     unset_default,
     value_of,
 )
+from .._unbatched import UnbatchedTensor
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -246,7 +247,7 @@ def set_(self: TensorDictBase, key: NestedKey, item: Any, *, non_blocking: bool 
         return self
     if current is MISSING:
         raise _errors.missing_key(path, node._keys_str())
-    value = node._validate(item, path, node, non_blocking)
+    value = node._validate(_into(item, current), path, node, non_blocking)
     _check_inplace_shape(path, value, current)
     node._set_str(path[-1], value, inplace=True, validated=True)
     return self
@@ -258,6 +259,11 @@ def _validate(self: TensorDictBase, value: Any, path: tuple[str, ...], node: Any
     node = self if node is None else node
     bs = node.batch_size
     if isinstance(value, _Tensor):
+        if type(value) is not _Tensor and isinstance(value, UnbatchedTensor):  # any shape: stamped with bs
+            device = node.device
+            if device is not None and value.device != device:
+                value = value.to(device, non_blocking=non_blocking)
+            return value._with_batch_size(bs)
         try:
             shape = value.shape
         except RuntimeError:  # a strided nested tensor: its sizes, -1 where they vary
@@ -436,12 +442,19 @@ def update_(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, *,
                 raise _errors.missing_key(path, node._keys_str())
         except KeyError as err:
             raise _errors.not_in_dest(err, path) from None
-        value = node._validate(value, path, node, non_blocking)
+        value = node._validate(_into(value, current), path, node, non_blocking)
         _check_inplace_shape(path, value, current)
         pairs.append((node, path, value))
     for node, path, value in pairs:
         node._set_str(path[-1], value.clone() if clone else value, inplace=True, validated=True)
     return self
+
+
+def _into(value: Any, current: Any) -> Any:
+    """``value`` to be copied into ``current``: into an unbatched entry, a plain tensor is unbatched data too."""
+    if type(current) is not _Tensor and isinstance(current, UnbatchedTensor) and isinstance(value, _Tensor):
+        return UnbatchedTensor(value)
+    return value
 
 
 def _check_inplace_shape(path: tuple[str, ...], value: Any, current: Any) -> None:

@@ -30,6 +30,7 @@ from .._ops.traverse import (
 from .._ops.traverse import (
     is_non_tensor as _is_nt,
 )
+from .._unbatched import UnbatchedTensor
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -256,7 +257,7 @@ def leaf_repr(value: Any, device: Any = None) -> str:
         parts.append(f"device={device}")
     if value is not None and not opts["compact"]:
         parts.extend(_detailed_facts(value, opts))
-    return f"Tensor({', '.join(parts)})"
+    return f"{'UnbatchedTensor' if isinstance(value, UnbatchedTensor) else 'Tensor'}({', '.join(parts)})"
 
 
 def _detailed_facts(value: torch.Tensor, opts: dict[str, Any]) -> list[str]:

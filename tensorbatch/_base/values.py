@@ -30,6 +30,7 @@ from .._ops.traverse import (
     named_nodes,
     write_back,
 )
+from .._unbatched import is_unbatched
 from .coerce import as_device as _as_device
 
 if TYPE_CHECKING:
@@ -68,8 +69,9 @@ def auto_batch_size_(self: TensorDictBase, batch_dims: int | None = None) -> Ten
 
 def _fit_batch_size(node: Any, batch_dims: int | None) -> None:
     """Set one node's batch size to the longest leading shape its entries share."""
-    # non-tensor leaves follow the batch size; they do not decide it (as in tensordict)
-    shapes = [v.batch_size if is_td(v) else leaf_shape(v) for v in node._values_str() if not is_non_tensor(v)]
+    # non-tensor leaves and unbatched tensors follow the batch size; they do not decide it (as in tensordict)
+    shapes = [v.batch_size if is_td(v) else leaf_shape(v) for v in node._values_str()
+              if not is_non_tensor(v) and not is_unbatched(v)]
     size = common_batch(shapes, batch_dims)
     for key, value in list(node._items_str()):
         if is_non_tensor(value) and value.batch_size[: len(size)] != size:

@@ -16,6 +16,7 @@ import torch
 from .._compat import dynamo_compiling
 from .._errors import add_path_note, fmt_path, fmt_shape, locked
 from .._keys import is_key, unravel_key_to_tuple
+from .._unbatched import UnbatchedTensor
 from . import ragged
 from .pointwise import map_inplace
 from .rows import check_fits
@@ -37,6 +38,7 @@ from .traverse import (
 
 _Tensor = torch.Tensor
 _NON_TENSOR = "non-tensor"  # marks a planned write into a non-tensor leaf
+_WHOLE = "whole"  # marks a planned write of a whole UnbatchedTensor (shared by the batch: no index applies)
 _Size = torch.Size
 MANY_ROWS = 256
 """From this many rows on, ``td[long_tensor]`` takes one ``index_select`` per leaf (several times faster than
@@ -303,6 +305,14 @@ def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, writes: li
             except (TypeError, ValueError, RuntimeError):  # strings, ragged lists: non-tensor values
                 _plan_non_tensor(path, target, value, writes)
                 continue
+        if isinstance(target, UnbatchedTensor) or (target is MISSING and isinstance(value, UnbatchedTensor)):
+            if target is not MISSING and value.shape != target.shape:
+                raise RuntimeError(
+                    f"cannot write a value of shape {fmt_shape(value.shape)} into the UnbatchedTensor "
+                    f"{fmt_path(path)} of shape {fmt_shape(target.shape)}: the whole batch shares it, so it is "
+                    "written whole whatever the index (same shape required)")
+            writes.append((prefix, key, None if target is MISSING else target, value, _WHOLE))
+            continue
         if target is MISSING:  # a new key: created (zeros elsewhere), as tensordict does
             feat = value.shape[vnd:]
             _check_fits(path, value, _Size((*new_bs, *feat)))
@@ -344,6 +354,8 @@ def setitem(td: Any, index: Any, value: Any) -> None:
         if isinstance(value, _Tensor) and value.ndim:
             new_bs = _target_size(td, idx, new_bs)
         for path, leaf in named_leaves(td):
+            if type(leaf) is not _Tensor and isinstance(leaf, UnbatchedTensor):
+                continue  # not a per-element value: a write at a batch index leaves it alone
             if isinstance(value, _Tensor) and value.ndim:
                 _check_fits(path, value, _Size((*new_bs, *leaf.shape[nd:])))  # type: ignore[misc]  # not None here
             writes.append((path[:-1], path[-1], leaf, value, None))
@@ -357,6 +369,11 @@ def setitem(td: Any, index: Any, value: Any) -> None:
                 if target is MISSING:  # a new key with one value per position: None elsewhere
                     target = node._validate(None, (*prefix, key), node)
                 node._set_str(key, target._written(leaf_idx, leaf), inplace=False, validated=True)
+            elif feat is _WHOLE:
+                if target is None:
+                    td.set((*prefix, key), leaf)
+                else:
+                    target.copy_(leaf)
             elif target is None:
                 target = leaf.new_zeros((*td.batch_size, *feat))
                 target[leaf_idx] = leaf

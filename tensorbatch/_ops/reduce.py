@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .._unbatched import is_unbatched
 from .traverse import NO_DEFAULT, apply_leaves, flat_leaves, from_leaves, is_td, map_leaves
 
 _Size = torch.Size
@@ -76,6 +77,8 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
             return _fold(op, name, values)
         if not return_indices:
             return values
+        found = iter(indices)  # an unbatched leaf was passed through, not reduced: it stands for its indices
+        indices = [leaf if is_unbatched(leaf) else next(found) for leaf in flat_leaves(values)]
         return getattr(torch.return_types, name)((values, from_leaves(values, indices)))
     result = map_leaves(td, _leaf_fn(op, name, dims, keepdim, kwargs), batch_size=new_bs, names=names,
                         what=f"reducing with {name!r}")
@@ -100,7 +103,7 @@ def _reduce_features(td: Any, name: str, keepdim: bool, kwargs: dict[str, Any]) 
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         dims = tuple(range(nd, x.ndim))
-        if not dims:
+        if not dims or is_unbatched(x):  # (an unbatched leaf has no batch dims to keep: left alone)
             return x
         return _call(op, alias, x, dims, keepdim, kwargs)  # type: ignore[no-any-return]  # amax/amin: no indices
 

@@ -7,6 +7,7 @@ conformance tests walk ``HANDLED`` to prove each entry works.
 from __future__ import annotations
 
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ import torch
 
 from .._base.coerce import as_device
 from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
+from .._unbatched import UnbatchedTensor
 from . import ragged
 from .pointwise import TORCH_FUNCTIONS
 from .traverse import (
@@ -125,7 +127,29 @@ def _columns(tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None =
         if what == "cat":  # tensordict's cat raises KeyError (its phrase added), its stack RuntimeError
             raise KeyError(f"{err.args[0]}; all tensordicts must have the same keys") from None
         raise _keys_differ(what, err.args[0]) from None
-    return [list(col) for col in zip(*rows, strict=True)]
+    cols = [list(col) for col in zip(*rows, strict=True)]
+    for i, col in enumerate(cols):  # (off the fast path: dense_columns returns None for any unbatched leaf)
+        if isinstance(col[0], UnbatchedTensor):
+            cols[i] = _unbatched_column(col, what, [p for p, _ in named_leaves(first)][i])
+    return cols
+
+
+def _unbatched_column(col: list[Any], what: str, path: tuple[str, ...]) -> list[Any]:
+    """The positions of an ``UnbatchedTensor`` column: the result keeps the first one's data.
+
+    Items that hold other data (by value) are named in a warning, as tensordict warns.
+    """
+    first = col[0]
+    for item in col[1:]:
+        if not isinstance(item, UnbatchedTensor):
+            raise RuntimeError(f"{what}: the leaf {fmt_path(path)} is an UnbatchedTensor in the first TensorDict "
+                               f"and a {type(item).__name__} in another")
+    if any(item is not first and (item.shape != first.shape or item.data_ptr() != first.data_ptr()) and (
+            item.shape != first.shape or not torch.equal(item, first)) for item in col[1:]):
+        warnings.warn(f"{what}: the UnbatchedTensor leaves at {fmt_path(path)} hold different data: the result "
+                      "keeps the first one's (an UnbatchedTensor is shared by the whole batch; use a plain "
+                      "tensor for data per batch element)", UserWarning, stacklevel=4)
+    return [item._positions() for item in col]
 
 
 def _keys_differ(what: str, detail: str) -> RuntimeError:

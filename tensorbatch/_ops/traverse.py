@@ -16,6 +16,7 @@ import torch
 from .. import _options
 from .._errors import add_path_note, batch_mismatch, key_sets_differ, missing_key, not_a_mapping
 from .._keys import unravel_key_to_tuple
+from .._unbatched import UnbatchedTensor
 from . import ragged
 
 if TYPE_CHECKING:
@@ -448,7 +449,8 @@ def leaf_metas(td: TensorDictBase, prefix: tuple[str, ...] = ()) -> list[tuple[t
 def flat_leaves(td: TensorDictBase, out: list[Any] | None = None, follow: bool = False) -> list[Any]:
     """All leaves in walk order (the order :func:`from_leaves` consumes).
 
-    With ``follow`` (batch operations), each non-tensor leaf contributes its positions tensor.
+    With ``follow`` (batch operations), each non-tensor leaf and each ``UnbatchedTensor`` contributes
+    its positions tensor.
     """
     if out is None:
         out = []
@@ -456,8 +458,10 @@ def flat_leaves(td: TensorDictBase, out: list[Any] | None = None, follow: bool =
             out.append(td._positions())  # type: ignore[attr-defined]  # a non-tensor leaf
             return out
     for value in td._values_str():
-        if type(value) is _Tensor or not is_td(value):
+        if type(value) is _Tensor:
             out.append(value)
+        elif not is_td(value):
+            out.append(value._positions() if follow and isinstance(value, UnbatchedTensor) else value)
         elif follow and type(value) in NON_TENSOR_TYPES:
             out.append(value._positions())
         else:
@@ -605,7 +609,9 @@ def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow:
     out = {}
     nd = spec.batch_dims
     for key, value in spec._items_str():
-        if type(value) is not _Tensor and is_td(value):
+        if type(value) is _Tensor:
+            out[key] = next(it)
+        elif is_td(value):
             if follow and type(value) in NON_TENSOR_TYPES:
                 leaf = next(it)  # positions, or an already built non-tensor leaf (stack, cat)
                 out[key] = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
@@ -613,6 +619,9 @@ def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow:
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
             node = _rebuild(value, it, sub_bs, device, follow, sub_names(names, batch_size, value, nd))
             out[key] = value._wrap_like(node) if type(value) in REWRAP_TYPES else node
+        elif follow and isinstance(value, UnbatchedTensor):  # positions, or the leaf itself (stack, cat)
+            leaf = next(it)
+            out[key] = leaf if isinstance(leaf, UnbatchedTensor) else value._from_positions(leaf)
         else:
             out[key] = next(it)
     return spec._dense_cls._new_unsafe(
@@ -849,7 +858,12 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
             if is_node(sub) and (is_leaf is None or not is_leaf(type(sub))):
                 raise key_sets_differ((*prefix, key), (), sub._keys_str())
         try:
-            result = fn(value, *subs)
+            if (follow or batch_size is not None) and isinstance(value, UnbatchedTensor):
+                # a batch op (or a map that changes the batch size: a reduction) leaves its data alone
+                result = (value._from_positions(fn(value._positions(), *subs)) if follow
+                          else value._with_batch_size(batch_size))
+            else:
+                result = fn(value, *subs)
         except Exception as err:
             add_path_note(err, what, (*prefix, key))
             raise
@@ -865,7 +879,9 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
 
 
 def _check_one(result: Any, bs: torch.Size, path: tuple[str, ...]) -> None:
-    """A user function's result must start with its node's batch size."""
+    """A user function's result must start with its node's batch size (an unbatched one need not)."""
+    if isinstance(result, UnbatchedTensor):
+        return
     shape = result.batch_size if is_td(result) else leaf_shape(result) if isinstance(result, _Tensor) else None
     if shape is not None and shape[: len(bs)] != bs:
         raise batch_mismatch(bs, path, shape)

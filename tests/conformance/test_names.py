@@ -28,7 +28,6 @@ import tensorbatch
 
 from . import _names
 
-_ITEM3 = "issue 16 item 3 (in progress)"
 _NN = "tensordict.nn modules are out of scope (issue 16, 'Not here')"
 _ZARR = "zarr is out of scope (issue 16, 'Not here')"
 _QUANT = ("torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) raises: a quantized tensor needs a "
@@ -36,8 +35,6 @@ _QUANT = ("torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) ra
 
 # (group, name) -> why our counterpart lacks the name (or has another kind)
 EXCLUDED: dict[tuple[str, str], str] = {
-    # package-level names built by other helpers (they remove their lines as they land)
-    ("package", "UnbatchedTensor"): f"{_ITEM3}: a leaf that batch ops pass through needs its own design",
     # out of scope
     ("package", "TensorClassModuleBase"): _NN,
     ("package", "TensorClassModuleWrapper"): _NN,
