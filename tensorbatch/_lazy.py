@@ -41,6 +41,7 @@ from ._ops.traverse import (
     named_nodes,
     unset_default,
 )
+from ._unbatched import UnbatchedTensor, check_shared
 from .base import TensorDictBase
 
 _Tensor = torch.Tensor
@@ -787,6 +788,9 @@ def _stack_values(key: str, values: list[Any], dim: int, stack_name: str | None 
     """The stacked value of one key across the members (nested TensorDicts stay lazy)."""
     first = values[0]
     if isinstance(first, _Tensor):  # plain or memory-mapped leaves
+        if type(first) is not _Tensor and isinstance(first, UnbatchedTensor):  # one entry, the first's data
+            check_shared(values, "lazy stack", repr(key))
+            return first._from_positions(torch.stack([v._positions() for v in values], dim))
         if first.is_nested:  # stacking would need a second ragged dim
             raise RuntimeError(
                 f"cannot stack the members' leaves at key {key!r}: they are nested tensors. Read them with "
@@ -811,7 +815,7 @@ def _stack_values(key: str, values: list[Any], dim: int, stack_name: str | None 
 
 def _unbind(value: Any, dim: int) -> tuple[Any, ...]:
     """Split a validated value along the stack dim (non-tensor leaves split their positions)."""
-    if type(value) in NON_TENSOR_TYPES:
+    if type(value) in NON_TENSOR_TYPES or isinstance(value, UnbatchedTensor):
         return tuple(value._from_positions(p) for p in value._positions().unbind(dim))
     return tuple(value.unbind(dim))
 
@@ -820,6 +824,8 @@ def _pieces(value: Any, dim: int, n: int, target: torch.Size) -> list[Any]:
     """One piece of a written value per selected member (values without the dim are broadcast)."""
     if is_td(value):
         shape = value.batch_size
+    elif isinstance(value, UnbatchedTensor):  # every member shares it
+        return [value] * n
     elif isinstance(value, _Tensor):
         shape = value.shape
     else:

@@ -13,6 +13,7 @@ This module depends on torch only: the traversal (``_ops``) imports it.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -149,9 +150,27 @@ def _wrap(result: Any, args: Any, batch_size: torch.Size | None) -> Any:
     return result
 
 
+def check_shared(items: list[Any], what: str, where: str) -> None:
+    """Before ``items`` (one entry per stacked TensorDict) become one entry: the first one's data.
+
+    Raises ``RuntimeError`` when an item is not unbatched; warns (as tensordict does) when an item holds
+    other data than the first, compared by value (equal values in other storage, a clone, do not warn).
+    """
+    first = items[0]
+    for item in items[1:]:
+        if not isinstance(item, UnbatchedTensor):
+            raise RuntimeError(f"{what}: the entry {where} is an UnbatchedTensor in the first TensorDict and a "
+                               f"{type(item).__name__} in another")
+    if any(item is not first and not (item.shape == first.shape and (
+            item.data_ptr() == first.data_ptr() or torch.equal(item, first))) for item in items[1:]):
+        warnings.warn(f"{what}: the UnbatchedTensor entries {where} hold different data: the result keeps the "
+                      "first one's (an UnbatchedTensor is shared by the whole batch; use a plain tensor for "
+                      "data per batch element)", UserWarning, stacklevel=4)
+
+
 def is_unbatched(value: Any) -> bool:
     """True for an ``UnbatchedTensor`` (or subclass) entry."""
     return isinstance(value, UnbatchedTensor)
 
 
-__all__ = ["UnbatchedTensor", "is_unbatched"]
+__all__ = ["UnbatchedTensor", "check_shared", "is_unbatched"]

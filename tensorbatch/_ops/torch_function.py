@@ -7,7 +7,6 @@ conformance tests walk ``HANDLED`` to prove each entry works.
 from __future__ import annotations
 
 import types
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,7 +14,7 @@ import torch
 
 from .._base.coerce import as_device
 from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
-from .._unbatched import UnbatchedTensor
+from .._unbatched import UnbatchedTensor, check_shared
 from . import ragged
 from .pointwise import TORCH_FUNCTIONS
 from .traverse import (
@@ -135,20 +134,8 @@ def _columns(tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None =
 
 
 def _unbatched_column(col: list[Any], what: str, path: tuple[str, ...]) -> list[Any]:
-    """The positions of an ``UnbatchedTensor`` column: the result keeps the first one's data.
-
-    Items that hold other data (by value) are named in a warning, as tensordict warns.
-    """
-    first = col[0]
-    for item in col[1:]:
-        if not isinstance(item, UnbatchedTensor):
-            raise RuntimeError(f"{what}: the leaf {fmt_path(path)} is an UnbatchedTensor in the first TensorDict "
-                               f"and a {type(item).__name__} in another")
-    if any(item is not first and (item.shape != first.shape or item.data_ptr() != first.data_ptr()) and (
-            item.shape != first.shape or not torch.equal(item, first)) for item in col[1:]):
-        warnings.warn(f"{what}: the UnbatchedTensor leaves at {fmt_path(path)} hold different data: the result "
-                      "keeps the first one's (an UnbatchedTensor is shared by the whole batch; use a plain "
-                      "tensor for data per batch element)", UserWarning, stacklevel=4)
+    """The positions of an ``UnbatchedTensor`` column: the result keeps the first one's data."""
+    check_shared(col, what, fmt_path(path))
     return [item._positions() for item in col]
 
 
