@@ -85,6 +85,17 @@ OPS = {
     "stack_1": lambda lib, td: torch.stack([td, td], 1),
     "cat": lambda lib, td: torch.cat([td, td], 0),
     "cat_1": lambda lib, td: torch.cat([td, td], 1),
+    # lazy stacks
+    "lazy_stack": lambda lib, td: lib.lazy_stack([td, td.clone()]),
+    "lazy_stack_1": lambda lib, td: lib.lazy_stack([td, td], 1),
+    "lazy_get": lambda lib, td: lib.lazy_stack([td, td])["u"],
+    "lazy_index_member": lambda lib, td: lib.lazy_stack([td, td])[1],
+    "lazy_index_inner": lambda lib, td: lib.lazy_stack([td, td])[:, 0],
+    "lazy_reshape": lambda lib, td: lib.lazy_stack([td, td]).reshape(-1),
+    "lazy_add": lambda lib, td: lib.lazy_stack([td, td]) + 1,
+    "lazy_dense": lambda lib, td: lib.lazy_stack([td, td]).contiguous(),
+    "lazy_unbind": lambda lib, td: lib.lazy_stack([td, td]).unbind(1),
+    "lazy_set": lambda lib, td: lib.lazy_stack([td, td]).set("w", lib.UnbatchedTensor(torch.zeros(2))),
     # value ops
     "add": lambda lib, td: td + 1,
     "mul_td": lambda lib, td: td * td,
