@@ -66,7 +66,8 @@ class UnbatchedTensor(torch.Tensor):
     @property
     def batch_size(self) -> torch.Size:
         """The batch size of the TensorDict holding this entry (``[]`` when it was never stored)."""
-        return self.__dict__.get("_batch_size", _Size())
+        size: torch.Size = self.__dict__.get("_batch_size", _Size())
+        return size
 
     @batch_size.setter
     def batch_size(self, value: Any) -> None:
@@ -90,7 +91,7 @@ class UnbatchedTensor(torch.Tensor):
         with _disabled():
             out = self.as_subclass(type(self))
         out._batch_size = batch_size
-        return out  # type: ignore[no-any-return]  # as_subclass(type(self))
+        return out
 
     # the batch-op protocol of the traversal (see the module docstring)
     def _positions(self) -> torch.Tensor:
@@ -100,7 +101,7 @@ class UnbatchedTensor(torch.Tensor):
     def _from_positions(self, positions: torch.Tensor) -> UnbatchedTensor:
         return self._with_batch_size(positions.shape)
 
-    def __repr__(self, *, tensor_contents: Any = None) -> str:
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]  # torch's is untyped
         return f"UnbatchedTensor({self._plain()!r})"
 
     def __str__(self) -> str:

@@ -21,6 +21,7 @@ from ._keys import NestedKey, key_of, unravel_key_to_tuple
 from ._nontensor import is_non_tensor, is_non_tensor_type, stack_non_tensor
 from ._ops.torch_function import cat, stack
 from ._ops.traverse import MISSING, NON_TENSOR_TYPES, apply_leaves, is_node, is_td, named_leaves, named_nodes
+from ._unbatched import UnbatchedTensor, check_shared
 from .base import TensorDictBase
 
 __all__ = [
@@ -399,7 +400,8 @@ def pad_sequence(
     if return_mask is not False:
         mask_key = ("masks",) if return_mask is True else unravel_key_to_tuple(return_mask)
     all_paths, all_cols = _leaf_columns(tds)
-    tensor_cols = {p: c for p, c in zip(all_paths, all_cols, strict=True) if isinstance(c[0], _Tensor)}
+    tensor_cols = {p: c for p, c in zip(all_paths, all_cols, strict=True)
+                   if isinstance(c[0], _Tensor) and not isinstance(c[0], UnbatchedTensor)}
     paths, cols = list(tensor_cols), list(tensor_cols.values())
     default, values = _padding_values(padding_value, all_paths)
     positions, batch_size, grow_dim = _pad_positions(tds, paths, cols, pad_dim, out is not None)
@@ -408,6 +410,7 @@ def pad_sequence(
     result = {
         path: _pad_stack(path, col, pos_of[path], values.get(path, default), left, pad_dim)
         if path in pos_of
+        else _shared(col, fmt_path(path)) if isinstance(col[0], UnbatchedTensor)
         else _stack_non_tensor(col, grow_dim, batch_size[grow_dim + 1] if grow_dim is not None else 0, left)
         for path, col in zip(all_paths, all_cols, strict=True)
     }
@@ -424,6 +427,12 @@ def pad_sequence(
     except (KeyError, ValueError, TypeError) as err:
         raise RuntimeError(f"pad_sequence: could not write the result: {err}") from err
     return target
+
+
+def _shared(col: list[Any], where: str) -> Any:
+    """An UnbatchedTensor column: not padded nor stacked, the first one's (the result's batch size stamps it)."""
+    check_shared(col, "pad_sequence", where)
+    return col[0]
 
 
 # -------------------------------------------------------------------------------- merge_tensordicts

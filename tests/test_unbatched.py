@@ -201,3 +201,64 @@ def test_repr_names_it_and_parses_back():
     assert "u: UnbatchedTensor(shape=[3, 4]" in text and "b: Tensor(shape=[2, 5, 3]" in text
     back = parse_tensor_dict_string(text)
     assert type(back["u"]) is UnbatchedTensor and back["u"].shape == (3, 4) and back["n", "v"].dtype == torch.int64
+
+
+# ------------------------------------------------------------------------------------------ persistence
+def _check_loaded(out: TensorDict, td: TensorDict) -> None:
+    assert type(out["u"]) is UnbatchedTensor and out["u"].batch_size == torch.Size([2, 5])
+    assert out["u"].tolist() == td["u"].tolist() and out["n", "v"].tolist() == [1, 2, 3]
+    assert out["b"].tolist() == td["b"].tolist()
+
+
+@pytest.mark.parametrize("how", ["memmap", "memmap_", "save", "archive"])
+def test_memmap_round_trip(tmp_path, how):
+    td = _td()
+    if how == "memmap":
+        out = td.memmap(tmp_path / "m")
+        assert out.is_memmap() and out["u"].untyped_storage().filename is not None
+    elif how == "memmap_":
+        out = td.clone().memmap_(tmp_path / "m")
+    elif how == "save":
+        td.save(tmp_path / "m")
+    else:
+        td.memmap(tmp_path / "m.tdz")
+    _check_loaded(out if how in ("memmap", "memmap_") else TensorDict.load_memmap(
+        tmp_path / ("m.tdz" if how == "archive" else "m")), td)
+    _check_loaded(TensorDict.load_memmap(tmp_path / ("m.tdz" if how == "archive" else "m")), td)
+
+
+def test_memmap_like_keeps_it_unbatched(tmp_path):
+    out = _td().memmap_like(tmp_path / "m")
+    assert type(out["u"]) is UnbatchedTensor and out["u"].shape == (3, 4) and out["u"].sum().item() == 0.0
+
+
+def test_consolidate_round_trip(tmp_path):
+    td = _td()
+    _check_loaded(td.consolidate(), td)
+    _check_loaded(pickle.loads(pickle.dumps(td.consolidate())), td)
+    td.consolidate(tmp_path / "c.bin")
+    from tensorbatch import from_consolidated
+    _check_loaded(from_consolidated(tmp_path / "c.bin"), td)
+
+
+def test_safetensors_round_trip(tmp_path):
+    pytest.importorskip("safetensors")
+    from tensorbatch import from_safetensors, to_safetensors
+    td = _td()
+    to_safetensors(td, tmp_path / "f.st")
+    _check_loaded(from_safetensors(tmp_path / "f.st"), td)
+
+
+def test_hdf5_refuses_it_and_writes_no_file(tmp_path):
+    pytest.importorskip("h5py")
+    with pytest.raises(NotImplementedError, match="UnbatchedTensor at 'u'"):
+        _td().to_h5(tmp_path / "f.h5")
+    assert not (tmp_path / "f.h5").exists()
+
+
+def test_pad_sequence_passes_it_through():
+    from tensorbatch import pad_sequence
+    td = _td()
+    out = pad_sequence([td[0], td[1, :3]], return_mask=True)
+    assert out.batch_size == torch.Size([2, 5]) and _same_data(out["u"], td["u"])
+    assert out["u"].batch_size == torch.Size([2, 5]) and ("masks", "u") not in out.keys(True)

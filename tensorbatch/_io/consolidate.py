@@ -21,6 +21,7 @@ from .._errors import fmt_path
 from .._nontensor import is_non_tensor, value_of
 from .._ops import ragged
 from .._ops.traverse import is_td, named_entries
+from .._unbatched import UnbatchedTensor
 from ..memmap import MemoryMappedTensor
 from ._shared import DTYPES, SideTable
 
@@ -48,6 +49,9 @@ def _plan(td: Any, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any]
                                 "nested": layout, "sizes": sizes.tolist()}
             else:
                 entries[key] = {"offset": offset, "dtype": str(value.dtype), "shape": list(value.shape)}
+                if isinstance(value, UnbatchedTensor):  # its shape need not start with the batch size
+                    entries[key]["unbatched"] = True
+                    value = value._plain()
             jobs.append((value, offset))
             offset += -(-value.numel() * value.element_size() // _ALIGN) * _ALIGN
         elif is_non_tensor(value):
@@ -87,7 +91,7 @@ def _rebuild(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], devic
             sizes = torch.tensor(entry["sizes"], dtype=torch.int64)
             out[key] = ragged.from_flat(_view(buffer, entry), sizes, _LAYOUTS[entry["nested"]])
         else:
-            out[key] = _view(buffer, entry)
+            out[key] = UnbatchedTensor(_view(buffer, entry)) if entry.get("unbatched") else _view(buffer, entry)
     dev = device if device is not None else layout["device"]
     node = dense_cls(out, batch_size=layout["batch_size"], device=dev, names=layout.get("names"))
     return node.lock_() if layout.get("locked") else node

@@ -26,6 +26,7 @@ from .._lazy import LazyStackedTensorDict
 from .._nontensor import MetaData, NonTensorData, NonTensorDataBase, NonTensorStack, is_non_tensor
 from .._ops import ragged
 from .._ops.traverse import is_td, named_nodes, stacked_members
+from .._unbatched import UnbatchedTensor
 from ..memmap import MemoryMappedTensor
 from ._shared import DTYPES, stored_leaves
 
@@ -106,6 +107,9 @@ class _Writer:
                         continue
                     meta[key] = {"device": str(value.device), "shape": list(value.shape), "dtype": str(value.dtype),
                                  "is_nested": False}
+                    if isinstance(value, UnbatchedTensor):  # its shape need not start with the batch size
+                        meta[key]["unbatched"] = True
+                        value = value._plain()
                     self.jobs.append((value, folder / f"{name}.memmap", self.like))
                 elif is_non_tensor(value):
                     meta[key] = {"type": type(value).__name__}
@@ -386,6 +390,8 @@ class _Reader:
                 out[key] = self.nested(folder / f"{name}.memmap", entry)
             elif isinstance(entry, dict) and "dtype" in entry:
                 out[key] = self.leaf(folder / f"{name}.memmap", entry)
+                if entry.get("unbatched"):
+                    out[key] = UnbatchedTensor(out[key])
             else:
                 raise RuntimeError(f"{folder / META}: invalid entry for key {key!r}")
         device = self.device if self.device is not None else meta.get("device")

@@ -14,6 +14,7 @@ from .._keys import unravel_key_to_tuple
 from .._nontensor import is_non_tensor
 from .._ops import ragged
 from .._ops.traverse import named_nodes, stacked_members
+from .._unbatched import UnbatchedTensor
 from ..base import TensorDictBase
 from ..memmap import MemoryMappedTensor
 from . import archive as _archive
@@ -174,9 +175,10 @@ class _Persistence:
         return self.update_(loaded)
 
     def is_memmap(self: Any) -> bool:
-        """True when every tensor leaf is a MemoryMappedTensor."""
+        """True when every tensor leaf is a MemoryMappedTensor (an UnbatchedTensor: over a mapped file)."""
         leaves = list(stored_leaves(self))
-        return bool(leaves) and all(isinstance(x, MemoryMappedTensor) for x in leaves)
+        return bool(leaves) and all(isinstance(x, MemoryMappedTensor) or (
+            isinstance(x, UnbatchedTensor) and x.untyped_storage().filename is not None) for x in leaves)
 
     @property
     def saved_path(self: Any) -> str | None:

@@ -18,6 +18,7 @@ import torch
 from .._errors import fmt_path
 from .._nontensor import NonTensorData, NonTensorStack, is_non_tensor
 from .._ops.traverse import is_td, stacked_members
+from .._unbatched import UnbatchedTensor
 
 _METADATA_KEY = "tensordict"  # the metadata entry holding the structure
 _VERSION = 1  # the version of that JSON document
@@ -114,6 +115,8 @@ def _encode(td: Any, path: tuple[str, ...], tensors: dict[str, torch.Tensor]) ->
                                  f"{fmt_path(at)})")
             tensors[name] = value.detach().as_subclass(torch.Tensor).cpu().contiguous()
             entries[key] = {"tensor": name}
+            if isinstance(value, UnbatchedTensor):  # tensordict's mark: its shape need not start with the batch
+                entries[key]["unbatched"] = True
     return level
 
 
@@ -199,7 +202,8 @@ def _decode(level: dict[str, Any], file: Any, device: Any, path: Any, used: set[
     for key, entry in level["keys"].items():
         if "tensor" in entry:
             used.add(entry["tensor"])
-            td.set(key, file.get_tensor(entry["tensor"]))
+            tensor = file.get_tensor(entry["tensor"])
+            td.set(key, UnbatchedTensor(tensor) if entry.get("unbatched") else tensor)
         elif "non_tensor" in entry:
             td.set_non_tensor(key, entry["non_tensor"])
         else:

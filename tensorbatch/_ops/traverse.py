@@ -838,6 +838,7 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
            follow: bool, inplace: bool, is_leaf: Any, filter_empty: bool, default: Any, check: bool, exact: bool,
            prefix: tuple[str, ...]) -> Any:
     """One entry of :func:`map_leaves` off its lean paths: a node, another leaf type, others, in place."""
+    result: Any
     if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
         if exact and subs and type(value) in NON_TENSOR_TYPES:  # comparisons compare values; others keep them
             return value._binary(fn, *subs)

@@ -12,10 +12,11 @@ import numpy as np
 import torch
 
 from .._base.coerce import as_device, checked_names
-from .._errors import batch_mismatch, missing_key
+from .._errors import batch_mismatch, fmt_path, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta
 from .._ops.rows import RowPlan, check_fits, plan_rows
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
+from .._unbatched import UnbatchedTensor
 from ..base import TensorDictBase
 from . import _format as fmt
 from ._file import Shared, add_h5_note, h5_errors, open_file, split_options
@@ -266,6 +267,11 @@ class PersistentTensorDict(TensorDictBase):
 
     def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
         fmt.check_key(key)
+        if isinstance(value, UnbatchedTensor):  # a dataset would read back as a batched leaf: refused
+            raise NotImplementedError(
+                f"PersistentTensorDict (HDF5) cannot store the UnbatchedTensor at "
+                f"{fmt_path((*(p for p in self._name.split('/') if p), key))}: "
+                "exclude it first (td.exclude(key)), or save the TensorDict with memmap or to_safetensors")
         if not validated:
             value = self._validate(value, (key,))
         shared, group = self._shared, self._group

@@ -85,6 +85,8 @@ OPS = {
     "stack_1": lambda lib, td: torch.stack([td, td], 1),
     "cat": lambda lib, td: torch.cat([td, td], 0),
     "cat_1": lambda lib, td: torch.cat([td, td], 1),
+    "pad": lambda lib, td: lib.pad(td, [0, 1, 0, 0]),
+    "pad_sequence": lambda lib, td: lib.pad_sequence([td[0], td[1, :3]]),
     # lazy stacks
     "lazy_stack": lambda lib, td: lib.lazy_stack([td, td.clone()]),
     "lazy_stack_1": lambda lib, td: lib.lazy_stack([td, td], 1),
@@ -165,6 +167,7 @@ OPS = {
 
 # tensordict 0.15.3 behaviour that we change on purpose (README, Differences)
 DIFFERENT = {
+    "pad": "pad stamps the unbatched entries with the padded batch size (tensordict keeps the old one)",
     "auto_batch_size": "a batch size change re-stamps the unbatched entries' batch_size (tensordict keeps the old one)",
     "batch_size_setter": "a batch size change re-stamps the unbatched entries' batch_size (tensordict keeps the old "
                          "one)",
@@ -191,3 +194,12 @@ def _run(lib: Any, op: Any) -> Any:
                                   if name in DIFFERENT else name for name in OPS])
 def test_same_as_tensordict(ref: Any, tb: Any, name: str) -> None:
     assert _run(tb, OPS[name]) == _run(ref, OPS[name])
+
+
+@pytest.mark.parametrize("writer", ["ref", "tb"])
+def test_safetensors_files_cross(ref: Any, tb: Any, tmp_path: Any, writer: str) -> None:
+    pytest.importorskip("safetensors")
+    src, dst = (ref, tb) if writer == "ref" else (tb, ref)
+    src.to_safetensors(_td(src), tmp_path / "f.safetensors")
+    loaded = dst.from_safetensors(tmp_path / "f.safetensors")
+    assert summary(dst, loaded) == summary(src, _td(src))
