@@ -743,6 +743,9 @@ class LazyStackedTensorDict(TensorDictBase):
         for key in self._keys_str():
             values = [m[key] for m in metas]
             first = values[0]
+            if isinstance(first, UnbatchedTensor):  # one entry for the whole stack, not stacked (its shape)
+                out.append((key, first))
+                continue
             if not isinstance(first, (_Tensor, LeafMeta)) or getattr(first, "is_nested", False):
                 out.append((key, _stack_values(key, values, d, self._stack_name) if not isinstance(first, _Tensor)
                             else first))

@@ -262,3 +262,26 @@ def test_pad_sequence_passes_it_through():
     out = pad_sequence([td[0], td[1, :3]], return_mask=True)
     assert out.batch_size == torch.Size([2, 5]) and _same_data(out["u"], td["u"])
     assert out["u"].batch_size == torch.Size([2, 5]) and ("masks", "u") not in out.keys(True)
+
+
+def test_pack_refuses_it_by_name():
+    with pytest.raises(TypeError, match=r"cannot pack the UnbatchedTensor entry \('n', 'v'\)"):
+        _td().pack()
+    flat, _ = _td().exclude("u", ("n", "v")).pack()
+    assert flat.shape == (2, 5, 3)
+
+
+def test_attrs_keeps_it_and_to_attrs_leaves_it_alone():
+    attrs = _td().attrs()
+    assert type(attrs["u"]) is UnbatchedTensor and attrs["u"].shape == (3, 4)
+    target = _td().apply(lambda x: x.to(torch.float64))
+    out = target.to(attrs)
+    assert out["b"].dtype == torch.float32 and out["u"].dtype == torch.float64 and type(out["u"]) is UnbatchedTensor
+
+
+def test_lazy_stack_repr_and_parse_back():
+    from tensorbatch import lazy_stack
+    text = repr(lazy_stack([_td(), _td()]))
+    assert "u: UnbatchedTensor(shape=[3, 4]" in text and "b: Tensor(shape=[2, 2, 5, 3]" in text
+    back = parse_tensor_dict_string(text)
+    assert back["u"].shape == (3, 4) and back["u"].batch_size == torch.Size([2, 2, 5])

@@ -249,7 +249,9 @@ def attrs(self: TensorDictBase, *, fields: Sequence[str] = _ATTR_FIELDS,
         raise ValueError(f"attrs(): num_threads must be a non-negative int, got {num_threads!r}")
     out = self._dense_cls({}, batch_size=())
     for path, value in named_leaves(self, is_leaf=_is_leaf_or_non_tensor):
-        out.set(path, TENSOR_ATTRS.from_tensor(value, fields=fields) if isinstance(value, _Tensor) else value)
+        # an UnbatchedTensor is kept as it is (as tensordict): ``to`` leaves the matching leaf alone
+        described = isinstance(value, _Tensor) and not is_unbatched(value)
+        out.set(path, TENSOR_ATTRS.from_tensor(value, fields=fields) if described else value)
     return out  # type: ignore[no-any-return]  # _dense_cls is the TensorDict class
 
 

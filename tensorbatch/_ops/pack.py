@@ -15,6 +15,7 @@ import torch
 
 from .._errors import fmt_path
 from .._nontensor import is_non_tensor
+from .._unbatched import UnbatchedTensor
 from .traverse import is_td, stacked_members
 
 
@@ -146,6 +147,9 @@ def pack(self: Any, dim: int = -1, *, layout: PackLayout | None = None) -> tuple
         if is_non_tensor(value):
             raise TypeError(f"cannot pack the non-tensor entry {fmt_path(key)}: drop the non-tensor entries "
                             "with filter_non_tensor_data() first")
+        if isinstance(value, UnbatchedTensor):
+            raise TypeError(f"cannot pack the UnbatchedTensor entry {fmt_path(key)}: it has no batch dims to pack "
+                            "along; exclude it first")
         if is_td(value):
             if _different_keys(value):
                 raise RuntimeError(f"cannot pack the lazy stack at {fmt_path(key)}: its members have different keys")

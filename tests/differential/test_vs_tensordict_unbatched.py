@@ -148,6 +148,8 @@ OPS = {
     "flatten_keys": lambda lib, td: td.flatten_keys(),
     "bytes": lambda lib, td: td.bytes(),
     "to_dict": lambda lib, td: summary(lib, td.to_dict()["n"]["v"]),
+    "attrs": lambda lib, td: summary(lib, td.attrs()["u"]),
+    "to_attrs": lambda lib, td: td.apply(lambda x: x.to(torch.float64)).to(td.attrs()),
     "pickle": lambda lib, td: __import__("pickle").loads(__import__("pickle").dumps(td)),
     # the leaf itself
     "leaf_add": lambda lib, td: td["u"] + 1,
