@@ -739,7 +739,7 @@ class LazyStackedTensorDict(TensorDictBase):
         exact = not _options.REPR["compact"]
         d, n = self._stack_dim, len(self._tds)
         metas = [dict(td._meta_items()) for td in self._tds]
-        out = []
+        out: list[tuple[str, Any]] = []
         for key in self._keys_str():
             values = [m[key] for m in metas]
             first = values[0]
