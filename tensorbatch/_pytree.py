@@ -38,7 +38,6 @@ from ._td import TensorDict
 
 _Tensor = torch.Tensor
 _Size = torch.Size
-_SymInt = torch.SymInt
 _is_compiling = torch.compiler.is_compiling
 
 IN_DIMS_MSG = (
@@ -288,11 +287,11 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
             return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
     if new_bs is None:  # as tensordict: the leading dims of such collections, as many as there were
         new_bs = batch_size if first is None else first[: len(batch_size)]
-    if _SymInt in map(type, new_bs):  # (export unflattens its inputs before it sets is_compiling)
-        # symbolic sizes (export's dynamic dims): the leaves tell, comparing the hints would specialize them
-        same = len(new_bs) == len(batch_size)
-    else:
-        same = new_bs == batch_size
+    # a symbolic size here or there (a sum that is no int: cheap to ask): export's dynamic dims in the leaves
+    # (comparing them with the hints would specialize them), or hints recorded while tracing (an exported
+    # program's output spec, called on another size): the leaves tell
+    symbolic = type(sum(new_bs, sum(batch_size))) is not int
+    same = len(new_bs) == len(batch_size) if symbolic else new_bs == batch_size
     if same:
         return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), new_bs, device, names)
     nd = len(batch_size)

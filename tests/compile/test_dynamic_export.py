@@ -124,6 +124,42 @@ def test_export_with_dynamic_batch_dims(shape: tuple[int, ...]) -> None:
         assert_same(got, want)
 
 
+class Named(torch.nn.Module):
+    """Returns a TensorDict with dim names (its output spec is recorded with the traced, symbolic size)."""
+
+    def forward(self, td: TensorDict) -> TensorDict:
+        return TensorDict({"x": td["a"] * 2, "s": {"y": td["nested", "b"][:, 0]}}, batch_size=td.batch_size,
+                          names=["n"])
+
+
+def test_export_output_rebuilt_for_another_size() -> None:
+    # the output spec's sizes are symbolic (recorded while tracing): the leaves tell the batch size, and the
+    # names stay (comparing a size with the symbolic hint said "another batch size": the names were dropped)
+    ep = export(Named(), (make(4),), dynamic_shapes=([_dims(1), _dims(1)],))
+    for n in (4, 7):
+        got = ep.module()(make(n))
+        assert got.batch_size == torch.Size([n])
+        assert got.names == ["n"]
+        assert got["s"].names == ["n"]
+        assert_same(got, Named()(make(n)))
+
+
+class Scale(torch.nn.Module):
+    def forward(self, t: Any) -> Any:
+        return (t * 2)[1:]
+
+
+@pytest.mark.parametrize("cls_maker", [make_pair, make_state], ids=["tensorclass", "typed"])
+def test_export_wrapper_with_dynamic_batch(cls_maker: Callable[[int], Any]) -> None:
+    # a TensorClass / TypedTensorDict is a node whose one child is its TensorDict: a list in a list
+    ep = export(Scale(), (cls_maker(4),), dynamic_shapes=([[_dims(1), _dims(1)]],))
+    for n in (5, 9):
+        got = ep.module()(cls_maker(n))
+        assert type(got) is type(cls_maker(n))
+        assert got.batch_size == torch.Size([n - 1])
+        assert_same(got, Scale()(cls_maker(n)))
+
+
 def test_export_static_batch_refuses_another_size() -> None:
     ep = export(Step(), (make(4),))
     with pytest.raises(Exception, match=r"batch0|size|shape|Guard"):
