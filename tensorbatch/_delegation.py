@@ -194,17 +194,29 @@ def locked_field(wrapper: Any, name: str) -> RuntimeError:
     )
 
 
-def _strip(value: Any, seen: dict[int, Any]) -> Any:
+def _strip(value: Any, seen: list[tuple[Any, Any]]) -> Any:
     if type(value) in WRAPPER_TYPES:
         inner = unwrap(value)
-        seen.setdefault(id(inner), value)
+        seen.append((inner, value))
         return inner
     return value
 
 
+def _wrapper_of(result: Any, seen: list[tuple[Any, Any]]) -> Any:
+    """The first wrapper whose backend is ``result``, or None.
+
+    Found by identity, not by ``id()``: under torch.compile an ``id()`` is guarded on, and every new input
+    would be compiled again.
+    """
+    for inner, wrapper in seen:
+        if inner is result:
+            return wrapper
+    return None
+
+
 def _call(self: Any, backend: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], wrap: bool) -> Any:
     """``backend.name(*args, **kwargs)`` with wrapper arguments unwrapped and the result mapped back."""
-    seen: dict[int, Any] = {}
+    seen: list[tuple[Any, Any]] = []
     if any(type(a) in WRAPPER_TYPES for a in args):
         args = tuple(_strip(a, seen) for a in args)
     if kwargs and any(type(v) in WRAPPER_TYPES for v in kwargs.values()):
@@ -212,8 +224,10 @@ def _call(self: Any, backend: Any, name: str, args: tuple[Any, ...], kwargs: dic
     result = getattr(backend, name)(*args, **kwargs)
     if result is backend:
         return self
-    if seen and id(result) in seen:  # ``out=other_wrapper``
-        return seen[id(result)]
+    if seen:  # ``out=other_wrapper``
+        wrapper = _wrapper_of(result, seen)
+        if wrapper is not None:
+            return wrapper
     return rewrap(self, backend, result) if wrap else result
 
 
@@ -345,25 +359,22 @@ def torch_function(func: Any, args: Any, kwargs: Any) -> Any:
         result = _stack_dense(args, kwargs)
         if result is not None:
             return result
-    wrappers: dict[int, Any] = {}
+    wrappers: list[tuple[Any, Any]] = []
 
     def strip(value: Any) -> Any:
-        if type(value) in WRAPPER_TYPES:
-            inner = unwrap(value)
-            wrappers.setdefault(id(inner), value)
-            return inner
         if type(value) in (list, tuple):
             return type(value)(strip(v) for v in value)
-        return value
+        return _strip(value, wrappers)
 
     args = tuple(strip(a) for a in args)
     kwargs = {k: strip(v) for k, v in (kwargs or {}).items()}
     result = _torch_function.dispatch(func, (), args, kwargs)
     if result is NotImplemented or not wrappers:
         return result
-    if id(result) in wrappers and is_td(result):
-        return wrappers[id(result)]
-    first = next(iter(wrappers.values()))
+    wrapper = _wrapper_of(result, wrappers)
+    if wrapper is not None:
+        return wrapper
+    first = wrappers[0][1]
     return rewrap(first, unwrap(first), result)
 
 
