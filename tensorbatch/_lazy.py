@@ -880,12 +880,21 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _kind(dtype: torch.dtype) -> int:
+    return 3 if dtype.is_complex else 2 if dtype.is_floating_point else 0 if dtype == torch.bool else 1
+
+
+def _can_cast(src: torch.dtype, dst: torch.dtype) -> bool:
+    """``torch.can_cast`` (no complex to real, float to integer, other to bool) in Python: dynamo traces it."""
+    return _kind(src) <= _kind(dst)
+
+
 def _check_castable(name: str, members: list[Any], results: list[Any]) -> None:
     """Refuse an in-place op whose result cannot be cast back into a leaf (before any write)."""
     for i, (td, out) in enumerate(zip(members, results, strict=True)):
         for path, leaf in named_leaves(td):
             new = out._get(path, None)
-            if isinstance(leaf, _Tensor) and isinstance(new, _Tensor) and not torch.can_cast(new.dtype, leaf.dtype):
+            if isinstance(leaf, _Tensor) and isinstance(new, _Tensor) and not _can_cast(new.dtype, leaf.dtype):
                 raise RuntimeError(
                     f"{name}: result type {new.dtype} can't be cast to the desired output type {leaf.dtype} at "
                     f"key {_errors.fmt_path(path)} of member {i}: nothing was modified"
