@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 import torch
 import torch._dynamo
-from _compile_cases import SKIP_INDUCTOR, Pair, State, assert_same, counter_for, make_pair, make_state
+from _compile_cases import (
+    SKIP_INDUCTOR,
+    Pair,
+    State,
+    assert_same,
+    counter_for,
+    make_lazy,
+    make_pair,
+    make_state,
+)
 from torch._dynamo.utils import counters
 from torch.export import Dim, export
 
@@ -39,6 +48,11 @@ def make2(n: int, m: int = 5) -> TensorDict:
                       batch_size=[n, m])
 
 
+def _set_rows(td: TensorDict, index: Any, value: Any) -> TensorDict:
+    td[index] = value
+    return td
+
+
 CASES: dict[str, tuple[Callable[[int], Any], Callable[..., Any]]] = {
     "mul": (make, lambda td: td * 2),
     "add_inplace": (make, lambda td: td.add_(1.0)),
@@ -57,7 +71,12 @@ CASES: dict[str, tuple[Callable[[int], Any], Callable[..., Any]]] = {
     "apply": (make, lambda td: td.apply(torch.relu)),
     "lazy_out": (make, lambda td: lazy_stack([td, td + 1])),
     "build": (make, lambda td: TensorDict({"x": td["a"] * 2}, batch_size=td.batch_size)),
+    "sub_tensor": (make, lambda td: td - td["a"][:, 0]),
+    "truediv_tensor": (make, lambda td: td / (td["a"][:, 0].abs() + 1)),
+    "bool_mask": (make, lambda td: td[td["a"][:, 0] > 0] * 2),
+    "setitem_slice": (make, lambda td: _set_rows(td, slice(1, 3), td[:2] + 1)),
     "tensorclass": (make_pair, lambda t: t[1:] * 2),
+    "tensorclass_cat": (make_pair, lambda t: torch.cat([t, t * 2])[1:]),
     "typed": (make_state, lambda t: t[1:] * 2),
 }
 
@@ -158,6 +177,22 @@ def test_export_wrapper_with_dynamic_batch(cls_maker: Callable[[int], Any]) -> N
         assert type(got) is type(cls_maker(n))
         assert got.batch_size == torch.Size([n - 1])
         assert_same(got, Scale()(cls_maker(n)))
+
+
+class Double(torch.nn.Module):
+    def forward(self, t: Any) -> Any:
+        return t * 2
+
+
+@pytest.mark.xfail(
+    strict=True, raises=ValueError,
+    reason="LIMITATION (README, Differences): a lazy stack's tree spec holds its batch size, and its leaves are "
+           "stacked anew at each flatten (export finds a dynamic dim by its tensor): an exported program takes "
+           "a lazy stack of the traced size only ('Trying to flatten user inputs with exported input tree spec')")
+def test_export_lazy_stack_with_dynamic_batch() -> None:
+    dim = Dim("inner", min=2, max=64)
+    ep = export(Double(), (make_lazy(4),), dynamic_shapes=([[{1: dim}, {1: dim}]],))
+    assert_same(ep.module()(make_lazy(6)), Double()(make_lazy(6)))
 
 
 def test_export_static_batch_refuses_another_size() -> None:
