@@ -19,7 +19,7 @@ import torch
 from .._compat import dynamo_compiling, transforms_active
 from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
 from .._keys import key_of
-from .traced import lean_map, plain_leaves
+from .traced import binary, lean_map, plain_leaves
 from .traverse import (
     NON_TENSOR_TYPES,
     first_leaf,
@@ -123,7 +123,7 @@ def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: A
     than the loop (clone).
     """
     if dynamo_compiling() and not args and not kwargs:  # traced.py: lean while dynamo traces
-        out = lean_map(td, op)[0]
+        out = lean_map(td, op, None, False, None)[0]
         if out is not None:
             return out
     if foreach is not None and not kwargs and (cpu or _use_foreach(td)):
@@ -323,17 +323,6 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any], op: Any,
     return map_leaves(td, lambda a: op(a, other, **kwargs), what=name)
 
 
-def _lean_binary(td: Any, other: Any, op: Any, numbers: bool) -> Any:
-    """``op(leaf, other)`` per leaf while dynamo traces (traced.py), or None: ``other`` is a TensorDict, a
-    0-dim tensor or (``numbers``: ``op`` takes Python scalars) an int or a float, and the trees are plain.
-    """
-    if type(other) is type(td):
-        return lean_map(td, op, other)[0]
-    if (type(other) is torch.Tensor and not other.ndim) or (numbers and (type(other) is float or type(other) is int)):
-        return lean_map(td, op, operand=other)[0]
-    return None
-
-
 def _with_default(td: Any, other: Any, name: str, default: Any, kwargs: dict[str, Any]) -> Any:
     """Binary op over TensorDicts with different keys: intersection, or ``default`` for missing leaves."""
     op = getattr(torch, name)
@@ -379,7 +368,7 @@ def _make_binary(name: str, torch_name: str) -> Callable[..., Any]:
 
     def method(self: Any, other: Any, *, alpha: Any = None, default: Any = None) -> Any:
         if dynamo_compiling() and alpha is None and default is None:  # traced.py: lean while dynamo traces
-            out = _lean_binary(self, other, op, numbers)
+            out = binary(self, other, op, numbers)
             if out is not None:
                 return out
         if not is_td(other) and not isinstance(other, _OPERANDS):  # (the set lookup first: cheaper)
@@ -416,6 +405,8 @@ def _make_binary_(name: str) -> Callable[..., Any]:
     number_foreach = None if name in _TENSOR_ONLY else foreach  # maximum & co. take no Python scalars
 
     def method(self: Any, other: Any, *, alpha: Any = None) -> Any:
+        if dynamo_compiling() and alpha is None and _lean_inplace(self, inplace, other, foreach, number_foreach):
+            return self  # traced.py: lean while dynamo traces
         if alpha is not None:
             return map_inplace(self, name, partial(inplace, alpha=alpha), other)
         if is_td(other):
@@ -459,7 +450,8 @@ def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, f
         >>> td["a"]
         tensor([1., 1.])
     """
-    if dynamo_compiling() and len(operands) == 1 and check is None and _lean_inplace(td, write, operands[0], foreach):
+    if dynamo_compiling() and len(operands) == 1 and check is None and _lean_inplace(td, write, operands[0], foreach,
+                                                                                     foreach):
         return td
     leaves = flat_leaves(td)
     if len(operands) == 1:  # the binary twins, a hot path: no loops over the operands
@@ -489,23 +481,30 @@ def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, f
     return td
 
 
-def _lean_inplace(td: Any, write: Callable[..., Any], other: Any, foreach: Any) -> bool:
+def _lean_inplace(td: Any, write: Callable[..., Any], other: Any, foreach: Any, number_foreach: Any) -> bool:
     """:func:`map_inplace` while dynamo traces, on a plain tree (traced.py): False, and nothing written, if not.
 
-    No checks first: a write that cannot work fails the trace, before any leaf is written (the eager
-    call that follows raises before writing too).
+    ``other``: a TensorDict (``foreach`` takes the leaves), an int or a float (``number_foreach`` takes it) or a
+    0-dim tensor (one write per leaf); anything else goes to the generic engine. No checks first: a write
+    that cannot work fails the trace, before any leaf is written (the eager call that follows raises before
+    writing too).
     """
-    tree = is_td(other)
-    if not tree and isinstance(other, torch.Tensor) and other.ndim:  # aligned with the batch dims: generic
+    kind = type(other)
+    if kind is type(td):
+        pairs = plain_leaves(td, other)
+    elif kind is float or kind is int:
+        pairs, foreach = plain_leaves(td, None), number_foreach
+    elif kind is torch.Tensor and not other.ndim:
+        pairs, foreach = plain_leaves(td, None), None
+    else:
         return False
-    pairs = plain_leaves(td, other if tree else None)
     if pairs is None:
         return False
     leaves, rhs = pairs
     if foreach is not None and leaves and not transforms_active():  # see _NO_BATCHING
-        foreach(leaves, rhs if tree else other)
+        foreach(leaves, rhs if kind is type(td) else other)
     else:
-        list(map(write, leaves, rhs if tree else [other] * len(leaves)))
+        list(map(write, leaves, rhs if kind is type(td) else [other] * len(leaves)))
     return True
 
 
@@ -630,14 +629,22 @@ EXTRA: dict[str, Callable[..., Any]] = {
 _COMPARISONS = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"})
 
 
-def _operator(method: Callable[..., Any], mappings: bool = False) -> Callable[..., Any]:
+def _operator(method: Callable[..., Any], mappings: bool = False, lean: tuple[Any, bool] | None = None
+              ) -> Callable[..., Any]:
     """Python operator form: NotImplemented for operands we don't know (``td == "x"`` is False).
 
     With ``mappings`` (the comparisons), a dict is compared leaf-wise, as tensordict does:
-    ``td == td.to_dict()`` is a TensorDict of booleans, not False.
+    ``td == td.to_dict()`` is a TensorDict of booleans, not False. ``lean``: the torch function of a binary
+    method and whether it takes Python scalars, for traced.py's walk while dynamo traces (before the
+    operand checks below: under dynamo, ``is_td`` guards every collection class).
     """
+    torch_op, numbers = lean if lean is not None else (None, False)
 
     def op(self: Any, *other: Any) -> Any:
+        if torch_op is not None and dynamo_compiling() and other:
+            out = binary(self, other[0], torch_op, numbers)
+            if out is not None:
+                return out
         if other and not is_td(other[0]) and not isinstance(other[0], _OPERANDS):
             if mappings and isinstance(other[0], Mapping):
                 return method(self, _mapping_operand(self, other[0]))
@@ -711,7 +718,9 @@ def install(cls: type[Any]) -> None:
     for alias, name in ALIASES.items():
         setattr(cls, alias, getattr(cls, name))
     for dunder, method in OPERATORS.items():
-        setattr(cls, dunder, _operator(getattr(cls, method), dunder in _COMPARISONS))
+        torch_name = BINARY[method][0] if method in BINARY else None
+        lean = None if torch_name is None else (getattr(torch, torch_name), torch_name not in _TENSOR_ONLY)
+        setattr(cls, dunder, _operator(getattr(cls, method), dunder in _COMPARISONS, lean))
     for dunder, torch_name in REFLECTED.items():
         setattr(cls, dunder, _make_reflected(torch_name))
     cls.__hash__ = None  # type: ignore[assignment]  # __eq__ is leaf-wise

@@ -9,11 +9,18 @@ plain tensor leaves. They leave out what tracing already guarantees (an in-place
 fails the trace, so before any leaf is written) and hand everything else to the generic engine, which then
 gives what eager gives: non-tensor leaves, lazy stacks, typed wrappers, key sets that differ, results that
 are not tensors starting with their node's batch size.
+
+What a compile costs here is less the bytecodes than what dynamo does per call, per guard and per object:
+an inlined call (argument binding, a guard on every default used), a module global (a guard on the module
+and one on the value), a set or tuple membership test (a guard on every member). So the entries take every
+argument explicitly, the walks are plain loops over a node's items (dynamo traces them for less than
+``map``/``list`` calls and type counts) and build their nodes inline, and the callers come here before
+any generic check (``is_td``: a guard per collection class).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -21,7 +28,7 @@ import torch
 _Tensor = torch.Tensor
 
 
-def plain_leaves(td: Any, other: Any = None) -> tuple[list[Any], list[Any]] | None:
+def plain_leaves(td: Any, other: Any) -> tuple[list[Any], list[Any]] | None:
     """The leaves of ``td`` and the matching leaves of ``other`` (a TensorDict or None), in walk order.
 
     None unless ``td`` (and ``other``) is a plain tree, with the same keys.
@@ -30,7 +37,7 @@ def plain_leaves(td: Any, other: Any = None) -> tuple[list[Any], list[Any]] | No
         >>> import torch
         >>> from tensorbatch import TensorDict
         >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, batch_size=[2])
-        >>> [x.tolist() for x in plain_leaves(td)[0]]
+        >>> [x.tolist() for x in plain_leaves(td, None)[0]]
         [[0.0, 0.0], [1.0, 1.0]]
         >>> plain_leaves(td, td.exclude("a")) is None  # key sets differ: the generic engine says how
         True
@@ -45,25 +52,19 @@ def plain_leaves(td: Any, other: Any = None) -> tuple[list[Any], list[Any]] | No
 
 def _leaves(td: Any, other: Any, dense: Any, leaves: list[Any], rhs: list[Any]) -> bool:
     data = td._tensordict
-    n = len(data)
     if other is not None:
-        if type(other) is not dense or len(other._tensordict) != n:
+        if type(other) is not dense:
             return False
         theirs = other._tensordict
-    if list(map(type, data.values())).count(_Tensor) == n:  # a node of tensors, the usual case
-        if other is not None:
-            found = list(map(theirs.get, data))  # (map, list(), count: no bytecode per leaf to trace)
-            if list(map(type, found)).count(_Tensor) != n:
-                return False
-            rhs.extend(found)
-        leaves.extend(data.values())
-        return True
+        if len(theirs) != len(data):
+            return False
     for key, value in data.items():
         if type(value) is _Tensor:
             if other is not None:
-                if type(theirs.get(key)) is not _Tensor:
+                mate = theirs.get(key)
+                if type(mate) is not _Tensor:
                     return False
-                rhs.append(theirs[key])
+                rhs.append(mate)
             leaves.append(value)
         elif type(value) is not dense or not _leaves(value, None if other is None else theirs.get(key), dense,
                                                       leaves, rhs):
@@ -71,8 +72,8 @@ def _leaves(td: Any, other: Any, dense: Any, leaves: list[Any], rhs: list[Any]) 
     return True
 
 
-def lean_map(td: Any, fn: Callable[..., Any], other: Any = None, check: bool = False,
-             operand: Any = None) -> tuple[Any, Callable[..., Any]]:
+def lean_map(td: Any, fn: Callable[..., Any], other: Any, check: bool,
+             operand: Any) -> tuple[Any, Callable[..., Any]]:
     """``fn(leaf)`` (``fn(leaf, other_leaf)``, ``fn(leaf, operand)``) per leaf of a plain tree: the new tree,
     or None and the function for the generic engine to call instead of ``fn``.
 
@@ -86,9 +87,9 @@ def lean_map(td: Any, fn: Callable[..., Any], other: Any = None, check: bool = F
         >>> import torch
         >>> from tensorbatch import TensorDict
         >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, batch_size=[2])
-        >>> lean_map(td, lambda x, y: x + y + 1, td)[0]["n", "b"]
+        >>> lean_map(td, lambda x, y: x + y + 1, td, False, None)[0]["n", "b"]
         tensor([3., 3.])
-        >>> out, fn = lean_map(td, lambda x: None, check=True)  # fn ran on "a": the generic engine drops it
+        >>> out, fn = lean_map(td, lambda x: None, None, True, None)  # fn ran on "a": the generic engine drops it
         >>> out is None, fn(td["a"]) is None
         (True, True)
     """
@@ -96,60 +97,77 @@ def lean_map(td: Any, fn: Callable[..., Any], other: Any = None, check: bool = F
     if dense is not td._dense_cls:
         return None, fn
     done: list[Any] | None = [] if check else None
-    out = _map(td, fn, other, done, dense, operand)
+    out = _map(td, fn, other, operand, done, dense)
     return out, replay(done, fn) if out is None and done else fn
 
 
-def _map(td: Any, fn: Callable[..., Any], other: Any, done: list[Any] | None, dense: Any, operand: Any) -> Any:
+def binary(td: Any, other: Any, op: Callable[..., Any], numbers: bool) -> Any:
+    """``op(leaf, other)`` per leaf of a plain tree, or None: ``other`` is a TensorDict, a 0-dim tensor or
+    (``numbers``: ``op`` takes Python scalars) an int or a float.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2)}, batch_size=[2])
+        >>> binary(td, 2.0, torch.mul, True)["a"]
+        tensor([2., 2.])
+        >>> binary(td, torch.ones(2), torch.mul, True) is None  # aligned with the batch dims: the generic engine
+        True
+    """
+    dense = type(td)
+    if dense is not td._dense_cls:
+        return None
+    kind = type(other)
+    if kind is dense:
+        return _map(td, op, other, None, None, dense)
+    if (kind is _Tensor and not other.ndim) or (numbers and (kind is float or kind is int)):
+        return _map(td, op, None, other, None, dense)
+    return None
+
+
+def _map(td: Any, fn: Callable[..., Any], other: Any, operand: Any, done: list[Any] | None, dense: Any) -> Any:
     """One node of :func:`lean_map` (``done``: the results so far, when they are checked)."""
     data = td._tensordict
-    n = len(data)
     if other is not None:
-        if type(other) is not dense or len(other._tensordict) != n:
+        if type(other) is not dense:
             return None
         theirs = other._tensordict
+        if len(theirs) != len(data):
+            return None
     if done is not None:
         bs = td._batch_size
         nd = len(bs)
     out: dict[str, Any] = {}
-    if list(map(type, data.values())).count(_Tensor) == n:  # a node of tensors: no bytecode per leaf
-        if other is None:
-            results = list(map(fn, data.values())) if operand is None else list(map(fn, data.values(), [operand] * n))
-        else:
-            found = list(map(theirs.get, data))
-            if list(map(type, found)).count(_Tensor) != n:
-                return None
-            results = list(map(fn, data.values(), found))
-        if done is not None:
-            done.extend(results)
-            if list(map(type, results)).count(_Tensor) != n:
-                return None
-            for result in results if nd else ():  # (a loop: sizes may be symbolic, list.count compares by identity)
-                if result.shape[:nd] != bs:
-                    return None
-        out.update(zip(data, results))
-        return td._new_node(out)
     for key, value in data.items():
         if type(value) is _Tensor:
-            if other is None:
-                result = fn(value) if operand is None else fn(value, operand)
-            elif type(theirs.get(key)) is _Tensor:
-                result = fn(value, theirs[key])
+            if other is not None:
+                mate = theirs.get(key)
+                if type(mate) is not _Tensor:
+                    return None
+                result = fn(value, mate)
+            elif operand is None:
+                result = fn(value)
             else:
-                return None
+                result = fn(value, operand)
             if done is not None:
                 done.append(result)
+                # (sizes may be symbolic: compared here, one result at a time)
                 if type(result) is not _Tensor or (nd and result.shape[:nd] != bs):
                     return None
-            out[key] = result
         elif type(value) is dense:
-            node = _map(value, fn, None if other is None else theirs.get(key), done, dense, operand)
-            if node is None:
+            result = _map(value, fn, None if other is None else theirs.get(key), operand, done, dense)
+            if result is None:
                 return None
-            out[key] = node
         else:
             return None
-    return td._new_node(out)
+        out[key] = result
+    node = object.__new__(dense)  # (TensorDict._new_node's body: an inlined call less per node)
+    node._tensordict = out
+    node._batch_size = td._batch_size
+    node._device = td._device
+    node._names = td._names
+    node._is_locked = False
+    return node
 
 
 def replay(results: list[Any], fn: Callable[..., Any]) -> Callable[..., Any]:
