@@ -96,7 +96,7 @@ def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size
     """
     if dynamo_compiling() and len(others) < 2 and batch_size is None and device is NO_DEFAULT and (
             names is NO_DEFAULT and not inplace and out is None and not call_on_nested and not propagate_lock):
-        lean, fn = lean_map(self, fn, others[0] if others else None, True, None)  # traced.py: lean under dynamo
+        lean, fn = lean_map(self, fn, others[0] if others else None)  # traced.py: lean under dynamo
         if lean is not None:
             return lean  # type: ignore[no-any-return]  # an in-memory TensorDict
     is_leaf = None

@@ -19,7 +19,7 @@ import torch
 from .._compat import dynamo_compiling, transforms_active
 from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
 from .._keys import key_of
-from .traced import binary, lean_map, plain_leaves
+from .traced import binary, plain_leaves, unary
 from .traverse import (
     NON_TENSOR_TYPES,
     first_leaf,
@@ -123,7 +123,7 @@ def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: A
     than the loop (clone).
     """
     if dynamo_compiling() and not args and not kwargs:  # traced.py: lean while dynamo traces
-        out = lean_map(td, op, None, False, None)[0]
+        out = unary(td, op)
         if out is not None:
             return out
     if foreach is not None and not kwargs and (cpu or _use_foreach(td)):

@@ -72,33 +72,42 @@ def _leaves(td: Any, other: Any, dense: Any, leaves: list[Any], rhs: list[Any]) 
     return True
 
 
-def lean_map(td: Any, fn: Callable[..., Any], other: Any, check: bool,
-             operand: Any) -> tuple[Any, Callable[..., Any]]:
-    """``fn(leaf)`` (``fn(leaf, other_leaf)``, ``fn(leaf, operand)``) per leaf of a plain tree: the new tree,
-    or None and the function for the generic engine to call instead of ``fn``.
+def lean_map(td: Any, fn: Callable[..., Any], other: Any) -> tuple[Any, Callable[..., Any]]:
+    """``fn(leaf)`` (``fn(leaf, other_leaf)``: ``other`` is a TensorDict matched by key) per leaf of a plain
+    tree, for ``apply``: the new tree, or None and the function for the generic engine to call instead of ``fn``.
 
-    ``other`` is a TensorDict matched by key; ``operand`` (not None) is passed with every leaf.
-
-    ``check`` (a user function): results must be tensors starting with their node's batch size, else the
-    generic engine drops, rebuilds or refuses them; the function it gets then replays the calls made.
-    Without ``check`` (a library op), ``fn`` is pure: the generic engine calls it again.
+    Results must be tensors starting with their node's batch size, else the generic engine drops, rebuilds
+    or refuses them; the function it gets then replays the calls made (a user function runs once per leaf).
 
     Examples:
         >>> import torch
         >>> from tensorbatch import TensorDict
         >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, batch_size=[2])
-        >>> lean_map(td, lambda x, y: x + y + 1, td, False, None)[0]["n", "b"]
+        >>> lean_map(td, lambda x, y: x + y + 1, td)[0]["n", "b"]
         tensor([3., 3.])
-        >>> out, fn = lean_map(td, lambda x: None, None, True, None)  # fn ran on "a": the generic engine drops it
+        >>> out, fn = lean_map(td, lambda x: None, None)  # fn ran on "a": the generic engine drops it
         >>> out is None, fn(td["a"]) is None
         (True, True)
     """
     dense = type(td)
     if dense is not td._dense_cls:
         return None, fn
-    done: list[Any] | None = [] if check else None
-    out = _map(td, fn, other, operand, done, dense)
+    done: list[Any] = []
+    out = _checked(td, fn, other, done, dense)
     return out, replay(done, fn) if out is None and done else fn
+
+
+def unary(td: Any, op: Callable[..., Any]) -> Any:
+    """``op(leaf)`` per leaf of a plain tree (``op``: a library op, pure), or None.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> unary(TensorDict({"a": torch.zeros(2)}, batch_size=[2]), torch.exp)["a"]
+        tensor([1., 1.])
+    """
+    dense = type(td)
+    return _each(td, op, dense) if dense is td._dense_cls else None
 
 
 def binary(td: Any, other: Any, op: Callable[..., Any], numbers: bool) -> Any:
@@ -119,14 +128,88 @@ def binary(td: Any, other: Any, op: Callable[..., Any], numbers: bool) -> Any:
         return None
     kind = type(other)
     if kind is dense:
-        return _map(td, op, other, None, None, dense)
+        return _pairs(td, op, other, dense)
     if (kind is _Tensor and not other.ndim) or (numbers and (kind is float or kind is int)):
-        return _map(td, op, None, other, None, dense)
+        return _with(td, op, other, dense)
     return None
 
 
-def _map(td: Any, fn: Callable[..., Any], other: Any, operand: Any, done: list[Any] | None, dense: Any) -> Any:
-    """One node of :func:`lean_map` (``done``: the results so far, when they are checked)."""
+# The walks, one per kind of call: a test per leaf less than one walk with options. Each node is built inline
+# (TensorDict._new_node's body: an inlined call less per node). None: not a plain tree (or a result that
+# does not fit), for the generic engine.
+
+def _each(td: Any, fn: Callable[..., Any], dense: Any) -> Any:
+    out: dict[str, Any] = {}
+    for key, value in td._tensordict.items():
+        if type(value) is _Tensor:
+            out[key] = fn(value)
+        elif type(value) is dense:
+            node = _each(value, fn, dense)
+            if node is None:
+                return None
+            out[key] = node
+        else:
+            return None
+    node = object.__new__(dense)
+    node._tensordict = out
+    node._batch_size = td._batch_size
+    node._device = td._device
+    node._names = td._names
+    node._is_locked = False
+    return node
+
+
+def _with(td: Any, fn: Callable[..., Any], operand: Any, dense: Any) -> Any:
+    out: dict[str, Any] = {}
+    for key, value in td._tensordict.items():
+        if type(value) is _Tensor:
+            out[key] = fn(value, operand)
+        elif type(value) is dense:
+            node = _with(value, fn, operand, dense)
+            if node is None:
+                return None
+            out[key] = node
+        else:
+            return None
+    node = object.__new__(dense)
+    node._tensordict = out
+    node._batch_size = td._batch_size
+    node._device = td._device
+    node._names = td._names
+    node._is_locked = False
+    return node
+
+
+def _pairs(td: Any, fn: Callable[..., Any], other: Any, dense: Any) -> Any:
+    data = td._tensordict
+    theirs = other._tensordict
+    if len(theirs) != len(data):
+        return None
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        mate = theirs.get(key)
+        if type(value) is _Tensor:
+            if type(mate) is not _Tensor:
+                return None
+            out[key] = fn(value, mate)
+        elif type(value) is dense and type(mate) is dense:
+            node = _pairs(value, fn, mate, dense)
+            if node is None:
+                return None
+            out[key] = node
+        else:
+            return None
+    node = object.__new__(dense)
+    node._tensordict = out
+    node._batch_size = td._batch_size
+    node._device = td._device
+    node._names = td._names
+    node._is_locked = False
+    return node
+
+
+def _checked(td: Any, fn: Callable[..., Any], other: Any, done: list[Any], dense: Any) -> Any:
+    """``apply``'s walk: ``done`` collects the results so far (replayed if the generic engine takes over)."""
     data = td._tensordict
     if other is not None:
         if type(other) is not dense:
@@ -134,36 +217,32 @@ def _map(td: Any, fn: Callable[..., Any], other: Any, operand: Any, done: list[A
         theirs = other._tensordict
         if len(theirs) != len(data):
             return None
-    if done is not None:
-        bs = td._batch_size
-        nd = len(bs)
+    bs = td._batch_size
+    nd = len(bs)
     out: dict[str, Any] = {}
     for key, value in data.items():
         if type(value) is _Tensor:
-            if other is not None:
+            if other is None:
+                result = fn(value)
+            else:
                 mate = theirs.get(key)
                 if type(mate) is not _Tensor:
                     return None
                 result = fn(value, mate)
-            elif operand is None:
-                result = fn(value)
-            else:
-                result = fn(value, operand)
-            if done is not None:
-                done.append(result)
-                # (sizes may be symbolic: compared here, one result at a time)
-                if type(result) is not _Tensor or (nd and result.shape[:nd] != bs):
-                    return None
+            done.append(result)
+            # (sizes may be symbolic: compared one result at a time)
+            if type(result) is not _Tensor or (nd and result.shape[:nd] != bs):
+                return None
         elif type(value) is dense:
-            result = _map(value, fn, None if other is None else theirs.get(key), operand, done, dense)
+            result = _checked(value, fn, None if other is None else theirs.get(key), done, dense)
             if result is None:
                 return None
         else:
             return None
         out[key] = result
-    node = object.__new__(dense)  # (TensorDict._new_node's body: an inlined call less per node)
+    node = object.__new__(dense)
     node._tensordict = out
-    node._batch_size = td._batch_size
+    node._batch_size = bs
     node._device = td._device
     node._names = td._names
     node._is_locked = False
