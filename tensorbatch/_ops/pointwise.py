@@ -718,8 +718,8 @@ def install(cls: type[Any]) -> None:
     for alias, name in ALIASES.items():
         setattr(cls, alias, getattr(cls, name))
     for dunder, method in OPERATORS.items():
-        torch_name = BINARY[method][0] if method in BINARY else None
-        lean = None if torch_name is None else (getattr(torch, torch_name), torch_name not in _TENSOR_ONLY)
+        fn_name = BINARY[method][0] if method in BINARY else None
+        lean = None if fn_name is None else (getattr(torch, fn_name), fn_name not in _TENSOR_ONLY)
         setattr(cls, dunder, _operator(getattr(cls, method), dunder in _COMPARISONS, lean))
     for dunder, torch_name in REFLECTED.items():
         setattr(cls, dunder, _make_reflected(torch_name))
