@@ -258,8 +258,9 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
     # one pass: the (former, new) shape of each child that tells its shape (a tensor that became a collection,
     # jacfwd's per-input jacobians, tells nothing), and the new batch size from the first child that tells it
     pairs = []
+    shapes: list[Any] = [None] * len(values)  # the shape of each child in pairs that is a tensor (asked once)
     new_bs = first = None
-    for value, m in zip(values, meta, strict=True):
+    for i, (value, m) in enumerate(zip(values, meta, strict=True)):
         feat, old = m[0], m[1]
         if isinstance(value, _Tensor):
             if feat is None:
@@ -273,6 +274,7 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
                 new_bs = shape[: len(shape) - (feat if feat >= 0 else -1 - feat)]
             if old is not None and feat >= 0:
                 pairs.append((old, shape))
+                shapes[i] = shape
         elif hasattr(value, "batch_size"):
             if feat is None or type(value) in NON_TENSOR_TYPES:
                 continue
@@ -308,13 +310,14 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
     names = _names_after(names, batch_size, new_bs, removed)
     n = len(new_bs)
     entries = {}
-    for key, value, m in zip(keys, values, meta, strict=True):
-        old = m[1]
-        if (old is not None and isinstance(value, _Tensor) and not value.is_nested
-                and value.shape[:n] == new_bs):  # the common case, without a call
+    for key, value, m, shape in zip(keys, values, meta, shapes, strict=True):
+        # the common cases without a call: a tensor or an in-memory TensorDict that leads with the batch size
+        if shape is not None and (not n or shape[:n] == new_bs):
+            entries[key] = value
+        elif type(value) is TensorDict and m[1] is not None and value._batch_size[:n] == new_bs:
             entries[key] = value
         else:
-            entries[key] = _fit(key, value, old, new_bs, nd)
+            entries[key] = _fit(key, value, m[1], new_bs, nd)
     return TensorDict._new_unsafe(entries, new_bs if type(new_bs) is _Size else _Size(new_bs), device, names)
 
 
