@@ -31,12 +31,15 @@ import torch
 from torch.utils import _pytree
 
 from . import _compat
+from ._compat import _maybe_get_bdim
 from ._lazy import LazyStackedTensorDict, lazy_stack
 from ._nontensor import MetaData, NonTensorData, NonTensorStack
 from ._ops.traverse import NON_TENSOR_TYPES
 from ._td import TensorDict
 
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
+_new = object.__new__
 _Size = torch.Size
 _is_compiling = torch.compiler.is_compiling
 
@@ -47,42 +50,51 @@ IN_DIMS_MSG = (
 )
 
 
-def _node(td: TensorDict, children: list[Any]) -> tuple[Any, bool]:
+def _node(td: TensorDict, children: list[Any], olds: list[Any]) -> tuple[Any, bool, bool]:
     """The context of ``td`` as one node, its nested TensorDicts inlined; its pytree children go to ``children``.
 
-    Returns the context and whether the node holds a tensor (in it or in a nested TensorDict). The context is
-    ``(keys, batch_size, device, names, meta)`` with one ``meta`` entry per key: ``(feat, shape)`` for a pytree
-    child, ``(feat, shape, context)`` for an inlined TensorDict. ``feat``: a tensor's feature dims ``n``, a
-    collection's extra batch dims ``-1 - n`` (the kind tells jacobians apart); ``shape``: a tensor's shape or a
-    collection's batch size. Both None for a child that tells nothing about the batch (a non-tensor leaf, vmap's
-    placeholder); the shape alone for a nested tensor and for a collection with no tensor (it follows its
-    parent's: _fit).
+    Returns the context, whether the node holds a tensor (in it or in a nested TensorDict) and whether it is
+    plain (see ``_fast``). The context is ``(keys, batch_size, device, names, meta)`` with one ``meta`` entry
+    per key: ``(feat, shape)`` for a pytree child, ``(feat, shape, context)`` for an inlined TensorDict.
+    ``feat``: a tensor's feature dims ``n``, a collection's extra batch dims ``-1 - n`` (the kind tells
+    jacobians apart); ``shape``: a tensor's shape or a collection's batch size. Both None for a child that
+    tells nothing about the batch (a non-tensor leaf, vmap's placeholder); the shape alone for a nested tensor
+    and for a collection with no tensor (it follows its parent's: _fit). ``olds`` gets each child's shape.
     """
     d = td._tensordict
     nd = len(td._batch_size)
     meta: list[Any] = []
-    add, child = meta.append, children.append
+    add, child, old = meta.append, children.append, olds.append
     has_tensor = False
+    plain = td._names is None
     for v in d.values():
-        if isinstance(v, _Tensor):
+        t = type(v)
+        if t is _Tensor or t is _Parameter or (t is not TensorDict and isinstance(v, _Tensor)):
             child(v)
             if v.is_nested:
                 add((v.ndim - nd, None))
+                old(None)
+                plain = False
             else:
                 shape = v.shape
                 add((len(shape) - nd, shape))
+                old(shape)
+                plain = plain and (t is _Tensor or t is _Parameter)
             has_tensor = True
-        elif type(v) is TensorDict:  # inlined: its leaves are children of this node
-            sub, sub_has = _node(v, children)
+        elif t is TensorDict:  # inlined: its leaves are children of this node
+            sub, sub_has, sub_plain = _node(v, children, olds)
             add((nd - 1 - len(v._batch_size), v._batch_size if sub_has else None, sub))
             has_tensor = has_tensor or sub_has
+            plain = plain and sub_plain
         else:  # another pytree node (lazy stack, non-tensor leaf, wrapper), or vmap's placeholder
             child(v)
-            if v is None or type(v) is int or type(v) in NON_TENSOR_TYPES or not hasattr(v, "batch_size"):
+            old(None)
+            plain = False
+            if v is None or t is int or t in NON_TENSOR_TYPES or not hasattr(v, "batch_size"):
                 add(_NOTHING)
             else:
                 add((nd - 1 - len(v.batch_size), v.batch_size))
-    return (tuple(d), td._batch_size, td._device, td._names, tuple(meta)), has_tensor
+    return (tuple(d), td._batch_size, td._device, td._names, tuple(meta)), has_tensor, plain and has_tensor
 
 
 _NOTHING = (None, None)
@@ -93,7 +105,8 @@ class _Context(tuple):  # type: ignore[type-arg]
 
     torch compares tree specs by their contexts (``torch.export`` checks its inputs' spec against the traced
     one): the keys, device, names, number of batch dims and kinds of children are the structure; the sizes only
-    help ``unflatten``.
+    help ``unflatten``. A sixth item, not structure: the shape of each pytree child in order when the tree is
+    plain (``_fast``), else None.
     """
 
     __slots__ = ()
@@ -109,14 +122,16 @@ class _Context(tuple):  # type: ignore[type-arg]
 
 
 def _structure(context: Any) -> Any:
-    keys, batch_size, device, names, meta = context
+    keys, batch_size, device, names, meta = context[:5]
     return keys, len(batch_size), device, names, tuple(
         (m[0], m[1] is None, _structure(m[2]) if len(m) == 3 else None) for m in meta)
 
 
 def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
     children: list[Any] = []
-    return children, _Context(_node(td, children)[0])
+    olds: list[Any] = []
+    node, _, plain = _node(td, children, olds)
+    return children, _Context((*node, tuple(olds) if plain else None))
 
 
 def _key_entries(context: Any, prefix: tuple[str, ...]) -> Any:
@@ -236,15 +251,78 @@ def _refit(td: TensorDict, batch_size: torch.Size) -> TensorDict | None:
 
 def _unflatten(values: Any, context: Any) -> TensorDict:
     values = list(values)
-    if values and (values[0] is None or type(values[0]) is int):  # the tree of in_dims/out_dims vmap builds
-        return _placeholders_tree(iter(values), context)
+    if values:
+        first = values[0]
+        if first is None or type(first) is int:  # the tree of in_dims/out_dims vmap builds
+            return _placeholders_tree(iter(values), context)
+        olds = context[5]
+        if olds is not None and (type(first) is _Tensor or type(first) is _Parameter):
+            sizes = _fast(values, olds, first.shape)
+            if sizes is not None:
+                return _rebuilt(iter(values), context, sizes)
     return _rebuild(iter(values), context)
 
 
+def _fast(values: list[Any], olds: tuple[Any, ...], shape: Any) -> Any:
+    """vmap's two common cases on a plain tree, the rule of ``_unflatten_node`` in one pass over the leaves.
+
+    A plain tree (``_node``) holds only tensors and TensorDicts with tensors, no dim names. When every leaf lost
+    its first dim (vmap mapped dim 0: each node loses its first batch dim) or, inside vmap, gained one same
+    first dim (out_dims=0: each node gains it), returns a memo of the new batch sizes (``_rebuilt``); None for
+    anything else (``_unflatten_node`` decides, and raises where it must). Shapes are compared as tuples:
+    slicing a ``torch.Size`` costs more than building a tuple.
+    """
+    old = olds[0]
+    if len(shape) == len(old) - 1:  # vmap's in_dims=0
+        if _is_compiling():  # export's symbolic sizes: compared with the hints, they would specialize
+            return None
+        b = old[0]
+        for v, old in zip(values, olds, strict=True):
+            if (type(v) is not _Tensor and type(v) is not _Parameter) or (b, *v.shape) != old:
+                return None
+            if _maybe_get_bdim(v) > 0:  # mapped along another dim: _removed_dim checks it
+                return None
+        return {None: None}
+    if len(shape) == len(old) + 1:  # vmap's out_dims=0
+        if _is_compiling() or not _compat.in_vmap():  # outside vmap, a leading dim may be jacrev's: kept
+            return None
+        k = shape[0]
+        for v, old in zip(values, olds, strict=True):
+            if (type(v) is not _Tensor and type(v) is not _Parameter) or v.shape != (k, *old):
+                return None
+        return {None: k}
+    return None
+
+
+def _rebuilt(children: Any, context: Any, sizes: dict[Any, Any]) -> TensorDict:
+    """The node of ``context`` from its children when ``_fast`` has checked them: each batch size loses its
+    first dim (``sizes[None]`` None) or gains ``sizes[None]`` in front, each distinct one computed once.
+    """
+    keys, batch_size, device, _, meta = context[:5]
+    values = [next(children) if len(m) == 2 else _rebuilt(children, m[2], sizes) for m in meta]
+    new_bs = sizes.get(batch_size)
+    if new_bs is None:
+        k = sizes[None]
+        new_bs = sizes[batch_size] = batch_size[1:] if k is None else _Size((k, *batch_size))
+    node = _new(TensorDict)
+    node._tensordict = dict(zip(keys, values))
+    node._batch_size = new_bs
+    node._device = device
+    node._names = None
+    node._is_locked = False
+    return node
+
+
 def _placeholders_tree(children: Any, context: Any) -> TensorDict:
-    keys, batch_size, device, names, meta = context
+    keys, batch_size, device, names, meta = context[:5]
     values = [next(children) if len(m) == 2 else _placeholders_tree(children, m[2]) for m in meta]
-    return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
+    node = _new(TensorDict)
+    node._tensordict = dict(zip(keys, values))
+    node._batch_size = batch_size
+    node._device = device
+    node._names = names
+    node._is_locked = False
+    return node
 
 
 def _rebuild(children: Any, context: Any) -> TensorDict:
@@ -254,7 +332,7 @@ def _rebuild(children: Any, context: Any) -> TensorDict:
 
 
 def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
-    keys, batch_size, device, names, meta = context
+    keys, batch_size, device, names, meta = context[:5]
     # one pass: the (former, new) shape of each child that tells its shape (a tensor that became a collection,
     # jacfwd's per-input jacobians, tells nothing), and the new batch size from the first child that tells it
     pairs = []
@@ -322,7 +400,7 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
 
 
 def _to_dumpable(context: Any) -> Any:
-    keys, batch_size, device, names, meta = context
+    keys, batch_size, device, names, meta = context[:5]
     return [list(keys), list(batch_size), None if device is None else str(device),
             None if names is None else list(names),
             [[m[0], None if m[1] is None else list(m[1]), *[_to_dumpable(sub) for sub in m[2:]]] for m in meta]]
@@ -337,7 +415,7 @@ def _from_dumpable(dumped: Any) -> Any:
 
 
 def _context_from_dumpable(dumped: Any) -> Any:
-    return _Context(_from_dumpable(dumped))
+    return _Context((*_from_dumpable(dumped), None))
 
 
 _compat.register_pytree_node(TensorDict, _flatten, _unflatten, _flatten_with_keys, _to_dumpable,
