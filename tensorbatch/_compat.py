@@ -65,6 +65,10 @@ try:  # private API (stable since torch 2.0)
 except ImportError:  # pragma: no cover
     _TransformType = _get_unwrapped = _maybe_get_bdim = _peek_interpreter_stack = None  # type: ignore[assignment,misc]
 
+# ``mapped_dim(tensor)``: the dim that the innermost ``torch.vmap`` maps of a batched tensor, -1 for another
+# tensor. The C function itself (pytree's unflatten asks it of every leaf on vmap's common path).
+mapped_dim: Any = _maybe_get_bdim if _maybe_get_bdim is not None else (lambda tensor: -1)
+
 
 def batched_dim(tensor: Any) -> tuple[int, torch.Size]:
     """The dim that the innermost ``torch.vmap`` maps, of a batched tensor, and the shape it maps it in

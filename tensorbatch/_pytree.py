@@ -25,13 +25,13 @@ specialize them).
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
 from torch.utils import _pytree
 
 from . import _compat
-from ._compat import _maybe_get_bdim
 from ._lazy import LazyStackedTensorDict, lazy_stack
 from ._nontensor import MetaData, NonTensorData, NonTensorStack
 from ._ops.traverse import NON_TENSOR_TYPES
@@ -40,6 +40,9 @@ from ._td import TensorDict
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _new = object.__new__
+_is_ = operator.is_
+_dynamo_compiling = _compat.dynamo_compiling
+_mapped_dim = _compat.mapped_dim
 _Size = torch.Size
 _is_compiling = torch.compiler.is_compiling
 
@@ -127,11 +130,37 @@ def _structure(context: Any) -> Any:
         (m[0], m[1] is None, _structure(m[2]) if len(m) == 3 else None) for m in meta)
 
 
+# A layout seen again gives the same context object, and a context's tree of vmap placeholders is built once:
+# vmap flattens its inputs and outputs, unflattens a tree of zeros from each spec and flattens that again
+# (to broadcast in_dims/out_dims) on every call. Only plain trees (no symbolic size, no other pytree node).
+_RECENT: dict[Any, _Context] = {}  # a plain tree's context by value
+_PLACEHOLDERS: dict[int, tuple[Any, list[Any], TensorDict]] = {}  # id(context) -> context, values, locked tree
+_PLACEHOLDERS_FLAT: dict[int, tuple[TensorDict, list[Any], Any]] = {}  # id(tree) -> tree, children, context
+_RECENT_MAX = 64
+
+
+def _forget() -> None:
+    _RECENT.clear()
+    _PLACEHOLDERS.clear()
+    _PLACEHOLDERS_FLAT.clear()
+
+
 def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
+    known = _PLACEHOLDERS_FLAT.get(id(td))
+    if known is not None and known[0] is td and td._is_locked:  # locked: its entries are the cached ones
+        return list(known[1]), known[2]
     children: list[Any] = []
     olds: list[Any] = []
     node, _, plain = _node(td, children, olds)
-    return children, _Context((*node, tuple(olds) if plain else None))
+    if not plain or _dynamo_compiling():
+        return children, _Context((*node, None))
+    key = (*node, tuple(olds))
+    context = _RECENT.get(key)
+    if context is None:
+        if len(_RECENT) >= _RECENT_MAX:
+            _forget()
+        context = _RECENT[key] = _Context(key)
+    return children, context
 
 
 def _key_entries(context: Any, prefix: tuple[str, ...]) -> Any:
@@ -254,7 +283,7 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
     if values:
         first = values[0]
         if first is None or type(first) is int:  # the tree of in_dims/out_dims vmap builds
-            return _placeholders_tree(iter(values), context)
+            return _dims_tree(values, context)
         olds = context[5]
         if olds is not None and (type(first) is _Tensor or type(first) is _Parameter):
             sizes = _fast(values, olds, first.shape)
@@ -264,7 +293,7 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
 
 
 def _fast(values: list[Any], olds: tuple[Any, ...], shape: Any) -> Any:
-    """vmap's two common cases on a plain tree, the rule of ``_unflatten_node`` in one pass over the leaves.
+    """The new batch sizes in vmap's two common cases on a plain tree: ``_unflatten_node``'s rule in one pass.
 
     A plain tree (``_node``) holds only tensors and TensorDicts with tensors, no dim names. When every leaf lost
     its first dim (vmap mapped dim 0: each node loses its first batch dim) or, inside vmap, gained one same
@@ -280,7 +309,7 @@ def _fast(values: list[Any], olds: tuple[Any, ...], shape: Any) -> Any:
         for v, old in zip(values, olds, strict=True):
             if (type(v) is not _Tensor and type(v) is not _Parameter) or (b, *v.shape) != old:
                 return None
-            if _maybe_get_bdim(v) > 0:  # mapped along another dim: _removed_dim checks it
+            if _mapped_dim(v) > 0:  # mapped along another dim: _removed_dim checks it
                 return None
         return {None: None}
     if len(shape) == len(old) + 1:  # vmap's out_dims=0
@@ -295,8 +324,10 @@ def _fast(values: list[Any], olds: tuple[Any, ...], shape: Any) -> Any:
 
 
 def _rebuilt(children: Any, context: Any, sizes: dict[Any, Any]) -> TensorDict:
-    """The node of ``context`` from its children when ``_fast`` has checked them: each batch size loses its
-    first dim (``sizes[None]`` None) or gains ``sizes[None]`` in front, each distinct one computed once.
+    """The node of ``context`` from its children when ``_fast`` has checked them.
+
+    Each batch size loses its first dim (``sizes[None]`` None) or gains ``sizes[None]`` in front, each
+    distinct one computed once.
     """
     keys, batch_size, device, _, meta = context[:5]
     values = [next(children) if len(m) == 2 else _rebuilt(children, m[2], sizes) for m in meta]
@@ -305,7 +336,7 @@ def _rebuilt(children: Any, context: Any, sizes: dict[Any, Any]) -> TensorDict:
         k = sizes[None]
         new_bs = sizes[batch_size] = batch_size[1:] if k is None else _Size((k, *batch_size))
     node = _new(TensorDict)
-    node._tensordict = dict(zip(keys, values))
+    node._tensordict = dict(zip(keys, values, strict=True))
     node._batch_size = new_bs
     node._device = device
     node._names = None
@@ -313,11 +344,29 @@ def _rebuilt(children: Any, context: Any, sizes: dict[Any, Any]) -> TensorDict:
     return node
 
 
+def _dims_tree(values: list[Any], context: Any) -> TensorDict:
+    """The tree of ints/None that vmap unflattens from a spec; a plain context's is kept, locked (``_RECENT``)."""
+    known = _PLACEHOLDERS.get(id(context))
+    if (known is not None and known[0] is context and len(known[1]) == len(values)
+            and all(map(_is_, known[1], values)) and known[2]._is_locked):  # (small ints are one object each)
+        return known[2]
+    tree = _placeholders_tree(iter(values), context)
+    if context[5] is not None and not _dynamo_compiling() and all(v is None or type(v) is int for v in values):
+        if len(_PLACEHOLDERS) >= _RECENT_MAX:
+            _forget()
+        tree.lock_()
+        children: list[Any] = []
+        node = _node(tree, children, [])[0]
+        _PLACEHOLDERS[id(context)] = (context, list(values), tree)
+        _PLACEHOLDERS_FLAT[id(tree)] = (tree, children, _Context((*node, None)))
+    return tree
+
+
 def _placeholders_tree(children: Any, context: Any) -> TensorDict:
     keys, batch_size, device, names, meta = context[:5]
     values = [next(children) if len(m) == 2 else _placeholders_tree(children, m[2]) for m in meta]
     node = _new(TensorDict)
-    node._tensordict = dict(zip(keys, values))
+    node._tensordict = dict(zip(keys, values, strict=True))
     node._batch_size = batch_size
     node._device = device
     node._names = names

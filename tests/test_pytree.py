@@ -341,3 +341,72 @@ def test_vmap_over_grad() -> None:
     assert isinstance(grads, TensorDict)
     assert grads.batch_size == torch.Size([5])
     torch.testing.assert_close(grads["w"], td["a"][:, 0])
+
+
+# ------------------------------------------------------------------- recent layouts (vmap's work on every call)
+def _two_leaves(n: int, fill: float = 0.0) -> TensorDict:
+    return TensorDict({"a": torch.full((n, 2), fill), "n": {"b": torch.full((n,), fill)}}, [n])
+
+
+def test_a_layout_seen_again_gives_the_same_context() -> None:
+    spec = pytree.tree_flatten(_two_leaves(4))[1]
+    assert pytree.tree_flatten(_two_leaves(4, 1.0))[1].context is spec.context  # other values, same layout
+    other = pytree.tree_flatten(_two_leaves(5))[1]
+    assert other.context is not spec.context
+    assert other == spec  # (sizes are hints, not structure)
+    assert pytree.tree_unflatten(pytree.tree_flatten(_two_leaves(5))[0], spec).batch_size == torch.Size([5])
+
+
+def test_placeholder_tree_is_kept_locked_until_unlocked() -> None:
+    _, spec = pytree.tree_flatten(_two_leaves(4))
+    tree = pytree.tree_unflatten([0, 0], spec)
+    assert tree.is_locked
+    assert tree["n"].is_locked
+    assert pytree.tree_unflatten([0, 0], spec) is tree
+    assert pytree.tree_flatten(tree)[0] == [0, 0]
+    other = pytree.tree_unflatten([0, None], spec)
+    assert other["a"] == 0
+    assert other["n", "b"] is None
+    other.unlock_()
+    other["c"] = torch.zeros(4)
+    leaves = pytree.tree_flatten(other)[0]
+    assert leaves[:2] == [0, None]  # its entries now, not the cached ones
+    assert leaves[2].shape == (4,)
+    again = pytree.tree_unflatten([0, None], spec)
+    assert again is not other
+    assert again.is_locked
+    assert "c" not in again
+
+
+def test_vmap_in_dims_as_a_tensordict_prefix() -> None:
+    td = _two_leaves(4)
+    td["a"] += torch.arange(4.0)[:, None]
+    _, spec = pytree.tree_flatten(td)
+    seen = []
+    dims = pytree.tree_unflatten([0, 0], spec)
+    out = torch.vmap(lambda t: (seen.append(t.batch_size), t * 2)[1], in_dims=(dims,))(td)
+    assert seen == [torch.Size([])]
+    torch.testing.assert_close(out["a"], td["a"] * 2)
+    with pytest.raises(ValueError, match="the entries lost different dims"):  # 'n.b' passed whole: not a batch
+        torch.vmap(lambda t: t, in_dims=(pytree.tree_unflatten([0, None], spec),))(td)
+
+
+def test_vmap_equal_sizes_mapped_beyond_the_batch_dims_raise() -> None:
+    # every leaf's shape without its dim 1 is its shape without dim 0: the mapped dim tells them apart
+    td = TensorDict({"a": torch.randn(5, 5), "n": {"b": torch.randn(5, 5)}}, [5])
+    with pytest.raises(ValueError, match="dim 1 of a tensor is mapped"):
+        torch.vmap(lambda t: t, in_dims=1)(td)
+    out = torch.vmap(lambda t: t * 2)(td)
+    assert out.batch_size == torch.Size([5])
+    assert out["n"].batch_size == torch.Size([5])
+    torch.testing.assert_close(out["n", "b"], td["n", "b"] * 2)
+
+
+def test_vmap_over_parameters_keeps_them_plain() -> None:
+    params = TensorDict({"w": torch.nn.Parameter(torch.ones(3, 2)), "n": {"b": torch.nn.Parameter(torch.ones(3))}},
+                        [3])
+    out = torch.vmap(lambda p: p.apply(lambda x: x * 2))(params)
+    assert out.batch_size == torch.Size([3])
+    assert out["n"].batch_size == torch.Size([3])
+    out["w"].sum().backward()
+    torch.testing.assert_close(params["w"].grad, torch.full((3, 2), 2.0))
