@@ -46,6 +46,8 @@ _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _new = object.__new__
 _is_ = operator.is_
+_shape = operator.attrgetter("shape")
+_PLAIN = frozenset({_Tensor, _Parameter})
 _dynamo_compiling = _compat.dynamo_compiling
 _mapped_dim = _compat.mapped_dim
 _Size = torch.Size
@@ -72,36 +74,35 @@ def _node(td: TensorDict, children: list[Any], olds: list[Any]) -> tuple[Any, bo
     d = td._tensordict
     nd = len(td._batch_size)
     meta: list[Any] = []
-    add, child, old = meta.append, children.append, olds.append
     has_tensor = False
     plain = td._names is None
-    for v in d.values():
+    for v in d.values():  # (list.append called as a method: cheaper than bound methods for a few entries)
         t = type(v)
         if t is _Tensor or t is _Parameter or (t is not TensorDict and isinstance(v, _Tensor)):
-            child(v)
+            children.append(v)
             if v.is_nested:
-                add((v.ndim - nd, None))
-                old(None)
+                meta.append((v.ndim - nd, None))
+                olds.append(None)
                 plain = False
             else:
                 shape = v.shape
-                add((len(shape) - nd, shape))
-                old(shape)
+                meta.append((len(shape) - nd, shape))
+                olds.append(shape)
                 plain = plain and (t is _Tensor or t is _Parameter)
             has_tensor = True
         elif t is TensorDict:  # inlined: its leaves are children of this node
             sub, sub_has, sub_plain = _node(v, children, olds)
-            add((nd - 1 - len(v._batch_size), v._batch_size if sub_has else None, sub))
+            meta.append((nd - 1 - len(v._batch_size), v._batch_size if sub_has else None, sub))
             has_tensor = has_tensor or sub_has
             plain = plain and sub_plain
         else:  # another pytree node (lazy stack, non-tensor leaf, wrapper), or vmap's placeholder
-            child(v)
-            old(None)
+            children.append(v)
+            olds.append(None)
             plain = False
             if v is None or t is int or t in NON_TENSOR_TYPES or not hasattr(v, "batch_size"):
-                add(_NOTHING)
+                meta.append(_NOTHING)
             else:
-                add((nd - 1 - len(v.batch_size), v.batch_size))
+                meta.append((nd - 1 - len(v.batch_size), v.batch_size))
     return (tuple(d), td._batch_size, td._device, td._names, tuple(meta)), has_tensor, plain and has_tensor
 
 
@@ -135,18 +136,35 @@ def _structure(context: Any) -> Any:
         (m[0], m[1] is None, _structure(m[2]) if len(m) == 3 else None) for m in meta)
 
 
-# A layout seen again gives the same context object, and a context's tree of vmap placeholders is built once:
-# vmap flattens its inputs and outputs, unflattens a tree of zeros from each spec and flattens that again
-# (to broadcast in_dims/out_dims) on every call. Only plain trees (no symbolic size, no other pytree node).
-_RECENT: dict[Any, _Context] = {}  # a plain tree's context by value
-_PLACEHOLDERS: dict[int, tuple[Any, list[Any], TensorDict]] = {}  # id(context) -> context, values, locked tree
+# A layout seen again gives the same context object, with what vmap's common cases need built once for it
+# (_Layout): vmap flattens its inputs and outputs, unflattens them and a tree of zeros from each spec and
+# flattens that tree again (to broadcast in_dims/out_dims) on every call. Plain trees only (_node).
+_RECENT: dict[Any, _Context] = {}  # a plain tree's context by its node (_node)
+_LAYOUTS: dict[int, _Layout] = {}  # id(context) -> its _Layout, for the contexts in _RECENT
 _PLACEHOLDERS_FLAT: dict[int, tuple[TensorDict, list[Any], Any]] = {}  # id(tree) -> tree, children, context
 _RECENT_MAX = 64
 
 
+class _Layout:
+    """What is kept for a recent plain context, built on first use.
+
+    Its locked tree of vmap placeholders (``dims``: values, tree) and, for ``_fast``, the leaves' expected
+    shapes and a plan of the nodes to build (``removed``: when each leaf lost its first dim; ``added``: by the
+    size of a first dim each gained).
+    """
+
+    __slots__ = ("added", "context", "dims", "removed")
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+        self.dims: tuple[list[Any], TensorDict] | None = None
+        self.removed: tuple[list[Any], tuple[int, ...], Any] | None = None
+        self.added: dict[int, tuple[list[Any], Any]] = {}
+
+
 def _forget() -> None:
     _RECENT.clear()
-    _PLACEHOLDERS.clear()
+    _LAYOUTS.clear()
     _PLACEHOLDERS_FLAT.clear()
 
 
@@ -159,12 +177,12 @@ def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
     node, _, plain = _node(td, children, olds)
     if not plain or _dynamo_compiling():
         return children, _Context((*node, None))
-    key = (*node, tuple(olds))
-    context = _RECENT.get(key)
+    context = _RECENT.get(node)  # (the leaves' shapes are in the node: the plain tuple is the key)
     if context is None:
         if len(_RECENT) >= _RECENT_MAX:
             _forget()
-        context = _RECENT[key] = _Context(key)
+        context = _RECENT[node] = _Context((*node, tuple(olds)))
+        _LAYOUTS[id(context)] = _Layout(context)
     return children, context
 
 
@@ -289,60 +307,83 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
         first = values[0]
         if first is None or type(first) is int:  # the tree of in_dims/out_dims vmap builds
             return _dims_tree(values, context)
-        olds = context[5]
-        if olds is not None and (type(first) is _Tensor or type(first) is _Parameter):
-            sizes = _fast(values, olds, first.shape)
-            if sizes is not None:
-                return _rebuilt(iter(values), context, sizes)
+        layout = _LAYOUTS.get(id(context))
+        if layout is not None and layout.context is context and _PLAIN.issuperset(map(type, values)):
+            node = _fast(values, layout)
+            if node is not None:
+                return node
     return _rebuild(iter(values), context)
 
 
-def _fast(values: list[Any], olds: tuple[Any, ...], shape: Any) -> Any:
-    """The new batch sizes in vmap's two common cases on a plain tree: ``_unflatten_node``'s rule in one pass.
+def _fast(values: list[Any], layout: _Layout) -> TensorDict | None:
+    """The tree in vmap's two common cases on a plain tree of plain tensors (``_unflatten_node``'s rule, at once).
 
-    A plain tree (``_node``) holds only tensors and TensorDicts with tensors, no dim names. When every leaf lost
-    its first dim (vmap mapped dim 0: each node loses its first batch dim) or, inside vmap, gained one same
-    first dim (out_dims=0: each node gains it), returns a memo of the new batch sizes (``_rebuilt``); None for
-    anything else (``_unflatten_node`` decides, and raises where it must). Shapes are compared as tuples:
-    slicing a ``torch.Size`` costs more than building a tuple.
+    When every leaf lost its first dim (vmap mapped dim 0: each node loses its first batch dim) or, inside
+    vmap, gained one same first dim (out_dims=0: each node gains it), the tree with those batch sizes; None
+    for anything else (``_unflatten_node`` decides, and raises where it must).
     """
-    old = olds[0]
-    if len(shape) == len(old) - 1:  # vmap's in_dims=0
-        if _is_compiling():  # export's symbolic sizes: compared with the hints, they would specialize
+    if _is_compiling():  # symbolic sizes (export): compared with the hints, they would specialize
+        return None
+    shapes = list(map(_shape, values))
+    olds = layout.context[5]
+    n = len(shapes[0]) - len(olds[0])
+    if n == -1:  # vmap's in_dims=0
+        removed = layout.removed
+        if removed is None:
+            removed = layout.removed = ([old[1:] for old in olds], _ambiguous(olds),
+                                        _plan(layout.context, {}, None))
+        expected, ambiguous, plan = removed
+        if shapes != expected:
             return None
-        b = old[0]
-        for v, old in zip(values, olds, strict=True):
-            if (type(v) is not _Tensor and type(v) is not _Parameter) or (b, *v.shape) != old:
+        for i in ambiguous:  # a leaf whose dims 0 and 1 have one size: mapped along dim 1 (beyond the batch
+            if _mapped_dim(values[i]) > 0:  # dims, or not shared by every leaf) it would look the same
                 return None
-            if _mapped_dim(v) > 0:  # mapped along another dim: _removed_dim checks it
-                return None
-        return {None: None}
-    if len(shape) == len(old) + 1:  # vmap's out_dims=0
-        if _is_compiling() or not _compat.in_vmap():  # outside vmap, a leading dim may be jacrev's: kept
+        return _build(iter(values), plan)
+    if n == 1:  # vmap's out_dims=0
+        if not _compat.in_vmap():  # outside vmap, a leading dim may be jacrev's: the batch size is kept
             return None
-        k = shape[0]
-        for v, old in zip(values, olds, strict=True):
-            if (type(v) is not _Tensor and type(v) is not _Parameter) or v.shape != (k, *old):
-                return None
-        return {None: k}
+        k = shapes[0][0]
+        added = layout.added.get(k)
+        if added is None:
+            if len(layout.added) >= 8:
+                layout.added.clear()
+            added = layout.added[k] = ([_Size((k, *old)) for old in olds], _plan(layout.context, {}, k))
+        if shapes != added[0]:
+            return None
+        return _build(iter(values), added[1])
     return None
 
 
-def _rebuilt(children: Any, context: Any, sizes: dict[Any, Any]) -> TensorDict:
-    """The node of ``context`` from its children when ``_fast`` has checked them.
+def _ambiguous(olds: tuple[Any, ...]) -> tuple[int, ...]:
+    """The leaves that would lose the same shape when mapped along dim 1 as along dim 0 (see ``_fast``)."""
+    return tuple(i for i, old in enumerate(olds) if len(old) > 1 and old[0] == old[1])
 
-    Each batch size loses its first dim (``sizes[None]`` None) or gains ``sizes[None]`` in front, each
-    distinct one computed once.
+
+def _plan(context: Any, sizes: dict[Any, Any], k: int | None) -> Any:
+    """The nodes ``_build`` makes: ``(keys, batch_size, device, subs)``, ``subs`` None when all are leaves.
+
+    Each batch size without its first dim (``k`` None) or with ``k`` in front.
     """
     keys, batch_size, device, _, meta = context[:5]
-    values = [next(children) if len(m) == 2 else _rebuilt(children, m[2], sizes) for m in meta]
     new_bs = sizes.get(batch_size)
     if new_bs is None:
-        k = sizes[None]
         new_bs = sizes[batch_size] = batch_size[1:] if k is None else _Size((k, *batch_size))
+    if all(len(m) == 2 for m in meta):
+        return keys, new_bs, device, None
+    return keys, new_bs, device, tuple(None if len(m) == 2 else _plan(m[2], sizes, k) for m in meta)
+
+
+def _build(children: Any, plan: Any) -> TensorDict:
+    keys, batch_size, device, subs = plan
+    if subs is None:  # zip asks keys first: it takes exactly len(keys) children
+        entries = dict(zip(keys, children))  # noqa: B905  (a keyword argument costs a third more here)
+    else:
+        entries = {}
+        for key, sub in zip(keys, subs):  # noqa: B905  (one plan: same lengths)
+            entries[key] = next(children) if sub is None else _build(children, sub)
     node = _new(TensorDict)
-    node._tensordict = dict(zip(keys, values, strict=True))
-    node._batch_size = new_bs
+    node._tensordict = entries
+    node._batch_size = batch_size
     node._device = device
     node._names = None
     node._is_locked = False
@@ -350,19 +391,22 @@ def _rebuilt(children: Any, context: Any, sizes: dict[Any, Any]) -> TensorDict:
 
 
 def _dims_tree(values: list[Any], context: Any) -> TensorDict:
-    """The tree of ints/None that vmap unflattens from a spec; a plain context's is kept, locked (``_RECENT``)."""
-    known = _PLACEHOLDERS.get(id(context))
-    if (known is not None and known[0] is context and len(known[1]) == len(values)
-            and all(map(_is_, known[1], values)) and known[2]._is_locked):  # (small ints are one object each)
-        return known[2]
+    """The tree of ints/None that vmap unflattens from a spec; a recent context's is kept, locked (``_Layout``)."""
+    layout = _LAYOUTS.get(id(context))
+    if layout is None or layout.context is not context or _dynamo_compiling():
+        return _placeholders_tree(iter(values), context)
+    kept = layout.dims
+    if (kept is not None and len(kept[0]) == len(values) and all(map(_is_, kept[0], values))
+            and kept[1]._is_locked):  # (small ints are one object each)
+        return kept[1]
     tree = _placeholders_tree(iter(values), context)
-    if context[5] is not None and not _dynamo_compiling() and all(v is None or type(v) is int for v in values):
-        if len(_PLACEHOLDERS) >= _RECENT_MAX:
-            _forget()
+    if all(v is None or type(v) is int for v in values):
+        if kept is not None:
+            _PLACEHOLDERS_FLAT.pop(id(kept[1]), None)
         tree.lock_()
         children: list[Any] = []
         node = _node(tree, children, [])[0]
-        _PLACEHOLDERS[id(context)] = (context, list(values), tree)
+        layout.dims = (list(values), tree)
         _PLACEHOLDERS_FLAT[id(tree)] = (tree, children, _Context((*node, None)))
     return tree
 
