@@ -78,18 +78,29 @@ def _node(td: TensorDict, children: list[Any], olds: list[Any]) -> tuple[Any, bo
     plain = td._names is None
     for v in d.values():  # (list.append called as a method: cheaper than bound methods for a few entries)
         t = type(v)
-        if t is _Tensor or t is _Parameter or (t is not TensorDict and isinstance(v, _Tensor)):
+        if t is _Tensor or t is _Parameter:
             children.append(v)
-            if v.is_nested:
+            try:
+                shape = v.shape
+            except RuntimeError:  # a strided nested tensor: no sizes (a jagged one is of a subclass)
                 meta.append((v.ndim - nd, None))
                 olds.append(None)
                 plain = False
             else:
+                meta.append((len(shape) - nd, shape))
+                olds.append(shape)
+            has_tensor = True
+        elif t is not TensorDict and isinstance(v, _Tensor):  # a subclass (jagged, fake, functional...)
+            children.append(v)
+            if v.is_nested:
+                meta.append((v.ndim - nd, None))
+                olds.append(None)
+            else:
                 shape = v.shape
                 meta.append((len(shape) - nd, shape))
                 olds.append(shape)
-                plain = plain and (t is _Tensor or t is _Parameter)
             has_tensor = True
+            plain = False
         elif t is TensorDict:  # inlined: its leaves are children of this node
             sub, sub_has, sub_plain = _node(v, children, olds)
             meta.append((nd - 1 - len(v._batch_size), v._batch_size if sub_has else None, sub))
@@ -114,8 +125,8 @@ class _Context(tuple):  # type: ignore[type-arg]
 
     torch compares tree specs by their contexts (``torch.export`` checks its inputs' spec against the traced
     one): the keys, device, names, number of batch dims and kinds of children are the structure; the sizes only
-    help ``unflatten``. A sixth item, not structure: the shape of each pytree child in order when the tree is
-    plain (``_fast``), else None.
+    help ``unflatten``. Two more items, not structure, None unless the tree is plain: the shape of each pytree
+    child in order, and what is kept for vmap's common cases (``_Layout``).
     """
 
     __slots__ = ()
@@ -140,7 +151,6 @@ def _structure(context: Any) -> Any:
 # (_Layout): vmap flattens its inputs and outputs, unflattens them and a tree of zeros from each spec and
 # flattens that tree again (to broadcast in_dims/out_dims) on every call. Plain trees only (_node).
 _RECENT: dict[Any, _Context] = {}  # a plain tree's context by its node (_node)
-_LAYOUTS: dict[int, _Layout] = {}  # id(context) -> its _Layout, for the contexts in _RECENT
 _PLACEHOLDERS_FLAT: dict[int, tuple[TensorDict, list[Any], Any]] = {}  # id(tree) -> tree, children, context
 _RECENT_MAX = 64
 
@@ -153,36 +163,37 @@ class _Layout:
     size of a first dim each gained).
     """
 
-    __slots__ = ("added", "context", "dims", "removed")
+    __slots__ = ("added", "dims", "removed")
 
-    def __init__(self, context: Any) -> None:
-        self.context = context
+    def __init__(self) -> None:
         self.dims: tuple[list[Any], TensorDict] | None = None
         self.removed: tuple[list[Any], tuple[int, ...], Any] | None = None
         self.added: dict[int, tuple[list[Any], Any]] = {}
 
+    def __reduce__(self) -> Any:  # a copied or pickled tree spec starts afresh
+        return _Layout, ()
+
 
 def _forget() -> None:
     _RECENT.clear()
-    _LAYOUTS.clear()
     _PLACEHOLDERS_FLAT.clear()
 
 
 def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
-    known = _PLACEHOLDERS_FLAT.get(id(td))
-    if known is not None and known[0] is td and td._is_locked:  # locked: its entries are the cached ones
-        return list(known[1]), known[2]
+    if td._is_locked:  # a kept placeholder tree? (locked: its entries are the cached ones)
+        known = _PLACEHOLDERS_FLAT.get(id(td))
+        if known is not None and known[0] is td:
+            return list(known[1]), known[2]
     children: list[Any] = []
     olds: list[Any] = []
     node, _, plain = _node(td, children, olds)
     if not plain or _dynamo_compiling():
-        return children, _Context((*node, None))
+        return children, _Context((*node, None, None))
     context = _RECENT.get(node)  # (the leaves' shapes are in the node: the plain tuple is the key)
     if context is None:
         if len(_RECENT) >= _RECENT_MAX:
             _forget()
-        context = _RECENT[node] = _Context((*node, tuple(olds)))
-        _LAYOUTS[id(context)] = _Layout(context)
+        context = _RECENT[node] = _Context((*node, tuple(olds), _Layout()))
     return children, context
 
 
@@ -302,36 +313,37 @@ def _refit(td: TensorDict, batch_size: torch.Size) -> TensorDict | None:
 
 
 def _unflatten(values: Any, context: Any) -> TensorDict:
-    values = list(values)
+    if type(values) is not list:  # (torch passes a list of its own)
+        values = list(values)
     if values:
         first = values[0]
         if first is None or type(first) is int:  # the tree of in_dims/out_dims vmap builds
             return _dims_tree(values, context)
-        layout = _LAYOUTS.get(id(context))
-        if layout is not None and layout.context is context and _PLAIN.issuperset(map(type, values)):
-            node = _fast(values, layout)
+        layout = context[6]
+        if layout is not None and _PLAIN.issuperset(map(type, values)):
+            node = _fast(values, context, layout)
             if node is not None:
                 return node
     return _rebuild(iter(values), context)
 
 
-def _fast(values: list[Any], layout: _Layout) -> TensorDict | None:
+def _fast(values: list[Any], context: Any, layout: _Layout) -> TensorDict | None:
     """The tree in vmap's two common cases on a plain tree of plain tensors (``_unflatten_node``'s rule, at once).
 
     When every leaf lost its first dim (vmap mapped dim 0: each node loses its first batch dim) or, inside
     vmap, gained one same first dim (out_dims=0: each node gains it), the tree with those batch sizes; None
     for anything else (``_unflatten_node`` decides, and raises where it must).
     """
-    if _is_compiling():  # symbolic sizes (export): compared with the hints, they would specialize
-        return None
+    if _dynamo_compiling():  # (dynamo does not trace an attrgetter; _unflatten_node's rule compares the same
+        return None  # shapes: symbolic sizes under export specialize there too)
     shapes = list(map(_shape, values))
-    olds = layout.context[5]
+    olds = context[5]
     n = len(shapes[0]) - len(olds[0])
     if n == -1:  # vmap's in_dims=0
         removed = layout.removed
         if removed is None:
             removed = layout.removed = ([old[1:] for old in olds], _ambiguous(olds),
-                                        _plan(layout.context, {}, None))
+                                        _plan(context, {}, None))
         expected, ambiguous, plan = removed
         if shapes != expected:
             return None
@@ -347,7 +359,7 @@ def _fast(values: list[Any], layout: _Layout) -> TensorDict | None:
         if added is None:
             if len(layout.added) >= 8:
                 layout.added.clear()
-            added = layout.added[k] = ([_Size((k, *old)) for old in olds], _plan(layout.context, {}, k))
+            added = layout.added[k] = ([_Size((k, *old)) for old in olds], _plan(context, {}, k))
         if shapes != added[0]:
             return None
         return _build(iter(values), added[1])
@@ -392,8 +404,8 @@ def _build(children: Any, plan: Any) -> TensorDict:
 
 def _dims_tree(values: list[Any], context: Any) -> TensorDict:
     """The tree of ints/None that vmap unflattens from a spec; a recent context's is kept, locked (``_Layout``)."""
-    layout = _LAYOUTS.get(id(context))
-    if layout is None or layout.context is not context or _dynamo_compiling():
+    layout = context[6]
+    if layout is None or _dynamo_compiling():
         return _placeholders_tree(iter(values), context)
     kept = layout.dims
     if (kept is not None and len(kept[0]) == len(values) and all(map(_is_, kept[0], values))
@@ -407,7 +419,7 @@ def _dims_tree(values: list[Any], context: Any) -> TensorDict:
         children: list[Any] = []
         node = _node(tree, children, [])[0]
         layout.dims = (list(values), tree)
-        _PLACEHOLDERS_FLAT[id(tree)] = (tree, children, _Context((*node, None)))
+        _PLACEHOLDERS_FLAT[id(tree)] = (tree, children, _Context((*node, None, None)))
     return tree
 
 
@@ -513,7 +525,7 @@ def _from_dumpable(dumped: Any) -> Any:
 
 
 def _context_from_dumpable(dumped: Any) -> Any:
-    return _Context((*_from_dumpable(dumped), None))
+    return _Context((*_from_dumpable(dumped), None, None))
 
 
 _compat.register_pytree_node(TensorDict, _flatten, _unflatten, _flatten_with_keys, _to_dumpable,

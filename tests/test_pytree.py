@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import Any
 
 import pytest
@@ -410,3 +412,15 @@ def test_vmap_over_parameters_keeps_them_plain() -> None:
     assert out["n"].batch_size == torch.Size([3])
     out["w"].sum().backward()
     torch.testing.assert_close(params["w"].grad, torch.full((3, 2), 2.0))
+
+
+def test_copied_and_pickled_specs_unflatten() -> None:
+    td = _two_leaves(3)
+    leaves, spec = pytree.tree_flatten(td)
+    torch.vmap(lambda t: t)(td)  # fills what the layout keeps
+    for other in (copy.deepcopy(spec), pickle.loads(pickle.dumps(spec))):
+        assert other == spec
+        assert_same_tree(pytree.tree_unflatten(leaves, other), td)
+        assert pytree.tree_unflatten([0, 0], other)["n", "b"] == 0
+        out = torch.vmap(lambda t: t * 2)(pytree.tree_unflatten(leaves, other))
+        torch.testing.assert_close(out["a"], td["a"] * 2)
