@@ -404,7 +404,7 @@ def _build(children: Any, plan: Any) -> TensorDict:
 
 def _dims_tree(values: list[Any], context: Any) -> TensorDict:
     """The tree of ints/None that vmap unflattens from a spec; a recent context's is kept, locked (``_Layout``)."""
-    layout = context[6]
+    layout: _Layout | None = context[6]
     if layout is None or _dynamo_compiling():
         return _placeholders_tree(iter(values), context)
     kept = layout.dims
