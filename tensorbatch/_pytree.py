@@ -25,7 +25,7 @@ specialize them).
 vmap's common cases cost little: on a plain tree (tensors and TensorDicts only) unflatten checks all the leaves
 in one pass when each lost its first dim or gained one (``_fast``), a layout seen again gives the same context
 object (``_RECENT``), and the tree of zeros that vmap unflattens from a spec and flattens again on every call is
-built once per context and kept locked.
+built once per context and kept locked (a tree of ints only).
 """
 
 from __future__ import annotations
@@ -403,7 +403,7 @@ def _build(children: Any, plan: Any) -> TensorDict:
 
 
 def _dims_tree(values: list[Any], context: Any) -> TensorDict:
-    """The tree of ints/None that vmap unflattens from a spec; a recent context's is kept, locked (``_Layout``)."""
+    """The tree of ints/None that vmap unflattens from a spec; a recent context's tree of ints is kept, locked."""
     layout: _Layout | None = context[6]
     if layout is None or _dynamo_compiling():
         return _placeholders_tree(iter(values), context)
@@ -412,7 +412,7 @@ def _dims_tree(values: list[Any], context: Any) -> TensorDict:
             and kept[1]._is_locked):  # (small ints are one object each)
         return kept[1]
     tree = _placeholders_tree(iter(values), context)
-    if all(v is None or type(v) is int for v in values):
+    if all(type(v) is int for v in values):  # (not a tree of Nones: tree_map(lambda x: None) gives a new one)
         if kept is not None:
             _PLACEHOLDERS_FLAT.pop(id(kept[1]), None)
         tree.lock_()

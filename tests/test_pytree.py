@@ -361,23 +361,33 @@ def test_a_layout_seen_again_gives_the_same_context() -> None:
 
 def test_placeholder_tree_is_kept_locked_until_unlocked() -> None:
     _, spec = pytree.tree_flatten(_two_leaves(4))
-    tree = pytree.tree_unflatten([0, 0], spec)
+    tree = pytree.tree_unflatten([0, 0], spec)  # vmap's tree of zeros, to broadcast in_dims/out_dims
     assert tree.is_locked
     assert tree["n"].is_locked
     assert pytree.tree_unflatten([0, 0], spec) is tree
     assert pytree.tree_flatten(tree)[0] == [0, 0]
-    other = pytree.tree_unflatten([0, None], spec)
+    other = pytree.tree_unflatten([0, 1], spec)
     assert other["a"] == 0
-    assert other["n", "b"] is None
+    assert other["n", "b"] == 1
     other.unlock_()
     other["c"] = torch.zeros(4)
     leaves = pytree.tree_flatten(other)[0]
-    assert leaves[:2] == [0, None]  # its entries now, not the cached ones
+    assert leaves[:2] == [0, 1]  # its entries now, not the cached ones
     assert leaves[2].shape == (4,)
-    again = pytree.tree_unflatten([0, None], spec)
+    again = pytree.tree_unflatten([0, 1], spec)
     assert again is not other
     assert again.is_locked
     assert "c" not in again
+
+
+def test_tree_of_nones_is_a_new_unlocked_one() -> None:
+    _, spec = pytree.tree_flatten(_two_leaves(4))
+    nones = pytree.tree_map(lambda x: None, _two_leaves(4))  # (a tree of grads to fill, say)
+    assert not nones.is_locked
+    assert nones["n", "b"] is None
+    assert pytree.tree_unflatten([None, None], spec) is not nones
+    nones["a"] = torch.ones(4, 2)
+    assert pytree.tree_flatten(nones)[0][1] is None
 
 
 def test_vmap_in_dims_as_a_tensordict_prefix() -> None:
