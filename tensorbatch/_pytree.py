@@ -455,7 +455,7 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
                 continue
             if value.is_nested:  # its shape may not be asked (strided layout): it tells only when first
                 if new_bs is None:
-                    new_bs = value.shape[: value.ndim - (feat if feat >= 0 else -1 - feat)]
+                    new_bs = _nested_lead(value, value.ndim - (feat if feat >= 0 else -1 - feat))
                 continue
             shape = value.shape
             if new_bs is None:
@@ -507,6 +507,20 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
         else:
             entries[key] = _fit(key, value, m[1], new_bs, nd)
     return TensorDict._new_unsafe(entries, new_bs if type(new_bs) is _Size else _Size(new_bs), device, names)
+
+
+def _nested_lead(value: torch.Tensor, n: int) -> Any:
+    """The first ``n`` sizes of a nested tensor (None when one is ragged: it tells nothing about the batch).
+
+    A strided nested tensor has no ``shape``, only the sizes of its regular dims.
+    """
+    try:
+        return value.shape[:n]
+    except RuntimeError:
+        try:
+            return _Size([value.size(d) for d in range(n)])
+        except RuntimeError:
+            return None
 
 
 def _to_dumpable(context: Any) -> Any:

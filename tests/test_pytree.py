@@ -434,3 +434,20 @@ def test_copied_and_pickled_specs_unflatten() -> None:
         assert pytree.tree_unflatten([0, 0], other)["n", "b"] == 0
         out = torch.vmap(lambda t: t * 2)(pytree.tree_unflatten(leaves, other))
         torch.testing.assert_close(out["a"], td["a"] * 2)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_strided_nested_tensor_first_entry_round_trips() -> None:
+    # a strided nested tensor has no shape: the batch size is read off its regular leading dims
+    parts = [torch.arange(6.0).reshape(2, 3), torch.arange(12.0).reshape(4, 3)]
+    nt = torch.nested.nested_tensor(parts)
+    td = TensorDict({"a": nt, "b": torch.ones(2, 5)}, batch_size=[2])
+    leaves, spec = pytree.tree_flatten(td)
+    back = pytree.tree_unflatten(leaves, spec)
+    assert back.batch_size == torch.Size([2])
+    assert back["a"] is nt
+    mapped = pytree.tree_map(lambda x: x * 2, td)
+    assert mapped.batch_size == torch.Size([2])
+    for got, want in zip(mapped["a"].unbind(0), parts, strict=True):
+        torch.testing.assert_close(got, want * 2)
+    torch.testing.assert_close(mapped["b"], torch.full((2, 5), 2.0))
