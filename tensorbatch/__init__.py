@@ -1,4 +1,5 @@
 """tensorbatch: a batched, nested dict of tensors that behaves like one tensor."""
+# ruff: noqa: I001  (the import order is the install order: features before the wrappers that forward them)
 
 from . import _pytree as _pytree  # registers TensorDict with torch's pytree
 # (features adding classmethods to TensorDictBase come before the wrappers, which forward them as classmethods)
@@ -140,8 +141,8 @@ __all__ += [  # the options and helpers of issue 16 (item 3)
     "is_leaf_nontensor", "lazy_legacy", "list_to_stack", "parse_tensor_dict_string", "set_capture_non_tensor_stack",
     "set_get_defaults_to_none", "set_lazy_legacy", "set_list_to_stack", "set_printoptions",
 ]
-__all__ += ["LazyStackedTensorDictStore", "TensorDictParams", "TensorDictStore", "collate", "from_module", "from_modules",
-            "tensordict", "typedtensordict"]
+__all__ += ["LazyStackedTensorDictStore", "TensorDictParams", "TensorDictStore", "collate", "from_module",
+            "from_modules", "tensordict", "typedtensordict"]
 __all__ += [  # memmap archives, append_memmap, safetensors files, pack (issue 16)
     "PackLayout", "append_memmap", "from_safetensors", "is_memmap_archive", "pack_memmap", "refresh_archive_checksums",
     "to_safetensors", "unpack_memmap",

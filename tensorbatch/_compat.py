@@ -71,8 +71,9 @@ mapped_dim: Any = _maybe_get_bdim if _maybe_get_bdim is not None else (lambda te
 
 
 def batched_dim(tensor: Any) -> tuple[int, torch.Size]:
-    """The dim that the innermost ``torch.vmap`` maps, of a batched tensor, and the shape it maps it in
-    (the tensor's own shape with that dim). Not traceable by dynamo.
+    """The dim that the innermost ``torch.vmap`` maps, of a batched tensor, and the shape it maps it in.
+
+    That shape is the tensor's own shape with that dim. Not traceable by dynamo.
     """
     return int(_maybe_get_bdim(tensor)), _get_unwrapped(tensor).shape
 

@@ -24,10 +24,10 @@ from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._base.export import node_facts, tree_lines
 from ._keys import NestedKey, is_key, unravel_key_to_tuple
-from ._nontensor import is_non_tensor, stack_non_tensor, value_of
-from ._ops.meta import TENSOR, LeafMeta
+from ._nontensor import stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
 from ._ops.index import check_mask, normalize
+from ._ops.meta import TENSOR, LeafMeta
 from ._ops.torch_function import _columns
 from ._ops.traverse import (
     GET_DEFAULT,
@@ -728,9 +728,11 @@ class LazyStackedTensorDict(TensorDictBase):
         return (LazyStackedTensorDict._new, (self._tds, self._stack_dim, None, self._stack_name))
 
     def _meta_items(self) -> Any:
-        """Each common key once, stacking no leaf: a tensor leaf stands as a view of its first member's leaf
-        expanded to the stacked shape (members of one shape) or as its :class:`LeafMeta`, ``-1`` in the dims
-        where the members differ (tensordict's convention); nodes are lazy stacks, non-tensor leaves stacked.
+        """Each common key once, stacking no leaf.
+
+        A tensor leaf stands as a view of its first member's leaf expanded to the stacked shape (members of
+        one shape) or as its :class:`LeafMeta`, ``-1`` in the dims where the members differ (tensordict's
+        convention); nodes are lazy stacks, non-tensor leaves stacked.
 
         The print options that read the values (``compact=False``) get the real stack.
         """

@@ -500,7 +500,7 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
     entries = {}
     for key, value, m, shape in zip(keys, values, meta, shapes, strict=True):
         # the common cases without a call: a tensor or an in-memory TensorDict that leads with the batch size
-        if shape is not None and (not n or shape[:n] == new_bs):
+        if shape is not None and (not n or shape[:n] == new_bs):  # noqa: SIM114  (two cases, each read alone)
             entries[key] = value
         elif type(value) is TensorDict and m[1] is not None and value._batch_size[:n] == new_bs:
             entries[key] = value

@@ -1,5 +1,6 @@
-"""``TensorDictBase.from_schema``: zero-filled leaves from ``{key: (element_shape, dtype)}``, in memory or in a
-storage backend. Each storage backend registers itself (``register``); ``storage=`` picks it.
+"""``TensorDictBase.from_schema``: zero-filled leaves from ``{key: (element_shape, dtype)}``.
+
+In memory or in a storage backend. Each storage backend registers itself (``register``); ``storage=`` picks it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ _STORAGES: dict[str, Callable[..., Any] | str] = {
 
 
 def register(storage: str, build: Callable[..., Any] | str) -> None:
-    """Make ``TensorDict.from_schema(..., storage=storage, **kwargs)`` call ``build(schema, batch_size=...,
-    device=..., **kwargs)`` (``build``: a function, or ``"module:function"`` imported on first use).
+    """Make ``TensorDict.from_schema(..., storage=storage, **kwargs)`` call ``build``.
+
+    ``build(schema, batch_size=..., device=..., **kwargs)``: a function, or ``"module:function"`` imported on
+    first use.
     """
     _STORAGES[storage] = build
 

@@ -109,8 +109,9 @@ class TensorDict(TensorDictBase):
         return self
 
     def _new_node(self, source: dict[str, Any]) -> TensorDictBase:
-        """:meth:`TensorDictBase._new_node` without the generic property reads (``_new_unsafe``'s body:
-        one call less on the path of every op that returns a TensorDict).
+        """:meth:`TensorDictBase._new_node` without the generic property reads.
+
+        ``_new_unsafe``'s body: one call less on the path of every op that returns a TensorDict.
         """
         node = object.__new__(TensorDict)
         node._tensordict = source

@@ -189,8 +189,10 @@ def __repr__(self: TensorDictBase) -> str:
 
 
 def node_facts(td: Any, root: bool = False, stack_dim: int | None = None) -> str:
-    """A node's facts for its repr line, as the print options say (``set_printoptions``); a lazy stack's
-    ``stack_dim`` follows its batch size."""
+    """A node's facts for its repr line, as the print options say (``set_printoptions``).
+
+    A lazy stack's ``stack_dim`` follows its batch size.
+    """
     opts = _options.REPR
     parts = [f"batch_size={list(td.batch_size)}"] if opts["show_batch_size"] else []
     if stack_dim is not None:

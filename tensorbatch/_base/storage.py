@@ -116,8 +116,11 @@ class StorageHooks:
         return True
 
     def _merge_non_tensor(self, key: str, index: Any, value: Any) -> None:
-        """Write ``value`` at the dim-0 ``index`` of the non-tensor leaf ``key`` of this level: read, merged
-        (``_written``), stored back whole. A store shared by processes overrides it to do that atomically."""
+        """Write ``value`` at the dim-0 ``index`` of the non-tensor leaf ``key`` of this level.
+
+        Read, merged (``_written``), stored back whole. A store shared by processes overrides it to do that
+        atomically.
+        """
         current = self._get_str(key)  # type: ignore[attr-defined]
         self._set_str(key, current._written(index, value), inplace=False, validated=True)  # type: ignore[attr-defined]
 

@@ -73,8 +73,9 @@ def _leaves(td: Any, other: Any, dense: Any, leaves: list[Any], rhs: list[Any]) 
 
 
 def lean_map(td: Any, fn: Callable[..., Any], other: Any) -> tuple[Any, Callable[..., Any]]:
-    """``fn(leaf)`` (``fn(leaf, other_leaf)``: ``other`` is a TensorDict matched by key) per leaf of a plain
-    tree, for ``apply``: the new tree, or None and the function for the generic engine to call instead of ``fn``.
+    """``fn(leaf)`` per leaf of a plain tree, for ``apply`` (``fn(leaf, other_leaf)``: ``other`` matched by key).
+
+    Returns the new tree, or None and the function for the generic engine to call instead of ``fn``.
 
     Results must be tensors starting with their node's batch size, else the generic engine drops, rebuilds
     or refuses them; the function it gets then replays the calls made (a user function runs once per leaf).
@@ -111,8 +112,9 @@ def unary(td: Any, op: Callable[..., Any]) -> Any:
 
 
 def binary(td: Any, other: Any, op: Callable[..., Any], numbers: bool) -> Any:
-    """``op(leaf, other)`` per leaf of a plain tree, or None: ``other`` is a TensorDict, a 0-dim tensor or
-    (``numbers``: ``op`` takes Python scalars) an int or a float.
+    """``op(leaf, other)`` per leaf of a plain tree, or None.
+
+    ``other`` is a TensorDict, a 0-dim tensor or (``numbers``: ``op`` takes Python scalars) an int or a float.
 
     Examples:
         >>> import torch
