@@ -19,6 +19,7 @@ from ..base import TensorDictBase
 
 _NO_DIMS = torch.Size(())
 _Parameter = nn.Parameter
+_Tensor = torch.Tensor
 
 
 # ----------------------------------------------------------------------------------- from_module
@@ -177,6 +178,16 @@ def _tracks_gradients(value: Any) -> bool:
     return bool(value.requires_grad) or _compat.is_batched(value)
 
 
+def _is_parameter(value: Any) -> bool:
+    """``isinstance(value, nn.Parameter)`` without its metaclass's Python check for the two common types."""
+    kind = type(value)
+    if kind is _Parameter:
+        return True
+    if kind is _Tensor:  # (what the metaclass answers for a plain tensor: marked as a parameter or not)
+        return bool(getattr(value, "_is_param", False))
+    return isinstance(value, _Parameter)
+
+
 def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool, non_blocking: bool) -> Any:
     """Write one leaf into ``module`` and return what it replaces."""
     params = module._parameters
@@ -188,12 +199,13 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
         return saved
     if name in params:
         old = params[name]
-        if (not isinstance(value, _Parameter) and not preserve) and isinstance(value, torch.Tensor):
+        is_param = _is_parameter(value)
+        if not is_param and not preserve and isinstance(value, torch.Tensor):
             del params[name]  # the historical replacement: a plain tensor drops the registration
             module.__dict__[name] = value
             return old
         if (preserve and old is not None and isinstance(value, torch.Tensor)
-                and (not isinstance(value, _Parameter) or value.requires_grad != old.requires_grad)
+                and (not is_param or value.requires_grad != old.requires_grad)
                 and not _tracks_gradients(value)):
             value = _Parameter(value, requires_grad=old.requires_grad)
         params[name] = value
@@ -204,7 +216,7 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
         buffers[name] = value
         return old
     old = module.__dict__[name]
-    if isinstance(value, _Parameter):  # a parameter put back where a plain tensor replaced it
+    if _is_parameter(value):  # a parameter put back where a plain tensor replaced it
         del module.__dict__[name]
         params[name] = value
     else:

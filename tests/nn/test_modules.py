@@ -76,3 +76,17 @@ def test_expand_identical_shares_the_tensor():
     assert params["weight"].stride()[0] == 0 and params["weight"]._base is m.weight
     params["weight"].sum().backward()
     torch.testing.assert_close(m.weight.grad, torch.full((3, 2), 3.0))
+
+
+def test_a_tensor_marked_as_parameter_keeps_its_registration():
+    # torch counts a plain tensor with ``_is_param`` set as an nn.Parameter (isinstance): so does to_module
+    module = nn.Linear(2, 2)
+    marked = torch.ones(2, 2)
+    marked._is_param = True  # type: ignore[attr-defined]
+    plain = torch.zeros(2)
+    params = TensorDict({"weight": marked, "bias": plain})
+    with params.to_module(module, preserve_module_state=False):
+        assert module._parameters["weight"] is marked
+        assert "bias" not in module._parameters and module.__dict__["bias"] is plain
+    assert type(module._parameters["weight"]) is nn.Parameter
+    assert type(module._parameters["bias"]) is nn.Parameter and "bias" not in module.__dict__
