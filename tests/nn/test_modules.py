@@ -87,6 +87,8 @@ def test_a_tensor_marked_as_parameter_keeps_its_registration():
     params = TensorDict({"weight": marked, "bias": plain})
     with params.to_module(module, preserve_module_state=False):
         assert module._parameters["weight"] is marked
-        assert "bias" not in module._parameters and module.__dict__["bias"] is plain
+        assert "bias" not in module._parameters
+        assert module.__dict__["bias"] is plain
     assert type(module._parameters["weight"]) is nn.Parameter
-    assert type(module._parameters["bias"]) is nn.Parameter and "bias" not in module.__dict__
+    assert type(module._parameters["bias"]) is nn.Parameter
+    assert "bias" not in module.__dict__
