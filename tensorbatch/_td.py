@@ -331,11 +331,14 @@ class TensorDict(TensorDictBase):
             index = index[-1]
         if type(index) is str and not node._is_locked:
             bs = node._batch_size
-            if type(value) is _Tensor and (
-                shape[0] == bs[0] if len(bs) == 1 and (shape := value.shape) else value.shape[: len(bs)] == bs
-            ) and (node._device is None or value.device == node._device):
-                node._tensordict[index] = value
-                return None
+            try:
+                if type(value) is _Tensor and (
+                    shape[0] == bs[0] if len(bs) == 1 and (shape := value.shape) else value.shape[: len(bs)] == bs
+                ) and (node._device is None or value.device == node._device):
+                    node._tensordict[index] = value
+                    return None
+            except RuntimeError:  # a strided nested tensor has no shape: _validate reads its sizes
+                pass
             node._tensordict[index] = node._validate(value, path if type(path) is tuple else (index,))
             return None
         return TensorDictBase.__setitem__(self, index, value)

@@ -4,6 +4,7 @@ storage an in-place form releases, ``stack``'s extra keywords, argument errors, 
 from __future__ import annotations
 
 import gc
+import warnings
 import weakref
 
 import pytest
@@ -132,3 +133,14 @@ def test_memmap_shape_keyword_conflict(tmp_path):
     assert m.dtype == torch.int16
     assert m.filename == str(tmp_path / "x.mm")
     assert m.sum().item() == 4
+
+
+def test_new_tensor_from_a_list_warns_nothing_and_takes_each_leafs_dtype():
+    td = TensorDict({"f": torch.zeros(2), "n": {"i": torch.zeros(2, dtype=torch.int32)}}, [2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when a tensor is copy-constructed: a list is not one
+        out = td.new_tensor([1, 2, 3])
+    assert out.batch_size == torch.Size([3])
+    assert out["f"].dtype == torch.float32
+    assert out["n", "i"].dtype == torch.int32
+    assert out["f"].tolist() == [1.0, 2.0, 3.0]

@@ -541,9 +541,12 @@ def new_tensor(self: TensorDictBase, data: Any, **kwargs: Any) -> TensorDictBase
         out = self.apply(lambda x, d: x.new_tensor(d, **kwargs), data, batch_size=data.batch_size)
         assert out is not None  # apply gives None only with filter_empty
         return out
-    data = torch.as_tensor(data)
-    return self._map(lambda x: x.new_tensor(data.detach(), **kwargs), "new_tensor", batch_size=data.shape,
-                     device=data.device if "device" not in kwargs else _as_device(kwargs["device"]))
+    # each leaf gets ``data`` as given: a list is not made a tensor first (torch warns when a tensor is
+    # copy-constructed); the result's device is the data's unless ``device`` is given, as in tensordict
+    as_tensor = data if isinstance(data, torch.Tensor) else torch.as_tensor(data)
+    device = _as_device(kwargs["device"]) if "device" in kwargs else as_tensor.device
+    return self._map(lambda x: x.new_tensor(data, **kwargs), "new_tensor", batch_size=as_tensor.shape,
+                     device=device)
 
 
 def all_true(self: TensorDictBase, dim: int | None = None) -> bool | TensorDictBase:

@@ -242,3 +242,17 @@ def test_td_reshape_to_its_own_batch_size_keeps_a_strided_leaf():
     assert td.reshape(4)["nt"] is td["nt"]
     with pytest.raises(RuntimeError):
         td.reshape(2, 2)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_setitem_by_key_takes_a_nested_leaf_and_checks_its_rows(layout):
+    # td[key] = nt: the fast path reads no shape of a strided nested tensor (it has none), the checked one does
+    td = TensorDict({"x": torch.zeros(4, 1)}, [4])
+    nt = _nt(layout)
+    td["r"] = nt
+    td["n", "r"] = nt
+    assert td["r"] is nt
+    assert _rows(td["n", "r"]) == _expected(range(4))
+    with pytest.raises(RuntimeError, match=r"batch"):
+        td["short"] = _nt(layout, (2, 1))
+    assert "short" not in td.keys()
