@@ -51,6 +51,9 @@ class TensorDictBase(StorageHooks, TensorCollection):
     # The non-tensor leaf classes (NonTensorData, NonTensorStack); set by ``_nontensor.py`` (no import here).
     _non_tensor_cls: ClassVar[Any] = None
     _non_tensor_stack_cls: ClassVar[Any] = None
+    # NumPy defers binary operators to us (``np.float32(2) - td`` calls ``td.__rsub__``) instead of trying to
+    # make an array of the TensorDict; a NumPy ufunc called on a TensorDict raises TypeError.
+    __array_ufunc__ = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -328,6 +328,7 @@ class TensorClass:
     _tb_tensorclass: ClassVar[bool] = True  # not "_is_tensorclass": tensordict duck-types that name
     _dense_cls: ClassVar[Any] = TensorDict  # nodes a backend rebuilds from a TensorClass value
     _autocast: ClassVar[bool] = False
+    __array_ufunc__ = None  # NumPy defers binary operators to us (as TensorDictBase)
     _nocast: ClassVar[bool] = False
     _frozen: ClassVar[bool] = False
     _shadow: ClassVar[bool] = False

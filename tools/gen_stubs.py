@@ -287,9 +287,10 @@ def _def(
 
 def _member(cls: type, name: str, value: Any, imports: _Imports) -> list[str]:
     ind = "    "
-    if value is None:  # ``__hash__ = None``
+    if value is None:  # ``__hash__ = None`` (overrides object's method: mypy wants the ignore), ``__array_ufunc__``
         imports.resolve("ClassVar", {"ClassVar": importlib.import_module("typing").ClassVar})
-        return [f"{ind}{name}: ClassVar[None]  # type: ignore[assignment]"]
+        ignore = "  # type: ignore[assignment]" if hasattr(object, name) else ""
+        return [f"{ind}{name}: ClassVar[None]{ignore}"]
     annotations = inspect.get_annotations(cls)
     if (
         name in annotations

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+import numpy as np
 import torch
 
 from .._compat import dynamo_compiling, transforms_active
@@ -91,6 +92,14 @@ CASTS: dict[str, torch.dtype] = {
 
 
 _OPERANDS = (torch.Tensor, int, float, bool, complex)
+_NUMPY_SCALARS = (np.number, np.bool_)
+
+
+def _scalar_operand(what: str, other: Any) -> Any:
+    """A NumPy scalar operand as the Python number it holds (as torch takes it); TypeError for anything else."""
+    if isinstance(other, _NUMPY_SCALARS):
+        return other.item()
+    raise TypeError(f"{what}: unsupported operand of type {type(other).__name__}")
 _TENSOR_ONLY = {"maximum", "minimum", "logical_and", "logical_or", "logical_xor"}
 
 
@@ -372,7 +381,7 @@ def _make_binary(name: str, torch_name: str) -> Callable[..., Any]:
             if out is not None:
                 return out
         if not is_td(other) and not isinstance(other, _OPERANDS):  # (the set lookup first: cheaper)
-            raise TypeError(f"{name}: unsupported operand of type {type(other).__name__}")
+            other = _scalar_operand(name, other)
         kwargs = {} if alpha is None else {"alpha": alpha}
         if default is not None and is_td(other):
             return _with_default(self, other, torch_name, default, kwargs)
@@ -407,10 +416,14 @@ def _make_binary_(name: str) -> Callable[..., Any]:
     def method(self: Any, other: Any, *, alpha: Any = None) -> Any:
         if dynamo_compiling() and alpha is None and _lean_inplace(self, inplace, other, foreach, number_foreach):
             return self  # traced.py: lean while dynamo traces
+        if is_td(other):
+            if alpha is not None:
+                return map_inplace(self, name, partial(inplace, alpha=alpha), other)
+            return map_inplace(self, name, inplace, other, foreach=foreach)
+        if not isinstance(other, _OPERANDS):
+            other = _scalar_operand(f"{name}_", other)
         if alpha is not None:
             return map_inplace(self, name, partial(inplace, alpha=alpha), other)
-        if is_td(other):
-            return map_inplace(self, name, inplace, other, foreach=foreach)
         return map_inplace(self, name, inplace, other,
                            foreach=None if isinstance(other, torch.Tensor) else number_foreach)
 
@@ -525,6 +538,8 @@ def _make_reflected(torch_name: str) -> Callable[..., Any]:
     def method(self: Any, other: Any) -> Any:
         if is_td(other):
             return NotImplemented
+        if isinstance(other, _NUMPY_SCALARS):  # (reached when numpy defers: TensorDictBase.__array_ufunc__)
+            other = other.item()
         if isinstance(other, torch.Tensor) and other.ndim:  # aligned with the batch dims, as td <op> t
             out = map_leaves(self, lambda x: op(_align(other, x), x), what=torch_name)
             new_bs = _result_batch(self, other)
@@ -648,6 +663,8 @@ def _operator(method: Callable[..., Any], mappings: bool = False, lean: tuple[An
         if other and not is_td(other[0]) and not isinstance(other[0], _OPERANDS):
             if mappings and isinstance(other[0], Mapping):
                 return method(self, _mapping_operand(self, other[0]))
+            if isinstance(other[0], _NUMPY_SCALARS):
+                return method(self, other[0].item())
             return NotImplemented
         return method(self, *other)
 

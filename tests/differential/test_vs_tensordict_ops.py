@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
 import pytest
 import torch
 
@@ -63,6 +64,7 @@ OPERANDS = {
     "tensor0d": lambda lib: torch.tensor(1.5),
     "tensor_batch": lambda lib: torch.linspace(0.5, 2.0, 5).expand(4, 5).clone(),
     "number": lambda lib: 1.5,
+    "numpy_number": lambda lib: np.float32(1.5),
 }
 
 BINARY = ["add", "sub", "mul", "div", "pow", "clamp_min", "clamp_max", "maximum", "minimum"]
@@ -142,7 +144,7 @@ INPLACE = {
 }
 
 
-@pytest.mark.parametrize("rhs", ["td", "number", "tensor0d"])
+@pytest.mark.parametrize("rhs", ["td", "number", "numpy_number", "tensor0d"])
 @pytest.mark.parametrize("sym", list(ARITH))
 def test_arith_operator(run_both, sym, rhs):
     run_both(lambda lib, td: ARITH[sym](td, OPERANDS[rhs](lib)), data="pos")
@@ -159,7 +161,12 @@ def test_reflected_operator(run_both, sym):
     run_both(lambda lib, td: op(2, td), data="int" if sym in BITWISE else "pos")
 
 
-@pytest.mark.parametrize("rhs", ["td", "number"])
+@pytest.mark.parametrize("sym", ["+", "-", "*", "/"])
+def test_numpy_scalar_on_the_left(run_both, sym):
+    run_both(lambda lib, td: ARITH[sym](np.float32(2), td), data="pos")
+
+
+@pytest.mark.parametrize("rhs", ["td", "number", "numpy_number"])
 @pytest.mark.parametrize("sym", list(CMP))
 def test_compare_operator(run_both, sym, rhs):
     run_both(lambda lib, td: CMP[sym](td, OPERANDS[rhs](lib)), data="pos")

@@ -13,6 +13,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -158,10 +159,16 @@ def _operands(name: str) -> list[tuple[str, Any, Callable[[torch.Tensor, int], A
         ("td", other_td, lambda x, i: leaves(other_td)[i]),
         ("batch_tensor", aligned, per_leaf_aligned),
         ("number", number, per_leaf_number),
+        ("numpy_number", _numpy_number(kind), per_leaf_number),  # taken as the Python number it holds
     ]
 
 
-BINARY_CASES = [(n, which) for n in sorted(BINARY) for which in ("td", "batch_tensor", "number")]
+def _numpy_number(kind: str) -> Any:
+    number = _number(kind)
+    return {"int": np.int64, "bool": np.bool_}.get(kind, np.float32)(number)
+
+
+BINARY_CASES = [(n, which) for n in sorted(BINARY) for which in ("td", "batch_tensor", "number", "numpy_number")]
 
 
 @pytest.mark.parametrize(("name", "which"), BINARY_CASES)
@@ -317,6 +324,33 @@ def test_reflected_number(dunder: str) -> None:
 
 
 @pytest.mark.parametrize("dunder", sorted(REFLECTED))
+def test_reflected_numpy_number(dunder: str) -> None:
+    # NumPy defers to the TensorDict (__array_ufunc__ = None) instead of making an array of it
+    torch_name = REFLECTED[dunder]
+    kind = _binary_kind(torch_name)
+    td = make_td(kind)
+    op = getattr(torch, torch_name)
+    expected = [op(torch.as_tensor(_number(kind)), x) for x in leaves(td)]
+    assert_leafwise(_REFLECTED_CALL[dunder](_numpy_number(kind), td), expected)
+
+
+def test_numpy_ufunc_on_a_tensordict_is_refused() -> None:
+    with pytest.raises(TypeError, match="does not support ufuncs"):
+        np.add(make_td(), 1)
+
+
+def test_unsupported_operand_of_an_inplace_op_names_it() -> None:
+    td = make_td()
+    before = [x.clone() for x in leaves(td)]
+    with pytest.raises(TypeError, match=r"add_: unsupported operand of type dict"):
+        td.add_({"a": torch.ones(3, 4)})
+    with pytest.raises(TypeError, match=r"mul_: unsupported operand of type str"):
+        td.mul_("x")
+    for x, b in zip(leaves(td), before, strict=True):
+        torch.testing.assert_close(x, b)
+
+
+@pytest.mark.parametrize("dunder", sorted(REFLECTED))
 def test_reflected_batch_tensor(dunder: str) -> None:
     torch_name = REFLECTED[dunder]
     kind = _binary_kind(torch_name)
@@ -415,7 +449,7 @@ def test_binary_torch_function(name: str, which: str) -> None:
     _, other, rhs = next(c for c in _operands(name) if c[0] == which)
     td = make_td(_binary_kind(name))
     fn = getattr(torch, torch_name)
-    if which == "number" and name in _TENSOR_ONLY:  # torch's own argument parser refuses, as for a tensor
+    if which in ("number", "numpy_number") and name in _TENSOR_ONLY:  # torch's argument parser refuses them
         with pytest.raises(TypeError, match="must be Tensor"):
             fn(td, other)
         return
