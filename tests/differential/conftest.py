@@ -173,6 +173,8 @@ DIFFERENCES: dict[str, str] = {
     "test_nested_leaves[njt-update_]": "update_/copy_ copy nested leaves (tensordict: NotImplementedError)",
     "test_nested_leaves[nst-copy_]": "update_/copy_ copy nested leaves (tensordict: NotImplementedError)",
     "test_nested_leaves[njt-copy_]": "update_/copy_ copy nested leaves (tensordict: NotImplementedError)",
+    "torch_cat_batch_dims_differ": "cat of TensorDicts whose batch sizes differ beyond the cat dim raises "
+    "RuntimeError (tensordict keeps the first one's batch size: [3] with [3, 2] gives [6], [3, 2] with [3] [6, 2])",
     "test_numpy_scalar_on_the_left": "a NumPy scalar on the left of an operator defers to the TensorDict "
     "(__array_ufunc__ = None: np.float32(2) - td is leaf-wise; tensordict: TypeError, NumPy makes a sequence of it)",
     "test_nested_leaves[njt-memmap": "jagged nested leaves can be saved to memmap folders, in tensordict's "

@@ -330,6 +330,8 @@ TORCH = [
     case("torch_cat1", lambda lib, td: torch.cat([td, td[:, :2]], dim=1)),
     case("torch_cat_mismatch", lambda lib, td: torch.cat([td, td[:, :2]], 0)),
     case("torch_cat_mismatch_keys", lambda lib, td: torch.cat([td, td.exclude("b")], 0)),
+    case("torch_cat_batch_dims_differ", lambda lib, td: torch.cat([lib.TensorDict({"a": torch.ones(3, 2)}, [3]),
+                                                                    lib.TensorDict({"a": torch.ones(3, 2)}, [3, 2])])),
     case("torch_unbind", lambda lib, td: torch.unbind(td, 1)),
     case("torch_split", lambda lib, td: torch.split(td, 2)),
     case("torch_split_list_dim", lambda lib, td: torch.split(td, [2, 3], dim=1)),
