@@ -84,6 +84,7 @@ class _Writer:
         # temporary name of their own (an in-place re-save replaces each file atomically instead)
         self.allow_pickle, self.like, self.fresh = allow_pickle, like, fresh
         self.jobs: list[tuple[torch.Tensor, Path, bool]] = []  # (tensor, file, zero-filled instead of written)
+        self.metas: dict[Path, dict[str, Any]] = {}  # each TensorDict node's metadata by folder (what load reads)
 
     def tree(self, td: Any, root: Path) -> None:
         """Write every node of ``td`` (a node before the ones below it; a lazy stack's members in ``0/``, ``1/``...)."""
@@ -96,7 +97,9 @@ class _Writer:
                 dim, members = stacked
                 for i in range(len(members)):
                     folders[(*path, str(i))] = folder / str(i)
-                _write_json(folder / META, {**_class_tag(node), "stack_dim": dim, "stack_dim_name": node.names[dim]})
+                stack_meta = {**_class_tag(node), "stack_dim": dim, "stack_dim_name": node.names[dim]}
+                self.json(folder / META, stack_meta)
+                self.metas[folder] = stack_meta
                 continue
             meta: dict[str, Any] = {}
             for key, value in node._items_str():
@@ -125,8 +128,10 @@ class _Writer:
             names = node._maybe_names()
             if names is not None:
                 meta["_names"] = list(names)
-            self._drop_stale(folder, meta)
-            _write_json(folder / META, meta)
+            if not self.fresh:
+                self._drop_stale(folder, meta)
+            self.json(folder / META, meta)
+            self.metas[folder] = meta
 
     def nested(self, value: torch.Tensor, folder: Path, name: str) -> dict[str, Any]:
         """A nested tensor leaf, stored as tensordict stores one.
@@ -194,7 +199,15 @@ class _Writer:
                     pickle.dump({"data": data}, f)
         else:
             meta["data"] = data
-        _write_json(folder / META, meta)
+        self.json(folder / META, meta)
+
+    def json(self, file: Path, meta: dict[str, Any]) -> None:
+        """Write a metadata file: directly into a fresh folder (renamed into place whole), else replaced whole."""
+        if self.fresh:
+            with open(file, "w") as f:
+                f.write(json.dumps(meta))
+        else:
+            _write_json(file, meta)
 
     def write(self, num_threads: int) -> None:
         if num_threads > 1 and len(self.jobs) > 1:
@@ -259,8 +272,11 @@ def add_to_meta(folder: Path, key: str, tensor: torch.Tensor) -> None:
 
 
 def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int = 0, allow_pickle: bool = False,
-         like: bool = False) -> Path:
+         like: bool = False, metas: dict[Path, Any] | None = None) -> Path:
     """Write ``td`` into the folder ``prefix``, atomically (a temporary sibling renamed into place).
+
+    ``metas``: a dict that gets the metadata written for each TensorDict node, by its folder (``load`` takes
+    it instead of reading those files back).
 
     Raises:
         RuntimeError: when ``prefix`` exists and ``existsok`` is False.
@@ -279,6 +295,8 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
         # does, so that its existing mappings keep reaching the files.
         writer.root(td, prefix)
         writer.write(num_threads)
+        if metas is not None:
+            metas.update(writer.metas)
         return prefix
     tmp = prefix.parent / f".{prefix.name}.tmp-{uuid.uuid4().hex[:12]}"
     writer.fresh = True
@@ -289,6 +307,8 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if metas is not None:
+        metas.update({prefix / folder.relative_to(tmp): meta for folder, meta in writer.metas.items()})
     return prefix
 
 
@@ -364,13 +384,17 @@ def _shape(entry: Any, file: Path) -> torch.Size:
 
 
 class _Reader:
-    def __init__(self, dense_cls: Any, device: Any, allow_pickle: bool, robust_key: bool) -> None:
+    def __init__(self, dense_cls: Any, device: Any, allow_pickle: bool, robust_key: bool,
+                 metas: dict[Path, Any] | None = None) -> None:
         self.dense_cls, self.device, self.allow_pickle, self.robust_key = dense_cls, device, allow_pickle, robust_key
+        self.metas = metas or {}  # metadata just written by save (not read back)
         meta_device = device is not None and torch.device(device).type == "meta"
         self.metadata_only = meta_device or fake_mode_active()  # leaves from the metadata, no file read
 
     def node(self, folder: Path) -> Any:
-        meta = _read_json(folder / META)
+        meta = self.metas.get(folder)
+        if meta is None:
+            meta = _read_json(folder / META)
         kind = str(meta.get("_class", "")).rpartition(":")[2]
         if meta.get("_is_non_tensor") or kind == "NonTensorStack":
             return self.non_tensor(folder, meta)
@@ -467,7 +491,7 @@ class _Reader:
 
 
 def load(prefix: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False,
-         robust_key: bool = True) -> Any:
+         robust_key: bool = True, metas: dict[Path, Any] | None = None) -> Any:
     """Read the folder ``prefix`` (leaves map its files; an archive file is read by archive.py).
 
     ``device="meta"`` or an active ``FakeTensorMode`` read the metadata only: leaves are meta (or fake)
@@ -476,7 +500,7 @@ def load(prefix: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle
     folder = Path(prefix).absolute()  # mapped file names are absolute, whatever the working directory
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder with a saved TensorDict")
-    return _Reader(dense_cls, device, allow_pickle, robust_key).node(folder)
+    return _Reader(dense_cls, device, allow_pickle, robust_key, metas).node(folder)
 
 
 def run_early(fn: Any) -> Future[Any]:

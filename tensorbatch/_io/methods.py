@@ -37,6 +37,18 @@ def _remember(td: Any, prefix: str | Path) -> None:
     _SAVED.set(td, str(Path(prefix).absolute()))
 
 
+def _save_and_load(td: Any, prefix: str | Path, *, allow_pickle: bool = False, **kwargs: Any) -> Any:
+    """Save ``td`` into the folder ``prefix`` and load it back mapped and locked, as ``load_memmap`` does.
+
+    The metadata just written is handed to the load instead of being read back from its files.
+    """
+    metas: dict[Path, Any] = {}
+    _memmap.save(td, prefix, allow_pickle=allow_pickle, metas=metas, **kwargs)
+    loaded = _memmap.load(prefix, type(td)._dense_cls, None, allow_pickle=allow_pickle, metas=metas)
+    _remember(loaded, prefix)
+    return loaded.lock_()
+
+
 class _Persistence:
     """The methods; :func:`install` copies them onto TensorDictBase."""
 
@@ -84,8 +96,8 @@ class _Persistence:
                                  device=torch.device("cpu"))
                 return out.lock_()
             _check_existing(self, prefix, copy_existing)
-            _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, allow_pickle=allow_pickle)
-            loaded = type(self).load_memmap(prefix, allow_pickle=allow_pickle)
+            loaded = _save_and_load(self, prefix, existsok=existsok, num_threads=num_threads,
+                                    allow_pickle=allow_pickle)
             if is_non_tensor(self) and loaded.batch_size != self.batch_size:  # a leaf's batch is its parent's
                 loaded = loaded._follow(self.batch_size)
             return loaded
@@ -125,8 +137,7 @@ class _Persistence:
                 out = self.apply(lambda x: _shared(x, zeros=True) if x.is_nested else
                                  MemoryMappedTensor.zeros(x.shape, dtype=x.dtype), device=torch.device("cpu"))
                 return out.lock_()
-            _memmap.save(self, prefix, existsok=existsok, num_threads=num_threads, like=True)
-            return type(self).load_memmap(prefix)
+            return _save_and_load(self, prefix, existsok=existsok, num_threads=num_threads, like=True)
 
         return _memmap.run_early(run) if return_early else run()
 
