@@ -13,6 +13,7 @@ import os
 import pickle
 import re
 import shutil
+import stat
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -204,8 +205,7 @@ class _Writer:
     def json(self, file: Path, meta: dict[str, Any]) -> None:
         """Write a metadata file: directly into a fresh folder (renamed into place whole), else replaced whole."""
         if self.fresh:
-            with open(file, "w") as f:
-                f.write(json.dumps(meta))
+            _write_bytes(file, json.dumps(meta).encode())
         else:
             _write_json(file, meta)
 
@@ -223,10 +223,14 @@ class _Writer:
             return
         nbytes = tensor.numel() * tensor.element_size()
         tmp = file if self.fresh else file.with_name(f".{file.name}.tmp-{uuid.uuid4().hex[:8]}")
-        with open(tmp, "wb") as f:
-            if like or not nbytes:
-                f.truncate(nbytes)  # a sparse, zero-filled file: no page is touched
-            else:
+        if like or not nbytes:  # a sparse, zero-filled file: no page is touched
+            fd = os.open(tmp, _CREATE, 0o666)  # (os level: a Python file object costs four more system calls)
+            try:
+                os.ftruncate(fd, nbytes)
+            finally:
+                os.close(fd)
+        else:
+            with open(tmp, "wb") as f:
                 self._copy(tensor, f)
         if tmp is not file:
             os.replace(tmp, file)
@@ -244,6 +248,20 @@ def _is_whole_file(tensor: torch.Tensor, file: Path) -> bool:
     if getattr(tensor, "_filename", None) != str(file) or tensor.storage_offset() or not tensor.is_contiguous():
         return False
     return file.exists() and os.path.getsize(file) == tensor.numel() * tensor.element_size()
+
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+
+
+def _write_bytes(file: Path, data: bytes) -> None:
+    """Create ``file`` holding ``data`` (os level: a Python file object costs four more system calls)."""
+    fd = os.open(file, _CREATE, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def _write_json(file: Path, meta: dict[str, Any]) -> None:
@@ -282,15 +300,16 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
         RuntimeError: when ``prefix`` exists and ``existsok`` is False.
     """
     prefix = Path(prefix).absolute()
-    if prefix.is_symlink():  # the folder named is a link: save into its target (as tensordict), keep the link
+    mode = _mode(prefix, follow=False)  # (one system call for what is there)
+    if mode is not None and stat.S_ISLNK(mode):  # a link: save into its target (as tensordict), keep the link
         prefix = prefix.resolve()
-    if prefix.exists() and not existsok:
+        mode = _mode(prefix, follow=True)
+    if mode is not None and not existsok:
         raise RuntimeError(f"the folder {prefix} already exists (pass existsok=True to replace it)")
-    if prefix.is_dir():
+    if mode is not None and stat.S_ISDIR(mode):
         _refuse_symlinks(td, prefix)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    writer = _Writer(allow_pickle, like)
-    if prefix.exists() and _maps_from(td, prefix):
+    writer = _Writer(allow_pickle, like)  # (a missing parent folder is made with the temporary folder)
+    if mode is not None and _maps_from(td, prefix):
         # The TensorDict is mapped from this very folder: update it in place (file by file), as tensordict
         # does, so that its existing mappings keep reaching the files.
         writer.root(td, prefix)
@@ -310,6 +329,14 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     if metas is not None:
         metas.update({prefix / folder.relative_to(tmp): meta for folder, meta in writer.metas.items()})
     return prefix
+
+
+def _mode(path: Path, *, follow: bool) -> int | None:
+    """The file mode of what ``path`` names (of the link itself unless ``follow``), None when nothing is there."""
+    try:
+        return (os.stat(path) if follow else os.lstat(path)).st_mode
+    except FileNotFoundError:
+        return None
 
 
 def _refuse_symlinks(td: Any, folder: Path, keys: tuple[str, ...] = ()) -> None:
@@ -346,9 +373,11 @@ def _maps_from(td: Any, prefix: Path) -> bool:
 
 def _swap_into_place(tmp: Path, prefix: Path) -> None:
     """Rename ``tmp`` to ``prefix``; an existing ``prefix`` is moved aside first and removed after."""
-    if not prefix.exists():
+    try:  # nothing there (or an empty folder, which a rename replaces): one system call
         os.rename(tmp, prefix)
         return
+    except OSError:  # a folder with files (ENOTEMPTY/EEXIST) or a file (ENOTDIR): moved aside below
+        pass
     old = prefix.parent / f".{prefix.name}.old-{uuid.uuid4().hex[:12]}"
     os.rename(prefix, old)
     os.rename(tmp, prefix)
