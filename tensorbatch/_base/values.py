@@ -401,13 +401,15 @@ def zero_(self: TensorDictBase) -> TensorDictBase:
     """Fill every leaf with zeros in place."""
     leaves = flat_leaves(self)
     if leaves:
-        try:
-            if transforms_active():  # no foreach under vmap (see _ops/pointwise.py _NO_BATCHING)
-                raise RuntimeError
-            torch._foreach_zero_(leaves)
-        except RuntimeError:  # no foreach kernel for nested tensors (refused before any write)
+        if transforms_active() or dynamo_compiling():  # no foreach (see _ops/pointwise.py _NO_BATCHING)
             for leaf in leaves:
                 leaf.zero_()
+        else:
+            try:
+                torch._foreach_zero_(leaves)
+            except RuntimeError:  # no foreach kernel for nested tensors (refused before any write)
+                for leaf in leaves:
+                    leaf.zero_()
         if not self._leaves_in_memory:  # the leaves were copies read from storage
             write_back(self, leaves)
     return self

@@ -110,7 +110,9 @@ def _foreach(name: str) -> Any:  # at op-creation time: a missing name goes thro
 # _NO_BATCHING: foreach kernels have no vmap batching rule: eager vmap falls back to a slow per-sample loop,
 # and under torch.compile (vmap(compile(f)), compile(vmap(f))) tracing fails on them. So no foreach call
 # inside a functorch transform: one global check per op (cheaper than asking a leaf whether it is batched;
-# dynamo traces it), and eager ops still fall back leaf by leaf on a foreach error.
+# dynamo traces it), and eager ops still fall back leaf by leaf on a foreach error. A foreach call that
+# falls back when it fails is not made while dynamo traces either: there its failure (an integer leaf beside
+# a leaf that requires grad) fails the whole compile instead of reaching the ``except``.
 
 
 def _use_foreach(td: Any) -> bool:
@@ -137,7 +139,7 @@ def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: A
             return out
     if foreach is not None and not kwargs and (cpu or _use_foreach(td)):
         leaves = flat_leaves(td)
-        if not transforms_active():  # see _NO_BATCHING
+        if not transforms_active() and not dynamo_compiling():  # see _NO_BATCHING
             try:
                 return from_leaves(td, foreach(leaves, *args))
             except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
@@ -306,7 +308,7 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any], op: Any,
     if is_td(other):
         if foreach is not None and not kwargs and _use_foreach(td):
             leaves, rhs = flat_leaves(td), flat_leaves_like(other, td)
-            if not transforms_active():  # see _NO_BATCHING
+            if not transforms_active() and not dynamo_compiling():  # see _NO_BATCHING
                 try:
                     return from_leaves(td, foreach(leaves, rhs))
                 except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
@@ -322,7 +324,7 @@ def _binary_map(td: Any, other: Any, name: str, kwargs: dict[str, Any], op: Any,
         return out
     if foreach is not None and not kwargs:  # with a scalar, foreach beats a Python loop on the CPU too
         leaves = flat_leaves(td)
-        if not transforms_active():  # see _NO_BATCHING
+        if not transforms_active() and not dynamo_compiling():  # see _NO_BATCHING
             try:
                 return from_leaves(td, foreach(leaves, other))
             except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)

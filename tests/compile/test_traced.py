@@ -146,3 +146,23 @@ def test_trees_that_are_not_plain_take_the_generic_engine() -> None:
     torch.testing.assert_close(got["n", "b"], stack["n", "b"] * 2)
     params = TensorDict({"w": torch.nn.Parameter(torch.ones(3))}, batch_size=[])
     assert_same(compiled(lambda t: t * 2, fullgraph=False)(params), params * 2)
+
+
+@pytest.mark.parametrize("name", ["add", "mul_td", "clone", "exp", "zero_"])
+def test_foreach_that_fails_is_not_traced(name: str) -> None:
+    """An integer leaf beside a Parameter: the foreach kernel refuses the pair (autograd takes no integer dtype).
+
+    Eager falls back leaf by leaf; dynamo cannot (the failure fails the trace), so no foreach is traced.
+    """
+    ops: dict[str, Callable[[TensorDict], Any]] = {
+        "add": lambda t: t + 1,
+        "mul_td": lambda t: t * t,
+        "clone": lambda t: t.clone(),
+        "exp": lambda t: t.exp(),
+        "zero_": lambda t: t.clone().zero_(),
+    }
+    td = TensorDict({"i": torch.arange(4), "p": torch.nn.Parameter(torch.ones(4, 2))}, batch_size=[4])
+    fn = ops[name]
+    got, want = compiled(fn)(td), fn(td)
+    assert_same(got, want)
+    assert got["i"].dtype == want["i"].dtype and got["p"].requires_grad
