@@ -63,11 +63,15 @@ class UnbatchedTensor(torch.Tensor):
             out._batch_size = _Size(batch_size)
         return out  # type: ignore[no-any-return]  # as_subclass(cls) is a cls
 
+    # ([] until it is stored; a class default, not a __dict__ lookup: dynamo breaks the graph on a tensor
+    # subclass's __dict__, and a graph break inside __torch_function__ compiles that frame with no guard on
+    # ``func`` (torch 2.13): the next op of an UnbatchedTensor in a compiled function replayed the first.)
+    _batch_size: torch.Size = _Size()
+
     @property
     def batch_size(self) -> torch.Size:
         """The batch size of the TensorDict holding this entry (``[]`` when it was never stored)."""
-        size: torch.Size = self.__dict__.get("_batch_size", _Size())
-        return size
+        return self._batch_size
 
     @batch_size.setter
     def batch_size(self, value: Any) -> None:

@@ -285,3 +285,27 @@ def test_lazy_stack_repr_and_parse_back():
     assert "u: UnbatchedTensor(shape=[3, 4]" in text and "b: Tensor(shape=[2, 2, 5, 3]" in text
     back = parse_tensor_dict_string(text)
     assert back["u"].shape == (3, 4) and back["u"].batch_size == torch.Size([2, 2, 5])
+
+
+def test_compiled_ops_of_an_unbatched_tensor_do_not_replay_each_other():
+    """No graph break in its ``__torch_function__`` (one there compiles that frame with no guard on the op)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    u = UnbatchedTensor(torch.randn(7), batch_size=[4])
+    explained = torch._dynamo.explain(lambda x: x * 2)(u)
+    assert explained.graph_break_count == 0
+    as_float = torch.compile(lambda x: x.float(), backend="eager")(u)
+    ndim = torch.compile(lambda x: x.ndim, backend="eager")(u)  # gave the first function's result
+    assert type(as_float) is UnbatchedTensor and as_float.batch_size == torch.Size([4])
+    assert ndim == 1 and type(ndim) is int
+    td = TensorDict({"a": torch.randn(4, 3), "u": u}, batch_size=[4])
+
+    def step(t):
+        return t.apply(lambda x: x.sum(-1) if x.ndim > 1 else x * 3)
+
+    got = torch.compile(step, backend="eager")(td)
+    assert type(got["u"]) is UnbatchedTensor and got["u"].batch_size == torch.Size([4])
+    torch.testing.assert_close(got["u"].as_subclass(torch.Tensor), u.as_subclass(torch.Tensor) * 3)
+    torch.testing.assert_close(got["a"], td["a"].sum(-1))
+    torch._dynamo.reset()
