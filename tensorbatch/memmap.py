@@ -14,8 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.overrides import get_default_nowrap_functions
 
 __all__ = ["MemoryMappedTensor"]
+
+_NO_WRAP = get_default_nowrap_functions()
+_dynamo_compiling = torch.compiler.is_dynamo_compiling
 
 
 def _nbytes(shape: torch.Size, dtype: torch.dtype) -> int:
@@ -76,6 +80,11 @@ class MemoryMappedTensor(torch.Tensor):
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         with torch._C.DisableTorchFunctionSubclass():
             out = func(*args, **(kwargs or {}))
+        # ``t._base``, ``t.grad``: as they are (a base wrapped anew has a base again: dynamo, reading the
+        # chain of bases of an input, recursed without end). While dynamo traces, results are plain tensors:
+        # the storage comparison below cannot be traced, and a compiled function returns new tensors.
+        if func in _NO_WRAP or _dynamo_compiling():
+            return out
         source = args[0] if args and isinstance(args[0], MemoryMappedTensor) else None
         if source is None:
             return out
