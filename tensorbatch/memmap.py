@@ -20,6 +20,7 @@ __all__ = ["MemoryMappedTensor"]
 
 _NO_WRAP = get_default_nowrap_functions()
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
+_transforms_active = torch._C._are_functorch_transforms_active
 
 
 def _nbytes(shape: torch.Size, dtype: torch.dtype) -> int:
@@ -81,9 +82,10 @@ class MemoryMappedTensor(torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
             out = func(*args, **(kwargs or {}))
         # ``t._base``, ``t.grad``: as they are (a base wrapped anew has a base again: dynamo, reading the
-        # chain of bases of an input, recursed without end). While dynamo traces, results are plain tensors:
-        # the storage comparison below cannot be traced, and a compiled function returns new tensors.
-        if func in _NO_WRAP or _dynamo_compiling():
+        # chain of bases of an input, recursed without end). While dynamo traces or a functorch transform
+        # (grad, vmap) runs, results are plain tensors: the storage comparison below cannot be traced, and a
+        # transform's wrapped tensors have no storage to compare.
+        if func in _NO_WRAP or _dynamo_compiling() or _transforms_active():
             return out
         source = args[0] if args and isinstance(args[0], MemoryMappedTensor) else None
         if source is None:

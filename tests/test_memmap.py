@@ -1426,3 +1426,17 @@ def test_load_memmap_subpath_loads_one_nested_tensordict(tmp_path) -> None:
         TensorDict.load_memmap(tmp_path, mode="w")
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         TensorDict.load_memmap(tmp_path, bogus=1)
+
+
+def test_memmapped_leaves_under_functorch_transforms(tmp_path):
+    """grad and vmap over memory-mapped leaves: their wrapped tensors have no storage to compare with the file."""
+    td = TensorDict({"a": torch.randn(4, 3), "n": {"b": torch.randn(4)}}, batch_size=[4]).memmap_(tmp_path / "td")
+    assert isinstance(td["a"], MemoryMappedTensor)
+    g = torch.func.grad(lambda x: (td["a"] * x).sum())(torch.tensor(1.0))
+    torch.testing.assert_close(g, td["a"].sum())
+    out = torch.vmap(lambda t: t * 2)(td)
+    assert out.batch_size == torch.Size([4])
+    torch.testing.assert_close(out["n", "b"], td["n", "b"] * 2)
+    assert type(out["a"]) is torch.Tensor
+    view = td["a"][1:3]  # outside a transform, a view of the file stays memory-mapped
+    assert isinstance(view, MemoryMappedTensor)
