@@ -238,15 +238,22 @@ def _removed_dim(values: list[Any], pairs: list[tuple[Any, Any]], batch_size: to
         leaf = next((v for v in values if isinstance(v, _Tensor) and _compat.is_batched(v)), None)
         if leaf is not None:
             bdim, physical = _compat.batched_dim(leaf)
-            # only when vmap has just mapped it (its physical shape is the former one), not for a tensor
-            # batched by an enclosing vmap that lost a dim otherwise (tree_map inside the function)
-            if physical not in {o for o, _ in pairs}:
+            # only when vmap has just mapped it (its physical shape is the former one, but for a smaller mapped
+            # dim under chunk_size: vmap maps chunks of the inputs it flattened whole), not for a tensor batched
+            # by an enclosing vmap that lost a dim otherwise (tree_map inside the function)
+            if not any(_just_mapped(old, physical, bdim) for old, _ in pairs):
                 return dims
             if bdim not in dims:
                 why = f"dim {bdim} of a tensor is mapped"
                 raise ValueError(IN_DIMS_MSG.format(bs=list(batch_size), why=why))
             dims = {bdim}
     return dims
+
+
+def _just_mapped(old: torch.Size, physical: torch.Size, bdim: int) -> bool:
+    """True when ``physical`` is ``old`` mapped along ``bdim`` whole or in a chunk (``vmap(chunk_size=...)``)."""
+    return old == physical or (len(old) == len(physical) and physical[bdim] < old[bdim]
+                               and old[:bdim] == physical[:bdim] and old[bdim + 1:] == physical[bdim + 1:])
 
 
 def _names_after(names: Any, batch_size: torch.Size, new_bs: torch.Size, removed: set[int] | None) -> Any:

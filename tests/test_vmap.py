@@ -96,6 +96,23 @@ def test_negative_in_dims_landing_on_different_dims_raise() -> None:
         torch.vmap(lambda t: t, in_dims=-1)(td)  # 'a' would map its feature dim, 'b' its batch dim 1
 
 
+def test_in_dims_beyond_the_batch_dims_raise_under_chunk_size() -> None:
+    # square leaves: losing dim 1 gives the shape that losing dim 0 gives; vmap maps chunks of the leaves
+    td = TensorDict({"a": torch.arange(25.0).reshape(5, 5), "n": {"b": torch.arange(25.0).reshape(5, 5)}}, [5])
+    with pytest.raises(ValueError, match="dim 1 of a tensor is mapped"):
+        torch.vmap(lambda t: t * 2, in_dims=1, chunk_size=2)(td)
+    out = torch.vmap(lambda t: t * 2, chunk_size=2)(td)
+    torch.testing.assert_close(out["n", "b"], td["n", "b"] * 2)
+
+
+def test_chunk_size_keeps_the_names_of_a_square_batch() -> None:
+    td = TensorDict({"a": torch.arange(32.0).reshape(4, 4, 2)}, [4, 4], names=["x", "y"])
+    seen = []
+    torch.vmap(lambda t: (seen.append(t.names), t)[1], in_dims=1, chunk_size=3)(td)
+    torch.vmap(lambda t: (seen.append(t.names), t)[1], in_dims=0, chunk_size=3)(td)
+    assert seen == [["x"], ["x"], ["y"], ["y"]]
+
+
 @pytest.mark.xfail(strict=True, reason="LIMITATION (README, Differences): pytree applies a negative in_dims to "
                    "each tensor; tensordict counts it from the last batch dim. Undetectable when every leaf has "
                    "the same number of feature dims")
