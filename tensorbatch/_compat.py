@@ -58,12 +58,15 @@ dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler
 
 
 try:  # private API (stable since torch 2.0)
+    from torch._C._functorch import CVmapInterpreterPtr as _CVmapInterpreterPtr
     from torch._C._functorch import TransformType as _TransformType
     from torch._C._functorch import get_unwrapped as _get_unwrapped
     from torch._C._functorch import maybe_get_bdim as _maybe_get_bdim
+    from torch._C._functorch import maybe_get_level as _maybe_get_level
     from torch._C._functorch import peek_interpreter_stack as _peek_interpreter_stack
 except ImportError:  # pragma: no cover
     _TransformType = _get_unwrapped = _maybe_get_bdim = _peek_interpreter_stack = None  # type: ignore[assignment,misc]
+    _CVmapInterpreterPtr = _maybe_get_level = None  # type: ignore[assignment,misc]
 
 # ``mapped_dim(tensor)``: the dim that the innermost ``torch.vmap`` maps of a batched tensor, -1 for another
 # tensor. The C function itself (pytree's unflatten asks it of every leaf on vmap's common path).
@@ -84,6 +87,21 @@ def in_vmap() -> bool:
         return False
     interpreter = _peek_interpreter_stack()
     return interpreter is not None and interpreter.key() == _TransformType.Vmap
+
+
+def vmap_level() -> tuple[int, int] | None:
+    """The level and the batch size of the innermost ``torch.vmap`` when it is the innermost transform, else None."""
+    if _peek_interpreter_stack is None:  # pragma: no cover
+        return None
+    interpreter = _peek_interpreter_stack()
+    if interpreter is None or interpreter.key() != _TransformType.Vmap:
+        return None
+    return interpreter.level(), _CVmapInterpreterPtr(interpreter).batchSize()
+
+
+# ``tensor_level(tensor)``: the level of the transform (vmap, grad...) whose wrapper a tensor is, -1 for a plain
+# tensor. The C function itself.
+tensor_level: Any = _maybe_get_level if _maybe_get_level is not None else (lambda tensor: -1)
 
 
 def nested_view_from_buffer(data: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:

@@ -12,10 +12,11 @@ rebuild the right batch size when a transform (``vmap``) added or removed a dim,
 removed dim was a batch dim shared by every child (pytree applies ``in_dims`` to each tensor: a dim
 beyond the batch dims raises instead of giving a TensorDict whose batch size lies). Non-tensor leaves
 have no pytree leaves: their value is in the context, and they follow the batch size of their parent.
-vmap unflattens with ints/None placeholders: such trees keep the original batch size. Outside vmap,
-leaves that still start with their whole former shape keep the batch size (``jacrev`` appends dims to
-every leaf: batch as tensordict). A lazy stack is flattened as the dense TensorDict of its stacked
-leaves and rebuilt as a lazy stack when its stack dim is still there.
+vmap unflattens with ints/None placeholders: such trees keep the original batch size. Leaves that still
+start with their whole former shape keep the batch size (``jacrev`` appends dims to every leaf: batch as
+tensordict, inside vmap too), but for vmap's own output (leaves it has just unwrapped from its level, each
+with one more dim of its size: that dim is a batch dim). A lazy stack is flattened as the dense TensorDict of
+its stacked leaves and rebuilt as a lazy stack when its stack dim is still there.
 
 The sizes in the context are hints, not structure: two contexts that differ only in sizes compare equal (as
 two tensors of different shapes have one tree spec: an exported program takes another batch size), and
@@ -50,6 +51,7 @@ _shape = operator.attrgetter("shape")
 _PLAIN = frozenset({_Tensor, _Parameter})
 _dynamo_compiling = _compat.dynamo_compiling
 _mapped_dim = _compat.mapped_dim
+_tensor_level = _compat.tensor_level
 _Size = torch.Size
 _is_compiling = torch.compiler.is_compiling
 
@@ -256,6 +258,26 @@ def _just_mapped(old: torch.Size, physical: torch.Size, bdim: int) -> bool:
                                and old[:bdim] == physical[:bdim] and old[bdim + 1:] == physical[bdim + 1:])
 
 
+def _vmap_output(values: list[Any], meta: tuple[Any, ...], shapes: list[Any]) -> bool:
+    """True when this is vmap unflattening its function's output: each tensor gained one dim of vmap's size or none.
+
+    vmap has just unwrapped the leaves from its level; a transform inside vmap (jacrev, jacfwd) that puts the
+    jacobian's dims in front of the leaves gives leaves of that level (those that depend on the mapped inputs).
+    ``shapes``: each tensor child's new shape (None for other children: a nested node was rebuilt by its own).
+    """
+    vmap = _compat.vmap_level()
+    if vmap is None:
+        return False
+    level, size = vmap
+    for m, new in zip(meta, shapes, strict=True):
+        old = m[1]
+        if new is not None and new != old and not (
+                len(new) == len(old) + 1
+                and any(new[k] == size and new[:k] + new[k + 1:] == old for k in range(len(new)))):
+            return False
+    return not any(isinstance(v, _Tensor) and _tensor_level(v) == level for v in values)
+
+
 def _names_after(names: Any, batch_size: torch.Size, new_bs: torch.Size, removed: set[int] | None) -> Any:
     """Names for the new batch size: the mapped dim's name dropped, a new dim unnamed; None if ambiguous."""
     if names is None:
@@ -359,9 +381,12 @@ def _fast(values: list[Any], context: Any, layout: _Layout) -> TensorDict | None
                 return None
         return _build(iter(values), plan)
     if n == 1:  # vmap's out_dims=0
-        if not _compat.in_vmap():  # outside vmap, a leading dim may be jacrev's: the batch size is kept
-            return None
+        vmap = _compat.vmap_level()
         k = shapes[0][0]
+        # not vmap's output (a dim of its size, in leaves it has just unwrapped): outside vmap, or a transform
+        # inside it (jacrev), a leading dim is the jacobian's: the batch size is kept (_unflatten_node)
+        if vmap is None or k != vmap[1] or _tensor_level(values[0]) == vmap[0]:
+            return None
         added = layout.added.get(k)
         if added is None:
             if len(layout.added) >= 8:
@@ -496,11 +521,11 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
     if len(new_bs) == nd - 1:
         removed = _removed_dim(values, pairs, batch_size)
     elif (all(new[:nd] == batch_size for _, new in pairs)
-          and not (_prefixed(pairs) if _is_compiling() else _compat.in_vmap())):
+          and not (_prefixed(pairs) if _is_compiling() else _vmap_output(values, meta, shapes))):
         # every child still starts with the batch size (tree_map changing feature dims, jacrev/jacfwd
-        # appending the input's dims, as tensordict): it stays; not under vmap, where the mapped dim in
-        # front may have the size of the batch (under compile, where that cannot be asked: when one
-        # shape was put in front of every child; and a parent node refits a nested node: _fit)
+        # appending the input's dims, as tensordict, inside vmap too): it stays; not for vmap's output, where
+        # the mapped dim in front may have the size of the batch (under compile, where that cannot be asked:
+        # when one shape was put in front of every child; and a parent node refits a nested node: _fit)
         return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
     names = _names_after(names, batch_size, new_bs, removed)
     n = len(new_bs)

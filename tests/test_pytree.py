@@ -239,6 +239,30 @@ def test_jacobian_leaves_keep_batch_size() -> None:
         torch.testing.assert_close(jac["a", "b"], torch.zeros(2, 3, 2, 4))
 
 
+@pytest.mark.parametrize("size", [4, 3], ids=["batch_4_3", "square_3_3"])
+def test_jacobians_inside_vmap_keep_batch_size(size: int) -> None:
+    # inside vmap too, jacrev/jacfwd/hessian put the jacobian's dims in front of every leaf: the batch size stays
+    g = torch.Generator().manual_seed(0)
+    td = TensorDict({"a": torch.randn(size, 3, 2, generator=g), "b": torch.randn(size, 3, generator=g)}, [size, 3])
+    for transform in (torch.func.jacrev, torch.func.jacfwd):
+        jac = torch.vmap(transform(lambda t: t.apply(lambda x: x**2)))(td)
+        assert jac.batch_size == torch.Size([size, 3])
+        assert jac["a"].batch_size == torch.Size([size, 3])
+        assert jac["b"].batch_size == torch.Size([size, 3])
+        assert jac["a", "b"].shape == (size, 3, 2, 3)
+        torch.testing.assert_close(jac["b", "b"][1], torch.diag(2 * td["b"][1]))
+
+    def loss(t: TensorDict) -> torch.Tensor:
+        return (t["a"] ** 2).sum() + (t["b"] ** 3).sum()
+
+    hess = torch.vmap(torch.func.hessian(loss))(td)
+    assert hess["a"].batch_size == torch.Size([size, 3])
+    assert hess["b", "b"].shape == (size, 3, 3)
+    torch.testing.assert_close(hess["b", "b"][1], torch.func.hessian(loss)(td[1])["b", "b"])
+    out = torch.vmap(lambda t: t + 1)(td)  # vmap's own output: the mapped dim is a batch dim
+    assert out.batch_size == torch.Size([size, 3])
+
+
 def test_vmap_mapped_size_equal_to_batch() -> None:
     # the mapped dim has the size of the remaining batch dim: leaves still "start with" the inner
     # batch size, yet under vmap the mapped dim is a batch dim
