@@ -42,6 +42,7 @@ from ._lazy import LazyStackedTensorDict, lazy_stack
 from ._nontensor import MetaData, NonTensorData, NonTensorStack
 from ._ops.traverse import NON_TENSOR_TYPES
 from ._td import TensorDict
+from ._unbatched import UnbatchedTensor
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
@@ -70,7 +71,8 @@ def _node(td: TensorDict, children: list[Any], olds: list[Any]) -> tuple[Any, bo
     per key: ``(feat, shape)`` for a pytree child, ``(feat, shape, context)`` for an inlined TensorDict.
     ``feat``: a tensor's feature dims ``n``, a collection's extra batch dims ``-1 - n`` (the kind tells
     jacobians apart); ``shape``: a tensor's shape or a collection's batch size. Both None for a child that
-    tells nothing about the batch (a non-tensor leaf, vmap's placeholder); the shape alone for a nested tensor
+    tells nothing about the batch (a non-tensor leaf, vmap's placeholder); ``_UNBATCHED`` for an ``UnbatchedTensor``
+    (no batch dims: it takes its parent's, whatever a transform made of it); the shape alone for a nested tensor
     and for a collection with no tensor (it follows its parent's: _fit). ``olds`` gets each child's shape.
     """
     d = td._tensordict
@@ -94,6 +96,11 @@ def _node(td: TensorDict, children: list[Any], olds: list[Any]) -> tuple[Any, bo
             has_tensor = True
         elif t is not TensorDict and isinstance(v, _Tensor):  # a subclass (jagged, fake, functional...)
             children.append(v)
+            plain = False
+            if isinstance(v, UnbatchedTensor):
+                meta.append(_UNBATCHED)
+                olds.append(None)
+                continue
             if v.is_nested:
                 meta.append((v.ndim - nd, None))
                 olds.append(None)
@@ -102,7 +109,6 @@ def _node(td: TensorDict, children: list[Any], olds: list[Any]) -> tuple[Any, bo
                 meta.append((len(shape) - nd, shape))
                 olds.append(shape)
             has_tensor = True
-            plain = False
         elif t is TensorDict:  # inlined: its leaves are children of this node
             sub, sub_has, sub_plain = _node(v, children, olds)
             meta.append((nd - 1 - len(v._batch_size), v._batch_size if sub_has else None, sub))
@@ -120,6 +126,7 @@ def _node(td: TensorDict, children: list[Any], olds: list[Any]) -> tuple[Any, bo
 
 
 _NOTHING = (None, None)
+_UNBATCHED = ("unbatched", None)
 
 
 class _Context(tuple):  # type: ignore[type-arg]
@@ -295,13 +302,15 @@ def _names_after(names: Any, batch_size: torch.Size, new_bs: torch.Size, removed
 def _fit(key: str, value: Any, old: Any, new_bs: torch.Size, nd: int) -> Any:
     """``value`` as an entry of a node of batch size ``new_bs`` (was ``nd`` dims): it must lead with it.
 
-    Non-tensor data (and a TensorDict of it only) follows the new batch size. An in-memory TensorDict whose
-    leaves all lead with ``new_bs`` takes it (its own unflatten cannot tell a dim put in front from one put at
-    the end when its leaves had no batch dims).
+    Non-tensor data (and a TensorDict of it only) and an ``UnbatchedTensor`` follow the new batch size. An
+    in-memory TensorDict whose leaves all lead with ``new_bs`` takes it (its own unflatten cannot tell a dim put
+    in front from one put at the end when its leaves had no batch dims).
     """
     if type(value) in NON_TENSOR_TYPES:
         target = _Size((*new_bs, *value.batch_size[nd:]))
         return value if value.batch_size == target else value._follow(target)
+    if isinstance(value, UnbatchedTensor):
+        return value if value.batch_size == new_bs else value._with_batch_size(new_bs)
     n = len(new_bs)
     if isinstance(value, _Tensor):
         shape = value.shape if not value.is_nested else None
@@ -326,7 +335,9 @@ def _refit(td: TensorDict, batch_size: torch.Size) -> TensorDict | None:
     n, nd = len(batch_size), len(td._batch_size)
     entries = {}
     for key, value in td._tensordict.items():
-        if isinstance(value, _Tensor):
+        if isinstance(value, UnbatchedTensor):
+            value = value._with_batch_size(batch_size)
+        elif isinstance(value, _Tensor):
             if not value.is_nested and value.shape[:n] != batch_size:
                 return None
         elif type(value) in NON_TENSOR_TYPES:
@@ -480,10 +491,12 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
     pairs = []
     shapes: list[Any] = [None] * len(values)  # the shape of each child in pairs that is a tensor (asked once)
     new_bs = first = None
+    unbatched = False  # an UnbatchedTensor's slot holds a tensor: it takes the batch size (_stamped)
     for i, (value, m) in enumerate(zip(values, meta, strict=True)):
         feat, old = m[0], m[1]
         if isinstance(value, _Tensor):
-            if feat is None:
+            if type(feat) is not int:  # tells nothing (None), or an UnbatchedTensor's slot
+                unbatched = unbatched or feat is not None
                 continue
             if value.is_nested:  # its shape may not be asked (strided layout): it tells only when first
                 if new_bs is None:
@@ -496,7 +509,7 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
                 pairs.append((old, shape))
                 shapes[i] = shape
         elif hasattr(value, "batch_size"):
-            if feat is None or type(value) in NON_TENSOR_TYPES:
+            if type(feat) is not int or type(value) in NON_TENSOR_TYPES:
                 continue
             if feat >= 0:  # a tensor became a collection: its leading dims only when nothing else tells
                 first = value.batch_size if first is None else first
@@ -515,7 +528,8 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
     symbolic = type(sum(new_bs, sum(batch_size))) is not int
     same = len(new_bs) == len(batch_size) if symbolic else new_bs == batch_size
     if same:
-        return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), new_bs, device, names)
+        entries = dict(zip(keys, values, strict=True))
+        return TensorDict._new_unsafe(_stamped(entries, meta, new_bs) if unbatched else entries, new_bs, device, names)
     nd = len(batch_size)
     removed = None
     if len(new_bs) == nd - 1:
@@ -526,7 +540,9 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
         # appending the input's dims, as tensordict, inside vmap too): it stays; not for vmap's output, where
         # the mapped dim in front may have the size of the batch (under compile, where that cannot be asked:
         # when one shape was put in front of every child; and a parent node refits a nested node: _fit)
-        return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
+        entries = dict(zip(keys, values, strict=True))
+        return TensorDict._new_unsafe(_stamped(entries, meta, batch_size) if unbatched else entries, batch_size,
+                                      device, names)
     names = _names_after(names, batch_size, new_bs, removed)
     n = len(new_bs)
     entries = {}
@@ -536,9 +552,23 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
             entries[key] = value
         elif type(value) is TensorDict and m[1] is not None and value._batch_size[:n] == new_bs:
             entries[key] = value
+        elif m == _UNBATCHED and isinstance(value, _Tensor):
+            entries[key] = _stamped({key: value}, (m,), new_bs)[key]
         else:
             entries[key] = _fit(key, value, m[1], new_bs, nd)
     return TensorDict._new_unsafe(entries, new_bs if type(new_bs) is _Size else _Size(new_bs), device, names)
+
+
+def _stamped(entries: dict[str, Any], meta: tuple[Any, ...], batch_size: torch.Size) -> dict[str, Any]:
+    """``entries`` with the tensor in each UnbatchedTensor's slot stamped with ``batch_size``.
+
+    Wrapped again where a transform gave a plain tensor there (``grad`` does).
+    """
+    for (key, value), m in zip(entries.items(), meta, strict=True):
+        if m == _UNBATCHED and isinstance(value, _Tensor) and not (
+                isinstance(value, UnbatchedTensor) and value.batch_size == batch_size):
+            entries[key] = UnbatchedTensor(value, batch_size)
+    return entries
 
 
 def _nested_lead(value: torch.Tensor, n: int) -> Any:

@@ -475,3 +475,49 @@ def test_strided_nested_tensor_first_entry_round_trips() -> None:
     for got, want in zip(mapped["a"].unbind(0), parts, strict=True):
         torch.testing.assert_close(got, want * 2)
     torch.testing.assert_close(mapped["b"], torch.full((2, 5), 2.0))
+
+
+# ---------------------------------------------------------------------------------------- unbatched entries
+def _with_unbatched() -> TensorDict:
+    from tensorbatch import UnbatchedTensor
+
+    return TensorDict({"u": UnbatchedTensor(torch.arange(4.0)), "a": torch.ones(3, 2),
+                       "n": {"v": UnbatchedTensor(torch.ones(2))}}, [3])
+
+
+def test_unbatched_entries_tell_nothing_about_the_batch() -> None:
+    # an UnbatchedTensor has no batch dims: the first entry, it gave the batch size [4]; it takes its parent's
+    from tensorbatch import UnbatchedTensor
+
+    td = _with_unbatched()
+    for out in (pytree.tree_unflatten(*pytree.tree_flatten(td)), pytree.tree_map(lambda x: x * 2, td)):
+        assert out.batch_size == torch.Size([3])
+        assert out["n"].batch_size == torch.Size([3])
+        assert type(out.get("u")) is UnbatchedTensor
+        assert out.get("u").batch_size == torch.Size([3])
+        assert out["n"].get("v").batch_size == torch.Size([3])
+    torch.testing.assert_close(out.get("u").as_subclass(torch.Tensor), torch.arange(4.0) * 2)
+    out = pytree.tree_map(lambda x: x.unsqueeze(0), td)
+    assert out.batch_size == torch.Size([1, 3])
+    assert out.get("u").shape == (1, 4)
+    assert out.get("u").batch_size == torch.Size([1, 3])
+
+
+def test_grad_of_unbatched_entries() -> None:
+    # grad hands plain tensors to the function and back: they are UnbatchedTensors again
+    from tensorbatch import UnbatchedTensor
+
+    td = _with_unbatched()
+    seen = []
+
+    def loss(t: TensorDict) -> torch.Tensor:
+        seen.append((type(t.get("u")), t.get("u").batch_size))
+        return t["a"].sum() + (t["u"] ** 2).sum() + t["n", "v"].sum()
+
+    grads = torch.func.grad(loss)(td)
+    assert seen == [(UnbatchedTensor, torch.Size([3]))]
+    assert grads.batch_size == torch.Size([3])
+    assert type(grads.get("u")) is UnbatchedTensor
+    assert grads.get("u").batch_size == torch.Size([3])
+    torch.testing.assert_close(grads.get("u").as_subclass(torch.Tensor), 2 * torch.arange(4.0))
+    torch.testing.assert_close(grads["a"], torch.ones(3, 2))
