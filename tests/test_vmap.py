@@ -225,3 +225,21 @@ def test_a_tree_map_inside_vmap_may_drop_a_batch_dim() -> None:
     out = torch.vmap(fn, in_dims=1)(td)
     assert out.batch_size == torch.Size([5])
     torch.testing.assert_close(out["a"], td["a"].sum(0))
+
+
+def test_a_tree_map_inside_vmap_may_add_feature_dims() -> None:
+    # the leaves still start with the batch size: it stays, inside vmap as outside (only vmap's own output
+    # takes a new dim as a batch dim)
+    td = TensorDict({"a": torch.randn(4, 3, 2), "b": torch.randn(4, 3)}, [4, 3])
+    inner = torch.utils._pytree.tree_map
+    seen = []
+
+    def fn(t: Any) -> Any:
+        out = inner(lambda x: x.unsqueeze(-1), t)
+        seen.append(out.batch_size)
+        return out
+
+    out = torch.vmap(fn)(td)
+    assert seen == [torch.Size([3])]
+    assert out.batch_size == torch.Size([4, 3])
+    torch.testing.assert_close(out["b"], td["b"].unsqueeze(-1))
