@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from .. import _compat
-from .._ops.traverse import is_td, named_leaves
+from .._ops.traverse import is_node, is_td, named_leaves
 from .._td import TensorDict
 from ..base import TensorDictBase
 
@@ -173,6 +173,42 @@ def _check(td: Any, module: nn.Module, path: tuple[str, ...]) -> None:
                             f"{type(module).__name__}")
 
 
+def _flat_state(td: Any, prefix: str, out: dict[str, Any]) -> None:
+    for key, value in td._items_str():
+        if is_node(value):
+            _flat_state(value, f"{prefix}{key}.", out)
+        else:
+            out[prefix + key] = value
+
+
+def _through_load_hooks(td: Any, module: nn.Module) -> Any:
+    """``td`` as the ``load_state_dict`` pre-hooks leave it (``td`` itself when the modules have none).
+
+    The hooks of the module and of each submodule (parents first, a shared submodule once per name) get
+    the values as one flat state dict with dotted names and the submodule's prefix, as in
+    ``load_state_dict``; what they leave is nested again.
+    """
+    hooked = [(name, sub) for name, sub in module.named_modules(remove_duplicate=False)
+              if sub._load_state_dict_pre_hooks]
+    if not hooked:
+        return td
+    state: dict[str, Any] = {}
+    _flat_state(td, "", state)
+    missing: list[str] = []
+    unexpected: list[str] = []
+    errors: list[str] = []
+    for name, sub in hooked:
+        for hook in sub._load_state_dict_pre_hooks.values():
+            hook(state, f"{name}." if name else "", {}, True, missing, unexpected, errors)
+    if errors:
+        raise RuntimeError("to_module(use_state_dict=True): a load_state_dict pre-hook reported: "
+                           + "; ".join(errors))
+    out = TensorDict()
+    for key, value in state.items():
+        out.set(tuple(key.split(".")), value)
+    return out
+
+
 def _tracks_gradients(value: Any) -> bool:
     # a batched (vmap) or gradient-tracking tensor goes in as it is, so gradients reach the TensorDict's leaf
     return bool(value.requires_grad) or _compat.is_batched(value)
@@ -255,7 +291,8 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
         return_swap: return the values the module held before, as a TensorDict; used in a ``with`` block,
             it writes them back on exit (also when the block raises).
         swap_dest: with ``return_swap``, a TensorDict to write the old values into and return.
-        use_state_dict: load through ``module.load_state_dict(..., assign=True)`` (its hooks run).
+        use_state_dict: pass the values through the ``load_state_dict`` pre-hooks of the module and its
+            submodules first (as ``load_state_dict`` does, with dotted names), then write them as without it.
         non_blocking: asynchronous copies between devices (with ``inplace``).
         preserve_module_state: parameters stay registered parameters with their ``requires_grad``: a
             plain tensor is wrapped in a new ``nn.Parameter``, unless it tracks gradients or is batched by
@@ -285,17 +322,14 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
     if use_state_dict:
         if inplace is not None:
             raise RuntimeError("inplace argument cannot be passed when use_state_dict=True.")
-        swapped: Any = from_module(TensorDict, module) if return_swap else None
-        state = {".".join(path): value for path, value in named_leaves(self)}
-        module.load_state_dict(state, strict=True, assign=True)
+        values: Any = _through_load_hooks(self, module)
     else:
-        _check(self, module, ())  # every key first: a bad key leaves the module unchanged
-        swap = _write(self, module, bool(inplace), preserve_module_state, non_blocking, {})
-        if not return_swap:
-            return None
-        swapped = _as_td(swap)
+        values = self
+    _check(values, module, ())  # every key first: a bad key leaves the module unchanged
+    swap = _write(values, module, bool(inplace), preserve_module_state, non_blocking, {})
     if not return_swap:
         return None
+    swapped: Any = _as_td(swap)
     if swap_dest is not None:
         swap_dest.update(swapped)
         swapped = swap_dest

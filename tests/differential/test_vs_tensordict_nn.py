@@ -82,6 +82,23 @@ def _ctx_raises(lib: Any) -> Any:
     return m
 
 
+def _state_dict_part(lib: Any) -> Any:
+    m, = _modules()
+    m[2].register_buffer("scratch", torch.ones(4), persistent=False)
+    new = lib.TensorDict({"0": {"weight": torch.zeros(4, 3)}, "2": {"scratch": torch.zeros(4)}})
+    with new.to_module(m, use_state_dict=True) as swap:
+        inside = summary(m)
+    return [inside, swap, m]
+
+
+def _state_dict_grads(lib: Any) -> Any:
+    m, = _modules()
+    new = lib.TensorDict.from_module(m).detach().clone().apply(lambda t: t.requires_grad_(t.is_floating_point()))
+    with new.to_module(m, use_state_dict=True):
+        m[0](torch.ones(1, 3)).sum().backward()
+    return [new["0", "weight"].grad, new["0", "bias"].grad]
+
+
 def _ensemble(lib: Any, lazy: bool) -> Any:
     torch.manual_seed(0)
     modules = [nn.Linear(3, 4) for _ in range(3)]
@@ -147,6 +164,8 @@ CASES = {
     "to_module_state_dict": lambda lib: _swap_summary(lib, use_state_dict=True),
     "to_module_state_dict_inplace": lambda lib: _swap_summary(lib, use_state_dict=True, inplace=False),
     "to_module_memo": lambda lib: _swap_summary(lib, memo={}),
+    "to_module_state_dict_part": lambda lib: _state_dict_part(lib),
+    "to_module_state_dict_grads": lambda lib: _state_dict_grads(lib),
     "to_module_ctx": _ctx,
     "to_module_ctx_raises": _ctx_raises,
     "to_module_missing_key": lambda lib: lib.TensorDict({"nope": torch.zeros(3)}).to_module(nn.Linear(3, 4)),

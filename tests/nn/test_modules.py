@@ -92,3 +92,43 @@ def test_a_tensor_marked_as_parameter_keeps_its_registration():
     assert type(module._parameters["weight"]) is nn.Parameter
     assert type(module._parameters["bias"]) is nn.Parameter
     assert "bias" not in module.__dict__
+
+
+def test_use_state_dict_writes_a_part_tracks_gradients_and_checks_keys_first():
+    module = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    module[1].register_buffer("scratch", torch.ones(2), persistent=False)
+    w0, b0 = module[0].weight, module[0].bias
+    weight = torch.zeros(2, 2, requires_grad=True)
+    values = TensorDict({"0": {"weight": weight}, "1": {"scratch": torch.zeros(2)}})
+    with values.to_module(module, use_state_dict=True) as swap:
+        assert module[0].weight is weight  # registered as it is: gradients reach it
+        assert module[0].bias is b0
+        module[0](torch.ones(1, 2)).sum().backward()
+        assert list(swap.keys(True, True)) == [("0", "weight"), ("1", "scratch")]
+        assert swap["0", "weight"] is w0
+    torch.testing.assert_close(weight.grad, torch.ones(2, 2))
+    assert module[0].weight is w0
+    assert module[1].scratch.tolist() == [1.0, 1.0]
+    bad = TensorDict({"0": {"weight": torch.zeros(2, 2), "nope": torch.zeros(1)}})
+    with pytest.raises(KeyError, match=r"\('0', 'nope'\)"):
+        bad.to_module(module, use_state_dict=True)
+    assert module[0].weight is w0
+
+
+def test_use_state_dict_runs_the_submodules_load_hooks_with_their_prefix():
+    module = nn.Sequential(nn.Linear(2, 2))
+    seen = []
+
+    def rename(state, prefix, *args):
+        seen.append((prefix, sorted(state)))
+        if prefix + "w" in state:
+            state[prefix + "weight"] = state.pop(prefix + "w")
+
+    module[0]._register_load_state_dict_pre_hook(rename)
+    b0 = module[0].bias
+    swap = TensorDict({"0": {"w": torch.zeros(2, 2)}}).to_module(module, use_state_dict=True)
+    assert seen == [("0.", ["0.w"])]
+    assert type(module[0].weight) is nn.Parameter
+    assert module[0].weight.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert list(swap.keys(True, True)) == [("0", "weight")]
+    assert module[0].bias is b0
