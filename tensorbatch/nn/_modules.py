@@ -249,6 +249,8 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
     buffers = module._buffers
     if name in buffers:
         old = buffers[name]
+        if preserve and _is_parameter(value):  # a buffer stays a buffer: a plain tensor on the same data
+            value = value.detach().requires_grad_(value.requires_grad)
         buffers[name] = value
         return old
     old = module.__dict__[name]
@@ -296,8 +298,9 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
         non_blocking: asynchronous copies between devices (with ``inplace``).
         preserve_module_state: parameters stay registered parameters with their ``requires_grad``: a
             plain tensor is wrapped in a new ``nn.Parameter``, unless it tracks gradients or is batched by
-            ``vmap`` (then it is registered as it is, so gradients reach it). With False, a plain tensor
-            replaces the parameter as a plain attribute.
+            ``vmap`` (then it is registered as it is, so gradients reach it); buffers stay buffers: an
+            ``nn.Parameter`` goes in as a plain tensor on its data. With False, a plain tensor replaces
+            the parameter as a plain attribute, and a parameter goes into a buffer's slot as it is.
         memo: not accepted (RuntimeError), as in tensordict.
 
     Raises:

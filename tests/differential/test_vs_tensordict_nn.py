@@ -201,6 +201,7 @@ CASES = {
     "vmap_negative_in_dims": lambda lib: _vmap(lib, in_dims=-1),
     "vmap_non_tensor": _vmap_non_tensor,
     "params_module_to": lambda lib: _tdp(lib, lambda p, lib: (p.double(), p)[1]),
+    "params_to_module_buffers": lambda lib: _tdp(lib, lambda p, lib: (lambda m: [p.to_module(m), m])(_modules()[0])),
 }
 
 

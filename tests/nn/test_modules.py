@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from tensorbatch import TensorDict
+from tensorbatch.nn import TensorDictParams
 
 
 def test_a_bad_key_names_its_path_and_leaves_the_module_unchanged():
@@ -132,3 +133,19 @@ def test_use_state_dict_runs_the_submodules_load_hooks_with_their_prefix():
     assert module[0].weight.tolist() == [[0.0, 0.0], [0.0, 0.0]]
     assert list(swap.keys(True, True)) == [("0", "weight")]
     assert module[0].bias is b0
+
+
+def test_a_parameter_written_to_a_buffer_goes_in_as_a_plain_tensor():
+    # TensorDictParams turns float buffers into parameters: writing them back keeps BatchNorm's buffers buffers
+    module = nn.BatchNorm1d(2)
+    running_mean = module.running_mean
+    params = TensorDictParams(TensorDict.from_module(nn.BatchNorm1d(2)))
+    assert type(params["running_mean"]) is nn.Parameter
+    with params.to_module(module):
+        assert type(module._buffers["running_mean"]) is torch.Tensor
+        assert module.running_mean.data_ptr() == params["running_mean"].data_ptr()
+        assert [n for n, _ in module.named_parameters()] == ["weight", "bias"]
+    assert module.running_mean is running_mean
+    with params.to_module(module, preserve_module_state=False):
+        assert module._buffers["running_mean"] is params["running_mean"]
+    assert module.running_mean is running_mean
