@@ -11,15 +11,52 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils import _pytree
 
 from .. import _compat
-from .._ops.traverse import is_node, is_td, named_leaves
+from .._nontensor import NonTensorData
+from .._ops.traverse import is_node, is_non_tensor, is_td, named_leaves, value_of
 from .._td import TensorDict
 from ..base import TensorDictBase
 
 _NO_DIMS = torch.Size(())
 _Parameter = nn.Parameter
 _Tensor = torch.Tensor
+_EXTRA_STATE = "_extra_state"  # the state-dict name of what a module's get_extra_state() returns
+
+
+# ----------------------------------------------------------------------------------- extra state
+def _is_extra_state(module: nn.Module, key: str) -> bool:
+    """``key`` names the module's extra state (its class defines ``get_extra_state``)."""
+    return (key == _EXTRA_STATE and type(module).get_extra_state is not nn.Module.get_extra_state
+            and key not in module._parameters and key not in module._buffers)
+
+
+def _extra_entry(state: Any) -> Any:
+    """What ``get_extra_state()`` returned as an entry that ``to_dict()`` gives back unchanged.
+
+    A dict becomes a nested TensorDict, tensors and TensorDicts stay, any other object is a ``NonTensorData``
+    (a plain ``set`` would turn an int into a tensor).
+    """
+    if isinstance(state, dict):
+        return TensorDict({key: _extra_entry(value) for key, value in state.items()})
+    if isinstance(state, torch.Tensor) or is_td(state):
+        return state
+    return NonTensorData(state)
+
+
+def _extra_value(entry: Any) -> Any:
+    """An extra-state entry back as ``set_extra_state`` takes it."""
+    if is_non_tensor(entry):
+        return value_of(entry)
+    return entry.to_dict() if is_td(entry) else entry
+
+
+def _swap_extra_state(module: nn.Module, entry: Any) -> Any:
+    # the old state's tensors are cloned: set_extra_state may copy into the ones it holds
+    old = _pytree.tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, module.get_extra_state())
+    module.set_extra_state(_extra_value(entry))
+    return _extra_entry(old)
 
 
 # ----------------------------------------------------------------------------------- from_module
@@ -54,7 +91,8 @@ def _state_dict_tree(module: nn.Module, filter_empty: bool) -> TensorDict:
                     node.set(part, TensorDict())
                 node = node.get(part)
     for name, value in module.state_dict(keep_vars=False).items():
-        out.set(tuple(name.split(".")), value)
+        path = tuple(name.split("."))
+        out.set(path, _extra_entry(value) if path[-1] == _EXTRA_STATE else value)
     return out
 
 
@@ -67,7 +105,8 @@ def from_module(cls: Any, module: nn.Module, as_module: bool = False, lock: bool
         module: the module to read.
         as_module: return a :class:`~tensorbatch.nn.TensorDictParams` (an ``nn.Module`` registering them).
         lock: lock the result.
-        use_state_dict: read ``module.state_dict()`` instead (its hooks run; the leaves are detached copies).
+        use_state_dict: read ``module.state_dict()`` instead (its hooks run; the leaves are detached copies;
+            what ``get_extra_state()`` returns is the entry ``"_extra_state"``, its objects as ``NonTensorData``).
         filter_empty: submodules without parameters or buffers (``nn.ReLU``) get no entry; with False, an
             empty TensorDict.
 
@@ -163,6 +202,8 @@ def from_modules(cls: Any, *modules: nn.Module, as_module: bool = False, lock: b
 def _check(td: Any, module: nn.Module, path: tuple[str, ...]) -> None:
     """Every key names a submodule (nested TensorDict) or a parameter, buffer or attribute (leaf)."""
     for key, value in td._items_str():
+        if _is_extra_state(module, key):
+            continue
         if is_td(value) and not isinstance(value, torch.Tensor):
             child = module._modules.get(key)
             if child is None:
@@ -175,7 +216,9 @@ def _check(td: Any, module: nn.Module, path: tuple[str, ...]) -> None:
 
 def _flat_state(td: Any, prefix: str, out: dict[str, Any]) -> None:
     for key, value in td._items_str():
-        if is_node(value):
+        if key == _EXTRA_STATE:
+            out[prefix + key] = _extra_value(value)
+        elif is_node(value):
             _flat_state(value, f"{prefix}{key}.", out)
         else:
             out[prefix + key] = value
@@ -205,7 +248,8 @@ def _through_load_hooks(td: Any, module: nn.Module) -> Any:
                            + "; ".join(errors))
     out = TensorDict()
     for key, value in state.items():
-        out.set(tuple(key.split(".")), value)
+        path = tuple(key.split("."))
+        out.set(path, _extra_entry(value) if path[-1] == _EXTRA_STATE else value)
     return out
 
 
@@ -266,7 +310,9 @@ def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool, non_blocki
            memo: dict[int, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in td._items_str():
-        if is_td(value) and not isinstance(value, torch.Tensor):
+        if _is_extra_state(module, key):
+            out[key] = _swap_extra_state(module, value)
+        elif is_td(value) and not isinstance(value, torch.Tensor):
             child: Any = module._modules[key]
             swapped = memo.get(id(child))
             if swapped is None:  # a submodule used twice is written once (its first entry)
@@ -302,6 +348,9 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
             ``nn.Parameter`` goes in as a plain tensor on its data. With False, a plain tensor replaces
             the parameter as a plain attribute, and a parameter goes into a buffer's slot as it is.
         memo: not accepted (RuntimeError), as in tensordict.
+
+    An entry ``"_extra_state"`` (as ``from_module(use_state_dict=True)`` gives it) goes to the submodule's
+    ``set_extra_state`` (as a dict when it is a TensorDict); the swap holds the old ``get_extra_state()``.
 
     Raises:
         KeyError: a key names no submodule, parameter, buffer or attribute (the module is unchanged).

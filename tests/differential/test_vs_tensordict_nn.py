@@ -99,6 +99,29 @@ def _state_dict_grads(lib: Any) -> Any:
     return [new["0", "weight"].grad, new["0", "bias"].grad]
 
 
+class _Extra(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.state: Any = {"step": 3, "t": torch.ones(2)}
+
+    def get_extra_state(self) -> Any:
+        return self.state
+
+    def set_extra_state(self, state: Any) -> None:
+        self.state = state
+
+
+def _extra_state(lib: Any, use_state_dict: bool) -> Any:
+    torch.manual_seed(0)
+    m = nn.Sequential(_Extra())
+    params = lib.TensorDict.from_module(m, use_state_dict=True)
+    m[0].state = {"step": 5, "t": torch.zeros(2)}
+    with params.to_module(m, use_state_dict=use_state_dict) as swap:
+        inside = [sorted(m[0].state.items()), sorted(swap["0", "_extra_state"].to_dict().items())]
+    return [inside, sorted(m[0].state.items()), sorted(params["0", "_extra_state"].to_dict().items())]
+
+
 def _ensemble(lib: Any, lazy: bool) -> Any:
     torch.manual_seed(0)
     modules = [nn.Linear(3, 4) for _ in range(3)]
@@ -166,6 +189,8 @@ CASES = {
     "to_module_memo": lambda lib: _swap_summary(lib, memo={}),
     "to_module_state_dict_part": lambda lib: _state_dict_part(lib),
     "to_module_state_dict_grads": lambda lib: _state_dict_grads(lib),
+    "to_module_extra_state": lambda lib: _extra_state(lib, use_state_dict=False),
+    "to_module_extra_state_state_dict": lambda lib: _extra_state(lib, use_state_dict=True),
     "to_module_ctx": _ctx,
     "to_module_ctx_raises": _ctx_raises,
     "to_module_missing_key": lambda lib: lib.TensorDict({"nope": torch.zeros(3)}).to_module(nn.Linear(3, 4)),

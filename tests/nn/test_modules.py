@@ -149,3 +149,34 @@ def test_a_parameter_written_to_a_buffer_goes_in_as_a_plain_tensor():
     with params.to_module(module, preserve_module_state=False):
         assert module._buffers["running_mean"] is params["running_mean"]
     assert module.running_mean is running_mean
+
+
+class _WithExtraState(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.state = {"step": 3, "name": "a", "t": torch.ones(2)}
+
+    def get_extra_state(self):
+        return self.state
+
+    def set_extra_state(self, state):
+        self.state = state
+
+
+def _plain(state):
+    return {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in state.items()}
+
+
+def test_extra_state_goes_through_from_module_and_to_module():
+    # the entry "_extra_state" of from_module(use_state_dict=True) keeps its objects (the int is no tensor)
+    module = nn.Sequential(_WithExtraState())
+    params = TensorDict.from_module(module, use_state_dict=True)
+    assert _plain(params["0", "_extra_state"].to_dict()) == {"step": 3, "name": "a", "t": [1.0, 1.0]}
+    module[0].state = {"step": 5, "name": "b", "t": torch.zeros(2)}
+    for kwargs in ({}, {"use_state_dict": True}):
+        with params.to_module(module, **kwargs) as swap:
+            assert _plain(module[0].state) == {"step": 3, "name": "a", "t": [1.0, 1.0]}
+            assert type(module[0].state["step"]) is int
+            assert swap["0", "_extra_state", "name"] == "b"
+        assert _plain(module[0].state) == {"step": 5, "name": "b", "t": [0.0, 0.0]}
