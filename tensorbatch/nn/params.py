@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils import _pytree
 
 from .. import _compat, _delegation
-from .._ops.traverse import NO_DEFAULT, is_td, named_nodes
+from .._ops.traverse import NO_DEFAULT, is_td, named_leaves, named_nodes
 from .._td import TensorDict
 from ..base import TensorDictBase
 
@@ -116,26 +116,27 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]  # appl
 
     # ------------------------------------------------------------------ registration
     def _sync(self, convert: bool = True) -> None:
-        """Convert new tensors to parameters/buffers, then register every leaf again."""
-        buffers = {id(b) for b in self._buffers.values()}
+        """Convert new tensors to parameters/buffers, then register every leaf again, in the keys' order."""
+        if convert:
+            buffers = {id(b) for b in self._buffers.values()}
+            for _, node in named_nodes(self._param_td):
+                for key, value in list(node._items_str()):
+                    if isinstance(value, torch.Tensor) and id(value) not in buffers:
+                        new = _convert(value, self.no_convert)
+                        if new is not value:
+                            node._set_str(key, new, inplace=False, validated=True)
         self._parameters.clear()
         self._buffers.clear()
         self._keys_of.clear()
-        for path, node in named_nodes(self._param_td):
-            for key, value in list(node._items_str()):
-                if not isinstance(value, torch.Tensor):
-                    continue
-                if convert and id(value) not in buffers:
-                    new = _convert(value, self.no_convert)
-                    if new is not value:
-                        node._set_str(key, new, inplace=False, validated=True)
-                        value = new
-                name = ".".join((*path, key))
-                self._keys_of[name] = (*path, key)
-                if isinstance(value, _Parameter):
-                    self._parameters[name] = value
-                else:
-                    self._buffers[name] = value
+        for path, value in named_leaves(self._param_td):  # (parameters() gives an optimizer this order)
+            if not isinstance(value, torch.Tensor):
+                continue
+            name = ".".join(path)
+            self._keys_of[name] = path
+            if isinstance(value, _Parameter):
+                self._parameters[name] = value
+            else:
+                self._buffers[name] = value
 
     def _write(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """A forwarded write that may add or replace entries: unlock the content if needed, then sync."""
@@ -281,6 +282,14 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]  # appl
     # module state: nn.Module's (keys "0.weight", as a module's)
     state_dict = nn.Module.state_dict  # type: ignore[assignment]
     load_state_dict = nn.Module.load_state_dict  # type: ignore[assignment]
+
+    def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
+        # parameters and buffers in the keys' order (nn.Module's lists every parameter first)
+        params, buffers = self._parameters, self._buffers
+        for name in self._keys_of:
+            value = params[name] if name in params else buffers[name]
+            if value is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = value if keep_vars else value.detach()
 
     def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any, strict: bool,
                               missing_keys: list[str], unexpected_keys: list[str], error_msgs: list[str]) -> None:

@@ -205,6 +205,9 @@ CASES = {
                                                                    sorted(n for n, _ in p.named_buffers()))[1]),
     "params_no_convert": lambda lib: _params_cls(lib)(lib.TensorDict({"a": torch.ones(2)}), no_convert=True),
     "params_dict": lambda lib: _params_cls(lib)({"a": torch.ones(2), "b": {"c": torch.zeros(1)}}),
+    "params_order": lambda lib: (lambda p: [[n for n, _ in p.named_parameters()], list(p.state_dict())])(
+        _params_cls(lib)({"b": {"c": torch.ones(1)}, "a": torch.ones(2), "n": torch.arange(2),
+                          "d": {"e": torch.ones(1)}})),
     "params_kwargs": lambda lib: _params_cls(lib)(a=torch.ones(2)),
     "params_clone": lambda lib: _tdp(lib, lambda p, lib: p.clone()),
     "params_to": lambda lib: _tdp(lib, lambda p, lib: p.to(torch.float64)),

@@ -136,3 +136,15 @@ def test_pytree_and_vmap_see_through():
     torch.testing.assert_close(y, torch.stack([m(x) for m in modules]))
     y.sum().backward()
     assert params["weight"].grad.shape == (3, 4, 3) and modules[0].weight.grad is None
+
+
+def test_parameters_and_state_dict_follow_the_keys_order():
+    # an optimizer's state is matched to parameters() by position: the order is the keys' (as tensordict)
+    params = TensorDictParams(TensorDict({"b": {"c": torch.ones(1)}, "a": torch.ones(2), "n": torch.arange(2),
+                                          "d": {"e": torch.ones(3), "m": torch.arange(1)}}))
+    assert [name for name, _ in params.named_parameters()] == ["b.c", "a", "d.e"]
+    assert [name for name, _ in params.named_buffers()] == ["n", "d.m"]
+    assert list(params.state_dict()) == ["b.c", "a", "n", "d.e", "d.m"]
+    params["z"] = torch.ones(1)
+    params.set(("b", "y"), torch.ones(1))
+    assert [name for name, _ in params.named_parameters()] == ["b.c", "b.y", "a", "d.e", "z"]
