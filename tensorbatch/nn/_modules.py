@@ -22,6 +22,7 @@ from ..base import TensorDictBase
 _NO_DIMS = torch.Size(())
 _Parameter = nn.Parameter
 _Tensor = torch.Tensor
+_RESTORE = "restore"  # the preserve mode of a with block's exit: each old value back in its slot as it was
 _EXTRA_STATE = "_extra_state"  # the state-dict name of what a module's get_extra_state() returns
 
 
@@ -268,8 +269,8 @@ def _is_parameter(value: Any) -> bool:
     return isinstance(value, _Parameter)
 
 
-def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool, non_blocking: bool) -> Any:
-    """Write one leaf into ``module`` and return what it replaces."""
+def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool | str, non_blocking: bool) -> Any:
+    """Write one leaf into ``module`` and return what it replaces (``preserve``: True, False or ``_RESTORE``)."""
     params = module._parameters
     if inplace:
         old: Any = params[name] if name in params else module._buffers.get(name, module.__dict__.get(name))
@@ -279,6 +280,9 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
         return saved
     if name in params:
         old = params[name]
+        if preserve is _RESTORE:  # (a frozen parameter that a gradient-tracking tensor replaced comes back)
+            params[name] = value
+            return old
         is_param = _is_parameter(value)
         if not is_param and not preserve and isinstance(value, torch.Tensor):
             del params[name]  # the historical replacement: a plain tensor drops the registration
@@ -293,7 +297,7 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
     buffers = module._buffers
     if name in buffers:
         old = buffers[name]
-        if preserve and _is_parameter(value):  # a buffer stays a buffer: a plain tensor on the same data
+        if preserve is True and _is_parameter(value):  # a buffer stays a buffer: a plain tensor on the same data
             value = value.detach().requires_grad_(value.requires_grad)
         buffers[name] = value
         return old
@@ -306,7 +310,7 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
     return old
 
 
-def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool, non_blocking: bool,
+def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool | str, non_blocking: bool,
            memo: dict[int, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in td._items_str():
@@ -337,7 +341,8 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
         module: the module to write into (its structure as :meth:`from_module` gives it).
         inplace: copy into the module's existing tensors (they keep their identity) instead of replacing them.
         return_swap: return the values the module held before, as a TensorDict; used in a ``with`` block,
-            it writes them back on exit (also when the block raises).
+            it writes them back on exit (also when the block raises), each in its slot as it was (a frozen
+            parameter comes back frozen, the same object; no load_state_dict hooks run).
         swap_dest: with ``return_swap``, a TensorDict to write the old values into and return.
         use_state_dict: pass the values through the ``load_state_dict`` pre-hooks of the module and its
             submodules first (as ``load_state_dict`` does, with dotted names), then write them as without it.
@@ -378,7 +383,8 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
     else:
         values = self
     _check(values, module, ())  # every key first: a bad key leaves the module unchanged
-    swap = _write(values, module, bool(inplace), preserve_module_state, non_blocking, {})
+    preserve = bool(preserve_module_state)
+    swap = _write(values, module, bool(inplace), preserve, non_blocking, {})
     if not return_swap:
         return None
     swapped: Any = _as_td(swap)
@@ -387,8 +393,9 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
         swapped = swap_dest
 
     def restore(old: Any) -> None:
-        old.to_module(module, inplace=inplace, return_swap=False, use_state_dict=use_state_dict,
-                      non_blocking=non_blocking, preserve_module_state=preserve_module_state)
+        # the module's own tensors go back as they were: no state-dict hooks, no new parameters
+        _check(old, module, ())
+        _write(old, module, bool(inplace), _RESTORE if preserve else False, non_blocking, {})
 
     swapped._last_op = restore
     return swapped

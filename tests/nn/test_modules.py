@@ -180,3 +180,34 @@ def test_extra_state_goes_through_from_module_and_to_module():
             assert type(module[0].state["step"]) is int
             assert swap["0", "_extra_state", "name"] == "b"
         assert _plain(module[0].state) == {"step": 5, "name": "b", "t": [0.0, 0.0]}
+
+
+def test_a_with_block_puts_frozen_parameters_back_as_they_were():
+    module = nn.Linear(2, 2)
+    module.bias.requires_grad_(False)
+    bias = module.bias
+    for value in (torch.zeros(2, requires_grad=True), nn.Parameter(torch.zeros(2))):
+        with TensorDict(bias=value).to_module(module):
+            assert module.bias is value  # tracks gradients: registered as it is
+        assert module.bias is bias
+        assert not module.bias.requires_grad
+    outer, inner = torch.ones(2, requires_grad=True), torch.zeros(2)
+    with TensorDict(bias=outer).to_module(module):
+        with TensorDict(bias=inner).to_module(module):
+            assert type(module.bias) is nn.Parameter
+            assert module.bias.requires_grad  # the requires_grad of what it replaces
+        assert module._parameters["bias"] is outer
+    assert module.bias is bias
+
+
+def test_a_with_block_restores_without_the_load_hooks():
+    module = nn.Linear(2, 2)
+    weight = module.weight
+
+    def double(state, prefix, *args):
+        state[prefix + "weight"] = state[prefix + "weight"] * 2
+
+    module._register_load_state_dict_pre_hook(double)
+    with TensorDict(weight=torch.ones(2, 2)).to_module(module, use_state_dict=True):
+        assert module.weight.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+    assert module.weight is weight
