@@ -202,6 +202,11 @@ def from_modules(cls: Any, *modules: nn.Module, as_module: bool = False, lock: b
 # ----------------------------------------------------------------------------------- to_module
 def _check(td: Any, module: nn.Module, path: tuple[str, ...]) -> None:
     """Every key names a submodule (nested TensorDict) or a parameter, buffer or attribute (leaf)."""
+    if is_td(module):  # a TensorDictParams: the keys name its entries
+        for sub, _ in named_leaves(td):
+            if module._keys_of.get(".".join(sub)) != sub:
+                raise KeyError(f"to_module: key {(*path, *sub)!r} names no entry of {type(module).__name__}")
+        return
     for key, value in td._items_str():
         if _is_extra_state(module, key):
             continue
@@ -311,7 +316,9 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
 
 
 def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool | str, non_blocking: bool,
-           memo: dict[int, Any]) -> dict[str, Any]:
+           memo: dict[int, Any]) -> Any:
+    if is_td(module):
+        return _write_params(td, module, inplace, preserve, non_blocking)
     out: dict[str, Any] = {}
     for key, value in td._items_str():
         if _is_extra_state(module, key):
@@ -327,8 +334,41 @@ def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool | str, non_
     return out
 
 
-def _as_td(swap: dict[str, Any]) -> TensorDict:
-    return TensorDict._new_unsafe({k: _as_td(v) if type(v) is dict else v for k, v in swap.items()}, _NO_DIMS)
+def _write_params(td: Any, params: Any, inplace: bool, preserve: bool | str, non_blocking: bool) -> TensorDict:
+    """Write the leaves into the entries of a TensorDictParams (a module's, or the module); the swap is a TensorDict.
+
+    Each entry keeps its registration (a parameter's stays in ``parameters()``, a buffer's in ``buffers()``);
+    with ``preserve`` True the values are converted as in a module's slots (see ``_put``).
+    """
+    content, registered = params._param_td, params._parameters
+    out = TensorDict()
+    for path, value in named_leaves(td):
+        node = content._walk_to(path)
+        old = node._get_str(path[-1])
+        if inplace:
+            out.set(path, old.clone())
+            with torch.no_grad():
+                old.copy_(value, non_blocking=non_blocking)
+            continue
+        name = ".".join(path)
+        slots = registered if name in registered else params._buffers
+        if preserve is True and isinstance(value, torch.Tensor):
+            if slots is registered:
+                if ((not _is_parameter(value) or (_is_parameter(old) and value.requires_grad != old.requires_grad))
+                        and not _tracks_gradients(value)):
+                    value = _Parameter(value, requires_grad=old.requires_grad)
+            elif _is_parameter(value):
+                value = value.detach().requires_grad_(value.requires_grad)
+        node._set_str(path[-1], value, inplace=False, validated=True)
+        slots[name] = value
+        out.set(path, old)
+    return out
+
+
+def _as_td(swap: Any) -> TensorDict:
+    if type(swap) is not dict:  # (a TensorDictParams's swap)
+        return swap
+    return TensorDict._new_unsafe({k: _as_td(v) for k, v in swap.items()}, _NO_DIMS)
 
 
 def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None = None, return_swap: bool = True,
@@ -356,9 +396,12 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
 
     An entry ``"_extra_state"`` (as ``from_module(use_state_dict=True)`` gives it) goes to the submodule's
     ``set_extra_state`` (as a dict when it is a TensorDict); the swap holds the old ``get_extra_state()``.
+    A :class:`~tensorbatch.nn.TensorDictParams` (the module, or a submodule) takes the values into its
+    entries, which stay registered as they were (its other entries are kept).
 
     Raises:
-        KeyError: a key names no submodule, parameter, buffer or attribute (the module is unchanged).
+        KeyError: a key names no submodule, parameter, buffer, attribute or TensorDictParams entry (the module
+            is unchanged).
 
     Examples:
         >>> import torch

@@ -138,6 +138,31 @@ def _ensemble(lib: Any, lazy: bool) -> Any:
     return [y, grads]
 
 
+def _ensemble_holding_params(lib: Any) -> Any:
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+            self.extra = _params_cls(lib)(lib.TensorDict({"scale": torch.randn(2)}))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x) * self.extra["scale"]
+
+    torch.manual_seed(0)
+    modules = [Scaled() for _ in range(3)]
+    params = lib.TensorDict.from_modules(*modules)
+    base = Scaled()
+    scale = base.extra["scale"]
+
+    def call(p: Any, x: torch.Tensor) -> torch.Tensor:
+        with p.to_module(base):
+            return base(x)
+
+    y = torch.vmap(call, (0, None))(params, torch.ones(3))
+    y.sum().backward()
+    return [y, params["extra", "scale"].grad, base.extra["scale"] is scale]
+
+
 def _tdp(lib: Any, fn: Any) -> Any:
     m, = _modules()
     return fn(_params_cls(lib)(lib.TensorDict.from_module(m)), lib)
@@ -197,6 +222,7 @@ CASES = {
     "to_module_missing_module": lambda lib: lib.TensorDict({"n": {"w": torch.zeros(3)}}).to_module(nn.Linear(3, 4)),
     "ensemble_dense": lambda lib: _ensemble(lib, False),
     "ensemble_lazy": lambda lib: _ensemble(lib, True),
+    "ensemble_holding_params": lambda lib: _ensemble_holding_params(lib),
     "params_keys": lambda lib: _tdp(lib, lambda p, lib: [sorted(n for n, _ in p.named_parameters()),
                                                          sorted(n for n, _ in p.named_buffers())]),
     "params_state_dict_keys": lambda lib: _tdp(lib, lambda p, lib: list(p.state_dict())),

@@ -211,3 +211,49 @@ def test_a_with_block_restores_without_the_load_hooks():
     with TensorDict(weight=torch.ones(2, 2)).to_module(module, use_state_dict=True):
         assert module.weight.tolist() == [[2.0, 2.0], [2.0, 2.0]]
     assert module.weight is weight
+
+
+class _Scaled(nn.Module):
+    """A module holding a TensorDictParams (as torchrl's losses do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.extra = TensorDictParams(TensorDict({"scale": torch.randn(2), "n": torch.arange(2)}))
+
+    def forward(self, x):
+        return self.lin(x) * self.extra["scale"]
+
+
+def test_to_module_writes_into_a_held_tensordictparams():
+    torch.manual_seed(0)
+    modules = [_Scaled() for _ in range(3)]
+    params = TensorDict.from_modules(*modules)
+    base = _Scaled()
+    scale, n = base.extra["scale"], base.extra["n"]
+
+    def call(p, x):
+        with p.to_module(base):
+            return base(x)
+
+    x = torch.ones(2)
+    y = torch.vmap(call, (0, None))(params, x)
+    torch.testing.assert_close(y, torch.stack([m(x) for m in modules]))
+    y.sum().backward()
+    assert params["extra", "scale"].grad.shape == (3, 2)
+    assert base.extra["scale"] is scale
+    assert base.extra["n"] is n
+    assert dict(base.extra.named_parameters())["scale"] is scale
+    new = TensorDict({"extra": {"scale": torch.zeros(2)}})
+    with new.to_module(base) as swap:  # the entry stays a registered parameter; the others are kept
+        assert type(base.extra["scale"]) is nn.Parameter
+        assert base.extra["scale"].tolist() == [0.0, 0.0]
+        assert [name for name, _ in base.named_parameters()] == ["lin.weight", "lin.bias", "extra.scale"]
+        assert base.extra["n"] is n
+        assert swap["extra", "scale"] is scale
+    assert base.extra["scale"] is scale
+    with pytest.raises(KeyError, match=r"\('extra', 'nope'\) names no entry of TensorDictParams"):
+        TensorDict({"extra": {"nope": torch.zeros(1)}}).to_module(base)
+    with TensorDict({"scale": torch.ones(2)}).to_module(base.extra):  # the TensorDictParams as the module
+        assert base.extra["scale"].tolist() == [1.0, 1.0]
+    assert base.extra["scale"] is scale
