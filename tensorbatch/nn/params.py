@@ -44,13 +44,24 @@ def _like(new: Any, old: Any) -> Any:
 
 
 def _rewrapped(new: TensorDictBase, old: TensorDictBase) -> Any:
-    """``new`` (a converted copy of ``old``'s tree) with each leaf a parameter where ``old``'s was."""
+    """``new`` (a converted copy of ``old``'s tree) with each leaf a parameter where ``old``'s was.
+
+    A tensor under several keys of ``old`` (tied weights) is one tensor in the result too: the copy of its
+    first occurrence.
+    """
     out = new if type(new) is TensorDict else new.to_tensordict()
+    copies: dict[int, Any] = {}  # id of a leaf of old -> its copy in out
     for path, node in named_nodes(out):
         src = old.get(path) if path else old
         for key, value in list(node._items_str()):
             if isinstance(value, torch.Tensor):
-                node._tensordict[key] = _like(value, src._get_str(key, None))
+                before = src._get_str(key, None)
+                if before is None:
+                    continue
+                copy_ = copies.get(id(before))
+                if copy_ is None:
+                    copy_ = copies[id(before)] = _like(value, before)
+                node._tensordict[key] = copy_
     return out
 
 

@@ -7,6 +7,8 @@ values; for modules, which attributes are registered parameters and their values
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import Any
 
 import pytest
@@ -163,6 +165,15 @@ def _ensemble_holding_params(lib: Any) -> Any:
     return [y, params["extra", "scale"].grad, base.extra["scale"] is scale]
 
 
+def _tied_copies(lib: Any) -> Any:
+    torch.manual_seed(0)
+    module = nn.ModuleDict({"enc": nn.Linear(2, 2), "dec": nn.Linear(2, 2)})
+    module["dec"].weight = module["enc"].weight
+    params = lib.TensorDict.from_module(module, as_module=True)
+    copies = [params.clone(), copy.deepcopy(params), pickle.loads(pickle.dumps(params))]
+    return [[c, c["enc", "weight"] is c["dec", "weight"], len(list(c.parameters()))] for c in copies]
+
+
 def _tdp(lib: Any, fn: Any) -> Any:
     m, = _modules()
     return fn(_params_cls(lib)(lib.TensorDict.from_module(m)), lib)
@@ -236,6 +247,7 @@ CASES = {
                           "d": {"e": torch.ones(1)}})),
     "params_kwargs": lambda lib: _params_cls(lib)(a=torch.ones(2)),
     "params_clone": lambda lib: _tdp(lib, lambda p, lib: p.clone()),
+    "params_tied_copies": lambda lib: _tied_copies(lib),
     "params_to": lambda lib: _tdp(lib, lambda p, lib: p.to(torch.float64)),
     "params_detach": lambda lib: _tdp(lib, lambda p, lib: p.detach()),
     "params_apply": lambda lib: _tdp(lib, lambda p, lib: p.select("0").apply(lambda t: t * 2)),

@@ -148,3 +148,19 @@ def test_parameters_and_state_dict_follow_the_keys_order():
     params["z"] = torch.ones(1)
     params.set(("b", "y"), torch.ones(1))
     assert [name for name, _ in params.named_parameters()] == ["b.c", "b.y", "a", "d.e", "z"]
+
+
+def test_copies_keep_tied_parameters_tied():
+    # a decoder sharing its encoder's weight: one parameter under two keys, in every copy too
+    module = nn.ModuleDict({"enc": nn.Linear(2, 2), "dec": nn.Linear(2, 2)})
+    module["dec"].weight = module["enc"].weight
+    params = TensorDict.from_module(module, as_module=True)
+    assert len(list(params.parameters())) == 3
+    holder = nn.Module()
+    holder.params = params
+    for other in (params.clone(), copy.deepcopy(params), copy.deepcopy(holder).params,
+                  pickle.loads(pickle.dumps(params)), params.to(torch.float64)):
+        assert other["enc", "weight"] is other["dec", "weight"]
+        assert other["enc", "weight"] is not params["enc", "weight"]
+        assert type(other["enc", "weight"]) is nn.Parameter
+        assert len(list(other.parameters())) == 3
