@@ -111,6 +111,9 @@ def from_module(cls: Any, module: nn.Module, as_module: bool = False, lock: bool
         filter_empty: submodules without parameters or buffers (``nn.ReLU``) get no entry; with False, an
             empty TensorDict.
 
+    A :class:`~tensorbatch.nn.TensorDictParams` (the module, or a submodule) is its own entry: the same
+    object (without ``use_state_dict``).
+
     Examples:
         >>> from torch import nn
         >>> from tensorbatch import TensorDict
@@ -123,11 +126,13 @@ def from_module(cls: Any, module: nn.Module, as_module: bool = False, lock: bool
         raise TypeError(f"from_module expects an nn.Module, got {type(module).__name__}")
     if use_state_dict:
         td: Any = _state_dict_tree(module, filter_empty)
+    elif is_td(module):  # a TensorDictParams is its own tree (its parameters' names are dotted keys)
+        td = module
     else:
         td = _tree(module, filter_empty)
         if td is None:
             td = TensorDict()
-    if as_module:
+    if as_module and td is not module:
         from .params import TensorDictParams
 
         td = TensorDictParams(td, no_convert=True)

@@ -205,6 +205,10 @@ CASES = {
     "from_module_keep_empty": lambda lib: sorted(lib.TensorDict.from_module(_modules()[0], filter_empty=False).keys()),
     "from_module_state_dict": lambda lib: lib.TensorDict.from_module(_modules()[0], use_state_dict=True),
     "from_module_as_module": lambda lib: lib.TensorDict.from_module(_modules()[0], as_module=True),
+    "from_module_of_params": lambda lib: (lambda p: [lib.TensorDict.from_module(p) is p, p])(
+        lib.TensorDict.from_module(_modules()[0], as_module=True)),
+    "from_modules_of_params": lambda lib: lib.TensorDict.from_modules(
+        *(lib.TensorDict.from_module(m, as_module=True) for m in _modules(2))),
     "from_module_identity": lambda lib: lib.TensorDict.from_module(m := _modules()[0])["0", "weight"] is m[0].weight,
     "from_modules": lambda lib: lib.TensorDict.from_modules(*_modules(3)),
     "from_modules_unlocked": lambda lib: lib.TensorDict.from_modules(*_modules(2), lock=False),

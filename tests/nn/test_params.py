@@ -164,3 +164,20 @@ def test_copies_keep_tied_parameters_tied():
         assert other["enc", "weight"] is not params["enc", "weight"]
         assert type(other["enc", "weight"]) is nn.Parameter
         assert len(list(other.parameters())) == 3
+
+
+def test_from_module_of_a_tensordictparams_is_itself():
+    # its parameters are registered under dotted names: read as a module, they were flat keys "0.weight"
+    params = TensorDict.from_module(nn.Sequential(nn.Linear(2, 2)), as_module=True)
+    assert TensorDict.from_module(params) is params
+    assert TensorDict.from_module(params, as_module=True) is params
+    stacked = TensorDict.from_modules(params, params.clone())
+    assert list(stacked.keys(True, True)) == [("0", "weight"), ("0", "bias")]
+    assert stacked.batch_size == torch.Size([2])
+    state = TensorDict.from_module(params, use_state_dict=True)
+    assert list(state.keys(True, True)) == [("0", "weight"), ("0", "bias")]
+    assert type(state["0", "weight"]) is torch.Tensor
+    weight = params["0", "weight"]
+    with TensorDict.from_module(params).detach().clone().zero_().to_module(params):
+        assert params["0", "weight"].tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert params["0", "weight"] is weight
