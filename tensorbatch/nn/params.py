@@ -178,6 +178,9 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]  # appl
             path = self._keys_of[name]
             if td.get(path) is not value:
                 td._walk_to(path)._set_str(path[-1], value, inplace=False, validated=True)
+        for _, node in named_nodes(td):  # a node with a device follows its leaves (to("cuda"), to_empty...)
+            if node.device is not None:
+                node.auto_device_()
         return out
 
     # ------------------------------------------------------------------ primitives (delegated)

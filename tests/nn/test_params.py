@@ -181,3 +181,22 @@ def test_from_module_of_a_tensordictparams_is_itself():
     with TensorDict.from_module(params).detach().clone().zero_().to_module(params):
         assert params["0", "weight"].tolist() == [[0.0, 0.0], [0.0, 0.0]]
     assert params["0", "weight"] is weight
+
+
+def test_module_moves_update_the_device():
+    # holder.to(device)/to_empty move the registered tensors: the TensorDict's device follows them (new
+    # entries were moved to the old device)
+    params = TensorDictParams(TensorDict({"a": torch.ones(2), "n": {"b": torch.ones(1)}}, device="meta"))
+    holder = nn.Module()
+    holder.params = params
+    holder.to_empty(device="cpu")
+    assert params.device == torch.device("cpu")
+    assert params["n"].device == torch.device("cpu")
+    assert params["a"].device.type == "cpu"
+    params["x"] = torch.ones(1)
+    assert params["x"].device.type == "cpu"
+    no_device = TensorDictParams(TensorDict({"a": torch.ones(2)}))
+    holder.other = no_device
+    holder.to("meta")
+    assert no_device.device is None
+    assert params.device == torch.device("meta")
