@@ -279,12 +279,16 @@ def _is_parameter(value: Any) -> bool:
     return isinstance(value, _Parameter)
 
 
-def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool | str, non_blocking: bool) -> Any:
-    """Write one leaf into ``module`` and return what it replaces (``preserve``: True, False or ``_RESTORE``)."""
+def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool | str, non_blocking: bool,
+         keep: bool = True) -> Any:
+    """Write one leaf into ``module`` and return what it replaces (``preserve``: True, False or ``_RESTORE``).
+
+    ``keep=False`` (no swap wanted): an in-place write makes no copy of the old values.
+    """
     params = module._parameters
     if inplace:
         old: Any = params[name] if name in params else module._buffers.get(name, module.__dict__.get(name))
-        saved = old.clone()  # (as tensordict: a copy that keeps the graph to the old values)
+        saved = old.clone() if keep else old  # (as tensordict: a copy that keeps the graph to the old values)
         with torch.no_grad():
             old.copy_(value, non_blocking=non_blocking)
         return saved
@@ -321,9 +325,9 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
 
 
 def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool | str, non_blocking: bool,
-           memo: dict[int, Any]) -> Any:
+           memo: dict[int, Any], keep: bool = True) -> Any:
     if is_td(module):
-        return _write_params(td, module, inplace, preserve, non_blocking)
+        return _write_params(td, module, inplace, preserve, non_blocking, keep)
     out: dict[str, Any] = {}
     for key, value in td._items_str():
         if _is_extra_state(module, key):
@@ -332,14 +336,15 @@ def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool | str, non_
             child: Any = module._modules[key]
             swapped = memo.get(id(child))
             if swapped is None:  # a submodule used twice is written once (its first entry)
-                swapped = memo[id(child)] = _write(value, child, inplace, preserve, non_blocking, memo)
+                swapped = memo[id(child)] = _write(value, child, inplace, preserve, non_blocking, memo, keep)
             out[key] = swapped
         else:
-            out[key] = _put(module, key, value, inplace, preserve, non_blocking)
+            out[key] = _put(module, key, value, inplace, preserve, non_blocking, keep)
     return out
 
 
-def _write_params(td: Any, params: Any, inplace: bool, preserve: bool | str, non_blocking: bool) -> TensorDict:
+def _write_params(td: Any, params: Any, inplace: bool, preserve: bool | str, non_blocking: bool,
+                  keep: bool = True) -> TensorDict:
     """Write the leaves into the entries of a TensorDictParams (a module's, or the module); the swap is a TensorDict.
 
     Each entry keeps its registration (a parameter's stays in ``parameters()``, a buffer's in ``buffers()``);
@@ -351,7 +356,7 @@ def _write_params(td: Any, params: Any, inplace: bool, preserve: bool | str, non
         node = content._walk_to(path)
         old = node._get_str(path[-1])
         if inplace:
-            out.set(path, old.clone())
+            out.set(path, old.clone() if keep else old)
             with torch.no_grad():
                 old.copy_(value, non_blocking=non_blocking)
             continue
@@ -432,7 +437,7 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
         values = self
     _check(values, module, ())  # every key first: a bad key leaves the module unchanged
     preserve = bool(preserve_module_state)
-    swap = _write(values, module, bool(inplace), preserve, non_blocking, {})
+    swap = _write(values, module, bool(inplace), preserve, non_blocking, {}, return_swap)
     if not return_swap:
         return None
     swapped: Any = _as_td(swap)
@@ -443,7 +448,7 @@ def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None =
     def restore(old: Any) -> None:
         # the module's own tensors go back as they were: no state-dict hooks, no new parameters
         _check(old, module, ())
-        _write(old, module, bool(inplace), _RESTORE if preserve else False, non_blocking, {})
+        _write(old, module, bool(inplace), _RESTORE if preserve else False, non_blocking, {}, False)
 
     swapped._last_op = restore
     return swapped

@@ -257,3 +257,28 @@ def test_to_module_writes_into_a_held_tensordictparams():
     with TensorDict({"scale": torch.ones(2)}).to_module(base.extra):  # the TensorDictParams as the module
         assert base.extra["scale"].tolist() == [1.0, 1.0]
     assert base.extra["scale"] is scale
+
+
+class _Calls(torch.overrides.TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_an_in_place_write_without_swap_copies_nothing():
+    module = nn.Linear(2, 2)
+    weight = module.weight
+    values = TensorDict(weight=torch.zeros(2, 2))
+    with _Calls() as calls:
+        assert values.to_module(module, inplace=True, return_swap=False) is None
+    assert torch.Tensor.clone not in calls.seen  # (the old values are copied for a swap only)
+    assert module.weight is weight
+    assert weight.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    with _Calls() as calls:
+        swap = TensorDict(weight=torch.ones(2, 2)).to_module(module, inplace=True)
+    assert torch.Tensor.clone in calls.seen
+    assert swap["weight"].tolist() == [[0.0, 0.0], [0.0, 0.0]]
