@@ -208,8 +208,9 @@ def from_modules(cls: Any, *modules: nn.Module, as_module: bool = False, lock: b
 def _check(td: Any, module: nn.Module, path: tuple[str, ...]) -> None:
     """Every key names a submodule (nested TensorDict) or a parameter, buffer or attribute (leaf)."""
     if is_td(module):  # a TensorDictParams: the keys name its entries
+        params: Any = module
         for sub, _ in named_leaves(td):
-            if module._keys_of.get(".".join(sub)) != sub:
+            if params._keys_of.get(".".join(sub)) != sub:
                 raise KeyError(f"to_module: key {(*path, *sub)!r} names no entry of {type(module).__name__}")
         return
     for key, value in td._items_str():
@@ -375,7 +376,7 @@ def _write_params(td: Any, params: Any, inplace: bool, preserve: bool | str, non
     return out
 
 
-def _as_td(swap: Any) -> TensorDict:
+def _as_td(swap: Any) -> Any:
     if type(swap) is not dict:  # (a TensorDictParams's swap)
         return swap
     return TensorDict._new_unsafe({k: _as_td(v) for k, v in swap.items()}, _NO_DIMS)
