@@ -52,6 +52,16 @@ def run_both(ref: Any, tb: Any):
 # tensordict"), or lacks a feature that arrives with a later issue. Each listed test is a strict
 # xfail: it fails loudly if the difference ever disappears.
 DIFFERENCES: dict[str, str] = {
+    "to_module_ctx_frozen": "to_module's with block puts each old value back in its slot as it was: the same "
+    "object, a frozen parameter still frozen (tensordict puts a new Parameter that requires grad)",
+    "to_module_partial_order": "a partial to_module keeps the module's registration order (tensordict moves "
+    "each written entry to the end of _parameters)",
+    "to_module_into_params_unknown_key": "to_module into a TensorDictParams held by the module writes the given "
+    "entries and raises KeyError for a key that names nothing (tensordict swaps its whole content)",
+    "vmap_locked": "pytree does not carry the lock: inside torch.vmap a locked TensorDict is unlocked, and so is "
+    "vmap's result (tensordict's patched vmap keeps the lock)",
+    "vmap_no_tensor_leaf": "a TensorDict with no tensor leaf keeps its whole batch size inside torch.vmap: pytree "
+    "gives vmap nothing to map (tensordict removes the mapped dim)",
     "test_capture_non_tensor_stack_default_differs": "capture_non_tensor_stack() is True by default: equal "
     "non-tensor values stack to one NonTensorData (tensordict: False, a NonTensorStack)",
     "test_lazy_legacy_true_is_refused": "set_lazy_legacy(True) raises NotImplementedError (tensordict warns and "

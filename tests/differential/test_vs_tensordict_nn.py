@@ -199,6 +199,43 @@ def _vmap_non_tensor(lib: Any) -> Any:
     return [tuple(out.batch_size), out["s"], out["a"]]
 
 
+def _ctx_frozen(lib: Any) -> Any:
+    """A frozen parameter replaced in a with block: after it, the same object, still frozen?"""
+    m = nn.Linear(3, 2)
+    m.bias.requires_grad_(False)
+    old = m.bias
+    with lib.TensorDict(bias=torch.zeros(2, requires_grad=True)).to_module(m):
+        pass
+    return [m.bias is old, m.bias.requires_grad]
+
+
+def _partial_order(lib: Any) -> Any:
+    m = nn.Linear(3, 2)
+    lib.TensorDict(weight=torch.zeros(2, 3)).to_module(m)
+    return list(m._parameters)
+
+
+def _into_params_unknown_key(lib: Any) -> Any:
+    holder = nn.Module()
+    holder.p = _params_cls(lib)(lib.TensorDict({"w": torch.ones(2)}))
+    lib.TensorDict({"p": {"nope": torch.zeros(2)}}).to_module(holder)
+    return sorted(n for n, _ in holder.named_parameters())
+
+
+def _vmap_locked(lib: Any) -> Any:
+    td = lib.TensorDict({"a": torch.ones(3, 2)}, [3]).lock_()
+    seen = []
+    out = torch.vmap(lambda t: (seen.append(t.is_locked), t)[1])(td)
+    return [seen, out.is_locked]
+
+
+def _vmap_no_tensor_leaf(lib: Any) -> Any:
+    seen = []
+    torch.vmap(lambda t, x: (seen.append(tuple(t.batch_size)), x)[1], in_dims=(0, 0))(lib.TensorDict({}, [3]),
+                                                                                     torch.ones(3))
+    return seen
+
+
 CASES = {
     "from_module": lambda lib: lib.TensorDict.from_module(_modules()[0]),
     "from_module_lock": lambda lib: lib.TensorDict.from_module(_modules()[0], lock=True),
@@ -272,6 +309,11 @@ CASES = {
     "vmap_non_tensor": _vmap_non_tensor,
     "params_module_to": lambda lib: _tdp(lib, lambda p, lib: (p.double(), p)[1]),
     "params_to_module_buffers": lambda lib: _tdp(lib, lambda p, lib: (lambda m: [p.to_module(m), m])(_modules()[0])),
+    "to_module_ctx_frozen": _ctx_frozen,
+    "to_module_partial_order": _partial_order,
+    "to_module_into_params_unknown_key": _into_params_unknown_key,
+    "vmap_locked": _vmap_locked,
+    "vmap_no_tensor_leaf": _vmap_no_tensor_leaf,
 }
 
 
