@@ -89,6 +89,14 @@ def in_vmap() -> bool:
     return interpreter is not None and interpreter.key() == _TransformType.Vmap
 
 
+def in_other_transform() -> bool:
+    """True when the innermost functorch transform is not ``torch.vmap`` (grad, vjp, jvp, jacrev...)."""
+    if _peek_interpreter_stack is None:  # pragma: no cover
+        return False
+    interpreter = _peek_interpreter_stack()
+    return interpreter is not None and interpreter.key() != _TransformType.Vmap
+
+
 def vmap_level() -> tuple[int, int] | None:
     """The level and the batch size of the innermost ``torch.vmap`` when it is the innermost transform, else None."""
     if _peek_interpreter_stack is None:  # pragma: no cover

@@ -627,7 +627,17 @@ for _cls in (NonTensorData, MetaData, NonTensorStack):
 
 
 # ----------------------------------------------------------------------------------- lazy stacks
+_MEMBERS = "members"  # a lazy stack's context when its children are its members (_flatten_lazy)
+
+
 def _flatten_lazy(td: LazyStackedTensorDict) -> tuple[list[Any], Any]:
+    # Inside grad, vjp, jvp... (a transform other than vmap, innermost: it flattens its inputs at its own level)
+    # the children are the members themselves: a stack of their leaves would be a new tensor at each flatten,
+    # and the transform makes differentiable (and differentiates against) the tensors of one flatten while the
+    # function reads the members of another (functorch's level assertion). vmap flattens its inputs outside
+    # its level and maps a dim of every leaf: there (and outside any transform) the stacked leaves.
+    if _compat.in_other_transform() and not _dynamo_compiling():
+        return list(td.tensordicts), (td.stack_dim, td.batch_size, _MEMBERS)
     try:
         dense = td._map(lambda x: x, "flattening a lazy stack for pytree")  # each leaf stacked (autograd kept)
     except Exception as err:
@@ -640,6 +650,8 @@ def _flatten_lazy(td: LazyStackedTensorDict) -> tuple[list[Any], Any]:
 
 def _flatten_lazy_with_keys(td: LazyStackedTensorDict) -> tuple[list[tuple[Any, Any]], Any]:
     values, context = _flatten_lazy(td)
+    if len(context) == 3:  # the members
+        return [(_pytree.SequenceKey(i), member) for i, member in enumerate(values)], context
     return [(_pytree.GetAttrKey("tensordicts"), values[0])], context
 
 
@@ -650,6 +662,8 @@ def _placeholders(td: Any) -> bool:
 
 
 def _unflatten_lazy(values: Any, context: Any) -> Any:
+    if len(context) == 3:  # the members (_flatten_lazy): stacked again, as they come back
+        return lazy_stack(list(values), context[0])
     (dense,) = values
     stack_dim, batch_size = context
     if not hasattr(dense, "batch_size") or _placeholders(dense):  # vmap's in_dims/out_dims tree

@@ -48,6 +48,49 @@ def test_vmap_over_another_dim_keeps_a_lazy_stack_inside() -> None:
     torch.testing.assert_close(out["a"], stack["a"] + 1)
 
 
+def _lazy(dim: int) -> LazyStackedTensorDict:
+    g = torch.Generator().manual_seed(0)
+    members = [TensorDict({"a": torch.randn(3, 2, generator=g), "n": {"b": torch.randn(3, generator=g)}}, [3])
+               for _ in range(4)]
+    return lazy_stack(members, dim)
+
+
+def _loss(t: Any) -> torch.Tensor:
+    return (t["a"] ** 2).sum() + (t["n", "b"] * 3).sum()
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("transform", ["grad", "grad_and_value", "vjp", "jacrev", "jacfwd"])
+def test_gradients_over_a_lazy_stack(dim: int, transform: str) -> None:
+    """grad & co. see a lazy stack's members (its stacked leaves would be new tensors at each flatten)."""
+    stack = _lazy(dim)
+    func = torch.func
+    got = {
+        "grad": lambda: func.grad(_loss)(stack),
+        "grad_and_value": lambda: func.grad_and_value(_loss)(stack)[0],
+        "vjp": lambda: func.vjp(_loss, stack)[1](torch.tensor(1.0))[0],
+        "jacrev": lambda: func.jacrev(_loss)(stack),
+        "jacfwd": lambda: func.jacfwd(_loss)(stack),
+    }[transform]()
+    assert type(got) is LazyStackedTensorDict
+    assert got.stack_dim == dim
+    assert got.batch_size == stack.batch_size
+    torch.testing.assert_close(got["a"], 2 * stack["a"])
+    torch.testing.assert_close(got["n", "b"], torch.full_like(stack["n", "b"], 3.0))
+
+
+def test_gradients_over_a_lazy_stack_inside_vmap_and_of_members_that_differ() -> None:
+    stack = _lazy(0)  # batch [4, 3]; vmap over dim 1: the function gets lazy stacks of 4 members
+    got = torch.vmap(torch.func.grad(_loss), in_dims=(1,))(stack)
+    assert got.batch_size == torch.Size([3, 4])
+    torch.testing.assert_close(got["a"], 2 * stack["a"].transpose(0, 1))
+    ragged = lazy_stack([TensorDict({"a": torch.ones(2)}, []), TensorDict({"a": torch.ones(5)}, [])])
+    grads = torch.func.grad(lambda t: sum((m["a"] * 2).sum() for m in t.tensordicts))(ragged)
+    assert [m["a"].tolist() for m in grads.tensordicts] == [[2.0] * 2, [2.0] * 5]
+    leaves, _ = torch.utils._pytree.tree_flatten(stack)  # outside a transform: the stacked leaves
+    assert [tuple(x.shape) for x in leaves] == [(4, 3, 2), (4, 3)]
+
+
 def test_vmap_over_a_heterogeneous_lazy_stack_raises() -> None:
     stack = lazy_stack([TensorDict({"a": torch.zeros(3)}, []), TensorDict({"a": torch.zeros(4)}, [])])
     with pytest.raises(RuntimeError, match="members differ in keys or shapes"):
