@@ -16,7 +16,8 @@ vmap unflattens with ints/None placeholders: such trees keep the original batch 
 start with their whole former shape keep the batch size (``jacrev`` appends dims to every leaf: batch as
 tensordict, inside vmap too), but for vmap's own output (leaves it has just unwrapped from its level, each
 with one more dim of its size: that dim is a batch dim). A lazy stack is flattened as the dense TensorDict of
-its stacked leaves and rebuilt as a lazy stack when its stack dim is still there.
+its stacked leaves and rebuilt as a lazy stack when its stack dim is still there; inside another transform
+(grad, vjp, jvp...) its children are its members.
 
 The sizes in the context are hints, not structure: two contexts that differ only in sizes compare equal (as
 two tensors of different shapes have one tree spec: an exported program takes another batch size), and
