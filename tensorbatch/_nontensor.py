@@ -445,7 +445,13 @@ def _pick(pos: list[Any], items: list[Any]) -> list[Any]:
 
 
 def _collapsed(items: list[Any], pos: torch.Tensor, device: Any) -> _NonTensor:
-    """The leaf holding ``items[pos]``: one NonTensorData when every used value is the same."""
+    """The leaf holding ``items[pos]``: one NonTensorData when every used value is the same.
+
+    When all of ``items`` agree, no position is read (``torch.unique(...).tolist()`` is data-dependent:
+    dynamo cannot trace it with ``fullgraph=True``).
+    """
+    if pos.numel() and all(_same(items[0], item) for item in items[1:]):
+        return NonTensorData._new(items[0], pos.shape, device)
     used = torch.unique(pos).tolist()
     first = items[used[0]] if used else None
     if all(_same(first, items[i]) for i in used[1:]):
