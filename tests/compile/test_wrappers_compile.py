@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch._dynamo
 
-from tensorbatch import TensorClass
+from tensorbatch import TensorClass, TensorDict
 
 pytestmark = pytest.mark.slow
 
@@ -36,3 +36,27 @@ def test_slice_assignment_with_a_non_tensor_field_in_a_full_graph():
     assert got.label == want.label == "hi"
     torch.testing.assert_close(got.a, want.a)
     torch.testing.assert_close(got.b, want.b)
+
+
+def test_gradient_of_a_memory_mapped_parameter_set_in_a_compiled_function(tmp_path):
+    """grad over memory-mapped parameters, compiled: a graph break inside it (to_module) runs the transform eagerly.
+
+    Its flatten then read ``shape`` through a ``__torch_function__`` that dynamo had compiled as a frame of its
+    own (guarded without the function it got): the ``is_nested`` read before it came back (TypeError).
+    """
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    x = torch.randn(5, 3)
+    params = TensorDict.from_module(net).detach().clone()
+    params.memmap_(tmp_path / "params")
+
+    def loss(p):
+        with p.to_module(net):
+            return net(x).pow(2).sum()
+
+    torch._dynamo.reset()
+    got = torch.compile(torch.func.grad(loss), backend="eager")(params)
+    want = torch.func.grad(loss)(params.to_tensordict())
+    assert got.batch_size == want.batch_size
+    for key in want.keys(True, True):
+        torch.testing.assert_close(got[key], want[key], msg=f"at {key}")
