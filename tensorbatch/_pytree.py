@@ -64,15 +64,6 @@ IN_DIMS_MSG = (
 )
 
 
-_no_subclass_functions = torch._C.DisableTorchFunctionSubclass
-"""Reads a subclass's shape without its ``__torch_function__``.
-
-Run eagerly inside a compiled region (a functorch transform's flatten), that call was compiled by dynamo
-as a frame of its own, guarded without the function it got: ``v.shape`` gave the ``is_nested`` read before it
-(``False``) for a MemoryMappedTensor.
-"""
-
-
 def _node(td: TensorDict, children: list[Any], olds: list[Any]) -> tuple[Any, bool, bool]:
     """The context of ``td`` as one node, its nested TensorDicts inlined; its pytree children go to ``children``.
 
@@ -111,13 +102,11 @@ def _node(td: TensorDict, children: list[Any], olds: list[Any]) -> tuple[Any, bo
                 meta.append(_UNBATCHED)
                 olds.append(None)
                 continue
-            with _no_subclass_functions():  # (see _no_subclass_functions)
-                nested, ndim = v.is_nested, v.ndim
-                shape = None if nested else v.shape
-            if nested:
-                meta.append((ndim - nd, None))
+            if v.is_nested:
+                meta.append((v.ndim - nd, None))
                 olds.append(None)
             else:
+                shape = v.shape
                 meta.append((len(shape) - nd, shape))
                 olds.append(shape)
             has_tensor = True

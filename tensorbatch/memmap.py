@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch.overrides import get_default_nowrap_functions
 
+from . import _compat
+
 __all__ = ["MemoryMappedTensor"]
 
 _NO_WRAP = get_default_nowrap_functions()
@@ -300,6 +302,10 @@ class MemoryMappedTensor(torch.Tensor):
 def _deprecated(name: str) -> None:
     warnings.warn(f"MemoryMappedTensor.{name} is deprecated (tensordict 0.15) and will be removed in 0.17; it has "
                   "no replacement", DeprecationWarning, stacklevel=3)
+
+
+# (a frame of its own under dynamo: wrong attribute reads, see _compat.skip_dynamo_frame)
+_compat.skip_dynamo_frame(MemoryMappedTensor.__torch_function__.__func__.__code__)
 
 
 def _keep_if_view(out: torch.Tensor, source: MemoryMappedTensor) -> torch.Tensor:

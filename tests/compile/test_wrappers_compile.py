@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch._dynamo
 
-from tensorbatch import TensorClass, TensorDict
+from tensorbatch import MemoryMappedTensor, TensorClass, TensorDict
 
 pytestmark = pytest.mark.slow
 
@@ -60,3 +60,32 @@ def test_gradient_of_a_memory_mapped_parameter_set_in_a_compiled_function(tmp_pa
     assert got.batch_size == want.batch_size
     for key in want.keys(True, True):
         torch.testing.assert_close(got[key], want[key], msg=f"at {key}")
+
+
+def test_jacobian_of_a_memory_mapped_td_with_a_graph_break(tmp_path):
+    """jacrev run eagerly in a compiled region reads ``primal.shape`` of the memory-mapped inputs (it was a dtype)."""
+    g = torch.Generator().manual_seed(0)
+    td = TensorDict({"a": torch.randn(4, 3, generator=g), "n": {"b": torch.randn(4, generator=g)}}, [4])
+    td.memmap_(tmp_path / "td")
+
+    def inner(u):
+        torch._dynamo.graph_break()
+        return u["a"].sum(-1) + u["n", "b"]
+
+    def jac(t):
+        return torch.func.jacrev(inner)(t)
+
+    torch._dynamo.reset()
+    got, want = torch.compile(jac, backend="eager")(td), jac(td.to_tensordict())
+    for key in want.keys(True, True):
+        torch.testing.assert_close(got[key], want[key], msg=f"at {key}")
+
+
+def test_attribute_reads_of_a_memory_mapped_tensor_in_a_compiled_torch_function(tmp_path):
+    """Each attribute read gives its own value (dynamo compiled the override as a frame, one guard for all reads)."""
+    mapped = MemoryMappedTensor.from_tensor(torch.randn(4, 3), filename=tmp_path / "x.memmap")
+    override = torch.compile(MemoryMappedTensor.__torch_function__.__func__, backend="eager")
+    torch._dynamo.reset()
+    reads = [override(MemoryMappedTensor, getter.__get__, (MemoryMappedTensor,), (mapped,))
+             for getter in (torch.Tensor.is_nested, torch.Tensor.shape, torch.Tensor.dtype)]
+    assert reads == [False, torch.Size([4, 3]), torch.float32]
