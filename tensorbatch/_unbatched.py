@@ -8,7 +8,7 @@ reductions over batch dims...) must leave its data alone: it takes part in them 
 op to a zero-stride stand-in shaped like the batch (``_positions``) and rebuilds the leaf, data
 unchanged, with the batch size of the result (``_from_positions``).
 
-This module depends on torch only: the traversal (``_ops``) imports it.
+This module depends on torch (and ``_compat``) only: the traversal (``_ops``) imports it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 from torch.overrides import get_default_nowrap_functions
+
+from . import _compat
 
 _Size = torch.Size
 _NO_WRAP = get_default_nowrap_functions()  # ``t._base``, ``t.grad``: their results are not re-wrapped
@@ -113,6 +115,10 @@ class UnbatchedTensor(torch.Tensor):
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return (_rebuild, (self._plain(), self.batch_size))
+
+
+# (a frame of its own under dynamo: wrong attribute reads, see _compat.skip_dynamo_frame)
+_compat.skip_dynamo_frame(UnbatchedTensor.__torch_function__.__func__.__code__)
 
 
 def _rebuild(data: torch.Tensor, batch_size: torch.Size) -> UnbatchedTensor:
