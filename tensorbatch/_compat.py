@@ -57,19 +57,19 @@ transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda
 dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 
-def skip_dynamo_frame(code: Any) -> None:
-    """Have dynamo run ``code``'s frames as they are when it meets them first, still tracing it when inlined.
+def skip_dynamo_frame(fn: Any) -> None:
+    """Have dynamo run the frames of ``fn`` (a function or method) as they are, still tracing it where inlined.
 
     For a ``__torch_function__``: called by code dynamo runs eagerly inside a compiled region (a functorch
     transform, pytree), it compiled it as a frame of its own, guarded without the function it got (a
     ``method-wrapper``): ``t.shape`` gave the attribute read before it (``t.is_nested``: False). Private API
     (``torch._dynamo.eval_frame.skip_code`` without importing dynamo); nothing where it is missing.
     """
-    frames = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    frames: Any = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
     strategy, action = getattr(frames, "_FrameExecStrategy", None), getattr(frames, "_FrameAction", None)
     if strategy is None or action is None or not hasattr(frames, "set_code_exec_strategy"):
         return
-    frames.set_code_exec_strategy(code, strategy(action.SKIP, action.DEFAULT))
+    frames.set_code_exec_strategy(getattr(fn, "__func__", fn).__code__, strategy(action.SKIP, action.DEFAULT))
 
 
 try:  # private API (stable since torch 2.0)

@@ -118,7 +118,7 @@ class UnbatchedTensor(torch.Tensor):
 
 
 # (a frame of its own under dynamo: wrong attribute reads, see _compat.skip_dynamo_frame)
-_compat.skip_dynamo_frame(UnbatchedTensor.__torch_function__.__func__.__code__)
+_compat.skip_dynamo_frame(UnbatchedTensor.__torch_function__)
 
 
 def _rebuild(data: torch.Tensor, batch_size: torch.Size) -> UnbatchedTensor:

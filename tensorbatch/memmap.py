@@ -305,7 +305,7 @@ def _deprecated(name: str) -> None:
 
 
 # (a frame of its own under dynamo: wrong attribute reads, see _compat.skip_dynamo_frame)
-_compat.skip_dynamo_frame(MemoryMappedTensor.__torch_function__.__func__.__code__)
+_compat.skip_dynamo_frame(MemoryMappedTensor.__torch_function__)
 
 
 def _keep_if_view(out: torch.Tensor, source: MemoryMappedTensor) -> torch.Tensor:
