@@ -557,7 +557,29 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
             entries[key] = _stamped({key: value}, (m,), new_bs)[key]
         else:
             entries[key] = _fit(key, value, m[1], new_bs, nd)
+    if n == nd + 1 and not _is_compiling() and _vmap_output(values, meta, shapes):
+        _check_vmap_dim(keys, meta, shapes, batch_size)
     return TensorDict._new_unsafe(entries, new_bs if type(new_bs) is _Size else _Size(new_bs), device, names)
+
+
+def _check_vmap_dim(keys: tuple[str, ...], meta: tuple[Any, ...], shapes: list[Any], batch_size: torch.Size) -> None:
+    """The dim vmap's output gained must be one of the batch dims (``out_dims`` 0 to ``len(batch_size)``).
+
+    With leaves of one shape, a dim put after the batch dims would otherwise read as a batch dim in front.
+    """
+    vmap = _compat.vmap_level()
+    if vmap is None:
+        return
+    size, nd = vmap[1], len(batch_size)
+    for key, m, new in zip(keys, meta, shapes, strict=True):
+        old = m[1]
+        if new is None or old is None or len(new) != len(old) + 1:
+            continue
+        if not any(new[p] == size and new[:p] + new[p + 1:] == old for p in range(nd + 1)):
+            raise RuntimeError(
+                f"pytree unflatten: entry {key!r} of shape {list(new)} has vmap's dim (size {size}) after the batch "
+                f"dims {list(batch_size)}: out_dims on a TensorDict must be a batch dim (0 to {nd})"
+            )
 
 
 def _stamped(entries: dict[str, Any], meta: tuple[Any, ...], batch_size: torch.Size) -> dict[str, Any]:

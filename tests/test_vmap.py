@@ -123,8 +123,20 @@ def test_a_non_tensor_stack_of_different_values_cannot_be_mapped() -> None:
 # ---------------------------------------------------------------------------------------- checks
 def test_out_dims_that_split_the_batch_raise() -> None:
     td = TensorDict({"a": torch.randn(5, 3), "n": {"b": torch.randn(5, 2)}}, [5])
-    with pytest.raises(RuntimeError, match="entry 'n' of shape \\[2\\] does not start with the rebuilt batch"):
+    with pytest.raises(RuntimeError, match=r"entry 'b' of shape \[2, 5\] has vmap's dim \(size 5\) after the batch"):
         torch.vmap(lambda t: t, out_dims=-1)(td)
+
+
+@pytest.mark.parametrize("keys", [("a",), ("a", "b")])
+def test_out_dims_after_the_batch_dims_raise_with_leaves_of_one_shape(keys: tuple[str, ...]) -> None:
+    """Leaves of one shape [4, 3] after out_dims=1: the dim in front is a feature dim, not a batch dim of 4."""
+    td = TensorDict({k: torch.randn(3, 4) for k in keys}, [3])
+    with pytest.raises(RuntimeError, match=r"entry 'a' of shape \[4, 3\] has vmap's dim \(size 3\) after the batch"):
+        torch.vmap(lambda t: t * 2, out_dims=1)(td)
+    deep = TensorDict({"a": torch.randn(3, 2, 4)}, [3, 2])  # out_dims=1 within the batch dims: batch [2, 3]
+    out = torch.vmap(lambda t: t * 2, out_dims=1)(deep)
+    assert out.batch_size == torch.Size([2, 3])
+    torch.testing.assert_close(out["a"], deep["a"].transpose(0, 1) * 2)
 
 
 def test_in_dims_beyond_the_batch_dims_raise() -> None:
