@@ -280,6 +280,22 @@ def _is_parameter(value: Any) -> bool:
     return isinstance(value, _Parameter)
 
 
+def _for_slot(value: Any, old: Any, parameter: bool) -> Any:
+    """``value`` as ``preserve_module_state`` puts it into a parameter's slot holding ``old``, or a buffer's.
+
+    A parameter's slot keeps a parameter with the old ``requires_grad`` (a batched or gradient-tracking
+    tensor goes in as it is, so gradients reach it); a buffer's slot takes a plain tensor on a parameter's data.
+    """
+    if not isinstance(value, torch.Tensor):
+        return value
+    if not parameter:
+        return value.detach().requires_grad_(value.requires_grad) if _is_parameter(value) else value
+    if (old is not None and (not _is_parameter(value) or value.requires_grad != old.requires_grad)
+            and not _tracks_gradients(value)):
+        return _Parameter(value, requires_grad=old.requires_grad)
+    return value
+
+
 def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool | str, non_blocking: bool,
          keep: bool = True) -> Any:
     """Write one leaf into ``module`` and return what it replaces (``preserve``: True, False or ``_RESTORE``).
@@ -298,23 +314,16 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
         if preserve is _RESTORE:  # (a frozen parameter that a gradient-tracking tensor replaced comes back)
             params[name] = value
             return old
-        is_param = _is_parameter(value)
-        if not is_param and not preserve and isinstance(value, torch.Tensor):
+        if not preserve and isinstance(value, torch.Tensor) and not _is_parameter(value):
             del params[name]  # the historical replacement: a plain tensor drops the registration
             module.__dict__[name] = value
             return old
-        if (preserve and old is not None and isinstance(value, torch.Tensor)
-                and (not is_param or value.requires_grad != old.requires_grad)
-                and not _tracks_gradients(value)):
-            value = _Parameter(value, requires_grad=old.requires_grad)
-        params[name] = value
+        params[name] = _for_slot(value, old, True) if preserve else value
         return old
     buffers = module._buffers
     if name in buffers:
         old = buffers[name]
-        if preserve is True and _is_parameter(value):  # a buffer stays a buffer: a plain tensor on the same data
-            value = value.detach().requires_grad_(value.requires_grad)
-        buffers[name] = value
+        buffers[name] = _for_slot(value, old, False) if preserve is True else value
         return old
     old = module.__dict__[name]
     if _is_parameter(value):  # a parameter put back where a plain tensor replaced it
@@ -363,13 +372,8 @@ def _write_params(td: Any, params: Any, inplace: bool, preserve: bool | str, non
             continue
         name = ".".join(path)
         slots = registered if name in registered else params._buffers
-        if preserve is True and isinstance(value, torch.Tensor):
-            if slots is registered:
-                if ((not _is_parameter(value) or (_is_parameter(old) and value.requires_grad != old.requires_grad))
-                        and not _tracks_gradients(value)):
-                    value = _Parameter(value, requires_grad=old.requires_grad)
-            elif _is_parameter(value):
-                value = value.detach().requires_grad_(value.requires_grad)
+        if preserve is True:
+            value = _for_slot(value, old, slots is registered)
         node._set_str(path[-1], value, inplace=False, validated=True)
         slots[name] = value
         out.set(path, old)
