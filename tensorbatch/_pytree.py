@@ -266,24 +266,25 @@ def _just_mapped(old: torch.Size, physical: torch.Size, bdim: int) -> bool:
                                and old[:bdim] == physical[:bdim] and old[bdim + 1:] == physical[bdim + 1:])
 
 
-def _vmap_output(values: list[Any], meta: tuple[Any, ...], shapes: list[Any]) -> bool:
-    """True when this is vmap unflattening its function's output: each tensor gained one dim of vmap's size or none.
+def _vmap_output(values: list[Any], meta: tuple[Any, ...], shapes: list[Any]) -> int | None:
+    """The batch size of the innermost vmap when this is vmap unflattening its function's output, else None.
 
-    vmap has just unwrapped the leaves from its level; a transform inside vmap (jacrev, jacfwd) that puts the
-    jacobian's dims in front of the leaves gives leaves of that level (those that depend on the mapped inputs).
-    ``shapes``: each tensor child's new shape (None for other children: a nested node was rebuilt by its own).
+    Each tensor gained one dim of that size or none. vmap has just unwrapped the leaves from its level; a
+    transform inside vmap (jacrev, jacfwd) that puts the jacobian's dims in front of the leaves gives leaves of
+    that level (those that depend on the mapped inputs). ``shapes``: each tensor child's new shape (None for
+    other children: a nested node was rebuilt by its own).
     """
     vmap = _compat.vmap_level()
     if vmap is None:
-        return False
+        return None
     level, size = vmap
     for m, new in zip(meta, shapes, strict=True):
         old = m[1]
         if new is not None and new != old and not (
                 len(new) == len(old) + 1
                 and any(new[k] == size and new[:k] + new[k + 1:] == old for k in range(len(new)))):
-            return False
-    return not any(isinstance(v, _Tensor) and _tensor_level(v) == level for v in values)
+            return None
+    return None if any(isinstance(v, _Tensor) and _tensor_level(v) == level for v in values) else size
 
 
 def _names_after(names: Any, batch_size: torch.Size, new_bs: torch.Size, removed: set[int] | None) -> Any:
@@ -533,10 +534,12 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
         return TensorDict._new_unsafe(_stamped(entries, meta, new_bs) if unbatched else entries, new_bs, device, names)
     nd = len(batch_size)
     removed = None
+    # vmap's batch size when this is its output (leaves that gained one dim: a batch size one longer)
+    vmap_size = None if _is_compiling() or len(new_bs) != nd + 1 else _vmap_output(values, meta, shapes)
     if len(new_bs) == nd - 1:
         removed = _removed_dim(values, pairs, batch_size)
     elif (all(new[:nd] == batch_size for _, new in pairs)
-          and not (_prefixed(pairs) if _is_compiling() else _vmap_output(values, meta, shapes))):
+          and not (_prefixed(pairs) if _is_compiling() else vmap_size is not None)):
         # every child still starts with the batch size (tree_map changing feature dims, jacrev/jacfwd
         # appending the input's dims, as tensordict, inside vmap too): it stays; not for vmap's output, where
         # the mapped dim in front may have the size of the batch (under compile, where that cannot be asked:
@@ -557,20 +560,18 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
             entries[key] = _stamped({key: value}, (m,), new_bs)[key]
         else:
             entries[key] = _fit(key, value, m[1], new_bs, nd)
-    if n == nd + 1 and not _is_compiling() and _vmap_output(values, meta, shapes):
-        _check_vmap_dim(keys, meta, shapes, batch_size)
+    if vmap_size is not None:
+        _check_vmap_dim(keys, meta, shapes, batch_size, vmap_size)
     return TensorDict._new_unsafe(entries, new_bs if type(new_bs) is _Size else _Size(new_bs), device, names)
 
 
-def _check_vmap_dim(keys: tuple[str, ...], meta: tuple[Any, ...], shapes: list[Any], batch_size: torch.Size) -> None:
-    """The dim vmap's output gained must be one of the batch dims (``out_dims`` 0 to ``len(batch_size)``).
+def _check_vmap_dim(keys: tuple[str, ...], meta: tuple[Any, ...], shapes: list[Any], batch_size: torch.Size,
+                    size: int) -> None:
+    """The dim (of ``size``) vmap's output gained must be one of the batch dims (``out_dims`` 0 to ``nd``).
 
     With leaves of one shape, a dim put after the batch dims would otherwise read as a batch dim in front.
     """
-    vmap = _compat.vmap_level()
-    if vmap is None:
-        return
-    size, nd = vmap[1], len(batch_size)
+    nd = len(batch_size)
     for key, m, new in zip(keys, meta, shapes, strict=True):
         old = m[1]
         if new is None or old is None or len(new) != len(old) + 1:
