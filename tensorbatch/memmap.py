@@ -21,8 +21,6 @@ from . import _compat
 __all__ = ["MemoryMappedTensor"]
 
 _NO_WRAP = get_default_nowrap_functions()
-_dynamo_compiling = torch.compiler.is_dynamo_compiling
-_transforms_active = torch._C._are_functorch_transforms_active
 
 
 def _nbytes(shape: torch.Size, dtype: torch.dtype) -> int:
@@ -87,7 +85,7 @@ class MemoryMappedTensor(torch.Tensor):
         # chain of bases of an input, recursed without end). While dynamo traces or a functorch transform
         # (grad, vmap) runs, results are plain tensors: the storage comparison below cannot be traced, and a
         # transform's wrapped tensors have no storage to compare.
-        if func in _NO_WRAP or _dynamo_compiling() or _transforms_active():
+        if func in _NO_WRAP or _compat.dynamo_compiling() or _compat.transforms_active():
             return out
         source = args[0] if args and isinstance(args[0], MemoryMappedTensor) else None
         if source is None:

@@ -100,6 +100,8 @@ def _scalar_operand(what: str, other: Any) -> Any:
     if isinstance(other, _NUMPY_SCALARS):
         return other.item()
     raise TypeError(f"{what}: unsupported operand of type {type(other).__name__}")
+
+
 _TENSOR_ONLY = {"maximum", "minimum", "logical_and", "logical_or", "logical_xor"}
 
 
@@ -418,14 +420,13 @@ def _make_binary_(name: str) -> Callable[..., Any]:
     def method(self: Any, other: Any, *, alpha: Any = None) -> Any:
         if dynamo_compiling() and alpha is None and _lean_inplace(self, inplace, other, foreach, number_foreach):
             return self  # traced.py: lean while dynamo traces
-        if is_td(other):
-            if alpha is not None:
-                return map_inplace(self, name, partial(inplace, alpha=alpha), other)
-            return map_inplace(self, name, inplace, other, foreach=foreach)
-        if not isinstance(other, _OPERANDS):
+        td_other = is_td(other)
+        if not td_other and not isinstance(other, _OPERANDS):
             other = _scalar_operand(f"{name}_", other)
         if alpha is not None:
             return map_inplace(self, name, partial(inplace, alpha=alpha), other)
+        if td_other:
+            return map_inplace(self, name, inplace, other, foreach=foreach)
         return map_inplace(self, name, inplace, other,
                            foreach=None if isinstance(other, torch.Tensor) else number_foreach)
 
