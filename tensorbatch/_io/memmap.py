@@ -85,7 +85,7 @@ class _Writer:
         # temporary name of their own (an in-place re-save replaces each file atomically instead)
         self.allow_pickle, self.like, self.fresh = allow_pickle, like, fresh
         self.jobs: list[tuple[torch.Tensor, Path, bool]] = []  # (tensor, file, zero-filled instead of written)
-        self.metas: dict[Path, dict[str, Any]] = {}  # each TensorDict node's metadata by folder (what load reads)
+        self.metas: dict[Path, dict[str, Any]] = {}  # each node's metadata by folder (what load reads)
 
     def tree(self, td: Any, root: Path) -> None:
         """Write every node of ``td`` (a node before the ones below it; a lazy stack's members in ``0/``, ``1/``...)."""
@@ -98,9 +98,7 @@ class _Writer:
                 dim, members = stacked
                 for i in range(len(members)):
                     folders[(*path, str(i))] = folder / str(i)
-                stack_meta = {**_class_tag(node), "stack_dim": dim, "stack_dim_name": node.names[dim]}
-                self.json(folder / META, stack_meta)
-                self.metas[folder] = stack_meta
+                self.json(folder / META, {**_class_tag(node), "stack_dim": dim, "stack_dim_name": node.names[dim]})
                 continue
             meta: dict[str, Any] = {}
             for key, value in node._items_str():
@@ -132,7 +130,6 @@ class _Writer:
             if not self.fresh:
                 self._drop_stale(folder, meta)
             self.json(folder / META, meta)
-            self.metas[folder] = meta
 
     def nested(self, value: torch.Tensor, folder: Path, name: str) -> dict[str, Any]:
         """A nested tensor leaf, stored as tensordict stores one.
@@ -203,7 +200,11 @@ class _Writer:
         self.json(folder / META, meta)
 
     def json(self, file: Path, meta: dict[str, Any]) -> None:
-        """Write a metadata file: directly into a fresh folder (renamed into place whole), else replaced whole."""
+        """Write a metadata file: directly into a fresh folder (renamed into place whole), else replaced whole.
+
+        ``metas`` keeps it by folder, for the load that follows a save.
+        """
+        self.metas[file.parent] = meta
         if self.fresh:
             _write_bytes(file, json.dumps(meta).encode())
         else:
