@@ -93,6 +93,7 @@ from .utils import is_integer as is_integer
 from .utils import is_leaf_nontensor as is_leaf_nontensor
 from .utils import parse_tensor_dict_string as parse_tensor_dict_string
 from .nn import TensorDictParams as TensorDictParams
+from .nn import as_tensordict_module as as_tensordict_module
 from .nn import from_module as from_module
 from .nn import from_modules as from_modules
 from . import tensordict as tensordict  # tensordict's module names (``from tensordict.tensordict import ...``)
@@ -141,6 +142,7 @@ __all__ += [  # the options and helpers of issue 16 (item 3)
     "is_leaf_nontensor", "lazy_legacy", "list_to_stack", "parse_tensor_dict_string", "set_capture_non_tensor_stack",
     "set_get_defaults_to_none", "set_lazy_legacy", "set_list_to_stack", "set_printoptions",
 ]
+__all__ += ["as_tensordict_module"]
 __all__ += ["LazyStackedTensorDictStore", "TensorDictParams", "TensorDictStore", "collate", "from_module",
             "from_modules", "tensordict", "typedtensordict"]
 __all__ += [  # memmap archives, append_memmap, safetensors files, pack (issue 16)

@@ -12,7 +12,16 @@ from torch import nn
 
 from .._td import TensorDict
 from . import _modules
+from .common import TensorDictModule as TensorDictModule
+from .common import TensorDictModuleBase as TensorDictModuleBase
+from .common import TensorDictModuleWrapper as TensorDictModuleWrapper
+from .common import WrapModule as WrapModule
+from .common import as_tensordict_module as as_tensordict_module
+from .common import dispatch as dispatch
 from .params import TensorDictParams as TensorDictParams
+from .sequence import TensorDictSequential as TensorDictSequential
+from .utils import set_skip_existing as set_skip_existing
+from .utils import skip_existing as skip_existing
 
 _modules.install()
 
@@ -46,4 +55,8 @@ def from_modules(*modules: nn.Module, as_module: bool = False, lock: bool = True
                                  lazy_stack=lazy_stack, expand_identical=expand_identical)
 
 
-__all__ = ["TensorDictParams", "from_module", "from_modules"]
+__all__ = [
+    "TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper", "TensorDictParams", "TensorDictSequential",
+    "WrapModule", "as_tensordict_module", "dispatch", "from_module", "from_modules", "set_skip_existing",
+    "skip_existing",
+]

@@ -38,7 +38,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     # out of scope
     ("package", "TensorClassModuleBase"): _NN,
     ("package", "TensorClassModuleWrapper"): _NN,
-    ("package", "as_tensordict_module"): _NN,
     ("package", "from_zarr"): _ZARR,
     ("*", "from_zarr"): _ZARR,
     ("*", "to_zarr"): _ZARR,
