@@ -18,8 +18,12 @@ from .common import TensorDictModuleWrapper as TensorDictModuleWrapper
 from .common import WrapModule as WrapModule
 from .common import as_tensordict_module as as_tensordict_module
 from .common import dispatch as dispatch
+from .cudagraphs import CudaGraphModule as CudaGraphModule
+from .ensemble import EnsembleModule as EnsembleModule
 from .params import TensorDictParams as TensorDictParams
 from .sequence import TensorDictSequential as TensorDictSequential
+from .tensorclass_module import TensorClassModuleBase as TensorClassModuleBase
+from .tensorclass_module import TensorClassModuleWrapper as TensorClassModuleWrapper
 from .utils import set_skip_existing as set_skip_existing
 from .utils import skip_existing as skip_existing
 
@@ -56,7 +60,7 @@ def from_modules(*modules: nn.Module, as_module: bool = False, lock: bool = True
 
 
 __all__ = [
-    "TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper", "TensorDictParams", "TensorDictSequential",
+    "CudaGraphModule", "EnsembleModule", "TensorClassModuleBase", "TensorClassModuleWrapper", "TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper", "TensorDictParams", "TensorDictSequential",
     "WrapModule", "as_tensordict_module", "dispatch", "from_module", "from_modules", "set_skip_existing",
     "skip_existing",
 ]

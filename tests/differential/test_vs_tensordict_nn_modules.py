@@ -14,7 +14,8 @@ import pytest
 import torch
 from torch import nn as tnn
 
-pytestmark = pytest.mark.differential
+pytestmark = [pytest.mark.differential,
+              pytest.mark.filterwarnings("ignore:This module is instantiated on a machine without CUDA")]
 
 
 def summary(value: Any) -> Any:
@@ -199,12 +200,6 @@ def _reset(lib: Any, nn: Any) -> Any:
     return [new.batch_size, sorted(new.keys(True, True)), new["module", "weight"].requires_grad]
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_modules_match(ref: Any, tb: Any, case: str) -> None:
-    fn = CASES[case]
-    assert run(tb, fn) == run(ref, fn)
-
-
 def test_module_on_tensorclass(ref: Any, tb: Any) -> None:
     def fn(lib: Any, nn: Any) -> Any:
         class Obs(lib.TensorClass):
@@ -215,4 +210,71 @@ def test_module_on_tensorclass(ref: Any, tb: Any) -> None:
         out = module(Obs(x=torch.ones(3), batch_size=[3]))
         return [type(out).__name__, out.y]
 
+    assert run(tb, fn) == run(ref, fn)
+
+
+def _ensemble(lib: Any, nn: Any, expand_input: bool) -> Any:
+    module = nn.TensorDictModule(tnn.Linear(3, 2), ["x"], ["y"])
+    ensemble = nn.EnsembleModule(module, num_copies=3, expand_input=expand_input)
+    td = lib.TensorDict(x=torch.randn(3 if not expand_input else 5, 3), batch_size=[3 if not expand_input else 5])
+    out = ensemble(td)
+    return [out, type(ensemble.params_td).__name__, ensemble.params_td.batch_size, ensemble.in_keys,
+            ensemble.out_keys]
+
+
+def _tensorclass_module(lib: Any, nn: Any) -> Any:
+    class In(lib.TensorClass):
+        x: torch.Tensor
+
+    class Out(lib.TensorClass):
+        y: torch.Tensor
+
+    class Double(nn.TensorClassModuleBase[In, Out]):
+        def forward(self, x: Any) -> Any:
+            return Out(y=x.x * 2, batch_size=x.batch_size)
+
+    module = Double().as_td_module()
+    out = module(lib.TensorDict(x=torch.ones(2), z=torch.zeros(2), batch_size=[2]))
+    return [module.in_keys, module.out_keys, out, Double.input_type.__name__]
+
+
+def _cudagraph_cpu(lib: Any, nn: Any) -> Any:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graphed = nn.CudaGraphModule(nn.TensorDictModule(lambda x: x + 1, ["x"], ["y"]), warmup=2)
+    td = lib.TensorDict(x=torch.zeros(2))
+    first = td["x"]
+    outs = [graphed(td) for _ in range(3)]
+    function = nn.CudaGraphModule(lambda a, b: a + b)
+    return [[str(w.category.__name__) for w in caught], outs[-1], outs[-1] is td, td["x"] is first,
+            graphed.counter, graphed(x=torch.ones(2)), function(torch.ones(1), torch.ones(1)), function.in_keys,
+            graphed.in_keys, graphed.out_keys, repr(graphed).replace(hex(id(graphed.module.module)), "")]
+
+
+def _cudagraph_grad(lib: Any, nn: Any) -> Any:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graphed = nn.CudaGraphModule(nn.TensorDictModule(lambda x: x + 1, ["x"], ["y"]), warmup=0 + 1)
+    return graphed(lib.TensorDict(x=torch.zeros(2, requires_grad=True)))
+
+
+CASES.update({
+    "ensemble_expand": lambda lib, nn: _ensemble(lib, nn, True),
+    "ensemble_split": lambda lib, nn: _ensemble(lib, nn, False),
+    "ensemble_reset_none": lambda lib, nn: nn.EnsembleModule(nn.TensorDictModule(tnn.Linear(3, 2), ["x"], ["y"]),
+                                                             2).reset_parameters_recursive(),
+    "tensorclass_module": _tensorclass_module,
+    "cudagraph_cpu": _cudagraph_cpu,
+    "cudagraph_grad": _cudagraph_grad,
+    "cudagraph_bad_warmup": lambda lib, nn: nn.CudaGraphModule(lambda x: x, warmup=0),
+})
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_modules_match(ref: Any, tb: Any, case: str) -> None:
+    fn = CASES[case]
     assert run(tb, fn) == run(ref, fn)
