@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cases
 import cases_lazy
+import cases_nn
 import cases_store
 import cases_typed
 import cases_vmap
@@ -50,10 +51,11 @@ import h5
 import torch
 
 SUITES = {"core": cases.CASES, "lazy": cases_lazy.CASES, "typed": cases_typed.CASES,
-          "store": cases_store.CASES, "vmap": cases_vmap.CASES}  # (store: needs a server, started on first use; not part of all)
+          "store": cases_store.CASES, "vmap": cases_vmap.CASES, "nn": cases_nn.CASES}  # (store: needs a server, started on first use; not part of all)
 CASES = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES}
-UNCHECKED = cases_lazy.UNCHECKED | cases_typed.UNCHECKED | cases_store.UNCHECKED | cases_vmap.UNCHECKED
-LOOKUP = {**CASES, **cases_store.CASES, **cases_vmap.CASES}  # every case by name (store cases run with --suite store only)
+UNCHECKED = (cases_lazy.UNCHECKED | cases_typed.UNCHECKED | cases_store.UNCHECKED | cases_vmap.UNCHECKED
+             | cases_nn.UNCHECKED)
+LOOKUP = {**CASES, **cases_store.CASES, **cases_vmap.CASES, **cases_nn.CASES}  # every case by name (store cases run with --suite store only)
 
 IMPLS = ("tb", "td", "raw")
 MODULES = {"tb": "tensorbatch", "td": "tensordict"}
@@ -278,6 +280,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"running {name} ...", file=sys.stderr, flush=True)
         results.append(run_case(name, libs, repeats, args.target_ms / 1e3))
     summary = report(results)
+    if args.suite == "nn":
+        cases_nn.check_targets(results)
 
     if args.json:
         meta = {

@@ -19,15 +19,16 @@ import torch
 from torch import nn
 
 from .._keys import NestedKey, unravel_key_list, unravel_key_to_tuple
-from .._ops.traverse import NO_DEFAULT, value_of
+from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES
 from .._td import TensorDict
 from ..base import TensorDictBase
-from .utils import _DISPATCH, _set_skip_existing_None
+from .utils import _DISPATCH, _SKIP_EXISTING, _set_skip_existing_None
 
 __all__ = ["TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper", "WrapModule",
            "as_tensordict_module", "dispatch"]
 
 _Tensor = torch.Tensor
+_PLAIN = (TensorDict,)  # backends whose _get_str/_set_str a module may call directly with a str key
 
 
 def _is_collection(obj: Any) -> bool:
@@ -155,6 +156,27 @@ def _optional_signature(func: Callable[..., Any]) -> inspect.Signature:
             param = param.replace(default=None)
         params.append(param)
     return inspect.Signature(params)
+
+
+def _module_forward(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``dispatch(auto_batch_size=False)`` and ``_set_skip_existing_None()`` on a module's ``forward``, in one call.
+
+    A call with a TensorDict and no skip-existing mode goes straight to ``func`` (the common case costs one
+    frame); any other call goes through the two decorators.
+    """
+    slow = dispatch(auto_batch_size=False)(_set_skip_existing_None()(func))
+    skip = _SKIP_EXISTING
+
+    @functools.wraps(func)
+    def forward(self: Any, tensordict: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if not skip.value and not skip._threads and getattr(type(tensordict), "_is_tensor_collection", False):
+            return func(self, tensordict, *args, **kwargs)
+        if tensordict is None:  # a call by keywords only
+            return slow(self, *args, **kwargs)
+        return slow(self, tensordict, *args, **kwargs)
+
+    forward.__signature__ = _optional_signature(func)  # type: ignore[attr-defined]
+    return forward
 
 
 class _OutKeyNotFoundError(ValueError, RuntimeError):
@@ -449,17 +471,18 @@ class TensorDictModule(TensorDictModuleBase):
         self._get_kwargs = get_kwargs if get_kwargs is not None else {}
 
     def _read(self, tensordict: Any, key: NestedKey, default: Any) -> Any:
+        """The value at ``key`` as the module takes it (a non-tensor leaf's value; ``default`` when missing)."""
         if self._get_kwargs:
-            return value_of(tensordict.get(key, default, **self._get_kwargs))
-        if type(key) is str and isinstance(tensordict, TensorDictBase):
+            value = tensordict.get(key, default, **self._get_kwargs)
+        elif type(key) is str and type(tensordict) in _PLAIN:
             value = tensordict._get_str(key, default)
         else:
             value = tensordict.get(key, default)
-        return value_of(value)
+        return value._value() if type(value) in NON_TENSOR_TYPES else value
 
     def _write_to_tensordict(self, tensordict: Any, tensors: tuple[Any, ...], tensordict_out: Any = None,
                              out_keys: list[NestedKey] | None = None) -> Any:
-        keys = self.out_keys_source if out_keys is None else out_keys
+        keys = self._out_keys if out_keys is None else out_keys
         if tensordict_out is None:
             if self.inplace is True:
                 tensordict_out = tensordict
@@ -467,26 +490,34 @@ class TensorDictModule(TensorDictModuleBase):
                 tensordict_out = tensordict.empty()
             else:
                 tensordict_out = TensorDict()
-        if len(tensors) > len(keys):
-            raise RuntimeError(f"There are more tensors (len(tensors)={len(tensors)}) than out_keys "
-                               f"(out_keys={keys}).")
-        if len(keys) > len(tensors):
+        if len(tensors) != len(keys):
+            if len(tensors) > len(keys):
+                raise RuntimeError(f"There are more tensors (len(tensors)={len(tensors)}) than out_keys "
+                                   f"(out_keys={keys}).")
             raise RuntimeError("There are more out_keys than tensors.")
+        plain = type(tensordict_out) in _PLAIN and not tensordict_out.is_locked
         for key, value in zip(keys, tensors, strict=True):
-            if key != "_":
-                if type(value) is not _Tensor and not isinstance(value, _Tensor):
-                    value = TensorDict.from_any(value)
+            if key == "_":
+                continue
+            if type(value) is not _Tensor and not isinstance(value, _Tensor):
+                value = TensorDict.from_any(value)
+            if plain and type(key) is str:  # set(key, value) without the nested-key resolution
+                tensordict_out._set_str(key, tensordict_out._validate(value, (key,)), inplace=False,
+                                        validated=True)
+            else:
                 tensordict_out.set(key, value)
         return tensordict_out
 
     def _call_module(self, tensors: tuple[Any, ...], **kwargs: Any) -> Any:
-        kwargs.update(self.method_kwargs)
+        if self.method_kwargs:
+            kwargs.update(self.method_kwargs)
+        d = self.__dict__
+        module = d["_modules"]["module"] if "module" not in d else d["module"]
         if self.method is None:
-            return self.module(*tensors, **kwargs)
-        return getattr(self.module, self.method)(*tensors, **kwargs)
+            return module(*tensors, **kwargs)
+        return getattr(module, self.method)(*tensors, **kwargs)
 
-    @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_module_forward
     def forward(self, tensordict: Any, *args: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
         """Read ``in_keys`` from ``tensordict``, call the module, write its outputs at ``out_keys``.
 
@@ -503,12 +534,13 @@ class TensorDictModule(TensorDictModuleBase):
             if args:
                 raise ValueError("Got a non-empty list of extra agruments, when none was expected.")
             default = NO_DEFAULT if self.strict else None
+            read = self._read
             if self._kwargs is not None:
-                kwargs.update({name: self._read(tensordict, key, default)
-                               for name, key in zip(self._kwargs, self.in_keys, strict=True)})
+                kwargs.update({name: read(tensordict, key, default)
+                               for name, key in zip(self._kwargs, self._in_keys, strict=True)})
                 tensors: tuple[Any, ...] = ()
             else:
-                tensors = tuple([self._read(tensordict, key, default) for key in self.in_keys])
+                tensors = tuple([read(tensordict, key, default) for key in self._in_keys])
             try:
                 out = self._call_module(tensors, **kwargs)
             except Exception as err:
@@ -518,16 +550,13 @@ class TensorDictModule(TensorDictModuleBase):
                                    f"found in the input tensordict: the following inputs are None: {missing}."
                                    ) from err
                 raise
-            if out is None:
-                out = ()
-            elif type(out) is not _Tensor and type(out) is not tuple and isinstance(out, (dict, TensorDictBase)):
-                source = self.out_keys_source
-                if all(key in out for key in source):
-                    if isinstance(out, dict):
-                        out = dict(zip(unravel_key_list(list(out)), out.values(), strict=True))
-                    out = tuple(out.get(key) for key in source)
             if type(out) is not tuple:
-                out = (out,)
+                if type(out) is _Tensor:
+                    out = (out,)
+                elif out is None:
+                    out = ()
+                else:
+                    out = self._outputs_of(out)
             return self._write_to_tensordict(tensordict, out, tensordict_out)
         except Exception as err:
             module = self.module
@@ -539,6 +568,16 @@ class TensorDictModule(TensorDictModuleBase):
             err.add_note(f"TensorDictModule failed with operation\n{indent(str(module), '    ')}\n"
                          f"    in_keys={self.in_keys}\n    out_keys={self.out_keys}.")
             raise
+
+    def _outputs_of(self, out: Any) -> tuple[Any, ...]:
+        """The outputs as a tuple: a dict or TensorDict holding every out key gives its values in order."""
+        if isinstance(out, (dict, TensorDictBase)):
+            source = self.out_keys_source
+            if all(key in out for key in source):
+                if isinstance(out, dict):
+                    out = dict(zip(unravel_key_list(list(out)), out.values(), strict=True))
+                return tuple(out.get(key) for key in source)
+        return (out,)
 
     @property
     def device(self) -> torch.device:

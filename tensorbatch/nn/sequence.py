@@ -12,8 +12,7 @@ from torch.compiler import is_compiling
 from .._keys import NestedKey, unravel_key_list
 from .._lazy import LazyStackedTensorDict
 from .._td import TensorDict
-from .common import TensorDictModule, TensorDictModuleBase, WrapModule, dispatch
-from .utils import _set_skip_existing_None
+from .common import TensorDictModule, TensorDictModuleBase, WrapModule, _module_forward
 
 __all__ = ["TensorDictSequential"]
 
@@ -204,8 +203,7 @@ class TensorDictSequential(TensorDictModule):
                 return name  # type: ignore[no-any-return]
         raise RuntimeError("module not found.")
 
-    @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_module_forward
     def forward(self, tensordict: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
         """Run the modules in order.
 
@@ -230,9 +228,10 @@ class TensorDictSequential(TensorDictModule):
                 tensordict_out = TensorDict()
             elif self.inplace == "empty":
                 tensordict_out = tensordict.empty()
-        for module in self._module_iter():
+        tolerant = self.partial_tolerant
+        for module in self._modules["module"]._modules.values():
             try:
-                work = self._run_module(module, work)
+                work = self._run_module(module, work) if tolerant else module(work)
             except Exception as err:
                 err.add_note(f"Failed while executing module '{self._get_module_num_or_key(module)}'.")
                 raise
