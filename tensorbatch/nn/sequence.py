@@ -229,7 +229,8 @@ class TensorDictSequential(TensorDictModule):
             elif self.inplace == "empty":
                 tensordict_out = tensordict.empty()
         tolerant = self.partial_tolerant
-        for module in self._modules["module"]._modules.values():
+        modules: Any = self._modules["module"]
+        for module in modules._modules.values():
             try:
                 work = self._run_module(module, work) if tolerant else module(work)
             except Exception as err:
