@@ -26,6 +26,12 @@ def register_pytree_node(cls: type, flatten: Any, unflatten: Any, flatten_with_k
     )
 
 
+def pytree_nodes() -> dict[type, Any]:
+    """torch's pytree registry (private ``SUPPORTED_NODES``), for the compat layer's ``_exclude_td_from_pytree``."""
+    nodes: dict[type, Any] = pytree.SUPPORTED_NODES
+    return nodes
+
+
 def mapping_key(key: str | tuple[str, ...]) -> Any:
     """A pytree key entry for a mapping key."""
     return pytree.MappingKey(key)

@@ -489,9 +489,22 @@ class TensorClass:
         return _delegation.rewrap(self, self._tensordict, self._tensordict.load_memmap_(prefix, *args, **kwargs))
 
     # ------------------------------------------------------------------ attributes
-    if typing.TYPE_CHECKING:  # forwarded methods are generated: let type checkers accept them
+    def __getattr__(self, name: str) -> Any:
+        """Called only when the normal lookup fails: raises ``AttributeError`` naming the fields.
 
-        def __getattr__(self, name: str) -> Any: ...
+        A real method rather than none (as in tensordict), so that code can read ``MyClass.__getattr__`` and
+        chain its own fallback after it. It also lets type checkers accept the generated forwarded methods.
+        """
+        specs = type(self)._field_specs
+        spec = specs.get(name)
+        if spec is not None and name not in ("_tensordict", "_non_tensordict"):  # called explicitly for a field
+            return _read(self, spec)
+        try:  # called explicitly (``MyClass.__getattr__(obj, "batch_size")``): the normal lookup's answer
+            return object.__getattribute__(self, name)
+        except AttributeError:
+            pass
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute or field {name!r}. "
+                             f"Its fields are {list(specs)}.", name=name, obj=self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         cls = type(self)
@@ -717,6 +730,11 @@ def _owner_of(cls: type, name: str) -> type:
     return cls
 
 
+# Members that a field of the same name replaces without ``shadow=True``, as in tensordict: ``data`` (the field
+# of NonTensorData and of many user classes, TorchRL's among them) and ``fields``.
+_FIELD_MAY_REPLACE = ("data", "fields")
+
+
 def _build_class(cls: Any) -> None:
     """Turn a new subclass into a tensorclass: dataclass fields, field access, generated __init__."""
     own_init = "__init__" in cls.__dict__
@@ -728,7 +746,7 @@ def _build_class(cls: Any) -> None:
     if bad:
         raise AttributeError(f"field name(s) {bad} of {cls.__name__} are reserved by TensorClass")
     if not cls._shadow:
-        taken = sorted(s.name for s in specs if s.name in reserved)
+        taken = sorted(s.name for s in specs if s.name in reserved and s.name not in _FIELD_MAY_REPLACE)
         if taken:
             raise AttributeError(
                 f"Attribute name(s) {taken} can't be used as fields of {cls.__name__}, as tensorclasses have "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import torch
 
@@ -23,11 +24,18 @@ from ._options import (
     set_printoptions,
 )
 from ._reprparse import parse_tensor_dict_string
+from ._nontensor import is_non_tensor as is_non_tensor
+from .tensorclass import is_tensorclass as is_tensorclass
+
+Buffer = torch.nn.Buffer  # tensordict.utils re-exports torch's Buffer
+IndexType: TypeAlias = None | int | slice | str | torch.Tensor | list[Any] | tuple[Any, ...]
+DeviceType: TypeAlias = torch.device | str | int
 
 __all__ = [
-    "KEY_SEPARATOR", "NestedKey", "assert_allclose_td", "assert_close", "capture_non_tensor_stack",
-    "convert_ellipsis_to_idx", "default_is_leaf", "get_printoptions", "is_bool", "is_floating", "is_inexact",
-    "is_integer", "is_leaf_nontensor", "is_tensor_collection", "isin", "lazy_legacy", "list_to_stack",
+    "KEY_SEPARATOR", "Buffer", "DeviceType", "IndexType", "NestedKey", "assert_allclose_td", "assert_close",
+    "capture_non_tensor_stack", "convert_ellipsis_to_idx", "default_is_leaf", "expand_as_right", "expand_right",
+    "get_printoptions", "is_bool", "is_floating", "is_inexact", "is_integer", "is_leaf_nontensor", "is_non_tensor",
+    "is_tensor_collection", "is_tensorclass", "isin", "lazy_legacy", "list_to_stack", "logger",
     "parse_tensor_dict_string", "print_directory_tree", "remove_duplicates", "set_capture_non_tensor_stack",
     "set_lazy_legacy", "set_list_to_stack", "set_printoptions", "unravel_key", "unravel_key_list",
     "unravel_key_to_tuple", "unravel_keys",
@@ -349,3 +357,70 @@ def _human_size(size: float) -> str:
             return f"{size:.2f} {unit}"
         size /= 1024.0
     return f"{size:.2f} TB"
+
+
+# ------------------------------------------------------------------------------------ right-aligned expansion
+def expand_right(tensor: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    """Expand ``tensor`` to ``shape`` adding the missing dims on the right (broadcasting adds them on the left).
+
+    The leading dims of ``tensor`` must equal those of ``shape`` or be 1. The result is a view.
+
+    Args:
+        tensor: the tensor to expand.
+        shape: the result's shape, at least as long as ``tensor.shape``.
+
+    Examples:
+        >>> expand_right(torch.arange(3), (3, 2))
+        tensor([[0, 0],
+                [1, 1],
+                [2, 2]])
+    """
+    while tensor.ndim < len(shape):
+        tensor = tensor.unsqueeze(-1)
+    return tensor.expand(shape)
+
+
+def expand_as_right(tensor: Any, dest: Any) -> Any:
+    """Expand ``tensor`` (or a TensorDict) to the shape of ``dest`` adding dims on the right.
+
+    Args:
+        tensor: a tensor or a TensorDict (its batch size is its shape).
+        dest: a tensor or a TensorDict whose shape (batch size) the result takes.
+
+    Raises:
+        RuntimeError: if ``dest`` has fewer dims than ``tensor`` or a leading dim differs and is not 1.
+
+    Examples:
+        >>> expand_as_right(torch.ones(2), torch.zeros(2, 3)).shape
+        torch.Size([2, 3])
+    """
+    n, m = tensor.ndimension(), dest.ndimension()
+    if m < n:
+        raise RuntimeError(f"expand_as_right needs a destination with at least as many dims as the tensor, got "
+                           f"tensor.ndimension()={n} and dest.ndimension()={m}")
+    if any(a != b and a != 1 for a, b in zip(tensor.shape, dest.shape, strict=False)):
+        raise RuntimeError(f"tensor shape is incompatible with dest shape, got: tensor.shape={tensor.shape}, "
+                           f"dest={dest.shape}")
+    for _ in range(m - n):
+        tensor = tensor.unsqueeze(-1)
+    return tensor.expand(dest.shape)
+
+
+def _is_seq_of_nested_key(seq: Any) -> bool:
+    if not isinstance(seq, Sequence):
+        return False
+    return all(isinstance(k, str) or (isinstance(k, (list, tuple)) and k and all(isinstance(p, str) for p in k))
+               for k in seq)
+
+
+_DEPRECATED = {"is_seq_of_nested_key": (_is_seq_of_nested_key, "isinstance(key, NestedKey) on each key")}
+
+
+def __getattr__(name: str) -> Any:
+    """Serve the names tensordict deprecates (they warn, as there)."""
+    if name not in _DEPRECATED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value, instead = _DEPRECATED[name]
+    warnings.warn(f"{__name__}.{name} is deprecated (tensordict removes it in 0.17); use {instead} instead",
+                  DeprecationWarning, stacklevel=2)
+    return value
