@@ -12,6 +12,10 @@ from torch import nn
 
 from .._td import TensorDict
 from . import _modules
+from ._mappings import add_custom_mapping as add_custom_mapping
+from ._mappings import biased_softplus as biased_softplus
+from ._mappings import inv_softplus as inv_softplus
+from ._mappings import mappings as mappings
 from .common import TensorDictModule as TensorDictModule
 from .common import TensorDictModuleBase as TensorDictModuleBase
 from .common import TensorDictModuleWrapper as TensorDictModuleWrapper
@@ -19,8 +23,19 @@ from .common import WrapModule as WrapModule
 from .common import as_tensordict_module as as_tensordict_module
 from .common import dispatch as dispatch
 from .cudagraphs import CudaGraphModule as CudaGraphModule
+from .distributions import AddStateIndependentNormalScale as AddStateIndependentNormalScale
+from .distributions import CompositeDistribution as CompositeDistribution
+from .distributions import NormalParamExtractor as NormalParamExtractor
+from .distributions import OneHotCategorical as OneHotCategorical
+from .distributions import TruncatedNormal as TruncatedNormal
+from .distributions import rand_one_hot as rand_one_hot
 from .ensemble import EnsembleModule as EnsembleModule
 from .params import TensorDictParams as TensorDictParams
+from .probabilistic import InteractionType as InteractionType
+from .probabilistic import composite_lp_aggregate as composite_lp_aggregate
+from .probabilistic import interaction_type as interaction_type
+from .probabilistic import set_composite_lp_aggregate as set_composite_lp_aggregate
+from .probabilistic import set_interaction_type as set_interaction_type
 from .sequence import TensorDictSequential as TensorDictSequential
 from .tensorclass_module import TensorClassModuleBase as TensorClassModuleBase
 from .tensorclass_module import TensorClassModuleWrapper as TensorClassModuleWrapper
@@ -60,7 +75,11 @@ def from_modules(*modules: nn.Module, as_module: bool = False, lock: bool = True
 
 
 __all__ = [
-    "CudaGraphModule", "EnsembleModule", "TensorClassModuleBase", "TensorClassModuleWrapper", "TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper", "TensorDictParams", "TensorDictSequential",
-    "WrapModule", "as_tensordict_module", "dispatch", "from_module", "from_modules", "set_skip_existing",
-    "skip_existing",
+    "AddStateIndependentNormalScale", "CompositeDistribution", "CudaGraphModule", "EnsembleModule", "InteractionType",
+    "NormalParamExtractor", "OneHotCategorical", "TensorClassModuleBase", "TensorClassModuleWrapper",
+    "TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper", "TensorDictParams",
+    "TensorDictSequential", "TruncatedNormal", "WrapModule", "add_custom_mapping", "as_tensordict_module",
+    "biased_softplus", "composite_lp_aggregate", "dispatch", "from_module", "from_modules", "interaction_type",
+    "inv_softplus", "mappings", "rand_one_hot", "set_composite_lp_aggregate", "set_interaction_type",
+    "set_skip_existing", "skip_existing",
 ]

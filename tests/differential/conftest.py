@@ -95,6 +95,11 @@ DIFFERENCES: dict[str, str] = {
     "[locked_plus_locked]": "results of operations are never locked (tensordict keeps the lock through +)",
     "[locked_times_number]": "results of operations are never locked (tensordict keeps the lock through *)",
     "[locked_reshape]": "results of operations are never locked (tensordict keeps the lock through reshape)",
+    # nn distributions (test_vs_tensordict_nn_distributions.py)
+    "test_delta_event_of_two_dims": "Delta.log_prob reduces every event dim (tensordict reduces the last one, then "
+    "a batch dim in place of the others, or raises when the value has no such dim)",
+    "test_one_hot_categorical_rsample_grad": "OneHotCategorical.rsample's gradient is the relaxed sample's "
+    "(tensordict overwrites the sample's data after exp saved it for backward, and gets another gradient)",
     # non-tensor leaves (test_vs_tensordict_nontensor.py)
     "[nt_stack0]": "stacking identical non-tensor values gives one NonTensorData (tensordict: a stack)",
     "[nt_stack1]": "stacking identical non-tensor values gives one NonTensorData (tensordict: a stack)",
