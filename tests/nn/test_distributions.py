@@ -88,7 +88,7 @@ def test_add_state_independent_normal_scale() -> None:
 
 
 # Delta ------------------------------------------------------------------------------------------------
-def test_delta_event_of_two_dims_reduces_the_event() -> None:
+def test_delta_log_prob_reduces_every_event_dim() -> None:
     param = torch.randn(2, 3)
     far = param.clone()
     far[0, 0] += 1
@@ -106,7 +106,7 @@ def test_delta_samples_are_the_param() -> None:
 
 
 # discrete ---------------------------------------------------------------------------------------------
-def test_one_hot_categorical_rsample_grad_is_the_relaxed_samples() -> None:
+def test_one_hot_rsample_has_the_relaxed_gradient() -> None:
     logits = torch.randn(3, 4, requires_grad=True)
     torch.manual_seed(1)
     hard = OneHotCategorical(logits=logits).rsample((2,))
