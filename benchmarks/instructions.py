@@ -7,6 +7,10 @@ than one), so use it beside ``ab.py``, not instead of it. Needs ``valgrind`` (``
 
 Usage:
     python benchmarks/instructions.py OLD_TREE NEW_TREE [--cases a,b] [--calls 200]
+    python benchmarks/instructions.py --libs [--cases module_64,sequence_64] [--calls 200]
+
+``--libs`` counts the installed tensorbatch, tensordict and the raw floor side by side instead (default cases:
+the nn suite's eager ones), and prints each library's overhead over raw and their ratio.
 
 Each tree is a checkout (its ``tensorbatch`` is imported); the cases come from this folder. The import
 runs uninstrumented; each case is warmed up, then counted over ``--calls`` calls inside one
@@ -27,19 +31,22 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _child(calls: int, names: list[str]) -> None:
+def _child(calls: int, names: list[str], lib_name: str = "tensorbatch") -> None:
     """Run inside valgrind: warm each case, switch instrumentation on, count each in its own reduce."""
     sys.path.insert(0, str(HERE))
+    import importlib  # noqa: PLC0415
+
     import cases  # noqa: PLC0415  (the tree under test is on PYTHONPATH)
     import cases_lazy  # noqa: PLC0415
+    import cases_nn  # noqa: PLC0415
     import cases_typed  # noqa: PLC0415
     import cases_vmap  # noqa: PLC0415
-    import tensorbatch  # noqa: PLC0415
     import torch  # noqa: PLC0415
 
+    lib = None if lib_name == "raw" else importlib.import_module(lib_name)
     torch.set_num_threads(1)
-    pool = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES, **cases_vmap.CASES}
-    fns = [pool[name](tensorbatch) for name in names]
+    pool = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES, **cases_vmap.CASES, **cases_nn.CASES}
+    fns = [pool[name](lib) for name in names]
     for fn in fns:
         for _ in range(300):
             fn()
@@ -49,13 +56,14 @@ def _child(calls: int, names: list[str]) -> None:
         functools.reduce(lambda acc, _, fn=fn: (fn(), acc)[1], range(calls), 0)
 
 
-def count(tree: str, names: list[str], calls: int) -> dict[str, int]:
-    """Instructions per call of each case with ``tree``'s tensorbatch."""
+def count(tree: str, names: list[str], calls: int, lib: str = "tensorbatch") -> dict[str, int]:
+    """Instructions per call of each case with ``tree``'s tensorbatch (or ``lib``: tensordict, raw)."""
     with tempfile.TemporaryDirectory() as out:
         env = {**os.environ, "PYTHONPATH": tree, "PYTHONHASHSEED": "0"}
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                "--toggle-collect=functools_reduce", "--dump-after=functools_reduce", "--dump-instr=no",
-               f"--callgrind-out-file={out}/cg.out", sys.executable, __file__, "--child", str(calls), *names]
+               f"--callgrind-out-file={out}/cg.out", sys.executable, __file__, "--child", str(calls), lib,
+               *names]
         subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=3600)
         dumps = sorted(Path(out).glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))[-len(names):]
         result = {}
@@ -67,11 +75,12 @@ def count(tree: str, names: list[str], calls: int) -> dict[str, int]:
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        _child(int(sys.argv[2]), sys.argv[3:])
+        _child(int(sys.argv[2]), sys.argv[4:], sys.argv[3])
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("old")
-    p.add_argument("new")
+    p.add_argument("old", nargs="?")
+    p.add_argument("new", nargs="?")
+    p.add_argument("--libs", action="store_true", help="tensorbatch vs tensordict vs raw in the current tree")
     p.add_argument("--cases", help="comma-separated case names (default: run.py's 'all' suite; the vmap suite's "
                    "cases by name, e.g. vmap_enter_leave)")
     p.add_argument("--calls", type=int, default=200)
@@ -79,6 +88,18 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     import run  # noqa: PLC0415
 
+    if args.libs:
+        names = args.cases.split(",") if args.cases else [n for n in run.cases_nn.CASES if "compiled" not in n]
+        tree = str(HERE.parent)
+        counts = {lib: count(tree, names, args.calls, lib) for lib in ("tensorbatch", "tensordict", "raw")}
+        print(f"{'case':<22} {'tb':>10} {'td':>10} {'raw':>10} {'tb-raw':>9} {'td-raw':>9} {'ratio':>6}")
+        for name in names:
+            tb, td, raw = (counts[lib][name] for lib in ("tensorbatch", "tensordict", "raw"))
+            print(f"{name:<22} {tb:>10} {td:>10} {raw:>10} {tb - raw:>9} {td - raw:>9} "
+                  f"{(tb - raw) / max(td - raw, 1):>6.2f}")
+        return
+    if not (args.old and args.new):
+        p.error("OLD_TREE and NEW_TREE are required without --libs")
     names = args.cases.split(",") if args.cases else list(run.CASES)
     old, new = count(args.old, names, args.calls), count(args.new, names, args.calls)
     print(f"{'case':<22} {'old':>10} {'new':>10} {'new/old':>8}")

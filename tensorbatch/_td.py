@@ -234,6 +234,15 @@ class TensorDict(TensorDictBase):
                 return
         self._tensordict[key] = value
 
+    def _set_tensor_str(self, key: str, value: Any) -> None:
+        """``set(key, value)`` for a str key; a plain tensor that fits goes straight in (the modules' hot path)."""
+        bs = self._batch_size
+        if (type(value) is torch.Tensor and not self._is_locked and value.shape[: len(bs)] == bs
+                and (self._device is None or value.device == self._device)):
+            self._tensordict[key] = value
+        else:
+            self.set(key, value)
+
     def _del_str(self, key: str) -> None:
         del self._tensordict[key]
 

@@ -28,7 +28,8 @@ __all__ = ["TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper"
            "as_tensordict_module", "dispatch"]
 
 _Tensor = torch.Tensor
-_PLAIN = (TensorDict,)  # backends whose _get_str/_set_str a module may call directly with a str key
+_PLAIN = (TensorDict,)
+_ABSENT = object()  # backends whose _get_str/_set_str a module may call directly with a str key
 
 
 def _is_collection(obj: Any) -> bool:
@@ -539,6 +540,15 @@ class TensorDictModule(TensorDictModuleBase):
                 kwargs.update({name: read(tensordict, key, default)
                                for name, key in zip(self._kwargs, self._in_keys, strict=True)})
                 tensors: tuple[Any, ...] = ()
+            elif type(tensordict) is TensorDict and not self._get_kwargs:  # the common case, without calls
+                entries = tensordict._tensordict
+                values = []
+                for key in self._in_keys:
+                    if type(key) is str and (value := entries.get(key, _ABSENT)) is not _ABSENT:
+                        values.append(value._value() if type(value) in NON_TENSOR_TYPES else value)
+                    else:
+                        values.append(read(tensordict, key, default))
+                tensors = tuple(values)
             else:
                 tensors = tuple([read(tensordict, key, default) for key in self._in_keys])
             try:
@@ -557,6 +567,16 @@ class TensorDictModule(TensorDictModuleBase):
                     out = ()
                 else:
                     out = self._outputs_of(out)
+            keys = self._out_keys
+            if (tensordict_out is None and self.inplace is True and type(tensordict) is TensorDict
+                    and len(out) == len(keys)):  # the common case: plain tensors written under str keys
+                for key, value in zip(keys, out):  # noqa: B905  (lengths checked)
+                    if type(key) is not str or type(value) is not _Tensor or key == "_":
+                        break
+                else:
+                    for key, value in zip(keys, out):  # noqa: B905
+                        tensordict._set_tensor_str(key, value)  # type: ignore[arg-type]  # (str: checked)
+                    return tensordict
             return self._write_to_tensordict(tensordict, out, tensordict_out)
         except Exception as err:
             module = self.module
