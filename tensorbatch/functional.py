@@ -18,6 +18,7 @@ from torch.nn.utils.rnn import pad_sequence as _torch_pad_sequence
 from . import _convert
 from ._errors import add_path_note, fmt_path, fmt_shape, locked
 from ._keys import NestedKey, key_of, unravel_key_to_tuple
+from ._lazy import dense_stack_tds as dense_stack_tds
 from ._nontensor import is_non_tensor, is_non_tensor_type, stack_non_tensor
 from ._ops.torch_function import cat, stack
 from ._ops.traverse import MISSING, NON_TENSOR_TYPES, apply_leaves, is_node, is_td, named_leaves, named_nodes
@@ -25,7 +26,7 @@ from ._unbatched import UnbatchedTensor, check_shared
 from .base import TensorDictBase
 
 __all__ = [
-    "cat", "group_by", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence", "stack", "unpad_sequence",
+    "cat", "dense_stack_tds", "group_by", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence", "stack", "unpad_sequence",
 ]
 
 _Tensor = torch.Tensor

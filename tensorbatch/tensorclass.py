@@ -39,6 +39,7 @@ from ._nontensor import MetaData as MetaData
 from ._nontensor import NonTensorData as NonTensorData
 from ._nontensor import NonTensorDataBase as NonTensorDataBase
 from ._nontensor import NonTensorStack as NonTensorStack
+from ._nontensor import is_non_tensor as is_non_tensor
 from ._nontensor import value_of
 from ._nontensor import wrap as _wrap_non_tensor
 from ._ops.traverse import (

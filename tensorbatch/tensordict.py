@@ -17,6 +17,8 @@ from .functional import pad_sequence as pad_sequence
 from .memmap import MemoryMappedTensor as MemoryMappedTensor
 from .tensorclass import is_tensorclass as is_tensorclass
 from .utils import assert_allclose_td as assert_allclose_td
+from .utils import expand_as_right as expand_as_right
+from .utils import expand_right as expand_right
 from .utils import is_tensor_collection as is_tensor_collection
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "TensorDictBase",
     "assert_allclose_td",
     "dense_stack_tds",
+    "expand_as_right",
+    "expand_right",
     "is_tensor_collection",
     "is_tensorclass",
     "make_tensordict",

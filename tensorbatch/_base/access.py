@@ -5,6 +5,7 @@ Functions here are TensorDictBase methods: ``base.py`` attaches them to the clas
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -69,11 +70,15 @@ def _walk_to(self: TensorDictBase, path: tuple[str, ...], create: bool = False) 
     return node
 
 
-def get(self: TensorDictBase, key: NestedKey, default: Any = GET_DEFAULT) -> Any:
+def get(self: TensorDictBase, key: NestedKey, default: Any = GET_DEFAULT, *, as_padded_tensor: bool = False,
+        as_nested_tensor: bool = False, as_list: bool = False, padding_value: float = 0.0,
+        padding_side: str = "right", layout: Any = None) -> Any:
     """Value at ``key`` (nested keys allowed), or ``default`` when missing.
 
     Without a default a missing key gives ``None`` (or raises ``KeyError`` after
-    ``set_get_defaults_to_none(False)``).
+    ``set_get_defaults_to_none(False)``). The keyword arguments shape what a lazy stack returns
+    (``LazyStackedTensorDict.get``); here, as in tensordict, they change nothing (``as_list`` and
+    ``as_nested_tensor`` warn: tensordict 0.17 will return a list or a nested tensor).
 
     Examples:
         >>> from tensorbatch import TensorDict
@@ -83,6 +88,11 @@ def get(self: TensorDictBase, key: NestedKey, default: Any = GET_DEFAULT) -> Any
         >>> td.get("missing") is None
         True
     """
+    if as_list or as_nested_tensor:
+        what = "as_list" if as_list else "as_nested_tensor"
+        warnings.warn(f"{type(self).__name__}.get(key, {what}=True) returns the stored tensor today; tensordict "
+                      f"0.17 will return {'a list' if as_list else 'a nested tensor'}, as a lazy stack does. "
+                      f"Drop {what}=True to keep the tensor.", FutureWarning, stacklevel=2)
     return self._get(key, default)
 
 

@@ -219,14 +219,33 @@ def stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, device: Any = 
     bs = list(tds[0].batch_size)
     bs.insert(d, len(tds))
     if out is not None:
-        for col, target in zip(_columns(tds, "stack"), flat_leaves_like(out, tds[0]), strict=True):
-            torch.stack(col, d, out=target)
-        return out
+        return _stack_into(tds, d, out, torch.Size(bs))
     leaves = _per_column(torch.stack, _columns(tds, "stack", dicts), d, tds[0], "stack")
     names = tds[0]._maybe_names()
     if names is not None:
         names = (*names[:d], None, *names[d:])
     return from_leaves(tds[0], leaves, batch_size=torch.Size(bs), names=names, follow=True)
+
+
+def _stack_into(tds: list[Any], dim: int, out: Any, batch_size: torch.Size) -> Any:
+    """``torch.stack(tds, dim, out=out)``: each leaf of ``out`` that the TensorDicts hold gets their stack.
+
+    As tensordict: leaves of ``out`` that no TensorDict holds keep their values (TorchRL's collector writes its
+    rollout into a buffer that has more keys than each step), entries only the TensorDicts hold are not written.
+    """
+    if out.batch_size != batch_size:
+        raise RuntimeError(f"out.batch_size and stacked batch size must match, got out.batch_size={out.batch_size} "
+                           f"and batch_size={batch_size}")
+    for path, target in named_leaves(out):
+        key = path[0] if len(path) == 1 else path
+        col = [td.get(key, None) for td in tds]
+        if all(v is None for v in col):
+            continue
+        if isinstance(target, torch.Tensor) and all(isinstance(v, torch.Tensor) for v in col):
+            torch.stack(col, dim, out=target)
+        else:
+            out.set(key, torch.stack(col, dim))
+    return out
 
 
 def _non_tensor_cat(tds: list[Any], dim: int, cat: bool) -> Any:

@@ -77,11 +77,24 @@ class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         """Nothing to run: :meth:`create_module` filled the module."""
 
 
+class AliasModule(types.ModuleType):
+    """A module over a tensorbatch module. Importing a submodule does not replace a function of the same name.
+
+    (``tensordict.tensorclass`` is the decorator, as in tensorbatch, also after ``import tensordict.tensorclass``.)
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        held = self.__dict__.get(name)
+        if is_alias(value) and held is not None and not isinstance(held, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
 def make_alias(fullname: str) -> types.ModuleType:
     """Build the alias module ``fullname`` (not registered: the import system does that)."""
     source_name = target_name(fullname)
     source = importlib.import_module(source_name) if source_name is not None else None
-    module = types.ModuleType(fullname, getattr(source, "__doc__", None))
+    module = AliasModule(fullname, getattr(source, "__doc__", None))
     names = module.__dict__
     if source is not None:
         for key, value in vars(source).items():

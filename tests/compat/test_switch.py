@@ -176,3 +176,21 @@ def test_private_methods_match_tensordict(flag: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     reference = run_python(code.replace('sys.argv[1]', repr("--reference")))
     assert done.stdout == reference.stdout
+
+
+def test_submodule_import_keeps_a_function_of_the_same_name() -> None:
+    """``tensordict.tensorclass`` is the decorator (as in both libraries) after ``import tensordict.tensorclass``."""
+    out = check_output("""
+        import tensorbatch.compat
+        tensorbatch.compat.install()
+        import torch
+        from tensordict.tensorclass import NonTensorData, is_non_tensor
+        from tensordict import tensorclass
+
+        @tensorclass
+        class T:
+            x: torch.Tensor
+
+        print(callable(tensorclass), T(x=torch.zeros(2), batch_size=[2]).x.shape, is_non_tensor(NonTensorData(1)))
+    """)
+    assert out.split() == ["True", "torch.Size([2])", "True"]

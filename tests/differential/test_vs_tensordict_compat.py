@@ -198,3 +198,60 @@ def test_exclude_td_from_pytree(ref: Any, tb: Any) -> None:
     with _private._exclude_td_from_pytree():
         assert _pytree.tree_leaves(td) == [td]
     assert _pytree.tree_leaves(td)[0] is td["a"]
+
+
+# ------------------------------------------------------------------------------ core behaviour TorchRL relies on
+def _stack_into_out(lib: Any, extra_in: bool) -> Any:
+    td_cls = lib.TensorDict
+    out = td_cls(a=torch.zeros(2, 3), next=td_cls(b=torch.zeros(2, 3), steps=torch.full((2, 3), 7.0),
+                                                   batch_size=[2, 3]), batch_size=[2, 3])
+    nxt = {"b": torch.ones(3), **({"x": torch.ones(3)} if extra_in else {})}
+    tds = [td_cls(a=torch.full((3,), float(i)), next=td_cls(nxt, batch_size=[3]), batch_size=[3]) for i in range(2)]
+    result = torch.stack(tds, 0, out=out)
+    return (result is out, sorted(map(str, out.keys(True, True))), out["a"].tolist(), out["next", "b"].tolist(),
+            out["next", "steps"].tolist())
+
+
+@pytest.mark.parametrize("extra_in", [False, True])
+def test_stack_into_out_with_more_keys(ref: Any, tb: Any, extra_in: bool) -> None:
+    """torch.stack(tds, out=buffer): the buffer's other keys keep their values (TorchRL's collector rollout)."""
+    assert outcome(_stack_into_out, tb, extra_in) == outcome(_stack_into_out, ref, extra_in)
+
+
+def test_stack_into_out_wrong_batch_size(ref: Any, tb: Any) -> None:
+    def run(lib: Any) -> Any:
+        tds = [lib.TensorDict(a=torch.ones(3), batch_size=[3])] * 2
+        return torch.stack(tds, 0, out=lib.TensorDict(a=torch.zeros(3, 2), batch_size=[3, 2]))
+
+    assert outcome(run, tb) == outcome(run, ref) == ("raises", "RuntimeError")
+
+
+@pytest.mark.parametrize("kwargs", [{"as_padded_tensor": True}, {"as_padded_tensor": True, "padding_value": 1.0},
+                                    {"padding_side": "left"}, {"layout": torch.jagged}])
+def test_dense_get_takes_the_lazy_stack_keywords(ref: Any, tb: Any, kwargs: dict[str, Any]) -> None:
+    def run(lib: Any) -> Any:
+        td = lib.TensorDict(a=torch.arange(6.0).reshape(2, 3), batch_size=[2])
+        return (td.get("a", None, **kwargs).tolist(), td.get("missing", None, **kwargs))
+
+    assert outcome(run, tb) == outcome(run, ref)
+
+
+@pytest.mark.parametrize("flag", ["as_list", "as_nested_tensor"])
+def test_dense_get_as_list_warns(ref: Any, tb: Any, flag: str) -> None:
+    for lib in (ref, tb):
+        td = lib.TensorDict(a=torch.ones(2, 3), batch_size=[2])
+        with pytest.warns(FutureWarning, match=flag):
+            assert td.get("a", **{flag: True}).shape == (2, 3)
+
+
+def test_module_names_torchrl_imports(ref: Any, tb: Any) -> None:
+    import sys
+
+    for module, name in (("tensorclass", "is_non_tensor"), ("functional", "dense_stack_tds"),
+                         ("tensordict", "expand_right"), ("tensordict", "expand_as_right")):
+        mine = getattr(sys.modules[f"tensorbatch.{module}"], name)
+        theirs = getattr(sys.modules[f"tensordict.{module}"], name)
+        assert callable(mine) and callable(theirs), (module, name)
+    data = {lib: lib.NonTensorData("x") for lib in (ref, tb)}
+    assert sys.modules["tensorbatch.tensorclass"].is_non_tensor(data[tb]) is True
+    assert sys.modules["tensordict.tensorclass"].is_non_tensor(data[ref]) is True
