@@ -32,6 +32,8 @@ from .distributions import rand_one_hot as rand_one_hot
 from .ensemble import EnsembleModule as EnsembleModule
 from .params import TensorDictParams as TensorDictParams
 from .probabilistic import InteractionType as InteractionType
+from .probabilistic import ProbabilisticTensorDictModule as ProbabilisticTensorDictModule
+from .probabilistic import ProbabilisticTensorDictSequential as ProbabilisticTensorDictSequential
 from .probabilistic import composite_lp_aggregate as composite_lp_aggregate
 from .probabilistic import interaction_type as interaction_type
 from .probabilistic import set_composite_lp_aggregate as set_composite_lp_aggregate
@@ -76,7 +78,8 @@ def from_modules(*modules: nn.Module, as_module: bool = False, lock: bool = True
 
 __all__ = [
     "AddStateIndependentNormalScale", "CompositeDistribution", "CudaGraphModule", "EnsembleModule", "InteractionType",
-    "NormalParamExtractor", "OneHotCategorical", "TensorClassModuleBase", "TensorClassModuleWrapper",
+    "NormalParamExtractor", "OneHotCategorical", "ProbabilisticTensorDictModule", "ProbabilisticTensorDictSequential",
+    "TensorClassModuleBase", "TensorClassModuleWrapper",
     "TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper", "TensorDictParams",
     "TensorDictSequential", "TruncatedNormal", "WrapModule", "add_custom_mapping", "as_tensordict_module",
     "biased_softplus", "composite_lp_aggregate", "dispatch", "from_module", "from_modules", "interaction_type",

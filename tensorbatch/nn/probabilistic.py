@@ -1,45 +1,39 @@
-"""Probabilistic modules: the interaction type that says how a module gets a value from a distribution.
+"""Probabilistic modules (tensordict's ``tensordict.nn.probabilistic``).
 
-``InteractionType``, ``interaction_type``/``set_interaction_type`` and the log-prob aggregation switch live
-in ``_switches`` (they hold no module logic) and are re-exported here, at tensordict's import path.
+:class:`ProbabilisticTensorDictModule` (``_prob_module.py``) builds a distribution from TensorDict entries
+and writes a value of it; :class:`ProbabilisticTensorDictSequential` (``_prob_sequence.py``) computes its
+parameters first. ``InteractionType``, ``interaction_type``/``set_interaction_type`` and the log-prob
+aggregation mode live in ``_switches.py``. All are importable from here, tensordict's path.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-from collections.abc import Callable, Iterator
+import warnings
+from typing import Any
 
-import torch
-from torch.compiler import is_compiling
-
+from ._prob_module import ProbabilisticTensorDictModule as ProbabilisticTensorDictModule
+from ._prob_module import _use_generator as _use_generator
+from ._prob_sequence import ProbabilisticTensorDictSequential as ProbabilisticTensorDictSequential
 from ._switches import InteractionType as InteractionType
 from ._switches import composite_lp_aggregate as composite_lp_aggregate
 from ._switches import interaction_type as interaction_type
 from ._switches import set_composite_lp_aggregate as set_composite_lp_aggregate
 from ._switches import set_interaction_type as set_interaction_type
+from .distributions import _deterministic
 
-__all__ = ["InteractionType", "interaction_type", "set_interaction_type"]
+__all__ = [
+    "InteractionType",
+    "ProbabilisticTensorDictModule",
+    "ProbabilisticTensorDictSequential",
+    "interaction_type",
+    "set_interaction_type",
+]
 
 
-@contextlib.contextmanager
-def _use_generator(generator: torch.Generator | None) -> Iterator[None]:
-    """Draws the block's global random numbers from ``generator`` (which advances); the global RNG stays.
-
-    A no-op for ``None`` and under ``torch.compile`` (forking the RNG state is not traceable).
-    """
-    if generator is None or is_compiling():
-        yield
-        return
-    device = generator.device
-    cuda = device.type == "cuda"
-    read: Callable[[], torch.Tensor] = (
-        functools.partial(torch.cuda.get_rng_state, device) if cuda else torch.get_rng_state)
-    write: Callable[[torch.Tensor], None] = (
-        functools.partial(torch.cuda.set_rng_state, device=device) if cuda else torch.set_rng_state)
-    with torch.random.fork_rng(devices=[device.index] if cuda else []):
-        write(generator.get_state())
-        try:
-            yield
-        finally:
-            generator.set_state(read())
+def __getattr__(name: str) -> Any:
+    if name == "DETERMINISTIC_REGISTER":  # deprecated in tensordict 0.15
+        warnings.warn(f"{__name__}.DETERMINISTIC_REGISTER is deprecated and will be removed in "
+                      "TensorDict 0.17. Use a deterministic_sample attribute on the distribution instead.",
+                      DeprecationWarning, stacklevel=2)
+        return _deterministic.REGISTER
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
