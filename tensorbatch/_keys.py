@@ -31,13 +31,13 @@ else:
             (False, False)
         """
 
-__all__ = ["KEY_SEPARATOR", "NestedKey", "unravel_key", "unravel_key_list", "unravel_key_to_tuple", "unravel_keys"]
+__all__ = ["KEY_SEPARATOR", "NestedKey", "key_tuple", "unravel_key", "unravel_key_list", "unravel_key_to_tuple", "unravel_keys"]
 
 
 ONLY_NESTED_KEYS = "Only NestedKeys are supported: "  # tensordict's phrase, which users match on
 
-def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
-    """Return ``key`` as a flat tuple of strings.
+def key_tuple(key: NestedKey) -> tuple[str, ...]:
+    """Return ``key`` as a flat tuple of strings, refusing anything that is not a key (the library's own check).
 
     Args:
         key: a string or a (possibly nested) tuple of strings.
@@ -46,12 +46,12 @@ def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
         a non-empty tuple of strings.
 
     Raises:
-        KeyError: if the key holds anything but strings, or is empty (as tensordict).
+        KeyError: if the key holds anything but strings, or is empty.
 
     Examples:
-        >>> unravel_key_to_tuple(("a", ("b", "c")))
+        >>> key_tuple(("a", ("b", "c")))
         ('a', 'b', 'c')
-        >>> unravel_key_to_tuple("a")
+        >>> key_tuple("a")
         ('a',)
     """
     if type(key) is str:
@@ -61,7 +61,7 @@ def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
             return key
         out: list[str] = []
         for k in key:
-            out.extend(unravel_key_to_tuple(k))
+            out.extend(key_tuple(k))
         if not out:
             raise KeyError(
                 f"{ONLY_NESTED_KEYS}keys must be a str or a non-empty (possibly nested) tuple of str, got ()"
@@ -75,27 +75,76 @@ def unravel_key_to_tuple(key: NestedKey) -> tuple[str, ...]:
     )
 
 
-def unravel_key(key: NestedKey) -> NestedKey:
-    """Flatten a nested key; a one-element key becomes a plain string.
+def _flat_parts(key: tuple[Any, ...], out: list[str]) -> bool:
+    """Add the strings of a nested tuple key to ``out``; False at a part that is no str or non-empty tuple."""
+    for part in key:
+        if isinstance(part, str):
+            out.append(part)
+        elif not (isinstance(part, tuple) and part and _flat_parts(part, out)):
+            return False
+    return True
+
+
+def unravel_key_to_tuple(key: Any) -> tuple[str, ...]:
+    """Return ``key`` as a flat tuple of strings, or ``()`` when it is not a nested key.
+
+    Examples:
+        >>> unravel_key_to_tuple(("a", ("b", "c")))
+        ('a', 'b', 'c')
+        >>> unravel_key_to_tuple("a"), unravel_key_to_tuple(("a", 0)), unravel_key_to_tuple(0)
+        (('a',), (), ())
+    """
+    if isinstance(key, str):
+        return (key,)
+    if not isinstance(key, tuple):
+        return ()
+    out: list[str] = []
+    return tuple(out) if _flat_parts(key, out) else ()
+
+
+def unravel_key(key: Any) -> Any:
+    """Flatten a nested key; a one-element key becomes a plain string, a tuple that is no key ``()``.
+
+    Raises:
+        RuntimeError: if ``key`` is neither a str nor a tuple (as tensordict).
 
     Examples:
         >>> unravel_key(("a", ("b",)))
         ('a', 'b')
-        >>> unravel_key(("a",))
-        'a'
+        >>> unravel_key(("a",)), unravel_key(("a", 0))
+        ('a', ())
     """
-    out = unravel_key_to_tuple(key)
-    return out[0] if len(out) == 1 else out
+    if isinstance(key, str):
+        return key
+    if not isinstance(key, tuple):
+        raise RuntimeError("key should be a Sequence<NestedKey>")
+    out: list[str] = []
+    if not _flat_parts(key, out):
+        return ()
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 def unravel_key_list(keys: Any) -> list[NestedKey]:
-    """Apply :func:`unravel_key` to each key of a sequence.
+    """Apply :func:`unravel_key` to each key of a list or tuple.
+
+    Raises:
+        TypeError: if ``keys`` is not a list or a tuple.
+        RuntimeError: if one of them is not a nested key.
 
     Examples:
         >>> unravel_key_list(["a", ("b", ("c",))])
         ['a', ('b', 'c')]
     """
-    return [unravel_key(k) for k in keys]
+    if not isinstance(keys, (list, tuple)):
+        raise TypeError(f"unravel_key_list(): incompatible function arguments: expected a list or a tuple of "
+                        f"keys, got {type(keys)}")
+    out = []
+    for key in keys:
+        flat = unravel_key(key)
+        if flat == ():
+            raise RuntimeError("key should be a Sequence<NestedKey>")
+        out.append(flat)
+    return out
 
 
 def unravel_keys(*keys: NestedKey) -> Any:

@@ -23,11 +23,13 @@ from . import _lazy_deprecated as _deprecated
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._base.export import node_facts, tree_lines
-from ._keys import NestedKey, is_key, unravel_key_to_tuple
+from ._base.keys import KeyList
+from ._keys import NestedKey, is_key, key_tuple
 from ._nontensor import stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
 from ._ops.index import check_mask, normalize
 from ._ops.meta import TENSOR, LeafMeta
+from ._ops.shape import _dim, expanded_size
 from ._ops.torch_function import _columns
 from ._ops.traverse import (
     GET_DEFAULT,
@@ -277,10 +279,10 @@ class LazyStackedTensorDict(TensorDictBase):
              is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Any:
         """The keys every member has (in the first member's order); reads no leaf."""
         if not self._tds:
-            return []
+            return KeyList()
         lists = [td.keys(include_nested, leaves_only, is_leaf, sort=sort) for td in self._tds]
         common = set(lists[0]).intersection(*lists[1:])
-        return [k for k in lists[0] if k in common]
+        return KeyList([k for k in lists[0] if k in common])
 
     def _has_str(self, key: str) -> bool:
         return bool(self._tds) and all(td._has_str(key) for td in self._tds)
@@ -292,7 +294,7 @@ class LazyStackedTensorDict(TensorDictBase):
     def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> LazyStackedTensorDict:
         """Rename a key in every member (checked in all of them first)."""
         for td in self._tds:
-            if unravel_key_to_tuple(old_key) not in td:
+            if key_tuple(old_key) not in td:
                 raise self._missing(old_key) if type(old_key) is str else KeyError(old_key)
             if safe and new_key in td:
                 raise KeyError(f"key {new_key!r} already exists in a member; rename_key_(safe=True) refuses")
@@ -350,6 +352,23 @@ class LazyStackedTensorDict(TensorDictBase):
         for td in self._tds:
             td._del_str(key)
 
+    def del_(self, key: NestedKey) -> LazyStackedTensorDict:
+        """Delete ``key``; a key only some members hold is deleted from those (none: ``KeyError``)."""
+        path = key_tuple(key)
+        if self.is_locked:
+            raise _errors.locked()
+        if path in self:  # every member holds it: the stack's own deletion (a stored stack deletes it once)
+            TensorDictBase.del_(self, path)
+            return self
+        found = False
+        for td in self._tds:
+            if path in td:  # (asked member by member: a member listed twice has it the first time only)
+                td.del_(path)
+                found = True
+        if not found:
+            TensorDictBase.del_(self, path)  # raises, naming the key
+        return self
+
     # ------------------------------------------------------------------ reading
     def get(self, key: NestedKey, default: Any = GET_DEFAULT, *, as_padded_tensor: bool = False,
             as_nested_tensor: bool = False, as_list: bool = False, padding_value: float = 0.0,
@@ -368,7 +387,7 @@ class LazyStackedTensorDict(TensorDictBase):
         """
         if not (as_padded_tensor or as_nested_tensor or as_list):
             return self._get(key, default)
-        path = unravel_key_to_tuple(key)
+        path = key_tuple(key)
         values = [td._get(path, MISSING) for td in self._tds]
         if any(v is MISSING for v in values):
             if default is GET_DEFAULT:
@@ -426,22 +445,27 @@ class LazyStackedTensorDict(TensorDictBase):
         items = list(conv) + [slice(None)] * (len(self._batch_size) - len(conv))
         if any(i is None for i in items) or len(items) != len(self._batch_size):
             return None
-        for item in items[:d]:
-            if not isinstance(item, (int, slice)):
-                return None
-        for item in items:
-            if isinstance(item, _Tensor) and item.dtype == torch.bool and item.ndim != 1:
+        tensors = [i for i in items if isinstance(i, _Tensor)]
+        for item in tensors:
+            if item.dtype == torch.bool and item.ndim != 1:
                 return None
         at = items[d]
+        # one 1-d index tensor off the stack dim, beside slices only, stays in its place: each member takes it
+        alone = (len(tensors) == 1 and tensors[0] is not at and tensors[0].ndim == 1
+                 and all(isinstance(i, slice) for i in items if i is not tensors[0]))
+        if not alone:
+            for item in items[:d]:
+                if not isinstance(item, (int, slice)):
+                    return None
         rest = tuple(items[:d] + items[d + 1:])
         if all(isinstance(i, slice) and i == slice(None) for i in rest):
             rest = ()
         positions = list(range(len(self._tds)))
         if isinstance(at, int):
             return [positions[at]], rest, None
-        if any(isinstance(i, _Tensor) for i in rest):  # advanced indices on both sides: let torch decide
+        if not alone and any(isinstance(i, _Tensor) for i in rest):  # advanced indices on both sides: torch's
             return None
-        new_dim = sum(1 for i in items[:d] if isinstance(i, slice))
+        new_dim = sum(1 for i in items[:d] if not isinstance(i, int))
         if isinstance(at, slice):
             return positions[at], rest, new_dim
         at = torch.as_tensor(at)
@@ -457,6 +481,49 @@ class LazyStackedTensorDict(TensorDictBase):
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for the stack dim {d} of size {n}")
         return [positions[i] for i in picked], rest, new_dim
+
+    def expand(self, *shape: Any) -> Any:
+        """Expand every member: a lazy stack (its stack dim moves past the new leading dims), as tensordict.
+
+        Members of different shapes stay apart. Expanding the stack dim of a single member takes the
+        generic path (a dense TensorDict).
+        """
+        new, lead = expanded_size(self, shape)
+        d = lead + self._stack_dim
+        if new[d] != len(self._tds):
+            return TensorDictBase.expand(self, new)
+        member = _Size((*new[:d], *new[d + 1:]))
+        return LazyStackedTensorDict._new([td.expand(member) for td in self._tds], d, member, self._stack_name)
+
+    def unsqueeze(self, dim: int) -> Any:
+        """Insert a dim of size 1 in every member: a lazy stack, as tensordict."""
+        nd = self.batch_dims
+        if not -nd - 1 <= dim <= nd:
+            return TensorDictBase.unsqueeze(self, dim)  # raises
+        new, d = dim % (nd + 1), self._stack_dim
+        member_dim, stack_dim = (new, d + 1) if new <= d else (new - 1, d)
+        return LazyStackedTensorDict._new([td.unsqueeze(member_dim) for td in self._tds], stack_dim, None,
+                                          self._stack_name)
+
+    def squeeze(self, dim: int | None = None) -> Any:
+        """Remove dims of size 1 from every member: a lazy stack (the member itself when the stack has one)."""
+        bs, d = self._batch_size, self._stack_dim
+        if dim is None:
+            dims = [i for i, size in enumerate(bs) if size == 1]
+        else:
+            i = _dim(self, dim)
+            dims = [i] if bs[i] == 1 else []
+        if not dims:
+            return self
+        member_dims = sorted((i if i < d else i - 1 for i in dims if i != d), reverse=True)
+        members = []
+        for td in self._tds:
+            for member_dim in member_dims:
+                td = td.squeeze(member_dim)
+            members.append(td)
+        if d in dims:  # a single member
+            return members[0]
+        return LazyStackedTensorDict._new(members, d - sum(1 for i in dims if i < d), None, self._stack_name)
 
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
         """The members when ``dim`` is the stack dim, else the generic unbind."""
@@ -959,8 +1026,11 @@ _install()
 _MASKED_FILL_ = _per_member("masked_fill_", inplace_of="masked_fill")
 
 
-def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> LazyStackedTensorDict:
+def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> TensorDictBase:
     """Stack TensorDicts lazily along ``dim`` (members kept apart).
+
+    Non-tensor leaves (``NonTensorData``/``NonTensorStack``) stack to a ``NonTensorStack``, one value per
+    element, even when the values are equal (its ``data`` is then that value).
 
     Examples:
         >>> import torch
@@ -972,7 +1042,10 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> LazySt
     tds = list(input)
     if not tds:
         raise RuntimeError("lazy_stack expects a non-empty sequence of TensorDicts")
-    result = LazyStackedTensorDict(*tds, stack_dim=dim)
+    if all(type(td) in NON_TENSOR_TYPES for td in tds):  # non-tensor leaves stack to one leaf, value by value
+        result: TensorDictBase = stack_non_tensor(tds, dim, collapse=False)
+    else:
+        result = LazyStackedTensorDict(*tds, stack_dim=dim)
     if out is not None:
         out.update_(result)
         return out  # type: ignore[no-any-return]  # ``out`` is the caller's TensorDict

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ._keys import NestedKey, unravel_key_to_tuple
+from ._keys import NestedKey, key_tuple
 from ._ops.traverse import MISSING, NO_DEFAULT
 
 
@@ -73,7 +73,7 @@ def get_nestedtensor(self: Any, key: NestedKey, default: Any = NO_DEFAULT, *,
     if self.stack_dim != 0:
         raise RuntimeError(f"get_nestedtensor: nested tensors nest along their first dim, so the stack dim must be "
                            f"0 (it is {self.stack_dim})")
-    path = unravel_key_to_tuple(key)
+    path = key_tuple(key)
     values = [td._get(path, MISSING) for td in self.tensordicts]
     for i, value in enumerate(values):
         if value is not MISSING:

@@ -387,8 +387,21 @@ class NonTensorStack(_NonTensor):
 
     @property
     def data(self) -> Any:
-        """Not available on a stack (one value per element): use :meth:`tolist`."""
-        raise AttributeError("a NonTensorStack holds one value per element: use tolist() to read them")
+        """The value every element holds, when they all hold the same one (else use :meth:`tolist`).
+
+        Raises:
+            AttributeError: when the elements hold different values.
+
+        Examples:
+            >>> from tensorbatch import NonTensorStack
+            >>> NonTensorStack("x", "x").data
+            'x'
+        """
+        used = [self._items[i] for i in torch.unique(self._pos).tolist()]
+        if used and all(_same(used[0], item) for item in used[1:]):
+            return used[0]
+        raise AttributeError("a NonTensorStack whose elements hold different values has no single data: use tolist() "
+                             "to read them")
 
     def _from_positions(self, positions: torch.Tensor) -> _NonTensor:
         flat = positions.reshape(-1)

@@ -12,7 +12,7 @@ from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._compat import dynamo_compiling
-from ._keys import unravel_key_to_tuple
+from ._keys import key_tuple
 from ._ops.index import MANY_ROWS
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, index_dense, is_td, leaf_shape, named_nodes, unfit_keys
 from ._unbatched import is_unbatched
@@ -92,7 +92,7 @@ class TensorDict(TensorDictBase):
         else:  # nested keys create their levels in order
             self._tensordict = {}
             for key, value in source.items():
-                path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+                path = (key,) if type(key) is str else key_tuple(key)
                 node = self._walk_to(path, create=True)  # type: ignore[assignment]  # dense nodes
                 node._tensordict[path[-1]] = node._validate(value, (*path_prefix, *path), node, non_blocking)
 

@@ -206,8 +206,12 @@ class TensorDictBase(StorageHooks, TensorCollection):
         filter_empty: builtins.bool | None = ...,
         propagate_lock: builtins.bool = ...,
         call_on_nested: builtins.bool = ...,
+        is_leaf: Callable[[builtins.type], builtins.bool] | None = ...,
         out: TensorDictBase | None = ...,
-        **constructor_kwargs: Any,
+        named: builtins.bool = ...,
+        nested_keys: builtins.bool = ...,
+        prefix: tuple[str, ...] = ...,
+        call_on_unbatched: builtins.bool = ...,
     ) -> TensorDictBase | None: ...
     def apply_(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> TensorDictBase: ...
     def as_tensor(self) -> TensorDictBase: ...
@@ -1000,7 +1004,11 @@ class TensorDictBase(StorageHooks, TensorCollection):
         default: Any = ...,
         filter_empty: builtins.bool | None = ...,
         propagate_lock: builtins.bool = ...,
-        **constructor_kwargs: Any,
+        call_on_nested: builtins.bool = ...,
+        is_leaf: Callable[[builtins.type], builtins.bool] | None = ...,
+        out: TensorDictBase | None = ...,
+        prefix: tuple[str, ...] = ...,
+        call_on_unbatched: builtins.bool = ...,
     ) -> TensorDictBase | None: ...
     @property
     def names(self) -> list[str | None]: ...

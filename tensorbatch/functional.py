@@ -17,7 +17,7 @@ from torch.nn.utils.rnn import pad_sequence as _torch_pad_sequence
 
 from . import _convert
 from ._errors import add_path_note, fmt_path, fmt_shape, locked
-from ._keys import NestedKey, key_of, unravel_key_to_tuple
+from ._keys import NestedKey, key_of, key_tuple
 from ._lazy import dense_stack_tds as dense_stack_tds
 from ._nontensor import is_non_tensor, is_non_tensor_type, stack_non_tensor
 from ._ops.torch_function import cat, stack
@@ -302,7 +302,7 @@ def _padding_values(
 ) -> tuple[Any, dict[tuple[str, ...], Any]]:
     if not isinstance(padding_value, Mapping):
         return padding_value, {}
-    values = {unravel_key_to_tuple(k): v for k, v in padding_value.items()}
+    values = {key_tuple(k): v for k, v in padding_value.items()}
     missing = [key_of(k) for k in values if k not in set(paths)]
     if missing:
         raise KeyError(
@@ -399,7 +399,7 @@ def pad_sequence(
     pad_dim = operator.index(pad_dim)
     mask_key = None
     if return_mask is not False:
-        mask_key = ("masks",) if return_mask is True else unravel_key_to_tuple(return_mask)
+        mask_key = ("masks",) if return_mask is True else key_tuple(return_mask)
     all_paths, all_cols = _leaf_columns(tds)
     tensor_cols = {p: c for p, c in zip(all_paths, all_cols, strict=True)
                    if isinstance(c[0], _Tensor) and not isinstance(c[0], UnbatchedTensor)}
@@ -493,7 +493,7 @@ def merge_tensordicts(
     callbacks: Mapping[tuple[str, ...], Callable[..., Any]] | None = None
     single: Callable[..., Any] | None = None
     if isinstance(callback_exist, Mapping):
-        callbacks = {unravel_key_to_tuple(k): v for k, v in callback_exist.items()}
+        callbacks = {key_tuple(k): v for k, v in callback_exist.items()}
     else:
         single = callback_exist
     plan: dict[tuple[str, ...], Any] = {}

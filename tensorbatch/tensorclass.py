@@ -34,7 +34,7 @@ from ._base.coerce import as_size as _as_size
 from ._base.collection import TensorCollection
 from ._base.export import leaf_repr, tree_lines
 from ._compat import dynamo_compiling, register_pytree_node
-from ._keys import is_key, unravel_key_to_tuple
+from ._keys import is_key, key_tuple
 from ._nontensor import MetaData as MetaData
 from ._nontensor import NonTensorData as NonTensorData
 from ._nontensor import NonTensorDataBase as NonTensorDataBase
@@ -392,7 +392,7 @@ class TensorClass:
         Raises:
             ValueError: naming the keys that are not fields of the class.
         """
-        extra = sorted({unravel_key_to_tuple(k)[0] for k in keys} - set(cls._field_specs))
+        extra = sorted({key_tuple(k)[0] for k in keys} - set(cls._field_specs))
         if extra:
             raise ValueError(f"{cls.__name__}.fromkeys(): key(s) {extra} are not fields of {cls.__name__} (its "
                              f"fields are {sorted(cls._field_specs)})")
@@ -401,6 +401,38 @@ class TensorClass:
     def _wrap_like(self, td: Any) -> Any:
         extras = self._non_tensordict
         return type(self)._from_backend(td, dict(extras) if extras else None)
+
+    @classmethod
+    def from_dict(cls, input_dict: Mapping[Any, Any], *, auto_batch_size: bool | None = None,
+                  batch_size: Any = None, device: Any = None, batch_dims: int | None = None) -> Any:
+        """An instance of this class from a dict of its fields (nested dicts become TensorDicts).
+
+        A field the dict lacks, or gives as None, is None, also one that declares a default (a
+        ``FutureWarning`` says so, as tensordict 0.15, whose 0.17 will fill the defaults). Other
+        arguments as :meth:`TensorDict.from_dict`.
+
+        Raises:
+            ValueError: naming the keys that are not fields of the class.
+
+        Examples:
+            >>> import torch
+            >>> from tensorbatch import TensorClass
+            >>> class Point(TensorClass):
+            ...     x: torch.Tensor
+            >>> p = Point.from_dict({"x": torch.zeros(3, 2)}, auto_batch_size=True)
+            >>> type(p).__name__, p.batch_size
+            ('Point', torch.Size([3, 2]))
+        """
+        keys = {k[0] if isinstance(k, tuple) else k for k in input_dict}
+        missing = [s.name for s in cls._fields_in_order if s.has_default and s.name not in keys]
+        if missing and not dynamo_compiling():
+            warnings.warn(f"{cls.__name__}.from_dict() sets the fields {missing} the input lacks to None, not to "
+                          "their declared defaults (tensordict 0.17 will fill the defaults, as the constructor "
+                          "does): pass them to choose their values", FutureWarning, stacklevel=2)
+        data = {k: v for k, v in input_dict.items() if v is not None or k not in cls._field_specs}
+        td = TensorDict.from_dict(data, auto_batch_size=auto_batch_size, batch_size=batch_size, device=device,
+                                  batch_dims=batch_dims)
+        return cls.from_tensordict(td)
 
     @classmethod
     def from_tensordict(cls, tensordict: Any, non_tensordict: dict[str, Any] | None = None, safe: bool = True,
@@ -530,7 +562,7 @@ class TensorClass:
         Non-tensor fields give their Python value, nested TensorClass fields an instance of their class.
         """
         default = args[0] if args else kwargs.get("default", GET_DEFAULT)
-        path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+        path = (key,) if type(key) is str else key_tuple(key)
         spec = type(self)._field_specs.get(path[0])
         head = _read(self, spec) if spec is not None else value_of(self._tensordict.get(path[0], None))
         if head is None:
@@ -554,7 +586,7 @@ class TensorClass:
         Raises:
             AttributeError: when the first key is not a field of the class.
         """
-        path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+        path = (key,) if type(key) is str else key_tuple(key)
         cls = type(self)
         spec = cls._field_specs.get(path[0])
         if spec is None:
@@ -588,7 +620,7 @@ class TensorClass:
         if entries and not backend.is_locked:
             _check_fields(type(self), set(entries), "update()")
         if isinstance(input_dict_or_td, Mapping) and not is_td(input_dict_or_td) and not backend.is_locked:
-            _check_fields(type(self), {unravel_key_to_tuple(k)[0] for k in input_dict_or_td}, "update()")
+            _check_fields(type(self), {key_tuple(k)[0] for k in input_dict_or_td}, "update()")
         elif is_td(input_dict_or_td):
             extra = sorted(set(_delegation.unwrap(input_dict_or_td).keys()) - type(self)._field_specs.keys())
             if extra:

@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 import torch
 
 from ._errors import fmt_path
-from ._keys import KEY_SEPARATOR, NestedKey, unravel_key, unravel_key_list, unravel_key_to_tuple, unravel_keys
+from ._keys import KEY_SEPARATOR, NestedKey, key_tuple, unravel_key, unravel_key_list, unravel_key_to_tuple, unravel_keys
 from ._ops.traverse import flat_leaves_like, is_non_tensor_type, is_td, named_leaves
 from ._options import (
     capture_non_tensor_stack,
@@ -90,7 +90,7 @@ def assert_close(actual: Any, expected: Any, rtol: float | None = None, atol: fl
         except KeyError as err:
             raise KeyError(f"{err.args[0]}. {msg}" if msg else err.args[0]) from None
         pairs = [(path, a, b) for (path, a), b in zip(named_leaves(actual), others, strict=True)]
-    root = () if prefix == () else unravel_key_to_tuple(prefix)
+    root = () if prefix == () else key_tuple(prefix)
     for path, a, b in pairs:
         try:
             torch.testing.assert_close(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
@@ -235,7 +235,7 @@ def _rows_key(input: Any, key: NestedKey, dim: int, what: str) -> tuple[torch.Te
     tensor = input.get(key, None)
     if not isinstance(tensor, torch.Tensor):
         found = "missing" if tensor is None else f"a {type(tensor).__name__}, not a tensor"
-        raise KeyError(f"{what}: key {fmt_path(unravel_key_to_tuple(key))} is {found}")
+        raise KeyError(f"{what}: key {fmt_path(key_tuple(key))} is {found}")
     nd = input.batch_dims
     if not nd or not -nd <= dim < nd:
         raise ValueError(f"{what}: dim {dim} is not a batch dim of batch_size {list(input.batch_size)}")

@@ -761,11 +761,13 @@ def test_del_key():
         del s["zzz"]
 
 
-def test_del_hetero_exclusive_key_refused():
-    s, a, _ = hetero()
-    with pytest.raises(KeyError, match="oa"):
+def test_del_hetero_exclusive_key_from_its_holders():
+    s, a, b = hetero()
+    assert "oa" in a and "oa" not in b
+    del s["oa"]
+    assert "oa" not in a and "oa" not in b
+    with pytest.raises(KeyError, match="oa"):  # no member holds it now
         del s["oa"]
-    assert "oa" in a
 
 
 def test_pop():
@@ -1135,11 +1137,7 @@ def test_all_any_homo():
         lambda t: t.view(9),
         lambda t: t.permute(1, 0),
         lambda t: t.transpose(0, 1),
-        lambda t: t.unsqueeze(0),
-        lambda t: t.unsqueeze(-1),
-        lambda t: t[:, :1].squeeze(1),
         lambda t: t.flatten(0, 1),
-        lambda t: t.expand(2, 3, 3),
         lambda t: t.masked_fill(torch.tensor([[True, False, False]] * 3), -1),
         lambda t: t.where(torch.tensor([[True, False, False]] * 3), 0),
         lambda t: t.gather(1, torch.tensor([[0], [2], [1]])),
@@ -1150,11 +1148,7 @@ def test_all_any_homo():
         "view",
         "permute",
         "transpose",
-        "unsqueeze0",
-        "unsqueeze-1",
-        "squeeze",
         "flatten",
-        "expand",
         "masked_fill",
         "where",
         "gather",
@@ -1166,6 +1160,36 @@ def test_shape_op_dense(op, stack_dim):
     out = op(s)
     assert type(out) is TensorDict
     assert_td_equal(out, op(dense_of(tds, stack_dim)))
+
+
+@pytest.mark.parametrize(
+    ("op", "stack_dim_after"),
+    [
+        (lambda t, d: t.unsqueeze(0), lambda d: d + 1),
+        (lambda t, d: t.unsqueeze(-1), lambda d: d),
+        (lambda t, d: t[:, :1].squeeze(1) if d == 0 else t[:1].squeeze(0), lambda d: 0),  # a dim off the stack
+        (lambda t, d: t.expand(2, 3, 3), lambda d: d + 1),
+    ],
+    ids=["unsqueeze0", "unsqueeze-1", "squeeze", "expand"],
+)
+@pytest.mark.parametrize("stack_dim", [0, 1])
+def test_shape_op_per_member(op, stack_dim_after, stack_dim):
+    s, tds = homo(stack_dim)
+    out = op(s, stack_dim)
+    assert type(out) is LazyStackedTensorDict and out.stack_dim == stack_dim_after(stack_dim)
+    assert_td_equal(out.to_tensordict(), op(dense_of(tds, stack_dim), stack_dim))
+
+
+def test_ragged_members_stay_apart_through_index_and_expand():
+    s = LazyStackedTensorDict(TensorDict(a=torch.rand(5, 4, 8), batch_size=[5]),
+                              TensorDict(a=torch.rand(5, 3, 8), batch_size=[5]), stack_dim=1)
+    out = s[0].expand(6, 2)
+    assert type(out) is LazyStackedTensorDict and out.batch_size == (6, 2) and out.stack_dim == 1
+    assert [tuple(m["a"].shape) for m in out.tensordicts] == [(6, 4, 8), (6, 3, 8)]
+    assert torch.equal(out.tensordicts[1]["a"][5], s.tensordicts[1]["a"][0])
+    picked = s[torch.tensor([0, 2])]  # an index tensor before the stack dim: each member takes it
+    assert [tuple(m["a"].shape) for m in picked.tensordicts] == [(2, 4, 8), (2, 3, 8)]
+    assert s.unsqueeze(0).squeeze(0).batch_size == (5, 2)
 
 
 @pytest.mark.parametrize(

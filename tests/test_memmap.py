@@ -1440,3 +1440,11 @@ def test_memmapped_leaves_under_functorch_transforms(tmp_path):
     assert type(out["a"]) is torch.Tensor
     view = td["a"][1:3]  # outside a transform, a view of the file stays memory-mapped
     assert isinstance(view, MemoryMappedTensor)
+
+
+def test_save_into_an_existing_empty_folder(tmp_path):
+    td = TensorDict({"a": torch.arange(3)}, [3])
+    out = td.memmap_like(prefix=tmp_path, existsok=False)
+    assert sorted(os.listdir(tmp_path)) == ["a.memmap", "meta.json"] and out["a"].shape == (3,)
+    with pytest.raises(RuntimeError, match="already exists"):  # now it holds a save
+        td.memmap(prefix=tmp_path, existsok=False)

@@ -822,8 +822,15 @@ def test_batch_size_setter_on_leaves():
 
 
 def test_non_tensor_stack_has_no_single_data():
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match="tolist"):
         NonTensorStack("a", "b").data  # noqa: B018
+
+
+def test_non_tensor_stack_of_equal_values_has_their_data():
+    assert NonTensorStack("a", "a").data == "a"
+    stack = tensorbatch.lazy_stack([NonTensorData("x"), NonTensorData("x")])
+    assert type(stack) is NonTensorStack and stack.data == "x" and stack.tolist() == ["x", "x"]
+    assert NonTensorStack("a", "b", "a")[::2].data == "a"
 
 
 def test_non_tensor_data_shallow_clone():

@@ -722,3 +722,17 @@ def test_fromkeys_builds_the_class_and_refuses_keys_that_are_not_fields() -> Non
     assert type(pair) is Pair and pair.x.tolist() == 3 and pair.y.dtype == torch.int64
     with pytest.raises(ValueError, match=r"Pair.fromkeys\(\): key\(s\) \['zz'\] are not fields of Pair \(its fields are \['x', 'y'\]\)"):
         Pair.fromkeys(["x", "zz"])
+
+
+def test_from_dict_returns_the_class():
+    class Point(TensorClass):
+        x: Tensor
+        label: str = "p"
+
+    with pytest.warns(FutureWarning, match="label"):  # a missing field with a default is None (as tensordict 0.15)
+        p = Point.from_dict({"x": torch.zeros(3, 2)}, batch_size=[3])
+    assert type(p) is Point and p.batch_size == (3,) and p.label is None
+    q = Point.from_dict({"x": torch.zeros(3, 2), "label": "q"}, auto_batch_size=True)
+    assert q.batch_size == (3, 2) and q.label == "q"
+    with pytest.raises(ValueError, match="zz"):
+        Point.from_dict({"x": torch.zeros(3), "label": "q", "zz": torch.zeros(3)})

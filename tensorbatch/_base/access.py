@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .. import _errors, _options
-from .._keys import NestedKey, is_key, unravel_key_to_tuple
+from .._keys import NestedKey, is_key, key_tuple
 from .._ops import index as _index
 from .._ops import ragged
 from .._ops.traverse import (
@@ -103,7 +103,7 @@ def _get(self: TensorDictBase, key: NestedKey, default: Any = NO_DEFAULT) -> Any
         if out is MISSING:
             return _absent(default, (key,), self)
         return out
-    path = unravel_key_to_tuple(key)
+    path = key_tuple(key)
     node: Any = self
     try:  # the happy path without the resolver's bookkeeping; any stop is sorted out below
         for k in path:
@@ -166,7 +166,7 @@ def __contains__(self: TensorDictBase, key: Any) -> bool:
     if type(key) is str:
         return self._has_str(key)
     if isinstance(key, tuple):
-        path = unravel_key_to_tuple(key)
+        path = key_tuple(key)
         node = self._parent_of(path) if len(path) > 1 else self
         return node is not None and node._has_str(path[-1])
     raise RuntimeError("key must be a NestedKey (a str or a possibly tuple of str).")
@@ -192,7 +192,7 @@ def set_entry(self: TensorDictBase, key: NestedKey, item: Any, inplace: bool = F
         >>> td.set(("a", "b"), torch.ones(2, 3))["a", "b"].shape
         torch.Size([2, 3])
     """
-    path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+    path = (key,) if type(key) is str else key_tuple(key)
     node = self._parent_of(path) if len(path) > 1 else self
     if node is None:  # missing levels: validate against the deepest existing one, then create
         deepest = self._deepest(path)
@@ -244,7 +244,7 @@ def set_(self: TensorDictBase, key: NestedKey, item: Any, *, non_blocking: bool 
         path: tuple[str, ...] = (key,)
         node = self
     else:
-        path = unravel_key_to_tuple(key)
+        path = key_tuple(key)
         node = self._walk_to(path)
     current = node._get_str(path[-1], MISSING)
     try:
@@ -319,8 +319,11 @@ def _validate(self: TensorDictBase, value: Any, path: tuple[str, ...], node: Any
 
 
 def del_(self: TensorDictBase, key: NestedKey) -> TensorDictBase:
-    """Delete ``key``; returns self."""
-    path = unravel_key_to_tuple(key)
+    """Delete ``key``; returns self (a key through a leaf raises ``ValueError``, as tensordict)."""
+    path = key_tuple(key)
+    _, walked, stop = self._locate(path)
+    if walked != len(path) - 1 and stop is not MISSING:
+        raise _errors.key_through_leaf(path, walked + 1, stop)
     node = self._walk_to(path)
     if node.is_locked:
         raise _errors.locked()
@@ -335,7 +338,7 @@ def pop(self: TensorDictBase, key: NestedKey, default: Any = NO_DEFAULT) -> Any:
     out = self._get(key, MISSING)
     if out is MISSING:
         if default is NO_DEFAULT:
-            raise _errors.missing_key(unravel_key_to_tuple(key), self._keys_str())
+            raise _errors.missing_key(key_tuple(key), self._keys_str())
         return default
     self.del_(key)
     return out
@@ -390,7 +393,7 @@ def update(self: TensorDictBase, input_dict_or_td: Any = None, clone: bool = Fal
     """
     if update_batch_size and is_td(input_dict_or_td):
         self.batch_size = input_dict_or_td.batch_size
-    wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
+    wanted = None if keys_to_update is None else {key_tuple(k) for k in keys_to_update}
     plan: list[tuple[tuple[str, ...], Any]] = []
     self._plan_update(input_dict_or_td, (), wanted, clone, plan, is_leaf)
     if kwargs:
@@ -440,7 +443,7 @@ def _plan_update(self: TensorDictBase, source: Any, prefix: tuple[str, ...], wan
 def update_(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, *, non_blocking: bool = False,
             keys_to_update: Sequence[NestedKey] | None = None) -> TensorDictBase:
     """Copy every entry into the existing leaves; every key must already exist."""
-    wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
+    wanted = None if keys_to_update is None else {key_tuple(k) for k in keys_to_update}
     pairs = []
     for path, value in source_leaves(input_dict_or_td, "update_"):
         if wanted is not None and not any(path[: len(w)] == w for w in wanted):

@@ -24,6 +24,7 @@ from .._ops.traverse import (
     leaf_shape,
     named_entries,
     named_leaves,
+    named_nodes,
     source_leaves,
     value_of,
 )
@@ -145,35 +146,102 @@ def to_tensordict(self: TensorDictBase, *, retain_none: bool | None = None) -> T
 
 def state_dict(self: TensorDictBase, destination: Any = None, prefix: str = "", keep_vars: bool = False,
                flatten: bool = True) -> dict[str, Any]:
-    """The leaves as a dict: flat ``"a.b"`` keys by default, nested dicts with ``flatten=False``."""
-    out: dict[str, Any] = collections.OrderedDict() if destination is None else destination
+    """The leaves as a dict: flat ``"a.b"`` keys by default, nested dicts with ``flatten=False``.
+
+    As :meth:`torch.nn.Module.state_dict`, the result has a ``_metadata`` attribute: the batch size and
+    device of each level, under its ``"."``-joined key (``""`` for the root); with ``flatten=False`` each
+    nested dict has its own. :meth:`load_state_dict` reads them back.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> sd = TensorDict(a=torch.zeros(3, 2), batch_size=[3]).state_dict()
+        >>> list(sd), sd._metadata[""]["batch_size"]
+        (['a'], torch.Size([3]))
+        >>> TensorDict().load_state_dict(sd, strict=False).batch_size
+        torch.Size([3])
+    """
+    out: Any = collections.OrderedDict() if destination is None else destination
+    if destination is None or not hasattr(destination, "_metadata"):
+        out._metadata = collections.OrderedDict()  # (a plain dict refuses the attribute, as in tensordict)
     if flatten or destination is not None or prefix:
+        root = prefix[:-1] if prefix.endswith(".") else prefix
+        for path, node in named_nodes(self):
+            out._metadata[prefix + ".".join(path) if path else root] = _level_meta(node)
         for path, leaf in named_leaves(self):
             out[prefix + ".".join(path)] = leaf if keep_vars else leaf.detach()
-        return out
-    for path, leaf in named_leaves(self):
-        if len(path) == 1:
-            out[path[0]] = leaf if keep_vars else leaf.detach()
-        else:
-            node = out
-            for key in path[:-1]:
-                node = node.setdefault(key, collections.OrderedDict())
-            node[path[-1]] = leaf if keep_vars else leaf.detach()
-    return out
+        return out  # type: ignore[no-any-return]  # the caller's mapping or a new OrderedDict
+    out._metadata[""] = _level_meta(self)
+    dicts: dict[tuple[str, ...], Any] = {(): out}
+    for path, value in named_entries(self):  # (in the TensorDict's order: nodes where they stand)
+        if isinstance(value, _Tensor):
+            dicts[path[:-1]][path[-1]] = value if keep_vars else value.detach()
+        elif is_td(value) and not _is_nt(value):
+            level: Any = collections.OrderedDict()
+            level._metadata = collections.OrderedDict({"": _level_meta(value)})
+            dicts[path] = dicts[path[:-1]][path[-1]] = level
+    return out  # type: ignore[no-any-return]
+
+
+def _level_meta(node: Any) -> dict[str, Any]:
+    return {"batch_size": node.batch_size, "device": node.device}
+
+
+_LEGACY = ("__batch_size", "__device")  # the keys tensordict's earlier state dicts held the root's facts in
+
+
+def _levels(state_dict: Any, path: tuple[str, ...], out: dict[tuple[str, ...], Any]) -> None:
+    """Collect the batch size and device of each level a state dict records, by path."""
+    meta = getattr(state_dict, "_metadata", None)
+    if isinstance(meta, Mapping):
+        for key, facts in meta.items():
+            if isinstance(facts, Mapping) and "batch_size" in facts:  # (a module's entries hold a version)
+                out[(*path, *key.split(".")) if key else path] = facts
+    if "__batch_size" in state_dict:
+        out[path] = {"batch_size": state_dict["__batch_size"], "device": state_dict.get("__device")}
+    for key, value in state_dict.items():
+        if isinstance(value, Mapping) and not is_td(value):
+            _levels(value, (*path, key), out)
 
 
 def load_state_dict(self: TensorDictBase, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False,
                     from_flatten: bool = False) -> TensorDictBase:
-    """Load a dict produced by :meth:`state_dict` (copies into existing leaves, adds new ones)."""
-    flat = {".".join(p): v for p, v in source_leaves(state_dict, "update_")}
-    source = self._dense_cls._new_unsafe(flat, self.batch_size, None, None).unflatten_keys(".")
+    """Load a dict produced by :meth:`state_dict` (copies into existing leaves, adds new ones).
+
+    The batch sizes the state dict records (its ``_metadata``) become those of the levels loaded.
+
+    Raises:
+        RuntimeError: with ``strict=True``, when the leaves differ from the state dict's; when the
+            state dict was saved on another device.
+    """
+    levels: dict[tuple[str, ...], Any] = {}
+    _levels(state_dict, (), levels)
+    device = levels.get((), {}).get("device")
+    if device is not None and self.device is not None and torch.device(device) != self.device:
+        raise RuntimeError(f"load_state_dict: the state dict was saved on {device}, this TensorDict is on "
+                           f"{self.device}: loading from another device is not supported")
+    entries = {k: v for k, v in state_dict.items() if k not in _LEGACY}
+    flat = {".".join(p): v for p, v in source_leaves(entries, "update_")}
+    root_size = _Size(levels[()]["batch_size"]) if () in levels else self.batch_size
+    source = self._dense_cls._new_unsafe(flat, root_size, None, None).unflatten_keys(".")
     if strict:
         mine = {p for p, _ in named_leaves(self)}
         theirs = {p for p, _ in named_leaves(source)}
         if mine != theirs:  # tensordict raises RuntimeError here
             err = _errors.key_sets_differ((), [".".join(p) for p in mine], [".".join(p) for p in theirs])
             raise RuntimeError(f"load_state_dict(strict=True): {err.args[0]}")
+    deepest_first = sorted((p for p in levels if p), key=len, reverse=True)
+    for path in deepest_first:  # the nested levels' batch sizes (a level without leaves is made)
+        node = source._get(path, None)
+        if node is None:
+            source.set(path, self._dense_cls._new_unsafe({}, _Size(levels[path]["batch_size"]), None, None))
+        elif is_td(node):
+            node.batch_size = levels[path]["batch_size"]
     self.update(source, inplace=not assign)
+    for path in (*deepest_first, ()):
+        if path in levels:
+            node = self._get(path, None) if path else self
+            if is_td(node) and not _is_nt(node):
+                node.batch_size = levels[path]["batch_size"]
     return self
 
 

@@ -5,13 +5,13 @@ Functions here are TensorDictBase methods: ``base.py`` attaches them to the clas
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, KeysView, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .. import _errors
-from .._keys import NestedKey, key_of, unravel_key_to_tuple
+from .._keys import NestedKey, key_of, key_tuple, unravel_key_to_tuple
 from .._ops.meta import TENSOR, node_meta
 from .._ops.traverse import (
     MISSING,
@@ -37,6 +37,65 @@ _Tensor = torch.Tensor
 _Size = torch.Size
 
 
+_NOT_A_KEY = ("TensorDict keys are always strings. Membership checks are only supported for strings or non-empty "
+              "tuples of strings (for nested TensorDicts)")  # tensordict's words
+
+
+def _member(key: Any) -> NestedKey:
+    """The form ``key in td.keys(...)`` looks up: a str, or a flat tuple of two or more str."""
+    if isinstance(key, str):
+        return key
+    path = unravel_key_to_tuple(key)
+    if not path:
+        raise TypeError(_NOT_A_KEY)
+    return path[0] if len(path) == 1 else path
+
+
+class StringKeys(KeysView):  # type: ignore[type-arg]
+    """The keys of one level, as ``keys()`` returns them: a live view over the backend's listing.
+
+    Membership also takes a key as a one-element tuple (``("a",) in td.keys()``); a nested key is
+    never a key of one level; anything that is not a key raises ``TypeError`` (as tensordict).
+    """
+
+    __slots__ = ("_keys",)
+
+    def __init__(self, keys: Any) -> None:
+        self._keys = keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._keys[index]
+
+    def __contains__(self, key: object) -> bool:
+        if type(key) is str:
+            return key in self._keys
+        key = _member(key)
+        return type(key) is str and key in self._keys
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self._keys)})"
+
+
+class KeyList(list):  # type: ignore[type-arg]
+    """The keys ``keys(include_nested=..., leaves_only=...)`` lists; membership unravels the key first.
+
+    ``("a", ("b",)) in td.keys(True)`` finds ``("a", "b")`` and ``("a",)`` finds ``"a"``.
+    """
+
+    __slots__ = ()
+
+    def __contains__(self, key: object) -> bool:
+        if type(key) is str:
+            return list.__contains__(self, key)
+        return list.__contains__(self, _member(key))
+
+
 def keys(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
          is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Any:
     """Keys of this TensorDict.
@@ -52,13 +111,15 @@ def keys(self: TensorDictBase, include_nested: bool = False, leaves_only: bool =
         >>> td = TensorDict({"a": torch.zeros(1), "n": {"b": torch.zeros(1)}}, batch_size=[1])
         >>> list(td.keys(include_nested=True, leaves_only=True))
         ['a', ('n', 'b')]
+        >>> ("a",) in td.keys(), ("n", ("b",)) in td.keys(True)
+        (True, True)
     """
     if not include_nested and not leaves_only and not sort:
-        return self._keys_str()
+        return StringKeys(self._keys_str())
     out: list[NestedKey] = entry_keys(self, include_nested, leaves_only, is_leaf)
     if sort:
         out.sort(key=lambda k: k if type(k) is str else ".".join(k))
-    return out
+    return KeyList(out)
 
 
 def items(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
@@ -151,7 +212,7 @@ def select(self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict
         return self._replace_with(result) if inplace else result
     groups: dict[str, Any] = {}  # first-level key -> None (whole entry) or list of sub-keys
     for key in keys:
-        path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+        path = (key,) if type(key) is str else key_tuple(key)
         if len(path) == 1:
             groups[path[0]] = None
         elif groups.get(path[0], ()) is not None:
@@ -238,7 +299,7 @@ def exclude(self: TensorDictBase, *keys: NestedKey, inplace: bool = False) -> Te
     top: set[str] = set()
     nested: dict[str, list[tuple[str, ...]]] = {}
     for key in keys:
-        path = (key,) if type(key) is str else unravel_key_to_tuple(key)
+        path = (key,) if type(key) is str else key_tuple(key)
         if len(path) == 1:
             top.add(path[0])
         else:
@@ -263,7 +324,7 @@ def split_keys(self: TensorDictBase, *key_sets: Sequence[NestedKey], inplace: bo
                strict: bool = True, reproduce_struct: bool = False) -> tuple[TensorDictBase, ...]:
     """Split into one TensorDict per key set, plus one with the remaining keys."""
     outs = [self.select(*ks, strict=strict) for ks in key_sets]
-    taken = [unravel_key_to_tuple(k) for ks in key_sets for k in ks]
+    taken = [key_tuple(k) for ks in key_sets for k in ks]
     rest = self.exclude(*taken)
     if inplace:
         self._replace_with(rest)
@@ -350,7 +411,7 @@ def rename_key_(self: TensorDictBase, old_key: NestedKey, new_key: NestedKey, sa
     if safe and new_key in self:
         raise KeyError(f"key {_errors.fmt_path(new_key)} already present in TensorDict.")
     value = self._get(old_key)
-    if unravel_key_to_tuple(old_key) == unravel_key_to_tuple(new_key):
+    if key_tuple(old_key) == key_tuple(new_key):
         return self
     self.set(new_key, value)  # a failing set leaves everything as it was
     self.del_(old_key)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._keys import unravel_key_to_tuple
+from .._keys import key_tuple
 from .._ops import pointwise as _pointwise
 from .._ops.traverse import flat_leaves, flat_leaves_like, is_non_tensor_type, is_td, named_leaves, value_of
 
@@ -172,7 +172,7 @@ def _joined(self: TensorDictBase, fn: Callable[..., _Tensor], dim: int, sorted: 
         pairs.sort(key=lambda p: p[0])
     elif sorted:  # an explicit key order
         leaves = dict(pairs)
-        paths = [unravel_key_to_tuple(k) for k in sorted]
+        paths = [key_tuple(k) for k in sorted]
         missing = [p for p in paths if p not in leaves]
         if missing:
             self._get(missing[0])  # raises the KeyError naming the key

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import _errors
-from .._keys import NestedKey, unravel_key_to_tuple
+from .._keys import NestedKey, key_tuple
 from .._ops.traverse import MISSING, NO_DEFAULT, is_td, named_nodes
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def rename_keys(self: TensorDictBase, mapping: Mapping[NestedKey, NestedKey], *,
         >>> td.rename_keys({"a": "b", "b": "a"})["a"]
         tensor([1., 1.])
     """
-    pairs = [(unravel_key_to_tuple(old), unravel_key_to_tuple(new)) for old, new in mapping.items()]
+    pairs = [(key_tuple(old), key_tuple(new)) for old, new in mapping.items()]
     present = []
     for old, new in pairs:
         if self._get(old, MISSING) is MISSING:
@@ -113,7 +113,7 @@ def separates(self: TensorDictBase, *keys: NestedKey, default: Any = NO_DEFAULT,
         >>> td.separates("a").sorted_keys, td.sorted_keys
         (['a'], ['b'])
     """
-    paths = [unravel_key_to_tuple(k) for k in keys]
+    paths = [key_tuple(k) for k in keys]
     taken: list[tuple[tuple[str, ...], Any]] = []
     for path in paths:
         value = self._get(path, MISSING)
@@ -150,7 +150,7 @@ def create_nested(self: TensorDictBase, key: NestedKey) -> TensorDictBase:
         >>> td["a", "b"].batch_size
         torch.Size([2])
     """
-    path = unravel_key_to_tuple(key)
+    path = key_tuple(key)
     parent = self._walk_to(path, create=True) if len(path) > 1 else self
     if parent.is_locked:
         raise _errors.locked()
@@ -182,13 +182,13 @@ def filter_empty_(self: TensorDictBase) -> TensorDictBase:
 
 def _merge_tensors(self: TensorDictBase, torch_fn: Any, keys: tuple[NestedKey, ...], out_key: NestedKey,
                    dim: int, keep_entries: bool) -> TensorDictBase:
-    paths = [unravel_key_to_tuple(k) for k in keys]
+    paths = [key_tuple(k) for k in keys]
     values = [self._get(p) for p in paths]  # a missing key raises first
     merged = torch_fn(values, dim)
     if not keep_entries:
         if self.is_locked:
             raise _errors.locked()
-        self._validate(merged, unravel_key_to_tuple(out_key), self)  # a misfit refuses before any delete
+        self._validate(merged, key_tuple(out_key), self)  # a misfit refuses before any delete
         for path in dict.fromkeys(paths):
             self.del_(path)
     self.set(out_key, merged)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .._errors import add_path_note, fmt_path, locked
-from .._keys import unravel_key_to_tuple
+from .._keys import key_tuple
 from .._ops.index import index_leaves, normalize, setitem, update_at_
 from .._ops.meta import TENSOR, LeafMeta, meta_of, node_meta
 from .._ops.rows import RowPlan, check_fits, split_index
@@ -152,7 +152,7 @@ class StorageHooks:
 
     def _read_at(self, key: Any, index: Any, default: Any) -> Any:
         """``self.get_at(key, index, default)``: the rows of that one leaf."""
-        path = unravel_key_to_tuple(key)
+        path = key_tuple(key)
         node: Any = self._parent_of(path) if len(path) > 1 else self  # type: ignore[attr-defined]
         if node is None or not node._has_str(path[-1]):
             if node is None:

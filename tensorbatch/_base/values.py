@@ -82,24 +82,38 @@ def _fit_batch_size(node: Any, batch_dims: int | None) -> None:
 def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size: Sequence[int] | None = None,
           device: Any = NO_DEFAULT, names: Any = NO_DEFAULT, inplace: bool = False,
           default: Any = NO_DEFAULT, filter_empty: bool | None = None, propagate_lock: bool = False,
-          call_on_nested: bool = False, out: TensorDictBase | None = None,
-          **constructor_kwargs: Any) -> TensorDictBase | None:
+          call_on_nested: bool = False, is_leaf: Callable[[type], bool] | None = None,
+          out: TensorDictBase | None = None, named: bool = False, nested_keys: bool = False,
+          prefix: tuple[str, ...] = (), call_on_unbatched: bool = False) -> TensorDictBase | None:
     """Apply ``fn`` to every leaf (with the matching leaves of ``others``) into a new TensorDict.
 
     A leaf for which ``fn`` returns None is dropped; if every leaf is dropped, None is returned.
+    With ``named=True``, ``fn`` gets the key first: the leaf's own name, or with ``nested_keys=True``
+    its path (a string at the first level, else a tuple, ``prefix`` in front). ``is_leaf`` (on a
+    value's type) makes a nested TensorDict or a non-tensor value a leaf that ``fn`` is called on.
+    An unknown keyword raises ``TypeError``.
+
+    Note:
+        Differs from tensordict 0.15: an unknown keyword raises ``TypeError`` (tensordict warns and ignores it).
 
     Examples:
         >>> from tensorbatch import TensorDict
-        >>> td = TensorDict({"a": torch.ones(2)}, batch_size=[2])
+        >>> td = TensorDict({"a": torch.ones(2), "n": {"b": torch.zeros(2)}}, batch_size=[2])
         >>> td.apply(lambda x, y: x + y, td)["a"]
         tensor([2., 2.])
+        >>> seen = []
+        >>> _ = td.apply(lambda key, x: seen.append(key), named=True, nested_keys=True)
+        >>> seen
+        ['a', ('n', 'b')]
     """
+    if call_on_unbatched and batch_size is not None:
+        raise NotImplementedError("apply: call_on_unbatched=True with a new batch_size is not supported")
     if dynamo_compiling() and len(others) < 2 and batch_size is None and device is NO_DEFAULT and (
-            names is NO_DEFAULT and not inplace and out is None and not call_on_nested and not propagate_lock):
+            names is NO_DEFAULT and not inplace and out is None and not call_on_nested and not propagate_lock
+            and not named and is_leaf is None):
         lean, fn = lean_map(self, fn, others[0] if others else None)  # traced.py: lean under dynamo
         if lean is not None:
             return lean  # type: ignore[no-any-return]  # an in-memory TensorDict
-    is_leaf = None
     if call_on_nested:
         def is_leaf(cls: type) -> bool:
             return True
@@ -108,6 +122,7 @@ def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size
         self, fn, *others, batch_size=batch_size, names=names, device=dev, inplace=False,
         is_leaf=is_leaf, filter_empty=True if filter_empty is None else filter_empty, default=default,
         what="applying fn", check=True,  # a user function may change leading dims: refuse that
+        named=_key_maker(nested_keys, prefix) if named else None,
     )
     if not len(result._keys_str()) and filter_empty is not False and not self.is_empty():
         return None
@@ -121,6 +136,26 @@ def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size
     return result
 
 
+def _key_maker(nested_keys: bool, prefix: tuple[str, ...]) -> Callable[[tuple[str, ...]], Any]:
+    """The key ``apply(named=True)`` passes: the last name, or the path (``prefix`` first; a str at the top)."""
+    if not nested_keys:
+        return _last
+    if prefix == ():
+        return _path_or_name
+
+    def prefixed(path: tuple[str, ...]) -> Any:
+        return prefix + path  # (a str prefix raises TypeError, as in tensordict)
+    return prefixed
+
+
+def _last(path: tuple[str, ...]) -> str:
+    return path[-1]
+
+
+def _path_or_name(path: tuple[str, ...]) -> Any:
+    return path if len(path) > 1 else path[0]
+
+
 def apply_(self: TensorDictBase, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> TensorDictBase:
     """Apply ``fn`` to every leaf and write the results into the existing leaves."""
     return self.apply(fn, *others, inplace=True, **kwargs)  # type: ignore[return-value]
@@ -129,20 +164,23 @@ def apply_(self: TensorDictBase, fn: Callable[..., Any], *others: Any, **kwargs:
 def named_apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, nested_keys: bool = False,
                 batch_size: Sequence[int] | None = None, device: Any = NO_DEFAULT,
                 names: Any = NO_DEFAULT, inplace: bool = False, default: Any = NO_DEFAULT,
-                filter_empty: bool | None = None, propagate_lock: bool = False,
-                **constructor_kwargs: Any) -> TensorDictBase | None:
+                filter_empty: bool | None = None, propagate_lock: bool = False, call_on_nested: bool = False,
+                is_leaf: Callable[[type], bool] | None = None, out: TensorDictBase | None = None,
+                prefix: tuple[str, ...] = (), call_on_unbatched: bool = False) -> TensorDictBase | None:
     """Like :meth:`apply`, with the key as first argument of ``fn``.
 
     The key is the leaf's own name, or its full path when ``nested_keys`` is True.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2), "n": {"b": torch.zeros(2)}}, batch_size=[2])
+        >>> td.named_apply(lambda key, x: x + 1 if key == "a" else x)["a"]
+        tensor([2., 2.])
     """
-    paths = iter([key_of(p) if nested_keys else p[-1] for p, _ in named_leaves(self)])
-
-    def keyed(value: Any, *rest: Any) -> Any:
-        return fn(next(paths), value, *rest)
-
-    return self.apply(keyed, *others, batch_size=batch_size, device=device, names=names,
-                      inplace=inplace, default=default, filter_empty=filter_empty,
-                      propagate_lock=propagate_lock)
+    return self.apply(fn, *others, batch_size=batch_size, device=device, names=names, inplace=inplace,
+                      default=default, filter_empty=filter_empty, propagate_lock=propagate_lock,
+                      call_on_nested=call_on_nested, is_leaf=is_leaf, out=out, named=True,
+                      nested_keys=nested_keys, prefix=prefix, call_on_unbatched=call_on_unbatched)
 
 
 def _map(self: TensorDictBase, fn: Callable[[Any], Any], what: str, batch_size: Any = None,

@@ -298,14 +298,15 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     it instead of reading those files back).
 
     Raises:
-        RuntimeError: when ``prefix`` exists and ``existsok`` is False.
+        RuntimeError: when ``prefix`` exists (other than as an empty folder) and ``existsok`` is False.
     """
     prefix = Path(prefix).absolute()
     mode = _mode(prefix, follow=False)  # (one system call for what is there)
     if mode is not None and stat.S_ISLNK(mode):  # a link: save into its target (as tensordict), keep the link
         prefix = prefix.resolve()
         mode = _mode(prefix, follow=True)
-    if mode is not None and not existsok:
+    if mode is not None and not existsok and not (stat.S_ISDIR(mode) and _is_empty_dir(prefix)):
+        # an empty folder is a place made ready for the save (tensordict writes into it too)
         raise RuntimeError(f"the folder {prefix} already exists (pass existsok=True to replace it)")
     if mode is not None and stat.S_ISDIR(mode):
         _refuse_symlinks(td, prefix)
@@ -330,6 +331,11 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     if metas is not None:
         metas.update({prefix / folder.relative_to(tmp): meta for folder, meta in writer.metas.items()})
     return prefix
+
+
+def _is_empty_dir(path: Path) -> bool:
+    with os.scandir(path) as entries:
+        return next(entries, None) is None
 
 
 def _mode(path: Path, *, follow: bool) -> int | None:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from .._keys import NestedKey as NestedKey
-from .._keys import unravel_key_to_tuple
+from .._keys import key_tuple
 from .._nontensor import is_non_tensor
 from .._ops import ragged
 from .._ops.traverse import named_nodes, stacked_members
@@ -167,7 +167,7 @@ class _Persistence:
                                robust_key=robust_key is not False, writable=mode == "r+")
             return out.update_(td) if out is not None else td
         if subpath is not None:
-            prefix = Path(prefix).joinpath(*unravel_key_to_tuple(subpath))
+            prefix = Path(prefix).joinpath(*key_tuple(subpath))
             if not (prefix / "meta.json").is_file():
                 raise ValueError(f"load_memmap(): no TensorDict saved under subpath {subpath!r} "
                                  f"({str(prefix / 'meta.json')!r} is missing)")
@@ -361,7 +361,7 @@ def _new_leaf(td: Any, key: NestedKey, proto: torch.Tensor, shape: torch.Size, c
               existsok: bool) -> MemoryMappedTensor:
     """A new memory-mapped leaf at ``key``: a file beside the others (and in meta.json) when saved."""
     path = td.saved_path
-    keys = unravel_key_to_tuple(key)
+    keys = key_tuple(key)
     if path is None:
         leaf = MemoryMappedTensor.from_tensor(proto, copy_data=copy_data, shape=shape)
     else:

@@ -15,7 +15,7 @@ import torch
 
 from .._compat import dynamo_compiling
 from .._errors import add_path_note, fmt_path, fmt_shape, locked
-from .._keys import is_key, unravel_key_to_tuple
+from .._keys import is_key, key_tuple
 from .._unbatched import UnbatchedTensor
 from . import ragged
 from .pointwise import map_inplace
@@ -403,10 +403,10 @@ def get_at(td: Any, key: Any, index: Any, default: Any = GET_DEFAULT) -> Any:
 def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
     """Write ``value`` into the existing leaf at ``key``, at ``index`` (in place)."""
     if not td._leaves_in_memory:
-        td._write_at(index, {unravel_key_to_tuple(key): value}, strict=True)
+        td._write_at(index, {key_tuple(key): value}, strict=True)
         return td
     target = td._get(key)
-    path = unravel_key_to_tuple(key)
+    path = key_tuple(key)
     if type(target) in NON_TENSOR_TYPES:
         td._walk_to(path)._set_str(path[-1], target._written(index, value), inplace=False, validated=True)
         return td
@@ -429,13 +429,13 @@ def update_at_(td: Any, input_dict_or_td: Any, index: Any, clone: bool = False, 
     """Write every entry of a mapping/TensorDict into the matching leaves at ``index``."""
     items = (named_leaves(input_dict_or_td, is_leaf=NON_TENSOR_TYPES.__contains__) if is_td(input_dict_or_td)
              else source_items(input_dict_or_td, "update_at_"))  # (non-tensor leaves are written too)
-    wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in keys_to_update}
+    wanted = None if keys_to_update is None else {key_tuple(k) for k in keys_to_update}
     if not td._leaves_in_memory:
         td._update_at(input_dict_or_td, index, clone, wanted)
         return td
     plan: list[tuple[Any, Any]] = []  # (tensor leaf, value) or (path, new non-tensor leaf)
     for key, value in items:
-        path = unravel_key_to_tuple(key)
+        path = key_tuple(key)
         if wanted is not None and path not in wanted:
             continue
         target = td._get(path)
@@ -547,7 +547,7 @@ def where(td: Any, condition: _Tensor, other: Any, *, out: Any = None, pad: Any 
         else:
             first = next(iter(extra.keys(True, True)), None)
             if first is not None:
-                path = unravel_key_to_tuple(first)
+                path = key_tuple(first)
                 raise KeyError(f"where: key {fmt_path(path)} of the other TensorDict is not in this one and "
                                f"no pad value was given (pass pad= to fill the missing side)")
     else:

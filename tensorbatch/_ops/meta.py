@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .._keys import unravel_key_to_tuple
+from .._keys import key_tuple
 from .traverse import MISSING, NON_TENSOR_TYPES, is_node, is_td
 
 TENSOR = "tensor"
@@ -49,7 +49,7 @@ def meta_of(value: Any) -> LeafMeta:
 
 def node_meta(td: Any, key: Any) -> tuple[Any, LeafMeta] | None:
     """``(node holding it, its LeafMeta)`` for the entry at nested ``key``, or None when it is missing."""
-    path = unravel_key_to_tuple(key)
+    path = key_tuple(key)
     node = td
     for name in path[:-1]:
         node = node._get_str(name, MISSING)

@@ -219,6 +219,14 @@ def unflatten(td: Any, dim: int, unflattened_size: Sequence[int], *, inplace: bo
 
 def expand(td: Any, *shape: Any) -> Any:
     """Expand the batch dims (new leading dims may be added); leaves become expanded views."""
+    new, lead = expanded_size(td, shape)
+    nd = td.batch_dims
+    names = _renamed(td, lambda n: [None] * lead + n)
+    return td._map(lambda x: x.expand((*new, *x.shape[nd:])), "expand", batch_size=new, names=names, follow=True)
+
+
+def expanded_size(td: Any, shape: Any) -> tuple[torch.Size, int]:
+    """The batch size ``td.expand(*shape)`` gives (``-1`` keeps a size) and how many dims it adds in front."""
     shape = _shape_args(shape)
     bs = td.batch_size
     nd = td.batch_dims
@@ -232,8 +240,7 @@ def expand(td: Any, *shape: Any) -> Any:
         if bs[i] != 1 and bs[i] != new[lead + i]:
             raise RuntimeError(f"expand: batch_size {list(bs)} cannot be expanded to {list(new)} "
                                "(Incompatible expanded shape)")  # tensordict's phrase, which users match on
-    names = _renamed(td, lambda n: [None] * lead + n)
-    return td._map(lambda x: x.expand(*new, *x.shape[nd:]), "expand", batch_size=new, names=names, follow=True)
+    return new, lead
 
 
 def expand_as(td: Any, other: Any) -> Any:

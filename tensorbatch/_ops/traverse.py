@@ -15,7 +15,7 @@ import torch
 
 from .. import _options
 from .._errors import add_path_note, batch_mismatch, key_sets_differ, missing_key, not_a_mapping
-from .._keys import unravel_key_to_tuple
+from .._keys import key_tuple
 from .._unbatched import UnbatchedTensor
 from . import ragged
 
@@ -372,7 +372,7 @@ def source_leaves(source: Any, what: str, enter: Callable[[tuple[str, ...], Any]
 def _source(source: Any, what: str, enter: Any, prefix: tuple[str, ...],
             out: list[tuple[tuple[str, ...], Any]]) -> None:
     for key, value in source_items(source, what):
-        path = (*prefix, key) if type(key) is str else (*prefix, *unravel_key_to_tuple(key))
+        path = (*prefix, key) if type(key) is str else (*prefix, *key_tuple(key))
         nested = (is_td(value) and type(value) not in NON_TENSOR_TYPES) or isinstance(value, Mapping)
         if nested and (enter is None or enter(path, value)):  # a non-tensor leaf is a leaf, never walked into
             _source(value, what, enter, path, out)
@@ -701,6 +701,7 @@ def apply_leaves(
     check: bool = False,
     follow: bool = False,
     exact: bool = False,
+    named: Callable[[tuple[str, ...]], Any] | None = None,
 ) -> TensorDictBase:
     """Map ``fn(leaf, *other_leaves)`` over every leaf and build the result (:func:`map_leaves`, keyed).
 
@@ -721,6 +722,7 @@ def apply_leaves(
         exact: ``others`` must hold exactly ``td``'s keys (library ops): their non-tensor leaves meet
             through ``_binary``, and two in-memory trees of tensors take the fast branch, one
             comprehension (``fn`` runs again if it raised there, which only pure functions may).
+        named: turns a leaf's path into a key passed first to ``fn`` (``fn(key, leaf, *other_leaves)``).
 
     Returns:
         the new tree, or ``td`` itself when ``inplace``.
@@ -735,7 +737,7 @@ def apply_leaves(
     if batch_size is not None and type(batch_size) is not torch.Size:
         batch_size = torch.Size(batch_size)
     out: TensorDictBase = map_leaves(td, fn, NO_DEFAULT, what, batch_size, names, device, follow, others, inplace,
-                                     is_leaf, filter_empty, default, check, exact)
+                                     is_leaf, filter_empty, default, check, exact, (), named)
     return out
 
 
@@ -743,7 +745,7 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
                batch_size: torch.Size | None = None, names: Any = NO_DEFAULT, device: Any = NO_DEFAULT,
                follow: bool = False, others: Any = (), inplace: bool = False, is_leaf: Any = None,
                filter_empty: bool = False, default: Any = NO_DEFAULT, check: bool = False, exact: bool = True,
-               prefix: tuple[str, ...] = ()) -> TensorDictBase:
+               prefix: tuple[str, ...] = (), named: Any = None) -> TensorDictBase:
     """THE mapping engine: ``fn(leaf, *other_leaves)`` per leaf; library ops call it with one ``other``.
 
     :func:`apply_leaves` (its keyed form) describes every argument. Tensor leaves of unary maps and
@@ -776,7 +778,7 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
         bs = td.batch_size if batch_size is None else batch_size
         nd = len(bs)
         b0 = bs[0] if nd == 1 else -1  # shape[0] == b0 stands for shape[:1] == bs (cheaper)
-    lean = len(others) == 0 and not inplace  # (len: torch.compile cannot trace "not" on a tuple)
+    lean = len(others) == 0 and not inplace and named is None  # (len: compile cannot trace "not" on a tuple)
     for key, value in td._items_str():
         if lean and type(value) is _Tensor:  # the common case, kept lean
             try:
@@ -813,7 +815,7 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
         else:
             subs = [_other_entry(o, td, key, default, prefix, exact) for o in others] if others else ()
         result = _entry(td, key, value, subs, fn, what, batch_size, names, device, follow, inplace, is_leaf,
-                        filter_empty, default, check, exact, prefix)
+                        filter_empty, default, check, exact, prefix, named)
         if result is not _DROP:
             out[key] = result
     if inplace:
@@ -836,7 +838,7 @@ _DROP: Any = object()  # ``_entry``'s "no key in the result"
 
 def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_size: Any, names: Any, device: Any,
            follow: bool, inplace: bool, is_leaf: Any, filter_empty: bool, default: Any, check: bool, exact: bool,
-           prefix: tuple[str, ...]) -> Any:
+           prefix: tuple[str, ...], named: Any) -> Any:
     """One entry of :func:`map_leaves` off its lean paths: a node, another leaf type, others, in place."""
     result: Any
     if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
@@ -849,7 +851,7 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
             sub_bs = torch.Size(batch_size + value.batch_size[nd:])
             sub = sub_names(names, batch_size, value, nd)
         result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, sub, device, follow, subs, inplace,
-                            is_leaf, filter_empty, default, check, exact, (*prefix, key))
+                            is_leaf, filter_empty, default, check, exact, (*prefix, key), named)
         if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
             return _DROP
         if not inplace and type(value) in REWRAP_TYPES:
@@ -863,6 +865,8 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
                 # a batch op (or a map that changes the batch size: a reduction) leaves its data alone
                 result = (value._from_positions(fn(value._positions(), *subs)) if follow
                           else value._with_batch_size(batch_size))
+            elif named is not None:
+                result = fn(named((*prefix, key)), value, *subs)
             else:
                 result = fn(value, *subs)
         except Exception as err:

@@ -164,14 +164,14 @@ def from_schema(schema: Mapping[Any, tuple[Any, torch.dtype]], filename: str | o
         (torch.Size([1000, 4]), 0.0, True)
         >>> data.close()
     """
-    from .._keys import unravel_key_to_tuple
+    from .._keys import key_tuple
 
     size = torch.Size(() if batch_size is None else batch_size)
     out = PersistentTensorDict(filename=filename, mode="w", batch_size=size, device=device,
                                file_options=file_options, **kwargs)
     write_batch_attrs(out._group, size, None)
     for key, (shape, dtype) in schema.items():
-        path = unravel_key_to_tuple(key)
+        path = key_tuple(key)
         node: Any = out._walk_to(path, create=True)
         node._alloc_leaf(path[-1], (*size, *shape), dtype)
     return out

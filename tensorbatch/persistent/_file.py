@@ -5,12 +5,16 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import h5py
 import torch
 
 from .._io._shared import atomic_target as atomic_target  # (the one atomic file write)
+
+if TYPE_CHECKING:
+    import h5py
+else:
+    from ._h5 import h5py  # (imported on first use)
 
 # h5py.File options (the rest of a PersistentTensorDict's keyword arguments are dataset options)
 FILE_OPTIONS = frozenset({

@@ -10,11 +10,15 @@ What tensordict does not keep goes in attributes other readers ignore: a group's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import h5py
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    import h5py
+else:
+    from ._h5 import h5py  # (imported on first use)
 
 BATCH_ATTR = "tensorbatch_batch_size"
 NAMES_ATTR = "tensorbatch_names"

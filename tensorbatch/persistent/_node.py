@@ -5,9 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import h5py
 import numpy as np
 import torch
 
@@ -34,7 +33,12 @@ from ._rows import (
 )
 from ._view import IndexedView
 
-_Dataset = h5py.Dataset
+if TYPE_CHECKING:
+    import h5py
+else:
+    from ._h5 import h5py  # (imported on first use)
+
+
 _Size = torch.Size
 _from_numpy = torch.from_numpy
 _NO_ENTRY: tuple[Any, Any] = (None, None)
@@ -125,10 +129,10 @@ class PersistentTensorDict(TensorDictBase):
         obj = self._group.get(key)
         if obj is None:
             return _NO_ENTRY
-        if type(obj) is _Dataset and self._shared.chunk_cache_off and wants_no_cache(obj):
+        if type(obj) is h5py.Dataset and self._shared.chunk_cache_off and wants_no_cache(obj):
             obj = None  # closed first: HDF5 shares an open dataset, and its first open sets the chunk cache
             obj = open_without_cache(self._group, key, self._shared.file.mode == "r")
-        found = (obj, fmt.leaf_dtype(obj) if type(obj) is _Dataset else NODE)
+        found = (obj, fmt.leaf_dtype(obj) if type(obj) is h5py.Dataset else NODE)
         self._shared.entries[path] = found
         return found
 
@@ -311,7 +315,7 @@ class PersistentTensorDict(TensorDictBase):
 
     def _set_node(self, key: str, value: Any, existing: Any, inplace: bool) -> None:
         group = self._group
-        if inplace and existing is not None and type(existing) is not _Dataset:
+        if inplace and existing is not None and type(existing) is not h5py.Dataset:
             self._child(key, existing).update_(value)
             return
         if isinstance(value, PersistentTensorDict) and value._shared.file == self._shared.file:

@@ -29,12 +29,16 @@ import itertools
 import math
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import h5py
 import numpy as np
 
 from .._ops.rows import RowPlan
+
+if TYPE_CHECKING:
+    import h5py
+else:
+    from ._h5 import h5py  # (imported on first use)
 
 # A selected row costs about as much as reading this many more contiguous bytes (HDF5's cost per row of a
 # selection; measured with h5py 3 and HDF5 2 on a local disk, page cache warm).

@@ -21,7 +21,7 @@ from _flavours import (
     snapshot,
 )
 
-from tensorbatch import MemoryMappedTensor, TensorClass, TensorDictBase
+from tensorbatch import MemoryMappedTensor, TensorClass, TensorDict, TensorDictBase
 from tensorbatch._delegation import storage_of
 
 ALL_KEYS = {"a", "b", "c", "nested", ("nested", "d"), ("nested", "deep"), ("nested", "deep", "e")}
@@ -44,6 +44,15 @@ def test_keys_top_level(tdf):
     assert set(tdf.keys()) == {"a", "b", "c", "nested"}
     assert sorted(tdf.keys()) == tdf.sorted_keys
     assert len(tdf.keys()) == 4
+
+
+def test_key_membership_unravels(tdf):
+    assert ("a",) in tdf.keys() and (("a",),) in tdf.keys()
+    assert ("nested",) in tdf.keys() and ("nested", "x") not in tdf.keys()  # a nested key is no key of one level
+    nested = next(k for k in tdf.keys(include_nested=True) if type(k) is tuple)
+    assert nested in tdf.keys(True) and (nested[0], nested[1:]) in tdf.keys(True)
+    with pytest.raises(TypeError, match="Membership checks"):
+        ("a", 0) in tdf.keys()  # noqa: B015
 
 
 def test_keys_include_nested(tdf):
@@ -482,6 +491,15 @@ def test_load_state_dict_strict_missing_keys(flavour, tdf):
     with pytest.raises(RuntimeError):
         tdf.load_state_dict({"a": torch.zeros(3, 4, 5)})
     assert_same_content(tdf)
+
+
+def test_load_state_dict_takes_the_batch_sizes(flavour, tdf):
+    requires(flavour, "state_dict")
+    back = TensorDict().load_state_dict(tdf.state_dict(), strict=False)
+    assert back.batch_size == tdf.batch_size
+    assert back.get(("nested", "deep")).batch_size == tdf.get(("nested", "deep")).batch_size
+    for key in LEAF_KEYS:
+        torch.testing.assert_close(back.get(key), tdf.get(key))
 
 
 def test_load_state_dict_not_strict(flavour, tdf):

@@ -61,9 +61,9 @@ _THROUGH = "taken through **kwargs (called in test_through_kwargs)"
 # (group, method) -> (the reference's parameters our method takes through **kwargs, a call passing them all)
 THROUGH: dict[tuple[str, str], tuple[tuple[str, ...], Any]] = {
     ("LazyStackedTensorDict", "apply"): (
-        ("device", "names", "default", "filter_empty", "propagate_lock", "call_on_nested"),
+        ("device", "names", "default", "filter_empty", "propagate_lock", "call_on_nested", "is_leaf"),
         lambda tb: _stack(tb).apply(lambda x: x + 1, device="cpu", names=None, default=None, filter_empty=False,
-                                    propagate_lock=False, call_on_nested=False)),
+                                    propagate_lock=False, call_on_nested=False, is_leaf=None)),
     ("LazyStackedTensorDict", "empty"): (("device", "names"), lambda tb: _stack(tb).empty(device="cpu",
                                                                                          names=None)),
     ("LazyStackedTensorDict", "lazy_stack"): (

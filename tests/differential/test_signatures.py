@@ -25,8 +25,6 @@ pytestmark = [
 
 # method -> parameters our method takes through **kwargs (each is called in test_through_kwargs)
 THROUGH_KWARGS: dict[str, set[str]] = {
-    "apply": {"is_leaf"},
-    "named_apply": {"call_on_nested", "is_leaf", "out"},
     "mean": {"dtype"}, "nanmean": {"dtype"}, "nansum": {"dtype"}, "prod": {"dtype"}, "sum": {"dtype"},
     "norm": {"out", "dtype"},
     "std": {"correction"}, "var": {"correction"},
@@ -107,9 +105,6 @@ def _td(tb: Any) -> Any:
 
 
 THROUGH_CALLS = {
-    "apply": lambda td: td.apply(lambda x: x + 1, is_leaf=lambda t: False),
-    "named_apply": lambda td: td.named_apply(lambda k, x: x + 1, call_on_nested=False, is_leaf=None,
-                                             out=td.clone()),
     "mean": lambda td: td.mean(dtype=torch.float64), "nanmean": lambda td: td.nanmean(dtype=torch.float64),
     "nansum": lambda td: td.nansum(dtype=torch.float64), "prod": lambda td: td.prod(dtype=torch.float64),
     "sum": lambda td: td.sum(dtype=torch.float64),

@@ -369,3 +369,28 @@ def test_to_dict_and_repr_follow_the_tree() -> None:
     assert lines[3] == "|   |-- b: Tensor(shape=[2], dtype=float32, device=cpu)"
     assert lines[5] == "|   |   `-- c: Tensor(shape=[2], dtype=float32, device=cpu)"
     assert lines[-1].startswith("`-- z: Tensor")
+
+
+def test_apply_leaves_named_passes_the_key() -> None:
+    td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, batch_size=[2])
+    seen = []
+    out = apply_leaves(td, lambda key, x: seen.append(key) or x + 1, named=lambda path: path)
+    assert seen == [("a",), ("n", "b")]
+    assert out["n", "b"].tolist() == [2.0, 2.0]
+
+
+def test_apply_named_keys_and_prefix() -> None:
+    td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, batch_size=[2])
+    keys = []
+    td.apply(lambda key, x: keys.append(key), named=True)
+    td.apply(lambda key, x: keys.append(key), named=True, nested_keys=True)
+    td.apply(lambda key, x: keys.append(key), named=True, nested_keys=True, prefix=("p",))
+    assert keys == ["a", "b", "a", ("n", "b"), ("p", "a"), ("p", "n", "b")]
+
+
+def test_apply_refuses_unknown_keywords() -> None:
+    td = TensorDict({"a": torch.zeros(2)}, batch_size=[2])
+    with pytest.raises(TypeError, match="bogus"):
+        td.apply(lambda x: x, bogus=True)
+    with pytest.raises(TypeError, match="named"):
+        td.named_apply(lambda k, x: x, named=True)
