@@ -106,8 +106,6 @@ def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size
         >>> seen
         ['a', ('n', 'b')]
     """
-    if call_on_unbatched and batch_size is not None:
-        raise NotImplementedError("apply: call_on_unbatched=True with a new batch_size is not supported")
     if dynamo_compiling() and len(others) < 2 and batch_size is None and device is NO_DEFAULT and (
             names is NO_DEFAULT and not inplace and out is None and not call_on_nested and not propagate_lock
             and not named and is_leaf is None):
@@ -122,7 +120,7 @@ def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size
         self, fn, *others, batch_size=batch_size, names=names, device=dev, inplace=False,
         is_leaf=is_leaf, filter_empty=True if filter_empty is None else filter_empty, default=default,
         what="applying fn", check=True,  # a user function may change leading dims: refuse that
-        named=_key_maker(nested_keys, prefix) if named else None,
+        named=_key_maker(nested_keys, prefix) if named else None, call_on_unbatched=call_on_unbatched,
     )
     if not len(result._keys_str()) and filter_empty is not False and not self.is_empty():
         return None

@@ -702,6 +702,7 @@ def apply_leaves(
     follow: bool = False,
     exact: bool = False,
     named: Callable[[tuple[str, ...]], Any] | None = None,
+    call_on_unbatched: bool = False,
 ) -> TensorDictBase:
     """Map ``fn(leaf, *other_leaves)`` over every leaf and build the result (:func:`map_leaves`, keyed).
 
@@ -723,6 +724,8 @@ def apply_leaves(
             through ``_binary``, and two in-memory trees of tensors take the fast branch, one
             comprehension (``fn`` runs again if it raised there, which only pure functions may).
         named: turns a leaf's path into a key passed first to ``fn`` (``fn(key, leaf, *other_leaves)``).
+        call_on_unbatched: with a new ``batch_size``, call ``fn`` on ``UnbatchedTensor`` leaves too (else
+            they keep their data and take the new batch size).
 
     Returns:
         the new tree, or ``td`` itself when ``inplace``.
@@ -737,7 +740,7 @@ def apply_leaves(
     if batch_size is not None and type(batch_size) is not torch.Size:
         batch_size = torch.Size(batch_size)
     out: TensorDictBase = map_leaves(td, fn, NO_DEFAULT, what, batch_size, names, device, follow, others, inplace,
-                                     is_leaf, filter_empty, default, check, exact, (), named)
+                                     is_leaf, filter_empty, default, check, exact, (), named, call_on_unbatched)
     return out
 
 
@@ -745,7 +748,7 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
                batch_size: torch.Size | None = None, names: Any = NO_DEFAULT, device: Any = NO_DEFAULT,
                follow: bool = False, others: Any = (), inplace: bool = False, is_leaf: Any = None,
                filter_empty: bool = False, default: Any = NO_DEFAULT, check: bool = False, exact: bool = True,
-               prefix: tuple[str, ...] = (), named: Any = None) -> TensorDictBase:
+               prefix: tuple[str, ...] = (), named: Any = None, call_on_unbatched: bool = False) -> TensorDictBase:
     """THE mapping engine: ``fn(leaf, *other_leaves)`` per leaf; library ops call it with one ``other``.
 
     :func:`apply_leaves` (its keyed form) describes every argument. Tensor leaves of unary maps and
@@ -815,7 +818,7 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
         else:
             subs = [_other_entry(o, td, key, default, prefix, exact) for o in others] if others else ()
         result = _entry(td, key, value, subs, fn, what, batch_size, names, device, follow, inplace, is_leaf,
-                        filter_empty, default, check, exact, prefix, named)
+                        filter_empty, default, check, exact, prefix, named, call_on_unbatched)
         if result is not _DROP:
             out[key] = result
     if inplace:
@@ -838,7 +841,7 @@ _DROP: Any = object()  # ``_entry``'s "no key in the result"
 
 def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_size: Any, names: Any, device: Any,
            follow: bool, inplace: bool, is_leaf: Any, filter_empty: bool, default: Any, check: bool, exact: bool,
-           prefix: tuple[str, ...], named: Any) -> Any:
+           prefix: tuple[str, ...], named: Any, call_on_unbatched: bool) -> Any:
     """One entry of :func:`map_leaves` off its lean paths: a node, another leaf type, others, in place."""
     result: Any
     if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
@@ -851,7 +854,7 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
             sub_bs = torch.Size(batch_size + value.batch_size[nd:])
             sub = sub_names(names, batch_size, value, nd)
         result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, sub, device, follow, subs, inplace,
-                            is_leaf, filter_empty, default, check, exact, (*prefix, key), named)
+                            is_leaf, filter_empty, default, check, exact, (*prefix, key), named, call_on_unbatched)
         if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
             return _DROP
         if not inplace and type(value) in REWRAP_TYPES:
@@ -861,7 +864,7 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
             if is_node(sub) and (is_leaf is None or not is_leaf(type(sub))):
                 raise key_sets_differ((*prefix, key), (), sub._keys_str())
         try:
-            if (follow or batch_size is not None) and isinstance(value, UnbatchedTensor):
+            if (follow or batch_size is not None) and isinstance(value, UnbatchedTensor) and not call_on_unbatched:
                 # a batch op (or a map that changes the batch size: a reduction) leaves its data alone
                 result = (value._from_positions(fn(value._positions(), *subs)) if follow
                           else value._with_batch_size(batch_size))
@@ -874,6 +877,8 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
             raise
         if result is None:
             return _DROP
+        if call_on_unbatched and batch_size is not None and isinstance(result, UnbatchedTensor):
+            result = result._with_batch_size(batch_size)
         if check:
             _check_one(result, td.batch_size if batch_size is None else batch_size, (*prefix, key))
         if inplace:

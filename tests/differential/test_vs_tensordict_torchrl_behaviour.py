@@ -141,6 +141,18 @@ def test_apply_unknown_keyword(ref, tb):
     check(ref, tb, lambda lib: _td(lib).apply(lambda x: x, bogus=1))
 
 
+@pytest.mark.parametrize("call_on_unbatched", [False, True])
+@pytest.mark.parametrize("batch_size", [None, [2]], ids=["same_batch", "new_batch"])
+def test_apply_call_on_unbatched(ref, tb, call_on_unbatched, batch_size):
+    def fn(lib: Any) -> Any:
+        td = lib.TensorDict(a=torch.zeros(3, 2), u=lib.UnbatchedTensor(torch.ones(5)), batch_size=[3])
+        out = td.apply(lambda x: x[:2] if x.shape[0] == 3 else x * 2, batch_size=batch_size,
+                       call_on_unbatched=call_on_unbatched)
+        u = out.get("u")
+        return type(u).__name__, tuple(u.batch_size), u.as_subclass(torch.Tensor).tolist(), summary(out["a"])
+    check(ref, tb, fn)
+
+
 # ------------------------------------------------------------------------------------------- 2. unravel_key
 KEYS = {"int": (0,), "str_int": ("a", 0), "nested_int": ("a", ("b", 0)), "empty": (), "empty_part": ("a", ()),
         "one": ("a",), "nested_one": (("a",),), "nested": ("a", ("b", ("c",))), "none_part": ("a", None),
