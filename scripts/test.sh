@@ -14,6 +14,10 @@ PY=.venv/bin/python
 "$PY" -m pip install --disable-pip-version-check -q torch==2.13.0
 # The optional backends too, so that CI skips nothing (h5py comes with the test extra).
 "$PY" -m pip install --disable-pip-version-check -q -e '.[test,redis,tabular,safetensors]'
+# TorchRL runs on tensorbatch through tensorbatch.compat (tests/compat/test_torchrl.py). Without its dependencies:
+# they would pull the real tensordict's pins; its compiled extension does not load on torch 2.13, and it runs without.
+"$PY" -m pip install --disable-pip-version-check -q --no-deps torchrl==0.14.1
+"$PY" -m pip install --disable-pip-version-check -q cloudpickle packaging pyvers
 
 # Any non-zero pytest exit fails the script, including 5 (no tests collected).
 tests_rc=0
