@@ -48,7 +48,7 @@ def _numbers(stdout: str) -> dict[str, float]:
     return out
 
 
-@pytest.mark.parametrize("script", ["ppo.py", "dqn_sac.py", "envs_buffers.py"])
+@pytest.mark.parametrize("script", ["ppo.py", "dqn_sac.py", "envs_buffers.py", "transforms_rnn.py"])
 def test_same_numbers_as_tensordict(script: str) -> None:
     runs = {}
     for flag in ("--reference", "--switch"):

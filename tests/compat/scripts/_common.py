@@ -29,6 +29,7 @@ class PointEnv(EnvBase):
 
     def __init__(self, batch_size: tuple[int, ...] = ()) -> None:
         super().__init__(batch_size=torch.Size(batch_size))
+        self.rng = torch.Generator().manual_seed(0)
         shape = self.batch_size
         self.observation_spec = Composite(observation=Unbounded((*shape, 3)), steps=Unbounded((*shape, 1)),
                                           shape=shape)
