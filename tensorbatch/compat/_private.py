@@ -121,13 +121,27 @@ def _utils() -> dict[str, Any]:
             "_is_non_tensor": _is_non_tensor, "_is_tensorclass": _is_tensorclass}
 
 
+# Public names of tensordict.base that are re-exports there: tensorbatch.base imports no backend (DESIGN.md), so
+# only the alias module carries them.
+_BASE_REEXPORTS = ("from_any", "from_csv", "from_dict", "from_h5", "from_json", "from_namedtuple", "from_pandas",
+                   "from_parquet", "from_struct_array", "from_tuple", "get_defaults_to_none", "is_tensor_collection",
+                   "set_get_defaults_to_none")
+
+
 def _base() -> dict[str, Any]:
-    from .._td import TensorDict  # noqa: F401  (the base module's neighbours are loaded by then)
+    import tensorbatch
+
     from ..base import TensorDictBase
-    return {"_ACCEPTED_CLASSES": (torch.Tensor, TensorDictBase), "_NESTED_TENSORS_AS_LISTS": _NESTED_TENSORS_AS_LISTS,
+    return {**{name: getattr(tensorbatch, name) for name in _BASE_REEXPORTS},
+            "_ACCEPTED_CLASSES": (torch.Tensor, TensorDictBase), "_NESTED_TENSORS_AS_LISTS": _NESTED_TENSORS_AS_LISTS,
             "_NESTED_TENSORS_AS_LISTS_NONTENSOR": _NESTED_TENSORS_AS_LISTS_NONTENSOR,
             "_default_is_leaf": default_is_leaf, "_is_leaf_nontensor": is_leaf_nontensor,
             "_is_tensor_collection": is_tensor_collection}
+
+
+def _functional() -> dict[str, Any]:
+    from .._collate import collate  # (tensorbatch.functional cannot import it: _collate imports functional)
+    return {"collate": collate}
 
 
 def _c() -> dict[str, Any]:
@@ -143,6 +157,7 @@ def _functional_modules() -> dict[str, Any]:
 OVERLAYS: dict[str, Callable[[], dict[str, Any]]] = {
     "tensordict.utils": _utils,
     "tensordict.base": _base,
+    "tensordict.functional": _functional,
     "tensordict._C": _c,
     "tensordict.nn.functional_modules": _functional_modules,
 }

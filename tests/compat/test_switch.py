@@ -194,3 +194,17 @@ def test_submodule_import_keeps_a_function_of_the_same_name() -> None:
         print(callable(tensorclass), T(x=torch.zeros(2), batch_size=[2]).x.shape, is_non_tensor(NonTensorData(1)))
     """)
     assert out.split() == ["True", "torch.Size([2])", "True"]
+
+
+def test_public_names_of_tensordict_modules() -> None:
+    """Re-exports of tensordict.base and tensordict.functional that tensorbatch's modules cannot hold (layering)."""
+    out = check_output("""
+        import tensorbatch.compat
+        tensorbatch.compat.install()
+        import tensorbatch
+        from tensordict.base import from_dict, from_h5, is_tensor_collection, get_defaults_to_none
+        from tensordict.functional import collate, dense_stack_tds
+        print(from_dict is tensorbatch.from_dict, from_h5 is tensorbatch.from_h5, callable(collate))
+        print(hasattr(tensorbatch.base, "from_dict"), hasattr(tensorbatch.functional, "collate"))
+    """)
+    assert out.splitlines() == ["True True True", "False False"]
