@@ -48,6 +48,10 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
     if type(dim) is str:
         if dim != "feature":
             raise ValueError(f"dim must be an int, a tuple of ints or 'feature', got {dim!r}")
+        if reduce:  # one reduction over every leaf's features side by side, to the batch shape (as tensordict,
+            # whatever keepdim): TorchRL sums composite log-probabilities so
+            features = torch.cat([leaf.reshape(*td.batch_size, -1) for leaf in flat_leaves(td)], -1)
+            return _call(op, name, features, (features.ndim - 1,), False, kwargs)
         return _reduce_features(td, name, keepdim, kwargs)
     if dim is NO_DEFAULT or dim is None:
         if reduce:
