@@ -3,8 +3,9 @@
 A small MLP (16 -> 64 -> 64 -> 4, tanh) called through ``TensorDictModule``, a two-module
 ``TensorDictSequential`` and a probabilistic actor (``ProbabilisticTensorDictSequential`` of the MLP, a
 ``NormalParamExtractor`` and a ``Normal``), at batch 64 and 4096, eager and compiled (``torch.compile``,
-default options). The raw floor is the same ``nn.Module`` objects called on plain tensors (for the
-probabilistic case: the MLP, the extractor, then ``Normal(loc, scale)`` and a sample, as the modules do).
+default options). The raw floor is the same ``nn.Module`` objects called on plain tensors, returning every
+output the modules write (a sequence keeps its intermediate outputs; for the probabilistic case: the MLP, the
+extractor, then ``Normal(loc, scale)`` and a sample, as the modules do).
 The eager overhead of a module is its time minus raw's: the closing lines of the suite compare
 tensorbatch's overhead with tensordict's (target: at most 0.6x) and the compiled calls with the compiled
 plain module (target: within 1.05x).
@@ -54,7 +55,8 @@ def _sequence(lib: Any, batch: int, compiled: bool) -> Callable[[], Any]:
     data = _data(lib, batch)
     if lib is None:
         def fn(x: torch.Tensor) -> Any:
-            return head(mlp(x))
+            hidden = mlp(x)
+            return hidden, head(hidden)  # (the sequence keeps both outputs too)
     else:
         tdnn = _nn(lib)
         fn = tdnn.TensorDictSequential(tdnn.TensorDictModule(mlp, in_keys=["obs"], out_keys=["hidden"]),
@@ -73,8 +75,9 @@ def _probabilistic(lib: Any, batch: int, compiled: bool) -> Callable[[], Any]:
         extract = NormalParamExtractor()
 
         def fn(x: torch.Tensor) -> Any:
-            loc, scale = extract(mlp(x))
-            return torch.distributions.Normal(loc, scale).sample()
+            params = mlp(x)
+            loc, scale = extract(params)
+            return params, loc, scale, torch.distributions.Normal(loc, scale).sample()
     else:
         tdnn = _nn(lib)
         fn = tdnn.ProbabilisticTensorDictSequential(

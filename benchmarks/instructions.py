@@ -92,11 +92,11 @@ def main() -> None:
         names = args.cases.split(",") if args.cases else [n for n in run.cases_nn.CASES if "compiled" not in n]
         tree = str(HERE.parent)
         counts = {lib: count(tree, names, args.calls, lib) for lib in ("tensorbatch", "tensordict", "raw")}
-        print(f"{'case':<22} {'tb':>10} {'td':>10} {'raw':>10} {'tb-raw':>9} {'td-raw':>9} {'ratio':>6}")
+        print(f"{'case':<26} {'tb':>10} {'td':>10} {'raw':>10} {'tb-raw':>9} {'td-raw':>9} {'over':>6} {'tb/raw':>7}")
         for name in names:
             tb, td, raw = (counts[lib][name] for lib in ("tensorbatch", "tensordict", "raw"))
-            print(f"{name:<22} {tb:>10} {td:>10} {raw:>10} {tb - raw:>9} {td - raw:>9} "
-                  f"{(tb - raw) / max(td - raw, 1):>6.2f}")
+            over = f"{(tb - raw) / (td - raw):.2f}" if td > raw else "-"  # tb's overhead over raw / td's
+            print(f"{name:<26} {tb:>10} {td:>10} {raw:>10} {tb - raw:>9} {td - raw:>9} {over:>6} {tb / raw:>7.3f}")
         return
     if not (args.old and args.new):
         p.error("OLD_TREE and NEW_TREE are required without --libs")
