@@ -12,6 +12,9 @@ names such libraries import (``tensordict.utils._zip_strict``, ``tensordict.base
 and the private TensorDict methods they call (``_fast_apply``, ``_set_str(..., non_blocking=...)``) exist only
 while the switch is on, in this package; tensorbatch's own modules do not have them.
 
+Put the line at the top of the main script: processes started with ``spawn`` (TorchRL's ``ParallelEnv``,
+multi-process collectors) import that script again and so install the switch too.
+
 ``tensordict.__version__`` reads ``"0.15.3"``, the tensordict release whose API tensorbatch follows, for
 libraries that compare it; ``tensorbatch.__version__`` is tensorbatch's own.
 """
