@@ -16,6 +16,8 @@ from .common import TensorDictModule, TensorDictModuleBase, WrapModule, _module_
 
 __all__ = ["TensorDictSequential"]
 
+_BASE_OUT_KEYS: Any = TensorDictModuleBase.__dict__["out_keys"]  # the base's property (a sequence extends its setter)
+
 
 class TensorDictSequential(TensorDictModule):
     """Run TensorDict modules in order, each reading what the previous ones wrote.
@@ -50,15 +52,12 @@ class TensorDictSequential(TensorDictModule):
     module: nn.Module
     _select_before_return = False
 
-    @property
-    def out_keys(self) -> list[NestedKey]:
-        """The keys written (only the selected ones after ``select_out_keys``)."""
-        return self._out_keys_apparent
+    def _set_out_keys(self, value: list[NestedKey]) -> None:
+        _BASE_OUT_KEYS.fset(self, value)
+        self._complete_out_keys = list(self._out_keys)  # what reset_out_keys goes back to
 
-    @out_keys.setter
-    def out_keys(self, value: list[NestedKey]) -> None:
-        self._out_keys = self._out_keys_apparent = unravel_key_list(list(value))
-        self._complete_out_keys = list(self._out_keys)
+    out_keys = property(_BASE_OUT_KEYS.fget, _set_out_keys,
+                        doc="The keys written (only the selected ones after ``select_out_keys``).")
 
     def __init__(self, *modules: Any, partial_tolerant: bool = False,
                  selected_out_keys: list[NestedKey] | None = None, inplace: bool | str | None = None) -> None:

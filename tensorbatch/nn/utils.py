@@ -157,18 +157,36 @@ class set_skip_existing(_DecoratorContextManager):
         return out
 
     def __call__(self, func: Callable[..., Any]) -> Any:
+        return super().__call__(self._skipping(func, restore=False))
+
+    def _skipping(self, func: Callable[..., Any], restore: bool) -> Callable[..., Any]:
+        """``func`` returning its input unchanged when the mode current at call time allows it.
+
+        With ``restore`` (the per-call decorator of ``forward``) the mode is put back after the call if a nested
+        module changed it, and a compiled region refuses an active mode.
+        """
         self._called = True
         _check_first_arg(func)
         in_attr, out_attr = self.in_key_attr, self.out_key_attr
 
         @functools.wraps(func)
         def wrapper(_self: Any, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
-            mode = skip_existing()
-            if mode and _can_skip(mode, _self, tensordict, in_attr, out_attr):
+            mode = _SKIP_EXISTING.get()
+            if not mode:
+                return func(_self, tensordict, *args, **kwargs)
+            if restore and is_compiling():
+                raise RuntimeError("skip_existing is not compatible with torch.compile.")
+            if _can_skip(mode, _self, tensordict, in_attr, out_attr):
                 return tensordict
-            return func(_self, tensordict, *args, **kwargs)
+            if not restore:
+                return func(_self, tensordict, *args, **kwargs)
+            try:
+                return func(_self, tensordict, *args, **kwargs)
+            finally:  # a nested module may have changed it
+                if _SKIP_EXISTING.get() is not mode:
+                    _SKIP_EXISTING.set(mode)
 
-        return super().__call__(wrapper)
+        return wrapper
 
     def __enter__(self) -> None:
         if self.mode and is_compiling():
@@ -204,26 +222,7 @@ class _set_skip_existing_None(set_skip_existing):
         return type(self)()
 
     def __call__(self, func: Callable[..., Any]) -> Any:
-        self._called = True
-        _check_first_arg(func)
-        in_attr, out_attr = self.in_key_attr, self.out_key_attr
-
-        @functools.wraps(func)
-        def wrapper(_self: Any, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
-            mode = _SKIP_EXISTING.get()
-            if not mode:
-                return func(_self, tensordict, *args, **kwargs)
-            if is_compiling():
-                raise RuntimeError("skip_existing is not compatible with torch.compile.")
-            if _can_skip(mode, _self, tensordict, in_attr, out_attr):
-                return tensordict
-            try:
-                return func(_self, tensordict, *args, **kwargs)
-            finally:  # a nested module may have changed it
-                if _SKIP_EXISTING.get() is not mode:
-                    _SKIP_EXISTING.set(mode)
-
-        return wrapper
+        return self._skipping(func, restore=True)
 
 
 class _set_dispatch_td_nn_modules(_DecoratorContextManager):
