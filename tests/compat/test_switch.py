@@ -11,7 +11,9 @@ from ._run import check_output, run_python
 MODULES = ["tensordict", "tensordict.utils", "tensordict.base", "tensordict.tensorclass", "tensordict.memmap",
            "tensordict._tensorcollection", "tensordict._C", "tensordict.store", "tensordict._td", "tensordict._lazy",
            "tensordict.tensordict", "tensordict._pytree", "tensordict.functional", "tensordict.persistent",
-           "tensordict.nn", "tensordict.nn.params", "tensordict.nn.functional_modules"]
+           "tensordict.nn", "tensordict.nn.params", "tensordict.nn.functional_modules", "tensordict.nn.common",
+           "tensordict.nn.sequence", "tensordict.nn.utils", "tensordict.nn.probabilistic", "tensordict.nn.distributions",
+           "tensordict.nn.ensemble", "tensordict.nn.cudagraphs", "tensordict.nn.tensorclass_module"]
 
 
 def test_modules_resolve_to_tensorbatch() -> None:
@@ -25,7 +27,11 @@ def test_modules_resolve_to_tensorbatch() -> None:
         for name in {MODULES!r}:
             module = importlib.import_module(name)
             assert sys.modules[name] is module, name
-        from tensordict.nn import TensorDictParams
+        from tensordict.nn import TensorDictParams, TensorDictModule, ProbabilisticTensorDictSequential
+        from tensordict.nn.probabilistic import interaction_type, set_interaction_type, _use_generator
+        from tensordict.nn.distributions import NormalParamExtractor, Delta
+        from tensordict.nn.utils import _set_dispatch_td_nn_modules, _set_skip_existing_None, mappings
+        assert TensorDictModule is tensorbatch.nn.TensorDictModule and Delta is tensorbatch.nn.distributions.Delta
         from tensordict.tensorclass import NonTensorData, TensorClass
         from tensordict.memmap import MemoryMappedTensor
         from tensordict.store import TensorDictStore
