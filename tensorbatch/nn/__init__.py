@@ -11,6 +11,7 @@ from typing import Any
 from torch import nn
 
 from .._td import TensorDict
+from ..functional import make_tensordict as make_tensordict
 from . import _modules
 from ._mappings import add_custom_mapping as add_custom_mapping
 from ._mappings import biased_softplus as biased_softplus
@@ -83,6 +84,6 @@ __all__ = [
     "TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper", "TensorDictParams",
     "TensorDictSequential", "TruncatedNormal", "WrapModule", "add_custom_mapping", "as_tensordict_module",
     "biased_softplus", "composite_lp_aggregate", "dispatch", "from_module", "from_modules", "interaction_type",
-    "inv_softplus", "mappings", "rand_one_hot", "set_composite_lp_aggregate", "set_interaction_type",
+    "inv_softplus", "make_tensordict", "mappings", "rand_one_hot", "set_composite_lp_aggregate", "set_interaction_type",
     "set_skip_existing", "skip_existing",
 ]

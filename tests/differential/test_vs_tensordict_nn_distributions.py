@@ -578,3 +578,18 @@ def test_distributions_package_names(ref: Any, tb: Any) -> None:
         return [sorted(mod.__all__), sorted(mod.continuous.__all__), sorted(mod.discrete.__all__)]
 
     check(ref, tb, fn)
+
+
+@pytest.mark.parametrize("path", ["nn", "nn.probabilistic", "nn.utils", "nn.distributions", "nn.distributions.composite",
+                                  "nn.distributions.continuous", "nn.distributions.discrete",
+                                  "nn.distributions.truncated_normal"])
+def test_public_names_of_nn_modules(ref: Any, tb: Any, path: str) -> None:
+    import importlib
+    import types
+
+    theirs = importlib.import_module(f"{ref.__name__}.{path}")
+    ours = importlib.import_module(f"{tb.__name__}.{path}")
+    names = getattr(theirs, "__all__", None) or [n for n in dir(theirs) if not n.startswith("_")]
+    wanted = [n for n in names if not isinstance(getattr(theirs, n, None), types.ModuleType) or n in
+              ("continuous", "discrete")]
+    assert [n for n in wanted if not hasattr(ours, n)] == []
