@@ -93,6 +93,8 @@ from .utils import is_integer as is_integer
 from .utils import is_leaf_nontensor as is_leaf_nontensor
 from .utils import parse_tensor_dict_string as parse_tensor_dict_string
 from .nn import TensorDictParams as TensorDictParams
+from .nn import TensorClassModuleBase as TensorClassModuleBase
+from .nn import TensorClassModuleWrapper as TensorClassModuleWrapper
 from .nn import as_tensordict_module as as_tensordict_module
 from .nn import from_module as from_module
 from .nn import from_modules as from_modules
@@ -142,7 +144,7 @@ __all__ += [  # the options and helpers of issue 16 (item 3)
     "is_leaf_nontensor", "lazy_legacy", "list_to_stack", "parse_tensor_dict_string", "set_capture_non_tensor_stack",
     "set_get_defaults_to_none", "set_lazy_legacy", "set_list_to_stack", "set_printoptions",
 ]
-__all__ += ["as_tensordict_module"]
+__all__ += ["TensorClassModuleBase", "TensorClassModuleWrapper", "as_tensordict_module"]
 __all__ += ["LazyStackedTensorDictStore", "TensorDictParams", "TensorDictStore", "collate", "from_module",
             "from_modules", "tensordict", "typedtensordict"]
 __all__ += [  # memmap archives, append_memmap, safetensors files, pack (issue 16)

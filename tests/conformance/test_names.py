@@ -28,7 +28,6 @@ import tensorbatch
 
 from . import _names
 
-_NN = "tensordict.nn modules are out of scope (issue 16, 'Not here')"
 _ZARR = "zarr is out of scope (issue 16, 'Not here')"
 _QUANT = ("torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) raises: a quantized tensor needs a "
           "scale and a zero point); deprecated upstream, removed in 0.18: use td.apply(torch.quantize_per_tensor...)")
@@ -36,8 +35,6 @@ _QUANT = ("torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) ra
 # (group, name) -> why our counterpart lacks the name (or has another kind)
 EXCLUDED: dict[tuple[str, str], str] = {
     # out of scope
-    ("package", "TensorClassModuleBase"): _NN,
-    ("package", "TensorClassModuleWrapper"): _NN,
     ("package", "from_zarr"): _ZARR,
     ("*", "from_zarr"): _ZARR,
     ("*", "to_zarr"): _ZARR,
