@@ -36,7 +36,7 @@ from .._ops.traverse import is_non_tensor
 from ..base import TensorDictBase
 from ._switches import InteractionType, composite_lp_aggregate, interaction_type, set_composite_lp_aggregate
 from .common import TensorDictModuleBase, _module_forward
-from .distributions import _deterministic
+from .distributions import _by_name, _deterministic
 from .distributions.composite import CompositeDistribution, _add_suffix, _resolve_name_map, _total
 from .distributions.continuous import Delta
 
@@ -82,14 +82,6 @@ def _is_inside(key: NestedKey, other: NestedKey) -> bool:
     key = (key,) if isinstance(key, str) else key
     other = (other,) if isinstance(other, str) else other
     return len(key) > len(other) and key[:len(other)] == other
-
-
-def _distribution_by_name(name: str) -> Any:
-    from . import distributions
-
-    classes = (distributions.NormalParamExtractor, distributions.AddStateIndependentNormalScale, Delta,
-               distributions.OneHotCategorical)
-    return {cls.__name__.lower(): cls for cls in classes}.get(name.lower())
 
 
 def _rename_entries(tensordict: TensorDictBase, renames: list[tuple[NestedKey, NestedKey]]) -> None:
@@ -208,7 +200,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                     self._custom_log_prob_keys.append((_add_suffix(out_key, "_log_prob"), lp_key))
         self.default_interaction_type = InteractionType(default_interaction_type)
         if isinstance(distribution_class, str):
-            distribution_class = _distribution_by_name(distribution_class)
+            distribution_class = _by_name().get(distribution_class.lower())
         self.distribution_class = distribution_class
         self.distribution_kwargs = distribution_kwargs
         if return_log_prob:

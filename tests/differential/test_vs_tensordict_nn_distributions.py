@@ -593,3 +593,11 @@ def test_public_names_of_nn_modules(ref: Any, tb: Any, path: str) -> None:
     wanted = [n for n in names if not isinstance(getattr(theirs, n, None), types.ModuleType) or n in
               ("continuous", "discrete")]
     assert [n for n in wanted if not hasattr(ours, n)] == []
+
+
+def test_deprecated_distributions_maps(ref: Any, tb: Any) -> None:
+    def fn(lib: Any) -> Any:
+        maps = __import__(f"{lib.__name__}.nn.distributions", fromlist=["x"]).distributions_maps
+        return sorted((name, cls.__name__) for name, cls in maps.items())
+
+    check(ref, tb, fn)

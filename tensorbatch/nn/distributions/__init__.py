@@ -7,6 +7,9 @@ and the modules that turn a network's output into distribution parameters.
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from .._mappings import add_custom_mapping as add_custom_mapping
 from .._mappings import mappings as mappings
 from .._switches import InteractionType as InteractionType
@@ -36,3 +39,17 @@ __all__ = [
     "rand_one_hot",
     "set_interaction_type",
 ]
+
+
+def _by_name() -> dict[str, Any]:
+    """The classes a probabilistic module takes by name (``distribution_class="Delta"``), by lower-case name."""
+    return {cls.__name__.lower(): cls for cls in (NormalParamExtractor, AddStateIndependentNormalScale, Delta,
+                                                  OneHotCategorical)}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "distributions_maps":  # deprecated in tensordict 0.15
+        warnings.warn(f"{__name__}.distributions_maps is deprecated and will be removed in TensorDict 0.17.",
+                      DeprecationWarning, stacklevel=2)
+        return _by_name()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
