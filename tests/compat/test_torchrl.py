@@ -1,6 +1,6 @@
 """TorchRL 0.14.1 on tensorbatch through ``tensorbatch.compat.install()``.
 
-Each script in ``scripts/`` runs twice in fresh interpreters: with the real tensordict, and with ``--switch``
+Each script in ``scripts/`` runs twice in fresh interpreters, at once: with the real tensordict, and with ``--switch``
 (tensordict resolved to tensorbatch); the numbers they print must agree. Each run stays under ~20 s of CPU.
 """
 
@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from ._run import SCRIPTS, check_output, run_python
+from ._run import SCRIPTS, check_output, run_scripts_in_parallel
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torchrl") is None,
                                 reason="torchrl (0.14.1, installed with --no-deps by scripts/test.sh) is missing")
@@ -51,8 +51,8 @@ def _numbers(stdout: str) -> dict[str, float]:
 @pytest.mark.parametrize("script", ["ppo.py", "dqn_sac.py", "envs_buffers.py", "transforms_rnn.py"])
 def test_same_numbers_as_tensordict(script: str) -> None:
     runs = {}
-    for flag in ("--reference", "--switch"):
-        done = run_python(script=SCRIPTS / script, args=(flag,), timeout=240)
+    results = run_scripts_in_parallel({flag: (SCRIPTS / script, (flag,)) for flag in ("--reference", "--switch")})
+    for flag, done in results.items():
         assert done.returncode == 0, f"{script} {flag} failed:\n{done.stderr[-6000:]}"
         assert done.stdout.rstrip().endswith("done"), done.stdout[-2000:]
         runs[flag] = _numbers(done.stdout)
