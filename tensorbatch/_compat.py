@@ -6,6 +6,12 @@ from typing import Any
 
 import torch
 
+# The base of torch's no_grad-style blocks (a context manager that decorates functions and generators, each
+# call in a fresh copy): private, present since torch 1.x; tensorbatch.nn's skip-existing and dispatch blocks use it.
+from torch.utils._contextlib import _DecoratorContextManager as _DecoratorContextManager
+
+DecoratorContextManager = _DecoratorContextManager
+
 try:  # private module, stable since torch 2.2; the public spelling arrived later
     from torch.utils import _pytree as pytree
 except ImportError:  # pragma: no cover

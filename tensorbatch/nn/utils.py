@@ -18,8 +18,8 @@ from typing import Any
 
 from torch.compiler import is_compiling
 from torch.nn.parameter import Buffer as Buffer
-from torch.utils._contextlib import _DecoratorContextManager
 
+from .._compat import DecoratorContextManager
 from .._keys import NestedKey, unravel_key_list
 from .._options import _env_mode
 
@@ -115,7 +115,7 @@ def _check_first_arg(func: Callable[..., Any]) -> None:
         break
 
 
-class set_skip_existing(_DecoratorContextManager):
+class set_skip_existing(DecoratorContextManager):
     """Skip modules whose outputs are already in the input TensorDict.
 
     As a context manager or decorator of a block, ``set_skip_existing(True)`` makes every module whose
@@ -225,7 +225,7 @@ class _set_skip_existing_None(set_skip_existing):
         return self._skipping(func, restore=True)
 
 
-class _set_dispatch_td_nn_modules(_DecoratorContextManager):
+class _set_dispatch_td_nn_modules(DecoratorContextManager):
     """Turn the dispatch of tensor arguments on or off within a block (or a decorated function).
 
     Examples:
