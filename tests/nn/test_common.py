@@ -156,7 +156,7 @@ def test_cudagraph_capture_and_replay():
         td = TensorDict(x=torch.full((4,), float(i), device="cuda"), batch_size=[4], device="cuda")
         out = graphed(td)
         assert out["y"].tolist() == [2.0 * i + 1] * 4
-    assert graphed.counter == 3
+    assert graphed.counter == 2  # one eager warmup call, then the capture; replays do not count
     with pytest.raises(ValueError, match="CUDA graphs replay fixed shapes"):
         graphed(TensorDict(x=torch.zeros(5, device="cuda"), batch_size=[5], device="cuda"))
     function = CudaGraphModule(lambda a: a + 1, warmup=1)
