@@ -91,9 +91,10 @@ class KeyList(list):  # type: ignore[type-arg]
     __slots__ = ()
 
     def __contains__(self, key: object) -> bool:
+        # (super(), not list.__contains__(self, ...): dynamo traces the former only)
         if type(key) is str:
-            return list.__contains__(self, key)
-        return list.__contains__(self, _member(key))
+            return super().__contains__(key)
+        return super().__contains__(_member(key))
 
 
 def keys(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
