@@ -1,6 +1,10 @@
-"""Parameters as TensorDicts: :class:`TensorDictParams`, and ``from_module``/``from_modules``/``to_module``.
+"""Modules over TensorDicts (``tensordict.nn``'s API) and parameters as TensorDicts.
 
-Importing this package attaches ``TensorDict.from_module``, ``TensorDict.from_modules`` and
+Modules read ``in_keys`` from a TensorDict and write ``out_keys``: :class:`TensorDictModule`,
+:class:`TensorDictSequential`, the probabilistic modules (:class:`ProbabilisticTensorDictModule`,
+:class:`ProbabilisticTensorDictSequential`) and their distributions (``tensorbatch.nn.distributions``),
+:class:`EnsembleModule`, :class:`CudaGraphModule`. Parameters: :class:`TensorDictParams`, and
+``from_module``/``from_modules``/``to_module``. Importing this package attaches ``TensorDict.from_module``, ``TensorDict.from_modules`` and
 ``TensorDictBase.to_module`` (``tensorbatch`` imports it).
 """
 
