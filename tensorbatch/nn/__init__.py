@@ -4,8 +4,8 @@ Modules read ``in_keys`` from a TensorDict and write ``out_keys``: :class:`Tenso
 :class:`TensorDictSequential`, the probabilistic modules (:class:`ProbabilisticTensorDictModule`,
 :class:`ProbabilisticTensorDictSequential`) and their distributions (``tensorbatch.nn.distributions``),
 :class:`EnsembleModule`, :class:`CudaGraphModule`. Parameters: :class:`TensorDictParams`, and
-``from_module``/``from_modules``/``to_module``. Importing this package attaches ``TensorDict.from_module``, ``TensorDict.from_modules`` and
-``TensorDictBase.to_module`` (``tensorbatch`` imports it).
+``from_module``/``from_modules``/``to_module``. Importing this package attaches ``TensorDict.from_module``,
+``TensorDict.from_modules`` and ``TensorDictBase.to_module`` (``tensorbatch`` imports it).
 """
 
 from __future__ import annotations
