@@ -91,6 +91,9 @@ def _probabilistic(lib: Any, batch: int, compiled: bool) -> Callable[[], Any]:
 def _call(fn: Any, data: Any, compiled: bool) -> Callable[[], Any]:
     if not compiled:
         return lambda: fn(data)
+    # every case compiles afresh: the modules of all cases share a few forward functions, and dynamo keeps at
+    # most 8 compiled variants of one function (recompile_limit), then runs it eagerly
+    torch._dynamo.reset()
     fn = torch.compile(fn)
 
     def call() -> Any:
