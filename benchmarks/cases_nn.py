@@ -3,8 +3,8 @@
 A small MLP (16 -> 64 -> 64 -> 4, tanh) called through ``TensorDictModule``, a two-module
 ``TensorDictSequential`` and a probabilistic actor (``ProbabilisticTensorDictSequential`` of the MLP, a
 ``NormalParamExtractor`` and a ``Normal``), at batch 64 and 4096, eager and compiled (``torch.compile``,
-default options). The raw floor is the same ``nn.Module`` objects called on plain tensors, returning every
-output the modules write (a sequence keeps its intermediate outputs; for the probabilistic case: the MLP, the
+default options). The raw floor is the same ``nn.Module`` objects called on plain tensors (one ``nn.Module``
+holding them, so that the compiled floor is a compiled module too), returning every output the modules write (a sequence keeps its intermediate outputs; for the probabilistic case: the MLP, the
 extractor, then ``Normal(loc, scale)`` and a sample, as the modules do).
 The eager overhead of a module is its time minus raw's: the closing lines of the suite compare
 tensorbatch's overhead with tensordict's (target: at most 0.6x) and the compiled calls with the compiled
@@ -52,13 +52,38 @@ def _module(lib: Any, batch: int, compiled: bool) -> Callable[[], Any]:
     return _call(fn, data, compiled)
 
 
+class _RawSequence(nn.Module):
+    """The sequence's work on plain tensors, as one module (compiled as the TensorDict modules are)."""
+
+    def __init__(self, mlp: nn.Module, head: nn.Module) -> None:
+        super().__init__()
+        self.mlp, self.head = mlp, head
+
+    def forward(self, x: torch.Tensor) -> Any:
+        hidden = self.mlp(x)
+        return hidden, self.head(hidden)  # (the sequence keeps both outputs too)
+
+
+class _RawProbabilistic(nn.Module):
+    """The probabilistic actor's work on plain tensors: parameters, ``Normal``, a sample."""
+
+    def __init__(self, mlp: nn.Module) -> None:
+        super().__init__()
+        from tensorbatch.nn.distributions import NormalParamExtractor  # (the same module for every library)
+
+        self.mlp, self.extract = mlp, NormalParamExtractor()
+
+    def forward(self, x: torch.Tensor) -> Any:
+        params = self.mlp(x)
+        loc, scale = self.extract(params)
+        return params, loc, scale, torch.distributions.Normal(loc, scale).sample()
+
+
 def _sequence(lib: Any, batch: int, compiled: bool) -> Callable[[], Any]:
     mlp, head = _mlp(8), nn.Linear(8, 4)
     data = _data(lib, batch)
     if lib is None:
-        def fn(x: torch.Tensor) -> Any:
-            hidden = mlp(x)
-            return hidden, head(hidden)  # (the sequence keeps both outputs too)
+        fn: Any = _RawSequence(mlp, head)
     else:
         tdnn = _nn(lib)
         fn = tdnn.TensorDictSequential(tdnn.TensorDictModule(mlp, in_keys=["obs"], out_keys=["hidden"]),
@@ -70,14 +95,7 @@ def _probabilistic(lib: Any, batch: int, compiled: bool) -> Callable[[], Any]:
     mlp = _mlp(8)
     data = _data(lib, batch)
     if lib is None:
-        from tensorbatch.nn.distributions import NormalParamExtractor  # the same module object for all
-
-        extract = NormalParamExtractor()
-
-        def fn(x: torch.Tensor) -> Any:
-            params = mlp(x)
-            loc, scale = extract(params)
-            return params, loc, scale, torch.distributions.Normal(loc, scale).sample()
+        fn: Any = _RawProbabilistic(mlp)
     else:
         tdnn = _nn(lib)
         fn = tdnn.ProbabilisticTensorDictSequential(
