@@ -166,11 +166,13 @@ def _module_forward(func: Callable[..., Any]) -> Callable[..., Any]:
     frame); any other call goes through the two decorators.
     """
     slow = dispatch(auto_batch_size=False)(_set_skip_existing_None()(func))
-    skip = _SKIP_EXISTING
 
     @functools.wraps(func)
     def forward(self: Any, tensordict: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if not skip.value and not skip._threads and getattr(type(tensordict), "_is_tensor_collection", False):
+        # (the mode is read as a global, not through a closure cell: dynamo guards a closure cell that aliases a
+        # global with a Python guard that copies the class dict on every call of a compiled module)
+        if (not _SKIP_EXISTING.value and not _SKIP_EXISTING._threads
+                and getattr(type(tensordict), "_is_tensor_collection", False)):
             return func(self, tensordict, *args, **kwargs)
         if tensordict is None:  # a call by keywords only
             return slow(self, *args, **kwargs)
