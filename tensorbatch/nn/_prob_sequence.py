@@ -10,10 +10,8 @@ from typing import Any, cast
 import torch
 from torch import distributions as D
 from torch import nn
-from torch.compiler import is_compiling
 
 from .._keys import NestedKey
-from .._td import TensorDict
 from ..base import TensorDictBase
 from ._prob_module import ProbabilisticTensorDictModule, _rename_entries
 from ._switches import InteractionType, interaction_type, set_interaction_type
@@ -389,9 +387,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         """
         requires = self._requires_sample if _requires_sample is None else (_requires_sample
                                                                             and self._requires_sample)
-        copy_first = (tensordict_out is not None or self._select_before_return or self.inplace is False
-                      or self.inplace == "empty")
-        work = tensordict.copy() if copy_first else tensordict
+        work = self._work_on(tensordict, tensordict_out)
         if self.return_composite:
             work = self._run_all(work, requires, kwargs)
         else:
@@ -403,22 +399,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
                 work = last(work, _requires_sample=requires)
             else:
                 work = last(work, **kwargs)
-        if self.inplace is True:
-            tensordict_out = tensordict
-        elif self.inplace is False:
-            tensordict_out = TensorDict()
-        elif self.inplace == "empty":
-            tensordict_out = tensordict.empty()
-        if tensordict_out is not None:
-            tensordict_out.update(work, keys_to_update=self.out_keys)
-            return tensordict_out
-        if self._select_before_return:  # values of the input changed on the way are written back too
-            if is_compiling():
-                keys = list({*self.out_keys, *tensordict.keys(True, True)})
-            else:
-                keys = list(set(self.out_keys).union(tensordict.keys(True, True)))
-            return tensordict.update(work, keys_to_update=keys)
-        return work
+        target = self._inplace_target(tensordict)  # (inplace wins over a given tensordict_out, as tensordict's)
+        result: TensorDictBase = self._finish(tensordict, work, tensordict_out if target is None else target)
+        return result
 
     def _run_all(self, work: TensorDictBase, requires: bool, kwargs: dict[str, Any]) -> TensorDictBase:
         modules: Iterator[Any] = self._module_iter()

@@ -217,16 +217,9 @@ class TensorDictSequential(TensorDictModule):
         if kwargs:
             raise RuntimeError("TensorDictSequential does not support keyword arguments other than "
                                f"'tensordict_out' or in_keys: {self.in_keys}. Got {kwargs.keys()} instead.")
-        copy_first = (tensordict_out is not None or self._select_before_return or self.inplace is False
-                      or self.inplace == "empty")
-        work = tensordict.copy() if copy_first else tensordict
+        work = self._work_on(tensordict, tensordict_out)
         if tensordict_out is None:
-            if self.inplace is True:
-                tensordict_out = tensordict
-            elif self.inplace is False:
-                tensordict_out = TensorDict()
-            elif self.inplace == "empty":
-                tensordict_out = tensordict.empty()
+            tensordict_out = self._inplace_target(tensordict)
         tolerant = self.partial_tolerant
         modules: Any = self._modules["module"]
         for module in modules._modules.values():
@@ -235,10 +228,30 @@ class TensorDictSequential(TensorDictModule):
             except Exception as err:
                 err.add_note(f"Failed while executing module '{self._get_module_num_or_key(module)}'.")
                 raise
+        return self._finish(tensordict, work, tensordict_out)
+
+    def _work_on(self, tensordict: Any, tensordict_out: Any) -> Any:
+        """What the modules run on: the input, or a shallow copy when the outputs go elsewhere or are selected."""
+        copy_first = (tensordict_out is not None or self._select_before_return or self.inplace is False
+                      or self.inplace == "empty")
+        return tensordict.copy() if copy_first else tensordict
+
+    def _inplace_target(self, tensordict: Any) -> Any:
+        """Where ``inplace`` says the outputs go: the input, a new TensorDict, an empty one like the input, or None."""
+        if self.inplace is True:
+            return tensordict
+        if self.inplace is False:
+            return TensorDict()
+        if self.inplace == "empty":
+            return tensordict.empty()
+        return None
+
+    def _finish(self, tensordict: Any, work: Any, tensordict_out: Any) -> Any:
+        """The result: the outputs written into ``tensordict_out``, or ``work`` (selected outputs into the input)."""
         if tensordict_out is not None:
             tensordict_out.update(work, keys_to_update=self.out_keys)
             return tensordict_out
-        if self._select_before_return:
+        if self._select_before_return:  # values of the input changed on the way are written back too
             if is_compiling():
                 keys = list({*self.out_keys, *tensordict.keys(True, True)})
             else:
