@@ -12,8 +12,7 @@ from typing import Any
 
 import torch
 
-from .._keys import key_of
-from .._ops.traverse import NO_DEFAULT, apply_leaves, named_leaves
+from .._ops.traverse import NO_DEFAULT
 
 _MISSING = object()
 _saved: list[tuple[type, str, Any]] = []  # (class, name, previous value or _MISSING), in attach order
@@ -25,33 +24,13 @@ def _fast_apply(self: Any, fn: Callable[..., Any], *others: Any, batch_size: Any
                 filter_empty: bool | None = False, is_leaf: Callable[[type], bool] | None = None,
                 propagate_lock: bool = False, out: Any = None, num_threads: int = 0, checked: bool = True,
                 **constructor_kwargs: Any) -> Any:
-    """tensordict's unchecked ``apply``: ``fn`` on every leaf (every entry with ``call_on_nested``)."""
+    """tensordict's unchecked ``apply``: tensorbatch's ``apply`` (the same keywords; ``num_threads`` and
+    ``checked`` are accepted and have no effect)."""
     if constructor_kwargs:
         raise TypeError(f"_fast_apply got unexpected keyword arguments {sorted(constructor_kwargs)}")
-    if call_on_nested:
-        def is_leaf(cls: type) -> bool:
-            return True
-    if named:
-        paths: Iterator[Any] = iter([key_of(p) if nested_keys else p[-1]
-                                     for p, _ in named_leaves(self, is_leaf=is_leaf)])
-        keyed = fn
-
-        def fn(value: Any, *rest: Any) -> Any:
-            return keyed(next(paths), value, *rest)
-
-    result = apply_leaves(self, fn, *others, batch_size=batch_size, names=names, device=device,
-                          is_leaf=is_leaf, filter_empty=bool(filter_empty), default=default,
-                          what="applying fn")
-    if filter_empty and not len(result._keys_str()) and not self.is_empty():
-        return None
-    if inplace:
-        return self.update_(result)
-    if out is not None:
-        out.update(result, inplace=True)
-        return out
-    if propagate_lock and self.is_locked:
-        result.lock_()
-    return result
+    return self.apply(fn, *others, batch_size=batch_size, device=device, names=names, inplace=inplace,
+                      call_on_nested=call_on_nested, default=default, named=named, nested_keys=nested_keys,
+                      filter_empty=filter_empty, is_leaf=is_leaf, propagate_lock=propagate_lock, out=out)
 
 
 def _has_names(self: Any) -> bool:
