@@ -28,27 +28,19 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "tests" / "compat" / "scripts
 def child(iters: int, frames: int) -> None:
     """Time PPO iterations in this process (``--switch`` in argv: on tensorbatch)."""
     sys.path.insert(0, str(SCRIPTS))
-    from _common import PointEnv  # (first: it installs the switch when asked)
+    from _common import PointEnv, actor_critic  # (first: it installs the switch when asked)
 
     import torch
-    from tensordict.nn import NormalParamExtractor, TensorDictModule
-    from torch import nn
     from torchrl.collectors import Collector
     from torchrl.data import LazyTensorStorage, ReplayBuffer
     from torchrl.data.replay_buffers import SamplerWithoutReplacement
-    from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
     from torchrl.objectives import ClipPPOLoss
     from torchrl.objectives.value import GAE
 
     torch.manual_seed(0)
     env = PointEnv((8,))
     env.set_seed(0)
-    actor = ProbabilisticActor(
-        TensorDictModule(nn.Sequential(nn.Linear(3, 64), nn.Tanh(), nn.Linear(64, 2), NormalParamExtractor()),
-                         in_keys=["observation"], out_keys=["loc", "scale"]),
-        in_keys=["loc", "scale"], spec=env.action_spec, distribution_class=TanhNormal,
-        distribution_kwargs={"low": -1.0, "high": 1.0}, return_log_prob=True)
-    critic = ValueOperator(nn.Sequential(nn.Linear(3, 64), nn.Tanh(), nn.Linear(64, 1)), in_keys=["observation"])
+    actor, critic = actor_critic(env, 64)
     advantage = GAE(gamma=0.99, lmbda=0.95, value_network=critic)
     loss_module = ClipPPOLoss(actor, critic)
     optim = torch.optim.Adam(loss_module.parameters(), lr=3e-4)

@@ -7,6 +7,7 @@ both runs print the same numbers when tensorbatch behaves as tensordict.
 from __future__ import annotations
 
 import sys
+from typing import Any
 import warnings
 
 warnings.filterwarnings("ignore")
@@ -49,6 +50,22 @@ class PointEnv(EnvBase):
 
     def _set_seed(self, seed: int | None) -> None:
         self.rng = torch.Generator().manual_seed(seed or 0)
+
+
+def actor_critic(env: EnvBase, width: int) -> tuple[Any, Any]:
+    """A PPO actor (MLP, NormalParamExtractor, TanhNormal in [-1, 1], log-prob) and critic, ``width`` wide."""
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torch import nn
+    from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
+
+    actor = ProbabilisticActor(
+        TensorDictModule(nn.Sequential(nn.Linear(3, width), nn.Tanh(), nn.Linear(width, 2), NormalParamExtractor()),
+                         in_keys=["observation"], out_keys=["loc", "scale"]),
+        in_keys=["loc", "scale"], spec=env.action_spec, distribution_class=TanhNormal,
+        distribution_kwargs={"low": -1.0, "high": 1.0}, return_log_prob=True)
+    critic = ValueOperator(nn.Sequential(nn.Linear(3, width), nn.Tanh(), nn.Linear(width, 1)),
+                           in_keys=["observation"])
+    return actor, critic
 
 
 def show(label: str, value: float | torch.Tensor) -> None:

@@ -5,27 +5,19 @@ from __future__ import annotations
 
 import tempfile
 
-from _common import PointEnv, show  # (first: it installs the switch)
+from _common import PointEnv, actor_critic, show  # (first: it installs the switch)
 
 import torch
-from tensordict.nn import NormalParamExtractor, TensorDictModule
-from torch import nn
 from torchrl.collectors import Collector
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers import SamplerWithoutReplacement
-from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
 torch.manual_seed(0)
 env = PointEnv()
 env.set_seed(0)
-actor = ProbabilisticActor(
-    TensorDictModule(nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2), NormalParamExtractor()),
-                     in_keys=["observation"], out_keys=["loc", "scale"]),
-    in_keys=["loc", "scale"], spec=env.action_spec, distribution_class=TanhNormal,
-    distribution_kwargs={"low": -1.0, "high": 1.0}, return_log_prob=True)
-critic = ValueOperator(nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 1)), in_keys=["observation"])
+actor, critic = actor_critic(env, 16)
 advantage = GAE(gamma=0.9, lmbda=0.95, value_network=critic)
 loss_module = ClipPPOLoss(actor, critic)
 optim = torch.optim.Adam(loss_module.parameters(), lr=1e-2)
