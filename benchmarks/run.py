@@ -232,13 +232,14 @@ def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="", help="only run cases whose name contains this substring")
-    p.add_argument("--suite", choices=[*SUITES, "all", "h5", "dist", "compile"], default="core",
+    p.add_argument("--suite", choices=[*SUITES, "all", "h5", "dist", "compile", "gpu"], default="core",
                    help="core: the core TensorDict cases (default); lazy: lazy stacks and padding; "
                    "typed: TensorClass and TypedTensorDict; store: TensorDictStore vs raw redis-py (cases_store.py); "
                    "h5: PersistentTensorDict vs raw h5py (h5.py; "
                    "not part of all); dist: send/recv between two gloo processes (distributed.py; not part of all); "
                    "compile: a compiled training-style step, steady state and compile time (compiled.py; not part "
-                   "of all)")
+                   "of all); gpu: host/device transfers, small GPU ops, a compiled step and a vmap ensemble on "
+                   "CUDA (gpu.py; skips without CUDA; not part of all)")
     p.add_argument("--backend", default="inductor", help="--suite compile: torch.compile backend (default inductor)")
     p.add_argument("--cold", action="store_true",
                    help="--suite compile: FX graph and AOT autograd caches off (every compile lowers anew)")
@@ -266,6 +267,11 @@ def main(argv: list[str] | None = None) -> None:
         distributed.run([1.0, 100.0], args.repeats or (5 if args.quick else 9), args.json)
         return
     libs = load_impls()
+    if args.suite == "gpu":  # synchronise-bounded timings on CUDA, GB/s for transfers (gpu.py)
+        import gpu
+
+        gpu.main(args, libs)
+        return
     if args.suite == "compile":  # steady state and compile time of compiled steps (compiled.py)
         compiled.main(args, round_robin, calibrate, libs)
         return

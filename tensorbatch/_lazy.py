@@ -24,6 +24,7 @@ from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._base.export import node_facts, tree_lines
 from ._base.keys import KeyList
+from ._base.transfer import accelerators_of, settle
 from ._keys import NestedKey, is_key, key_tuple
 from ._nontensor import stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
@@ -1008,9 +1009,25 @@ def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
     return method
 
 
+_MEMBERS_TO = _per_member("to")
+
+
+def _to(self: LazyStackedTensorDict, *args: Any, **kwargs: Any) -> Any:
+    """``to`` on every member, with one synchronisation for them all (see :meth:`TensorDictBase.to`)."""
+    if kwargs.get("non_blocking") is True or kwargs.get("inplace"):
+        return _MEMBERS_TO(self, *args, **kwargs)
+    sources = {d for td in self._tds for d in accelerators_of(td)}
+    out = _MEMBERS_TO(self, *args, **{**kwargs, "non_blocking": True})
+    if sources:  # wait for the devices that no longer hold the data (device-to-host copies)
+        kept = {d for td in getattr(out, "_tds", ()) for d in accelerators_of(td)}
+        settle(d for d in sources if d not in kept)
+    return out
+
+
 def _install() -> None:
     cls = LazyStackedTensorDict
-    for name in (*_pointwise.METHODS, "named_apply", "clone", "detach", "select", "exclude", "to", "cpu",
+    cls.to = _to  # type: ignore[method-assign,assignment]
+    for name in (*_pointwise.METHODS, "named_apply", "clone", "detach", "select", "exclude",
                  "type", "as_tensor", "rename_keys", "record_stream", "auto_device_"):
         setattr(cls, name, _per_member(name))
     for name, twin in {**_pointwise.INPLACE, "apply_": "apply"}.items():

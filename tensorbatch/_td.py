@@ -11,6 +11,7 @@ from . import _errors
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
+from ._base.transfer import accelerators_of, settle
 from ._compat import dynamo_compiling
 from ._keys import key_tuple
 from ._ops.index import MANY_ROWS
@@ -67,6 +68,11 @@ class TensorDict(TensorDictBase):
         todo = unfit_keys(source, self._batch_size, self._device)
         if todo is not None and not todo:  # every entry fits as it is: the common call, no further call
             self._tensordict = dict(source)
+        elif non_blocking is None and self._device is not None and not dynamo_compiling():
+            # copies non-blocking, then one wait where the host reads them (as to()); (a wait breaks a graph)
+            self._fill(source, todo, path_prefix, True)
+            if self._device.type in ("cpu", "meta"):
+                settle(_accelerators_in(source.values()))
         else:
             self._fill(source, todo, path_prefix, bool(non_blocking))
         if names is not None:
@@ -391,6 +397,20 @@ class TensorDict(TensorDictBase):
         if consolidated is not None:
             return consolidated
         return (object.__new__, (type(self),), self.__getstate__())
+
+
+def _accelerators_in(values: Any) -> set[torch.device]:
+    """The accelerators holding the tensors among ``values`` (plain dicts and TensorDicts searched)."""
+    found: set[torch.device] = set()
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            if value.device.type not in ("cpu", "meta"):
+                found.add(value.device)
+        elif type(value) is dict:
+            found |= _accelerators_in(value.values())
+        elif is_td(value):
+            found.update(accelerators_of(value))
+    return found
 
 
 TensorDictBase._dense_cls = TensorDict

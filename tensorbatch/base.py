@@ -21,6 +21,7 @@ from ._base import keys as _keys_ops
 from ._base import leaves as _leaves
 from ._base import locks as _locks
 from ._base import restructure as _restructure
+from ._base import transfer as _transfer
 from ._base import values as _values
 from ._base.coerce import as_size as _as_size
 from ._base.collection import TensorCollection
@@ -276,10 +277,10 @@ class TensorDictBase(StorageHooks, TensorCollection):
     apply_ = _values.apply_
     named_apply = _values.named_apply
     _map = _values._map
-    to = _values.to
+    to = _transfer.to
     attrs = _values.attrs
-    cpu = _values.cpu
-    cuda = _values.cuda
+    cpu = _transfer.cpu
+    cuda = _transfer.cuda
     clone = _values.clone
     copy = _values.copy
     __copy__ = _values.__copy__

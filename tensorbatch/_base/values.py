@@ -20,7 +20,6 @@ from .._ops.traverse import (
     NO_DEFAULT,
     apply_leaves,
     flat_leaves,
-    from_leaves,
     is_non_tensor,
     is_non_tensor_type,
     is_td,
@@ -189,63 +188,6 @@ def _map(self: TensorDictBase, fn: Callable[[Any], Any], what: str, batch_size: 
     return map_leaves(self, fn, what=what, batch_size=batch_size, names=names, device=device, follow=follow)
 
 
-def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
-    """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(other_td)``, ``to(device, dtype)``.
-
-    Keyword arguments: ``device``, ``dtype``, ``non_blocking``, ``batch_size``; ``inplace=True``
-    makes ``self`` take the moved leaves (and device) and returns it; ``non_blocking_pin=True`` pins
-    CPU leaves before a non-blocking copy to an accelerator, ``num_threads`` threads pinning them.
-
-    Examples:
-        >>> from tensorbatch import TensorDict
-        >>> TensorDict({"a": torch.ones(2)}, batch_size=[2]).to(torch.float64)["a"].dtype
-        torch.float64
-    """
-    if len(args) == 1 and not kwargs and type(args[0]) is torch.dtype:  # the common cast, kept cheap
-        cast: TensorDictBase = _pointwise.cast(self, args[0])
-        return cast
-    inplace = kwargs.pop("inplace", False)
-    if inplace:
-        return self._take_result(to(self, *args, **kwargs))
-    non_blocking = kwargs.pop("non_blocking", False)
-    pin, num_threads = kwargs.pop("non_blocking_pin", False), kwargs.pop("num_threads", None)
-    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
-    batch_size = kwargs.pop("batch_size", None)
-    for arg in args:
-        if isinstance(arg, torch.dtype):
-            dtype = arg
-        elif is_td(arg) and (targets := _attrs_targets(arg)):  # td.attrs(): leaf by leaf
-            if len(args) > 1 or kwargs:
-                raise TypeError("to(attrs): a TensorDict of TensorAttrs (td.attrs()) takes no other argument")
-            return _to_attrs(self, targets)
-        elif is_td(arg) or isinstance(arg, _Tensor):
-            device = arg.device
-        elif arg is not None:
-            device = arg
-    if kwargs:
-        raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
-    if num_threads is not None and (type(num_threads) is not int or num_threads < 0):
-        raise ValueError(f"to(): num_threads must be a non-negative int, got {num_threads!r}")
-    result: TensorDictBase = self
-    if device is not None and dtype is None and batch_size is None and not pin:  # a consolidated one moves one buffer
-        moved = self._consolidated_to(_as_device(device), non_blocking)
-        if moved is not None:
-            return moved  # type: ignore[no-any-return]
-    if device is not None:
-        device = _as_device(device)
-        if pin and device is not None and device.type != "cpu":
-            result = _pinned(result, num_threads)
-            non_blocking = True
-        result = result._map(lambda x: x.to(device, non_blocking=non_blocking), "moving to device",
-                             device=device)
-    if dtype is not None:
-        result = _pointwise.cast(result, dtype)
-    if batch_size is not None:
-        result = result.clone(False) if result is self else result
-        result.batch_size = batch_size
-    return result
-
-
 _ATTR_FIELDS = ("device", "dtype", "shape")
 TENSOR_ATTRS: Any = None  # the TensorAttrs class: tensorclass.py (a layer above this one) sets it on import
 
@@ -308,34 +250,6 @@ def _to_attrs(td: TensorDictBase, targets: dict[Any, Any]) -> TensorDictBase:
     if any(t.tgt_device not in (None, td.device) for t in targets.values()):  # leaves may end on several devices
         return td.named_apply(cast, nested_keys=True, device=None)  # type: ignore[return-value]
     return td.named_apply(cast, nested_keys=True)  # type: ignore[return-value]
-
-
-def _pinned(td: TensorDictBase, num_threads: int | None) -> TensorDictBase:
-    """``td`` with its CPU leaves in pinned memory (``num_threads`` > 1: pinned by a thread pool)."""
-    def pin(x: _Tensor) -> _Tensor:
-        return x.pin_memory() if x.device.type == "cpu" and not x.is_pinned() else x
-
-    if not num_threads or num_threads == 1:
-        return td._map(pin, "pinning memory")
-    from concurrent.futures import ThreadPoolExecutor  # only for a threaded pin
-
-    with ThreadPoolExecutor(num_threads) as pool:
-        pinned = list(pool.map(pin, flat_leaves(td)))
-    return from_leaves(td, pinned)
-
-
-def cpu(self: TensorDictBase, **kwargs: Any) -> TensorDictBase:
-    """Move every leaf to the CPU."""
-    return self.to("cpu", **kwargs)
-
-
-def cuda(self: TensorDictBase, device: Any = None, **kwargs: Any) -> TensorDictBase:
-    """Move every leaf to a CUDA device."""
-    if device is None:
-        device = "cuda"
-    elif isinstance(device, int):
-        device = f"cuda:{device}"
-    return self.to(device, **kwargs)
 
 
 def clone(self: TensorDictBase, recurse: bool = True, **kwargs: Any) -> TensorDictBase:

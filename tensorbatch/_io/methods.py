@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from .._base import transfer as _transfer
 from .._keys import NestedKey as NestedKey
 from .._keys import key_tuple
 from .._nontensor import is_non_tensor
@@ -318,8 +319,11 @@ class _Persistence:
         return _consolidate.from_consolidated(cls._dense_cls, filename)
 
     def pin_memory(self: Any, num_threads: int | None = None, inplace: bool = False) -> Any:
-        """Page-locked copies of the leaves (needs an accelerator build of torch)."""
-        out = self._map(lambda x: x.pin_memory(), "pinning memory")
+        """Page-locked copies of the CPU leaves (needs an accelerator build of torch).
+
+        Each leaf is copied once into torch's pinned-memory cache; ``num_threads`` (> 1) threads copy them.
+        """
+        out = _transfer.pinned(self, num_threads)
         return self._replace_with(out) if inplace else out
 
     def pin_memory_(self: Any, num_threads: int = 0) -> Any:
@@ -393,7 +397,7 @@ def consolidated_to(td: Any, device: Any, non_blocking: bool) -> Any:
     if found is None:
         return None
     buffer, layout = found
-    moved = buffer.to(device, non_blocking=non_blocking)
+    moved = buffer.to(device, non_blocking=non_blocking)  # (to() passes True and synchronises itself)
     return _consolidate.restore(td._dense_cls, moved, {**layout, "device": str(device)})
 
 
