@@ -1043,8 +1043,9 @@ _install()
 _MASKED_FILL_ = _per_member("masked_fill_", inplace_of="masked_fill")
 
 
-def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> TensorDictBase:
-    """Stack TensorDicts lazily along ``dim`` (members kept apart).
+def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None,
+               stack_dim_name: str | None = None) -> TensorDictBase:
+    """Stack TensorDicts lazily along ``dim`` (members kept apart); ``stack_dim_name`` names the new dim.
 
     Non-tensor leaves (``NonTensorData``/``NonTensorStack``) stack to a ``NonTensorStack``, one value per
     element, even when the values are equal (its ``data`` is then that value).
@@ -1055,6 +1056,8 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Tensor
         >>> s = lazy_stack([TensorDict({"a": torch.zeros(2)}, [2]), TensorDict({"b": torch.ones(2)}, [2])])
         >>> s.batch_size, list(s.keys())
         (torch.Size([2, 2]), [])
+        >>> lazy_stack([TensorDict({"a": torch.zeros(2)}, [2])] * 3, 1, stack_dim_name="s").names
+        [None, 's']
     """
     tds = list(input)
     if not tds:
@@ -1062,7 +1065,7 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Tensor
     if all(type(td) in NON_TENSOR_TYPES for td in tds):  # non-tensor leaves stack to one leaf, value by value
         result: TensorDictBase = stack_non_tensor(tds, dim, collapse=False)
     else:
-        result = LazyStackedTensorDict(*tds, stack_dim=dim)
+        result = LazyStackedTensorDict(*tds, stack_dim=dim, stack_dim_name=stack_dim_name)
     if out is not None:
         out.update_(result)
         return out  # type: ignore[no-any-return]  # ``out`` is the caller's TensorDict

@@ -247,6 +247,18 @@ class NonTensorDataBase(_NonTensor):
     def _value(self) -> Any:
         return self.data
 
+    def maybe_to_stack(self) -> _NonTensor:
+        """A ``NonTensorStack`` holding the value in every batch element (shared, not copied); itself without batch dims.
+
+        Examples:
+            >>> stack = NonTensorData("a", batch_size=[2]).maybe_to_stack()
+            >>> type(stack).__name__, stack.tolist()
+            ('NonTensorStack', ['a', 'a'])
+        """
+        if not self._batch_size:
+            return self
+        return NonTensorStack._new([self.data], torch.zeros(self._batch_size, dtype=torch.int64), self._device)
+
     def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
         out: Any = self.data
         for size in reversed(self._batch_size):
@@ -427,6 +439,10 @@ class NonTensorStack(_NonTensor):
 
     def _become(self, other: _NonTensor) -> None:
         raise RuntimeError("cannot change the batch size of a NonTensorStack in place")
+
+    def maybe_to_stack(self) -> NonTensorStack:
+        """A new stack of the same values (every element of a stack is already a stack element)."""
+        return NonTensorStack._new(self._items, self._pos.clone(), self._device)
 
     def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
         items = self._items

@@ -183,6 +183,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def amin(
@@ -191,6 +192,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def any(self, dim: builtins.int | None = ...) -> builtins.bool | TensorDictBase: ...
@@ -906,6 +908,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def maximum(self, other: Any, *, alpha: Any = ..., default: Any = ...) -> TensorDictBase: ...
@@ -924,6 +927,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def memmap(
@@ -974,6 +978,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def minimum(self, other: Any, *, alpha: Any = ..., default: Any = ...) -> TensorDictBase: ...
@@ -1020,6 +1025,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def nansum(
@@ -1028,6 +1034,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def narrow(td, dim: builtins.int, start: builtins.int, length: builtins.int) -> Any: ...
@@ -1042,13 +1049,14 @@ class TensorDictBase(StorageHooks, TensorCollection):
     def new_ones(self, *size: Any, **kwargs: Any) -> TensorDictBase: ...
     def new_tensor(self, data: Any, **kwargs: Any) -> TensorDictBase: ...
     def new_zeros(self, *size: Any, **kwargs: Any) -> TensorDictBase: ...
-    def non_tensor_items(self, include_nested: builtins.bool = ...) -> Iterator[tuple[NestedKey, Any]]: ...
+    def non_tensor_items(self, include_nested: builtins.bool = ...) -> tuple[tuple[NestedKey, Any], ...]: ...
     def norm(
         self,
         dim: Any = ...,
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def numel(self) -> builtins.int: ...
@@ -1080,6 +1088,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def quantile(
@@ -1246,7 +1255,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
     ) -> tuple[Any, ...]: ...
     def split_keys(
         self,
-        *key_sets: Sequence[NestedKey],
+        *key_sets: Any,
         inplace: builtins.bool = ...,
         default: Any = ...,
         strict: builtins.bool = ...,
@@ -1291,6 +1300,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def sub(self, other: Any, *, alpha: Any = ..., default: Any = ...) -> TensorDictBase: ...
@@ -1302,6 +1312,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def swapaxes(td, axis0: builtins.int, axis1: builtins.int) -> Any: ...
@@ -1407,11 +1418,12 @@ class TensorDictBase(StorageHooks, TensorCollection):
     ) -> TensorDictBase: ...
     def update_(
         self,
-        input_dict_or_td: Any,
+        input_dict_or_td: Any = ...,
         clone: builtins.bool = ...,
         *,
         non_blocking: builtins.bool = ...,
         keys_to_update: Sequence[NestedKey] | None = ...,
+        **kwargs: Any,
     ) -> TensorDictBase: ...
     def update_at_(
         td,
@@ -1436,6 +1448,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         keepdim: builtins.bool = ...,
         *,
         reduce: builtins.bool = ...,
+        key_transform: Callable[[Any], Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def view(td, *shape: Any, size: Any = ..., batch_size: Any = ...) -> Any: ...

@@ -6,7 +6,7 @@ import logging
 import os
 import warnings
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import torch
 
@@ -37,7 +37,7 @@ __all__ = [
     "get_printoptions", "is_bool", "is_floating", "is_inexact", "is_integer", "is_leaf_nontensor", "is_non_tensor",
     "is_tensor_collection", "is_tensorclass", "isin", "lazy_legacy", "list_to_stack", "logger",
     "parse_tensor_dict_string", "print_directory_tree", "remove_duplicates", "set_capture_non_tensor_stack",
-    "set_lazy_legacy", "set_list_to_stack", "set_printoptions", "unravel_key", "unravel_key_list",
+    "set_lazy_legacy", "set_list_to_stack", "set_printoptions", "timeit", "unravel_key", "unravel_key_list",
     "unravel_key_to_tuple", "unravel_keys",
 ]
 
@@ -424,3 +424,76 @@ def __getattr__(name: str) -> Any:
     warnings.warn(f"{__name__}.{name} is deprecated (tensordict removes it in 0.17); use {instead} instead",
                   DeprecationWarning, stacklevel=2)
     return value
+
+
+class timeit:
+    """Time a function or a block by name; each name keeps its call count, total and mean seconds.
+
+    A decorator (``@timeit("step")``) or a context manager (``with timeit("load"):``). :meth:`print`
+    logs every name at INFO on the ``tensorbatch`` logger; :meth:`erase` sets them back to zero.
+
+    Examples:
+        >>> @timeit("step")
+        ... def step():
+        ...     return 1
+        >>> step(), timeit.stats("step")[2]
+        (1, 1)
+        >>> with timeit("step"):
+        ...     pass
+        >>> timeit.stats("step")[2]
+        2
+        >>> timeit.erase(); timeit.stats("step")
+        (0.0, 0.0, 0)
+    """
+
+    _REG: ClassVar[dict[str, list[float]]] = {}  # name -> [mean seconds, total seconds, count]
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._start = 0.0
+
+    def __call__(self, fn: Any) -> Any:
+        """``fn`` timed under this name at every call."""
+        import functools
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return timed
+
+    def __enter__(self) -> timeit:
+        import time
+
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import time
+
+        elapsed = time.perf_counter() - self._start
+        entry = self._REG.setdefault(self.name, [0.0, 0.0, 0])
+        entry[1] += elapsed
+        entry[2] += 1
+        entry[0] = entry[1] / entry[2]
+
+    @staticmethod
+    def stats(name: str) -> tuple[float, float, int]:
+        """``(mean seconds, total seconds, count)`` recorded under ``name``."""
+        mean, total, count = timeit._REG.get(name, [0.0, 0.0, 0])
+        return mean, total, int(count)
+
+    @staticmethod
+    def print(prefix: str | None = None) -> None:
+        """Log the mean and total time of each name (sorted), at INFO."""
+        for name in sorted(timeit._REG):
+            mean, total, _ = timeit.stats(name)
+            line = f"{name} took {mean * 1000:.4g} msec (total = {total:.4g} sec)"
+            logger.info(f"{prefix} -- {line}" if prefix else line)
+
+    @staticmethod
+    def erase() -> None:
+        """Set every name's count and times back to zero."""
+        for name in timeit._REG:
+            timeit._REG[name] = [0.0, 0.0, 0]

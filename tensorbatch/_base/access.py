@@ -440,9 +440,20 @@ def _plan_update(self: TensorDictBase, source: Any, prefix: tuple[str, ...], wan
         plan.append((path, value))
 
 
-def update_(self: TensorDictBase, input_dict_or_td: Any, clone: bool = False, *, non_blocking: bool = False,
-            keys_to_update: Sequence[NestedKey] | None = None) -> TensorDictBase:
-    """Copy every entry into the existing leaves; every key must already exist."""
+def update_(self: TensorDictBase, input_dict_or_td: Any = None, clone: bool = False, *, non_blocking: bool = False,
+            keys_to_update: Sequence[NestedKey] | None = None, **kwargs: Any) -> TensorDictBase:
+    """Copy every entry into the existing leaves; every key must already exist.
+
+    Keyword arguments are entries too, by top-level key (``td.update_(a=torch.zeros(2))``).
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(a=torch.ones(2), batch_size=[2]).update_(a=torch.zeros(2))["a"]
+        tensor([0., 0.])
+    """
+    if kwargs or input_dict_or_td is None:
+        given = {} if input_dict_or_td is None else dict(input_dict_or_td.items())
+        input_dict_or_td = {**given, **kwargs}
     wanted = None if keys_to_update is None else {key_tuple(k) for k in keys_to_update}
     pairs = []
     for path, value in source_leaves(input_dict_or_td, "update_"):

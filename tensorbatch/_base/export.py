@@ -6,7 +6,7 @@ Functions here are TensorDictBase methods: ``base.py`` attaches them to the clas
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -67,12 +67,17 @@ def is_non_tensor(self: TensorDictBase, key: NestedKey) -> bool:
     return _is_nt(self._get(key))
 
 
-def non_tensor_items(self: TensorDictBase, include_nested: bool = False) -> Iterator[tuple[NestedKey, Any]]:
-    """``(key, leaf)`` for each non-tensor leaf (nested ones with tuple keys when asked)."""
-    for path, value in named_leaves(self, include_nested=include_nested,
-                                    is_leaf=is_non_tensor_type):
-        if _is_nt(value):
-            yield (path if len(path) > 1 else path[0]), value
+def non_tensor_items(self: TensorDictBase, include_nested: bool = False) -> tuple[tuple[NestedKey, Any], ...]:
+    """``(key, leaf)`` for each non-tensor leaf (nested ones with tuple keys when asked), as a tuple.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> [key for key, _ in TensorDict(a=torch.zeros(2), s="x", n={"t": "y"}, batch_size=[2]).non_tensor_items(True)]
+        ['s', ('n', 't')]
+    """
+    return tuple(((path if len(path) > 1 else path[0]), value)
+                 for path, value in named_leaves(self, include_nested=include_nested, is_leaf=is_non_tensor_type)
+                 if _is_nt(value))
 
 
 def filter_non_tensor_data(self: TensorDictBase) -> TensorDictBase:
@@ -297,7 +302,15 @@ def rename(self: TensorDictBase, *names: Any, **rename_map: Any) -> TensorDictBa
 
 
 def rename_(self: TensorDictBase, *names: Any, **rename_map: Any) -> TensorDictBase:
-    """Rename batch dims in place, positionally or by ``old=new``."""
+    """Rename batch dims in place, positionally or by ``old=new``; ``rename_(None)`` clears every name.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> TensorDict(batch_size=[1, 2], names=["a", "b"]).rename(None).names
+        [None, None]
+    """
+    if names == (None,):
+        names = (None,) * self.batch_dims
     if names:
         self.names = list(names)
     else:

@@ -321,15 +321,69 @@ def _copy_tree(self: TensorDictBase) -> TensorDictBase:
     return copy_nodes(self)
 
 
-def split_keys(self: TensorDictBase, *key_sets: Sequence[NestedKey], inplace: bool = False, default: Any = None,
+def split_keys(self: TensorDictBase, *key_sets: Any, inplace: bool = False, default: Any = None,
                strict: bool = True, reproduce_struct: bool = False) -> tuple[TensorDictBase, ...]:
-    """Split into one TensorDict per key set, plus one with the remaining keys."""
-    outs = [self.select(*ks, strict=strict) for ks in key_sets]
-    taken = [key_tuple(k) for ks in key_sets for k in ks]
-    rest = self.exclude(*taken)
-    if inplace:
-        self._replace_with(rest)
+    """Split into one TensorDict per key set, plus a last one with the entries no set took.
+
+    The sets apply in order, each to what the earlier ones left: a list selects its keys, a dict selects
+    its keys and renames each to its value, a callable ``fn(key, value) -> bool`` selects the tensor leaves
+    it accepts (``key``: the leaf's path as a tuple; nested nodes and non-tensor data are not offered to
+    it). Leaves are shared, not copied. Nested nodes left empty are dropped from the last TensorDict.
+
+    Args:
+        key_sets: lists, dicts or callables, as above.
+        inplace: take the entries out of this TensorDict, which is returned last.
+        default: with ``strict=False``, the value given to a missing key of a list or dict (None skips it).
+        strict: a missing key of a list or dict raises KeyError.
+        reproduce_struct: every result keeps the whole tree of nested nodes, empty ones included.
+
+    Examples:
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(a=torch.zeros(2), b=torch.ones(2), n={"c": torch.zeros(2, 3)}, batch_size=[2])
+        >>> wide, rest = td.split_keys(lambda key, value: value.ndim == 2)
+        >>> list(wide.keys(True, True)), list(rest.keys())
+        ([('n', 'c')], ['a', 'b'])
+        >>> renamed, rest = td.split_keys({"a": "x"}, inplace=True)
+        >>> list(renamed.keys()), rest is td, sorted(td.keys())
+        (['x'], True, ['b', 'n'])
+    """
+    rest = self if inplace else copy_nodes(self)
+    outs = []
+    for ks in key_sets:
+        out = self.empty(recurse=True).filter_non_tensor_data() if reproduce_struct else self.empty()
+        if callable(ks) and not isinstance(ks, (list, tuple, dict, str)):
+            chosen = [(p, v) for p, v in named_leaves(rest, include_nested=True, is_leaf=None)
+                      if isinstance(v, torch.Tensor) and ks(p, v)]
+            pairs = [(p, p, v) for p, v in chosen]
+        else:
+            pairs = []
+            for old, new in (ks.items() if isinstance(ks, dict) else ((k, k) for k in ks)):
+                value = rest._get(key_tuple(old), MISSING)
+                if value is MISSING:
+                    if strict:
+                        rest._get(key_tuple(old))  # raises the KeyError naming the missing level
+                    if default is None or default is NO_DEFAULT:
+                        continue
+                    pairs.append((None, key_tuple(new), default))
+                    continue
+                pairs.append((key_tuple(old), key_tuple(new), value))
+        for old_path, new_path, value in pairs:
+            out.set(new_path, value)
+            if old_path is not None:
+                rest.del_(old_path)
+        outs.append(out)
+    if not reproduce_struct:
+        _drop_empty_nodes(rest)
     return (*outs, rest)
+
+
+def _drop_empty_nodes(td: TensorDictBase) -> None:
+    """Delete the nested nodes that hold no entries (deepest first: a node emptied so goes too)."""
+    for key, value in list(td._items_str()):
+        if is_td(value) and type(value) not in NON_TENSOR_TYPES:
+            _drop_empty_nodes(value)
+            if not value._keys_str():
+                td.del_(key)
 
 
 def flatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = False,

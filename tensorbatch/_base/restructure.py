@@ -94,6 +94,12 @@ def rename_keys(self: TensorDictBase, mapping: Mapping[NestedKey, NestedKey], *,
         out.del_(old)
     for (_, new), value in zip(present, values, strict=True):
         out.set(new, value)
+    for old, _ in present:  # the nodes the renames emptied go too (as tensordict), deepest first
+        for depth in range(len(old) - 1, 0, -1):
+            node = out._get(old[:depth], None)
+            if node is None or not is_td(node) or len(node._keys_str()):
+                break
+            out.del_(old[:depth])
     return out
 
 

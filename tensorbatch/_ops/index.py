@@ -529,6 +529,9 @@ def where(td: Any, condition: _Tensor, other: Any, *, out: Any = None, pad: Any 
         >>> td.empty().where(torch.tensor([True, False, True]), td, pad=-1)["a"]
         tensor([-1.,  1., -1.])
     """
+    if type(td) in NON_TENSOR_TYPES and out is None:  # a non-tensor leaf on its own: values picked per element
+        return td._where(condition, other)
+
     def pick(x: Any, *rest: Any) -> Any:
         y = rest[0] if rest else other
         if type(x) in NON_TENSOR_TYPES:  # values picked per element from the other non-tensor leaf

@@ -148,13 +148,15 @@ def make(name: str) -> Callable[..., Any]:
     """A reduction method for ``name``."""
 
     def method(self: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, reduce: bool = False,
-               **kwargs: Any) -> Any:
-        return _reduce(self, name, dim, keepdim, reduce=reduce, **kwargs)
+               key_transform: Callable[[Any], Any] | None = None, **kwargs: Any) -> Any:
+        result = _reduce(self, name, dim, keepdim, reduce=reduce, **kwargs)
+        return result if key_transform is None else _renamed_keys(result, key_transform)
 
     method.__name__ = name
     method.__doc__ = (
         f"Reduce every leaf with :func:`torch.{name}`: over all elements when ``dim`` is omitted, else over "
-        "the given batch dims. ``reduce=True`` folds the leaves into one tensor."
+        "the given batch dims. ``reduce=True`` folds the leaves into one tensor; ``key_transform`` renames every "
+        "key of the result, level by level."
     )
     return method
 

@@ -21,8 +21,6 @@ SINGLE = {
     "clone_shallow": lambda td: td.clone(False),
     "copy": copy.copy,
     "deepcopy": copy.deepcopy,
-    "to_cpu": lambda td: td.to("cpu"),
-    "cpu": lambda td: td.cpu(),
     "float": lambda td: td.float(),
     "to_dtype": lambda td: td.to(torch.float64),
     "contiguous": lambda td: td.contiguous(),
@@ -87,6 +85,14 @@ def test_result_is_of_the_source_kind(tdf, case):
     out = SINGLE[case](tdf)
     assert_same_kind(tdf, out)
     assert out is not tdf
+
+
+@pytest.mark.parametrize("move", ["to", "cpu"])
+def test_move_to_the_cpu_is_of_the_source_kind(tdf, move):
+    out = tdf.to("cpu") if move == "to" else tdf.cpu()
+    assert_same_kind(tdf, out)
+    if tdf.device == torch.device("cpu"):  # already there: itself (as tensordict)
+        assert out is tdf
 
 
 @pytest.mark.parametrize("case", SEVERAL, ids=list(SEVERAL))
