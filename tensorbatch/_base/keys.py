@@ -354,7 +354,7 @@ def split_keys(self: TensorDictBase, *key_sets: Any, inplace: bool = False, defa
         if callable(ks) and not isinstance(ks, (list, tuple, dict, str)):
             chosen = [(p, v) for p, v in named_leaves(rest, include_nested=True, is_leaf=None)
                       if isinstance(v, torch.Tensor) and ks(p, v)]
-            pairs = [(p, p, v) for p, v in chosen]
+            pairs: list[tuple[tuple[str, ...] | None, tuple[str, ...], Any]] = [(p, p, v) for p, v in chosen]
         else:
             pairs = []
             for old, new in (ks.items() if isinstance(ks, dict) else ((k, k) for k in ks)):
