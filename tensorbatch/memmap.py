@@ -27,11 +27,34 @@ def _nbytes(shape: torch.Size, dtype: torch.dtype) -> int:
     return shape.numel() * dtype.itemsize
 
 
-def _map(filename: str, dtype: torch.dtype, numel: int) -> torch.Tensor:
-    """A flat tensor over the first ``numel`` elements of ``filename`` (shared: writes reach the file)."""
+def _map(filename: str, dtype: torch.dtype, numel: int, shared: bool = True) -> torch.Tensor:
+    """A flat tensor over the first ``numel`` elements of ``filename``.
+
+    ``shared``: writes reach the file; else the mapping is private (copy-on-write: the pages are read
+    lazily as for a shared one, and a written page becomes a private copy, the file never changes).
+    """
     if numel == 0:
         return torch.empty(0, dtype=dtype)
-    return torch.from_file(filename, shared=True, size=numel, dtype=dtype)
+    return torch.from_file(filename, shared=shared, size=numel, dtype=dtype)
+
+
+_MODES = (None, "r", "r+")
+
+
+def _shared_for(filename: str, mode: str | None) -> bool:
+    """Whether ``mode`` maps ``filename`` shared (writes reach it): tensordict's rule for the three modes.
+
+    ``"r"``: never (copy-on-write). ``"r+"``: always (PermissionError when the file cannot be written).
+    None: when the process can write the file, else copy-on-write.
+    """
+    if mode not in _MODES:
+        raise ValueError(f"mode must be 'r', 'r+' or None, got {mode!r}.")
+    if mode == "r":
+        return False
+    writable = os.access(filename, os.W_OK)
+    if mode == "r+" and not writable:
+        raise PermissionError(f"Cannot open {filename} with mode='r+': the file is not writable.")
+    return writable
 
 
 def _create(filename: str, nbytes: int, existsok: bool) -> None:
@@ -69,12 +92,15 @@ class MemoryMappedTensor(torch.Tensor):
 
     _filename: str | None
     _parent_shape: torch.Size  # the shape of the tensor this one views (its own when it views it whole)
+    _mode: str | None  # how the file was mapped: None, "r" (copy-on-write) or "r+" (from_filename's mode)
 
     @staticmethod
-    def _wrap(tensor: torch.Tensor, filename: str | None, parent_shape: Any = None) -> MemoryMappedTensor:
+    def _wrap(tensor: torch.Tensor, filename: str | None, parent_shape: Any = None,
+              mode: str | None = None) -> MemoryMappedTensor:
         out = tensor.as_subclass(MemoryMappedTensor)
         out._filename = filename
         out._parent_shape = tensor.shape if parent_shape is None else torch.Size(parent_shape)
+        out._mode = mode
         return out
 
     @classmethod
@@ -147,10 +173,32 @@ class MemoryMappedTensor(torch.Tensor):
                       index: Any = None, mode: str | None = None) -> MemoryMappedTensor:
         """Map an existing file holding ``shape`` elements of ``dtype`` (checks the file size first).
 
+        Args:
+            filename: the file (raw data, no header).
+            dtype: the dtype of the data.
+            shape: the shape of the data.
+            index: applied to the result, as ``tensor[index]``.
+            mode: ``"r"`` maps the file copy-on-write: in-place writes change the tensor in memory only,
+                never the file. ``"r+"`` maps it shared: in-place writes reach the file. None (the default,
+                as tensordict's): shared when the process can write the file, else copy-on-write.
+
         Raises:
             RuntimeError: when the file is shorter or longer than ``shape`` and ``dtype`` need.
+            ValueError: for a ``mode`` other than None, ``"r"`` and ``"r+"``.
+            PermissionError: with ``mode="r+"`` when the file is not writable.
+
+        Examples:
+            >>> import tempfile, torch
+            >>> from tensorbatch.memmap import MemoryMappedTensor
+            >>> path = tempfile.mkdtemp() + "/x.memmap"
+            >>> _ = MemoryMappedTensor.from_tensor(torch.arange(3), filename=path)
+            >>> x = MemoryMappedTensor.from_filename(path, torch.int64, (3,), mode="r")
+            >>> x[0] = 100  # copy-on-write: the file keeps 0
+            >>> x.tolist(), MemoryMappedTensor.from_filename(path, torch.int64, (3,)).tolist()
+            ([100, 1, 2], [0, 1, 2])
         """
         name = str(filename)
+        shared = _shared_for(name, mode)
         shape = torch.Size(shape)
         expected = _nbytes(shape, dtype)
         actual = os.path.getsize(name)
@@ -159,7 +207,7 @@ class MemoryMappedTensor(torch.Tensor):
                 f"the file {name} holds {actual} bytes but shape {list(shape)} of {dtype} needs {expected}: "
                 "it is truncated or does not belong to this tensor"
             )
-        out = cls._wrap(_map(name, dtype, shape.numel()).view(shape), name)
+        out = cls._wrap(_map(name, dtype, shape.numel(), shared).view(shape), name, mode=mode)
         return out if index is None else out[index]  # type: ignore[return-value]  # views keep the type
 
     @classmethod
@@ -272,7 +320,11 @@ class MemoryMappedTensor(torch.Tensor):
             raise NotImplementedError("MemoryMappedTensor.from_handler: nested shapes (a tensor of shapes) are not "
                                       "supported; this deprecated method has no replacement")
         shape = torch.Size(shape)
-        flat = torch.frombuffer(memoryview(handler.buffer), dtype=dtype, count=shape.numel())
+        buffer = memoryview(handler.buffer)
+        if buffer.readonly:  # a tensor over it would write into immutable memory: copy-on-write, by hand
+            buffer = memoryview(bytearray(buffer))
+        flat = (torch.frombuffer(buffer, dtype=dtype, count=shape.numel()) if shape.numel()
+                else torch.empty(0, dtype=dtype))
         out = cls._wrap(flat.view(shape), None)
         return out if index is None else out[index]  # type: ignore[return-value]  # views keep the type
 
@@ -289,8 +341,11 @@ class MemoryMappedTensor(torch.Tensor):
         if name is None:
             return (_rebuild_shared, (self.as_subclass(torch.Tensor), parent))
         file_numel = os.path.getsize(name) // self.element_size()
+        # the receiver maps the file as this tensor was mapped: a copy-on-write tensor stays one (and, as with
+        # tensordict, the receiver sees the file's data, not this process's private writes)
+        mode = getattr(self, "_mode", None)
         return (_rebuild_file, (name, self.dtype, file_numel, self.storage_offset(), tuple(self.shape),
-                                self.stride(), parent))
+                                self.stride(), parent, mode))
 
     def __repr__(self, *, tensor_contents: Any = None) -> Any:  # type: ignore[override]
         inner = repr(self.as_subclass(torch.Tensor))
@@ -310,14 +365,16 @@ def _keep_if_view(out: torch.Tensor, source: MemoryMappedTensor) -> torch.Tensor
     """Views of the mapped file stay MemoryMappedTensors (they pickle as the file); copies become plain."""
     if out.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
         return MemoryMappedTensor._wrap(out.as_subclass(torch.Tensor), getattr(source, "_filename", None),
-                                        getattr(source, "_parent_shape", None))
+                                        getattr(source, "_parent_shape", None), getattr(source, "_mode", None))
     return out.as_subclass(torch.Tensor) if isinstance(out, MemoryMappedTensor) else out
 
 
 def _rebuild_file(filename: str, dtype: torch.dtype, file_numel: int, offset: int, shape: tuple[int, ...],
-                  stride: tuple[int, ...], parent_shape: tuple[int, ...] | None = None) -> MemoryMappedTensor:
-    flat = _map(filename, dtype, file_numel)
-    return MemoryMappedTensor._wrap(flat.as_strided(shape, stride, offset), filename, parent_shape)
+                  stride: tuple[int, ...], parent_shape: tuple[int, ...] | None = None,
+                  mode: str | None = None) -> MemoryMappedTensor:
+    """Unpickling: map the file with the sender's mode (None: shared when writable, as ``from_filename``)."""
+    flat = _map(filename, dtype, file_numel, _shared_for(filename, mode))
+    return MemoryMappedTensor._wrap(flat.as_strided(shape, stride, offset), filename, parent_shape, mode)
 
 
 def _rebuild_shared(tensor: torch.Tensor, parent_shape: tuple[int, ...] | None = None) -> MemoryMappedTensor:

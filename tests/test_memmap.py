@@ -1019,13 +1019,15 @@ class TestSaveOptions:
         assert sorted(os.listdir(tmp_path)) == ["td"]  # no temporary or old folder left
         assert list(TensorDict.load_memmap(tmp_path / "td").keys()) == ["z"]
 
-    def test_overwrite_a_foreign_folder(self, tmp_path):
+    def test_overwrite_a_foreign_folder_keeps_its_files(self, tmp_path):
+        # files no save wrote (no meta.json names them) are the user's: kept, as tensordict keeps them
         (tmp_path / "td").mkdir()
         (tmp_path / "td" / "stale.memmap").write_bytes(b"x")
         (tmp_path / "td" / "notes.txt").write_text("not ours")
         make_td().memmap(tmp_path / "td")
-        assert "stale.memmap" not in os.listdir(tmp_path / "td")
-        assert "notes.txt" not in os.listdir(tmp_path / "td")
+        assert (tmp_path / "td" / "stale.memmap").read_bytes() == b"x"
+        assert (tmp_path / "td" / "notes.txt").read_text() == "not ours"
+        assert_same_td(TensorDict.load_memmap(tmp_path / "td"), make_td())
 
     def test_failed_save_keeps_the_previous_one(self, tmp_path):
         make_td().memmap(tmp_path / "td")

@@ -22,8 +22,7 @@ from .._nontensor import is_non_tensor, value_of
 from .._ops import ragged
 from .._ops.traverse import is_td, named_entries
 from .._unbatched import UnbatchedTensor
-from ..memmap import MemoryMappedTensor
-from ._shared import DTYPES, SideTable
+from ._shared import DTYPES, SideTable, atomic_target
 
 _ALIGN = 8
 _LAYOUTS = {"jagged": torch.jagged, "strided": torch.strided}
@@ -109,16 +108,40 @@ def consolidate(td: Any, filename: str | Path | None = None, *, device: Any = No
     layout, total = _plan(td, jobs)
     raw = _layout_json(layout, filename) if filename is not None else b""  # checked before the file is made
     if filename is not None:
-        buffer: torch.Tensor = MemoryMappedTensor.empty(total, dtype=torch.uint8, filename=filename, existsok=True)
-        buffer = buffer.as_subclass(torch.Tensor)
-    else:
-        home = td.device if td.device is not None and filename is None else torch.device("cpu")
-        buffer = torch.empty(total, dtype=torch.uint8, device=home, pin_memory=pin_memory and home.type == "cpu")
-        if share_memory:
-            buffer.share_memory_()  # type: ignore[no-untyped-call]
+        return _consolidate_to_file(td, Path(filename), layout, total, jobs, raw, device, non_blocking)
+    home = td.device if td.device is not None else torch.device("cpu")
+    buffer = torch.empty(total, dtype=torch.uint8, device=home, pin_memory=pin_memory and home.type == "cpu")
+    if share_memory:
+        buffer.share_memory_()  # type: ignore[no-untyped-call]
     _pack(jobs, buffer, non_blocking)
-    if filename is not None:
-        _append_layout(Path(filename), total, raw)
+    if device is not None:
+        buffer = buffer.to(device, non_blocking=non_blocking)
+    out = _rebuild(td._dense_cls, buffer, layout, device)
+    return _remember(out, buffer, layout)
+
+
+def _consolidate_to_file(td: Any, file: Path, layout: dict[str, Any], total: int,
+                         jobs: list[tuple[torch.Tensor, int]], raw: bytes, device: Any, non_blocking: bool) -> Any:
+    """Write the buffer and its layout to a temporary sibling of ``file``, then rename it over ``file``.
+
+    An existing ``file`` is replaced whole, never written into: TensorDicts mapped from it (a previous
+    ``from_consolidated(file)``, even ``td`` itself) keep their data, and a process killed meanwhile leaves
+    the previous file. A symbolic link at ``file`` is refused (its target lies outside the caller's choice).
+    """
+    if file.is_symlink():
+        raise RuntimeError(f"Refusing to write memory-mapped tensor through symlink {file}.")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_target(file) as tmp:
+        with open(tmp, "wb") as f:
+            f.truncate(total)
+        mapped = torch.from_file(tmp, shared=True, size=total, dtype=torch.uint8) if total else None
+        if mapped is not None:
+            _pack(jobs, mapped, non_blocking)
+            del mapped  # (unmapped before the layout is appended)
+        _append_layout(Path(tmp), total, raw)
+    name = str(Path(file).absolute())
+    buffer: torch.Tensor = (torch.from_file(name, shared=True, size=total, dtype=torch.uint8) if total
+                            else torch.empty(0, dtype=torch.uint8))
     if device is not None:
         buffer = buffer.to(device, non_blocking=non_blocking)
     out = _rebuild(td._dense_cls, buffer, layout, device)
@@ -186,7 +209,12 @@ def _append_layout(file: Path, total: int, raw: bytes) -> None:
 
 
 def from_consolidated(dense_cls: Any, filename: str | Path) -> Any:
-    """Map a file written by ``consolidate(filename)`` back into a consolidated TensorDict."""
+    """Map a file written by ``consolidate(filename)`` back into a consolidated TensorDict.
+
+    The mapping is copy-on-write (as tensordict's): in-place writes into the leaves stay in memory and the
+    file never changes; ``consolidate(filename=...)`` again writes them. Every leaf's place is checked
+    against the data part of the file before anything is mapped.
+    """
     file = Path(filename)
     size = os.path.getsize(file)
     with open(file, "rb") as f:
@@ -197,15 +225,37 @@ def from_consolidated(dense_cls: Any, filename: str | Path) -> Any:
         if length > size - 8:
             raise RuntimeError(f"{file}: corrupted layout footer")
         f.seek(size - 8 - length)
-        layout = json.loads(f.read(length))
+        try:
+            layout = json.loads(f.read(length))
+        except ValueError as err:
+            raise RuntimeError(f"{file}: the layout is not valid JSON ({err}): corrupted") from None
     total = size - 8 - length
-    buffer = MemoryMappedTensor.from_tensor(torch.empty(0, dtype=torch.uint8), copy_data=False,
-                                            shape=torch.Size([0])) if total == 0 else None
-    if buffer is None:
-        flat = torch.from_file(str(file), shared=True, size=total, dtype=torch.uint8)
-        buffer = MemoryMappedTensor._wrap(flat, str(file))
-    plain = buffer.as_subclass(torch.Tensor)
+    _check_layout(layout, total, file, ())
+    plain = (torch.from_file(str(file.absolute()), shared=False, size=total, dtype=torch.uint8) if total
+             else torch.empty(0, dtype=torch.uint8))
     return _remember(_rebuild(dense_cls, plain, layout), plain, layout)
+
+
+def _check_layout(layout: Any, total: int, file: Path, path: tuple[str, ...]) -> None:
+    """Refuse a layout whose leaves do not lie inside the ``total`` data bytes (a corrupted or forged file)."""
+    entries = layout.get("entries") if isinstance(layout, dict) else None
+    if not isinstance(entries, dict) or not isinstance(layout.get("batch_size"), list):
+        raise RuntimeError(f"{file}: invalid layout at {fmt_path(path) if path else 'the root'}")
+    for key, entry in entries.items():
+        at = (*path, key)
+        if not isinstance(entry, dict):
+            raise RuntimeError(f"{file}: invalid layout entry at key {fmt_path(at)}")
+        if "entries" in entry:
+            _check_layout(entry, total, file, at)
+        elif "non_tensor" not in entry:
+            shape, offset, dtype = entry.get("shape"), entry.get("offset"), DTYPES.get(str(entry.get("dtype")))
+            if (dtype is None or type(offset) is not int or offset < 0 or not isinstance(shape, list)
+                    or not all(type(n) is int and n >= 0 for n in shape)):
+                raise RuntimeError(f"{file}: invalid leaf entry at key {fmt_path(at)}: {entry!r}")
+            end = offset + torch.Size(shape).numel() * dtype.itemsize
+            if end > total:
+                raise RuntimeError(f"{file}: the leaf at key {fmt_path(at)} ends at byte {end}, past the "
+                                   f"{total} data bytes of the file: truncated or corrupted")
 
 
 def state(td: Any) -> tuple[torch.Tensor, dict[str, Any]] | None:

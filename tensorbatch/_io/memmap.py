@@ -8,6 +8,7 @@ active ``FakeTensorMode`` (tracing, export) loading reads the metadata only and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -15,6 +16,7 @@ import re
 import shutil
 import stat
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -166,10 +168,14 @@ class _Writer:
         for key, entry in old.items():
             if not isinstance(entry, dict) or meta.get(key, {}).keys() == entry.keys():
                 continue
-            name = _file_key(key)
+            try:
+                name = _file_key(key)
+            except ValueError:
+                continue
             _remove(folder / f"{name}.memmap")
             _remove(folder / f"{name}.shape.memmap")
-            _remove(folder / name)
+            if (folder / name).is_dir() and not (folder / name).is_symlink():
+                _remove_owned(folder / name)  # a node of the old save: its files, not the user's
 
     def non_tensor(self, value: Any, folder: Path, path: tuple[str, ...]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -246,7 +252,14 @@ class _Writer:
 
 
 def _is_whole_file(tensor: torch.Tensor, file: Path) -> bool:
+    """Whether ``tensor`` is the whole of ``file``, mapped shared (so its values already are the file's).
+
+    A copy-on-write leaf (loaded with ``mode="r"``) names its file but may hold private writes: it is
+    written like any other tensor.
+    """
     if getattr(tensor, "_filename", None) != str(file) or tensor.storage_offset() or not tensor.is_contiguous():
+        return False
+    if tensor.numel() and tensor.untyped_storage().filename != str(file):  # (torch names shared mappings only)
         return False
     return file.exists() and os.path.getsize(file) == tensor.numel() * tensor.element_size()
 
@@ -294,17 +307,25 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
          like: bool = False, metas: dict[Path, Any] | None = None) -> Path:
     """Write ``td`` into the folder ``prefix``, atomically (a temporary sibling renamed into place).
 
+    Files and folders of ``prefix`` that are not part of a previous save (not named by its ``meta.json``
+    files) are kept, at the same place: they are carried over into the new folder before it is renamed into
+    place (see :func:`_carry_foreign`). The files of a previous save are replaced.
+
     ``metas``: a dict that gets the metadata written for each TensorDict node, by its folder (``load`` takes
     it instead of reading those files back).
 
     Raises:
-        RuntimeError: when ``prefix`` exists (other than as an empty folder) and ``existsok`` is False.
+        RuntimeError: when ``prefix`` exists (other than as an empty folder) and ``existsok`` is False; when
+            a file of the new save would replace a file of ``prefix`` that no previous save wrote.
+        NotADirectoryError: when ``prefix`` is a file.
     """
     prefix = Path(prefix).absolute()
     mode = _mode(prefix, follow=False)  # (one system call for what is there)
     if mode is not None and stat.S_ISLNK(mode):  # a link: save into its target (as tensordict), keep the link
         prefix = prefix.resolve()
         mode = _mode(prefix, follow=True)
+    if mode is not None and not stat.S_ISDIR(mode):  # (tensordict fails the same way, on the first leaf)
+        raise NotADirectoryError(f"cannot save a TensorDict into {prefix}: it is a file, not a folder")
     if mode is not None and not existsok and not (stat.S_ISDIR(mode) and _is_empty_dir(prefix)):
         # an empty folder is a place made ready for the save (tensordict writes into it too)
         raise RuntimeError(f"the folder {prefix} already exists (pass existsok=True to replace it)")
@@ -379,16 +400,130 @@ def _maps_from(td: Any, prefix: Path) -> bool:
 
 
 def _swap_into_place(tmp: Path, prefix: Path) -> None:
-    """Rename ``tmp`` to ``prefix``; an existing ``prefix`` is moved aside first and removed after."""
+    """Rename ``tmp`` to ``prefix``; an existing ``prefix`` is moved aside first and removed after.
+
+    What ``prefix`` holds that no previous save wrote is carried over into ``tmp`` first (_carry_foreign).
+    """
     try:  # nothing there (or an empty folder, which a rename replaces): one system call
         os.rename(tmp, prefix)
         return
     except OSError:  # a folder with files (ENOTEMPTY/EEXIST) or a file (ENOTDIR): moved aside below
         pass
+    undo = _carry_foreign(prefix, tmp)
     old = prefix.parent / f".{prefix.name}.old-{uuid.uuid4().hex[:12]}"
-    os.rename(prefix, old)
-    os.rename(tmp, prefix)
+    try:
+        os.rename(prefix, old)
+    except BaseException:
+        undo()
+        raise
+    try:
+        os.rename(tmp, prefix)
+    except BaseException:
+        os.rename(old, prefix)
+        undo()
+        raise
     _remove(old)
+
+
+_TEMPORARY = re.compile(r"^\..+\.tmp-[0-9a-f]{8}$")  # a file an interrupted in-place save left (_write_one)
+
+
+def _owned(folder: Path) -> tuple[set[str], set[str]]:
+    """The names in ``folder`` that a save wrote, by its ``meta.json``: (files, node folders).
+
+    A folder without a readable ``meta.json`` owns nothing: all it holds is the user's.
+    """
+    try:
+        meta = json.loads((folder / META).read_text())
+    except (OSError, ValueError):
+        return set(), set()
+    if not isinstance(meta, dict):
+        return set(), set()
+    files, folders = {META}, set()
+    kind = str(meta.get("_class", "")).rpartition(":")[2]
+    if meta.get("_is_non_tensor") or kind == "NonTensorStack":
+        return files | {PICKLE, STACK_PICKLE}, folders
+    if kind == "LazyStackedTensorDict":
+        return files, {p.name for p in folder.iterdir() if p.name.isdigit()}
+    for key, entry in meta.items():
+        if not isinstance(entry, dict) or not isinstance(key, str):
+            continue
+        try:
+            name = _file_key(key)
+        except ValueError:
+            continue
+        if "type" in entry:
+            folders.add(name)
+        elif "dtype" in entry:
+            files.update((f"{name}.memmap", f"{name}.shape.memmap"))
+    return files, folders
+
+
+def _foreign(folder: Path, rel: Path = Path()) -> Iterator[Path]:
+    """The paths (relative to the save's root) under ``folder`` that no save wrote: the user's files."""
+    files, folders = _owned(folder)
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            name = entry.name
+            if name in files and not entry.is_dir(follow_symlinks=False) or _TEMPORARY.match(name):
+                continue
+            if name in folders and entry.is_dir(follow_symlinks=False):
+                yield from _foreign(folder / name, rel / name)
+            else:
+                yield rel / name
+
+
+def _carry_foreign(prefix: Path, tmp: Path) -> Any:
+    """Put what ``prefix`` holds that no save wrote (the user's files) at the same place in ``tmp``.
+
+    Files are hard-linked, so that they stay in ``prefix`` until ``tmp`` replaces it (a process killed at
+    any point leaves them in place); folders (and files where links fail) are moved. A file of the new save
+    never replaces one of them: that raises before anything moved. Returns the function that moves them back.
+
+    Raises:
+        RuntimeError: naming the folder and the file that the new save would replace.
+    """
+    moves: list[tuple[Path, Path]] = []
+    for rel in _foreign(prefix):
+        target = tmp / rel
+        if os.path.lexists(target):
+            raise RuntimeError(f"cannot save into {prefix}: the save would replace {prefix / rel}, which no "
+                               "previous save wrote (move it away or save elsewhere)")
+        moves.append((prefix / rel, target))
+    moved: list[tuple[Path, Path]] = []
+
+    def undo() -> None:
+        for source, target in reversed(moved):
+            if not os.path.lexists(source):
+                os.rename(target, source)
+
+    try:
+        for source, target in moves:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not source.is_dir() or source.is_symlink():
+                try:
+                    os.link(source, target, follow_symlinks=False)
+                    continue
+                except OSError:  # a file system without hard links: moved below
+                    pass
+            os.rename(source, target)
+            moved.append((source, target))
+    except BaseException:
+        undo()
+        raise
+    return undo
+
+
+def _remove_owned(folder: Path) -> None:
+    """Delete what a save wrote in ``folder`` (by its ``meta.json``), then the folder if nothing else is left."""
+    files, folders = _owned(folder)
+    for name in files:
+        _remove(folder / name)
+    for name in folders:
+        if (folder / name).is_dir() and not (folder / name).is_symlink():
+            _remove_owned(folder / name)
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only when empty: the user's files stay
 
 
 def _remove(path: Path) -> None:
@@ -420,16 +555,49 @@ def _shape(entry: Any, file: Path) -> torch.Size:
 
 
 class _Reader:
+    """Reads a saved folder (or an archive, whose entries stand for its files: archive.py).
+
+    ``mode``: how leaf files are mapped (``MemoryMappedTensor.from_filename``'s). ``root``: the folder
+    loaded; a symbolic link in it that leads outside it is refused (see :meth:`inside`).
+    """
+
     def __init__(self, dense_cls: Any, device: Any, allow_pickle: bool, robust_key: bool,
-                 metas: dict[Path, Any] | None = None) -> None:
+                 metas: dict[Path, Any] | None = None, mode: str | None = None, root: Path | None = None) -> None:
         self.dense_cls, self.device, self.allow_pickle, self.robust_key = dense_cls, device, allow_pickle, robust_key
         self.metas = metas or {}  # metadata just written by save (not read back)
+        self.mode = mode
+        self.root = root  # (resolved lazily: only a folder holding a link needs it)
+        self._real_root: Path | None = None
         meta_device = device is not None and torch.device(device).type == "meta"
         self.metadata_only = meta_device or fake_mode_active()  # leaves from the metadata, no file read
+
+    def inside(self, path: Any) -> None:
+        """Refuse ``path`` when it is a symbolic link whose target lies outside the loaded folder.
+
+        Writing through a loaded leaf (``mode="r+"``) would change a file outside the folder, and reading
+        one would expose it: a folder from elsewhere must not reach out. Links inside the folder are fine;
+        the folder itself may be a link (the place the caller chose).
+        """
+        if self.root is None or not isinstance(path, Path):  # (an archive's entries are no files)
+            return
+        try:
+            if not stat.S_ISLNK(os.lstat(path).st_mode):
+                return
+        except FileNotFoundError:
+            return  # reported by whoever opens it
+        if self._real_root is None:
+            self._real_root = self.root.resolve()
+        target = path.resolve()
+        if not target.is_relative_to(self._real_root):
+            raise RuntimeError(f"Refusing to load {path}: it is a symbolic link to {target}, outside the folder "
+                               f"{self.root} being loaded")
 
     def node(self, folder: Path) -> Any:
         meta = self.metas.get(folder)
         if meta is None:
+            if folder != self.root:
+                self.inside(folder)
+            self.inside(folder / META)
             meta = _read_json(folder / META)
         kind = str(meta.get("_class", "")).rpartition(":")[2]
         if meta.get("_is_non_tensor") or kind == "NonTensorStack":
@@ -467,8 +635,10 @@ class _Reader:
         shape = _shape(entry, file)
         if self.metadata_only and not on_cpu:  # "meta", or fake tensors (on the device asked for, else the CPU)
             return torch.empty(shape, dtype=dtype, device="cpu" if self.device is None else self.device)
+        self.inside(file)
         try:  # from_filename stats the file once: no separate existence check
-            tensor: torch.Tensor = (MemoryMappedTensor.from_filename(file, dtype, shape) if isinstance(file, Path)
+            tensor: torch.Tensor = (MemoryMappedTensor.from_filename(file, dtype, shape, mode=self.mode)
+                                    if isinstance(file, Path)
                                     else file.tensor(dtype, shape))  # an entry of an archive (archive.py)
         except FileNotFoundError:
             if shape.numel() == 0:  # tensordict writes no file for an empty leaf
@@ -499,6 +669,7 @@ class _Reader:
         stack_pickle = meta.get("data") == STACK_PICKLE and (folder / STACK_PICKLE).exists()
         if stack_pickle or ("data" not in meta and (folder / PICKLE).exists()):
             file = folder / (STACK_PICKLE if stack_pickle else PICKLE)
+            self.inside(file)
             if not self.allow_pickle:
                 raise RuntimeError(
                     f"{file} holds a pickled value; loading it runs arbitrary code, so it needs "
@@ -515,6 +686,7 @@ class _Reader:
                     f"{folder / PICKLE} holds a pickled value; loading it runs arbitrary code, so it needs "
                     "allow_pickle=True (only for files you trust)"
                 )
+            self.inside(folder / PICKLE)
             with (folder / PICKLE).open("rb") as f:
                 data = pickle.load(f)["data"]  # allowed explicitly by the caller
         else:
@@ -527,16 +699,19 @@ class _Reader:
 
 
 def load(prefix: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False,
-         robust_key: bool = True, metas: dict[Path, Any] | None = None) -> Any:
+         robust_key: bool = True, metas: dict[Path, Any] | None = None, mode: str | None = None) -> Any:
     """Read the folder ``prefix`` (leaves map its files; an archive file is read by archive.py).
 
     ``device="meta"`` or an active ``FakeTensorMode`` read the metadata only: leaves are meta (or fake)
-    tensors of the saved shapes and dtypes.
+    tensors of the saved shapes and dtypes. ``mode``: how the leaf files are mapped (``"r"``: copy-on-write).
+    A symbolic link in the folder leading outside it is refused.
     """
     folder = Path(prefix).absolute()  # mapped file names are absolute, whatever the working directory
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder with a saved TensorDict")
-    return _Reader(dense_cls, device, allow_pickle, robust_key, metas).node(folder)
+    # (after a save, ``metas`` given: the folder was just written, with no link, see _refuse_symlinks)
+    root = folder if metas is None else None
+    return _Reader(dense_cls, device, allow_pickle, robust_key, metas, mode, root).node(folder)
 
 
 def run_early(fn: Any) -> Future[Any]:

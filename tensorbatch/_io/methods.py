@@ -25,6 +25,7 @@ from . import parallel as _parallel
 from ._shared import SideTable, stored_leaves
 
 _SAVED = SideTable()  # a TensorDict -> the folder it was saved to or loaded from (see saved_path)
+_MODE = SideTable()  # a TensorDict loaded with load_memmap(mode="r"/"r+") -> that mode (memmap_refresh_ keeps it)
 
 
 def _shared(nested: torch.Tensor, zeros: bool = False) -> torch.Tensor:
@@ -155,9 +156,27 @@ class _Persistence:
         file; with ``mode="r+"`` writes to the leaves reach the archive. ``num_threads`` is accepted for
         compatibility: the files are mapped, not read, so one thread does it.
 
+        ``mode`` (tensordict's): ``"r"`` maps every file copy-on-write: in-place writes into the leaves stay
+        in memory and the files never change (load data you only read, or do not own, this way). ``"r+"``
+        maps them shared: in-place writes reach the files (PermissionError for a file the process cannot
+        write). None (the default): a folder's files as with ``"r+"`` when the process can write them, else
+        as with ``"r"``; an archive as with ``"r"``. A symbolic link in the folder that leads outside it (a
+        leaf file or a sub-folder) is refused, in every mode.
+
         Raises:
             ValueError: ``subpath`` names no saved TensorDict in the folder; ``mode`` other than None, ``"r"``
                 or ``"r+"``.
+            RuntimeError: a symbolic link in the folder leads outside it (the error names the link).
+
+        Examples:
+            >>> import tempfile, torch
+            >>> from tensorbatch import TensorDict
+            >>> folder = tempfile.mkdtemp() + "/td"
+            >>> _ = TensorDict(a=torch.zeros(3)).memmap(folder)
+            >>> TensorDict.load_memmap(folder, mode="r")["a"].add_(1).tolist()  # in memory only
+            [1.0, 1.0, 1.0]
+            >>> TensorDict.load_memmap(folder)["a"].tolist()
+            [0.0, 0.0, 0.0]
         """
         if mode not in (None, "r", "r+"):
             raise ValueError(f"load_memmap(): mode must be None, 'r' or 'r+', got {mode!r}")
@@ -173,17 +192,25 @@ class _Persistence:
                 raise ValueError(f"load_memmap(): no TensorDict saved under subpath {subpath!r} "
                                  f"({str(prefix / 'meta.json')!r} is missing)")
         td = _memmap.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
-                          robust_key=robust_key is not False)
+                          robust_key=robust_key is not False, mode=mode)
         _remember(td, prefix)
+        if mode is not None:
+            _MODE.set(td, mode)
         if out is not None:
             out.update_(td)
             return out
         return td.lock_()
 
     def load_memmap_(self: Any, prefix: str | Path, robust_key: bool | None = True, *,
-                     allow_pickle: bool | None = None, **kwargs: Any) -> Any:
-        """Copy the values of a saved folder into this TensorDict (same keys and shapes)."""
-        loaded = type(self).load_memmap(prefix, allow_pickle=allow_pickle)
+                     allow_pickle: bool | None = None, mode: str | None = None, **kwargs: Any) -> Any:
+        """Copy the values of a saved folder into this TensorDict (same keys and shapes).
+
+        The folder is only read: its files are mapped copy-on-write whatever ``mode`` (accepted for
+        tensordict compatibility, and checked), so nothing is ever written into them.
+        """
+        if mode not in (None, "r", "r+"):
+            raise ValueError(f"load_memmap_(): mode must be None, 'r' or 'r+', got {mode!r}")
+        loaded = type(self).load_memmap(prefix, allow_pickle=allow_pickle, mode="r")
         return self.update_(loaded)
 
     def is_memmap(self: Any) -> bool:
@@ -299,11 +326,16 @@ class _Persistence:
         return leaf
 
     def memmap_refresh_(self: Any, *, allow_pickle: bool | None = None) -> Any:
-        """Re-read :attr:`saved_path` (keys or values another process added there) into this TensorDict."""
+        """Re-read :attr:`saved_path` (keys or values another process added there) into this TensorDict.
+
+        The files are mapped again with the mode this TensorDict was loaded with (``load_memmap(mode=...)``),
+        so a TensorDict loaded copy-on-write (``mode="r"``) stays so.
+        """
         path = self.saved_path
         if path is None:
             raise RuntimeError("memmap_refresh_ needs a TensorDict saved with memmap_ or loaded with load_memmap")
-        loaded = type(self).load_memmap(path, allow_pickle=allow_pickle)
+        mode = _MODE.get(self)
+        loaded = type(self).load_memmap(path, allow_pickle=allow_pickle, mode=mode)
         locked = self.is_locked
         self.unlock_()
         self.update(loaded)
@@ -370,6 +402,9 @@ def _new_leaf(td: Any, key: NestedKey, proto: torch.Tensor, shape: torch.Size, c
         leaf = MemoryMappedTensor.from_tensor(proto, copy_data=copy_data, shape=shape)
     else:
         folder = Path(path).joinpath(*(_memmap._file_key(k) for k in keys[:-1]))
+        if not folder.resolve().is_relative_to(Path(path).resolve()):  # a sub-folder is a link leading out
+            raise RuntimeError(f"Refusing to write memory-mapped tensor through symlink: {folder} leads outside "
+                               f"{path} (key {keys!r})")
         file = folder / f"{_memmap._file_key(keys[-1])}.memmap"
         leaf = MemoryMappedTensor.from_tensor(proto, filename=file, existsok=existsok, copy_data=copy_data,
                                               shape=shape)

@@ -47,7 +47,6 @@ NOT_ACCEPTED: dict[str, dict[str, str]] = {
     "memmap": {"atomic": _ATOMIC},
     "save": {"atomic": _ATOMIC},
     "memmap_": {"atomic": _ATOMIC},
-    "load_memmap_": {"mode": "memory-map modes other than read/write copy-on-write are not supported"},
     "masked_select": {"inplace": _INPLACE_SHAPE},
     "set_at_": {"non_blocking": "set_at_ writes into an existing leaf on its device; there is no move to overlap"},
     "to_dict": {"tolist_first": "an export-order option of the reference; to_dict gives tensors, tolist lists"},
