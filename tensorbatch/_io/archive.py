@@ -352,6 +352,24 @@ def _payload_start(f: Any, info: zipfile.ZipInfo, path: Path) -> int:
     return int(info.header_offset + _LOCAL.size + name_len + extra_len)
 
 
+_DEFLATE_RATIO = 1032  # deflate cannot expand a byte of payload into more (a 258-byte match in 2 bits)
+
+
+def _check_declared_size(path: Path, info: zipfile.ZipInfo) -> None:
+    """Refuse an entry whose declared size its payload cannot hold, before anything is allocated for it.
+
+    An uncompressed entry holds exactly its payload; a deflated one at most ``_DEFLATE_RATIO`` times it.
+    (bzip2 and lzma have no such bound: their entries are read as the data arrives, see Archive.inflate.)
+    """
+    if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+        raise _corrupt(path, info.filename, f"it declares {info.file_size} bytes but its uncompressed payload "
+                                            f"holds {info.compress_size}")
+    if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > info.compress_size * _DEFLATE_RATIO + 1024:
+        raise _corrupt(path, info.filename, f"it declares {info.file_size} bytes but its {info.compress_size} "
+                                            "deflated bytes cannot hold more than "
+                                            f"{info.compress_size * _DEFLATE_RATIO + 1024}")
+
+
 class Archive:
     """An open archive: where each entry's payload lies, and one mapping of the whole file for the leaves.
 
@@ -380,14 +398,35 @@ class Archive:
                 start = _payload_start(f, info, path)
                 if start + info.compress_size > self.size:
                     raise _corrupt(path, name, "its payload ends past the end of the file: truncated")
+                _check_declared_size(path, info)
                 self.entries[name] = (info, start)
 
     def read(self, name: str) -> bytes:
-        """The bytes of an entry, checksum checked."""
+        """The bytes of an entry, checksum checked (its declared size was checked when the archive opened)."""
         try:
             return self.zip.read(name)
-        except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as err:
             raise _corrupt(self.path, name, err) from err
+
+    def inflate(self, name: str, nbytes: int) -> torch.Tensor:
+        """A compressed leaf's ``nbytes`` bytes, streamed from the archive, checksum checked.
+
+        The buffer grows as the data is decompressed (a ``bytearray``: no copy at the end), so memory follows
+        the data the entry really holds, never only the size it declares.
+        """
+        info, _ = self.entries[name]
+        grown = bytearray()
+        try:
+            with self.zip.open(info) as f:
+                while chunk := f.read(min(_CHUNK, nbytes - len(grown) + 1)):
+                    if len(grown) + len(chunk) > nbytes:
+                        raise _corrupt(self.path, name, f"it holds more than the {nbytes} bytes it declares")
+                    grown += chunk
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as err:
+            raise _corrupt(self.path, name, err) from err
+        if len(grown) != nbytes:
+            raise _corrupt(self.path, name, f"it holds {len(grown)} bytes, not the {nbytes} it declares")
+        return torch.frombuffer(grown, dtype=torch.uint8) if grown else torch.empty(0, dtype=torch.uint8)
 
     def tensor(self, name: str, dtype: torch.dtype, shape: torch.Size) -> torch.Tensor:
         """The leaf in entry ``name``: a view of the mapping (a copy when compressed or misaligned)."""
@@ -404,8 +443,7 @@ class Archive:
             raise RuntimeError(f"cannot open {where} with mode='r+': the entry is compressed or unaligned, so "
                                "writes could not reach the file (re-save the archive uncompressed)")
         if info.compress_type != zipfile.ZIP_STORED:
-            data = bytearray(self.read(name))
-            flat = torch.frombuffer(data, dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
+            flat = self.inflate(name, nbytes)
         else:
             if self._mapping is None:
                 self._mapping = torch.from_file(str(self.path), shared=self.writable, size=self.size,
