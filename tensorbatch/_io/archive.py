@@ -139,6 +139,8 @@ def unpack_memmap(archive_path: str | Path, prefix: str | Path) -> Path:
     try:
         with zf:
             for info in zf.infolist():
+                _check_declared_size(archive_path, info)  # (before any file is written)
+            for info in zf.infolist():
                 try:
                     zf.extract(info, tmp)  # zipfile keeps every entry inside tmp ("..", absolute names)
                 except (zipfile.BadZipFile, zlib.error, EOFError) as err:

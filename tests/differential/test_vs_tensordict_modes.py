@@ -1,0 +1,111 @@
+"""Differential tests, map modes: ``from_filename`` and ``load_memmap`` write the files as tensordict does.
+
+``mode="r"`` maps copy-on-write (writes stay in memory, the file keeps its bytes), ``"r+"`` and the default
+map shared (writes reach the file); an archive's default is copy-on-write. Both libraries run the same
+writes on their own copy of the same files; the tensors' values and the files' bytes must agree. Saves into
+a folder holding the user's files keep them in both.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.differential
+
+MODES = [None, "r", "r+"]
+
+
+def _quiet(fn: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn()
+
+
+def _kw(mode: str | None) -> dict[str, Any]:
+    return {} if mode is None else {"mode": mode}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_from_filename_modes(ref, tb, tmp_path, mode):
+    results = []
+    for lib in (ref, tb):
+        file = tmp_path / f"{lib.__name__}.memmap"
+        file.write_bytes(torch.arange(4).numpy().tobytes())
+        x = _quiet(lambda lib=lib, file=file: lib.MemoryMappedTensor.from_filename(file, torch.int64, (4,), **_kw(mode)))
+        x[0] = 100
+        x[2:].add_(10)
+        y = pickle.loads(pickle.dumps(x))  # a pickled tensor maps the file again, with the same mode
+        results.append((x.tolist(), y.tolist(), file.read_bytes()))
+    assert results[0] == results[1]
+
+
+def test_from_filename_bad_mode(ref, tb, tmp_path):
+    file = tmp_path / "x.memmap"
+    file.write_bytes(bytes(8))
+    messages = []
+    for lib in (ref, tb):
+        with pytest.raises(ValueError) as info:
+            _quiet(lambda lib=lib: lib.MemoryMappedTensor.from_filename(file, torch.int64, (1,), mode="w+"))
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+
+
+def _write_and_read(lib: Any, path: Path, mode: str | None) -> tuple[Any, ...]:
+    loaded = _quiet(lambda: lib.TensorDict.load_memmap(path, **_kw(mode)))
+    loaded["a"][0] = 100.0
+    loaded["n", "b"].add_(1)
+    fresh = _quiet(lambda: lib.TensorDict.load_memmap(path))
+    return loaded["a"].tolist(), loaded["n", "b"].tolist(), fresh["a"].tolist(), fresh["n", "b"].tolist()
+
+
+def _td(lib: Any) -> Any:
+    return lib.TensorDict({"a": torch.arange(3.0), "n": {"b": torch.ones(3, 2)}}, batch_size=[3])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_load_memmap_folder_modes(ref, tb, tmp_path, mode):
+    results = []
+    for lib in (ref, tb):
+        folder = tmp_path / lib.__name__
+        _quiet(lambda lib=lib, folder=folder: _td(lib).memmap(folder))
+        results.append(_write_and_read(lib, folder, mode))
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_load_memmap_archive_modes(ref, tb, tmp_path, mode):
+    results = []
+    for lib in (ref, tb):
+        path = tmp_path / f"{lib.__name__}.tdz"
+        _quiet(lambda lib=lib, path=path: _td(lib).memmap(path))
+        results.append(_write_and_read(lib, path, mode))
+    assert results[0] == results[1]
+
+
+def test_from_consolidated_is_copy_on_write(ref, tb, tmp_path):
+    results = []
+    for lib in (ref, tb):
+        file = tmp_path / f"{lib.__name__}.bin"
+        _quiet(lambda lib=lib, file=file: _td(lib).consolidate(filename=file))
+        before = file.read_bytes()
+        loaded = lib.TensorDict.from_consolidated(file)
+        loaded["a"].add_(1)
+        results.append((loaded["a"].tolist(), file.read_bytes() == before))
+    assert results[0] == results[1] == ([1.0, 2.0, 3.0], True)
+
+
+@pytest.mark.parametrize("method", ["memmap", "memmap_like", "memmap_"])
+def test_user_files_in_the_folder_are_kept(ref, tb, tmp_path, method):
+    for lib in (ref, tb):
+        folder = tmp_path / lib.__name__
+        folder.mkdir()
+        (folder / "notes.txt").write_text("x")
+        _quiet(lambda lib=lib, folder=folder: getattr(_td(lib), method)(folder))
+        assert (folder / "notes.txt").read_text() == "x", lib.__name__
+        assert _quiet(lambda lib=lib, folder=folder: lib.TensorDict.load_memmap(folder))["n", "b"].shape == (3, 2)
