@@ -111,7 +111,8 @@ def unpack_memmap(archive_path: str | Path, prefix: str | Path) -> Path:
     """Extract an archive into the folder ``prefix`` (the inverse of :func:`pack_memmap`).
 
     The folder is written aside and renamed into place, like a save; an existing ``prefix`` must be an
-    empty folder or a saved TensorDict folder, which is replaced whole. Every entry's checksum is checked.
+    empty folder or a saved TensorDict folder, whose save is replaced (files no save wrote are kept, as
+    by a save). Every entry's declared size is checked before anything is written, then its checksum.
 
     Returns:
         ``prefix`` as a :class:`~pathlib.Path`.

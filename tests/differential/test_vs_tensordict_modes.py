@@ -34,8 +34,8 @@ def _kw(mode: str | None) -> dict[str, Any]:
 @pytest.mark.parametrize("mode", MODES)
 def test_from_filename_modes(ref, tb, tmp_path, mode):
     results = []
-    for lib in (ref, tb):
-        file = tmp_path / f"{lib.__name__}.memmap"
+    for name, lib in (("ref", ref), ("tb", tb)):
+        file = tmp_path / f"{name}.memmap"
         file.write_bytes(torch.arange(4).numpy().tobytes())
         x = _quiet(lambda lib=lib, file=file: lib.MemoryMappedTensor.from_filename(file, torch.int64, (4,), **_kw(mode)))
         x[0] = 100
@@ -49,7 +49,7 @@ def test_from_filename_bad_mode(ref, tb, tmp_path):
     file = tmp_path / "x.memmap"
     file.write_bytes(bytes(8))
     messages = []
-    for lib in (ref, tb):
+    for name, lib in (("ref", ref), ("tb", tb)):
         with pytest.raises(ValueError) as info:
             _quiet(lambda lib=lib: lib.MemoryMappedTensor.from_filename(file, torch.int64, (1,), mode="w+"))
         messages.append(str(info.value))
@@ -71,8 +71,8 @@ def _td(lib: Any) -> Any:
 @pytest.mark.parametrize("mode", MODES)
 def test_load_memmap_folder_modes(ref, tb, tmp_path, mode):
     results = []
-    for lib in (ref, tb):
-        folder = tmp_path / lib.__name__
+    for name, lib in (("ref", ref), ("tb", tb)):
+        folder = tmp_path / name
         _quiet(lambda lib=lib, folder=folder: _td(lib).memmap(folder))
         results.append(_write_and_read(lib, folder, mode))
     assert results[0] == results[1]
@@ -81,8 +81,8 @@ def test_load_memmap_folder_modes(ref, tb, tmp_path, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_load_memmap_archive_modes(ref, tb, tmp_path, mode):
     results = []
-    for lib in (ref, tb):
-        path = tmp_path / f"{lib.__name__}.tdz"
+    for name, lib in (("ref", ref), ("tb", tb)):
+        path = tmp_path / f"{name}.tdz"
         _quiet(lambda lib=lib, path=path: _td(lib).memmap(path))
         results.append(_write_and_read(lib, path, mode))
     assert results[0] == results[1]
@@ -90,8 +90,8 @@ def test_load_memmap_archive_modes(ref, tb, tmp_path, mode):
 
 def test_from_consolidated_is_copy_on_write(ref, tb, tmp_path):
     results = []
-    for lib in (ref, tb):
-        file = tmp_path / f"{lib.__name__}.bin"
+    for name, lib in (("ref", ref), ("tb", tb)):
+        file = tmp_path / f"{name}.bin"
         _quiet(lambda lib=lib, file=file: _td(lib).consolidate(filename=file))
         before = file.read_bytes()
         loaded = lib.TensorDict.from_consolidated(file)
@@ -102,10 +102,10 @@ def test_from_consolidated_is_copy_on_write(ref, tb, tmp_path):
 
 @pytest.mark.parametrize("method", ["memmap", "memmap_like", "memmap_"])
 def test_user_files_in_the_folder_are_kept(ref, tb, tmp_path, method):
-    for lib in (ref, tb):
-        folder = tmp_path / lib.__name__
+    for name, lib in (("ref", ref), ("tb", tb)):
+        folder = tmp_path / name
         folder.mkdir()
         (folder / "notes.txt").write_text("x")
         _quiet(lambda lib=lib, folder=folder: getattr(_td(lib), method)(folder))
-        assert (folder / "notes.txt").read_text() == "x", lib.__name__
+        assert (folder / "notes.txt").read_text() == "x", name
         assert _quiet(lambda lib=lib, folder=folder: lib.TensorDict.load_memmap(folder))["n", "b"].shape == (3, 2)
