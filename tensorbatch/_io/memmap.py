@@ -465,7 +465,7 @@ def _foreign(folder: Path, rel: Path = Path()) -> Iterator[Path]:
     with os.scandir(folder) as entries:
         for entry in entries:
             name = entry.name
-            if name in files and not entry.is_dir(follow_symlinks=False) or _TEMPORARY.match(name):
+            if (name in files and not entry.is_dir(follow_symlinks=False)) or _TEMPORARY.match(name):
                 continue
             if name in folders and entry.is_dir(follow_symlinks=False):
                 yield from _foreign(folder / name, rel / name)

@@ -60,10 +60,12 @@ class _Persistence:
                allow_pickle: bool = False, **kwargs: Any) -> Any:
         """A memory-mapped copy: saved to the folder ``prefix`` (or in shared memory without one), locked.
 
-        Saving is atomic (written aside, then renamed into place). Non-tensor leaves are stored as JSON;
-        other Python objects need ``allow_pickle=True``. A ``prefix`` ending in ``.tdz`` (or ``archive=True``)
-        writes one archive file instead of a folder (see :func:`~tensorbatch.pack_memmap`); the result's
-        leaves are views of the mapped archive, not locked, and writes to them stay in memory.
+        Saving is atomic (written aside, then renamed into place). An existing save in the folder is
+        replaced; files there that no save wrote (the user's) are kept where they are, as with tensordict,
+        and a save that would replace one of them is refused (RuntimeError naming it). Non-tensor leaves are
+        stored as JSON; other Python objects need ``allow_pickle=True``. A ``prefix`` ending in ``.tdz`` (or
+        ``archive=True``) writes one archive file instead of a folder (see :func:`~tensorbatch.pack_memmap`);
+        the result's leaves are views of the mapped archive, not locked, and writes to them stay in memory.
 
         Args:
             prefix: the folder; None maps every leaf in shared memory instead of files.
@@ -71,7 +73,8 @@ class _Persistence:
             num_threads: write the leaves on this many threads.
             return_early: return a :class:`concurrent.futures.Future` of the result at once.
             share_non_tensor: accepted for tensordict compatibility (non-tensor leaves are copied).
-            existsok: allow replacing an existing folder.
+            existsok: allow saving into a folder that holds files (a previous save is replaced, the user's
+                files are kept).
             robust_key: accepted for compatibility: keys are always percent-encoded into file names.
             archive: write an archive file; None: when ``prefix`` ends in ``.tdz``.
             compression: an archive's leaf compression (``"deflate"``, ``"bzip2"``, ``"lzma"``); compressed

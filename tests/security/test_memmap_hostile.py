@@ -40,7 +40,8 @@ class TestReadOnlyMaps:
         x[1:].add_(10)  # a view writes too
         assert digest(file) == before
         assert x.tolist() == [100, 11, 12]  # the tensor holds the writes (tensordict's behaviour)
-        assert isinstance(x, MemoryMappedTensor) and x.filename == str(file)
+        assert isinstance(x, MemoryMappedTensor)
+        assert x.filename == str(file)
 
     @pytest.mark.parametrize("mode", [None, "r+"])
     def test_from_filename_writable_modes_write_the_file(self, tmp_path, mode):
@@ -64,7 +65,8 @@ class TestReadOnlyMaps:
             MemoryMappedTensor.from_filename(file, torch.int64, (3,), mode="r+")
         x = MemoryMappedTensor.from_filename(file, torch.int64, (3,))  # default: copy-on-write
         x[0] = 7
-        assert _raw(file, torch.int64) == [0, 1, 2] and x.tolist() == [7, 1, 2]
+        assert _raw(file, torch.int64) == [0, 1, 2]
+        assert x.tolist() == [7, 1, 2]
 
     def test_pickled_copy_on_write_tensor_stays_copy_on_write(self, tmp_path):
         file = tmp_path / "x.memmap"
@@ -91,7 +93,7 @@ class TestReadOnlyMaps:
             "subpath_r": lambda: TensorDict(n=TensorDict.load_memmap(folder, subpath="n", mode="r"), batch_size=[3]),
         }[how]()
         loaded["n", "b"].add_(1)
-        if "a" in loaded.keys():
+        if "a" in loaded:
             loaded["a"][0] = 100
             assert loaded["a"].tolist() == [100.0, 1.0, 2.0]
         assert loaded["n", "b"].tolist() == [[2.0, 2.0]] * 3
@@ -110,7 +112,8 @@ class TestReadOnlyMaps:
         before = tree(folder)
         target = _td().zero_()
         out = target.load_memmap_(folder)
-        assert out is target and target["a"].tolist() == [0.0, 1.0, 2.0]
+        assert out is target
+        assert target["a"].tolist() == [0.0, 1.0, 2.0]
         target["a"].add_(1)
         assert tree(folder) == before
         with pytest.raises(ValueError, match="mode must be None, 'r' or 'r\\+'"):
@@ -123,7 +126,8 @@ class TestReadOnlyMaps:
         loaded = TensorDict.load_memmap(folder, mode="r")
         loaded.memmap_refresh_()
         loaded["a"].add_(5)
-        assert tree(folder) == before and loaded["a"].tolist() == [5.0, 6.0, 7.0]
+        assert tree(folder) == before
+        assert loaded["a"].tolist() == [5.0, 6.0, 7.0]
 
     def test_resave_of_copy_on_write_leaves_writes_them(self, tmp_path):
         # a copy-on-write leaf names its file but holds private writes: re-saving must not skip it
@@ -151,7 +155,8 @@ class TestReadOnlyMaps:
         before = digest(path)
         loaded = TensorDict.load_memmap(path)
         loaded["a"].add_(1)
-        assert digest(path) == before and loaded["a"].tolist() == [1.0, 2.0, 3.0]
+        assert digest(path) == before
+        assert loaded["a"].tolist() == [1.0, 2.0, 3.0]
 
     def test_from_consolidated_is_copy_on_write(self, tmp_path):
         file = tmp_path / "td.bin"
@@ -161,7 +166,8 @@ class TestReadOnlyMaps:
         loaded["a"].add_(1)
         loaded["n", "b"].zero_()
         assert digest(file) == before
-        assert loaded["a"].tolist() == [1.0, 2.0, 3.0] and loaded.is_consolidated()
+        assert loaded["a"].tolist() == [1.0, 2.0, 3.0]
+        assert loaded.is_consolidated()
         again = tensorbatch.from_consolidated(file)
         again["a"].add_(1)
         assert digest(file) == before
@@ -183,7 +189,8 @@ class TestReadOnlyMaps:
         loaded = from_safetensors(file)
         loaded["a"].add_(1)
         loaded["n", "b"].zero_()
-        assert digest(file) == before and loaded["a"].tolist() == [1.0, 2.0, 3.0]
+        assert digest(file) == before
+        assert loaded["a"].tolist() == [1.0, 2.0, 3.0]
 
     def test_from_handler_over_a_read_only_buffer(self):
         data = torch.arange(4.0).numpy().tobytes()
@@ -220,7 +227,8 @@ class TestNoDataLoss:
         _kept(folder, files)
         assert sorted(os.listdir(tmp_path)) == ["td"]  # no temporary or old folder left
         loaded = TensorDict.load_memmap(folder)
-        assert loaded["n", "b"].shape == (3, 2) and out is not None
+        assert loaded["n", "b"].shape == (3, 2)
+        assert out is not None
 
     def test_resaving_over_a_previous_save_with_user_files(self, tmp_path):
         folder = tmp_path / "td"
@@ -230,7 +238,8 @@ class TestNoDataLoss:
         files["n/mine.bin"] = digest(folder / "n" / "mine.bin")
         TensorDict({"z": torch.zeros(3)}, batch_size=[3]).memmap(folder, existsok=True)
         _kept(folder, files)
-        assert not (folder / "a.memmap").exists() and not (folder / "n" / "b.memmap").exists()  # the old save's
+        assert not (folder / "a.memmap").exists()
+        assert not (folder / "n" / "b.memmap").exists()
         assert not (folder / "n" / "meta.json").exists()
         assert list(TensorDict.load_memmap(folder).keys()) == ["z"]
 
@@ -246,7 +255,7 @@ class TestNoDataLoss:
         folder = tmp_path / "td"
         folder.mkdir()
         (folder / "a.memmap").write_bytes(b"precious")  # no meta.json names it: the user's
-        with pytest.raises(RuntimeError, match="would replace .*a.memmap, which no previous save wrote"):
+        with pytest.raises(RuntimeError, match=r"would replace .*a\.memmap, which no previous save wrote"):
             _td().memmap(folder)
         assert (folder / "a.memmap").read_bytes() == b"precious"
         assert sorted(os.listdir(tmp_path)) == ["td"]
@@ -322,7 +331,7 @@ class TestLinksLeavingTheFolder:
         before = tree(outside)
         os.rename(folder / "n", tmp_path / "moved")
         os.symlink(outside / "n", folder / "n")
-        with pytest.raises(RuntimeError, match="Refusing to load .*n: it is a symbolic link"):
+        with pytest.raises(RuntimeError, match=r"Refusing to load .*n: it is a symbolic link"):
             TensorDict.load_memmap(folder, mode=mode)
         assert tree(outside) == before
 
@@ -332,7 +341,7 @@ class TestLinksLeavingTheFolder:
         outside = _outside(tmp_path)
         os.replace(folder / "meta.json", outside / "meta.json")
         os.symlink(outside / "meta.json", folder / "meta.json")
-        with pytest.raises(RuntimeError, match="meta.json: it is a symbolic link"):
+        with pytest.raises(RuntimeError, match=r"meta\.json: it is a symbolic link"):
             TensorDict.load_memmap(folder)
 
     def test_links_inside_the_folder_and_a_linked_root_are_fine(self, tmp_path):
@@ -393,5 +402,5 @@ class TestDeclaredSizes:
         layout["entries"]["a"]["shape"] = [2**30]
         forged = json.dumps(layout).encode()
         file.write_bytes(raw[:-8 - length] + forged + struct.pack("<Q", len(forged)))
-        with pytest.raises(RuntimeError, match="the leaf at key 'a' ends at byte .* past the"):
+        with pytest.raises(RuntimeError, match=r"the leaf at key 'a' ends at byte .* past the"):
             TensorDict.from_consolidated(file)
