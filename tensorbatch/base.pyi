@@ -810,6 +810,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         robust_key: builtins.bool | None = ...,
         *,
         allow_pickle: builtins.bool | None = ...,
+        mode: str | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def load_state_dict(

@@ -439,7 +439,8 @@ def _owned(folder: Path) -> tuple[set[str], set[str]]:
         return set(), set()
     if not isinstance(meta, dict):
         return set(), set()
-    files, folders = {META}, set()
+    files: set[str] = {META}
+    folders: set[str] = set()
     kind = str(meta.get("_class", "")).rpartition(":")[2]
     if meta.get("_is_non_tensor") or kind == "NonTensorStack":
         return files | {PICKLE, STACK_PICKLE}, folders
