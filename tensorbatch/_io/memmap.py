@@ -315,7 +315,7 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     it instead of reading those files back).
 
     Raises:
-        RuntimeError: when ``prefix`` exists (other than as an empty folder) and ``existsok`` is False; when
+        RuntimeError: when ``prefix`` holds a save (a ``meta.json``) and ``existsok`` is False; when
             a file of the new save would replace a file of ``prefix`` that no previous save wrote.
         NotADirectoryError: when ``prefix`` is a file.
     """
@@ -326,9 +326,11 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
         mode = _mode(prefix, follow=True)
     if mode is not None and not stat.S_ISDIR(mode):  # (tensordict fails the same way, on the first leaf)
         raise NotADirectoryError(f"cannot save a TensorDict into {prefix}: it is a file, not a folder")
-    if mode is not None and not existsok and not (stat.S_ISDIR(mode) and _is_empty_dir(prefix)):
-        # an empty folder is a place made ready for the save (tensordict writes into it too)
-        raise RuntimeError(f"the folder {prefix} already exists (pass existsok=True to replace it)")
+    if mode is not None and not existsok and (prefix / META).exists():
+        # a folder without a save (empty, or only the user's files) is a place made ready for the save:
+        # tensordict writes beside what is there too
+        raise RuntimeError(f"the folder {prefix} already exists and holds a save (pass existsok=True to replace "
+                           "it)")
     if mode is not None and stat.S_ISDIR(mode):
         _refuse_symlinks(td, prefix)
     writer = _Writer(allow_pickle, like)  # (a missing parent folder is made with the temporary folder)
@@ -352,11 +354,6 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     if metas is not None:
         metas.update({prefix / folder.relative_to(tmp): meta for folder, meta in writer.metas.items()})
     return prefix
-
-
-def _is_empty_dir(path: Path) -> bool:
-    with os.scandir(path) as entries:
-        return next(entries, None) is None
 
 
 def _mode(path: Path, *, follow: bool) -> int | None:

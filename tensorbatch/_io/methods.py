@@ -73,8 +73,8 @@ class _Persistence:
             num_threads: write the leaves on this many threads.
             return_early: return a :class:`concurrent.futures.Future` of the result at once.
             share_non_tensor: accepted for tensordict compatibility (non-tensor leaves are copied).
-            existsok: allow saving into a folder that holds files (a previous save is replaced, the user's
-                files are kept).
+            existsok: allow saving into a folder that holds a save (it is replaced; the user's files are
+                kept). False refuses such a folder only: one without a save is written into.
             robust_key: accepted for compatibility: keys are always percent-encoded into file names.
             archive: write an archive file; None: when ``prefix`` ends in ``.tdz``.
             compression: an archive's leaf compression (``"deflate"``, ``"bzip2"``, ``"lzma"``); compressed

@@ -146,8 +146,6 @@ DIFFERENCES: dict[str, str] = {
     "(tensordict finds it with a FutureWarning; 0.17 returns False)",
     "test_not_a_key_in_lazy_keys": "a lookup of something that is no key in a lazy stack's keys raises TypeError, as "
     "for a TensorDict (tensordict: IndexError)",
-    "test_memmap_existsok_folder_with_other_files": "memmap with existsok=False refuses a folder that holds "
-    "anything (tensordict writes beside what is there)",
     "test_apply_unknown_keyword": "apply refuses an unknown keyword with TypeError (tensordict 0.15 warns and "
     "ignores it; 0.17 raises TypeError)",
     # issue 16 additions (test_vs_tensordict_api16.py)

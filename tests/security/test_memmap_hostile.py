@@ -251,6 +251,16 @@ class TestNoDataLoss:
         assert (folder / "n" / "mine.bin").read_bytes() == b"\x01"
         assert sorted(os.listdir(folder / "n")) == ["mine.bin"]
 
+    def test_existsok_false(self, tmp_path):
+        folder = tmp_path / "td"
+        files = _user_files(folder)
+        _td().memmap(folder, existsok=False)  # no save there yet: written beside the user's files
+        _kept(folder, files)
+        before = tree(folder)
+        with pytest.raises(RuntimeError, match="already exists and holds a save"):
+            _td().memmap(folder, existsok=False)
+        assert tree(folder) == before
+
     def test_a_user_file_in_the_way_is_refused(self, tmp_path):
         folder = tmp_path / "td"
         folder.mkdir()
