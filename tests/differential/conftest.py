@@ -199,6 +199,10 @@ DIFFERENCES: dict[str, str] = {
     "RuntimeError (tensordict keeps the first one's batch size: [3] with [3, 2] gives [6], [3, 2] with [3] [6, 2])",
     "test_numpy_scalar_on_the_left": "a NumPy scalar on the left of an operator defers to the TensorDict "
     "(__array_ufunc__ = None: np.float32(2) - td is leaf-wise; tensordict: TypeError, NumPy makes a sequence of it)",
+    "test_load_refuses_a_link_leaving_the_folder": "load_memmap refuses a symbolic link in the folder that leads "
+    "outside it (tensordict follows it, and writes through it)",
+    "test_save_refuses_to_replace_a_user_file": "a save refuses to replace a file that no save wrote (tensordict "
+    "overwrites it)",
     "test_nested_leaves[njt-memmap": "jagged nested leaves can be saved to memmap folders, in tensordict's "
     "nested layout marked jagged (tensordict: NotImplementedError; it loads our folder as strided)",
 }

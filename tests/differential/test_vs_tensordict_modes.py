@@ -8,6 +8,7 @@ a folder holding the user's files keep them in both.
 
 from __future__ import annotations
 
+import os
 import pickle
 import warnings
 from pathlib import Path
@@ -110,3 +111,35 @@ def test_user_files_in_the_folder_are_kept(ref, tb, tmp_path, method):
         _quiet(lambda lib=lib, folder=folder: getattr(_td(lib), method)(folder))
         assert (folder / "notes.txt").read_text() == "x", name
         assert _quiet(lambda lib=lib, folder=folder: lib.TensorDict.load_memmap(folder))["n", "b"].shape == (3, 2)
+
+
+# deliberate differences (strict xfails in conftest.py): the subject refuses what the reference allows
+def _outcome(fn: Any) -> Any:
+    try:
+        return ("ok", _quiet(fn))
+    except Exception as err:  # the outcome compared: which error, if any
+        return ("raises", type(err).__name__)
+
+
+def test_load_refuses_a_link_leaving_the_folder(ref, tb, tmp_path):
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(torch.zeros(3).numpy().tobytes())
+    outcomes = []
+    for name, lib in (("ref", ref), ("tb", tb)):
+        folder = tmp_path / name
+        _quiet(lambda lib=lib, folder=folder: _td(lib).memmap(folder))
+        (folder / "a.memmap").unlink()
+        (folder / "a.memmap").symlink_to(outside)
+        outcomes.append(_outcome(lambda lib=lib, folder=folder: lib.TensorDict.load_memmap(folder)["a"].tolist()))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_save_refuses_to_replace_a_user_file(ref, tb, tmp_path):
+    outcomes = []
+    for name, lib in (("ref", ref), ("tb", tb)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "a.memmap").write_bytes(b"mine")
+        outcomes.append(_outcome(lambda lib=lib, folder=folder: sorted(os.listdir(_td(lib).memmap(folder)
+                                                                               .saved_path))))
+    assert outcomes[0] == outcomes[1]
