@@ -160,3 +160,20 @@ def nested_view_from_buffer(data: torch.Tensor, sizes: torch.Tensor) -> torch.Te
         comps.append(data[start:start + n].view(row))
         start += n
     return torch.nested.as_nested_tensor(comps, layout=torch.strided)
+
+
+def allow_in_weights_only_load(*entries: Any) -> None:
+    """Allowlist rebuild functions (and the classes they take) for ``torch.load(weights_only=True)``.
+
+    Called once by each module that defines rebuild functions, at its import, with exactly the functions its
+    ``__reduce__`` methods return (and the classes those pickles name). An entry ``(obj, "module.name")``
+    makes the pickled name ``module.name`` resolve to ``obj`` in a weights-only load only (a safer variant of
+    the function a trusted load calls). ``torch.serialization.add_safe_globals`` (torch >= 2.4); nothing on
+    an older torch, whose default load is not weights-only.
+
+    Every function listed must be safe on crafted arguments: check the types it is given (a class must be
+    one of tensorbatch's, or a TensorClass the user allowlisted) and run no code named by the data.
+    """
+    add = getattr(torch.serialization, "add_safe_globals", None)
+    if add is not None:
+        add(list(entries))

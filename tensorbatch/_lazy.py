@@ -25,6 +25,7 @@ from ._base.coerce import checked_names as _checked_names
 from ._base.export import node_facts, tree_lines
 from ._base.keys import KeyList
 from ._base.transfer import accelerators_of, settle
+from ._compat import allow_in_weights_only_load
 from ._keys import NestedKey, is_key, key_tuple
 from ._nontensor import stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
@@ -793,7 +794,7 @@ class LazyStackedTensorDict(TensorDictBase):
         return built[()]
 
     def __reduce__(self) -> Any:
-        return (LazyStackedTensorDict._new, (self._tds, self._stack_dim, None, self._stack_name))
+        return (_rebuild, (self._tds, self._stack_dim, self._batch_size, self._stack_name, self._is_locked))
 
     def _meta_items(self) -> Any:
         """Each common key once, stacking no leaf.
@@ -1081,6 +1082,28 @@ def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) ->
         return torch.stack(tds, dim, out=out) if out is not None else torch.stack(tds, dim)
     except (RuntimeError, KeyError):
         return lazy_stack(tds, dim, out=out)
+
+
+def _rebuild(tds: Any, stack_dim: Any, batch_size: Any, stack_name: Any, locked: Any) -> LazyStackedTensorDict:
+    """Unpickle a lazy stack (what its ``__reduce__`` names, allowed in ``torch.load(weights_only=True)``).
+
+    The arguments may be crafted: the members must be TensorDicts, and they go through the checking
+    constructor.
+
+    Raises:
+        TypeError: for members that are no list of TensorDicts, or ``locked`` no bool.
+    """
+    if type(tds) is not list or not all(is_td(td) for td in tds) or type(locked) is not bool:
+        raise TypeError(f"unpickling a LazyStackedTensorDict: malformed state (members "
+                        f"{[type(td).__name__ for td in tds] if isinstance(tds, list) else type(tds).__name__}, "
+                        f"locked={locked!r})")
+    out = LazyStackedTensorDict(*tds, stack_dim=stack_dim, batch_size=batch_size, stack_dim_name=stack_name)
+    if locked:
+        out.lock_()
+    return out
+
+
+allow_in_weights_only_load(_rebuild)
 
 
 def _stackable(tds: list[Any]) -> bool:

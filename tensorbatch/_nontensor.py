@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Self
 import torch
 
 from . import _options
+from ._compat import allow_in_weights_only_load
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_non_tensor, is_non_tensor_type, value_of
@@ -266,7 +267,7 @@ class NonTensorDataBase(_NonTensor):
         return out
 
     def __reduce__(self) -> Any:
-        return (type(self), (self.data, self._batch_size, self._device))
+        return (_rebuild_data, (type(self), self.data, self._batch_size, self._device))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(data={self.data!r}, batch_size={list(self._batch_size)}, "
@@ -452,7 +453,7 @@ class NonTensorStack(_NonTensor):
         return _pick(pos, items)
 
     def __reduce__(self) -> Any:
-        return (NonTensorStack._new, (self._items, self._pos, self._device))
+        return (_rebuild_stack, (self._items, self._pos, self._device))
 
     def __repr__(self) -> str:
         return f"NonTensorStack({self.tolist()!r}, batch_size={list(self._batch_size)}, device={self._device})"
@@ -528,9 +529,37 @@ def wrap(value: Any, batch_size: torch.Size, device: Any) -> NonTensorData:
     return NonTensorData._new(value, batch_size, device)
 
 
+def _rebuild_data(cls: Any, data: Any, batch_size: Any, device: Any) -> NonTensorDataBase:
+    """Unpickle a ``NonTensorData``/``MetaData`` (allowed in ``torch.load(weights_only=True)``).
+
+    Raises:
+        TypeError: for a ``cls`` that is no ``NonTensorDataBase`` class (crafted arguments).
+    """
+    if not (isinstance(cls, type) and issubclass(cls, NonTensorDataBase)):
+        raise TypeError(f"unpickling a NonTensorData: expected a NonTensorData or MetaData class, got {cls!r}")
+    return cls(data, batch_size, device)
+
+
+def _rebuild_stack(items: Any, positions: Any, device: Any) -> NonTensorStack:
+    """Unpickle a ``NonTensorStack``: its distinct values and, per element, the position of its value.
+
+    Raises:
+        TypeError: for crafted arguments: ``items`` no list, ``positions`` no integer tensor.
+        IndexError: for a position outside ``items``.
+    """
+    if type(items) is not list or not isinstance(positions, torch.Tensor) or positions.dtype != torch.int64:
+        raise TypeError(f"unpickling a NonTensorStack: malformed state (a {type(items).__name__} of values, "
+                        f"positions {positions!r})")
+    if positions.numel() and not (0 <= int(positions.min()) and int(positions.max()) < len(items)):
+        raise IndexError(f"unpickling a NonTensorStack: positions outside its {len(items)} values")
+    return NonTensorStack._new(items, positions.as_subclass(torch.Tensor), _as_device(device))
+
+
 TensorDictBase._non_tensor_cls = NonTensorData
 TensorDictBase._non_tensor_stack_cls = NonTensorStack
 
+
+allow_in_weights_only_load(NonTensorData, MetaData, _rebuild_data, _rebuild_stack)
 
 __all__ = ["MetaData", "NonTensorData", "NonTensorDataBase", "NonTensorStack", "is_non_tensor", "is_non_tensor_type",
            "stack_non_tensor", "value_of"]

@@ -12,7 +12,7 @@ from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._base.transfer import accelerators_of, settle
-from ._compat import dynamo_compiling
+from ._compat import allow_in_weights_only_load, dynamo_compiling
 from ._keys import key_tuple
 from ._ops.index import MANY_ROWS
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, index_dense, is_td, leaf_shape, named_nodes, unfit_keys
@@ -396,7 +396,26 @@ class TensorDict(TensorDictBase):
         consolidated = self._reduce_consolidated()  # one buffer instead of one tensor per leaf
         if consolidated is not None:
             return consolidated
-        return (object.__new__, (type(self),), self.__getstate__())
+        return (_rebuild, (type(self), self._tensordict, self._batch_size, self._device, self._names,
+                           self._is_locked))
+
+
+def _rebuild(cls: Any, source: Any, batch_size: Any, device: Any, names: Any, locked: Any) -> TensorDict:
+    """Unpickle a TensorDict (what its ``__reduce_ex__`` names, allowed in ``torch.load(weights_only=True)``).
+
+    The arguments may be crafted: ``cls`` must be TensorDict or a subclass (a user's subclass is named in the
+    pickle, so a weights-only load needs it allowlisted by ``torch.serialization.add_safe_globals``), and the
+    leaves go through the checking constructor.
+
+    Raises:
+        TypeError: for a ``cls`` that is no TensorDict class, a ``source`` that is no dict or ``locked`` no bool.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, TensorDict)):
+        raise TypeError(f"unpickling a TensorDict: expected a TensorDict class, got {cls!r}")
+    if type(source) is not dict or type(locked) is not bool:
+        raise TypeError(f"unpickling a TensorDict: malformed state (a {type(source).__name__} of leaves, "
+                        f"locked={locked!r})")
+    return cls._from_state(source, batch_size, device, names, locked)
 
 
 def _accelerators_in(values: Any) -> set[torch.device]:
@@ -414,3 +433,4 @@ def _accelerators_in(values: Any) -> set[torch.device]:
 
 
 TensorDictBase._dense_cls = TensorDict
+allow_in_weights_only_load(TensorDict, _rebuild)

@@ -121,8 +121,19 @@ class UnbatchedTensor(torch.Tensor):
 _compat.skip_dynamo_frame(UnbatchedTensor.__torch_function__)
 
 
-def _rebuild(data: torch.Tensor, batch_size: torch.Size) -> UnbatchedTensor:
-    return UnbatchedTensor(data, batch_size)
+def _rebuild(data: Any, batch_size: Any) -> UnbatchedTensor:
+    """Unpickle an UnbatchedTensor (allowed in ``torch.load(weights_only=True)``).
+
+    Raises:
+        TypeError: for crafted arguments: ``data`` no tensor, ``batch_size`` no ``torch.Size``.
+    """
+    if not isinstance(data, torch.Tensor) or not isinstance(batch_size, torch.Size):
+        raise TypeError(f"unpickling an UnbatchedTensor: expected a tensor and a torch.Size, got a "
+                        f"{type(data).__name__} and a {type(batch_size).__name__}")
+    return UnbatchedTensor(data.as_subclass(torch.Tensor), batch_size)
+
+
+_compat.allow_in_weights_only_load(_rebuild)
 
 
 def _batch_size_in(args: Any) -> torch.Size | None:

@@ -9,6 +9,7 @@ other operations return plain tensors.
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 from pathlib import Path
 from typing import Any
@@ -369,13 +370,68 @@ def _keep_if_view(out: torch.Tensor, source: MemoryMappedTensor) -> torch.Tensor
     return out.as_subclass(torch.Tensor) if isinstance(out, MemoryMappedTensor) else out
 
 
+def _checked_file(filename: Any, dtype: Any, file_numel: Any) -> None:
+    """TypeError/ValueError for arguments of a file rebuild that cannot come from ``__reduce_ex__``."""
+    if type(filename) is not str or not isinstance(dtype, torch.dtype) or type(file_numel) is not int:
+        raise TypeError(f"unpickling a MemoryMappedTensor: expected a file name, a dtype and an element count, got "
+                        f"{type(filename).__name__}, {type(dtype).__name__} and {type(file_numel).__name__}")
+    if not file_numel:
+        return
+    facts = os.stat(filename)  # FileNotFoundError names the file
+    if not stat.S_ISREG(facts.st_mode):  # a FIFO blocks, a device maps what it wants
+        raise ValueError(f"unpickling a MemoryMappedTensor: {filename!r} is not a regular file")
+    if facts.st_size < file_numel * dtype.itemsize:
+        raise RuntimeError(f"unpickling a MemoryMappedTensor: {filename!r} holds {facts.st_size} bytes, fewer than "
+                           f"the {file_numel} {dtype} elements it had when pickled")
+
+
 def _rebuild_file(filename: str, dtype: torch.dtype, file_numel: int, offset: int, shape: tuple[int, ...],
                   stride: tuple[int, ...], parent_shape: tuple[int, ...] | None = None,
                   mode: str | None = None) -> MemoryMappedTensor:
-    """Unpickling: map the file with the sender's mode (None: shared when writable, as ``from_filename``)."""
+    """Unpickling: map the file with the sender's mode (None: shared when writable, as ``from_filename``).
+
+    A weights-only ``torch.load`` calls :func:`_rebuild_file_private` in its place.
+    """
+    _checked_file(filename, dtype, file_numel)
     flat = _map(filename, dtype, file_numel, _shared_for(filename, mode))
     return MemoryMappedTensor._wrap(flat.as_strided(shape, stride, offset), filename, parent_shape, mode)
 
 
+def _rebuild_file_private(filename: Any, dtype: Any, file_numel: Any, offset: Any, shape: Any, stride: Any,
+                          parent_shape: Any = None, mode: Any = None) -> MemoryMappedTensor:
+    """What a pickled file-backed MemoryMappedTensor gives under ``torch.load(weights_only=True)``.
+
+    Pickles (and ``torch.save``) of a MemoryMappedTensor with a file hold the file's name, not its data.
+    A crafted file can name any path: loading it then maps a file the user can read, as reading it with
+    ``torch.from_file`` would (tensordict maps files named by its pickles too). It can do no more: the file
+    must be a regular file at least as large as the pickle says (no FIFO that blocks, no device), and it
+    is mapped privately (copy-on-write), so writes to the loaded tensor never reach the file, which may
+    be read-only. The result has no ``filename``: pickling it again sends its data, not the path. A
+    trusted ``torch.load(weights_only=False)`` maps the file shared instead (:func:`_rebuild_file`).
+
+    Raises:
+        TypeError: for arguments that are no file name, dtype and element count.
+        FileNotFoundError: when the file is missing.
+        ValueError: when it is no regular file.
+        RuntimeError: when it is shorter than pickled, or the view lies outside it.
+    """
+    _checked_file(filename, dtype, file_numel)
+    if not file_numel:
+        flat = torch.empty(0, dtype=dtype)
+    else:
+        flat = torch.from_file(filename, shared=False, size=file_numel, dtype=dtype)
+    return MemoryMappedTensor._wrap(flat.as_strided(shape, stride, offset), None, parent_shape)
+
+
 def _rebuild_shared(tensor: torch.Tensor, parent_shape: tuple[int, ...] | None = None) -> MemoryMappedTensor:
+    """Unpickle a MemoryMappedTensor without a file (its data came with the pickle).
+
+    Raises:
+        TypeError: for a ``tensor`` that is no tensor (crafted arguments).
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"unpickling a MemoryMappedTensor: expected a tensor, got a {type(tensor).__name__}")
     return MemoryMappedTensor._wrap(tensor, None, parent_shape)
+
+
+_compat.allow_in_weights_only_load(_rebuild_shared, (_rebuild_file_private, f"{__name__}._rebuild_file"))

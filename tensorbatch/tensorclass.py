@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.utils import _pytree
 
-from . import _delegation, _lazy
+from . import _compat, _delegation, _lazy
 from ._base import values as _values
 from ._base.access import UPDATE_OPTIONS
 from ._base.coerce import as_device as _as_device
@@ -711,8 +711,26 @@ class TensorClass:
         return _delegation.torch_function(func, args, kwargs)
 
 
-def _unpickle(cls: Any, td: Any, extras: dict[str, Any]) -> Any:
+def _unpickle(cls: Any, td: Any, extras: Any) -> Any:
+    """Unpickle a TensorClass instance (what its ``__reduce__`` names, allowed in ``torch.load(weights_only=True)``).
+
+    The pickle names the class itself, so a weights-only load of a user's class needs it allowlisted by the
+    user (``torch.serialization.add_safe_globals([MyClass])``, as with tensordict). The arguments may be
+    crafted: ``cls`` must be a TensorClass, ``td`` a TensorDict and ``extras`` a dict of its fields.
+
+    Raises:
+        TypeError: for a ``cls`` that is no TensorClass, a ``td`` that is no TensorDict, or ``extras`` that
+            are no dict of fields of ``cls``.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, TensorClass) and cls._field_specs):
+        raise TypeError(f"unpickling a TensorClass: expected a TensorClass with fields, got {cls!r}")
+    if not is_td(td) or type(extras) is not dict or not extras.keys() <= cls._field_specs.keys():
+        raise TypeError(f"unpickling a {cls.__name__}: malformed state (a {type(td).__name__} and the non-tensor "
+                        f"fields {sorted(map(str, extras)) if isinstance(extras, dict) else type(extras).__name__})")
     return cls._from_backend(td, extras)
+
+
+_compat.allow_in_weights_only_load(_unpickle)
 
 
 def _check_fields(cls: Any, keys: set[str], what: str, hint: str = "write fields only") -> None:

@@ -22,7 +22,7 @@ from torch.utils import _pytree
 from . import _delegation
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
-from ._compat import dynamo_compiling, register_pytree_node
+from ._compat import allow_in_weights_only_load, dynamo_compiling, register_pytree_node
 from ._keys import is_key
 from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
 from ._td import TensorDict
@@ -482,7 +482,22 @@ def _set_slots(obj: Any, source: Any, store: dict[str, Any] | None) -> None:
 
 
 def _unpickle(cls: Any, source: Any) -> Any:
+    """Unpickle a TypedTensorDict (what its ``__reduce__`` names, allowed in ``torch.load(weights_only=True)``).
+
+    The pickle names the class itself, so a weights-only load of a user's class needs it allowlisted by the
+    user (``torch.serialization.add_safe_globals([MyTyped])``, as with tensordict). The arguments may be
+    crafted: ``cls`` must be a TypedTensorDict class and ``source`` a TensorDict.
+
+    Raises:
+        TypeError: for a ``cls`` that is no TypedTensorDict class or a ``source`` that is no TensorDict.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, TypedTensorDict)) or not is_td(source):
+        raise TypeError(f"unpickling a TypedTensorDict: expected a TypedTensorDict class and a TensorDict, got "
+                        f"{cls!r} and a {type(source).__name__}")
     return cls._wrap(source)
+
+
+allow_in_weights_only_load(_unpickle)
 
 
 def _check_keys(cls: Any, keys: Any, call: str) -> None:

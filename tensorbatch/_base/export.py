@@ -251,8 +251,15 @@ def load_state_dict(self: TensorDictBase, state_dict: Mapping[str, Any], strict:
 
 
 def __reduce__(self: TensorDictBase) -> Any:
-    return (self._dense_cls._from_state, (self.to_dict(), self.batch_size, self.device,
-                                         self._maybe_names(), self.is_locked))
+    """Pickle as the in-memory TensorDict of this one (its names and lock kept); backends with state override it.
+
+    The dense TensorDict's reduce names only module-level rebuild functions, so ``torch.load(weights_only=True)``
+    reads it back.
+    """
+    dense = self.to_tensordict()
+    if self.is_locked:
+        dense.lock_()
+    return dense.__reduce_ex__(2)
 
 
 def __repr__(self: TensorDictBase) -> str:

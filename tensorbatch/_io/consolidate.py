@@ -17,11 +17,13 @@ from typing import Any
 
 import torch
 
+from .._compat import allow_in_weights_only_load
 from .._errors import fmt_path
 from .._nontensor import is_non_tensor, value_of
 from .._ops import ragged
 from .._ops.traverse import is_td, named_entries
 from .._unbatched import UnbatchedTensor
+from ..base import TensorDictBase
 from ._shared import DTYPES, SideTable, atomic_target
 
 _ALIGN = 8
@@ -72,6 +74,9 @@ def _view(buffer: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
     shape = torch.Size(entry["shape"])
     start = entry["offset"]
     nbytes = shape.numel() * torch.empty((), dtype=dtype).element_size()
+    if type(start) is not int or start < 0 or start + nbytes > buffer.numel():  # a crafted or damaged layout
+        raise RuntimeError(f"consolidated layout: a leaf of {nbytes} bytes at offset {start!r} lies outside the "
+                           f"buffer of {buffer.numel()} bytes")
     return buffer[start:start + nbytes].view(dtype).view(shape)
 
 
@@ -266,9 +271,26 @@ def state(td: Any) -> tuple[torch.Tensor, dict[str, Any]] | None:
 def restore(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], device: Any = None) -> Any:
     """Rebuild a consolidated TensorDict from its buffer and layout (unpickling, device moves, transfers).
 
-    ``device``: the device of the rebuilt nodes (default: the layout's).
+    ``device``: the device of the rebuilt nodes (default: the layout's). What the pickle of a consolidated
+    TensorDict names, so allowed in ``torch.load(weights_only=True)``: its arguments may be crafted, so
+    ``dense_cls`` must be a dense TensorDict class and every leaf must lie inside ``buffer``.
+
+    Raises:
+        TypeError: for a ``dense_cls`` that is no dense TensorDict class, a ``buffer`` that is no 1-d uint8
+            tensor or a ``layout`` that is no dict.
+        RuntimeError: for a leaf outside the buffer.
     """
+    if not (isinstance(dense_cls, type) and issubclass(dense_cls, TensorDictBase)
+            and dense_cls._dense_cls is dense_cls):
+        raise TypeError(f"restoring a consolidated TensorDict: expected a TensorDict class, got {dense_cls!r}")
+    if not (isinstance(buffer, torch.Tensor) and buffer.dtype == torch.uint8 and buffer.ndim == 1
+            and type(layout) is dict):
+        raise TypeError(f"restoring a consolidated TensorDict: expected a 1-d uint8 buffer and a dict layout, got "
+                        f"{type(buffer).__name__} and {type(layout).__name__}")
     return _remember(_rebuild(dense_cls, buffer, layout, device), buffer, layout)
+
+
+allow_in_weights_only_load(restore)
 
 
 def plan(td: Any) -> tuple[dict[str, Any], int]:
