@@ -21,9 +21,9 @@ from typing import Any, ClassVar, Self
 import torch
 
 from . import _options
-from ._compat import allow_in_weights_only_load
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
+from ._compat import allow_in_weights_only_load
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_non_tensor, is_non_tensor_type, value_of
 from .base import TensorDictBase
 
@@ -550,7 +550,7 @@ def _rebuild_stack(items: Any, positions: Any, device: Any) -> NonTensorStack:
     if type(items) is not list or not isinstance(positions, torch.Tensor) or positions.dtype != torch.int64:
         raise TypeError(f"unpickling a NonTensorStack: malformed state (a {type(items).__name__} of values, "
                         f"positions {positions!r})")
-    if positions.numel() and not (0 <= int(positions.min()) and int(positions.max()) < len(items)):
+    if positions.numel() and not (int(positions.min()) >= 0 and int(positions.max()) < len(items)):
         raise IndexError(f"unpickling a NonTensorStack: positions outside its {len(items)} values")
     return NonTensorStack._new(items, positions.as_subclass(torch.Tensor), _as_device(device))
 
