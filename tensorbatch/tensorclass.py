@@ -307,6 +307,11 @@ class TensorClass:
         Differs from tensordict 0.15: fields annotated ``int``/``float``/``bool`` keep the Python value
         (tensordict 0.15 stores a 0-d tensor and warns that 0.17 will keep the value).
 
+    Note:
+        ``torch.load`` (``weights_only=True``, torch's default) reads a saved instance only once its class is
+        allowlisted, as with tensordict: ``torch.serialization.add_safe_globals([Sample])`` (tensorbatch's own
+        rebuild functions are allowlisted at import; a pickle naming any other callable is refused).
+
     Examples:
         >>> import torch
         >>> from torch import Tensor

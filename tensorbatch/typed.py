@@ -145,6 +145,9 @@ class TypedTensorDict(TensorDictBase):
     ``frozen`` locks instances at construction. ``autocast``, ``nocast`` and ``tensor_only`` are accepted
     and have no effect.
 
+    ``torch.load`` (``weights_only=True``, torch's default) reads a saved instance once its class is
+    allowlisted, as with tensordict: ``torch.serialization.add_safe_globals([State])``.
+
     Args:
         _source: an optional mapping of field values (merged with ``fields``).
         batch_size: leading dims shared by every field.
