@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import default_collate
 
+from ._base.collection import TensorCollection
+from ._compat import register_default_collate
 from ._keys import unravel_key
 from ._lazy import LazyStackedTensorDict, maybe_dense_stack
 from ._ops.traverse import is_td
@@ -104,3 +106,44 @@ def _collate_keys(batch: list[Any], pad_keys: Mapping[NestedKey, float], nested_
     for key in nested:
         out.set(key, torch.nested.as_nested_tensor([sample.get(key) for sample in batch], layout=torch.jagged))
     return out
+
+
+def _default_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
+    """torch's ``default_collate`` for TensorDicts and TensorClasses (registered below), as tensordict's.
+
+    A batch a dataset read at once (``__getitems__``: a TensorDict or TensorClass) is returned as it is; a
+    list of samples is stacked as :func:`collate` stacks them (densely when keys and shapes agree, else
+    lazily; a TensorClass keeps its class).
+
+    Raises:
+        TypeError: for samples that cannot be stacked together (as tensordict 0.15.3, whose callers fall
+            back on TypeError): different TensorClasses, TensorClasses mixed with TensorDicts or with
+            other types, different numbers of batch dims, or batch sizes that do not stack.
+    """
+    if isinstance(batch, TensorCollection):
+        return batch
+    types = {type(item) for item in batch}
+    foreign = sorted(t.__name__ for t in types if not issubclass(t, TensorCollection))
+    if foreign:
+        raise TypeError(f"Cannot collate a batch that mixes tensordicts or tensorclasses with other types: got "
+                        f"{sorted(t.__name__ for t in types)}.")
+    classes = [t for t in types if is_tensorclass(t)]
+    if classes and len(classes) < len(types):
+        raise TypeError(f"Cannot collate a batch that mixes tensorclass instances with tensordicts: got "
+                        f"{sorted(t.__name__ for t in types)}.")
+    if len(classes) > 1 and not any(
+            all(issubclass(t, base) and t._field_specs.keys() == base._field_specs.keys() for t in classes)
+            for base in classes):
+        raise TypeError(f"Cannot collate a batch of different tensorclasses: got {sorted(t.__name__ for t in classes)}.")
+    dims = {item.batch_dims for item in batch}
+    if len(dims) > 1:
+        raise TypeError(f"Cannot collate a batch of tensordicts or tensorclasses with different numbers of batch "
+                        f"dims: got {sorted(dims)}.")
+    try:
+        return maybe_dense_stack(batch)
+    except RuntimeError as err:
+        raise TypeError(f"Cannot collate a batch of tensordicts or tensorclasses that do not stack: {err}") from err
+
+
+# TensorClass is a virtual subclass of TensorCollection: one entry covers every backend and every TensorClass
+register_default_collate(TensorCollection, _default_collate)

@@ -177,3 +177,19 @@ def allow_in_weights_only_load(*entries: Any) -> None:
     add = getattr(torch.serialization, "add_safe_globals", None)
     if add is not None:
         add(list(entries))
+
+
+try:  # private module (``torch.utils.data._utils.collate``), its map documented in ``collate``'s docstring
+    from torch.utils.data._utils.collate import default_collate_fn_map as _default_collate_fn_map
+except ImportError:  # pragma: no cover
+    _default_collate_fn_map = None
+
+
+def register_default_collate(cls: type, fn: Any) -> None:
+    """Have ``torch.utils.data.default_collate`` call ``fn(batch, collate_fn_map=...)`` for elements of ``cls``.
+
+    Through torch's ``default_collate_fn_map`` (consulted by exact type, then by ``isinstance`` in order);
+    an entry already registered for ``cls`` is kept. Nothing where torch lacks the map.
+    """
+    if _default_collate_fn_map is not None:
+        _default_collate_fn_map.setdefault(cls, fn)

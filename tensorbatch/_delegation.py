@@ -76,6 +76,7 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the 
     # new TensorDicts of the same schema
     "apply", "named_apply", "clone", "copy", "replace", "__copy__", "__deepcopy__", "to", "attrs", "cpu", "cuda",
     "detach",
+    "__getitems__",  # a DataLoader's batch fetch (the backend's rows, read in a worker when stored)
     "contiguous", "data", "grad", "select", "exclude", "flatten_keys", "unflatten_keys", "split_keys",
     "filter_non_tensor_data", "to_padded_tensor", "rename", "masked_fill", "masked_select", "where",
     "new_empty", "new_full", "new_ones", "new_tensor", "new_zeros",

@@ -235,6 +235,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
     get = _access.get
     _get = _access._get
     __getitem__ = _access.__getitem__
+    __getitems__ = _access.__getitems__
     __setitem__ = _access.__setitem__
     __delitem__ = _access.__delitem__
     _has_str = _access._has_str

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch.utils.data import get_worker_info
 
 from .. import _errors, _options
 from .._keys import NestedKey, is_key, key_tuple
@@ -144,6 +145,29 @@ def __getitem__(self: TensorDictBase, index: Any) -> Any:
     if is_key(index):
         return value_of(self._get(index))
     return _index.getitem(self, index)
+
+
+def __getitems__(self: TensorDictBase, indices: Any) -> Any:
+    """``self[indices]``: the batch a ``torch.utils.data.DataLoader`` fetches (torch passes the list of its indices).
+
+    The batch is the TensorDict of those rows (a lazy stack gives a lazy stack), so a DataLoader with
+    ``collate_fn=lambda x: x`` or torch's default collate yields one TensorDict per batch, as in tensordict.
+    In a DataLoader worker, a batch whose leaves are not in memory (a lazy view of an HDF5 file) is read
+    there, in one batched row read: sent as it is, it would pickle as the file name and the main process
+    would read it again.
+
+    Examples:
+        >>> import torch
+        >>> from torch.utils.data import DataLoader
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(x=torch.arange(10), batch_size=[10])
+        >>> [batch["x"].tolist() for batch in DataLoader(td, batch_size=4, collate_fn=lambda b: b)]
+        [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    """
+    out = self[indices]
+    if not out._leaves_in_memory and get_worker_info() is not None:
+        return out.to_tensordict()
+    return out
 
 
 def __setitem__(self: TensorDictBase, index: Any, value: Any) -> None:

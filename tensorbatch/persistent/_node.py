@@ -569,16 +569,6 @@ class PersistentTensorDict(TensorDictBase):
             return TensorDictBase._read_index(self, index)
         return IndexedView(self, index)
 
-    def __getitems__(self, indices: Any) -> Any:
-        """``self[indices]`` for a DataLoader's batch fetch: read at once in a worker process, else a lazy view.
-
-        (A lazy view sent back from a worker would pickle as the file name: the main process would read it.)
-        """
-        from torch.utils.data import get_worker_info
-
-        view = self[torch.as_tensor(indices) if isinstance(indices, list) else indices]
-        return view if get_worker_info() is None else view.to_tensordict()
-
     # ------------------------------------------------------------------ pickling
     def __reduce__(self) -> Any:
         """Pickled as the file name and node path: unpickling reopens the file.
