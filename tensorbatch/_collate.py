@@ -109,11 +109,11 @@ def _collate_keys(batch: list[Any], pad_keys: Mapping[NestedKey, float], nested_
 
 
 def _default_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
-    """torch's ``default_collate`` for TensorDicts and TensorClasses (registered below), as tensordict's.
+    """The entry of torch's ``default_collate`` for TensorDicts and TensorClasses (registered below).
 
     A batch a dataset read at once (``__getitems__``: a TensorDict or TensorClass) is returned as it is; a
     list of samples is stacked as :func:`collate` stacks them (densely when keys and shapes agree, else
-    lazily; a TensorClass keeps its class).
+    lazily; a TensorClass keeps its class), as tensordict 0.15.3 does.
 
     Raises:
         TypeError: for samples that cannot be stacked together (as tensordict 0.15.3, whose callers fall
@@ -123,8 +123,7 @@ def _default_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
     if isinstance(batch, TensorCollection):
         return batch
     types = {type(item) for item in batch}
-    foreign = sorted(t.__name__ for t in types if not issubclass(t, TensorCollection))
-    if foreign:
+    if not all(issubclass(t, TensorCollection) for t in types):
         raise TypeError(f"Cannot collate a batch that mixes tensordicts or tensorclasses with other types: got "
                         f"{sorted(t.__name__ for t in types)}.")
     classes = [t for t in types if is_tensorclass(t)]
@@ -134,7 +133,8 @@ def _default_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
     if len(classes) > 1 and not any(
             all(issubclass(t, base) and t._field_specs.keys() == base._field_specs.keys() for t in classes)
             for base in classes):
-        raise TypeError(f"Cannot collate a batch of different tensorclasses: got {sorted(t.__name__ for t in classes)}.")
+        raise TypeError(f"Cannot collate a batch of different tensorclasses: got "
+                        f"{sorted(t.__name__ for t in classes)}.")
     dims = {item.batch_dims for item in batch}
     if len(dims) > 1:
         raise TypeError(f"Cannot collate a batch of tensordicts or tensorclasses with different numbers of batch "

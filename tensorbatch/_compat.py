@@ -182,7 +182,7 @@ def allow_in_weights_only_load(*entries: Any) -> None:
 try:  # private module (``torch.utils.data._utils.collate``), its map documented in ``collate``'s docstring
     from torch.utils.data._utils.collate import default_collate_fn_map as _default_collate_fn_map
 except ImportError:  # pragma: no cover
-    _default_collate_fn_map = None
+    _default_collate_fn_map = None  # type: ignore[assignment]
 
 
 def register_default_collate(cls: type, fn: Any) -> None:
