@@ -175,6 +175,17 @@ def test_tensorclass_round_trip_with_allowlisted_class(weights_only: bool) -> No
         assert _save_load(frozen, weights_only).is_locked
 
 
+@pytest.mark.parametrize("weights_only", [True, False], ids=["weights_only", "trusted"])
+def test_tensorclass_non_tensordict_fields_round_trip(weights_only: bool) -> None:
+    source = Sample.from_tensordict(TensorDict(obs=torch.ones(2, 1), batch_size=[2]), non_tensordict={"label": "x"})
+    assert source._non_tensordict == {"label": "x"}  # held beside the TensorDict
+    with torch.serialization.safe_globals(USER_CLASSES):
+        back = _save_load(source, weights_only)
+    assert back.label == "x"
+    assert back._non_tensordict == {"label": "x"}
+    assert torch.equal(back.obs, source.obs)
+
+
 def test_user_tensorclass_needs_allowlisting() -> None:
     """As tensordict: the pickle names the user's class, which only the user may allowlist."""
     source = Sample(obs=torch.ones(2), label="x", batch_size=[2])
