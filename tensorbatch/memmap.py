@@ -2,10 +2,10 @@
 
 Reads and writes go to the page cache of the file, so several processes mapping the same file see
 each other's writes. Pickling sends the file name and the view (offset, shape, strides), never the
-data: the receiving process maps the same file. ``torch.load(weights_only=True)`` of such a pickle maps the file
-privately instead (copy-on-write: a crafted checkpoint can read a file the user can read, never write
-it); see ``_rebuild_file_private``. Indexing keeps the type (a view of the same file);
-other operations return plain tensors.
+data: the receiving process maps the same file. ``torch.load(weights_only=True)`` of such a pickle
+maps the file privately instead (copy-on-write: a crafted checkpoint can read a file the user can
+read, never write it; see ``_rebuild_file_private``). Indexing keeps the type (a view of the same
+file); other operations return plain tensors.
 """
 
 from __future__ import annotations
