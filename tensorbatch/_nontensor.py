@@ -269,9 +269,8 @@ class NonTensorDataBase(_NonTensor):
     def __reduce__(self) -> Any:
         return (_rebuild_data, (type(self), self.data, self._batch_size, self._device))
 
-    def __repr__(self) -> str:
-        return (f"{type(self).__name__}(data={self.data!r}, batch_size={list(self._batch_size)}, "
-                f"device={self._device})")
+    def __repr__(self) -> str:  # tensordict's form: the value's str, the batch size as a torch.Size
+        return f"{type(self).__name__}(data={self.data}, batch_size={self._batch_size!r}, device={self._device})"
 
 
 class NonTensorData(NonTensorDataBase):
@@ -455,8 +454,8 @@ class NonTensorStack(_NonTensor):
     def __reduce__(self) -> Any:
         return (_rebuild_stack, (self._items, self._pos, self._device))
 
-    def __repr__(self) -> str:
-        return f"NonTensorStack({self.tolist()!r}, batch_size={list(self._batch_size)}, device={self._device})"
+    def __repr__(self) -> str:  # tensordict's form
+        return f"NonTensorStack(\n    {self.tolist()!r},\n    batch_size={self._batch_size!r},\n    device={self._device})"
 
 
 def _regular_depth(values: Any) -> int:

@@ -350,9 +350,6 @@ class MemoryMappedTensor(torch.Tensor):
         return (_rebuild_file, (name, self.dtype, file_numel, self.storage_offset(), tuple(self.shape),
                                 self.stride(), parent, mode))
 
-    def __repr__(self, *, tensor_contents: Any = None) -> Any:  # type: ignore[override]
-        inner = repr(self.as_subclass(torch.Tensor))
-        return f"MemoryMappedTensor({inner}, filename={getattr(self, '_filename', None)!r})"
 
 
 def _deprecated(name: str) -> None:

@@ -265,7 +265,7 @@ def test_to_dict_gives_values():
 
 def test_repr_shows_values():
     text = repr(make_td1())
-    assert "NonTensorData(data='hi'" in text
+    assert "NonTensorData(data=hi, batch_size=torch.Size([3])" in text
     assert "NonTensorStack(['a', 'b', 'a']" in text
 
 
@@ -778,8 +778,9 @@ def test_non_tensor_leaves_are_unhashable():
 
 
 def test_non_tensor_repr():
-    assert repr(NonTensorData("a", batch_size=[2])) == "NonTensorData(data='a', batch_size=[2], device=None)"
-    assert repr(NonTensorStack("a", "b")) == "NonTensorStack(['a', 'b'], batch_size=[2], device=None)"
+    assert repr(NonTensorData("a", batch_size=[2])) == "NonTensorData(data=a, batch_size=torch.Size([2]), device=None)"
+    assert repr(NonTensorStack("a", "b")) == ("NonTensorStack(\n    ['a', 'b'],\n    batch_size=torch.Size([2]),\n"
+                                              "    device=None)")  # tensordict's form
 
 
 def test_non_tensor_pickle():

@@ -330,8 +330,8 @@ def leaf_repr(value: Any, device: Any = None) -> str:
 
     A stored leaf, unread, is given as its metadata, on its node's ``device``.
     """
-    if _is_nt(value):
-        return repr(value)
+    if _is_nt(value):  # (a stack's own repr spans lines, as tensordict's: one line in the tree)
+        return " ".join(line.strip() for line in repr(value).splitlines()).replace("( ", "(")
     dtype: Any
     if isinstance(value, _Tensor):
         shape, dtype, device = leaf_shape(value), value.dtype, value.device

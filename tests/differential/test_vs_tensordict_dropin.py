@@ -185,3 +185,14 @@ def test_lazy_stack_names_its_dim(ref: Any, tb: Any) -> None:
 
     mine, theirs = _both(ref, tb, run)
     assert mine == theirs == ([None, "s"], torch.Size([2, 3]))
+
+
+def test_reprs_of_leaves(ref: Any, tb: Any) -> None:
+    def run(lib: Any) -> list[str]:
+        return [repr(lib.MemoryMappedTensor.from_tensor(torch.arange(3.0))),
+                repr(lib.MemoryMappedTensor.from_tensor(torch.zeros(2, 3))[1:]),
+                repr(lib.NonTensorData("a", batch_size=[2])), repr(lib.NonTensorData(["a"])), repr(lib.MetaData("m")),
+                repr(lib.NonTensorStack("a", "b"))]
+
+    mine, theirs = _both(ref, tb, run)
+    assert mine == theirs
