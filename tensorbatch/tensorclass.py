@@ -19,6 +19,7 @@ import functools
 import inspect
 import typing
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -361,6 +362,7 @@ class TensorClass:
         REWRAP_TYPES.add(cls)  # nested in a TensorDict, it is rebuilt as itself
         _delegation.WRAPPER_TYPES.add(cls)
         _register_pytree(cls)
+        _DEFINED[f"{cls.__module__}.{cls.__qualname__}"] = cls
 
     def __class_getitem__(cls, item: Any) -> type:
         """A base class with the given options on: ``TensorClass["frozen", "autocast"]``."""
@@ -975,6 +977,28 @@ def _fix_class_cells(values: Any, old: type, new: type) -> None:
                         cell.cell_contents = new
                 except ValueError:  # an empty cell
                     continue
+
+
+# every TensorClass subclass defined in this process, by ``module.QualName`` (the latest one of a name; weakly)
+_DEFINED: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
+
+
+def defined_tensorclass(name: str) -> type | None:
+    """The TensorClass subclass defined in this process as ``module.QualName``; None when none is.
+
+    Loaders that find a class name in their data (a Redis store's ``__tensorclass__``) look it up here
+    instead of importing the module the data names: importing runs that module's code.
+
+    Examples:
+        >>> import torch
+        >>> class Pair(TensorClass):
+        ...     x: torch.Tensor
+        >>> defined_tensorclass(f"{Pair.__module__}.{Pair.__qualname__}") is Pair
+        True
+        >>> defined_tensorclass("os.System") is None
+        True
+    """
+    return _DEFINED.get(name)
 
 
 def is_tensorclass(obj: Any) -> bool:

@@ -17,7 +17,19 @@ from ._lazy import LazyStackedTensorDictStore
 from ._node import Commands, TensorDictStore
 from ._tree import Tree, load
 
-_CONNECT = ("backend", "host", "port", "db", "unix_socket_path", "prefix")
+
+def is_tensorclass(obj: Any) -> bool:
+    from ..tensorclass import is_tensorclass as check
+
+    return check(obj)
+
+
+def defined_tensorclass(name: str) -> type | None:
+    from ..tensorclass import defined_tensorclass as lookup
+
+    return lookup(name)
+
+_CONNECT = ("backend", "host", "port", "db", "unix_socket_path", "prefix", "allow_pickle")
 
 
 def _as_td(value: Any) -> Any:
@@ -27,8 +39,6 @@ def _as_td(value: Any) -> Any:
 
 
 def tensorclass_path(value: Any) -> str | None:
-    from ..tensorclass import is_tensorclass
-
     cls = type(value)
     return f"{cls.__module__}.{cls.__qualname__}" if is_tensorclass(cls) else None
 
@@ -101,13 +111,24 @@ def schema_store(schema: Mapping[Any, tuple[Any, torch.dtype]], **kwargs: Any) -
 
 
 def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: Any = None,
-               tensorclass_cls: Any = None, **kwargs: Any) -> Any:
+               tensorclass_cls: Any = None, allow_pickle: bool = False, **kwargs: Any) -> Any:
     """Connect to the store ``td_id`` that another handle (any process, any machine) wrote.
 
-    Reads its batch size, device and layout. Returns the recorded TensorClass around it when there is one.
+    Reads its batch size, device and layout. Returns the recorded TensorClass around it when there is one:
+    ``tensorclass_cls`` (a class, or a ``"module.QualName"`` that is imported because the caller named it),
+    else the class the server names, looked up among the TensorClasses already defined in this process
+    (never imported: the server's data does not choose code to run).
+
+    Args:
+        td_id: the store's identifier. prefix: the namespace of its keys.
+        device: the device reads are cast to (default: the one recorded).
+        tensorclass_cls: the TensorClass to wrap the store in (default: the recorded one, if defined here).
+        allow_pickle: unpickle non-tensor values the server holds pickled (see :class:`TensorDictStore`).
+        **kwargs: the server (``host``, ``port``, ``db``, ``client``...) and client options.
 
     Raises:
         KeyError: when the server has no such store.
+        LookupError: when the server names a TensorClass that this process has not defined.
     """
     options = {k: v for k, v in kwargs.items() if k not in (*_CONNECT, "client", "cache_metadata")}
     conn = Connection(backend=kwargs.get("backend", "redis"), host=kwargs.get("host", "localhost"),
@@ -115,6 +136,7 @@ def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: A
                       unix_socket_path=kwargs.get("unix_socket_path"), namespace=prefix, td_id=td_id, device=None,
                       cache_metadata=kwargs.get("cache_metadata", True), options=options,
                       client=kwargs.get("client"))
+    conn.allow_pickle = bool(allow_pickle)
     epoch = conn.new_epoch()
 
     def fill(pipe: Any) -> None:
@@ -125,7 +147,8 @@ def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: A
 
     kind, raw_batch, raw_device, raw_tc, _, conn.epoch = conn.read("from_store", fill)
     if kind == b"lazy_stack":  # a lazy stack: its own class (as tensordict's from_store)
-        return LazyStackedTensorDictStore.from_store(td_id=td_id, prefix=prefix, device=device, **kwargs)
+        return LazyStackedTensorDictStore.from_store(td_id=td_id, prefix=prefix, device=device,
+                                                     allow_pickle=allow_pickle, **kwargs)
     if raw_batch is None:
         conn.write("from_store", [("DEL", [conn.key("__epoch__")], [])]) if conn.epoch == epoch else None
         raise KeyError(f"no TensorDictStore with td_id={td_id!r} at {conn.address} db={conn.db} "
@@ -137,16 +160,38 @@ def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: A
     if conn.tree is not None:
         conn.tree.batch = torch.Size(json.loads(raw_batch))
     store = TensorDictStore._view(conn, ())
-    tc = tensorclass_cls if tensorclass_cls is not None else (raw_tc.decode() if raw_tc else None)
-    if tc is None:
+    if tensorclass_cls is not None:
+        tc = _named_class(tensorclass_cls) if isinstance(tensorclass_cls, str) else tensorclass_cls
+    elif raw_tc:
+        tc = _recorded_class(raw_tc.decode(errors="replace"), conn)
+    else:
         return store
-    if isinstance(tc, str):
-        module, _, name = tc.rpartition(".")
-        tc = importlib.import_module(module)
-        for part in name.split("."):
-            tc = getattr(tc, part)
+    if not is_tensorclass(tc) or not isinstance(tc, type):
+        raise TypeError(f"from_store: tensorclass_cls must be a TensorClass class, got {tc!r}")
     conn.tensorclass = f"{tc.__module__}.{tc.__qualname__}"
     return tc.from_tensordict(store)
+
+
+def _named_class(name: str) -> Any:
+    """The class the caller named as ``"module.QualName"``: already defined, else imported (the caller chose it)."""
+    found = defined_tensorclass(name)
+    if found is not None:
+        return found
+    module, _, qualname = name.rpartition(".")
+    out: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        out = getattr(out, part)
+    return out
+
+
+def _recorded_class(name: str, conn: Connection) -> Any:
+    """The TensorClass a store's ``__tensorclass__`` names, among those defined in this process (never imported)."""
+    found = defined_tensorclass(name)
+    if found is None:
+        raise LookupError(f"{conn.where()} records the TensorClass {name!r}, which this process has not defined: "
+                          "import or define it before from_store, or pass tensorclass_cls=TheClass (the module "
+                          "the server names is never imported: that would run code the server's data chose)")
+    return found
 
 
 def to_store(self: Any, *, backend: str = "redis", host: str = "localhost", port: int = 6379, db: int = 0,

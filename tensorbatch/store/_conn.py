@@ -201,6 +201,35 @@ def make_client(host: str, port: int, db: int, unix_socket_path: str | None, opt
     return client
 
 
+# What a client given by the caller connects with, beyond the address: copies (pickles) need it too
+_CARRIED = ("username", "password", "credential_provider", "protocol", "client_name")
+
+
+def client_options(settings: dict[str, Any], connection_class: Any) -> dict[str, Any]:
+    """The ``redis.Redis`` keyword arguments that reproduce a client's credentials and TLS settings.
+
+    ``settings`` is its pool's ``connection_kwargs``; a TLS connection class (``rediss://`` URLs,
+    ``ssl=True``) gives ``ssl=True`` and every ``ssl_*`` setting that ``redis.Redis`` accepts.
+
+    Examples:
+        >>> import redis
+        >>> client = redis.Redis.from_url("rediss://bob:secret@localhost:6390/2")
+        >>> options = client_options(client.connection_pool.connection_kwargs, client.connection_pool.connection_class)
+        >>> options["username"], options["ssl"], "ssl_cert_reqs" in options
+        ('bob', True, True)
+    """
+    out = {name: settings[name] for name in _CARRIED if settings.get(name) is not None}
+    if isinstance(connection_class, type) and issubclass(connection_class, redis.SSLConnection):
+        accepted = _ssl_parameters()
+        out["ssl"] = True
+        out.update((name, value) for name, value in settings.items() if name in accepted)
+    return out
+
+
+def _ssl_parameters() -> frozenset[str]:
+    return frozenset(name for name in inspect.signature(redis.Redis).parameters if name.startswith("ssl_"))
+
+
 class Connection:
     """What the handles of one store share: the server address, the store's keys, its cached layout."""
 
@@ -218,18 +247,29 @@ class Connection:
         self.tree: Any = None  # the cached layout (``_tree.Tree``), None until read
         self.locked: dict[tuple[str, ...], bool] = {}
         self.tensorclass: str | None = None
+        self.allow_pickle = False  # unpickle non-tensor values read from the server (the caller's opt-in)
         self.local = threading.local()  # ``pending``/``checks``: the running ``atomic`` body's, per thread
-        if client is not None:  # copies (pickles) connect where the client connects
-            settings = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+        if client is not None:  # copies (pickles) connect where the client connects, as the client does
+            pool = getattr(client, "connection_pool", None)
+            settings = getattr(pool, "connection_kwargs", {})
             self.host = settings.get("host", host)
             self.port = settings.get("port", port)
             self.db = settings.get("db", db)
             self.unix_socket_path = settings.get("path", unix_socket_path)
+            self.options = {**client_options(settings, getattr(pool, "connection_class", None)), **options}
 
     # ------------------------------------------------------------------ naming
     @property
     def address(self) -> str:
         return self.unix_socket_path or f"{self.host}:{self.port}"
+
+    def where(self, path: str = "") -> str:
+        """The server (``host:port/db``), the prefix, the store and, given, the key path: for error messages.
+
+        Never the credentials.
+        """
+        key = f", key {tuple(path.split(fmt.SEP))!r}" if path else ""
+        return (f"TensorDictStore {self.td_id!r} at {self.address}/{self.db} (prefix {self.namespace!r}{key})")
 
     def key(self, suffix: str) -> str:
         return fmt.server_key(self.namespace, self.td_id, suffix)
@@ -264,7 +304,7 @@ class Connection:
 
     def raise_named(self, e: redis.RedisError, operation: str) -> None:
         """Raise the error naming the server, the store and the operation for the server error ``e``."""
-        where = f"TensorDictStore {self.td_id!r} (prefix {self.namespace!r}) at {self.address}, during {operation}"
+        where = f"{self.where()}, during {operation}"
         if isinstance(e, redis.TimeoutError):
             raise StoreTimeoutError(f"{where}: the server did not answer ({e})") from e
         if isinstance(e, redis.ConnectionError):

@@ -7,7 +7,8 @@ so all of a store's keys land on one shard):
   ``path`` joins nested keys with ``"."`` (so a key holding ``"."`` is refused);
 - ``m:<path>``: a hash: ``shape`` (JSON list, batch dims included) and ``dtype`` (``"torch.float32"``), or
   ``is_non_tensor="1"`` and ``encoding`` (``json``: one value for the whole batch; ``json_array``: one value per
-  element of dim 0; ``pickle``);
+  element of dim 0; ``pickle``: written and read only by a store opened with ``allow_pickle=True``, since
+  unpickling runs code chosen by whoever wrote the server's data);
 - ``__keys__``: the set of leaf paths; ``__batch_size__`` (JSON list), ``__device__`` (``""`` for none),
   ``__tensorclass__`` (``module.QualName`` of a TensorClass written with ``from_tensordict``).
 
@@ -114,30 +115,68 @@ def _json_exact(value: Any) -> bool:
     return False
 
 
-def encode_non_tensor(value: Any) -> tuple[bytes, dict[str, str]]:
+class PickleRefused(RuntimeError):
+    """A pickled non-tensor value on the server, read by a store that was not opened with ``allow_pickle=True``."""
+
+
+def _pickled(value: Any, allow_pickle: bool, where: str) -> bytes:
+    if not allow_pickle:
+        raise TypeError(f"{where}: the non-tensor value ({type(value).__name__}) is not a JSON value; pass "
+                        "allow_pickle=True to the store to keep it with pickle (reading it back will need "
+                        "allow_pickle=True too)")
+    return pickle.dumps(value)
+
+
+def encode_non_tensor(value: Any, allow_pickle: bool = False, where: str = "") -> tuple[bytes, dict[str, str]]:
     """``(data, meta)`` of a non-tensor leaf.
 
     A ``NonTensorData``'s value, or a 1-d ``NonTensorStack``'s list (``json_array``, as tensordict writes
-    per-element values); other stacks are pickled with their shape.
+    per-element values); other stacks keep their shape (``tb_stack``). JSON when JSON gives the value back
+    exactly; otherwise pickle, only with ``allow_pickle`` (else a ``TypeError`` naming ``where``).
+
+    Examples:
+        >>> encode_non_tensor({"a": [1, 2]})
+        (b'{"a": [1, 2]}', {'is_non_tensor': '1', 'encoding': 'json'})
+        >>> encode_non_tensor((1, 2), where="key 'x'")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: key 'x': the non-tensor value (tuple) is not a JSON value; pass allow_pickle=True ...
     """
     meta = {"is_non_tensor": "1"}
     if type(value).__name__ == "NonTensorStack":
         items = value.tolist()
-        if value.batch_dims == 1 and _json_exact(items):
+        exact = _json_exact(items)
+        if value.batch_dims == 1 and exact:
             return json.dumps(items).encode(), {**meta, "encoding": "json_array"}
         meta["tb_stack"] = json.dumps(list(value.batch_size))
-        return pickle.dumps(items), {**meta, "encoding": "pickle"}
+        if exact:  # (tensordict reads it as one JSON value: the nested lists)
+            return json.dumps(items).encode(), {**meta, "encoding": "json"}
+        return _pickled(items, allow_pickle, where), {**meta, "encoding": "pickle"}
     data = value.data if hasattr(value, "_value") else value
     if _json_exact(data):
         return json.dumps(data).encode(), {**meta, "encoding": "json"}
-    return pickle.dumps(data), {**meta, "encoding": "pickle"}
+    return _pickled(data, allow_pickle, where), {**meta, "encoding": "pickle"}
 
 
-def decode_non_tensor(data: bytes | None, meta: dict[str, str], batch_size: torch.Size, device: Any) -> Any:
+def decode_non_tensor(data: bytes | None, meta: dict[str, str], batch_size: torch.Size, device: Any,
+                      allow_pickle: bool = False, where: str = "") -> Any:
+    """The non-tensor leaf of ``data`` and its metadata hash.
+
+    A ``pickle`` encoding is unpickled only with ``allow_pickle`` (else :class:`PickleRefused` naming
+    ``where``): any client that can write to the server chooses what it holds.
+    """
     from .._nontensor import NonTensorData, NonTensorStack
 
     encoding = meta.get("encoding", "json")
-    value: Any = None if data is None else (pickle.loads(data) if encoding == "pickle" else json.loads(data))
+    if encoding == "pickle" and data is not None:
+        if not allow_pickle:
+            raise PickleRefused(f"{where} holds a pickled value (encoding=pickle); unpickling runs whatever code "
+                                "the writer of the server's data chose, so reading it needs allow_pickle=True "
+                                "(TensorDictStore(..., allow_pickle=True) or from_store(..., allow_pickle=True)); "
+                                "only for a server whose writers you trust")
+        value: Any = pickle.loads(data)  # allowed explicitly by the caller
+    else:
+        value = None if data is None else json.loads(data)
     if encoding == "json_array":
         out = NonTensorStack.from_list(value or [], device=device, depth=1) if value else NonTensorData(None, [0])
         return out if len(batch_size) <= 1 or out.batch_size == batch_size else out._follow(batch_size)

@@ -417,7 +417,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
     Keyword Args:
         count: the number of elements. stack_dim: where the stack dim goes in the batch size (default 0).
         inner_batch_size: the batch size of every element.
-        backend, host, port, db, unix_socket_path, prefix, device, client, td_id, cache_metadata,
+        backend, host, port, db, unix_socket_path, prefix, device, client, td_id, cache_metadata, allow_pickle,
             **client_kwargs: as for :class:`~tensorbatch.store.TensorDictStore`.
 
     Examples:
@@ -438,13 +438,14 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
     def __init__(self, *, backend: str = "redis", host: str = "localhost", port: int = 6379, db: int = 0,
                  unix_socket_path: str | None = None, prefix: str = "tensordict", count: int, stack_dim: int = 0,
                  inner_batch_size: Any, device: Any = None, client: Any = None, td_id: str | None = None,
-                 cache_metadata: bool = True, **client_kwargs: Any) -> None:
+                 cache_metadata: bool = True, allow_pickle: bool = False, **client_kwargs: Any) -> None:
         inner = _Size(inner_batch_size)
         if not -len(inner) - 1 <= stack_dim <= len(inner):
             raise IndexError(f"stack_dim {stack_dim} is out of range for elements with {len(inner)} batch dims")
         conn = Connection(backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
                           namespace=prefix, td_id=td_id or str(uuid.uuid4()), device=as_device(device),
                           cache_metadata=cache_metadata, options=client_kwargs, client=client)
+        conn.allow_pickle = bool(allow_pickle)  # (its leaves are tensors: kept for the handle's copies)
         epoch = conn.new_epoch()
         stack_dim %= len(inner) + 1
         values = ("lazy_stack", str(count), str(stack_dim), json.dumps(list(inner)),
@@ -511,7 +512,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         return store
 
     @classmethod
-    def from_store(cls, *, td_id: str, prefix: str = "tensordict", device: Any = None,
+    def from_store(cls, *, td_id: str, prefix: str = "tensordict", device: Any = None, allow_pickle: bool = False,
                    **kwargs: Any) -> LazyStackedTensorDictStore:
         """Connect to the stored lazy stack ``td_id`` (written by any process, or by tensordict).
 
@@ -525,6 +526,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
                           unix_socket_path=kwargs.get("unix_socket_path"), namespace=prefix, td_id=td_id,
                           device=None, cache_metadata=kwargs.get("cache_metadata", True), options=options,
                           client=kwargs.get("client"))
+        conn.allow_pickle = bool(allow_pickle)
         epoch = conn.new_epoch()
 
         def fill(pipe: Any) -> None:

@@ -44,6 +44,10 @@ class TensorDictStore(TensorDictBase):
         td_id: the store's identifier (default: a new UUID); the same ``td_id`` reaches the same data.
         cache_metadata: keep the layout (keys, shapes, dtypes) in this process (default); ``False`` reads it
             from the server at each operation, to see keys other handles add.
+        allow_pickle: keep non-tensor values that are not JSON values with pickle, and unpickle the values
+            that the server holds pickled (default False: both raise, naming the key). Unpickling runs code
+            chosen by whoever wrote the server's data: only for servers whose writers you trust. Same
+            meaning as ``load_memmap(allow_pickle=...)``; copies (pickles) of the handle keep it.
         **client_kwargs: options of ``redis.Redis`` (``socket_timeout`` default 10 s, ``socket_connect_timeout``
             default 1 s, ``password``, ...).
 
@@ -63,11 +67,12 @@ class TensorDictStore(TensorDictBase):
     def __init__(self, *, backend: str = "redis", host: str = "localhost", port: int = 6379, db: int = 0,
                  unix_socket_path: str | None = None, prefix: str = "tensordict", batch_size: Any = None,
                  device: Any = None, client: Any = None, td_id: str | None = None, cache_metadata: bool = True,
-                 **client_kwargs: Any) -> None:
+                 allow_pickle: bool = False, **client_kwargs: Any) -> None:
         size = _Size(() if batch_size is None else batch_size)
         conn = Connection(backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
                           namespace=prefix, td_id=td_id or str(uuid.uuid4()), device=as_device(device),
                           cache_metadata=cache_metadata, options=client_kwargs, client=client)
+        conn.allow_pickle = bool(allow_pickle)
         self._conn: Connection = conn
         self._path: tuple[str, ...] = ()
         epoch = conn.new_epoch()
@@ -231,7 +236,8 @@ class TensorDictStore(TensorDictBase):
         if data is None:
             raise KeyError(f"{(*self._path, key)!r}: its data is missing on the server (deleted by another handle?)")
         if kind == NON_TENSOR:
-            return fmt.decode_non_tensor(data, meta, self.batch_size, device)
+            conn = self._conn
+            return fmt.decode_non_tensor(data, meta, self.batch_size, device, conn.allow_pickle, conn.where(joined))
         out = fmt.from_bytes(data, shape, dtype)  # type: ignore[arg-type]
         return out if device is None or device.type == "cpu" else out.to(device)
 
@@ -260,7 +266,7 @@ class TensorDictStore(TensorDictBase):
             self._emit_leaf(joined, data, meta, commands)
             tree.put(path, (TENSOR, value.shape, value.dtype, meta))
         elif type(value) in NON_TENSOR_TYPES or not is_td(value):
-            data, meta = fmt.encode_non_tensor(value)
+            data, meta = fmt.encode_non_tensor(value, conn.allow_pickle, conn.where(joined))
             commands += self._drop(key)
             self._emit_leaf(joined, data, meta, commands)
             tree.put(path, (NON_TENSOR, None, None, meta))
@@ -440,7 +446,8 @@ class TensorDictStore(TensorDictBase):
         def merge() -> None:
             data, meta = conn.read(operation, lambda pipe: (pipe.get(data_key), pipe.hgetall(meta_key)))
             conn.check(data_key, data)
-            current = fmt.decode_non_tensor(data, fmt.decode(meta), self.batch_size, conn.device)
+            current = fmt.decode_non_tensor(data, fmt.decode(meta), self.batch_size, conn.device, conn.allow_pickle,
+                                            conn.where(joined))
             self._set_str(key, current._written(index, value), inplace=False, validated=True)
 
         conn.atomic(operation, merge)
@@ -488,7 +495,8 @@ class TensorDictStore(TensorDictBase):
         """Pickled as the server, the store's identity and the node path: unpickling reconnects to the data."""
         conn = self._conn
         state = (conn.backend, conn.host, conn.port, conn.db, conn.unix_socket_path, conn.namespace, conn.td_id,
-                 conn.device, conn.cache_metadata, conn.options, conn.epoch, self._path, dict(conn.locked))
+                 conn.device, conn.cache_metadata, conn.options, conn.epoch, self._path, dict(conn.locked),
+                 conn.allow_pickle)
         return (_reconnect, state)
 
     def __repr__(self) -> str:
@@ -500,10 +508,12 @@ class TensorDictStore(TensorDictBase):
 
 def _reconnect(backend: str, host: str, port: int, db: int, unix_socket_path: str | None, namespace: str,
                td_id: str, device: Any, cache_metadata: bool, options: dict[str, Any], epoch: bytes | None,
-               path: tuple[str, ...], locked: dict[tuple[str, ...], bool]) -> TensorDictStore:
+               path: tuple[str, ...], locked: dict[tuple[str, ...], bool],
+               allow_pickle: bool = False) -> TensorDictStore:
     conn = Connection(backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
                       namespace=namespace, td_id=td_id, device=device, cache_metadata=cache_metadata,
                       options=options)
+    conn.allow_pickle = allow_pickle
     conn.epoch = epoch
     conn.locked.update(locked)
     return TensorDictStore._view(conn, path)
