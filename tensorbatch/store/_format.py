@@ -176,7 +176,11 @@ def decode_non_tensor(data: bytes | None, meta: dict[str, str], batch_size: torc
                                 "only for a server whose writers you trust")
         value: Any = pickle.loads(data)  # allowed explicitly by the caller
     else:
-        value = None if data is None else json.loads(data)
+        try:
+            value = None if data is None else json.loads(data)
+        except ValueError:  # (UnicodeDecodeError too)
+            raise ValueError(f"{where} holds data that is not JSON (its metadata says encoding={encoding!r}): "
+                             "written by another client meanwhile?") from None
     if encoding == "json_array":
         out = NonTensorStack.from_list(value or [], device=device, depth=1) if value else NonTensorData(None, [0])
         return out if len(batch_size) <= 1 or out.batch_size == batch_size else out._follow(batch_size)
