@@ -23,6 +23,8 @@ def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: An
     Without ``batch_size``, the batch sizes recorded by ``to_h5``/``from_dict`` are used; a file without them
     (written by another tool) gets, for each nested TensorDict, the largest batch size its entries share
     (at most ``batch_dims`` dims). ``auto_batch_size=True`` ignores the recorded sizes.
+    Entries whose data lies in other files (external links, external or virtual storage) raise
+    ``PermissionError`` unless ``allow_external=True`` is passed.
 
     Examples:
         >>> import os, tempfile, torch
@@ -116,7 +118,7 @@ def clone(self: PersistentTensorDict, recurse: bool = True, *, filename: str | o
         from ._file import Shared
 
         copy = Shared(shared.file, shared.mode, shared.device, shared.dataset_kwargs, shared.file_options,
-                      shared.non_tensor_as_stack)
+                      shared.non_tensor_as_stack, shared.allow_external)
         copy.batch.update(shared.batch)
         copy.names.update(shared.names)
         # one cache per open file (writes drop entries)

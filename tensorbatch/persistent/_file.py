@@ -28,16 +28,26 @@ class ReadOnlyError(PermissionError):
     """A write through a PersistentTensorDict whose file is open for reading only."""
 
 
+class OutsideDataError(PermissionError):
+    """An entry whose data lies outside the HDF5 file, reached without ``allow_external=True``.
+
+    An external link, external raw storage, or a virtual dataset mapping other files.
+    """
+
+
 class Shared:
     """What the nodes of one file share: the h5py file, its options, and per-node batch sizes and locks."""
 
-    __slots__ = ("auto", "batch", "chunk_cache_off", "dataset_kwargs", "device", "direct", "entries", "file",
-                 "file_options", "filename", "keys", "locked", "mode", "names", "non_tensor_as_stack", "owned",
-                 "recorded", "tables")
+    __slots__ = ("allow_external", "auto", "batch", "chunk_cache_off", "dataset_kwargs", "device", "direct",
+                 "entries", "file", "file_options", "filename", "fileno", "keys", "locked", "mode", "names",
+                 "non_tensor_as_stack", "owned", "recorded", "tables")
 
     def __init__(self, file: h5py.File, mode: str, device: torch.device | None, dataset_kwargs: dict[str, Any],
-                 file_options: dict[str, Any], non_tensor_as_stack: bool = False) -> None:
+                 file_options: dict[str, Any], non_tensor_as_stack: bool = False,
+                 allow_external: bool = False) -> None:
         self.file = file
+        self.allow_external = allow_external  # follow external links and external / virtual storage
+        self.fileno = file.id.fileno  # (HDF5's number of the open file: objects of other files have another)
         self.filename: str = file.filename
         self.mode = mode
         self.device = device
@@ -78,6 +88,40 @@ class Shared:
             with contextlib.suppress(OSError):
                 os.remove(self.filename)
             self.owned = False
+
+
+def outside(group: h5py.Group, key: str, obj: Any, fileno: Any) -> str | None:
+    """Why the entry ``key`` of ``group`` reaches data outside the file (None: it does not).
+
+    ``obj`` is None to check the link alone (before it is followed: an external link is refused without
+    opening the file it names); else the object it leads to.
+    """
+    if obj is None:
+        try:
+            external = group.id.links.get_info(key.encode()).type == h5py.h5l.TYPE_EXTERNAL
+        except (KeyError, RuntimeError):  # no such entry (h5py raises either)
+            return None
+        if external:
+            link = group.get(key, getlink=True)
+            return f"it is an external link to {link.path!r} in the file {link.filename!r}"
+        return None
+    if obj.id.fileno != fileno:  # a soft link through an external link
+        return f"it leads into the file {obj.file.filename!r}"
+    if type(obj) is h5py.Dataset:
+        dcpl = obj.id.get_create_plist()
+        if dcpl.get_external_count():
+            return f"its data is stored in the outside file(s) {sorted({str(e[0]) for e in obj.external})}"
+        if dcpl.get_layout() == h5py.h5d.VIRTUAL:
+            files = sorted({s.file_name for s in obj.virtual_sources() if s.file_name != "."})
+            if files:
+                return f"it is a virtual dataset mapping the file(s) {files}"
+    return None
+
+
+def refuse_outside(shared: Shared, name: str, why: str) -> OutsideDataError:
+    return OutsideDataError(f"refusing to open {name!r} of the HDF5 file {shared.filename!r}: {why}, outside this "
+                            "file; pass allow_external=True (from_h5, PersistentTensorDict) to read and write "
+                            "outside files through it (only for files you trust)")
 
 
 def split_options(kwargs: dict[str, Any], file_options: dict[str, Any] | None) -> tuple[dict[str, Any],

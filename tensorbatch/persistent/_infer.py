@@ -7,13 +7,17 @@ from typing import Any
 import torch
 
 from .._ops.meta import NODE, common_batch
+from ._file import OutsideDataError
 
 
 def auto_batch(td: Any, batch_dims: int | None) -> None:
     """Give each node the longest leading shape its entries share, from metadata only (nested nodes first)."""
     shapes = []
     for key in td._keys_str():
-        obj, kind = td._entry(key)
+        try:
+            obj, kind = td._entry(key)
+        except OutsideDataError:  # refused when read; it does not decide the batch size
+            continue
         if kind is NODE:
             child = td._child(key, obj)
             auto_batch(child, batch_dims)

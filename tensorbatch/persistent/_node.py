@@ -18,7 +18,7 @@ from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from .._unbatched import UnbatchedTensor
 from ..base import TensorDictBase
 from . import _format as fmt
-from ._file import Shared, add_h5_note, h5_errors, open_file, split_options
+from ._file import OutsideDataError, Shared, add_h5_note, h5_errors, open_file, outside, refuse_outside, split_options
 from ._infer import auto_batch
 from ._rows import (
     DirectRows,
@@ -62,6 +62,9 @@ class PersistentTensorDict(TensorDictBase):
             ...), kept apart from the dataset options below.
         non_tensor_as_stack: read a non-tensor dataset with one element per row (a string column written by
             another tool) as a NonTensorStack of its rows.
+        allow_external: follow external links, and read and write datasets whose data is stored in other
+            files (external raw storage, virtual datasets). Default False: such an entry raises
+            ``PermissionError`` naming the file and the entry (soft links inside the file are followed).
         **kwargs: dataset options passed to ``h5py.Group.create_dataset`` when a leaf is written
             (``compression="gzip"``, ``chunks=True``, ``fletcher32=True`` for a checksum, ...).
 
@@ -82,7 +85,7 @@ class PersistentTensorDict(TensorDictBase):
     def __init__(self, *, batch_size: Any = None, filename: str | os.PathLike[str] | None = None,
                  group: h5py.Group | None = None, mode: str = "r", backend: str = "h5", device: Any = None,
                  file_options: dict[str, Any] | None = None, non_tensor_as_stack: bool = False,
-                 **kwargs: Any) -> None:
+                 allow_external: bool = False, **kwargs: Any) -> None:
         if backend != "h5":
             raise NotImplementedError(f"unknown backend {backend!r}: PersistentTensorDict supports 'h5'")
         options, dataset_kwargs = split_options(kwargs, file_options)
@@ -91,7 +94,8 @@ class PersistentTensorDict(TensorDictBase):
                                f"filename={filename!r}")
         root: Any = open_file(filename, mode, options) if filename is not None else group
         file = root if filename is not None else root.file  # (``.file`` builds a new File object each time)
-        self._shared = Shared(file, file.mode, as_device(device), dataset_kwargs, options, non_tensor_as_stack)
+        self._shared = Shared(file, file.mode, as_device(device), dataset_kwargs, options, non_tensor_as_stack,
+                              allow_external)
         self._group = root
         self._name: str = root.name  # (h5py looks the name up at each ``.name``)
         size = _Size(() if batch_size is None else batch_size)
@@ -126,9 +130,19 @@ class PersistentTensorDict(TensorDictBase):
             return found
         if type(key) is not str or "/" in key or key in fmt.BAD_KEYS:
             return _NO_ENTRY
-        obj = self._group.get(key)
+        shared = self._shared
+        group = self._group
+        if not shared.allow_external and shared.file:
+            why = outside(group, key, None, shared.fileno)  # (checked before the link is followed)
+            if why is not None:
+                raise refuse_outside(shared, path, why)
+        obj = group.get(key)
         if obj is None:
             return _NO_ENTRY
+        if not shared.allow_external:
+            why = outside(group, key, obj, shared.fileno)
+            if why is not None:
+                raise refuse_outside(shared, path, why)
         if type(obj) is h5py.Dataset and self._shared.chunk_cache_off and wants_no_cache(obj):
             obj = None  # closed first: HDF5 shares an open dataset, and its first open sets the chunk cache
             obj = open_without_cache(self._group, key, self._shared.file.mode == "r")
@@ -375,7 +389,10 @@ class PersistentTensorDict(TensorDictBase):
         return self._read_rows(plan_rows(slice(0, n), n))
 
     def _has_str(self, key: str) -> bool:
-        return self._entry(key)[0] is not None
+        try:
+            return self._entry(key)[0] is not None
+        except OutsideDataError:  # there, but not followed (``del`` removes the link only)
+            return True
 
     @property
     def is_locked(self) -> bool:

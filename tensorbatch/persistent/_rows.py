@@ -253,7 +253,8 @@ def direct_rows(ds: h5py.Dataset, file: h5py.File) -> DirectRows | None:
         file_id = file.id
         dt = ds.dtype
         if (not hasattr(os, "preadv") or file_id.get_intent() != h5py.h5f.ACC_RDONLY or file.driver != "sec2"
-                or dt.kind not in "iuf" or not dt.isnative or not ds.shape or ds._filters or ds.is_virtual):
+                or dt.kind not in "iuf" or not dt.isnative or not ds.shape or ds._filters or ds.is_virtual
+                or ds.id.fileno != file_id.fileno):  # (a dataset of another file: its offsets are not this file's)
             return None
         dsid = ds.id
         if not dsid.get_type().equal(h5py.h5t.py_create(dt)):  # the bytes in the file are numpy's

@@ -120,7 +120,9 @@ def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: A
     (never imported: the server's data does not choose code to run).
 
     Args:
-        td_id: the store's identifier. prefix: the namespace of its keys.
+        cls: the class it is called on (a classmethod of :class:`TensorDictStore`).
+        td_id: the store's identifier.
+        prefix: the namespace of its keys.
         device: the device reads are cast to (default: the one recorded).
         tensorclass_cls: the TensorClass to wrap the store in (default: the recorded one, if defined here).
         allow_pickle: unpickle non-tensor values the server holds pickled (see :class:`TensorDictStore`).
@@ -160,16 +162,17 @@ def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: A
     if conn.tree is not None:
         conn.tree.batch = torch.Size(json.loads(raw_batch))
     store = TensorDictStore._view(conn, ())
+    tc: Any
     if tensorclass_cls is not None:
         tc = _named_class(tensorclass_cls) if isinstance(tensorclass_cls, str) else tensorclass_cls
     elif raw_tc:
         tc = _recorded_class(raw_tc.decode(errors="replace"), conn)
     else:
         return store
-    if not is_tensorclass(tc) or not isinstance(tc, type):
+    if not isinstance(tc, type) or not is_tensorclass(tc):
         raise TypeError(f"from_store: tensorclass_cls must be a TensorClass class, got {tc!r}")
     conn.tensorclass = f"{tc.__module__}.{tc.__qualname__}"
-    return tc.from_tensordict(store)
+    return tc.from_tensordict(store)  # type: ignore[attr-defined]  # (a TensorClass: checked above)
 
 
 def _named_class(name: str) -> Any:

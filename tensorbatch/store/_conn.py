@@ -213,10 +213,11 @@ def client_options(settings: dict[str, Any], connection_class: Any) -> dict[str,
 
     Examples:
         >>> import redis
-        >>> client = redis.Redis.from_url("rediss://bob:secret@localhost:6390/2")
-        >>> options = client_options(client.connection_pool.connection_kwargs, client.connection_pool.connection_class)
-        >>> options["username"], options["ssl"], "ssl_cert_reqs" in options
-        ('bob', True, True)
+        >>> client = redis.Redis.from_url("rediss://bob:secret@localhost:6390/2?ssl_ca_certs=/etc/ca.pem")
+        >>> pool = client.connection_pool
+        >>> options = client_options(pool.connection_kwargs, pool.connection_class)
+        >>> options["username"], options["ssl"], options["ssl_ca_certs"]
+        ('bob', True, '/etc/ca.pem')
     """
     out = {name: settings[name] for name in _CARRIED if settings.get(name) is not None}
     if isinstance(connection_class, type) and issubclass(connection_class, redis.SSLConnection):
