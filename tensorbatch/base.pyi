@@ -617,6 +617,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         group: Any = ...,
         device: Any = ...,
         use_broadcast: builtins.bool = ...,
+        max_header_size: builtins.int = ...,
     ) -> Any: ...
     @classmethod
     def from_schema(
@@ -703,6 +704,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         pseudo_rand: builtins.bool = ...,
         consolidated: builtins.bool = ...,
         check_structure: builtins.bool = ...,
+        max_header_size: builtins.int = ...,
     ) -> Any: ...
     def is_consolidated(self) -> builtins.bool: ...
     def is_contiguous(self) -> builtins.bool: ...
@@ -1116,6 +1118,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         pseudo_rand: builtins.bool = ...,
         consolidated: builtins.bool = ...,
         check_structure: builtins.bool = ...,
+        max_header_size: builtins.int = ...,
     ) -> builtins.int | None: ...
     def reduce(
         self,

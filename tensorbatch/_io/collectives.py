@@ -85,11 +85,20 @@ def _packed(td: Any, device: torch.device) -> tuple[torch.Tensor, list[int], Exc
     return out, [status, buffer.numel(), len(raw)], failed
 
 
-def _sizes(sizes: list[int], group: Any, device: torch.device) -> list[list[int]]:
+def _sizes(sizes: list[int], group: Any, device: torch.device, what: str) -> list[list[int]]:
+    """Every rank's ``[status, buffer bytes, JSON bytes]``.
+
+    A JSON layout over ``wire.MAX_HEADER`` raises on every rank, before anything is allocated for it.
+    """
     mine = torch.tensor(sizes, dtype=torch.int64, device=device)
     every = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
     dist.all_gather(every, mine, group=group)
-    return [row.tolist() for row in every]
+    table = [row.tolist() for row in every]
+    for rank, (status, n, m) in enumerate(table):
+        if status not in (0, 1) or n < 0 or not 0 <= m <= wire.MAX_HEADER:
+            raise RuntimeError(f"{what}: rank {rank} declared a layout of {m} bytes (at most {wire.MAX_HEADER}) and "
+                               f"a buffer of {n} bytes: refused on every rank before allocating")
+    return table
 
 
 def _padded(packed: torch.Tensor, width: int) -> torch.Tensor:
@@ -113,6 +122,9 @@ def check_same(entries: list[Any], group: Any, what: str) -> None:
     if all(torch.equal(every[0], d) for d in every):
         return
     width = max(int.from_bytes(_bytes(d[:8]), "little") for d in every)
+    if width > wire.MAX_HEADER:  # (every rank sees the same digests: every rank raises)
+        raise RuntimeError(f"{what}: a rank declared a structure of {width} bytes, more than {wire.MAX_HEADER}: "
+                           "refused before allocating")
     mine = _padded(torch.frombuffer(bytearray(raw), dtype=_U8).to(device), width)
     gathered = [torch.empty_like(mine) for _ in every]
     dist.all_gather(gathered, mine, group=group)
@@ -270,12 +282,16 @@ class Collectives:
             rest = torch.empty(wire.rest_size(length), dtype=_U8, device=cdev)
             dist.broadcast(rest, src, group=group)
             raw += _bytes(rest)
-        header = json.loads(raw)
-        if header["mode"] == "error":
-            raise RuntimeError(f"broadcast: rank {src} failed before sending: {header['message']}")
-        buffer = torch.empty(header["nbytes"], dtype=_U8, device=device if device is not None else header["device"])
+        got = wire.parse_header(raw, f"rank {src}")
+        if got["mode"] == "error":
+            raise RuntimeError(f"broadcast: rank {src} failed before sending: {got['message']}")
+        end = wire.layout_end(got.get("layout"), f"rank {src}")
+        if not end <= got["nbytes"] <= end + wire.LAYOUT_SLACK:
+            raise RuntimeError(f"broadcast: rank {src} declared a buffer of {got['nbytes']} bytes for a layout of "
+                               f"{end} bytes: refused before allocating")
+        buffer = torch.empty(got["nbytes"], dtype=_U8, device=device if device is not None else got["device"])
         dist.broadcast(buffer, src, group=group)
-        return _rebuilt(self._dense_cls, buffer, header["layout"])
+        return _rebuilt(self._dense_cls, buffer, got["layout"])
 
     def scatter(self: Any, src: int, tensordicts: list[Any] | None = None, *, group: Any = None,
                 device: Any = None) -> Any:
@@ -316,7 +332,7 @@ class Collectives:
         """
         cdev = comm_device(group)
         packed, sizes, failed = _packed(self, cdev)
-        table = _sizes(sizes, group, cdev)
+        table = _sizes(sizes, group, cdev, "all_gather")
         mine = _padded(packed, max(n + m for _, n, m in table))
         gathered = [torch.empty_like(mine) for _ in table]
         dist.all_gather(gathered, mine, group=group)
@@ -343,7 +359,7 @@ class Collectives:
             packed, sizes, failed = torch.empty(0, dtype=_U8, device=cdev), [0, 0, 0], None
         else:
             packed, sizes, failed = _packed(self, cdev)
-        table = _sizes(sizes, group, cdev)
+        table = _sizes(sizes, group, cdev, "gather_and_stack")
         mine = _padded(packed, max(n + m for _, n, m in table))
         gathered = [torch.empty_like(mine) for _ in table] if me == dst else None
         dist.gather(mine, gathered, dst=dst, group=group)

@@ -66,10 +66,11 @@ def _check_ack(ack: torch.Tensor, peer: wire.Peer) -> None:
 
 # ---------------------------------------------------------------------------------------------- receiving
 def post_recv(td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consolidated: bool,
-              check: bool) -> tuple[list[Any], int | None]:
+              check: bool, max_header_size: int = wire.MAX_HEADER) -> tuple[list[Any], int | None]:
     """Check the sender's header, then start receiving into ``td``; returns the Works and the last data tag.
 
-    On a structure mismatch nothing is written: the sender's data is drained and the error raised.
+    On a structure mismatch nothing is written: the sender's data is drained (when it declares at most
+    ``wire.DRAIN_SLACK`` bytes more than ``td`` holds) and the error raised.
     """
     finishes: list[Callable[[], None] | None]
     if consolidated:
@@ -96,16 +97,26 @@ def post_recv(td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consol
     device = targets[0].device if targets else torch.device("cpu")
     works: list[Any] = []
     if check:
-        header = wire.recv_header(peer, init_tag, device)
+        header = wire.recv_header(peer, init_tag, device, max_header_size)
         sender = f"the sender (rank {peer.rank})"
         if header["mode"] == "error":
             raise RuntimeError(f"recv from rank {peer.rank}: the sender failed before sending: {header['message']}")
         mode = "consolidated" if consolidated else "leaves"
+        own = sum(t.numel() * t.element_size() for t in targets)
         message = wire.mode_difference(header["mode"], mode, sender) or wire.difference(
             wire.header_entries(header), entries, sender, "this receiver")
+        if message is None and consolidated and header["nbytes"] != own:
+            message = (f"{sender} declares a consolidated buffer of {header['nbytes']} bytes, this receiver's "
+                       f"is {own} bytes")
         ack_work = peer.isend(wire.ack_message(message, device), wire.header_tag(init_tag, 2))
         if message is not None:
-            wire.drain(peer, header, init_tag, pseudo_rand, device)
+            declared = wire.declared_bytes(header)
+            drained = declared <= own + wire.DRAIN_SLACK
+            if drained:
+                wire.drain(peer, header, init_tag, pseudo_rand, device)
+            else:
+                message += (f"; the sender declares {declared} bytes of data, far more than this receiver's {own}: "
+                            "not received (the sender waits until its process-group timeout)")
             ack_work.wait()
             raise wire.StructureMismatch(f"recv from rank {peer.rank} failed, nothing was written: {message}")
         works.append(ack_work)
@@ -169,25 +180,28 @@ class _P2P:
 
     def recv(self: Any, src: int | None = None, *, group: Any = None, group_src: int | None = None,
              init_tag: int = 0, pseudo_rand: bool = False, consolidated: bool = False,
-             check_structure: bool = True) -> int | None:
+             check_structure: bool = True, max_header_size: int = wire.MAX_HEADER) -> int | None:
         """Receive what :meth:`send` sends into this TensorDict, in place (memory-mapped leaves included).
 
         The sender's structure header is checked first: a different key, shape or dtype raises a
         ``RuntimeError`` naming the first differing key path and both shapes, on both sides, and nothing
         is written. With ``consolidated=True`` one buffer arrives: straight into a consolidated
-        TensorDict's buffer, else aside and then copied into the leaves. Arguments as in :meth:`send`.
+        TensorDict's buffer, else aside and then copied into the leaves. Arguments as in :meth:`send`;
+        ``max_header_size``: the longest structure header accepted (default 16 MiB; a longer one raises,
+        naming the sender, before it is received). Nothing is allocated from the sizes the sender declares
+        (see :mod:`tensorbatch._io.wire`).
 
         Returns:
             The tag of the last leaf received (None with ``consolidated=True``).
         """
         peer = wire.Peer(src, group_src, group, ("src", "group_src"))
-        works, last = post_recv(self, peer, init_tag, pseudo_rand, consolidated, check_structure)
+        works, last = post_recv(self, peer, init_tag, pseudo_rand, consolidated, check_structure, max_header_size)
         wire.wait_all(works)
         return last
 
     def irecv(self: Any, src: int | None = None, *, group: Any = None, group_src: int | None = None,
               return_premature: bool = False, init_tag: int = 0, pseudo_rand: bool = False,
-              consolidated: bool = False, check_structure: bool = True) -> Any:
+              consolidated: bool = False, check_structure: bool = True, max_header_size: int = wire.MAX_HEADER) -> Any:
         """Like :meth:`recv`, with every leaf's transfer running at once.
 
         The structure header is received and checked before this returns (a symmetric exchange must
@@ -195,7 +209,7 @@ class _P2P:
         wait on each before reading the TensorDict. Otherwise returns None.
         """
         peer = wire.Peer(src, group_src, group, ("src", "group_src"))
-        works, _ = post_recv(self, peer, init_tag, pseudo_rand, consolidated, check_structure)
+        works, _ = post_recv(self, peer, init_tag, pseudo_rand, consolidated, check_structure, max_header_size)
         if return_premature:
             return works
         wire.wait_all(works)
@@ -234,7 +248,7 @@ class _P2P:
 
     @classmethod
     def from_remote_init(cls: Any, src: int, group: Any = None, device: Any = None,
-                         use_broadcast: bool = False) -> Any:
+                         use_broadcast: bool = False, max_header_size: int = wire.MAX_HEADER) -> Any:
         """Receive what :meth:`init_remote` sends: a new consolidated TensorDict (of this class for TensorClass).
 
         Receive the next batches into it with ``recv(src, consolidated=True)``: they land in its buffer,
@@ -245,14 +259,20 @@ class _P2P:
             group: the process group.
             device: the device of the result (default: the CPU; with ``use_broadcast``, the sender's).
             use_broadcast: receive with :meth:`broadcast` (as the sender chose).
+            max_header_size: the longest JSON header (layout) accepted, in bytes (default 16 MiB). The
+                buffer's declared size must be the one its layout needs.
         """
         if use_broadcast:
             return cls._dense_cls({}).broadcast(src, group=group, device=device)
         peer = wire.Peer(src, None, group, ("src", "group_src"))
         where = torch.device(device) if device is not None else torch.device("cpu")
-        header = wire.recv_header(peer, _INIT, where)
+        header = wire.recv_header(peer, _INIT, where, max_header_size)
         if header["mode"] == "error":
             raise RuntimeError(f"from_remote_init: rank {src} failed before sending: {header['message']}")
+        end = wire.layout_end(header.get("layout"), f"rank {src}")
+        if not end <= header["nbytes"] <= end + wire.LAYOUT_SLACK:
+            raise RuntimeError(f"from_remote_init: rank {src} declared a buffer of {header['nbytes']} bytes for a "
+                               f"layout of {end} bytes: refused before allocating")
         buffer = torch.empty(header["nbytes"], dtype=torch.uint8, device=where)
         peer.irecv(buffer, wire.header_tag(_INIT, 2)).wait()
         layout = header["layout"]

@@ -12,6 +12,13 @@ compares it with its own TensorDict and answers with an ack: empty, or the messa
 differing key path. On a mismatch the receiver drains the sender's data into scratch buffers (so the
 sender never hangs), leaves its TensorDict unchanged and raises; the sender raises the same message.
 
+**Declared sizes.** A receiver allocates nothing from what a peer declares before checking it: a header
+longer than ``max_header_size`` (default :data:`MAX_HEADER`, 16 MiB) is refused before its second message
+is received; a header's entries must be well formed (key paths of strings, known dtypes, non-negative
+shapes); a receive into an existing TensorDict accepts only its own leaves' shapes and dtypes, and drains a
+mismatching sender's data only when it declares at most :data:`DRAIN_SLACK` bytes more than the receiver
+holds (more is refused undrained: that sender waits until its process-group timeout).
+
 **Tags.** Data messages use the reference's tags (``init_tag``, ``init_tag + 1``, ..., or the
 pseudo-random chain); the header and the ack use ``HEADER_TAG + 3 * init_tag + (0, 1, 2)``
 (``HEADER_TAG`` is ``2**30``), far above the data tags.
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +50,12 @@ continue in a second message."""
 
 ACK = 1024
 """Bytes of the receiver's ack: empty (all zeros) when the structures agree, else the error message."""
+
+MAX_HEADER = 16 << 20
+"""The default ``max_header_size``: the longest structure header a receiver accepts (bytes of JSON)."""
+
+DRAIN_SLACK = 16 << 20
+"""Bytes a mismatching sender may declare beyond the receiver's own for its data to be drained."""
 
 _MAGIC = 0x54424853_54525543  # "TBHSTRUC": a header, not stray data
 _Tensor = torch.Tensor
@@ -204,26 +218,98 @@ def send_header(peer: Peer, header: dict[str, Any], init_tag: int, device: Any) 
     return [peer.isend(m, header_tag(init_tag, k)) for k, m in enumerate(encode(header, device))]
 
 
-def recv_header(peer: Peer, init_tag: int, device: Any) -> dict[str, Any]:
-    """Receive a header sent by :func:`send_header` (blocks until it arrives)."""
+def recv_header(peer: Peer, init_tag: int, device: Any, max_header_size: int = MAX_HEADER) -> dict[str, Any]:
+    """Receive a header sent by :func:`send_header` (blocks until it arrives), checked (:func:`parse_header`)."""
     block = torch.empty(BLOCK, dtype=torch.uint8, device=device)
     peer.irecv(block, header_tag(init_tag, 0)).wait()
-    length, raw = read_block(block, f"rank {peer.rank}")
+    sender = f"rank {peer.rank}"
+    length, raw = read_block(block, sender, max_header_size)
     if rest_size(length):
         rest = torch.empty(rest_size(length), dtype=torch.uint8, device=device)
         peer.irecv(rest, header_tag(init_tag, 1)).wait()
         raw += rest.cpu().numpy().tobytes()
-    return json.loads(raw)  # type: ignore[no-any-return]
+    return parse_header(raw, sender)
 
 
-def read_block(block: torch.Tensor, sender: str) -> tuple[int, bytes]:
-    """``(length of the JSON, its first bytes)`` from a header's first message."""
+def read_block(block: torch.Tensor, sender: str, max_header_size: int = MAX_HEADER) -> tuple[int, bytes]:
+    """``(length of the JSON, its first bytes)`` from a header's first message.
+
+    A length over ``max_header_size`` raises before anything more is received or allocated.
+    """
     raw = block.cpu().numpy().tobytes()
     magic, length = struct.unpack_from("<qq", raw)
     if magic != _MAGIC:
         raise RuntimeError(f"{sender} sent no structure header: does it send with check_structure=False, or is it "
                            "tensordict? Then receive with check_structure=False")
+    if not 0 <= length <= max_header_size:
+        raise RuntimeError(f"{sender} declared a structure header of {length} bytes, more than max_header_size="
+                           f"{max_header_size}: refused before receiving it (pass a larger max_header_size= for "
+                           "a structure that large)")
     return length, raw[16:16 + min(length, BLOCK - 16)]
+
+
+def parse_header(raw: bytes, sender: str) -> dict[str, Any]:
+    """The header in ``raw``, checked: a mode, well-formed leaf entries and sizes (else naming the sender and key).
+
+    Examples:
+        >>> parse_header(b'{"mode": "leaves", "leaves": [[["a"], "float32", [3, -1]]], "nbytes": 0}', "rank 0")
+        Traceback (most recent call last):
+        ...
+        RuntimeError: rank 0 sent a malformed structure header: at key 'a': bad dtype or shape ('float32', [3, -1])
+    """
+    def bad(what: str) -> RuntimeError:
+        return RuntimeError(f"{sender} sent a malformed structure header: {what}")
+
+    try:
+        header = json.loads(raw)
+    except ValueError:
+        raise bad("not JSON") from None
+    if not isinstance(header, dict) or not isinstance(header.get("mode"), str):
+        raise bad("no mode")
+    nbytes, leaves = header.get("nbytes", 0), header.get("leaves", [])
+    if type(nbytes) is not int or nbytes < 0:
+        raise bad(f"nbytes {str(nbytes)[:100]}")
+    if not isinstance(leaves, list):
+        raise bad("its leaves are not a list")
+    for entry in leaves:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], list)
+                and all(type(p) is str for p in entry[0])):
+            raise bad(f"entry {str(entry)[:200]}")
+        path, dtype, shape = entry
+        if (f"torch.{dtype}" not in DTYPES or not isinstance(shape, list)
+                or not all(type(s) is int and s >= 0 for s in shape)):
+            raise bad(f"at key {fmt_path(tuple(path))}: bad dtype or shape {(dtype, shape)!r}")
+    return header
+
+
+def layout_end(layout: Any, sender: str, prefix: tuple[str, ...] = ()) -> int:
+    """The end (in bytes) of the last leaf of a consolidated layout a peer sent (its leaves checked)."""
+    end = 0
+    entries = layout.get("entries") if isinstance(layout, dict) else None
+    if not isinstance(entries, dict):
+        raise RuntimeError(f"{sender} sent a malformed layout at {fmt_path(prefix) if prefix else 'the root'}")
+    for key, entry in entries.items():
+        at = (*prefix, key)
+        if isinstance(entry, dict) and "entries" in entry:
+            end = max(end, layout_end(entry, sender, at))
+        elif isinstance(entry, dict) and "offset" in entry:
+            offset, shape, dtype = entry["offset"], entry.get("shape"), DTYPES.get(str(entry.get("dtype")))
+            if (dtype is None or type(offset) is not int or offset < 0 or not isinstance(shape, list)
+                    or not all(type(s) is int and s >= 0 for s in shape)):
+                raise RuntimeError(f"{sender} sent a malformed layout entry at key {fmt_path(at)}")
+            end = max(end, offset + dtype.itemsize * math.prod(shape))
+    return end
+
+
+LAYOUT_SLACK = 4096
+"""Bytes a consolidated buffer may hold past its last leaf (alignment padding)."""
+
+
+def declared_bytes(header: dict[str, Any]) -> int:
+    """Bytes of the data a (checked) header announces."""
+    if header["mode"] == "consolidated":
+        return int(header["nbytes"])
+    return sum(dtype_of(d).itemsize * math.prod(s) for _, d, s in header_entries(header))
 
 
 def rest_size(length: int) -> int:
