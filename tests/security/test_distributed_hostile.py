@@ -21,7 +21,7 @@ from tensorbatch._io import distributed as p2p
 from tensorbatch._io import wire
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "distributed"))
-from _dist_group import Groups  # noqa: E402
+from _dist_group import Groups
 
 TIMEOUT = 30.0  # seconds per job: a receiver that waits for the declared data fails the test
 
