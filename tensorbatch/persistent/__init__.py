@@ -30,6 +30,8 @@ def from_h5(h5_file: str | os.PathLike[str], mode: str = "r", *, batch_size: Any
     them gets, per nested TensorDict, the largest batch size its entries share (at most ``batch_dims``
     dims; ``auto_batch_size=True`` ignores recorded sizes). ``file_options={...}`` go to ``h5py.File``
     (``locking``, ``swmr``, ``libver``, ``rdcc_nbytes``...); other keyword arguments are dataset options.
+    Entries whose data lies in other files (external links, external or virtual storage) raise
+    ``PermissionError`` naming the file and the entry, unless ``allow_external=True`` is passed.
 
     Examples:
         >>> import os, tempfile, torch
