@@ -84,10 +84,14 @@ def key_sets_differ(path: tuple[str, ...], mine: Iterable[str], theirs: Iterable
     """KeyError for binary operations whose operands have different keys."""
     a, b = set(mine), set(theirs)
     where = "" if not path else f" under {fmt_path(path)}"
-    return KeyError(
-        f"keys in tensordicts mismatch{where}: only in the first: {sorted(a - b)}, "
-        f"only in the second: {sorted(b - a)}"
+    return KeyError(  # tensordict's sentences (sets printed sorted), and where in the tree
+        f"keys in tensordicts mismatch{where}. The first TD has keys {_set_repr(a - b)} that the second does not "
+        f"have. The second TD has keys {_set_repr(b - a)} that the first does not have."
     )
+
+
+def _set_repr(keys: set[str]) -> str:
+    return "{" + ", ".join(repr(k) for k in sorted(keys)) + "}" if keys else "set()"
 
 
 class InplaceWriteError(RuntimeError, ValueError):

@@ -329,7 +329,7 @@ class MetaData(NonTensorDataBase):
             def __init__(self: Any, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
                 MetaData.__init__(self, data, batch_size, device, names)
                 if not isinstance(self.data, item):
-                    raise TypeError(f"{name} expects a value of type {getattr(item, '__name__', item)}, got "
+                    raise TypeError(f"Expected data of type {getattr(item, '__name__', item)}, got "  # tensordict's
                                     f"{type(self.data).__name__}")
 
             MetaData._typed[item] = type(name, (MetaData,), {"__slots__": (), "__init__": __init__,

@@ -22,7 +22,7 @@ _FIELD = {
     "dtype": re.compile(r"dtype=(\w+)"),
     "device": re.compile(r"device=([\w:]+)"),
 }
-_NON_TENSOR = re.compile(r"^data=(.*), batch_size=\[([^\]]*)\], device=([\w:]+)$")
+_NON_TENSOR = re.compile(r"^data=(.*), batch_size=(?:torch\.Size\()?\[([^\]]*)\]\)?, device=([\w:]+)$")
 
 
 MAX_NUMEL = 2**24
@@ -33,7 +33,8 @@ def parse_tensor_dict_string(s: str, *, max_numel: int | None = MAX_NUMEL) -> An
     """Build a TensorDict from its printed tree: same keys, shapes, dtypes, devices and batch sizes.
 
     A debugging aid: the repr holds no values, so every tensor of the result is zeros. Non-tensor
-    values are read back when their repr is a Python literal. Facts hidden by the print options
+    values are read back as Python literals where their printed text is one, else as that text (the repr
+    prints ``str(value)``, as tensordict's: ``"1"`` and ``1`` print alike). Facts hidden by the print options
     take defaults (``float32``, the node's device).
 
     A repr is text from anywhere (a log, a message): a few characters can declare a huge shape, so the
@@ -52,8 +53,8 @@ def parse_tensor_dict_string(s: str, *, max_numel: int | None = MAX_NUMEL) -> An
         A new TensorDict.
 
     Raises:
-        ValueError: naming the line that is no entry of a tree repr, a tensor without its shape, a
-            non-tensor value that is no literal, an unknown dtype, a lazy stack whose members hold
+        ValueError: naming the line that is no entry of a tree repr, a tensor without its shape, an
+            unknown dtype, a lazy stack whose members hold
             different keys, or the key whose tensor would pass ``max_numel``.
 
     Examples:
@@ -142,12 +143,13 @@ def _tensor(body: str, parent: dict[str, Any], line: str, path: tuple[str, ...],
 
 
 def _non_tensor(body: str, line: str) -> Any:
+    """The value of a non-tensor line: a Python literal, else its text (the repr prints ``str(value)``)."""
     match = _NON_TENSOR.match(body)
+    text = match.group(1) if match else body.rsplit(", batch_size=", 1)[0]
     try:
-        return ast.literal_eval(match.group(1) if match else body.rsplit(", batch_size=", 1)[0])
+        return ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        raise ValueError(f"parse_tensor_dict_string: the non-tensor value in {line.strip()!r} is not a Python "
-                         "literal") from None
+        return text
 
 
 def _build(node: dict[str, Any], cls: Any) -> Any:

@@ -557,7 +557,7 @@ class TensorClass:
             raise AttributeError(f"Cannot set the attribute {name!r}: {cls.__name__} has no such field. "
                                  f"Its fields are {sorted(cls._field_specs)}.")
         if cls._frozen:
-            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r} of frozen {cls.__name__}")
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")  # dataclasses' words
         _write(self, spec, value)
 
     def __delattr__(self, name: str) -> None:
@@ -601,7 +601,7 @@ class TensorClass:
                                  f"Its fields are {sorted(cls._field_specs)}.")
         if len(path) == 1:
             if cls._frozen and not inplace:
-                raise dataclasses.FrozenInstanceError(f"cannot assign to field {path[0]!r} of frozen {cls.__name__}")
+                raise dataclasses.FrozenInstanceError(f"cannot assign to field {path[0]!r}")
             _write(self, spec, value, inplace=inplace)
             return self
         head = _read(self, spec)

@@ -95,7 +95,9 @@ def assert_close(actual: Any, expected: Any, rtol: float | None = None, atol: fl
         try:
             torch.testing.assert_close(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
         except AssertionError as err:
-            raise AssertionError(f"values differ at key {fmt_path((*root, *path))}: {err} {msg}") from None
+            mse = (a.double() - b.double()).pow(2).mean().item() if a.shape == b.shape else float("nan")
+            note = f"\t{msg}" if msg else ""  # tensordict's first line: the key as a tuple, the mean squared error
+            raise AssertionError(f"key {(*root, *path)} does not match, got mse = {mse:.4f}{note}\n{err}") from None
     return True
 
 

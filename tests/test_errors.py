@@ -132,14 +132,16 @@ def test_key_sets_differ_root():
     assert type(err) is KeyError
     assert (
         err.args[0]
-        == "keys in tensordicts mismatch: only in the first: ['a', 'c'], only in the second: ['d']"
+        == ("keys in tensordicts mismatch. The first TD has keys {'a', 'c'} that the second does not have. The second "
+            "TD has keys {'d'} that the first does not have.")
     )
 
 
 def test_key_sets_differ_nested_path():
     err = key_sets_differ(("next",), ["obs", "rew"], ["obs"])
     assert err.args[0] == (
-        "keys in tensordicts mismatch under 'next': only in the first: ['rew'], only in the second: []"
+        "keys in tensordicts mismatch under 'next'. The first TD has keys {'rew'} that the second does not have. The "
+        "second TD has keys set() that the first does not have."
     )
 
 
@@ -147,7 +149,8 @@ def test_key_sets_differ_deep_path():
     err = key_sets_differ(("a", "b"), [], ["z"])
     assert (
         err.args[0]
-        == "keys in tensordicts mismatch under ('a', 'b'): only in the first: [], only in the second: ['z']"
+        == ("keys in tensordicts mismatch under ('a', 'b'). The first TD has keys set() that the second does not have. "
+            "The second TD has keys {'z'} that the first does not have.")
     )
 
 

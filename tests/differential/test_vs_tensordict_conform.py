@@ -267,5 +267,5 @@ def test_assert_close_message_names_prefix_and_msg(tb):
     td = tb.TensorDict(x=torch.zeros(3))
     with pytest.raises(AssertionError, match=r"(?s)\(.p., .x.\).*MSG"):
         tb.assert_close(td, td + 1, prefix="p", msg="MSG")
-    with pytest.raises(KeyError, match=r"only in the first: \[.y.\].*MSG"):
+    with pytest.raises(KeyError, match=r"The first TD has keys \{.y.\}.*MSG"):
         tb.assert_close(td.clone().set("y", torch.zeros(3)), td, msg="MSG")

@@ -196,3 +196,30 @@ def test_reprs_of_leaves(ref: Any, tb: Any) -> None:
 
     mine, theirs = _both(ref, tb, run)
     assert mine == theirs
+
+
+def test_error_messages(ref: Any, tb: Any) -> None:
+    import dataclasses
+
+    def messages(lib: Any) -> list[str]:
+        td = lib.TensorDict
+        utils = __import__(f"{lib.__name__}.utils", fromlist=["assert_close"])
+
+        @lib.tensorclass(frozen=True)
+        class Frozen:
+            a: torch.Tensor
+
+        out = []
+        for call, kind in ((lambda: lib.MetaData[str](1), TypeError),
+                           (lambda: setattr(Frozen(a=torch.zeros(2), batch_size=[2]), "a", torch.ones(2)),
+                            dataclasses.FrozenInstanceError),
+                           (lambda: td(a=torch.zeros(2), batch_size=[2]) + td(b=torch.zeros(2), batch_size=[2]), KeyError),
+                           (lambda: utils.assert_close(td(a=torch.zeros(2), batch_size=[2]),
+                                                       td(a=torch.ones(2), batch_size=[2])), AssertionError)):
+            with pytest.raises(kind) as info:
+                call()
+            out.append(str(info.value))
+        return out
+
+    mine, theirs = _both(ref, tb, messages)
+    assert mine == theirs

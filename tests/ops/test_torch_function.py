@@ -214,7 +214,7 @@ def _loss(fn: Callable[..., torch.Tensor]) -> Callable[[TensorDict], None]:
             fn(td, target, reduction="max")
         with pytest.raises(TypeError, match="needs a TensorDict target"):
             fn(td, torch.zeros(3, 4))
-        with pytest.raises(KeyError, match="only in the second: \\['c'\\]"):
+        with pytest.raises(KeyError, match="The second TD has keys \\{'c'\\}"):
             fn(td, target.set("c", torch.zeros(BATCH)))
 
     return case

@@ -190,11 +190,11 @@ def test_exact_maps_refuse_different_key_sets_with_the_node_path() -> None:
     td = _tree()
     other = td.clone()
     del other["n", "m", "c"]
-    with pytest.raises(KeyError, match=r"mismatch under \('n', 'm'\): only in the first: \['c'\]"):
+    with pytest.raises(KeyError, match=r"mismatch under \('n', 'm'\)\. The first TD has keys \{'c'\}"):
         map_leaves(td, torch.add, other)
     bigger = td.clone()
     bigger["n", "x"] = torch.zeros(2)
-    with pytest.raises(KeyError, match=r"mismatch under 'n': only in the first: \[\], only in the second: \['x'\]"):
+    with pytest.raises(KeyError, match=r"mismatch under 'n'\. The first TD has keys set\(\) that the second does not have\. The second TD has keys \{'x'\}"):
         map_leaves(td, torch.add, bigger)
 
 
