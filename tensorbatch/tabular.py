@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
 import torch
 
+from . import _tabular_arrow as _arrow
 from ._nontensor import NonTensorDataBase, NonTensorStack
 from ._ops.traverse import is_non_tensor_type, named_leaves
 from .base import TensorDictBase
@@ -24,23 +26,20 @@ _KINDS = "biuf"  # numpy kinds that become tensors: bool, signed, unsigned, floa
 
 
 # ------------------------------------------------------------------------------------ columns -> TensorDict
-def _strings(name: Any, values: list[Any]) -> NonTensorStack:
-    """A NonTensorStack of a string column; missing values (None/NaN) become None."""
-    return _stack(_checked(name, values))
+def _missing(value: Any) -> bool:
+    """Whether a value of an object column stands for a missing one (None, NaN, pandas' NA or NaT)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return bool(np.isnat(value))
+    return type(value).__name__ in ("NAType", "NaTType")
 
 
-def _checked(name: Any, values: list[Any]) -> list[Any]:
-    """``values`` with missing ones (None/NaN) as None; a TypeError naming the column for non-strings."""
-    if set(map(type, values)) <= {str}:  # the common case, checked at C speed
-        return values
-    for i, v in enumerate(values):
-        if type(v) is not str:
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                values[i] = None
-            else:
-                raise TypeError(f"column {name!r}: only numeric, boolean and string columns are supported, "
-                                f"row {i} holds a {type(v).__name__} ({v!r:.40})")
-    return values
+def _objects(values: list[Any]) -> NonTensorStack:
+    """A NonTensorStack of an object column, one value per row, missing values as None."""
+    if not set(map(type, values)) <= {str}:  # the common case (all strings) checked at C speed
+        values = [None if _missing(v) else v for v in values]
+    return _stack(values)
 
 
 def _stack(values: list[Any]) -> NonTensorStack:
@@ -48,25 +47,24 @@ def _stack(values: list[Any]) -> NonTensorStack:
     return NonTensorStack._new(values, torch.arange(len(values)), None)
 
 
-def _numpy_leaf(name: Any, array: Any) -> Any:
-    """A tensor (numeric/bool/datetime numpy column, zero-copy when writable) or a string stack."""
+def _numpy_leaf(name: Any, array: Any, dtype: torch.dtype | None) -> Any:
+    """A tensor (numeric/bool column: a copy, cast to ``dtype``; datetimes as int64 ns) or a stack of values."""
     kind = array.dtype.kind
     if kind == "O" and not len(array):  # an empty text column (CSV header only): nothing says it holds strings
         return torch.zeros(0, dtype=torch.float64)
-    if kind in "Mm":  # datetimes and durations: int64 nanoseconds, as tensordict does
-        array = array.astype(array.dtype.str[:3] + "8[ns]").view("int64")
-        kind = "i"
+    if kind == "M":  # datetimes: int64 nanoseconds since the epoch (NaT: the smallest int64), never cast
+        return torch.from_numpy(array.astype("datetime64[ns]").view("int64").copy())
     if kind in _KINDS:
         if array.ndim != 1:
             raise ValueError(f"column {name!r}: expected one value per row, got shape {list(array.shape)}")
-        if not array.flags.writeable:  # torch refuses to view read-only memory silently
-            array = array.copy()
-        return torch.from_numpy(array)
-    return _strings(name, list(array.tolist()))
+        tensor = torch.from_numpy(array.copy())  # a copy: writing the tensor never writes the DataFrame
+        return tensor if dtype is None else tensor.to(dtype)
+    # durations (numpy timedelta64 values), timezone-aware datetimes, periods, strings, mixed objects
+    return _objects(list(array))
 
 
 def _build(columns: list[tuple[Any, Any]], num_rows: int, cls: type, separator: str | None, device: Any,
-           batch_size: Any, dtype: torch.dtype | None) -> Any:
+           batch_size: Any) -> Any:
     """The TensorDict of ``(name, leaf)`` columns: all validated before anything is built."""
     from ._td import TensorDict
 
@@ -84,8 +82,6 @@ def _build(columns: list[tuple[Any, Any]], num_rows: int, cls: type, separator: 
         seen[path] = name
     out: dict[Any, Any] = {}
     for path, (_, leaf) in zip(seen, columns, strict=True):
-        if dtype is not None and isinstance(leaf, torch.Tensor):
-            leaf = leaf.to(dtype)
         node = out
         for part in path[:-1]:
             node = node.setdefault(part, {})
@@ -96,12 +92,17 @@ def _build(columns: list[tuple[Any, Any]], num_rows: int, cls: type, separator: 
 
 def from_pandas(dataframe: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None,
                 device: Any = None, batch_size: Any = None, separator: str | None = None,
-                dtype: torch.dtype | None = None, cls: type = TensorDictBase) -> Any:
+                dtype: torch.dtype | None = None, categorical: Literal["codes", "values"] = "codes",
+                cls: type = TensorDictBase) -> Any:
     """A TensorDict of ``batch_size=[len(dataframe)]`` with one entry per column of a pandas DataFrame.
 
-    Numeric and boolean columns become tensors of the same dtype; datetime columns int64 nanoseconds;
-    string and categorical columns a :class:`NonTensorStack` of their values (``None`` where missing).
-    Multi-level (``MultiIndex``) columns become nested keys, as do names split on ``separator``.
+    Each column is read as ``Series.to_numpy()`` gives it, as tensordict does: numeric and boolean columns
+    (nullable ``Int64``/``boolean`` ones too, when they have no missing value; integers with missing values
+    come out float with NaN) become tensors of the same dtype, copied; datetime columns int64 nanoseconds
+    since the epoch (NaT the smallest int64); categorical columns the tensor of their codes (-1 where
+    missing). Every other column (strings, booleans with missing values, durations, timezone-aware
+    datetimes, mixed objects) becomes a :class:`NonTensorStack` of its values, one per row, ``None`` where
+    missing. Multi-level (``MultiIndex``) columns become nested keys, as do names split on ``separator``.
 
     Args:
         dataframe: the ``pandas.DataFrame``.
@@ -111,12 +112,18 @@ def from_pandas(dataframe: Any, *, auto_batch_size: bool = False, batch_dims: in
         device: the device of the result.
         batch_size: the batch size (``[num_rows]`` by default).
         separator: split column names on it into nested keys (``"obs.x"`` -> ``("obs", "x")``).
-        dtype: cast the numeric and boolean columns to it.
+        dtype: cast the numeric and boolean columns (and categorical codes) to it.
+        categorical: ``"codes"`` (tensordict's) reads a categorical column as its codes, ``"values"`` as a
+            :class:`NonTensorStack` of its values.
         cls: the class to build (a TensorDict by default).
 
     Raises:
-        TypeError: an object column holds something other than strings, naming the column.
-        ValueError: two columns map to the same key, naming both.
+        ValueError: two columns map to the same key, naming both; an unknown ``categorical``.
+
+    Note:
+        Differs from tensordict: a string or object column is a :class:`NonTensorStack` with one value
+        per row (tensordict: one ``NonTensorData`` holding the whole array, so ``td[0]["name"]`` gives
+        every row's value).
 
     Examples:
         >>> import pandas as pd
@@ -125,9 +132,14 @@ def from_pandas(dataframe: Any, *, auto_batch_size: bool = False, batch_dims: in
         >>> td = tensorbatch.from_pandas(df, separator=".")
         >>> td["obs", "y"], td["name"], td.batch_size
         (tensor([3, 4]), ['a', 'b'], torch.Size([2]))
+        >>> df = pd.DataFrame({"c": pd.Categorical(["lo", "hi", "lo"])})
+        >>> tensorbatch.from_pandas(df)["c"], tensorbatch.from_pandas(df, categorical="values")["c"]
+        (tensor([1, 0, 1], dtype=torch.int8), ['lo', 'hi', 'lo'])
     """
     import pandas as pd  # type: ignore[import-untyped]
 
+    if categorical not in ("codes", "values"):
+        raise ValueError(f"categorical must be 'codes' or 'values', got {categorical!r}")
     names = list(dataframe.columns)
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -136,13 +148,14 @@ def from_pandas(dataframe: Any, *, auto_batch_size: bool = False, batch_dims: in
     for name in names:
         series = dataframe[name]
         if isinstance(series.dtype, pd.CategoricalDtype):
-            leaf: Any = _strings(name, series.astype(object).tolist())
-        elif series.dtype.kind in _KINDS + "Mm":
-            leaf = _numpy_leaf(name, series.to_numpy())
-        else:  # object, pandas' "str"/StringDtype, nullable extension dtypes
-            leaf = _numpy_leaf(name, series.to_numpy(dtype=object))
+            if categorical == "codes":
+                leaf: Any = _numpy_leaf(name, series.cat.codes.to_numpy(), dtype)
+            else:
+                leaf = _objects(series.astype(object).tolist())
+        else:
+            leaf = _numpy_leaf(name, series.to_numpy(), dtype)
         columns.append((name, leaf))
-    result = _build(columns, len(dataframe), cls, separator, device, batch_size, dtype)
+    result = _build(columns, len(dataframe), cls, separator, device, batch_size)
     return _auto(result, auto_batch_size, batch_dims, batch_size)
 
 
@@ -154,40 +167,8 @@ def _auto(result: Any, auto_batch_size: bool, batch_dims: int | None, batch_size
     return result
 
 
-def _arrow_leaf(name: Any, column: Any) -> Any:
-    """A tensor viewing an Arrow column's buffer when it can (numeric, no nulls), else a copy or a stack."""
-    import pyarrow as pa
-
-    kind = column.type
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
-        return _text(column)
-    if pa.types.is_dictionary(kind):
-        return _coded(name, column)
-    if isinstance(column, pa.ChunkedArray):  # combine_chunks copies even a single chunk
-        array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    else:
-        array = column
-    kind = array.type
-    if pa.types.is_timestamp(kind) or pa.types.is_duration(kind):
-        array = array.cast(pa.timestamp("ns") if pa.types.is_timestamp(kind) else pa.duration("ns")).cast(pa.int64())
-        kind = array.type
-    if (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and array.null_count == 0:
-        if len(array) == 0:  # DLPack refuses empty buffers
-            return torch.from_numpy(array.to_numpy(zero_copy_only=False).copy())
-        return torch.utils.dlpack.from_dlpack(array)  # zero-copy: the tensor keeps the Arrow buffer alive
-    if pa.types.is_boolean(kind) or pa.types.is_floating(kind):  # bits, or floats with nulls (-> NaN): a copy
-        if pa.types.is_boolean(kind) and array.null_count:
-            raise ValueError(f"column {name!r}: a boolean column with missing values has no tensor form")
-        return torch.from_numpy(array.to_numpy(zero_copy_only=False))
-    if pa.types.is_integer(kind):
-        raise ValueError(f"column {name!r}: an integer column with missing values has no tensor form "
-                         f"(cast it to float first)")
-    raise TypeError(f"column {name!r}: Arrow type {kind} is not supported "
-                    f"(numeric, boolean, timestamp, string and dictionary columns are)")
-
-
 def _text(column: Any) -> NonTensorStack:
-    """A string column (only str or None) as a NonTensorStack, each distinct string built once when they repeat.
+    """A string or dictionary column as a NonTensorStack, each distinct value built once when they repeat.
 
     Building one Python string per row is most of the cost of reading text; when a sample of rows shows
     repeats (an estimated distinct count under 1/8 of the rows), the column is dictionary-encoded by Arrow
@@ -196,6 +177,8 @@ def _text(column: Any) -> NonTensorStack:
     """
     import pyarrow as pa
 
+    if pa.types.is_dictionary(column.type):
+        return _coded(column)
     rows = len(column)
     sample = min(rows, 1024)
     if sample:
@@ -204,15 +187,15 @@ def _text(column: Any) -> NonTensorStack:
         if sample - len(set(picked.to_pylist())) > 4 * sample * sample / rows:
             if isinstance(column, pa.ChunkedArray):
                 column = column.combine_chunks()
-            return _coded(None, column.dictionary_encode())
+            return _coded(column.dictionary_encode())
     # straight from the chunks (combining them first would copy the text once more)
     return _stack(column.to_numpy(zero_copy_only=False).tolist())
 
 
-def _coded(name: Any, column: Any) -> NonTensorStack:
+def _coded(column: Any) -> NonTensorStack:
     """A NonTensorStack of a dictionary-encoded column: its distinct values and a position per row.
 
-    The values are checked (strings or missing) unless ``name`` is None; missing rows point at an extra None.
+    Missing rows point at an extra None.
     """
     import pyarrow as pa
 
@@ -224,8 +207,6 @@ def _coded(name: Any, column: Any) -> NonTensorStack:
     else:
         dictionary, indices = column.dictionary, column.indices
     values = dictionary.to_pylist()
-    if name is not None:
-        values = _checked(name, values)
     if indices.null_count:
         indices = indices.fill_null(len(values))
         values.append(None)
@@ -233,39 +214,93 @@ def _coded(name: Any, column: Any) -> NonTensorStack:
     return NonTensorStack._new(values, positions, None)
 
 
-def from_arrow(table: Any, *, device: Any = None, batch_size: Any = None, separator: str | None = None,
-               dtype: torch.dtype | None = None, auto_batch_size: bool = False, batch_dims: int | None = None,
-               cls: type = TensorDictBase) -> Any:
-    """A TensorDict of ``batch_size=[table.num_rows]`` with one entry per column of an Arrow table.
+def from_arrow(table: Any, *, copy: bool | None = None, nulls: Literal["raise", "fill", "mask"] = "raise",
+               mask_key: Any = None, device: Any = None, batch_size: Any = None, separator: str | None = None,
+               auto_batch_size: bool = False, batch_dims: int | None = None, cls: type = TensorDictBase) -> Any:
+    """A TensorDict of ``batch_size=[table.num_rows]`` with one entry per column of an Arrow table, as tensordict's.
 
-    Numeric columns without missing values are viewed, not copied (DLPack); boolean columns and
-    float columns with missing values (NaN) are copied; string and dictionary columns become a
-    :class:`NonTensorStack`. Arguments as :func:`from_pandas`.
+    Integer and float columns view the Arrow buffer (DLPack); boolean columns are copied (Arrow packs
+    bits). ``list``/``large_list`` columns of numbers become jagged nested tensors (``layout=torch.jagged``),
+    ``fixed_size_list`` and ``arrow.fixed_shape_tensor`` columns tensors with trailing dims, ``struct``
+    columns nested TensorDicts. Every other column (strings, dictionaries, timestamps, dates, binary, lists
+    of strings) becomes a :class:`NonTensorStack` of its Python values, one per row.
+
+    Args:
+        table: a ``pyarrow.Table`` or ``RecordBatch``; anything else goes through ``pyarrow.table`` first.
+        copy: ``None`` views mutable buffers and copies immutable (memory-mapped) ones, ``True`` copies
+            every column, ``False`` views every column it can.
+        nulls: ``"raise"`` raises ValueError for a null row (or a null inside a list or struct row);
+            ``"fill"`` fills nulls (NaN in float tensors, 0/False in the others, an empty row in jagged
+            tensors, None in stacks); ``"mask"`` fills them and adds a boolean entry
+            ``(*mask_key, *key)``, True where the row is not null, for each entry ``key`` with nulls.
+        mask_key: where ``nulls="mask"`` puts the masks (``"_mask"`` by default).
+        device: the device of the result.
+        batch_size: the batch size (``[num_rows]`` by default).
+        separator: split column names on it into nested keys (``"obs.x"`` -> ``("obs", "x")``).
+        auto_batch_size: as :func:`from_pandas`.
+        batch_dims: as :func:`from_pandas`.
+        cls: the class to build (a TensorDict by default).
+
+    Raises:
+        ValueError: a null with ``nulls="raise"``, naming the column; a bad ``nulls``/``mask_key``.
 
     Examples:
         >>> import pyarrow as pa
         >>> import tensorbatch
-        >>> td = tensorbatch.from_arrow(pa.table({"a": [1, 2], "s": ["x", "y"]}))
-        >>> td["a"], td["s"]
-        (tensor([1, 2]), ['x', 'y'])
+        >>> td = tensorbatch.from_arrow(pa.table({"a": [1, 2], "s": ["x", "y"], "l": [[1, 2], [3]]}))
+        >>> td["a"], td["s"], td["l"].is_nested
+        (tensor([1, 2]), ['x', 'y'], True)
+        >>> td = tensorbatch.from_arrow(pa.table({"y": [1.0, None]}), nulls="mask")
+        >>> td["y"], td["_mask", "y"]
+        (tensor([1., nan], dtype=torch.float64), tensor([ True, False]))
     """
     import pyarrow as pa
 
+    if nulls not in _arrow.NULLS:
+        raise ValueError(f"nulls must be one of {_arrow.NULLS}, got {nulls!r}")
+    if mask_key is not None and nulls != "mask":
+        raise ValueError(f"from_arrow got a mask_key but nulls={nulls!r}, not 'mask'")
+    mask_path = _mask_path("_mask" if mask_key is None else mask_key)
     if not isinstance(table, (pa.Table, pa.RecordBatch)):
         table = pa.table(table)
     names = list(table.column_names)
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ValueError(f"column {dup!r} appears more than once in the table")
-    columns = [(name, _arrow_leaf(name, table.column(i))) for i, name in enumerate(names)]
-    result = _build(columns, table.num_rows, cls, separator, device, batch_size, dtype)
+    if nulls == "mask" and mask_path[0] in names:
+        raise ValueError(f"nulls='mask' writes the masks under the key {mask_path[0]!r}, which is a column of "
+                         f"the table")
+    masks: dict[Any, Any] = {}
+    columns = [(name, _arrow.arrow_leaf(_arrow.combined(table.column(i)), copy, nulls, (name,), masks, _text))
+               for i, name in enumerate(names)]
+    columns += [((*mask_path, *key), mask) for key, mask in masks.items()]
+    result = _build(columns, table.num_rows, cls, separator, device, batch_size)
     return _auto(result, auto_batch_size, batch_dims, batch_size)
+
+
+def _mask_path(key: Any) -> tuple[str, ...]:
+    if isinstance(key, str):
+        return (key,)
+    if isinstance(key, tuple) and key and all(isinstance(k, str) for k in key):
+        return key
+    if isinstance(key, tuple) and all(isinstance(k, (str, tuple)) for k in key):
+        flat = tuple(p for k in key for p in _mask_path(k)) if key else ()
+        if flat:
+            return flat
+        raise ValueError(f"mask_key must be a string or a non-empty tuple of strings, got {key!r}")
+    raise TypeError(f"mask_key must be a string or a tuple of strings, got {key!r}")
 
 
 def from_parquet(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
                  batch_size: Any = None, separator: str | None = None, dtype: torch.dtype | None = None,
                  columns: list[str] | None = None, cls: type = TensorDictBase, **kwargs: Any) -> Any:
-    """Read a Parquet file (a path or a file object) into a TensorDict with pyarrow, as :func:`from_arrow`.
+    """Read a Parquet file (a path or a file object) into a TensorDict with pyarrow, as tensordict reads it.
+
+    Numeric and boolean columns become tensors (integers with nulls float with NaN; booleans with nulls a
+    :class:`NonTensorStack` with None), timestamps int64 nanoseconds (null: the smallest int64), numeric
+    ``arrow.fixed_shape_tensor`` columns tensors with trailing dims, lists of numbers tensors (one tensor
+    per row when their lengths differ); every other column a :class:`NonTensorStack` of its Python values.
+    :func:`from_arrow` reads a table with other rules (jagged tensors, nested TensorDicts, ``nulls=``).
 
     Args:
         path: the file's path, or a binary file object.
@@ -290,8 +325,11 @@ def from_parquet(path: Any, *, auto_batch_size: bool = False, batch_dims: int | 
     """
     import pyarrow.parquet as pq
 
-    return from_arrow(pq.read_table(path, columns=columns, **kwargs), cls=cls, device=device, batch_size=batch_size,
-                      separator=separator, dtype=dtype, auto_batch_size=auto_batch_size, batch_dims=batch_dims)
+    table = pq.read_table(path, columns=columns, **kwargs)
+    names = list(table.column_names)
+    read = [(name, _arrow.parquet_leaf(table.column(i), dtype, _text)) for i, name in enumerate(names)]
+    result = _build(read, table.num_rows, cls, separator, device, batch_size)
+    return _auto(result, auto_batch_size, batch_dims, batch_size)
 
 
 def from_csv(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
@@ -348,7 +386,6 @@ def from_json(path: Any, *, auto_batch_size: bool = False, batch_dims: int | Non
     """
     import pandas as pd
 
-    kwargs.setdefault("orient", "records")
     text = path.read() if hasattr(path, "read") else None
     if text is not None:
         import io
@@ -416,17 +453,41 @@ def to_pandas(td: Any, *, separator: str | None = None) -> Any:
 
 
 def to_arrow(td: Any, *, separator: str | None = None) -> Any:
-    """A ``pyarrow.Table`` with one row per batch element and one column per leaf (as :func:`to_pandas`).
+    """A ``pyarrow.Table`` with one row per batch element and one column per entry, as tensordict's.
+
+    1-D tensors become primitive columns, tensors with trailing dims ``arrow.fixed_shape_tensor`` columns,
+    jagged nested tensors (ragged dim 1) ``large_list`` columns, nested TensorDicts ``struct`` columns and
+    non-tensor entries columns of the type Arrow infers from their values. With ``separator``, nested keys
+    become flat columns named by joining the key path with it instead of struct columns.
+
+    Raises:
+        ValueError: more than one batch dim; a nested tensor that is not jagged in dim 1, naming the key.
+        TypeError: a bfloat16 entry, naming the key.
 
     Examples:
         >>> import torch
         >>> from tensorbatch import TensorDict
-        >>> TensorDict(a=torch.arange(2), batch_size=[2]).to_arrow().to_pydict()
-        {'a': [0, 1]}
+        >>> td = TensorDict(a=torch.arange(2), obs=TensorDict(x=torch.zeros(2, 3), batch_size=[2]), batch_size=[2])
+        >>> td.to_arrow().schema.names, td.to_arrow(separator=".").schema.names
+        (['a', 'obs'], ['a', 'obs.x'])
     """
     import pyarrow as pa
 
-    return pa.table(_columns(td, separator))
+    if td.batch_dims != 1:
+        raise ValueError(f"a table needs exactly one batch dim (one row per element), got batch_size "
+                         f"{list(td.batch_size)}: call td.reshape(-1) first")
+    entries: list[tuple[tuple[str, ...], Any]]
+    if separator is None:
+        entries = [((key,), td._get_str(key, None)) for key in td._keys_str()]
+    else:
+        entries = list(named_leaves(td, is_leaf=is_non_tensor_type))
+    out: dict[str, Any] = {}
+    for path, value in entries:
+        name = path[0] if separator is None else separator.join(path)
+        if name in out:
+            raise ValueError(f"two keys become the column {name!r} with separator {separator!r}")
+        out[name] = value
+    return pa.table({name: _arrow.arrow_array(value, (name,)) for name, value in out.items()})
 
 
 def to_parquet(td: Any, path: Any, *, separator: str | None = None, **kwargs: Any) -> None:
@@ -434,9 +495,10 @@ def to_parquet(td: Any, path: Any, *, separator: str | None = None, **kwargs: An
 
     ``kwargs`` go to ``pyarrow.parquet.write_table``. See :func:`from_parquet` for an example.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(to_arrow(td, separator=separator), path, **kwargs)
+    pq.write_table(pa.table(_columns(td, separator)), path, **kwargs)
 
 
 def to_csv(td: Any, path: Any, *, separator: str | None = None, **kwargs: Any) -> None:
