@@ -8,7 +8,7 @@ import builtins
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 import torch
@@ -452,10 +452,12 @@ class TensorDictBase(StorageHooks, TensorCollection):
         cls,
         table: Any,
         *,
+        copy: builtins.bool | None = ...,
+        nulls: Literal['raise', 'fill', 'mask'] = ...,
+        mask_key: Any = ...,
         device: Any = ...,
         batch_size: Any = ...,
         separator: str | None = ...,
-        dtype: torch.dtype | None = ...,
         auto_batch_size: builtins.bool = ...,
         batch_dims: builtins.int | None = ...,
     ) -> Any: ...
@@ -586,6 +588,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         batch_size: Any = ...,
         separator: str | None = ...,
         dtype: torch.dtype | None = ...,
+        categorical: Literal['codes', 'values'] = ...,
     ) -> Any: ...
     @classmethod
     def from_parquet(

@@ -94,9 +94,6 @@ SIGNATURES: dict[tuple[str, str], str] = {
     ("LazyStackedTensorDict", "from_dict(stack_dim)"): "from_dict builds a TensorDict here: a lazy stack of dicts "
                                                        "is lazy_stack([TensorDict.from_dict(d) for d in dicts], dim)",
     ("LazyStackedTensorDict", "from_dict(stack_dim_name)"): "from_dict builds a TensorDict here (see stack_dim)",
-    **{("package", f"from_arrow({p})"): "from_arrow's copy/nulls/mask_key options are not supported (numeric "
-                                        "columns are viewed where Arrow allows; nulls become NaN in floats)"
-       for p in ("copy", "nulls", "mask_key")},
     **{("package", f"tensorclass({p})"): "a tensorclass decorator option not supported here"
        for p in ("skip_post_init_on_rebuild", "cast_filter", "kw_only")},
     **{(group, f"{fn}({p})"): _THROUGH for (group, fn), (params, _) in THROUGH.items() for p in params},
