@@ -19,7 +19,6 @@ import torch
 
 from ._nontensor import NonTensorStack
 from ._ops.traverse import is_non_tensor
-from .base import TensorDictBase
 
 NULLS = ("raise", "fill", "mask")
 _SIGNED = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
@@ -194,8 +193,9 @@ def arrow_array(value: Any, key: tuple[str, ...]) -> Any:
     if is_non_tensor(value):
         values = value.tolist()
         return pa.array(values if isinstance(values, list) else [values] * value.batch_size[0])
-    if isinstance(value, TensorDictBase):
-        items = [(k, value._get_str(k, None)) for k in value._keys_str()]
+    if getattr(type(value), "_is_tensor_collection", False):  # a nested TensorDict or TensorClass
+        keys = value.keys()
+        items = [(k, value.get(k)) for k in keys]
         if not items:
             return pa.array([{}] * value.batch_size[0], type=pa.struct([]))
         return pa.StructArray.from_arrays([arrow_array(v, (*key, k)) for k, v in items], names=[k for k, _ in items])

@@ -139,6 +139,8 @@ def test_categorical_and_missing_strings():
     assert td.batch_size == torch.Size([3])
     td = tensorbatch.from_pandas(df, categorical="values")
     assert td["c"] == ["lo", "hi", "lo"]
+    with pytest.raises(ValueError, match="categorical must be 'codes' or 'values', got 'labels'"):
+        tensorbatch.from_pandas(df, categorical="labels")
     out = td.to_pandas()
     assert out["c"].tolist() == ["lo", "hi", "lo"]
 

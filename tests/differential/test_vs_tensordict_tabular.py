@@ -111,13 +111,6 @@ def test_from_pandas_dtype_cast(ref, tb, name):
     assert got == expected
 
 
-def test_categorical_values_option(tb):
-    td = tb.TensorDict.from_pandas(FRAMES["categorical"](), categorical="values")
-    assert td["c"] == ["lo", "hi", None, "lo"]
-    with pytest.raises(ValueError, match="categorical must be 'codes' or 'values'"):
-        tb.TensorDict.from_pandas(FRAMES["categorical"](), categorical="labels")
-
-
 TABLES = {
     "numbers": lambda: pa.table({"i": pa.array([1, 2, 3], pa.int32()), "f": [0.5, 1.5, 2.5],
                                  "u": pa.array([1, 2, 3], pa.uint16()), "b": [True, False, True]}),
@@ -304,3 +297,16 @@ def test_to_arrow_errors(ref, tb, bad):
         except Exception as e:  # the error type is the result compared
             results.append(type(e).__name__)
     assert results[0] == results[1]
+
+
+def test_to_arrow_nested_tensorclass(ref, tb):
+    tables = []
+    for lib in (ref, tb):
+        class Point(lib.TensorClass):
+            x: torch.Tensor
+            y: torch.Tensor
+
+        point = Point(x=torch.zeros(2), y=torch.arange(2), batch_size=[2])
+        tables.append(lib.to_arrow(lib.TensorDict(p=point, batch_size=[2])))
+    assert tables[0].equals(tables[1])
+    assert str(tables[1].schema.field("p").type) == "struct<x: float, y: int64>"
