@@ -36,8 +36,8 @@ import torch
 
 from ._errors import fmt_path, fmt_shape
 from ._keys import is_key
-from ._nontensor import NonTensorData, NonTensorStack, is_non_tensor, value_of
-from ._ops.traverse import MISSING, is_td, named_nodes
+from ._nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from ._ops.traverse import MISSING, is_td, named_nodes, plain_value_of
 from .base import TensorDictBase
 
 __all__ = [
@@ -489,7 +489,7 @@ def _pytree_node(td: Any, path: tuple[str, ...], built: dict[tuple[str, ...], An
     kind = td._get_str(_PYTREE_TYPE, MISSING)
     if kind is MISSING:
         return td
-    kind = value_of(kind)
+    kind = plain_value_of(kind)
     items = {
         k: built[(*path, k)] if is_td(v) and not is_non_tensor(v) else v
         for k, v in td._items_str()
@@ -499,22 +499,22 @@ def _pytree_node(td: Any, path: tuple[str, ...], built: dict[tuple[str, ...], An
         fields = {}
         for key, value in items.items():
             if is_non_tensor(value):
-                value = value_of(value)
+                value = plain_value_of(value)
             elif is_td(value):  # built by from_any (a dict holding a str...), not by from_pytree
                 value = _as_namedtuple(value.to_dict(retain_none=False), kind, False)
             fields[key] = value
         return kind(**fields)
     if issubclass(kind, list | tuple):
-        return kind([value_of(items[str(i)]) for i in range(len(items))])
+        return kind([plain_value_of(items[str(i)]) for i in range(len(items))])
     if issubclass(kind, dict):
         out = {}
         for key, value in items.items():
             if key.startswith(_NON_NESTED):
                 value_path = (*path, key, "value")
-                key = value_of(value._get_str("key"))
+                key = plain_value_of(value._get_str("key"))
                 key = tuple(key) if isinstance(key, list) else key
                 value = built[value_path] if value_path in built else value._get_str("value")
-            out[key] = value_of(value)
+            out[key] = plain_value_of(value)
         if kind is not dict:  # OrderedDict, defaultdict (rebuilt without its default_factory)
             typed = kind()
             typed.update(out)
@@ -552,7 +552,7 @@ def _struct_node(td: Any, prefix: tuple[str, ...], built: dict[tuple[str, ...], 
                     f"and shape {fmt_shape(value.shape)} has no NumPy dtype ({err})"
                 ) from None
         else:  # non-tensor data: its value (an array, a string...) as a field
-            array = np.asarray(value_of(value))
+            array = np.asarray(plain_value_of(value))
             if array.dtype.kind in "US":
                 longest = max((len(str(s)) for s in array.flat), default=0)
                 array = array.astype(f"U{max(10, longest)}")

@@ -15,8 +15,9 @@ value lists (:func:`stack_non_tensor`); identical values collapse to one ``NonTe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, ClassVar, Self
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Self, SupportsIndex
 
 import torch
 
@@ -24,6 +25,7 @@ from . import _options
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._compat import allow_in_weights_only_load
+from ._keys import is_key
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_non_tensor, is_non_tensor_type, value_of
 from .base import TensorDictBase
 
@@ -40,6 +42,121 @@ def _same(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:
         return False
+
+
+class LinkedList(list[Any]):
+    """The values of a ``NonTensorStack`` as a list that writes item assignments back into the stack.
+
+    ``td[key]`` gives one for a ``NonTensorStack`` leaf (nested lists, also linked, for more batch dims).
+    ``values[i] = v`` writes ``v`` into the stack first (an error leaves both unchanged), then into the
+    list. Changing the length (``append``, ``extend``, ``insert``, ``pop``, ``remove``, ``clear``, ``del``,
+    ``+=``, ``*=``) changes the list only and unlinks it. Copies and pickles are plain, unlinked lists of
+    this type; :meth:`tolist` gives plain nested lists. The link is weak: a list outliving its stack
+    is a plain list.
+
+    Args:
+        iterable: the items.
+        td: the ``NonTensorStack`` to write into (None: an unlinked list).
+
+    Examples:
+        >>> from tensorbatch import NonTensorStack, TensorDict
+        >>> td = TensorDict({"names": NonTensorStack("a", "b", "c")}, batch_size=[3])
+        >>> values = td["names"]
+        >>> values[0] = "z"
+        >>> td.get("names").tolist(), values
+        (['z', 'b', 'c'], LinkedList(['z', 'b', 'c']))
+    """
+
+    def __init__(self, iterable: Iterable[Any] = (), *, td: Any = None, _at: tuple[int, ...] = ()) -> None:
+        super().__init__(iterable)
+        self._link: Any = None if td is None else weakref.ref(td)
+        self._at = _at  # the index of this list's row in the stack (nested lists of more batch dims)
+
+    def _target(self) -> Any:
+        return None if self._link is None else self._link()
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        stack = self._target()
+        if stack is not None:
+            if isinstance(index, slice):
+                value = list(value)
+                if len(value) != len(range(len(self))[index]):
+                    raise ValueError(f"cannot assign {len(value)} values to {len(range(len(self))[index])} items of "
+                                     "a LinkedList: that would change the length of the stack it writes into")
+            else:
+                list.__getitem__(self, index)  # the list's own IndexError
+                index = index % len(self)
+            stack[(*self._at, index)] = value
+        super().__setitem__(index, value)
+
+    def tolist(self) -> list[Any]:
+        """A plain list (nested lists for nested linked lists), not linked to anything."""
+        return [item.tolist() if isinstance(item, LinkedList) else item for item in self]
+
+    def _unlink(self) -> None:
+        self._link = None
+
+    def append(self, value: Any) -> None:
+        """Append ``value`` (the list is unlinked)."""
+        self._unlink()
+        super().append(value)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        """Extend with ``values`` (the list is unlinked)."""
+        self._unlink()
+        super().extend(values)
+
+    def insert(self, index: SupportsIndex, value: Any) -> None:
+        """Insert ``value`` before ``index`` (the list is unlinked)."""
+        self._unlink()
+        super().insert(index, value)
+
+    def pop(self, index: SupportsIndex = -1) -> Any:
+        """Remove and return the item at ``index`` (the list is unlinked)."""
+        self._unlink()
+        return super().pop(index)
+
+    def remove(self, value: Any) -> None:
+        """Remove the first item equal to ``value`` (the list is unlinked)."""
+        self._unlink()
+        super().remove(value)
+
+    def clear(self) -> None:
+        """Remove every item (the list is unlinked)."""
+        self._unlink()
+        super().clear()
+
+    def __delitem__(self, index: Any) -> None:
+        self._unlink()
+        super().__delitem__(index)
+
+    def __iadd__(self, other: Iterable[Any]) -> Self:  # type: ignore[misc]
+        self._unlink()
+        return super().__iadd__(other)
+
+    def __imul__(self, n: SupportsIndex) -> Self:
+        self._unlink()
+        return super().__imul__(n)
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == other
+
+    def __ne__(self, other: object) -> bool:
+        return list(self) != other
+
+    def __repr__(self) -> str:
+        return f"LinkedList({list.__repr__(self)})"
+
+    def __reduce__(self) -> Any:
+        return type(self), (list(self),)
+
+
+
+def _linked(values: list[Any], stack: Any, at: tuple[int, ...], depth: int) -> LinkedList:
+    """``values`` (``depth`` levels of nested lists: a stack's batch dims) as linked lists, each knowing its row."""
+    if depth > 1:
+        values = [_linked(v, stack, (*at, i), depth - 1) for i, v in enumerate(values)]
+    return LinkedList(values, td=stack, _at=at)
 
 
 class _NonTensor(TensorDictBase):
@@ -118,18 +235,46 @@ class _NonTensor(TensorDictBase):
         """This leaf after a value operation: the batch may change, the values may not."""
         raise NotImplementedError
 
-    def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
-        """The values as nested lists shaped like the batch (one value for a 0-d batch)."""
+    def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False, tolist_first: bool = False,
+               as_linked_list: bool = False) -> Any:
+        """The values as nested lists shaped like the batch (one value for a 0-d batch).
+
+        ``as_linked_list=True`` gives :class:`LinkedList` s whose item assignments write into this leaf
+        (a ``NonTensorData`` holds one value: writing raises ``ValueError``). The other options are
+        accepted for :meth:`TensorDictBase.tolist`'s sake and change nothing.
+        """
+        values = self._values()
+        if as_linked_list and self.batch_dims:
+            return _linked(values, self, (), self.batch_dims)
+        return values
+
+    def _values(self) -> Any:
+        """The values as plain nested lists shaped like the batch (the value itself for a 0-d batch)."""
         raise NotImplementedError
 
     def _value(self) -> Any:
-        """What ``td[key]`` returns for this leaf."""
-        return self.tolist()
+        """What ``td[key]`` returns for this leaf (a stack: its values as a :class:`LinkedList`)."""
+        return self.tolist(as_linked_list=True)
+
+    def _plain_value(self) -> Any:
+        """The value(s) as plain Python objects (what ``to_dict`` gives)."""
+        return self._values()
 
     def __getitem__(self, index: Any) -> Any:
         if type(index) is str:
             return self._get_str(index)
         return self._from_positions(self._positions()[index])
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """``leaf[index] = value`` writes the value(s) at a batch index (a ``NonTensorStack``, in place)."""
+        if is_key(index):
+            TensorDictBase.__setitem__(self, index, value)
+            return
+        self._assign(index, value)
+
+    def _assign(self, index: Any, value: Any) -> None:
+        raise ValueError(f"a {type(self).__name__} holds one value for its whole batch: it cannot take a value at "
+                         "an index; call maybe_to_stack() first for a NonTensorStack")
 
     def __eq__(self, other: Any) -> Any:
         """Elementwise equality of the values: a bool tensor shaped like the batch."""
@@ -220,7 +365,7 @@ class NonTensorDataBase(_NonTensor):
 
     def __init__(self, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
         if isinstance(data, _NonTensor):
-            data = data._value()
+            data = data._plain_value()
         self.data = data
         self._batch_size = _as_size(batch_size)
         self._device = _as_device(device)
@@ -248,6 +393,9 @@ class NonTensorDataBase(_NonTensor):
     def _value(self) -> Any:
         return self.data
 
+    def _plain_value(self) -> Any:
+        return self.data
+
     def maybe_to_stack(self) -> _NonTensor:
         """A ``NonTensorStack`` holding the value in every batch element (shared, not copied); itself without batch dims.
 
@@ -260,7 +408,7 @@ class NonTensorDataBase(_NonTensor):
             return self
         return NonTensorStack._new([self.data], torch.zeros(self._batch_size, dtype=torch.int64), self._device)
 
-    def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
+    def _values(self) -> Any:
         out: Any = self.data
         for size in reversed(self._batch_size):
             out = [out] * size if not isinstance(out, list) or size <= 1 else [list(out) for _ in range(size)]
@@ -444,12 +592,17 @@ class NonTensorStack(_NonTensor):
         """A new stack of the same values (every element of a stack is already a stack element)."""
         return NonTensorStack._new(self._items, self._pos.clone(), self._device)
 
-    def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
+    def _values(self) -> Any:
         items = self._items
         pos: Any = self._pos.tolist()  # an int for a 0-d stack
         if not self._pos.ndim:
             return items[pos]
         return _pick(pos, items)
+
+    def _assign(self, index: Any, value: Any) -> None:
+        """Write ``value`` at ``index`` in place (the stack stays a stack, even if its values become equal)."""
+        items, pos = _parts(self._written(index, value))
+        self._items, self._pos = items, pos.clone(memory_format=torch.contiguous_format)
 
     def __reduce__(self) -> Any:
         return (_rebuild_stack, (self._items, self._pos, self._device))
@@ -556,9 +709,10 @@ def _rebuild_stack(items: Any, positions: Any, device: Any) -> NonTensorStack:
 
 TensorDictBase._non_tensor_cls = NonTensorData
 TensorDictBase._non_tensor_stack_cls = NonTensorStack
+TensorDictBase._linked_list_cls = LinkedList
 
 
 allow_in_weights_only_load(NonTensorData, MetaData, _rebuild_data, _rebuild_stack)
 
-__all__ = ["MetaData", "NonTensorData", "NonTensorDataBase", "NonTensorStack", "is_non_tensor", "is_non_tensor_type",
-           "stack_non_tensor", "value_of"]
+__all__ = ["LinkedList", "MetaData", "NonTensorData", "NonTensorDataBase", "NonTensorStack", "is_non_tensor",
+           "is_non_tensor_type", "stack_non_tensor", "value_of"]

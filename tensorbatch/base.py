@@ -52,6 +52,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
     # The non-tensor leaf classes (NonTensorData, NonTensorStack); set by ``_nontensor.py`` (no import here).
     _non_tensor_cls: ClassVar[Any] = None
     _non_tensor_stack_cls: ClassVar[Any] = None
+    _linked_list_cls: ClassVar[Any] = None  # LinkedList (``tolist(as_linked_list=True)``), set there too
     # NumPy defers binary operators to us (``np.float32(2) - td`` calls ``td.__rsub__``) instead of trying to
     # make an array of the TensorDict; a NumPy ufunc called on a TensorDict raises TypeError.
     __array_ufunc__ = None

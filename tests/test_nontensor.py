@@ -19,6 +19,7 @@ import torch
 
 import tensorbatch
 from tensorbatch import NonTensorData, NonTensorStack, TensorDict, is_non_tensor
+from tensorbatch._nontensor import LinkedList
 
 LETTERS = "abcdef"
 
@@ -90,7 +91,8 @@ def test_list_of_strings_becomes_a_stack():
     assert type(td.get("l")) is NonTensorStack
     assert td.get("l").batch_size == torch.Size([2])
     assert td["l"] == ["a", "b"]
-    assert type(td["l"]) is list
+    assert type(td["l"]) is LinkedList  # tensordict's list type
+    assert isinstance(td["l"], list)
 
 
 @pytest.mark.parametrize(

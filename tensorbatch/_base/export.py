@@ -25,6 +25,7 @@ from .._ops.traverse import (
     named_entries,
     named_leaves,
     named_nodes,
+    plain_value_of,
     source_leaves,
     value_of,
 )
@@ -89,14 +90,17 @@ def _unless_non_tensor(leaf: Any) -> Any:
     return None if _is_nt(leaf) else leaf
 
 
-def tolist(self: TensorDictBase, *, convert_nodes: bool = True, convert_tensors: bool = False) -> Any:
+def tolist(self: TensorDictBase, *, convert_nodes: bool = True, convert_tensors: bool = False,
+           as_linked_list: bool = False) -> Any:
     """Nested lists over the batch dims of per-element dicts (``td[i, j].to_dict()``).
 
-    ``convert_nodes=False`` keeps the elements as TensorDicts (``td[i, j]``).
+    ``convert_nodes=False`` keeps the elements as TensorDicts (``td[i, j]``). ``as_linked_list=True``
+    makes the outer list a ``LinkedList``: ``values[i] = {...}`` writes into ``td[i]`` too.
     """
     if not self.batch_dims:
         return self.to_dict(convert_tensors=convert_tensors) if convert_nodes else self
-    return [td.tolist(convert_nodes=convert_nodes, convert_tensors=convert_tensors) for td in self.unbind(0)]
+    out = [td.tolist(convert_nodes=convert_nodes, convert_tensors=convert_tensors) for td in self.unbind(0)]
+    return self._linked_list_cls(out, td=self) if as_linked_list else out
 
 
 def to_padded_tensor(self: TensorDictBase, padding: float = 0.0, mask_key: NestedKey | None = None) -> TensorDictBase:
@@ -132,7 +136,7 @@ def to_dict(self: TensorDictBase, *, retain_none: bool = True, convert_tensors: 
         if type(value) is _Tensor:
             parent[path[-1]] = value.tolist() if convert_tensors else value
         elif _is_nt(value):
-            parent[path[-1]] = value_of(value)
+            parent[path[-1]] = plain_value_of(value)
         elif is_td(value):
             parent[path[-1]] = dicts[path] = {}
         else:

@@ -12,7 +12,7 @@ import torch
 
 from .._keys import key_tuple
 from .._ops import pointwise as _pointwise
-from .._ops.traverse import flat_leaves, flat_leaves_like, is_non_tensor_type, is_td, named_leaves, value_of
+from .._ops.traverse import flat_leaves, flat_leaves_like, is_non_tensor_type, is_td, named_leaves, plain_value_of
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -106,7 +106,7 @@ def numpy(self: TensorDictBase) -> Any:
         node = out
         for key in path[:-1]:
             node = node.setdefault(key, {})
-        node[path[-1]] = leaf.numpy(force=True) if isinstance(leaf, _Tensor) else value_of(leaf)
+        node[path[-1]] = leaf.numpy(force=True) if isinstance(leaf, _Tensor) else plain_value_of(leaf)
     return out
 
 

@@ -19,9 +19,9 @@ import torch
 
 from .._compat import allow_in_weights_only_load
 from .._errors import fmt_path
-from .._nontensor import is_non_tensor, value_of
+from .._nontensor import is_non_tensor
 from .._ops import ragged
-from .._ops.traverse import is_td, named_entries
+from .._ops.traverse import is_td, named_entries, plain_value_of
 from .._unbatched import UnbatchedTensor
 from ..base import TensorDictBase
 from ._shared import DTYPES, SideTable, atomic_target
@@ -56,7 +56,7 @@ def _plan(td: Any, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any]
             jobs.append((value, offset))
             offset += -(-value.numel() * value.element_size() // _ALIGN) * _ALIGN
         elif is_non_tensor(value):
-            entries[key] = {"non_tensor": value_of(value), "stack": type(value).__name__ == "NonTensorStack"}
+            entries[key] = {"non_tensor": plain_value_of(value), "stack": type(value).__name__ == "NonTensorStack"}
         elif is_td(value):
             entries[key] = layouts[path] = _node_layout(value)
         else:

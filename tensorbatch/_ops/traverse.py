@@ -82,8 +82,13 @@ def is_non_tensor_type(cls: type) -> bool:
 
 
 def value_of(leaf: Any) -> Any:
-    """What a lookup returns: the value of a non-tensor leaf, anything else unchanged."""
+    """What a lookup returns: the value of a non-tensor leaf (a stack's as a linked list), anything else unchanged."""
     return leaf._value() if type(leaf) in NON_TENSOR_TYPES else leaf
+
+
+def plain_value_of(leaf: Any) -> Any:
+    """What an export (``to_dict``) gives: a non-tensor leaf's value(s) as plain objects, anything else unchanged."""
+    return leaf._plain_value() if type(leaf) in NON_TENSOR_TYPES else leaf
 
 
 def leaf_shape(value: torch.Tensor) -> torch.Size:

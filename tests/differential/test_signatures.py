@@ -50,8 +50,7 @@ NOT_ACCEPTED: dict[str, dict[str, str]] = {
     "masked_select": {"inplace": _INPLACE_SHAPE},
     "set_at_": {"non_blocking": "set_at_ writes into an existing leaf on its device; there is no move to overlap"},
     "to_dict": {"tolist_first": "an export-order option of the reference; to_dict gives tensors, tolist lists"},
-    "tolist": {"tolist_first": "an export-order option of the reference",
-               "as_linked_list": "linked-list output is not supported"},
+    "tolist": {"tolist_first": "an export-order option of the reference"},
     "update_at_": {"idx": "the index is the second positional argument (index)"},
     "where": {"update_batch_size": "where keeps the batch size of its inputs"},
     **{name: {"_tensorclass_type": "a private argument of the reference (the class named by import path): "
