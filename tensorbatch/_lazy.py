@@ -41,6 +41,7 @@ from ._ops.traverse import (
     apply_leaves,
     is_node,
     is_td,
+    leaf_shape,
     named_leaves,
     named_nodes,
     unset_default,
@@ -217,6 +218,25 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def _set_lock(self, value: bool) -> None:
         self._is_locked = value  # this node's own flag: lock_() walks the members too
+
+    def _restack(self, members: list[Any]) -> LazyStackedTensorDict:
+        """A lazy stack like this one of ``members`` (the traversal's results for this stack's members)."""
+        return LazyStackedTensorDict._new(members, self._stack_dim, stack_name=self._stack_name)
+
+    def _ragged(self) -> bool:
+        """True when the members' batch sizes or leaf shapes differ (the stack cannot be read dense)."""
+        if -1 in self._batch_size:
+            return True
+        for key in self._keys_str():
+            values = [td._get_str(key) for td in self._tds]
+            first = values[0]
+            if isinstance(first, _Tensor):
+                if any(not isinstance(v, _Tensor) or leaf_shape(v) != leaf_shape(first) for v in values):
+                    return True
+            elif is_node(first) and all(is_node(v) for v in values) and type(first) not in NON_TENSOR_TYPES:
+                if LazyStackedTensorDict._new(values, self._stack_dim)._ragged():
+                    return True
+        return False
 
     def _stacked_members(self) -> tuple[int, list[Any]]:
         """Storage hook: the members, stacked along the stack dim (walks over what is stored visit them)."""
@@ -404,6 +424,32 @@ class LazyStackedTensorDict(TensorDictBase):
                 raise RuntimeError("as_nested_tensor needs stack_dim 0")
             return torch.nested.nested_tensor(values, layout=layout or torch.jagged)
         return _pad_stack(values, self._stack_dim, padding_value, padding_side)
+
+    def get_item_shape(self, key: NestedKey) -> torch.Size:
+        """Shape of the entry at ``key`` as stacked, ``-1`` in the dims where the members' entries differ.
+
+        Members whose entries differ in their number of dims give ``torch.Size([-1])`` (as tensordict).
+        Nothing is stacked when the members differ.
+
+        Examples:
+            >>> import torch
+            >>> from tensorbatch import TensorDict, lazy_stack
+            >>> s = lazy_stack([TensorDict(a=torch.zeros(3, 2)), TensorDict(a=torch.zeros(4, 2))])
+            >>> s.get_item_shape("a")
+            torch.Size([2, -1, 2])
+        """
+        path = key_tuple(key)
+        shapes = []
+        for td in self._tds:
+            if path not in td:
+                break
+            shapes.append(td.get_item_shape(path))
+        if not shapes or len(shapes) < len(self._tds) or all(s == shapes[0] for s in shapes):
+            return TensorDictBase.get_item_shape(self, path)  # the stacked entry's (or the KeyError naming it)
+        if len({len(s) for s in shapes}) > 1:
+            return _Size([-1])
+        dims = [size[0] if len(set(size)) == 1 else -1 for size in zip(*shapes, strict=True)]
+        return _Size([*dims[:self._stack_dim], len(self._tds), *dims[self._stack_dim:]])
 
     # deprecated in tensordict 0.15 (removal in 0.17): tensorbatch/_lazy_deprecated.py
     valid_keys = _deprecated.valid_keys
@@ -743,10 +789,12 @@ class LazyStackedTensorDict(TensorDictBase):
         return dense.contiguous(canonical=True) if canonical else dense
 
     def densify(self, layout: Any = torch.strided) -> Any:
-        """A dense TensorDict of the common keys.
+        """A dense TensorDict of the members' keys (as tensordict: a key only some members hold too).
 
-        ``torch.strided`` stacks the leaves (their shapes must agree); ``torch.jagged`` makes leaves whose
-        shapes differ in their first dim nested tensors, and the batch size reads ``-1`` there.
+        Tensor leaves of one shape are stacked; leaves whose shapes differ become nested tensors of
+        ``layout`` (``torch.strided`` or ``torch.jagged``, stack dim 0 only: else ``NotImplementedError``).
+        A member lacking a tensor key gets an empty entry there (zero rows). Nested lazy stacks are
+        densified too; the batch size reads ``-1`` in a dim where the members' batch sizes differ.
 
         Examples:
             >>> import torch
@@ -760,38 +808,44 @@ class LazyStackedTensorDict(TensorDictBase):
             tensor([[ 0.,  0.,  0., -1.],
                     [ 1.,  1.,  1.,  1.]])
         """
-        if layout is torch.strided:
-            return self.to_tensordict()
-        if layout is not torch.jagged:
+        if layout is not torch.strided and layout is not torch.jagged:
             raise ValueError(f"densify: layout must be torch.strided or torch.jagged, got {layout}")
-        if self._stack_dim != 0:
-            raise RuntimeError("densify(layout=torch.jagged) needs stack_dim 0 (the jagged dim follows it)")
-        n = len(self._tds)
-        if not n:
+        if not self._tds:
             return self.to_tensordict()
-        groups: dict[tuple[str, ...], list[Any]] = {}  # a path inside the members -> their nodes there
-        for path, node in named_nodes(self, post_order=True, members=True):
-            if path:
-                groups.setdefault(path[1:], []).append(node)
-        built: dict[tuple[str, ...], Any] = {}
-        for path, nodes in groups.items():  # the first member's post order: a node after the ones below it
-            if len(nodes) != n:  # not in every member
+        keys: dict[str, None] = {}
+        for td in self._tds:
+            keys.update(dict.fromkeys(td._keys_str()))
+        out = {}
+        for key in keys:
+            values = [td._get_str(key, None) for td in self._tds]
+            if all(v is None or isinstance(v, _Tensor) for v in values):
+                out[key] = self._dense_leaf(key, values, layout)
                 continue
-            stack = LazyStackedTensorDict._new(nodes, 0, stack_name=self._stack_name)
-            out = {}
-            for key in stack._keys_str():
-                done = built.pop((*path, key), None)
-                if done is not None:
-                    out[key] = done
-                    continue
-                values = [td._get_str(key) for td in nodes]
-                first = values[0]
-                if type(first) is _Tensor and any(v.shape != first.shape for v in values):
-                    out[key] = torch.nested.nested_tensor(values, layout=torch.jagged)
-                else:
-                    out[key] = _stack_values(key, values, 0)
-            built[path] = self._dense_cls._new_unsafe(out, stack._batch_size, stack.device, stack._maybe_names())
-        return built[()]
+            value = self._get_str(key, None)
+            out[key] = self._non_tensor_cls(None) if value is None else value.densify(layout=layout)
+        return self._dense_cls._new_unsafe(out, self._batch_size, self.device, self._maybe_names())
+
+    def _dense_leaf(self, key: str, values: list[Any], layout: Any) -> Any:
+        """The members' tensors at ``key`` (None where a member lacks it) as one tensor, nested if they differ."""
+        present = [v for v in values if v is not None]
+        if len(present) < len(values):
+            first = present[0].shape
+            if not first:
+                raise RuntimeError(f"cannot densify the key {key!r} that only some members hold: its entries have "
+                                   "no dim to leave empty (shape [])")
+            rows = self.batch_dims - 1  # the members' batch dims: the first dim past them is left empty
+            if len(first) > rows and all(v.shape[rows + 1:] == first[rows + 1:] for v in present):
+                shape = (*first[:rows], 0, *first[rows + 1:])
+            else:
+                shape = (*first[:-1], 0)
+            empty = present[0].new_zeros(shape)
+            values = [empty if v is None else v for v in values]
+        if all(v.shape == values[0].shape for v in values[1:]):
+            return _stack_values(key, values, self._stack_dim)
+        if self._stack_dim != 0:
+            raise NotImplementedError(f"densify: the members' leaves at key {key!r} differ in shape and the stack "
+                                      f"dim is {self._stack_dim}: nested tensors need stack dim 0")
+        return torch.nested.nested_tensor(values, layout=layout)
 
     def __reduce__(self) -> Any:
         return (_rebuild, (self._tds, self._stack_dim, self._batch_size, self._stack_name, self._is_locked))

@@ -121,6 +121,10 @@ def _from_list(cls: type, input: list[Any], *, auto_batch_size: bool | None = No
             raise TypeError(f"from_list: element {i} is a {type(item).__name__}, not a mapping")
     if lazy is None:
         lazy = issubclass(cls, LazyStackedTensorDict)
+    if lazy and batch_size is None and (auto_batch_size or batch_dims is not None):
+        # each member finds its own batch size (members may differ: the stack reads -1 there, as tensordict)
+        members = [m.auto_batch_size_(batch_dims) for m in members]
+        auto_batch_size, batch_dims = False, None
     out = lazy_stack(members, 0) if lazy else stack(members, 0)
     if device is not None:
         out = out.to(device)

@@ -1493,8 +1493,12 @@ def test_densify_strided_is_to_tensordict_and_bad_layout_raises():
     assert torch.equal(s.densify()["a"], torch.stack([torch.zeros(3), torch.ones(3)]))
     with pytest.raises(ValueError, match="layout"):
         s.densify(layout=torch.sparse_coo)
-    with pytest.raises(RuntimeError, match="stack_dim 0"):
-        lazy_stack(list(s.tensordicts), 1).densify(layout=torch.jagged)
+    same = lazy_stack(list(s.tensordicts), 1).densify(layout=torch.jagged)  # one shape: stacked (as tensordict)
+    assert torch.equal(same["a"], torch.stack([torch.zeros(3), torch.ones(3)], 1))
+    members = [TensorDict(a=torch.zeros(2, 3), batch_size=[2]), TensorDict(a=torch.ones(2, 4), batch_size=[2])]
+    ragged = lazy_stack(members, 1)
+    with pytest.raises(NotImplementedError, match="stack dim 0"):
+        ragged.densify(layout=torch.jagged)
 
 
 def test_to_padded_tensor_pads_and_masks():

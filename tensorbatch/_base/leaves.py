@@ -198,7 +198,28 @@ def stack_from_tensordict(self: TensorDictBase, dim: int = 0, *, sorted: Any = N
 
 
 def densify(self: TensorDictBase, layout: Any = torch.strided) -> TensorDictBase:
-    """The TensorDict itself (its leaves are already dense); a lazy stack stacks its members."""
+    """This TensorDict with the lazy stacks it holds made dense (itself when it holds none).
+
+    Examples:
+        >>> from tensorbatch import TensorDict, lazy_stack
+        >>> s = lazy_stack([TensorDict(a=torch.zeros(3)), TensorDict(a=torch.ones(4))])
+        >>> dense = TensorDict(s=s).densify()
+        >>> type(dense["s"]).__name__, dense["s", "a"].is_nested
+        ('TensorDict', True)
+    """
     if layout is not torch.strided and layout is not torch.jagged:
         raise ValueError(f"densify: layout must be torch.strided or torch.jagged, got {layout}")
-    return self
+    if not self._leaves_in_memory:  # a stored TensorDict holds no lazy stack
+        return self
+    changed = {}
+    for key, value in self._items_str():
+        if is_td(value) and not is_non_tensor_type(type(value)):
+            dense = value.densify(layout=layout)
+            if dense is not value:
+                changed[key] = dense
+    if not changed:
+        return self
+    out = self.empty()
+    for key, value in self._items_str():
+        out._set_str(key, changed.get(key, value), inplace=False, validated=True)
+    return out

@@ -140,7 +140,10 @@ def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: A
         if out is not None:
             return out
     if foreach is not None and not kwargs and (cpu or _use_foreach(td)):
-        leaves = flat_leaves(td)
+        try:
+            leaves = flat_leaves(td)
+        except RuntimeError:  # a lazy stack whose leaves cannot stack: the leaf-by-leaf path maps its members
+            return map_leaves(td, lambda x: op(x, *args), what=what)
         if not transforms_active() and not dynamo_compiling():  # see _NO_BATCHING
             try:
                 return from_leaves(td, foreach(leaves, *args))

@@ -858,8 +858,17 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
             nd = td.batch_dims
             sub_bs = torch.Size(batch_size + value.batch_size[nd:])
             sub = sub_names(names, batch_size, value, nd)
-        result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, sub, device, follow, subs, inplace,
-                            is_leaf, filter_empty, default, check, exact, (*prefix, key), named, call_on_unbatched)
+        stacked = stacked_members(value) if batch_size is None and not follow else None
+        if stacked is not None and value._ragged():  # a lazy stack whose leaves cannot stack: member by member
+            dim, members = stacked
+            split = [_member_args(o, dim, len(members), default) for o in subs]
+            result = value._restack([
+                map_leaves(m, fn, NO_DEFAULT, what, None, NO_DEFAULT, device, follow, [s[i] for s in split],
+                           inplace, is_leaf, filter_empty, default, check, exact, (*prefix, key), named,
+                           call_on_unbatched) for i, m in enumerate(members)])
+        else:
+            result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, sub, device, follow, subs, inplace, is_leaf,
+                                filter_empty, default, check, exact, (*prefix, key), named, call_on_unbatched)
         if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
             return _DROP
         if not inplace and type(value) in REWRAP_TYPES:
@@ -891,6 +900,16 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
                 td._set_str(key, result, inplace=True, validated=True)
             return _DROP
     return result
+
+
+def _member_args(other: Any, dim: int, n: int, default: Any) -> list[Any]:
+    """Another tree's entry split like a lazy stack's members (its own members, or its slices along ``dim``)."""
+    if other is default or not is_td(other):
+        return [other] * n
+    stacked = stacked_members(other)
+    if stacked is not None and stacked[0] == dim and len(stacked[1]) == n:
+        return list(stacked[1])
+    return list(other.unbind(dim))
 
 
 def _check_one(result: Any, bs: torch.Size, path: tuple[str, ...]) -> None:

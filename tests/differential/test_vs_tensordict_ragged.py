@@ -148,3 +148,162 @@ def test_tensorclass_field_reads_a_linked_list(ref: Any, tb: Any) -> None:
 
     mine, theirs = _both(ref, tb, run)
     assert mine == theirs
+
+
+# ------------------------------------------------------------------------------------- ragged lazy stacks
+def _stack(lib: Any, *tds: Any, dim: int = 0) -> Any:
+    return lib.lazy_stack(list(tds), dim)
+
+
+RAGGED = {
+    "leaf": lambda lib: _stack(lib, lib.TensorDict(a=torch.zeros(3)), lib.TensorDict(a=torch.ones(4))),
+    "nested": lambda lib: _stack(lib, lib.TensorDict(n=lib.TensorDict(b=torch.zeros(3, 2))),
+                                 lib.TensorDict(n=lib.TensorDict(b=torch.ones(4, 2)))),
+    "stack_dim_1": lambda lib: _stack(lib, lib.TensorDict(a=torch.zeros(2, 3), batch_size=[2]),
+                                      lib.TensorDict(a=torch.ones(2, 4), batch_size=[2]), dim=1),
+    "two_ragged_dims": lambda lib: _stack(lib, lib.TensorDict(a=torch.zeros(3, 5)), lib.TensorDict(a=torch.ones(4, 6))),
+    "ndims_differ": lambda lib: _stack(lib, lib.TensorDict(a=torch.zeros(3)), lib.TensorDict(a=torch.ones(4, 6))),
+    "batch_differs": lambda lib: _stack(lib, lib.TensorDict(a=torch.zeros(3), batch_size=[3]),
+                                        lib.TensorDict(a=torch.ones(4), batch_size=[4])),
+    "nested_batch_differs": lambda lib: _stack(lib, lib.TensorDict(n=lib.TensorDict(b=torch.zeros(3), batch_size=[3])),
+                                               lib.TensorDict(n=lib.TensorDict(b=torch.ones(4), batch_size=[4]))),
+    "non_tensor": lambda lib: _stack(lib, lib.TensorDict(s="x"), lib.TensorDict(s="y")),
+}
+SHAPES = [("leaf", "a"), ("nested", ("n", "b")), ("nested", "n"), ("stack_dim_1", "a"), ("two_ragged_dims", "a"),
+          ("ndims_differ", "a"), ("batch_differs", "a"), ("nested_batch_differs", "n"),
+          ("nested_batch_differs", ("n", "b")), ("non_tensor", "s")]
+
+
+@pytest.mark.parametrize(("case", "key"), SHAPES)
+def test_get_item_shape(ref: Any, tb: Any, case: str, key: Any) -> None:
+    mine, theirs = _both(ref, tb, lambda lib: RAGGED[case](lib).get_item_shape(key))
+    assert mine == theirs
+    assert type(theirs) is torch.Size
+
+
+def test_get_item_shape_of_a_missing_key_raises(ref: Any, tb: Any) -> None:
+    for lib in (ref, tb):
+        s = _stack(lib, lib.TensorDict(a=torch.zeros(3), b=torch.zeros(1)), lib.TensorDict(a=torch.ones(4)))
+        with pytest.raises(KeyError):
+            s.get_item_shape("b")
+
+
+def _describe(value: Any) -> Any:
+    """Type, batch size and leaves (nested tensors as their layout and components) of a densified result."""
+    if isinstance(value, torch.Tensor):
+        if value.is_nested:
+            return ("nested", str(value.layout), [c.tolist() for c in value.unbind()])
+        return ("tensor", value.tolist())
+    if type(value).__name__ in ("NonTensorStack", "NonTensorData"):
+        return (type(value).__name__, value.tolist())
+    return (type(value).__name__, list(value.batch_size), {k: _describe(value.get(k)) for k in sorted(value.keys())})
+
+
+@pytest.mark.parametrize("layout", ["strided", "jagged"])
+@pytest.mark.parametrize("case", ["leaf", "nested", "batch_differs", "nested_batch_differs", "non_tensor",
+                                  "two_ragged_dims_strided", "exclusive_key", "uniform_stack_dim_1", "in_a_td"])
+def test_densify(ref: Any, tb: Any, case: str, layout: str) -> None:
+    lay = getattr(torch, layout)
+    if case == "two_ragged_dims_strided" and layout == "jagged":
+        pytest.skip("a jagged tensor has one ragged dim (torch raises in both)")
+
+    def run(lib: Any) -> Any:
+        if case == "two_ragged_dims_strided":
+            s = RAGGED["two_ragged_dims"](lib)
+        elif case == "exclusive_key":
+            s = _stack(lib, lib.TensorDict(a=torch.zeros(3), b=torch.ones(2, 5)), lib.TensorDict(a=torch.ones(4)))
+        elif case == "uniform_stack_dim_1":
+            s = _stack(lib, lib.TensorDict(a=torch.zeros(2, 3), batch_size=[2]),
+                       lib.TensorDict(a=torch.ones(2, 3), batch_size=[2]), dim=1)
+        elif case == "in_a_td":
+            s = lib.TensorDict(lazy=RAGGED["leaf"](lib), b=torch.zeros(()))
+        else:
+            s = RAGGED[case](lib)
+        return _describe(s.densify(layout=lay))
+
+    mine, theirs = _both(ref, tb, run)
+    assert mine == theirs
+
+
+@pytest.mark.parametrize("case", ["stack_dim_1", "ndims_differ"])
+def test_densify_refusals(ref: Any, tb: Any, case: str) -> None:
+    errors = []
+    for lib in (ref, tb):
+        with pytest.raises(RuntimeError) as info:
+            RAGGED[case](lib).densify()
+        errors.append(type(info.value))
+    assert errors[0] is errors[1]
+
+
+VALUE_OPS = {
+    "clone": lambda td: td.clone(),
+    "clone_no_recurse": lambda td: td.clone(False),
+    "add": lambda td: td + 1,
+    "apply": lambda td: td.apply(lambda x: x * 2),
+    "apply_two": lambda td: td.apply(lambda x, y: x + y, td),
+    "named_apply": lambda td: td.named_apply(lambda key, x: x - 1),
+    "to_dtype": lambda td: td.to(torch.float64),
+    "detach": lambda td: td.detach(),
+    "eq": lambda td: td == td,
+    "add_td": lambda td: td + td,
+    "float": lambda td: td.float(),
+}
+
+
+_NOT_YET = {  # fast paths that read the stack's stacked leaves first (foreach on flat leaves, first_leaf, copy_nodes)
+    "add": "td + scalar reads the first leaf through the stack",
+    "add_td": "td + td flattens the leaves for foreach",
+    "clone_no_recurse": "clone(False) copies the nodes by reading the stack's entries",
+}
+
+
+@pytest.mark.parametrize("op", [pytest.param(op, marks=pytest.mark.xfail(strict=True, reason=_NOT_YET[op]))
+                                if op in _NOT_YET else op for op in sorted(VALUE_OPS)])
+def test_value_ops_on_a_td_holding_a_ragged_stack(ref: Any, tb: Any, op: str) -> None:
+    def run(lib: Any) -> Any:
+        td = lib.TensorDict(lazy=_stack(lib, lib.TensorDict(a=torch.arange(3.0)), lib.TensorDict(a=torch.arange(4.0))))
+        out = VALUE_OPS[op](td)
+        lazy = out.get("lazy")
+        return (type(out).__name__, type(lazy).__name__, list(lazy.batch_size), lazy.get_item_shape("a"),
+                [m["a"].tolist() for m in lazy.tensordicts], lazy is td.get("lazy"))
+
+    mine, theirs = _both(ref, tb, run)
+    assert mine == theirs
+
+
+def test_clone_copies_the_members(ref: Any, tb: Any) -> None:
+    for lib in (ref, tb):
+        td = lib.TensorDict(lazy=RAGGED["leaf"](lib))
+        out = td.clone()
+        out.get("lazy").tensordicts[0]["a"] += 1
+        assert td.get("lazy").tensordicts[0]["a"].tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("auto", [True, False])
+@pytest.mark.parametrize("case", ["ragged", "same", "nested", "batch_dims"])
+def test_from_list(ref: Any, tb: Any, case: str, auto: bool) -> None:
+    items = {
+        "ragged": [{"a": torch.zeros(3)}, {"a": torch.ones(4)}],
+        "same": [{"a": torch.zeros(3, 2)}, {"a": torch.ones(3, 2)}],
+        "nested": [{"a": {"b": torch.zeros(3)}}, {"a": {"b": torch.ones(4)}}],
+        "batch_dims": [{"a": torch.zeros(3, 2)}, {"a": torch.ones(4, 2)}],
+    }[case]
+
+    def run(lib: Any) -> Any:
+        kwargs = {"batch_dims": 2} if case == "batch_dims" and auto else {"auto_batch_size": auto}
+        s = lib.LazyStackedTensorDict.from_list(items, **kwargs)
+        return (type(s).__name__, list(s.batch_size), [list(m.batch_size) for m in s.tensordicts],
+                s.get_item_shape("a"))
+
+    mine, theirs = _both(ref, tb, run)
+    assert mine == theirs
+
+
+def test_repr_of_a_ragged_stack_shows_minus_one(ref: Any, tb: Any) -> None:
+    del ref
+    s = _stack(tb, tb.TensorDict(a=torch.zeros(3), n=tb.TensorDict(b=torch.zeros(2, 5))),
+               tb.TensorDict(a=torch.zeros(4), n=tb.TensorDict(b=torch.zeros(3, 5))))
+    text = repr(s)
+    assert "a: Tensor(shape=[2, -1], dtype=float32" in text
+    assert "b: Tensor(shape=[2, -1, 5], dtype=float32" in text
+    assert "lazy: LazyStackedTensorDict(batch_size=[2])" in repr(tb.TensorDict(lazy=s))
