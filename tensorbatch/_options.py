@@ -127,7 +127,7 @@ class set_list_to_stack(_Mode):
         >>> with set_list_to_stack(True):
         ...     td["x"] = ["a", "b"]
         >>> type(td.get("x")).__name__, td["x"]
-        ('NonTensorStack', ['a', 'b'])
+        ('NonTensorStack', LinkedList(['a', 'b']))
     """
 
     GLOBAL, ENV = "LIST_TO_STACK", "LIST_TO_STACK"

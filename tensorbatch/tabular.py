@@ -131,10 +131,10 @@ def from_pandas(dataframe: Any, *, auto_batch_size: bool = False, batch_dims: in
         >>> df = pd.DataFrame({"obs.x": [1.0, 2.0], "obs.y": [3, 4], "name": ["a", "b"]})
         >>> td = tensorbatch.from_pandas(df, separator=".")
         >>> td["obs", "y"], td["name"], td.batch_size
-        (tensor([3, 4]), ['a', 'b'], torch.Size([2]))
+        (tensor([3, 4]), LinkedList(['a', 'b']), torch.Size([2]))
         >>> df = pd.DataFrame({"c": pd.Categorical(["lo", "hi", "lo"])})
         >>> tensorbatch.from_pandas(df)["c"], tensorbatch.from_pandas(df, categorical="values")["c"]
-        (tensor([1, 0, 1], dtype=torch.int8), ['lo', 'hi', 'lo'])
+        (tensor([1, 0, 1], dtype=torch.int8), LinkedList(['lo', 'hi', 'lo']))
     """
     import pandas as pd  # type: ignore[import-untyped]
 
@@ -249,7 +249,7 @@ def from_arrow(table: Any, *, copy: bool | None = None, nulls: Literal["raise", 
         >>> import tensorbatch
         >>> td = tensorbatch.from_arrow(pa.table({"a": [1, 2], "s": ["x", "y"], "l": [[1, 2], [3]]}))
         >>> td["a"], td["s"], td["l"].is_nested
-        (tensor([1, 2]), ['x', 'y'], True)
+        (tensor([1, 2]), LinkedList(['x', 'y']), True)
         >>> td = tensorbatch.from_arrow(pa.table({"y": [1.0, None]}), nulls="mask")
         >>> td["y"], td["_mask", "y"]
         (tensor([1., nan], dtype=torch.float64), tensor([ True, False]))
@@ -353,7 +353,7 @@ def from_csv(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None
         >>> import tensorbatch
         >>> td = tensorbatch.from_csv(io.StringIO("a,b.c\n1,x\n2,y\n"), separator=".")
         >>> td["a"], td["b", "c"]
-        (tensor([1, 2]), ['x', 'y'])
+        (tensor([1, 2]), LinkedList(['x', 'y']))
     """
     import pandas as pd
 
