@@ -122,36 +122,6 @@ def d2h_consolidated(lib: Any, env: Env) -> Callable[[], Any]:
 
 
 @case(transfer=True)
-def h2d_default(lib: Any, env: Env) -> Callable[[], Any]:
-    """``td.to("cuda")`` from pageable host memory."""
-    tree = env.host_tree()
-    if lib is None:
-        return _raw_move(tree, env.dev, env)
-    td = _td(lib, tree, env.rows)
-    return lambda: td.to(env.dev)
-
-
-@case(transfer=True)
-def h2d_pin_on_the_fly(lib: Any, env: Env) -> Callable[[], Any]:
-    """``td.to("cuda", non_blocking_pin=True)``: each leaf pinned, then copied non-blocking."""
-    tree = env.host_tree()
-    if lib is None:
-        return _raw_move(tree, env.dev, env, pin=True)
-    td = _td(lib, tree, env.rows)
-    return lambda: td.to(env.dev, non_blocking_pin=True)
-
-
-@case(transfer=True)
-def h2d_pin_8_threads(lib: Any, env: Env) -> Callable[[], Any]:
-    """``td.to("cuda", non_blocking_pin=True, num_threads=8)``."""
-    tree = env.host_tree()
-    if lib is None:
-        return _raw_move(tree, env.dev, env, pin=True, threads=8)
-    td = _td(lib, tree, env.rows)
-    return lambda: td.to(env.dev, non_blocking_pin=True, num_threads=8)
-
-
-@case(transfer=True)
 def consolidate_then_h2d(lib: Any, env: Env) -> Callable[[], Any]:
     """``td.consolidate().to("cuda")``: packing into one buffer, then one copy."""
     tree = env.host_tree()
@@ -165,24 +135,29 @@ def consolidate_then_h2d(lib: Any, env: Env) -> Callable[[], Any]:
     return lambda: td.consolidate().to(env.dev)
 
 
-@case(transfer=True)
-def pinned_h2d_default(lib: Any, env: Env) -> Callable[[], Any]:
-    """``td.to("cuda")`` of a TensorDict whose leaves are pinned."""
-    tree = env.host_tree(pinned=True)
-    if lib is None:
-        return _raw_move(tree, env.dev, env)
-    td = _td(lib, tree, env.rows)
-    return lambda: td.to(env.dev)
+def _h2d_case(name: str, doc: str, move: Callable[[Any, torch.device], Any], pinned: bool = False,
+              pin: bool = False, threads: int = 0) -> None:
+    """A host-to-device case: ``move(td, device)`` vs the raw floor (pinned source leaves with ``pinned``)."""
+    def setup(lib: Any, env: Env) -> Callable[[], Any]:
+        tree = env.host_tree(pinned=pinned)
+        if lib is None:
+            return _raw_move(tree, env.dev, env, pin=pin, threads=threads)
+        td = _td(lib, tree, env.rows)
+        return lambda: move(td, env.dev)
+    setup.__name__, setup.__doc__ = name, doc
+    CASES[name] = setup
+    TRANSFERS.add(name)
 
 
-@case(transfer=True)
-def pinned_h2d_non_blocking(lib: Any, env: Env) -> Callable[[], Any]:
-    """``td.to("cuda", non_blocking=True)`` of pinned leaves (the timing synchronises after)."""
-    tree = env.host_tree(pinned=True)
-    if lib is None:
-        return _raw_move(tree, env.dev, env)
-    td = _td(lib, tree, env.rows)
-    return lambda: td.to(env.dev, non_blocking=True)
+_h2d_case("h2d_default", '``td.to("cuda")`` from pageable host memory.', lambda td, dev: td.to(dev))
+_h2d_case("h2d_pin_on_the_fly", '``td.to("cuda", non_blocking_pin=True)``: each leaf pinned, then copied.',
+          lambda td, dev: td.to(dev, non_blocking_pin=True), pin=True)
+_h2d_case("h2d_pin_8_threads", '``td.to("cuda", non_blocking_pin=True, num_threads=8)``.',
+          lambda td, dev: td.to(dev, non_blocking_pin=True, num_threads=8), pin=True, threads=8)
+_h2d_case("pinned_h2d_default", '``td.to("cuda")`` of a TensorDict whose leaves are pinned.',
+          lambda td, dev: td.to(dev), pinned=True)
+_h2d_case("pinned_h2d_non_blocking", '``td.to("cuda", non_blocking=True)`` of pinned leaves (the timing waits).',
+          lambda td, dev: td.to(dev, non_blocking=True), pinned=True)
 
 
 @case(transfer=True)

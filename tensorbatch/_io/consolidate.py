@@ -73,7 +73,7 @@ def _view(buffer: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
     dtype = DTYPES[entry["dtype"]]
     shape = torch.Size(entry["shape"])
     start = entry["offset"]
-    nbytes = shape.numel() * torch.empty((), dtype=dtype).element_size()
+    nbytes = shape.numel() * dtype.itemsize
     if type(start) is not int or start < 0 or start + nbytes > buffer.numel():  # a crafted or damaged layout
         raise RuntimeError(f"consolidated layout: a leaf of {nbytes} bytes at offset {start!r} lies outside the "
                            f"buffer of {buffer.numel()} bytes")
@@ -104,6 +104,9 @@ def _rebuild(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], devic
 def _remember(td: Any, buffer: torch.Tensor, layout: dict[str, Any]) -> Any:
     _STATE.set(td, (buffer, layout))
     return td
+
+
+remember = _remember  # ``td`` (views into ``buffer`` laid out as ``layout``) marked as consolidated
 
 
 def consolidate(td: Any, filename: str | Path | None = None, *, device: Any = None, non_blocking: bool = False,

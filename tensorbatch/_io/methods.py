@@ -436,7 +436,11 @@ def consolidated_to(td: Any, device: Any, non_blocking: bool) -> Any:
         return None
     buffer, layout = found
     moved = buffer.to(device, non_blocking=non_blocking)  # (to() passes True and synchronises itself)
-    return _consolidate.restore(td._dense_cls, moved, {**layout, "device": str(device)})
+    layout = {**layout, "device": str(device)}
+    if moved is buffer:  # already there (a TensorDict without a device): the same views, with the device set
+        same = _transfer.move(td, device, whole=False)
+        return _consolidate.remember(same, buffer, layout)
+    return _consolidate.restore(td._dense_cls, moved, layout)
 
 
 def reduce_consolidated(td: Any) -> Any:
