@@ -150,12 +150,11 @@ def _plain_moved(td: Any, copy: Callable[[_Tensor], _Tensor], device: torch.devi
 
 def _copy(device: torch.device, sources: set[torch.device] | None) -> Callable[[_Tensor], _Tensor]:
     """The copy of one leaf; ``sources`` (a move to the host) collects the accelerators copied from."""
+    to_cpu = device.type == "cpu"  # (read once: a device's .type makes a new str at each read)
     if sources is None:
         def copy(x: _Tensor) -> _Tensor:
-            return x.to(device, non_blocking=True)
+            return x if to_cpu and x.is_cpu else x.to(device, non_blocking=True)
     else:
-        to_cpu = device.type == "cpu"  # (read once: a device's .type makes a new str at each read)
-
         def copy(x: _Tensor) -> _Tensor:
             if x.is_cpu:  # nothing to copy, nothing to wait for
                 return x if to_cpu else x.to(device, non_blocking=True)
