@@ -12,6 +12,7 @@ the generic path, which reads stacked leaves and gives an in-memory TensorDict.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._base.export import node_facts, tree_lines
 from ._base.keys import KeyList
+from ._base.keys import _member as key_member
 from ._base.transfer import accelerators_of, settle
 from ._compat import allow_in_weights_only_load
 from ._keys import NestedKey, is_key, key_tuple
@@ -304,7 +306,9 @@ class LazyStackedTensorDict(TensorDictBase):
             return KeyList()
         lists = [td.keys(include_nested, leaves_only, is_leaf, sort=sort) for td in self._tds]
         common = set(lists[0]).intersection(*lists[1:])
-        return KeyList([k for k in lists[0] if k in common])
+        if include_nested or leaves_only:
+            return KeyList([k for k in lists[0] if k in common])
+        return _TopKeys([k for k in lists[0] if k in common], self)
 
     def _has_str(self, key: str) -> bool:
         return bool(self._tds) and all(td._has_str(key) for td in self._tds)
@@ -1062,6 +1066,31 @@ def _per_member(name: str, inplace_of: str | None = None) -> Callable[..., Any]:
     method.__name__ = name
     method.__doc__ = f"``{name}`` on every member; see :class:`TensorDictBase`."
     return method
+
+
+class _TopKeys(KeyList):
+    """A lazy stack's ``keys()``: a nested key is found there with a FutureWarning, as in tensordict 0.15.
+
+    (tensordict 0.17 returns False, as a TensorDict's ``keys()`` does.)
+    """
+
+    __slots__ = ("_stack",)
+
+    def __init__(self, keys: list[str], stack: LazyStackedTensorDict) -> None:
+        super().__init__(keys)
+        self._stack = stack
+
+    def __contains__(self, key: object) -> bool:
+        if type(key) is not str:
+            member = key_member(key)
+            if type(member) is tuple:
+                found = member in self._stack.keys(True)
+                if found:
+                    warnings.warn(f"Finding the nested key {member} in LazyStackedTensorDict.keys() without "
+                                  "include_nested=True is deprecated (tensordict 0.17 returns False, as for a "
+                                  "TensorDict): use keys(include_nested=True)", FutureWarning, stacklevel=2)
+                return found
+        return super().__contains__(key)
 
 
 _MEMBERS_TO = _per_member("to")

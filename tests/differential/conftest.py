@@ -140,10 +140,6 @@ DIFFERENCES: dict[str, str] = {
     # behaviour TorchRL relies on (test_vs_tensordict_torchrl_behaviour.py)
     "test_key_in_keys[nested_leaves-b1]": "a nested TensorDict's key is not in keys(leaves_only=True) (tensordict's "
     "membership check ignores leaves_only)",
-    "test_key_in_keys[lazy-bc]": "a nested key is not in a lazy stack's keys() without include_nested (tensordict "
-    "finds it with a FutureWarning; 0.17 returns False)",
-    "test_key_in_keys[lazy-bc_nested]": "a nested key is not in a lazy stack's keys() without include_nested "
-    "(tensordict finds it with a FutureWarning; 0.17 returns False)",
     "test_not_a_key_in_lazy_keys": "a lookup of something that is no key in a lazy stack's keys raises TypeError, as "
     "for a TensorDict (tensordict: IndexError)",
     "test_apply_unknown_keyword": "apply refuses an unknown keyword with TypeError (tensordict 0.15 warns and "
