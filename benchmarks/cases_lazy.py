@@ -1,4 +1,4 @@
-"""Benchmark cases for lazy stacks and padding (issue 3), same protocol as ``cases.py``.
+"""Benchmark cases for lazy stacks and padding, same protocol as ``cases.py``.
 
 Run them with ``benchmarks/run.py --suite lazy``. The raw floor is the same work on a plain list of
 dicts of tensors: a lazy stack of dicts *is* the list, reading a key stacks the members' tensors, and

@@ -1,4 +1,4 @@
-"""Benchmark cases for TensorDict modules (issue 27), same protocol as ``cases.py``: ``run.py --suite nn``.
+"""Benchmark cases for TensorDict modules, same protocol as ``cases.py``: ``run.py --suite nn``.
 
 A small MLP (16 -> 64 -> 64 -> 4, tanh) called through ``TensorDictModule``, a two-module
 ``TensorDictSequential`` and a probabilistic actor (``ProbabilisticTensorDictSequential`` of the MLP, a

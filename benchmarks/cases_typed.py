@@ -1,4 +1,4 @@
-"""Benchmark cases for TensorClass and TypedTensorDict (issue 5), same protocol as ``cases.py``.
+"""Benchmark cases for TensorClass and TypedTensorDict, same protocol as ``cases.py``.
 
 Run with ``benchmarks/run.py --suite typed``. The raw floor is a plain ``@dataclass`` holding the same
 tensors: construction, attribute read and write, and indexing/stacking field by field.

@@ -1,4 +1,4 @@
-"""Benchmark cases for parameters as TensorDicts under ``torch.vmap`` (issue 15), same protocol as ``cases.py``.
+"""Benchmark cases for parameters as TensorDicts under ``torch.vmap``, same protocol as ``cases.py``.
 
 Run them with ``benchmarks/run.py --suite vmap``. The raw floor is torch's own functional API on a flat dict
 of tensors: ``torch.func.stack_module_state`` + ``functional_call`` for the ensemble, the flat dict through

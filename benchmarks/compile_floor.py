@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/compile_floor.py [--repeats 11] [--backend inductor]
 
-Issue 15 asks for the compile time of the TensorDict step within 1.25x the plain-dict step's. This times one
+The target for the compile time of the TensorDict step is 1.25x the plain-dict step's (``compiled.py``). This times one
 compile (first call after ``torch._dynamo.reset()``, warm on-disk caches, implementations interleaved per
 repeat, as ``compiled.py``) of the same work on five trees, each step from the one before changing one thing:
 

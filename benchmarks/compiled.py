@@ -1,4 +1,4 @@
-"""Compiled training-style step (issue 15): tensorbatch vs tensordict vs the same step on a plain dict of tensors.
+"""Compiled training-style step: tensorbatch vs tensordict vs the same step on a plain dict of tensors.
 
     .venv/bin/python benchmarks/run.py --suite compile [--quick] [--cases inplace] [--backend inductor] [--cold]
 

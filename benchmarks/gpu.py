@@ -1,4 +1,4 @@
-"""Data to and from the GPU, small GPU ops, a compiled step and a vmap ensemble: tb vs tensordict vs raw (issue 28).
+"""Data to and from the GPU, small GPU ops, a compiled step and a vmap ensemble: tb vs tensordict vs raw.
 
     .venv/bin/python benchmarks/run.py --suite gpu [--quick] [--cases d2h] [--json out.json]
     .venv/bin/python benchmarks/gpu.py --device cpu --small     # the logic on a machine without CUDA

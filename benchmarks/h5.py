@@ -1,4 +1,4 @@
-"""HDF5 benchmarks (issue 13): tensorbatch vs tensordict vs the best raw h5py code, side by side.
+"""HDF5 benchmarks: tensorbatch vs tensordict vs the best raw h5py code, side by side.
 
     .venv/bin/python benchmarks/run.py --suite h5 [--quick] [--cases rows] [--json out.json] [--h5-dir DIR]
 
@@ -436,7 +436,7 @@ def report(results: list[dict], schema: dict[str, dict[str, float]]) -> list[str
                           f"{tb['disk'] / 2**20:.1f} MB on disk (targets < 50 ms, < 10 MB, no data)")
     measured = any("tb" in res["us"] for res in results) or "tb" in schema
     verdict = f"{len(misses)} miss" if misses else "all hold" if measured else "not checked (no tensorbatch timings)"
-    print(f"targets (issue 13 item 7): {verdict}")
+    print(f"speed targets (tb/raw per case kind, from_schema): {verdict}")
     for miss in misses:
         print(f"  miss: {miss}")
     return misses

@@ -1,4 +1,4 @@
-"""Tabular benchmark (issue 16 item 4): a Parquet file read into a TensorDict, three ways, side by side.
+"""Tabular benchmark: a Parquet file read into a TensorDict, three ways, side by side.
 
     .venv/bin/python benchmarks/tabular.py [--rows 1000000] [--repeats 9] [--distinct] [--json out.json]
 

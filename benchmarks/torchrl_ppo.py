@@ -1,4 +1,4 @@
-"""TorchRL PPO iterations on tensorbatch (through the compat switch) vs on tensordict (issue 27, item 4).
+"""TorchRL PPO iterations on tensorbatch (through the compat switch) vs on tensordict.
 
     .venv/bin/python benchmarks/torchrl_ppo.py [--rounds 5] [--iters 4] [--frames 256]
 

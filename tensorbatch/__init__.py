@@ -137,7 +137,7 @@ __all__ = [
     "save", "stack", "tensorclass", "to_arrow", "to_csv", "to_json", "to_pandas", "to_parquet", "unpad_sequence",
     "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
 ]
-__all__ += [  # the options and helpers of issue 16 (item 3)
+__all__ += [  # the global options and helpers
     "KEY_SEPARATOR", "MetaData", "NonTensorDataBase", "TensorAttrs", "TensorCollection", "UnbatchedTensor",
     "capture_non_tensor_stack", "default_is_leaf", "from_consolidated", "from_dataclass",
     "get_defaults_to_none", "get_printoptions", "is_bool", "is_floating", "is_inexact", "is_integer",
@@ -147,7 +147,7 @@ __all__ += [  # the options and helpers of issue 16 (item 3)
 __all__ += ["TensorClassModuleBase", "TensorClassModuleWrapper", "as_tensordict_module"]
 __all__ += ["LazyStackedTensorDictStore", "TensorDictParams", "TensorDictStore", "collate", "from_module",
             "from_modules", "tensordict", "typedtensordict"]
-__all__ += [  # memmap archives, append_memmap, safetensors files, pack (issue 16)
+__all__ += [  # memmap archives, append_memmap, safetensors files, pack
     "PackLayout", "append_memmap", "from_safetensors", "is_memmap_archive", "pack_memmap", "refresh_archive_checksums",
     "to_safetensors", "unpack_memmap",
 ]

@@ -231,7 +231,7 @@ def _init(self: Any, values: tuple[Any, ...], batch_size: Any, device: Any, name
     bs = batch_size if type(batch_size) is _Size else _as_size(batch_size)
     dev = None if device is None else _as_device(device)
     # unfit_keys' test, inline on purpose: the call and its second pass over the fields cost +10% of a
-    # construction (callgrind instruction counts, issue 11's speed check)
+    # construction (callgrind instruction counts of the constructor benchmarks)
     n = len(bs)
     one = n == 1
     b0 = bs[0] if one else -1

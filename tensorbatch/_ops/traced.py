@@ -1,4 +1,4 @@
-"""The walks that dynamo traces: lean leaf maps for ``torch.compile`` (issue 15).
+"""The walks that dynamo traces: lean leaf maps for ``torch.compile``.
 
 Dynamo runs the library's Python bytecode by bytecode on every compile. The generic engine
 (``traverse.map_leaves`` with its options, ``flat_leaves``/``from_leaves``, the in-place checks) made a
