@@ -17,6 +17,7 @@ import torch
 from .._errors import fmt_path
 from .._nontensor import NonTensorData, is_non_tensor
 from .._ops.traverse import is_td, stacked_members
+from .._td import TensorDict
 from . import memmap as _memmap
 from .archive import _tensor_chunks
 
@@ -49,7 +50,6 @@ def append_memmap(prefix: str | Path, rows: Any, *, allow_pickle: bool | None = 
         >>> tensorbatch.load_memmap(folder)["a"].sum(-1).tolist()
         [0.0, 0.0, 0.0, 2.0, 2.0]
     """
-    from .._td import TensorDict  # (the backend imports the base, which installs this package)
     from ..tensorclass import is_tensorclass
 
     prefix = Path(prefix).absolute()

@@ -15,6 +15,7 @@ from .._keys import key_tuple
 from .._nontensor import is_non_tensor
 from .._ops import ragged
 from .._ops.traverse import named_nodes, stacked_members
+from .._td import TensorDict  # the in-memory backend: the package-level load functions build one
 from .._unbatched import UnbatchedTensor
 from ..base import TensorDictBase
 from ..memmap import MemoryMappedTensor
@@ -485,8 +486,6 @@ def load_memmap(prefix: str | Path, device: Any = None, non_blocking: bool = Fal
 
     The keywords are :meth:`TensorDictBase.load_memmap`'s.
     """
-    from .._td import TensorDict  # the in-memory backend imports the base, which installs this module
-
     return TensorDict.load_memmap(prefix, device, non_blocking, out=out, robust_key=robust_key, subpath=subpath,
                                   mode=mode, num_threads=num_threads, allow_pickle=allow_pickle)
 
@@ -507,6 +506,4 @@ def from_consolidated(filename: str | Path) -> Any:
         ...     tensorbatch.from_consolidated(f"{folder}/td.bin")["b", "c"]
         tensor([1., 1., 1.])
     """
-    from .._td import TensorDict  # the in-memory backend imports the base, which installs this module
-
     return TensorDict.from_consolidated(filename)
