@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -128,3 +129,23 @@ def test_editable_wheel_version(tmp_path: Path):
     with zipfile.ZipFile(wheel) as zf:
         metadata = zf.read(f"tensorbatch-{tensorbatch.__version__}.dist-info/METADATA").decode()
     assert f"\nVersion: {tensorbatch.__version__}\n" in metadata
+
+
+def test_wheel_installs_and_runs(dist: Path, tmp_path: Path):
+    """The wheel alone is a working package: unpacked onto sys.path ahead of the source tree, it imports and runs."""
+    wheel = _one(dist, f"tensorbatch-{tensorbatch.__version__}-py3-none-any.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    code = (
+        "import os, sys, tempfile, torch, tensorbatch\n"
+        "from tensorbatch import TensorDict, nn, persistent, store, tabular, compat\n"
+        "assert tensorbatch.__file__.startswith(sys.argv[1]), tensorbatch.__file__\n"
+        "td = TensorDict(a=torch.arange(6.).reshape(3, 2), b={'c': torch.ones(3)}, batch_size=[3])\n"
+        "back = TensorDict.load_memmap(td.memmap(os.path.join(tempfile.mkdtemp(), 'f')).saved_path)\n"
+        "print(tensorbatch.__version__, (td + back)['a'].sum().item(), back['b', 'c'].shape)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(site)], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, check=False, env={**os.environ, "PYTHONPATH": str(site)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == [tensorbatch.__version__, "30.0", "torch.Size([3])"]
