@@ -69,6 +69,10 @@ transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda
 dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 
+# ``exporting()``: True while ``torch.export`` traces (strict or not); dynamo reads the flag as it traces.
+exporting = getattr(torch.compiler, "is_exporting", lambda: False)
+
+
 def skip_dynamo_frame(fn: Any) -> None:
     """Have dynamo run the frames of ``fn`` (a function or method) as they are, still tracing it where inlined.
 

@@ -197,7 +197,9 @@ def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
     children: list[Any] = []
     olds: list[Any] = []
     node, _, plain = _node(td, children, olds)
-    if not plain or _dynamo_compiling():
+    if _dynamo_compiling():
+        return children, _traced(node)
+    if not plain:
         return children, _Context((*node, None, None))
     context = _RECENT.get(node)  # (the leaves' shapes are in the node: the plain tuple is the key)
     if context is None:
@@ -205,6 +207,30 @@ def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
             _forget()
         context = _RECENT[node] = _Context((*node, tuple(olds), _Layout()))
     return children, context
+
+
+def _traced(node: Any) -> Any:
+    """The context of ``node`` flattened while dynamo traces: a plain tuple, without sizes under strict export.
+
+    dynamo turns an exported program's output spec into a constant: a class of ours (``_Context``) or a symbolic
+    size in it cannot be one, and dynamo tells no symbolic size from an int (``type(s)`` is ``int``). Under
+    export each size becomes None (the number of dims stays: it is structure; ``_unflatten_node`` reads the
+    sizes off the leaves); ``torch.compile`` keeps them (vmap inside a compiled function compares them).
+    """
+    if _compat.exporting():
+        node = _unsized(node)
+    return (*node, None, None)
+
+
+def _unsized(node: Any) -> Any:
+    keys, batch_size, device, names, meta = node
+    return keys, _hint(batch_size), device, names, tuple(
+        (m[0], _hint(m[1]), _unsized(m[2])) if len(m) == 3 else (m[0], _hint(m[1])) for m in meta)
+
+
+def _hint(size: Any) -> Any:
+    """``size`` as a tuple of as many Nones (None stays None): a size without its values."""
+    return None if size is None else (None,) * len(size)
 
 
 def _key_entries(context: Any, prefix: tuple[str, ...]) -> Any:
@@ -524,11 +550,24 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
             return TensorDict._new_unsafe(dict(zip(keys, values, strict=True)), batch_size, device, names)
     if new_bs is None:  # as tensordict: the leading dims of such collections, as many as there were
         new_bs = batch_size if first is None else first[: len(batch_size)]
+        if type(new_bs) is tuple:  # sizes dropped under strict export (_traced), and no entry to tell them
+            raise RuntimeError(
+                f"pytree unflatten: the TensorDict with keys {list(keys)} has no tensor to tell its batch size, "
+                "exported as symbolic (a dynamic dim): give it a tensor entry, or export its batch dims as static"
+            )
     # a symbolic size here or there (a sum that is no int: cheap to ask): export's dynamic dims in the leaves
-    # (comparing them with the hints would specialize them), or hints recorded while tracing (an exported
-    # program's output spec, called on another size): the leaves tell
-    symbolic = type(sum(new_bs, sum(batch_size))) is not int
+    # (comparing them with the hints would specialize them), hints recorded while tracing (an exported
+    # program's output spec, called on another size), or no hints (a plain tuple: _traced): the leaves tell.
+    # dynamo tells no symbolic size from an int: under strict export, always the leaves
+    symbolic = (type(batch_size) is not _Size or type(sum(new_bs, sum(batch_size))) is not int
+                or (_dynamo_compiling() and _compat.exporting()))
     same = len(new_bs) == len(batch_size) if symbolic else new_bs == batch_size
+    if not same and type(batch_size) is tuple:
+        raise RuntimeError(
+            f"pytree unflatten: the TensorDict with keys {list(keys)} went from {len(batch_size)} to {len(new_bs)} "
+            "batch dims inside torch.export(strict=True), whose trace keeps no sizes to tell which dim a transform "
+            "(vmap) added or removed: export with strict=False"
+        )
     if same:
         entries = dict(zip(keys, values, strict=True))
         return TensorDict._new_unsafe(_stamped(entries, meta, new_bs) if unbatched else entries, new_bs, device, names)
@@ -618,10 +657,16 @@ def _to_dumpable(context: Any) -> Any:
 
 def _from_dumpable(dumped: Any) -> Any:
     keys, batch_size, device, names, meta = dumped
-    return (tuple(keys), torch.Size(batch_size), None if device is None else torch.device(device),
+    return (tuple(keys), _size(batch_size), None if device is None else torch.device(device),
             None if names is None else tuple(names),
-            tuple((m[0], None if m[1] is None else torch.Size(m[1]), *[_from_dumpable(sub) for sub in m[2:]])
-                  for m in meta))
+            tuple((m[0], _size(m[1]), *[_from_dumpable(sub) for sub in m[2:]]) for m in meta))
+
+
+def _size(dumped: Any) -> Any:
+    """A dumped size back: a ``torch.Size``, or a tuple with None for the symbolic sizes (``_hint``)."""
+    if dumped is None:
+        return None
+    return tuple(dumped) if None in dumped else _Size(dumped)
 
 
 def _context_from_dumpable(dumped: Any) -> Any:
@@ -669,6 +714,8 @@ def _flatten_lazy(td: LazyStackedTensorDict) -> tuple[list[Any], Any]:
             "pytree (vmap, compile) sees a lazy stack through its stacked leaves: this one's members differ in "
             f"keys or shapes ({err}); densify it or vmap over its members"
         ) from err
+    if _dynamo_compiling() and _compat.exporting():  # no sizes in an exported spec (_traced)
+        return [dense], (td.stack_dim, _hint(td.batch_size))
     return [dense], (td.stack_dim, td.batch_size)
 
 
@@ -693,7 +740,8 @@ def _unflatten_lazy(values: Any, context: Any) -> Any:
     if not hasattr(dense, "batch_size") or _placeholders(dense):  # vmap's in_dims/out_dims tree
         return dense
     new_bs = dense.batch_size
-    if new_bs == batch_size or (len(new_bs) == len(batch_size) and new_bs[stack_dim] == batch_size[stack_dim]):
+    if new_bs == batch_size or (len(new_bs) == len(batch_size) and (
+            new_bs[stack_dim] == batch_size[stack_dim] or batch_size[stack_dim] is None)):  # (None: _flatten_lazy)
         dim: int | None = stack_dim
     elif len(new_bs) == len(batch_size) - 1:  # vmap removed a dim: the stack dim (a member per call) or another
         gone = [d for d in range(len(batch_size)) if batch_size[:d] + batch_size[d + 1:] == new_bs]
