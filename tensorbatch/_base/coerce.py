@@ -15,7 +15,7 @@ def as_size(batch_size: Any) -> torch.Size:
         return batch_size
     if batch_size is None:
         return _Size(())
-    if isinstance(batch_size, int):
+    if isinstance(batch_size, (int, torch.SymInt)):  # (a SymInt: a dynamic size under torch.export or compile)
         return _Size((batch_size,))
     try:
         return _Size(batch_size)
