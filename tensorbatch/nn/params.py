@@ -367,8 +367,21 @@ def _flatten_with_keys(obj: TensorDictParams) -> tuple[list[tuple[Any, Any]], An
     return [(_pytree.GetAttrKey("_param_td"), obj._param_td)], obj.no_convert
 
 
-def _unflatten(values: Any, context: Any) -> TensorDictParams:
-    return TensorDictParams._from_td(next(iter(values)), context)
+def _unflatten(values: Any, context: Any) -> Any:
+    # the TensorDict itself, as tensordict gives inside vmap, when dynamo traces (it cannot trace nn.Module's
+    # __init__, which it wraps once anything is compiled: torch.compile(vmap(f))(params) would fail) and for
+    # vmap's tree of in_dims/out_dims (no module built to broadcast them)
+    td = next(iter(values))
+    if _compat.dynamo_compiling() or not is_td(td) or (type(td) is TensorDict and _placeholders(td)):
+        return td
+    return TensorDictParams._from_td(td, context)
+
+
+def _placeholders(td: Any) -> bool:
+    """True for vmap's tree of in_dims/out_dims (ints or None where the tensors were)."""
+    for value in td._tensordict.values():
+        return _placeholders(value) if is_td(value) else value is None or type(value) is int
+    return False
 
 
 _compat.register_pytree_node(TensorDictParams, _flatten, _unflatten, _flatten_with_keys, None, None)
