@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -30,6 +31,31 @@ def register_pytree_node(cls: type, flatten: Any, unflatten: Any, flatten_with_k
         to_dumpable_context=to_dumpable,
         from_dumpable_context=from_dumpable,
     )
+
+
+# torch's ``_broadcast_to_and_flatten(tree, treespec)`` (private, stable since torch 1.13): vmap broadcasts its
+# in_dims/out_dims over the tree that ``treespec`` unflattens from ints, and needs the same node types at the
+# root (a 1-tuple ``out_dims=(0,)`` over one output is a tuple there: torch special-cases a tensor, nothing else).
+_BROADCAST_CODE = getattr(getattr(pytree, "_broadcast_to_and_flatten", None), "__code__", None)
+
+
+def broadcasting_one_tuple() -> bool:
+    """True when vmap broadcasts a 1-tuple ``out_dims`` over a tree whose root is the node being unflattened.
+
+    Asked by a node's unflatten given vmap's placeholders: torch's ``_broadcast_to_and_flatten`` calls
+    ``tree_unflatten``, which calls ``TreeSpec.unflatten``, which calls the root node's unflatten (the frame
+    that asks): three frames up. The root then comes back as a 1-tuple of itself, so that
+    ``vmap(f, out_dims=(0,))`` over a function returning one TensorDict broadcasts as over one tensor (torch
+    special-cases a tensor only). No patching of torch; False where torch calls otherwise.
+    """
+    try:
+        frame = sys._getframe(4)
+    except ValueError:  # pragma: no cover - a stack that shallow is not vmap's
+        return False
+    if frame.f_code is not _BROADCAST_CODE:
+        return False
+    tree = frame.f_locals.get("tree")
+    return type(tree) is tuple and len(tree) == 1
 
 
 def pytree_nodes() -> dict[type, Any]:

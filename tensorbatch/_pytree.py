@@ -386,7 +386,8 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
     if values:
         first = values[0]
         if first is None or type(first) is int:  # the tree of in_dims/out_dims vmap builds
-            return _dims_tree(values, context)
+            tree = _dims_tree(values, context)
+            return (tree,) if not _dynamo_compiling() and _compat.broadcasting_one_tuple() else tree
         layout = context[6]
         if layout is not None and _PLAIN.issuperset(map(type, values)):
             node = _fast(values, context, layout)
@@ -738,7 +739,7 @@ def _unflatten_lazy(values: Any, context: Any) -> Any:
     (dense,) = values
     stack_dim, batch_size = context
     if not hasattr(dense, "batch_size") or _placeholders(dense):  # vmap's in_dims/out_dims tree
-        return dense
+        return (dense,) if not _dynamo_compiling() and _compat.broadcasting_one_tuple() else dense
     new_bs = dense.batch_size
     if new_bs == batch_size or (len(new_bs) == len(batch_size) and (
             new_bs[stack_dim] == batch_size[stack_dim] or batch_size[stack_dim] is None)):  # (None: _flatten_lazy)

@@ -34,7 +34,7 @@ from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._base.collection import TensorCollection
 from ._base.export import leaf_repr, tree_lines
-from ._compat import dynamo_compiling, register_pytree_node
+from ._compat import broadcasting_one_tuple, dynamo_compiling, register_pytree_node
 from ._keys import is_key, key_tuple
 from ._nontensor import MetaData as MetaData
 from ._nontensor import NonTensorData as NonTensorData
@@ -52,6 +52,7 @@ from ._ops.traverse import (
     REWRAP_TYPES,
     is_td,
     unset_default,
+    vmap_placeholders,
 )
 from ._td import TensorDict
 from .base import TensorDictBase
@@ -913,7 +914,11 @@ def _register_pytree(cls: type) -> None:
         return [(_pytree.GetAttrKey("_tensordict"), values[0])], context
 
     def unflatten(values: Any, context: Any) -> Any:
-        return cls._from_backend(next(iter(values)), dict(context or ()))  # type: ignore[attr-defined]
+        td = next(iter(values))
+        out = cls._from_backend(td, dict(context or ()))  # type: ignore[attr-defined]
+        if vmap_placeholders(td) and not dynamo_compiling() and broadcasting_one_tuple():
+            return (out,)  # vmap's out_dims=(0,) over one TensorClass: as over one tensor
+        return out
 
     register_pytree_node(cls, flatten, unflatten, flatten_with_keys, None, None)
 

@@ -22,9 +22,9 @@ from torch.utils import _pytree
 from . import _delegation
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
-from ._compat import allow_in_weights_only_load, dynamo_compiling, register_pytree_node
+from ._compat import allow_in_weights_only_load, broadcasting_one_tuple, dynamo_compiling, register_pytree_node
 from ._keys import is_key
-from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td
+from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td, vmap_placeholders
 from ._td import TensorDict
 from .base import TensorDictBase
 
@@ -563,7 +563,11 @@ def _register_pytree(cls: type) -> None:
         return [(_pytree.GetAttrKey("_source"), obj._source)], None
 
     def unflatten(values: Any, context: Any) -> Any:
-        return cls._wrap(next(iter(values)))  # type: ignore[attr-defined]
+        td = next(iter(values))
+        out = cls._wrap(td)  # type: ignore[attr-defined]
+        if vmap_placeholders(td) and not dynamo_compiling() and broadcasting_one_tuple():
+            return (out,)  # vmap's out_dims=(0,) over one TypedTensorDict: as over one tensor
+        return out
 
     register_pytree_node(cls, flatten, unflatten, flatten_with_keys, None, None)
 

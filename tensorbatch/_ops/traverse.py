@@ -66,6 +66,19 @@ def is_td(value: Any) -> bool:
     return type(value) in COLLECTION_TYPES
 
 
+def vmap_placeholders(td: Any) -> bool:
+    """True for the tree of ints/None that vmap unflattens from a spec (its in_dims/out_dims), not a tensor's.
+
+    Its first leaf tells: a pytree unflatten gives every leaf one kind.
+    """
+    entries = getattr(td, "_tensordict", None)
+    if type(entries) is not dict:
+        return False
+    for value in entries.values():
+        return vmap_placeholders(value) if type(value) in COLLECTION_TYPES else value is None or type(value) is int
+    return False
+
+
 def is_node(value: Any) -> bool:
     """True for a tensor collection with keys: a TensorDict or wrapper, not a non-tensor leaf."""
     return type(value) in COLLECTION_TYPES and type(value) not in NON_TENSOR_TYPES

@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils import _pytree
 
 from .. import _compat, _delegation
-from .._ops.traverse import NO_DEFAULT, is_td, named_leaves, named_nodes
+from .._ops.traverse import NO_DEFAULT, is_td, named_leaves, named_nodes, vmap_placeholders
 from .._td import TensorDict
 from ..base import TensorDictBase
 
@@ -372,16 +372,11 @@ def _unflatten(values: Any, context: Any) -> Any:
     # __init__, which it wraps once anything is compiled: torch.compile(vmap(f))(params) would fail) and for
     # vmap's tree of in_dims/out_dims (no module built to broadcast them)
     td = next(iter(values))
-    if _compat.dynamo_compiling() or not is_td(td) or (type(td) is TensorDict and _placeholders(td)):
+    if _compat.dynamo_compiling() or not is_td(td):
         return td
+    if vmap_placeholders(td):
+        return (td,) if _compat.broadcasting_one_tuple() else td
     return TensorDictParams._from_td(td, context)
-
-
-def _placeholders(td: Any) -> bool:
-    """True for vmap's tree of in_dims/out_dims (ints or None where the tensors were)."""
-    for value in td._tensordict.values():
-        return _placeholders(value) if is_td(value) else value is None or type(value) is int
-    return False
 
 
 _compat.register_pytree_node(TensorDictParams, _flatten, _unflatten, _flatten_with_keys, None, None)
