@@ -706,7 +706,7 @@ def _flatten_lazy(td: LazyStackedTensorDict) -> tuple[list[Any], Any]:
     # and the transform makes differentiable (and differentiates against) the tensors of one flatten while the
     # function reads the members of another (functorch's level assertion). vmap flattens its inputs outside
     # its level and maps a dim of every leaf: there (and outside any transform) the stacked leaves.
-    if _compat.in_other_transform() and not _dynamo_compiling():
+    if not _dynamo_compiling() and _compat.in_other_transform():  # (dynamo cannot trace the interpreter stack)
         return list(td.tensordicts), (td.stack_dim, td.batch_size, _MEMBERS)
     try:
         dense = td._map(lambda x: x, "flattening a lazy stack for pytree")  # each leaf stacked (autograd kept)
