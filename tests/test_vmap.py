@@ -298,3 +298,53 @@ def test_a_tree_map_inside_vmap_may_add_feature_dims() -> None:
     assert seen == [torch.Size([3])]
     assert out.batch_size == torch.Size([4, 3])
     torch.testing.assert_close(out["b"], td["b"].unsqueeze(-1))
+
+
+# ---------------------------------------------------------------------------------------- out_dims=(0,)
+def _write(t: Any) -> Any:
+    t["r"] = t["a"].sum(-1)
+    return t
+
+
+@pytest.mark.parametrize("source", ["dense", "lazy"])
+def test_out_dims_one_tuple_over_one_tensordict(source: str) -> None:
+    # as over one tensor: torch broadcasts a 1-tuple out_dims only there; the root of the tree it broadcasts
+    # over comes back as a 1-tuple (the frames above the unflatten tell; no patching of torch)
+    members = [TensorDict({"a": torch.full((3,), float(i))}, []) for i in range(2)]
+    for out_dims in (0, (0,)):
+        td = lazy_stack(members) if source == "lazy" else torch.stack(members)
+        out = torch.vmap(_write, (0,), out_dims)(td)
+        assert out.batch_size == torch.Size([2])
+        torch.testing.assert_close(out["r"], torch.tensor([0.0, 3.0]))
+
+
+def test_out_dims_one_tuple_over_wrappers() -> None:
+    from tensorbatch import TensorClass, TypedTensorDict
+
+    class Pair(TensorClass):
+        a: torch.Tensor
+        r: torch.Tensor
+
+    class State(TypedTensorDict):
+        a: torch.Tensor
+        r: torch.Tensor
+
+    def write(t: Any) -> Any:
+        t.r = t.a.sum(-1)
+        return t
+
+    for cls in (Pair, State):
+        out = torch.vmap(write, (0,), (0,))(cls(a=torch.ones(2, 3), r=torch.zeros(2), batch_size=[2]))
+        assert type(out) is cls and out.batch_size == torch.Size([2])
+        torch.testing.assert_close(out.r, torch.full((2,), 3.0))
+
+
+def test_out_dims_one_tuple_leaves_other_trees_alone() -> None:
+    td = make_td()
+    # a tuple of outputs: its own 1-tuple; a tree map to ints: a TensorDict as before
+    (out,) = torch.vmap(lambda t: (t * 2,), (0,), (0,))(td)
+    assert out.batch_size == td.batch_size
+    ints = torch.utils._pytree.tree_map(lambda x: 0, td)
+    assert type(ints) is TensorDict and ints["n", "b"] == 0
+    with pytest.raises(ValueError, match="out_dims is not compatible"):
+        torch.vmap(lambda t: t * 2, (0,), (0, 0))(td)
