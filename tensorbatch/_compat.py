@@ -59,7 +59,7 @@ def broadcasting_one_tuple() -> bool:
 
 
 def pytree_nodes() -> dict[type, Any]:
-    """torch's pytree registry (private ``SUPPORTED_NODES``), for the compat layer's ``_exclude_td_from_pytree``."""
+    """The pytree registry of torch (``SUPPORTED_NODES``), for the compat layer's ``_exclude_td_from_pytree``."""
     nodes: dict[type, Any] = pytree.SUPPORTED_NODES
     return nodes
 

@@ -380,7 +380,7 @@ def _refit(td: TensorDict, batch_size: torch.Size) -> TensorDict | None:
     return TensorDict._new_unsafe(entries, batch_size, td._device, None)
 
 
-def _unflatten(values: Any, context: Any) -> TensorDict:
+def _unflatten(values: Any, context: Any) -> Any:
     if type(values) is not list:  # (torch passes a list of its own)
         values = list(values)
     if values:
@@ -552,23 +552,10 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
     if new_bs is None:  # as tensordict: the leading dims of such collections, as many as there were
         new_bs = batch_size if first is None else first[: len(batch_size)]
         if type(new_bs) is tuple:  # sizes dropped under strict export (_traced), and no entry to tell them
-            raise RuntimeError(
-                f"pytree unflatten: the TensorDict with keys {list(keys)} has no tensor to tell its batch size, "
-                "exported as symbolic (a dynamic dim): give it a tensor entry, or export its batch dims as static"
-            )
-    # a symbolic size here or there (a sum that is no int: cheap to ask): export's dynamic dims in the leaves
-    # (comparing them with the hints would specialize them), hints recorded while tracing (an exported
-    # program's output spec, called on another size), or no hints (a plain tuple: _traced): the leaves tell.
-    # dynamo tells no symbolic size from an int: under strict export, always the leaves
-    symbolic = (type(batch_size) is not _Size or type(sum(new_bs, sum(batch_size))) is not int
-                or (_dynamo_compiling() and _compat.exporting()))
-    same = len(new_bs) == len(batch_size) if symbolic else new_bs == batch_size
+            raise _unsized_error(keys, "has no tensor to tell its batch size: give it a tensor entry")
+    same = len(new_bs) == len(batch_size) if _symbolic(new_bs, batch_size) else new_bs == batch_size
     if not same and type(batch_size) is tuple:
-        raise RuntimeError(
-            f"pytree unflatten: the TensorDict with keys {list(keys)} went from {len(batch_size)} to {len(new_bs)} "
-            "batch dims inside torch.export(strict=True), whose trace keeps no sizes to tell which dim a transform "
-            "(vmap) added or removed: export with strict=False"
-        )
+        raise _unsized_error(keys, f"went from {len(batch_size)} to {len(new_bs)} batch dims (a transform: vmap)")
     if same:
         entries = dict(zip(keys, values, strict=True))
         return TensorDict._new_unsafe(_stamped(entries, meta, new_bs) if unbatched else entries, new_bs, device, names)
@@ -603,6 +590,26 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
     if vmap_size is not None:
         _check_vmap_dim(keys, meta, shapes, batch_size, vmap_size)
     return TensorDict._new_unsafe(entries, new_bs if type(new_bs) is _Size else _Size(new_bs), device, names)
+
+
+def _symbolic(new_bs: Any, batch_size: Any) -> bool:
+    """True when the sizes are not to be compared, only their number: the leaves tell the batch size.
+
+    A symbolic size here or there (a sum that is no int: cheap to ask): export's dynamic dims in the leaves
+    (comparing them with the hints would specialize them), hints recorded while tracing (an exported program's
+    output spec, called on another size), or no hints (a plain tuple: ``_traced``). dynamo tells no symbolic
+    size from an int: under strict export, always.
+    """
+    return (type(batch_size) is not _Size or type(sum(new_bs, sum(batch_size))) is not int
+            or (_dynamo_compiling() and _compat.exporting()))
+
+
+def _unsized_error(keys: tuple[str, ...], what: str) -> RuntimeError:
+    return RuntimeError(
+        f"pytree unflatten: the TensorDict with keys {list(keys)} {what}, inside torch.export(strict=True), whose "
+        "trace keeps no sizes in tree specs (dynamo cannot tell a dynamic size from an int): export with "
+        "strict=False"
+    )
 
 
 def _check_vmap_dim(keys: tuple[str, ...], meta: tuple[Any, ...], shapes: list[Any], batch_size: torch.Size,

@@ -335,7 +335,8 @@ def test_out_dims_one_tuple_over_wrappers() -> None:
 
     for cls in (Pair, State):
         out = torch.vmap(write, (0,), (0,))(cls(a=torch.ones(2, 3), r=torch.zeros(2), batch_size=[2]))
-        assert type(out) is cls and out.batch_size == torch.Size([2])
+        assert type(out) is cls
+        assert out.batch_size == torch.Size([2])
         torch.testing.assert_close(out.r, torch.full((2,), 3.0))
 
 
@@ -345,6 +346,7 @@ def test_out_dims_one_tuple_leaves_other_trees_alone() -> None:
     (out,) = torch.vmap(lambda t: (t * 2,), (0,), (0,))(td)
     assert out.batch_size == td.batch_size
     ints = torch.utils._pytree.tree_map(lambda x: 0, td)
-    assert type(ints) is TensorDict and ints["n", "b"] == 0
+    assert type(ints) is TensorDict
+    assert ints["n", "b"] == 0
     with pytest.raises(ValueError, match="out_dims is not compatible"):
         torch.vmap(lambda t: t * 2, (0,), (0, 0))(td)

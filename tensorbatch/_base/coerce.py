@@ -16,7 +16,7 @@ def as_size(batch_size: Any) -> torch.Size:
     if batch_size is None:
         return _Size(())
     if isinstance(batch_size, (int, torch.SymInt)):  # (a SymInt: a dynamic size under torch.export or compile)
-        return _Size((batch_size,))
+        return _Size((batch_size,))  # type: ignore[arg-type]  # (torch.Size takes SymInts; its stub says ints)
     try:
         return _Size(batch_size)
     except TypeError:

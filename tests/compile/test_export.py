@@ -122,7 +122,8 @@ def test_export_nested_list_dynamic_shapes_and_names() -> None:
     ep = export(Named(), (make_td(4),), strict=True, dynamic_shapes=([{0: dim}, {0: dim}],))
     got = ep.module()(make_td(6))
     assert got.batch_size == torch.Size([6])
-    assert got.names == ["n"] and got["s"].names == ["n"]
+    assert got.names == ["n"]
+    assert got["s"].names == ["n"]
     assert_same(got, Named()(make_td(6)))
 
 
@@ -145,7 +146,8 @@ def test_strict_export_returning_a_lazy_stack() -> None:
     example = make_td(4)
     ep = export(Stack(), (example,), strict=True, dynamic_shapes=_dynamic(example, 1))
     got, want = ep.module()(make_td(6)), Stack()(make_td(6))
-    assert type(got) is type(want) and got.batch_size == torch.Size([2, 6])
+    assert type(got) is type(want)
+    assert got.batch_size == torch.Size([2, 6])
     assert_same(got, want)
 
 
