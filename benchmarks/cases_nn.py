@@ -4,7 +4,8 @@ A small MLP (16 -> 64 -> 64 -> 4, tanh) called through ``TensorDictModule``, a t
 ``TensorDictSequential`` and a probabilistic actor (``ProbabilisticTensorDictSequential`` of the MLP, a
 ``NormalParamExtractor`` and a ``Normal``), at batch 64 and 4096, eager and compiled (``torch.compile``,
 default options). The raw floor is the same ``nn.Module`` objects called on plain tensors (one ``nn.Module``
-holding them, so that the compiled floor is a compiled module too), returning every output the modules write (a sequence keeps its intermediate outputs; for the probabilistic case: the MLP, the
+holding them, so that the compiled floor is a compiled module too), returning every output the modules write
+(a sequence keeps its intermediate outputs; for the probabilistic case: the MLP, the
 extractor, then ``Normal(loc, scale)`` and a sample, as the modules do).
 The eager overhead of a module is its time minus raw's: the closing lines of the suite compare
 tensorbatch's overhead with tensordict's (target: at most 0.6x) and the compiled calls with the compiled

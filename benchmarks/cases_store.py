@@ -80,7 +80,7 @@ def _raw_rows(raw: Any, rows: list[tuple[int, int]]) -> Any:
     for key, size in raw["rows"].items():
         raw["script"](keys=[f"raw:{key}"], args=[v for r, n in rows for v in (r * size, n * size)], client=pipe)
     return {key: torch.frombuffer(bytearray(b), dtype=torch.float32).view(-1, *DATA[key].shape[1:])
-            for key, b in zip(raw["rows"], pipe.execute())}
+            for key, b in zip(raw["rows"], pipe.execute(), strict=True)}
 
 
 @case
@@ -93,7 +93,7 @@ def store_read_row(lib: Any) -> Callable[[], Any]:
             for key, size in raw["rows"].items():
                 pipe.getrange(f"raw:{key}", 17 * size, 18 * size - 1)
             return {key: torch.frombuffer(bytearray(b), dtype=torch.float32).view(DATA[key].shape[1:])
-                    for key, b in zip(raw["rows"], pipe.execute())}
+                    for key, b in zip(raw["rows"], pipe.execute(), strict=True)}
         return read
     store = _store(lib)
     return lambda: store[17]

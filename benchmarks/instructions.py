@@ -34,14 +34,14 @@ HERE = Path(__file__).resolve().parent
 def _child(calls: int, names: list[str], lib_name: str = "tensorbatch") -> None:
     """Run inside valgrind: warm each case, switch instrumentation on, count each in its own reduce."""
     sys.path.insert(0, str(HERE))
-    import importlib  # noqa: PLC0415
+    import importlib
 
-    import cases  # noqa: PLC0415  (the tree under test is on PYTHONPATH)
-    import cases_lazy  # noqa: PLC0415
-    import cases_nn  # noqa: PLC0415
-    import cases_typed  # noqa: PLC0415
-    import cases_vmap  # noqa: PLC0415
-    import torch  # noqa: PLC0415
+    import cases  # (the tree under test is on PYTHONPATH)
+    import cases_lazy
+    import cases_nn
+    import cases_typed
+    import cases_vmap
+    import torch
 
     lib = None if lib_name == "raw" else importlib.import_module(lib_name)
     torch.set_num_threads(1)
@@ -86,7 +86,7 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=200)
     args = p.parse_args()
     sys.path.insert(0, str(HERE))
-    import run  # noqa: PLC0415
+    import run
 
     if args.libs:
         names = args.cases.split(",") if args.cases else [n for n in run.cases_nn.CASES if "compiled" not in n]

@@ -50,12 +50,14 @@ import compiled
 import h5
 import torch
 
+# (store: needs a server, started on first use; not part of all)
 SUITES = {"core": cases.CASES, "lazy": cases_lazy.CASES, "typed": cases_typed.CASES,
-          "store": cases_store.CASES, "vmap": cases_vmap.CASES, "nn": cases_nn.CASES}  # (store: needs a server, started on first use; not part of all)
+          "store": cases_store.CASES, "vmap": cases_vmap.CASES, "nn": cases_nn.CASES}
 CASES = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES}
 UNCHECKED = (cases_lazy.UNCHECKED | cases_typed.UNCHECKED | cases_store.UNCHECKED | cases_vmap.UNCHECKED
              | cases_nn.UNCHECKED)
-LOOKUP = {**CASES, **cases_store.CASES, **cases_vmap.CASES, **cases_nn.CASES}  # every case by name (store cases run with --suite store only)
+# every case by name (store cases run with --suite store only)
+LOOKUP = {**CASES, **cases_store.CASES, **cases_vmap.CASES, **cases_nn.CASES}
 
 IMPLS = ("tb", "td", "raw")
 MODULES = {"tb": "tensorbatch", "td": "tensordict"}

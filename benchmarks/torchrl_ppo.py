@@ -29,6 +29,7 @@ def child(iters: int, frames: int) -> None:
     """Time PPO iterations in this process (``--switch`` in argv: on tensorbatch)."""
     sys.path.insert(0, str(SCRIPTS))
     from _common import PointEnv, actor_critic  # (first: it installs the switch when asked)
+    # isort: split
 
     import torch
     from torchrl.collectors import Collector

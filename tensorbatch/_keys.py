@@ -31,7 +31,10 @@ else:
             (False, False)
         """
 
-__all__ = ["KEY_SEPARATOR", "NestedKey", "key_tuple", "unravel_key", "unravel_key_list", "unravel_key_to_tuple", "unravel_keys"]
+__all__ = [
+    "KEY_SEPARATOR", "NestedKey", "key_tuple", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+    "unravel_keys",
+]
 
 
 ONLY_NESTED_KEYS = "Only NestedKeys are supported: "  # tensordict's phrase, which users match on

@@ -235,9 +235,13 @@ class LazyStackedTensorDict(TensorDictBase):
             if isinstance(first, _Tensor):
                 if any(not isinstance(v, _Tensor) or leaf_shape(v) != leaf_shape(first) for v in values):
                     return True
-            elif is_node(first) and all(is_node(v) for v in values) and type(first) not in NON_TENSOR_TYPES:
-                if LazyStackedTensorDict._new(values, self._stack_dim)._ragged():
-                    return True
+            elif (
+                is_node(first)
+                and all(is_node(v) for v in values)
+                and type(first) not in NON_TENSOR_TYPES
+                and LazyStackedTensorDict._new(values, self._stack_dim)._ragged()
+            ):
+                return True
         return False
 
     def _stacked_members(self) -> tuple[int, list[Any]]:

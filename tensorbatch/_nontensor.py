@@ -397,7 +397,9 @@ class NonTensorDataBase(_NonTensor):
         return self.data
 
     def maybe_to_stack(self) -> _NonTensor:
-        """A ``NonTensorStack`` holding the value in every batch element (shared, not copied); itself without batch dims.
+        """A ``NonTensorStack`` holding the value in every batch element (shared, not copied).
+
+        Itself when it has no batch dims.
 
         Examples:
             >>> stack = NonTensorData("a", batch_size=[2]).maybe_to_stack()
@@ -608,7 +610,8 @@ class NonTensorStack(_NonTensor):
         return (_rebuild_stack, (self._items, self._pos, self._device))
 
     def __repr__(self) -> str:  # tensordict's form
-        return f"NonTensorStack(\n    {self.tolist()!r},\n    batch_size={self._batch_size!r},\n    device={self._device})"
+        return (f"NonTensorStack(\n    {self.tolist()!r},\n    batch_size={self._batch_size!r},\n"
+                f"    device={self._device})")
 
 
 def _regular_depth(values: Any) -> int:

@@ -26,7 +26,8 @@ from ._unbatched import UnbatchedTensor, check_shared
 from .base import TensorDictBase
 
 __all__ = [
-    "cat", "dense_stack_tds", "group_by", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence", "stack", "unpad_sequence",
+    "cat", "dense_stack_tds", "group_by", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence", "stack",
+    "unpad_sequence",
 ]
 
 _Tensor = torch.Tensor

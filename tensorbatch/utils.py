@@ -11,7 +11,16 @@ from typing import Any, ClassVar, TypeAlias
 import torch
 
 from ._errors import fmt_path
-from ._keys import KEY_SEPARATOR, NestedKey, key_tuple, unravel_key, unravel_key_list, unravel_key_to_tuple, unravel_keys
+from ._keys import (
+    KEY_SEPARATOR,
+    NestedKey,
+    key_tuple,
+    unravel_key,
+    unravel_key_list,
+    unravel_key_to_tuple,
+    unravel_keys,
+)
+from ._nontensor import is_non_tensor as is_non_tensor
 from ._ops.traverse import flat_leaves_like, is_non_tensor_type, is_td, named_leaves
 from ._options import (
     capture_non_tensor_stack,
@@ -24,11 +33,10 @@ from ._options import (
     set_printoptions,
 )
 from ._reprparse import parse_tensor_dict_string
-from ._nontensor import is_non_tensor as is_non_tensor
 from .tensorclass import is_tensorclass as is_tensorclass
 
 Buffer = torch.nn.Buffer  # tensordict.utils re-exports torch's Buffer
-IndexType: TypeAlias = None | int | slice | str | torch.Tensor | list[Any] | tuple[Any, ...]
+IndexType: TypeAlias = int | slice | str | torch.Tensor | list[Any] | tuple[Any, ...] | None
 DeviceType: TypeAlias = torch.device | str | int
 
 __all__ = [

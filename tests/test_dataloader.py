@@ -106,7 +106,7 @@ def check_batch(batch: Any, rows: list[int] | None = None) -> list[int]:
         got = idx.tolist()
         assert idx.dtype == torch.int64
         assert torch.equal(batch.get("a"), _a(idx))
-        if "n" in batch.keys():  # noqa: SIM118
+        if "n" in batch.keys():
             assert batch.get(("n", "b")).tolist() == got
         if isinstance(batch, Rows):
             assert batch.tag == "rows"

@@ -75,7 +75,9 @@ def test_missing_key_flat():
 
 def test_missing_key_nested_path_and_class_name():
     err = missing_key(("next", "obs"), {"rew": 1, "done": 2}, cls_name="LazyStackedTensorDict")
-    assert err.args[0] == 'key "obs" not found in LazyStackedTensorDict with keys ["done", "rew"] (key path ("next", "obs"))'
+    assert err.args[0] == (
+        'key "obs" not found in LazyStackedTensorDict with keys ["done", "rew"] (key path ("next", "obs"))'
+    )
 
 
 def test_missing_key_no_keys():

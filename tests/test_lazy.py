@@ -1379,7 +1379,7 @@ def test_repr_follows_the_print_options():
         assert repr(h).splitlines()[:2] == ["LazyStackedTensorDict(batch_size=[3, 3], stack_dim=0)",
                                            "|-- i: Tensor(shape=[3, 3])"]
     with set_printoptions(show_grad=True, show_is_contiguous=True):  # detailed: the leaves are really stacked
-        line = [x for x in repr(h).splitlines() if "-- x:" in x][0]
+        line = next(x for x in repr(h).splitlines() if "-- x:" in x)
         assert "requires_grad=False" in line and "is_contiguous=True" in line
     with set_printoptions(sort_keys=False):
         assert [x.split(":")[0] for x in repr(h).splitlines()[1:]] == \

@@ -53,7 +53,7 @@ def test_get_without_default_gives_none_by_default() -> None:
 
 def test_get_raises_for_a_missing_key_when_the_default_is_off(raising_get) -> None:
     td = TensorDict(a=torch.zeros(2), n={"b": torch.zeros(2)}, batch_size=[2])
-    with pytest.warns(DeprecationWarning):
+    with pytest.warns(DeprecationWarning, match=r"get_defaults_to_none\(\) is deprecated"):
         assert get_defaults_to_none() is False
     with pytest.raises(KeyError, match='key "b" not found'):
         td.get("b")
@@ -163,7 +163,7 @@ def test_lazy_legacy_false_works_and_true_raises_naming_the_readme_entry() -> No
         return lazy_legacy()
 
     assert fn() is False
-    with pytest.raises(NotImplementedError, match="Legacy lazy mode.*README.md.*lazy_stack"):
+    with pytest.raises(NotImplementedError, match=r"Legacy lazy mode.*README\.md.*lazy_stack"):
         set_lazy_legacy(True)
 
 

@@ -170,7 +170,7 @@ def test_treespec_sizes_are_hints_not_structure() -> None:
                                               **kwargs))[1]
 
     assert spec(4) == spec(7)
-    assert not spec(4) != spec(7)
+    assert not spec(4) != spec(7)  # noqa: SIM202 (__ne__ is under test)
     assert hash(spec(4).context) == hash(spec(7).context)
     assert spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2), "nested": {"c": torch.zeros(4)}},
                                                      [4]))[1]  # another key
@@ -179,7 +179,7 @@ def test_treespec_sizes_are_hints_not_structure() -> None:
     assert spec(4) != spec(4, names=["n"])
     assert spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2, 1), "nested": {"b": torch.zeros(4)}},
                                                      [4]))[1]  # another number of feature dims
-    leaves, spec4 = pytree.tree_flatten(TensorDict({"a": torch.ones(6, 2), "nested": {"b": torch.ones(6)}}, [6]))
+    leaves, _ = pytree.tree_flatten(TensorDict({"a": torch.ones(6, 2), "nested": {"b": torch.ones(6)}}, [6]))
     out = pytree.tree_unflatten(leaves, spec(4))  # the leaves tell the batch size
     assert out.batch_size == torch.Size([6])
     assert out["nested"].batch_size == torch.Size([6])

@@ -4,7 +4,8 @@ shared/seeds/tensorclass-ifevalscoredata-reference.txt), with ``tensordict`` spe
 Examples that need a feature we do not have yet run anyway, marked with ``_missing``: strict xfails raising
 the AttributeError of the missing name (once the feature lands they pass, and the strict mark fails the
 suite until it is removed; none is left). The Redis examples run on the test run's server
-(``tests/_redis_server.py``) in place of ``host="localhost"`` (or the seed's ``"redis-node"``). Printed reprs are checked through the values they show (our repr format
+(``tests/_redis_server.py``) in place of ``host="localhost"`` (or the seed's ``"redis-node"``). Printed reprs are
+checked through the values they show (our repr format
 differs from tensordict's).
 """
 

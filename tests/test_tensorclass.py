@@ -720,7 +720,8 @@ def test_index_with_tuples_of_ints_is_a_batch_index():
 def test_fromkeys_builds_the_class_and_refuses_keys_that_are_not_fields() -> None:
     pair = Pair.fromkeys(["x", "y"], 3)
     assert type(pair) is Pair and pair.x.tolist() == 3 and pair.y.dtype == torch.int64
-    with pytest.raises(ValueError, match=r"Pair.fromkeys\(\): key\(s\) \['zz'\] are not fields of Pair \(its fields are \['x', 'y'\]\)"):
+    with pytest.raises(ValueError, match=r"Pair.fromkeys\(\): key\(s\) \['zz'\] are not fields of Pair "
+                                         r"\(its fields are \['x', 'y'\]\)"):
         Pair.fromkeys(["x", "zz"])
 
 

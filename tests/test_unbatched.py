@@ -121,7 +121,7 @@ def test_unbind_split_stack_cat_keep_the_data():
 
 def test_max_indices_keep_the_unbatched_leaf():
     td = _td()
-    values, indices = td.max(0)
+    _, indices = td.max(0)
     assert indices["b"].shape == (5, 3) and _same_data(indices["u"], td["u"])
 
 

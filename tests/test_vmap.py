@@ -147,7 +147,7 @@ def test_in_dims_beyond_the_batch_dims_raise() -> None:
 
 def test_negative_in_dims_landing_on_different_dims_raise() -> None:
     td = TensorDict({"a": torch.randn(5, 4, 4), "b": torch.randn(5, 4)}, [5, 4])
-    with pytest.raises(ValueError, match="dim 2 of a tensor is mapped.*counts from each tensor's last dim"):
+    with pytest.raises(ValueError, match=r"dim 2 of a tensor is mapped.*counts from each tensor's last dim"):
         torch.vmap(lambda t: t, in_dims=-1)(td)  # 'a' would map its feature dim, 'b' its batch dim 1
 
 

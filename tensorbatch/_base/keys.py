@@ -5,7 +5,7 @@ Functions here are TensorDictBase methods: ``base.py`` attaches them to the clas
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, KeysView, Sequence
+from collections.abc import Callable, Iterable, Iterator, KeysView
 from typing import TYPE_CHECKING, Any
 
 import torch

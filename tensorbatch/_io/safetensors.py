@@ -179,7 +179,7 @@ def from_safetensors(path: str | Path, *, device: Any = None) -> Any:
         doc = (file.metadata() or {}).get(_METADATA_KEY)
         if doc is None:
             out = TensorDict(device=device)
-            for name in file.keys():  # noqa: SIM118  # (a safetensors file, not a dict)
+            for name in file.keys():  # (a safetensors file, not a dict)
                 out.set(tuple(name.split(".")), file.get_tensor(name))
             return out
         structure = json.loads(doc)

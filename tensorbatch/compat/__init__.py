@@ -63,8 +63,10 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Remove the hook, the alias modules and the private methods (for tests; modules that imported
-    ``tensordict`` meanwhile keep what they got)."""
+    """Remove the hook, the alias modules and the private methods (for tests).
+
+    Modules that imported ``tensordict`` meanwhile keep what they got.
+    """
     global _hook
     if _hook is None:
         return

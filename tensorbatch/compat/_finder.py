@@ -12,7 +12,6 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import sys
 import types
 from collections.abc import Callable, Sequence
 from typing import Any

@@ -24,8 +24,10 @@ def _fast_apply(self: Any, fn: Callable[..., Any], *others: Any, batch_size: Any
                 filter_empty: bool | None = False, is_leaf: Callable[[type], bool] | None = None,
                 propagate_lock: bool = False, out: Any = None, num_threads: int = 0, checked: bool = True,
                 **constructor_kwargs: Any) -> Any:
-    """tensordict's unchecked ``apply``: tensorbatch's ``apply`` (the same keywords; ``num_threads`` and
-    ``checked`` are accepted and have no effect)."""
+    """The unchecked ``apply`` of tensordict: tensorbatch's ``apply``.
+
+    The same keywords; ``num_threads`` and ``checked`` are accepted and have no effect.
+    """
     if constructor_kwargs:
         raise TypeError(f"_fast_apply got unexpected keyword arguments {sorted(constructor_kwargs)}")
     return self.apply(fn, *others, batch_size=batch_size, device=device, names=names, inplace=inplace,

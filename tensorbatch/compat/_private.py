@@ -13,10 +13,9 @@ from typing import Any
 import torch
 
 from .._compat import pytree_nodes
-from .._ops.traverse import NON_TENSOR_TYPES
 from .._keys import unravel_key, unravel_key_list, unravel_key_to_tuple
-from ..utils import is_tensorclass
-from ..utils import default_is_leaf, is_leaf_nontensor, is_tensor_collection
+from .._ops.traverse import NON_TENSOR_TYPES
+from ..utils import default_is_leaf, is_leaf_nontensor, is_tensor_collection, is_tensorclass
 
 _zip_strict = functools.partial(zip, strict=True)
 
@@ -92,7 +91,7 @@ _NESTED_TENSORS_AS_LISTS = _LeafAsList(default_is_leaf)
 _NESTED_TENSORS_AS_LISTS_NONTENSOR = _LeafAsList(is_leaf_nontensor)
 
 
-class _exclude_td_from_pytree:  # noqa: N801  (tensordict's name)
+class _exclude_td_from_pytree:  # (tensordict's name)
     """While active, TensorDict types are pytree leaves (torch's pytree does not flatten them)."""
 
     def __init__(self) -> None:

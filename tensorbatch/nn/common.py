@@ -8,6 +8,7 @@ TensorDict be called with tensors (by in-key name) instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import warnings
@@ -72,6 +73,7 @@ class dispatch:
 
     def __new__(cls, separator: Any = DEFAULT_SEPARATOR, source: str | list[NestedKey] = DEFAULT_SOURCE,
                 dest: str | list[NestedKey] = DEFAULT_DEST, auto_batch_size: bool = True) -> Any:
+        """The decorator; used bare (``@dispatch``), the decorated function itself."""
         if callable(separator):  # used bare, as @dispatch
             self = super().__new__(cls)
             self.__init__(cls.DEFAULT_SEPARATOR, source, dest, auto_batch_size)  # type: ignore[misc]
@@ -86,6 +88,7 @@ class dispatch:
         self.auto_batch_size = auto_batch_size
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``func`` taking keyword arguments (or a TensorDict) for its TensorDict input."""
         bound = getattr(func, "__self__", None) if inspect.ismethod(func) else None
         names = list(inspect.signature(func).parameters)
         is_method = bound is None and bool(names) and names[0] == "self"
@@ -255,6 +258,7 @@ class TensorDictModuleBase(nn.Module):
     _out_keys_apparent: list[NestedKey]
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """A new module; class attributes ``in_keys``/``out_keys`` become its keys."""
         # class attributes in_keys/out_keys become the properties' storage
         for name in ("in_keys", "out_keys"):
             value = cls.__dict__.get(name)
@@ -583,10 +587,8 @@ class TensorDictModule(TensorDictModuleBase):
         except Exception as err:
             module = self.module
             if not isinstance(module, nn.Module):
-                try:
+                with contextlib.suppress(OSError, TypeError):
                     module = inspect.getsource(module)  # type: ignore[assignment]
-                except (OSError, TypeError):
-                    pass
             err.add_note(f"TensorDictModule failed with operation\n{indent(str(module), '    ')}\n"
                          f"    in_keys={self.in_keys}\n    out_keys={self.out_keys}.")
             raise
@@ -758,6 +760,7 @@ class as_tensordict_module:
         self.out_keys = [out_keys] if isinstance(out_keys, (str, tuple)) else out_keys
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``func`` run through one ``TensorDictModule``, made on first call (a method: shared by its instances)."""
         holder: list[TensorDictModule] = []
         is_method = inspect.ismethod(func) or (inspect.isfunction(func)
                                                and "self" in inspect.signature(func).parameters)

@@ -275,6 +275,7 @@ class CudaGraphModule:
         return tree_unflatten([o.clone() if hasattr(o, "clone") else o for o in self._out], self._out_spec)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the module (eagerly during warmup, then by replaying the captured graph)."""
         return self._call_func(*args, **kwargs)
 
     def __repr__(self) -> str:

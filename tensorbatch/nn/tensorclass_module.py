@@ -73,6 +73,7 @@ class TensorClassModuleBase(Generic[InputClass, OutputClass], ABC, nn.Module):
         """The computation, from an ``input_type`` to an ``output_type``."""
 
     def __call__(self, x: InputClass) -> OutputClass:
+        """Run ``forward`` through the module's hooks (typed for the input and output classes)."""
         out: OutputClass = super().__call__(x)
         return out
 

@@ -24,8 +24,9 @@ from .._keys import NestedKey, unravel_key_list
 from .._options import _env_mode
 
 __all__ = [
-    "add_custom_mapping", "biased_softplus", "composite_lp_aggregate", "expln", "inv_softplus", "mappings",
-    "set_composite_lp_aggregate", "set_skip_existing", "skip_existing",
+    # (the mappings and the aggregation mode come from the module ``__getattr__`` below)
+    "add_custom_mapping", "biased_softplus", "composite_lp_aggregate", "expln", "inv_softplus", "mappings",  # noqa: F822
+    "set_composite_lp_aggregate", "set_skip_existing", "skip_existing",  # noqa: F822
 ]
 
 _UNSET = object()
@@ -157,6 +158,7 @@ class set_skip_existing(DecoratorContextManager):
         return out
 
     def __call__(self, func: Callable[..., Any]) -> Any:
+        """``func`` (a module's ``forward``) run under this mode, skipping when its outputs are present."""
         return super().__call__(self._skipping(func, restore=False))
 
     def _skipping(self, func: Callable[..., Any], restore: bool) -> Callable[..., Any]:

@@ -12,8 +12,9 @@ MODULES = ["tensordict", "tensordict.utils", "tensordict.base", "tensordict.tens
            "tensordict._tensorcollection", "tensordict._C", "tensordict.store", "tensordict._td", "tensordict._lazy",
            "tensordict.tensordict", "tensordict._pytree", "tensordict.functional", "tensordict.persistent",
            "tensordict.nn", "tensordict.nn.params", "tensordict.nn.functional_modules", "tensordict.nn.common",
-           "tensordict.nn.sequence", "tensordict.nn.utils", "tensordict.nn.probabilistic", "tensordict.nn.distributions",
-           "tensordict.nn.ensemble", "tensordict.nn.cudagraphs", "tensordict.nn.tensorclass_module"]
+           "tensordict.nn.sequence", "tensordict.nn.utils", "tensordict.nn.probabilistic",
+           "tensordict.nn.distributions", "tensordict.nn.ensemble", "tensordict.nn.cudagraphs",
+           "tensordict.nn.tensorclass_module"]
 
 
 def test_modules_resolve_to_tensorbatch() -> None:
@@ -105,7 +106,8 @@ def test_install_twice_is_a_no_op_and_uninstall_restores() -> None:
         print(compat.is_installed(), hasattr(tensorbatch.TensorDict, "_fast_apply"),
               any(n == "tensordict" or n.startswith("tensordict.") for n in sys.modules))
         import tensordict
-        print(tensordict.TensorDict is tensorbatch.TensorDict, tensordict.__file__.endswith("site-packages/tensordict/__init__.py"))
+        print(tensordict.TensorDict is tensorbatch.TensorDict,
+              tensordict.__file__.endswith("site-packages/tensordict/__init__.py"))
     """)
     assert out.splitlines() == ["1 True", "True True", "False False False", "False True"]
 

@@ -6,6 +6,7 @@ Each script in ``scripts/`` runs twice in fresh interpreters, at once: with the 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 
@@ -41,10 +42,8 @@ def _numbers(stdout: str) -> dict[str, float]:
     for line in stdout.splitlines():
         parts = line.split()
         if len(parts) == 2:
-            try:
+            with contextlib.suppress(ValueError):  # (a line of words, not a name and a number)
                 out[parts[0]] = float(parts[1])
-            except ValueError:
-                pass
     return out
 
 

@@ -57,7 +57,7 @@ def _del(td: Any, key: Any) -> Any:
 
 def _sum_of_a(td: Any) -> Any:
     out = 0
-    for key in td.keys():  # noqa: SIM118  (iterating keys() is the case)
+    for key in td.keys():  # (iterating keys() is the case)
         if key == "a":
             out = out + td[key].sum()
     return out

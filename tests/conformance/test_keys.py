@@ -105,7 +105,7 @@ def test_plain_items_and_values(flavour, tdf):
     assert (len(items), len(values)) == (4, 4)
     assert [k for k, _ in items] == ["a", "b", "c", "nested"]  # a view iterates again
     if {"mapping_mutation", "new_keys", "str_keys"} <= flavour.caps:
-        with pytest.raises(RuntimeError, match="changed size during iteration"):
+        with pytest.raises(RuntimeError, match="changed size during iteration"):  # noqa: PT012 (the loop is the case)
             for key, value in tdf.items():
                 tdf[key + "2"] = value
         tdf.set("f", torch.zeros(3, 4))

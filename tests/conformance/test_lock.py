@@ -256,9 +256,8 @@ def test_lock_and_unlock_as_context_managers(flavour, tdf):
     with tdf.lock_():  # locked already: nothing to undo
         pass
     assert tdf.is_locked
-    with pytest.raises(ValueError, match="inside"):
-        with tdf.unlock_():
-            raise ValueError("inside")
+    with pytest.raises(ValueError, match="inside"), tdf.unlock_():
+        raise ValueError("inside")
     assert tdf.is_locked  # undone on the way out of the error
     tdf.unlock_()
 

@@ -65,7 +65,7 @@ def _closing(text: str, start: int) -> int:
 def _compact(body: str, batch: tuple[str, ...], path: tuple[str, ...], out: dict[Any, Any]) -> None:
     for entry in _split(body):
         key, _, value = entry.partition(": ")
-        here = path + (key.strip(),)
+        here = (*path, key.strip())
         brace = value.find("{")
         if brace >= 0:  # a nested TensorDict: "[extra]{...}" or "Class[extra]{...}"
             extra = re.search(r"\[([^\]]*)\]", value[:brace])
@@ -174,7 +174,7 @@ def main() -> None:
         sink = io.StringIO()
         try:
             runner.run(test, out=sink.write, clear_globs=True)
-        except BaseException as exc:  # noqa: BLE001 - a crash of one docstring must not stop the others
+        except BaseException as exc:  # a crash of one docstring must not stop the others
             runner.first = runner.first or {"source": "", "want": "", "got": f"crash: {type(exc).__name__}"}
         first = runner.first
         results[doc["name"]] = {"status": "passed"} if first is None else {"status": "failed", **first}

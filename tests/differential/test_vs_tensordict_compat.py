@@ -37,7 +37,8 @@ def _make_data_field(lib: Any, base_flavour: str | None) -> Any:
     inner = lib.TensorDict(a=torch.arange(3.0), batch_size=[3])
     t = Trajectory(data=inner, batch_size=[3])
     return (type(t.data).__name__, tuple(t[:2].data.batch_size), t[1].data["a"].item(),
-            sorted(t.to_tensordict().keys(True, True)), tuple(Trajectory(data=torch.ones(2), batch_size=[2]).data.shape))
+            sorted(t.to_tensordict().keys(True, True)),
+            tuple(Trajectory(data=torch.ones(2), batch_size=[2]).data.shape))
 
 
 @pytest.mark.parametrize("flavour", [None, "nocast"])
@@ -91,7 +92,7 @@ def test_missing_attribute_message(ref: Any, tb: Any) -> None:
             x: torch.Tensor
 
         try:
-            G(x=torch.zeros(2), batch_size=[2]).nope
+            _ = G(x=torch.zeros(2), batch_size=[2]).nope
         except AttributeError as e:
             return str(e)
         return "no error"
@@ -131,7 +132,7 @@ def test_utils_public_names(ref: Any, tb: Any) -> None:
 
 @pytest.mark.parametrize("seq", [["a", ("b", "c")], [], "abc", [["a", "b"]], [()], [1], ("a",), None])
 def test_is_seq_of_nested_key_is_deprecated(ref: Any, tb: Any, seq: Any) -> None:
-    with pytest.warns(DeprecationWarning):
+    with pytest.warns(DeprecationWarning, match="is_seq_of_nested_key is deprecated"):
         mine = tb.utils.is_seq_of_nested_key
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -146,7 +147,8 @@ def test_private_unravel_key_to_tuple(ref: Any, key: Any) -> None:
 
 
 @pytest.mark.parametrize("index", [0, slice(1, 3), (slice(None), 0), (None, 1), ..., torch.tensor([0, 2]),
-                                   torch.tensor([True, False, True, True]), (torch.tensor([0, 1]), torch.tensor([1, 2])),
+                                   torch.tensor([True, False, True, True]),
+                                   (torch.tensor([0, 1]), torch.tensor([1, 2])),
                                    (Ellipsis, None), [0, 1]])
 def test_private_getitem_batch_size(ref: Any, index: Any) -> None:
     def shape(fn: Any) -> Any:
@@ -174,7 +176,7 @@ def test_private_shape_and_predicates(ref: Any, tb: Any) -> None:
     for name in ("TensorDict", "TensorClass"):  # (NonTensorData is a tensorclass in tensordict, not here)
         assert _private._is_tensorclass(getattr(tb, name)) == ref.utils._is_tensorclass(getattr(ref, name)), name
     assert list(_private._zip_strict([1, 2], "ab")) == list(ref.utils._zip_strict([1, 2], "ab"))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="shorter"):
         list(_private._zip_strict([1], []))
 
 

@@ -213,7 +213,8 @@ def test_error_messages(ref: Any, tb: Any) -> None:
         for call, kind in ((lambda: lib.MetaData[str](1), TypeError),
                            (lambda: setattr(Frozen(a=torch.zeros(2), batch_size=[2]), "a", torch.ones(2)),
                             dataclasses.FrozenInstanceError),
-                           (lambda: td(a=torch.zeros(2), batch_size=[2]) + td(b=torch.zeros(2), batch_size=[2]), KeyError),
+                           (lambda: td(a=torch.zeros(2), batch_size=[2]) + td(b=torch.zeros(2), batch_size=[2]),
+                            KeyError),
                            (lambda: utils.assert_close(td(a=torch.zeros(2), batch_size=[2]),
                                                        td(a=torch.ones(2), batch_size=[2])), AssertionError)):
             with pytest.raises(kind) as info:

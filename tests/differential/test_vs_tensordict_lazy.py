@@ -149,7 +149,7 @@ CONSTRUCT = [
                 list(s.keys()),
                 list(s.keys(True, True)),
                 sorted(s.keys(True), key=str),
-                "oa" in s.keys(),  # noqa: SIM118 (the keys view is under test)
+                "oa" in s.keys(),  # (the keys view is under test)
                 ("n", "y") in s.keys(True),
             )
         )(_het(lib)),

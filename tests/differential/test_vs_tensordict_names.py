@@ -38,7 +38,7 @@ def test_get_defaults_to_none_off_raises_key_error(tb: Any, ref: Any) -> None:
             out += [td.get("b", None), td.get("b", 1), td.get_at("a", 0).item()]
         finally:
             m.set_get_defaults_to_none(True)
-        return out + [m.get_defaults_to_none(), td.get("b")]
+        return [*out, m.get_defaults_to_none(), td.get("b")]
 
     mine, theirs = _both(tb, ref, run)
     assert mine == theirs == [False, "KeyError", "KeyError", "KeyError", None, 1, 0.0, True, None]
@@ -46,15 +46,15 @@ def test_get_defaults_to_none_off_raises_key_error(tb: Any, ref: Any) -> None:
 
 def test_get_defaults_to_none_setters_warn(tb: Any, ref: Any) -> None:
     for m in (tb, ref):
-        with pytest.warns(DeprecationWarning):
+        with pytest.warns(DeprecationWarning, match=r"set_get_defaults_to_none\(\) is deprecated"):
             m.set_get_defaults_to_none(True)
-        with pytest.warns(DeprecationWarning):
+        with pytest.warns(DeprecationWarning, match=r"get_defaults_to_none\(\) is deprecated"):
             m.get_defaults_to_none()
 
 
 def test_list_to_stack_off_stores_the_list_as_one_value(tb: Any, ref: Any) -> None:
     def run(m: Any) -> Any:
-        with pytest.warns(DeprecationWarning):
+        with pytest.warns(DeprecationWarning, match=r"set_list_to_stack\(False\) is deprecated"):
             off = m.set_list_to_stack(False)
         with off:
             td = m.TensorDict(batch_size=[2])
@@ -118,7 +118,7 @@ def test_printoptions_values_and_errors(tb: Any, ref: Any) -> None:
         m.set_printoptions(sort_keys="alphabetical").set()
         with pytest.raises(TypeError):
             m.set_printoptions(nope=1)
-        return out + [m.get_printoptions()]
+        return [*out, m.get_printoptions()]
 
     assert run(tb) == run(ref)
 
@@ -189,7 +189,7 @@ def test_isin_and_remove_duplicates(tb: Any, ref: Any) -> None:
                      lambda: m.utils.remove_duplicates(td, key="nope")):
             try:
                 call()
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:
                 errors.append(type(err).__name__)
         return (found.tolist(), out["x"].tolist(), out["y"].tolist(), idx.tolist(), along["x"].tolist(),
                 list(along.batch_size), errors)
@@ -199,9 +199,9 @@ def test_isin_and_remove_duplicates(tb: Any, ref: Any) -> None:
 
 def test_deprecated_key_and_index_helpers(tb: Any, ref: Any) -> None:
     def run(m: Any) -> Any:
-        with pytest.warns(DeprecationWarning):
+        with pytest.warns(DeprecationWarning, match="unravel_keys is deprecated"):
             keys = (m.utils.unravel_keys("a", ("b", ("c",))), m.utils.unravel_keys(("a",)))
-        with pytest.warns(DeprecationWarning):
+        with pytest.warns(DeprecationWarning, match="convert_ellipsis_to_idx is deprecated"):
             idx = [m.utils.convert_ellipsis_to_idx(i, [2, 3, 4, 5]) for i in
                    ((..., 0), ..., (0, ..., None, 1), 3, (slice(1), ...))]
         return keys, idx, m.KEY_SEPARATOR

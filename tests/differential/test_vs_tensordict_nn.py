@@ -295,7 +295,8 @@ CASES = {
     "params_zero_": lambda lib: _tdp(lib, lambda p, lib: p.zero_()),
     "params_get": lambda lib: _tdp(lib, lambda p, lib: [p["0", "weight"], p.get(("2", "running_mean")), p["0"]]),
     "params_del": lambda lib: _tdp(lib, lambda p, lib: (p.del_("0"), sorted(n for n, _ in p.named_parameters()))),
-    "params_lock": lambda lib: _params_cls(lib)(lib.TensorDict({"a": torch.ones(2)}), lock=True).set("b", torch.ones(1)),
+    "params_lock": lambda lib: _params_cls(lib)(lib.TensorDict({"a": torch.ones(2)}), lock=True).set(
+        "b", torch.ones(1)),
     "params_locked_raises": lambda lib: _tdp(lib, lambda p, lib: p.lock_().set("b", torch.ones(1))),
     "params_lazy_raises": lambda lib: _params_cls(lib)(lib.lazy_stack([lib.TensorDict(a=torch.ones(2))] * 2)),
     "params_load_state_dict": lambda lib: _tdp(lib, lambda p, lib: (p.load_state_dict(

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import torch
 from torch import distributions as D
-from torch import nn
 
 from ._nn_diff import check, summary
 
@@ -281,7 +280,7 @@ class _Plain(D.Distribution):
     def mean(self) -> torch.Tensor:
         return self.loc + 1
 
-    def sample(self, sample_shape: Any = torch.Size()) -> torch.Tensor:
+    def sample(self, sample_shape: Any = ()) -> torch.Tensor:
         return self.loc.expand(*sample_shape, *self.loc.shape).clone()
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
@@ -580,7 +579,8 @@ def test_distributions_package_names(ref: Any, tb: Any) -> None:
     check(ref, tb, fn)
 
 
-@pytest.mark.parametrize("path", ["nn", "nn.probabilistic", "nn.utils", "nn.distributions", "nn.distributions.composite",
+@pytest.mark.parametrize("path", ["nn", "nn.probabilistic", "nn.utils", "nn.distributions",
+                                  "nn.distributions.composite",
                                   "nn.distributions.continuous", "nn.distributions.discrete",
                                   "nn.distributions.truncated_normal"])
 def test_public_names_of_nn_modules(ref: Any, tb: Any, path: str) -> None:

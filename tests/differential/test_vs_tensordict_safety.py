@@ -138,7 +138,8 @@ def _outcome(fn: Any) -> str:
     try:
         fn()
     except RuntimeError as err:
-        assert "Cannot unlock a tensordict that is part of a locked graph" in str(err)
+        if "Cannot unlock a tensordict that is part of a locked graph" not in str(err):
+            raise
         return "refused"
     return "ok"
 

@@ -279,7 +279,7 @@ def test_ragged_lazy_stack_dim0_expand(ref, tb):
     check(ref, tb, lambda lib: _lazy(_ragged(lib, 0).expand(3, 2, 5)))
 
 
-# ------------------------------------------------------------------------------------------- 6. lazy_stack of non-tensors
+# ----------------------------------------------------------------------------------------- 6. lazy_stack of non-tensors
 @pytest.mark.parametrize("values", [("x", "x"), ("x", "y")], ids=["same", "different"])
 def test_lazy_stack_non_tensor(ref, tb, values):
     def fn(lib: Any) -> Any:

@@ -31,7 +31,7 @@ def summary(lib: Any, value: Any) -> Any:
         return [summary(lib, v) for v in value]
     if isinstance(value, lib.TensorDictBase):
         out: dict[str, Any] = {"batch_size": tuple(value.batch_size)}
-        for key in value.keys():  # noqa: SIM118  # (iterating a TensorDict walks its batch dim)
+        for key in value.keys():  # (iterating a TensorDict walks its batch dim)
             out[key] = summary(lib, value.get(key))
         return out
     if isinstance(value, torch.Tensor):

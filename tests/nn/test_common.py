@@ -129,9 +129,8 @@ def test_skip_existing_modes_restore():
             assert skip_existing() is False
         assert skip_existing() == ["a"]
     assert skip_existing() is False
-    with pytest.raises(RuntimeError, match="context manager with ``None`` input"):
-        with set_skip_existing(None):
-            pass
+    with pytest.raises(RuntimeError, match="context manager with ``None`` input"), set_skip_existing(None):
+        pass
 
 
 def test_dispatch_switch_and_function_form():

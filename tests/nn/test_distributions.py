@@ -78,7 +78,7 @@ def test_normal_param_extractor_split_and_pass_through() -> None:
 
 def test_add_state_independent_normal_scale() -> None:
     module = AddStateIndependentNormalScale((2,), init_value=math.log(3.0))
-    loc, scale = module(torch.zeros(4, 2))
+    _, scale = module(torch.zeros(4, 2))
     torch.testing.assert_close(scale, torch.full((4, 2), 3.0))
     assert [n for n, _ in module.named_parameters()] == ["state_independent_scale"]
     buffered = AddStateIndependentNormalScale(2, make_param=False)
@@ -218,7 +218,7 @@ def test_deterministic_values_of_torch_classes_without_patching() -> None:
 # modes ------------------------------------------------------------------------------------------------
 def test_interaction_type_is_a_str_enum() -> None:
     assert InteractionType("MEAN") is InteractionType.MEAN and str(InteractionType.RANDOM) == "random"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="'sometimes' is not a valid InteractionType"):
         InteractionType.from_str("sometimes")
     with pytest.raises(ValueError, match="not a valid InteractionType"):
         set_interaction_type(3)  # type: ignore[arg-type]

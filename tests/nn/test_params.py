@@ -68,9 +68,8 @@ def test_lock_content_still_takes_writes_but_a_locked_params_refuses():
     params = TensorDictParams(TensorDict(a=torch.ones(2)), lock=True)
     params["b"] = torch.zeros(2)
     assert params._param_td.is_locked and set(params.keys()) == {"a", "b"}
-    with params.lock_():
-        with pytest.raises(RuntimeError, match="locked"):
-            params["c"] = torch.zeros(2)
+    with params.lock_(), pytest.raises(RuntimeError, match="locked"):
+        params["c"] = torch.zeros(2)
     params["c"] = torch.zeros(2)
 
 

@@ -95,7 +95,7 @@ def test_composite_module_writes_each_component() -> None:
     out = module(params)
     assert module.out_keys == ["a", "b", "a_log_prob", "b_log_prob"]
     torch.testing.assert_close(out["b_log_prob"], torch.full((3,), -torch.log(torch.tensor(4.0)).item()))
-    assert out["a"].shape == (3,) and out["b"].dtype == torch.long  # noqa: PT018
+    assert out["a"].shape == (3,) and out["b"].dtype == torch.long
 
 
 def test_sequence_skips_sampling_what_its_prefix_wrote() -> None:
@@ -116,7 +116,7 @@ def test_sequence_composite_of_two_stages() -> None:
     td = seq(TensorDict(loc=torch.zeros(3), batch_size=[3]))
     assert seq.return_composite
     dist = seq.get_dist(TensorDict(loc=torch.zeros(3), batch_size=[3]))
-    assert isinstance(dist, CompositeDistribution) and list(dist) == ["z", "y"]  # noqa: PT018
+    assert isinstance(dist, CompositeDistribution) and list(dist) == ["z", "y"]
     lp = seq.log_prob(td)
     assert sorted(lp.keys()) == ["y_log_prob", "z_log_prob"]
 

@@ -194,7 +194,8 @@ def test_exact_maps_refuse_different_key_sets_with_the_node_path() -> None:
         map_leaves(td, torch.add, other)
     bigger = td.clone()
     bigger["n", "x"] = torch.zeros(2)
-    with pytest.raises(KeyError, match=r"mismatch under 'n'\. The first TD has keys set\(\) that the second does not have\. The second TD has keys \{'x'\}"):
+    with pytest.raises(KeyError, match=r"mismatch under 'n'\. The first TD has keys set\(\) that the second does not "
+                       r"have\. The second TD has keys \{'x'\}"):
         map_leaves(td, torch.add, bigger)
 
 

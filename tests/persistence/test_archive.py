@@ -261,7 +261,7 @@ def test_archive_gets_the_usual_file_mode(tmp_path):
 # ---------------------------------------------------------------------------------------------- pack / unpack
 def test_pack_refuses_what_is_not_a_saved_folder(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match="has no meta.json"):
+    with pytest.raises(ValueError, match=r"has no meta\.json"):
         pack_memmap(tmp_path / "empty", tmp_path / "x.tdz")
     TensorDict(a=torch.zeros(2)).memmap(tmp_path / "f")
     with pytest.raises(ValueError, match="must lie outside the folder"):
@@ -310,7 +310,7 @@ def test_is_memmap_archive_is_false_for_everything_else(tmp_path):
         zf.writestr("readme", "x")
     for path in ("folder", "text", "other.zip", "missing"):
         assert not is_memmap_archive(tmp_path / path)
-    with pytest.raises(ValueError, match="no top-level meta.json"):
+    with pytest.raises(ValueError, match=r"no top-level meta\.json"):
         unpack_memmap(tmp_path / "other.zip", tmp_path / "out")
 
 

@@ -37,7 +37,7 @@ def _check_intact(prefix: Path) -> int | None:
     if not prefix.exists():
         return None
     td = TensorDict.load_memmap(prefix)
-    values = {float(td[k][0]) for k in td.keys()} | {float(td[k][-1]) for k in td.keys()}  # noqa: SIM118
+    values = {float(td[k][0]) for k in td.keys()} | {float(td[k][-1]) for k in td.keys()}
     assert len(td.keys()) == 8, f"a save with {len(td.keys())} of 8 leaves is visible"
     assert len(values) == 1, f"a half-written save is visible: leaves hold {sorted(values)}"
     return int(values.pop())

@@ -62,7 +62,7 @@ def test_lazy_stack_round_trips(tmp_path):
 
 def test_lazy_stack_with_different_keys_is_refused(tmp_path):
     stack = lazy_stack([TensorDict(x=torch.zeros(3)), TensorDict(y=torch.ones(3))], dim=0)
-    with pytest.raises(TypeError, match="lazy stack at the root.*different keys"):
+    with pytest.raises(TypeError, match=r"lazy stack at the root.*different keys"):
         to_safetensors(stack, tmp_path / "s.safetensors")
 
 
@@ -81,7 +81,7 @@ def test_tensorclass_round_trips_and_unknown_class_is_named(tmp_path):
         doc = json.loads(f.metadata()["tensordict"])
     doc["root"]["class"] = "<class 'nowhere.Missing'>"
     save_file({"weight": torch.ones(2, 3)}, tmp_path / "m.safetensors", metadata={"tensordict": json.dumps(doc)})
-    with pytest.raises(RuntimeError, match="tensorclass <class 'nowhere.Missing'>.*import the module"):
+    with pytest.raises(RuntimeError, match=r"tensorclass <class 'nowhere\.Missing'>.*import the module"):
         from_safetensors(tmp_path / "m.safetensors")
 
 
@@ -124,7 +124,7 @@ def test_what_the_format_cannot_hold_is_refused_naming_the_key(tmp_path, value, 
 
 
 def test_colliding_dotted_names_and_bare_values_are_refused(tmp_path):
-    with pytest.raises(ValueError, match="safetensors name 'a.b'"):
+    with pytest.raises(ValueError, match=r"safetensors name 'a\.b'"):
         to_safetensors(TensorDict({"a.b": torch.zeros(1), "a": {"b": torch.zeros(1)}}), tmp_path / "x.safetensors")
     with pytest.raises(TypeError, match="not a NonTensorData"):
         to_safetensors(NonTensorData("x"), tmp_path / "x.safetensors")

@@ -83,7 +83,7 @@ def assert_same(got: Any, want: Any) -> None:
         assert got.tolist() == want.tolist()
         return
     assert sorted(got.keys()) == sorted(want.keys())
-    for key in want.keys():  # noqa: SIM118  # (iterating a TensorDict walks its batch dim)
+    for key in want.keys():  # (iterating a TensorDict walks its batch dim)
         g, w = got.get(key), want.get(key)
         if isinstance(w, torch.Tensor):
             assert type(g) is type(w), key

@@ -33,7 +33,7 @@ def wrapped(request, server):
 
 
 def test_build(wrapped):
-    obj, store = wrapped
+    obj, _store = wrapped
     assert obj.batch_size == torch.Size([4]) and type(obj) in (MyTC, State)
 
 

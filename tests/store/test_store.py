@@ -113,7 +113,7 @@ def test_from_schema_allocates_on_the_server(server):
     assert server.client().strlen(store._conn.data_key("obs")) == 100 * 84 * 84 * 3
     store[3] = TensorDict(obs=torch.ones(84, 84, 3, dtype=torch.uint8), n={"r": torch.ones(())})
     assert store["n", "r"][:5].tolist() == [0, 0, 0, 1, 0] and store["obs"][3].sum() == 84 * 84 * 3
-    with pytest.raises(ValueError, match="a.b"):
+    with pytest.raises(ValueError, match=r"a\.b"):
         TensorDictStore.from_schema({"a.b": ([], torch.float32)}, batch_size=[2], **server.kwargs())
     store.clear_redis()
 
@@ -186,7 +186,7 @@ def test_dataloader_with_fork_workers(store):
     loader = torch.utils.data.DataLoader(_Rows(store), batch_size=2, num_workers=2,
                                          multiprocessing_context="fork", timeout=60)
     rows = torch.cat(list(loader))
-    assert rows.tolist() == [[1.0] * 4] + _td()["a"][1:].tolist()
+    assert rows.tolist() == [[1.0] * 4, *_td()["a"][1:].tolist()]
     assert store[0]["a"].tolist() == [1.0] * 4  # the parent's connection still works
 
 

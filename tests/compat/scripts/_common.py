@@ -7,8 +7,8 @@ both runs print the same numbers when tensorbatch behaves as tensordict.
 from __future__ import annotations
 
 import sys
-from typing import Any
 import warnings
+from typing import Any
 
 warnings.filterwarnings("ignore")
 if "--switch" in sys.argv:
@@ -22,7 +22,8 @@ from torchrl.data import Bounded, Composite, Unbounded  # noqa: E402
 from torchrl.envs import EnvBase  # noqa: E402
 
 torch.set_num_threads(1)
-assert TensorDict.__module__.startswith("tensorbatch" if "--switch" in sys.argv else "tensordict"), TensorDict.__module__
+_expected = "tensorbatch" if "--switch" in sys.argv else "tensordict"
+assert TensorDict.__module__.startswith(_expected), TensorDict.__module__
 
 
 class PointEnv(EnvBase):

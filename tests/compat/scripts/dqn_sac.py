@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from _common import PointEnv, show  # (first: it installs the switch)
 
+# isort: split
+
 import torch
 from tensordict import TensorDict
 from tensordict.nn import NormalParamExtractor, TensorDictModule

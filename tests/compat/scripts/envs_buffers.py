@@ -8,12 +8,20 @@ import tempfile
 
 from _common import PointEnv, show  # (first: it installs the switch)
 
+# isort: split
+
 import torch
 from tensordict import TensorDict
 from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torch import nn
-from torchrl.data import (LazyMemmapStorage, LazyTensorStorage, ListStorage, ReplayBuffer,
-                          SliceSampler, TensorDictReplayBuffer)
+from torchrl.data import (
+    LazyMemmapStorage,
+    LazyTensorStorage,
+    ListStorage,
+    ReplayBuffer,
+    SliceSampler,
+    TensorDictReplayBuffer,
+)
 from torchrl.envs import Compose, ObservationNorm, RewardSum, SerialEnv, StepCounter, TransformedEnv
 from torchrl.envs.utils import check_env_specs, step_mdp
 from torchrl.modules import MLP, Actor, ProbabilisticActor, TanhNormal, ValueOperator

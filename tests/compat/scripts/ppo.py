@@ -7,6 +7,8 @@ import tempfile
 
 from _common import PointEnv, actor_critic, show  # (first: it installs the switch)
 
+# isort: split
+
 import torch
 from torchrl.collectors import Collector
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer

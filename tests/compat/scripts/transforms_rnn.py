@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from _common import PointEnv, show  # (first: it installs the switch)
 
+# isort: split
+
 import torch
 from tensordict import TensorDict, lazy_stack
 from tensordict.nn import TensorDictModule, TensorDictSequential
@@ -14,8 +16,16 @@ from torchrl.collectors.utils import split_trajectories
 from torchrl.data import LazyStackStorage, LazyTensorStorage, ReplayBuffer, Unbounded
 from torchrl.data.postprocs import MultiStep
 from torchrl.data.replay_buffers.query import Trajectory
-from torchrl.envs import (CatFrames, Compose, InitTracker, StepCounter, TensorDictPrimer, TransformedEnv,
-                          UnsqueezeTransform, VecNorm)
+from torchrl.envs import (
+    CatFrames,
+    Compose,
+    InitTracker,
+    StepCounter,
+    TensorDictPrimer,
+    TransformedEnv,
+    UnsqueezeTransform,
+    VecNorm,
+)
 from torchrl.modules import LSTMModule, set_recurrent_mode
 
 torch.manual_seed(0)
