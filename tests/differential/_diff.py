@@ -300,8 +300,9 @@ def run_both(
             from ``data`` (``None`` when ``data`` is ``None``).
         data: a name from :data:`DATA` or a plain mapping of tensors.
         batch_size: passed to ``lib.TensorDict``.
-        raises: when given, the reference must raise this (guards the test's premise); the subject
-            must then raise the same builtin exception type.
+        raises: the exception the reference is expected to raise (the test's premise: a case without it
+            fails when the reference raises, and one with it fails when the reference raises anything
+            else or returns); the subject must then raise the same builtin exception type.
         check_input: also compare the input TensorDicts after ``fn`` (catches in-place differences).
         **td_kwargs: extra constructor keyword arguments (``device``, ``names``...).
 
@@ -320,7 +321,12 @@ def run_both(
         _trace(r_out, r_exc, ref)
 
     if r_exc is not None:
-        if raises is not None and not isinstance(r_exc, raises):
+        if raises is None:
+            raise AssertionError(
+                f"test premise: reference raised {type(r_exc).__name__} ({r_exc}) and the case does not expect it;"
+                f" if raising is tensordict's right behaviour, say so with raises={type(r_exc).__name__}"
+            ) from r_exc
+        if not isinstance(r_exc, raises):
             raise AssertionError(
                 f"test premise: reference raised {type(r_exc).__name__}, not {raises}"
             ) from r_exc

@@ -81,7 +81,7 @@ def test_run_both_exception_type_mismatch(ref):
         raise (KeyError if lib is ref else ValueError)("boom")
 
     with pytest.raises(AssertionError, match="builtin base KeyError"):
-        run_both(ref, sub, fn)
+        run_both(ref, sub, fn, raises=KeyError)
 
 
 def test_run_both_exception_subclass_ok(ref):
@@ -90,7 +90,7 @@ def test_run_both_exception_subclass_ok(ref):
     def fn(lib, td):
         raise (KeyError if lib is ref else type("MyKeyError", (KeyError,), {}))("boom")
 
-    run_both(ref, sub, fn)
+    run_both(ref, sub, fn, raises=KeyError)
 
 
 def test_run_both_subject_must_raise(ref):
@@ -101,8 +101,17 @@ def test_run_both_subject_must_raise(ref):
             raise RuntimeError("boom")
         return 1
 
-    with pytest.raises(pytest.fail.Exception):
-        run_both(ref, sub, fn)
+    with pytest.raises(pytest.fail.Exception, match="subject returned 1"):
+        run_both(ref, sub, fn, raises=RuntimeError)
+
+
+def test_run_both_reference_error_needs_an_expectation(ref):
+    """Both raising the same type is no pass unless the case says the reference raises."""
+    with pytest.raises(AssertionError, match=r"reference raised KeyError .* does not expect it.*raises=KeyError"):
+        run_both(ref, ref, lambda lib, td: td["zz"])
+    run_both(ref, ref, lambda lib, td: td["zz"], raises=KeyError)
+    with pytest.raises(AssertionError, match="test premise: reference raised KeyError, not"):
+        run_both(ref, ref, lambda lib, td: td["zz"], raises=ValueError)
 
 
 def test_run_both_premise(ref):

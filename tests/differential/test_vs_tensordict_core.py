@@ -49,7 +49,7 @@ CONSTRUCT = [
     ),
     case("names_default", lambda lib, _: lib.TensorDict(plain(), batch_size=[4, 5]).names),
     case("scalar_values", lambda lib, _: lib.TensorDict({"a": 1.0, "b": 2, "c": True})),
-    case("scalar_value_batched", lambda lib, _: lib.TensorDict({"a": 1.0}, batch_size=[3])),
+    case("scalar_value_batched", lambda lib, _: lib.TensorDict({"a": 1.0}, batch_size=[3]), raises=RuntimeError),
     case("td_value", lambda lib, _: lib.TensorDict({"t": lib.TensorDict(_ab(), [3])}, batch_size=[3])),
     case(
         "td_value_longer_batch",
@@ -67,7 +67,7 @@ CONSTRUCT = [
         lambda lib, _: lib.TensorDict({"n": {"x": torch.zeros(2)}}, [3]),
         raises=RuntimeError,
     ),
-    case("bad_names_length", lambda lib, _: lib.TensorDict(_ab(), batch_size=[3], names=["x", "y"])),
+    case("bad_names_length", lambda lib, _: lib.TensorDict(_ab(), batch_size=[3], names=["x", "y"]), raises=ValueError),
     case("bad_list_value", lambda lib, _: lib.TensorDict({"a": [1, 2, 3]}, batch_size=[3])),
 ]
 
@@ -338,13 +338,13 @@ LOCK = [
         _locked(lambda lib, td: td["nested"].set("z", torch.zeros(4, 5))),
         raises=RuntimeError,
     ),
-    case("set_existing_key", _locked(lambda lib, td: td.set("a", torch.zeros(4, 5, 3)))),
+    case("set_existing_key", _locked(lambda lib, td: td.set("a", torch.zeros(4, 5, 3))), raises=RuntimeError),
     case("set_", _locked(lambda lib, td: td.set_("a", torch.zeros(4, 5, 3)))),
     case("setitem_index", _locked(lambda lib, td: td.__setitem__(0, td[1].clone()) or td)),
     case("del", _locked(_del("a")), raises=RuntimeError),
     case("pop", _locked(lambda lib, td: td.pop("a")), raises=RuntimeError),
     case("update_new_key", _locked(_update(lambda lib: {"z": torch.zeros(4, 5)})), raises=RuntimeError),
-    case("update_existing", _locked(_update(lambda lib: {"a": torch.zeros(4, 5, 3)}))),
+    case("update_existing", _locked(_update(lambda lib: {"a": torch.zeros(4, 5, 3)})), raises=RuntimeError),
     case("rename", _locked(lambda lib, td: td.rename_key_("a", "z")), raises=RuntimeError),
     case("batch_size_setter", _locked(_set_bs([4]))),
     case("clear", _locked(lambda lib, td: td.clear()), raises=RuntimeError),
@@ -414,7 +414,7 @@ BAD_SET = [
     case("wrong_batch", lambda lib, td: td.set("z", torch.zeros(3, 5)), raises=RuntimeError),
     case("too_few_dims", lambda lib, td: td.set("z", torch.zeros(4)), raises=RuntimeError),
     case("python_scalar_batched", lambda lib, td: td.set("z", 1.0), raises=RuntimeError),
-    case("python_list", lambda lib, td: td.set("z", [1, 2])),
+    case("python_list", lambda lib, td: td.set("z", [1, 2]), raises=RuntimeError),
     case("string_get_nontensor", lambda lib, td: td.set("z", "hello").get("z")),
     case("string_getitem_data", lambda lib, td: td.set("z", "hello")["z"]),
     case("nested_wrong_batch", lambda lib, td: td.set(("nested", "z"), torch.zeros(5)), raises=RuntimeError),
@@ -425,9 +425,9 @@ BAD_SET = [
         raises=RuntimeError,
     ),
     case("setitem_wrong_batch", _setitem("z", lambda lib: torch.zeros(5, 4)), raises=RuntimeError),
-    case("empty_key", lambda lib, td: td.set((), torch.zeros(4, 5))),
-    case("int_key", lambda lib, td: td.set(0, torch.zeros(4, 5))),
-    case("key_through_leaf", lambda lib, td: td.set(("a", "x"), torch.zeros(4, 5))),
+    case("empty_key", lambda lib, td: td.set((), torch.zeros(4, 5)), raises=KeyError),
+    case("int_key", lambda lib, td: td.set(0, torch.zeros(4, 5)), raises=KeyError),
+    case("key_through_leaf", lambda lib, td: td.set(("a", "x"), torch.zeros(4, 5)), raises=KeyError),
 ]
 
 

@@ -91,7 +91,7 @@ PAD = [
         "pad_tensor_size",
         lambda lib, td: lib.functional.pad(td, torch.tensor([1, 1])),
         "a tensor pad_size is accepted (tensordict raises ValueError: step must be greater than zero)",
-        data="float",
+        data="float", raises=ValueError,
     ),
     case("pad_empty_size", lambda lib, td: lib.functional.pad(td, []), data="float"),
     case("pad_inplace", lambda lib, td: lib.functional.pad(td, [1, 2], inplace=True), data="float"),
@@ -365,7 +365,7 @@ MERGE = [
         "merge_leaf_vs_node",
         lambda lib, _: lib.functional.merge_tensordicts(_three(lib)[0], td_(lib, {"n": torch.zeros(2)}, [2])),
         "a key that is a leaf in one input and a TensorDict in another raises a TypeError naming it "
-        "(tensordict raises AttributeError: 'Tensor' object has no attribute '_get_str')",
+        "(tensordict raises AttributeError: 'Tensor' object has no attribute '_get_str')", raises=AttributeError,
     ),
 ]
 
@@ -408,7 +408,7 @@ MAKE_GROUP = [
     differ(
         "make_int_batch",
         lambda lib, _: lib.functional.make_tensordict(a=torch.zeros(3, 4), batch_size=3),
-        "an int batch_size is accepted, as the annotation says (tensordict raises TypeError)",
+        "an int batch_size is accepted, as the annotation says (tensordict raises TypeError)", raises=TypeError,
     ),
     case(
         "group_tensor",
@@ -572,7 +572,7 @@ CONVERSIONS = [
         "nt_plain_tuple",
         lambda lib, _: lib.TensorDict.from_namedtuple((torch.zeros(2),)),
         "a plain tuple raises a TypeError (tensordict raises AttributeError: 'tuple' object has no "
-        "attribute 'items')",
+        "attribute 'items')", raises=AttributeError,
     ),
     case("tuple_plain", lambda lib, _: lib.TensorDict.from_tuple((torch.zeros(3, 4), 1))),
     case(
@@ -631,7 +631,7 @@ CONVERSIONS = [
         "struct_device",
         lambda lib, _: lib.TensorDict.from_struct_array(_struct(), device="cpu"),
         "device='cpu' gives a TensorDict on the CPU (tensordict raises RuntimeError: Can only mark one "
-        "TensorDict at a time)",
+        "TensorDict at a time)", raises=RuntimeError,
     ),
     case(
         "struct_batch_dims_warns",

@@ -130,7 +130,8 @@ CONSTRUCT = [
         lambda lib, _: lib.LazyStackedTensorDict(_member(lib, 0), torch.zeros(3)),
         raises=TypeError,
     ),
-    case("lz_ctor_bad_stack_dim", lambda lib, _: lib.LazyStackedTensorDict(*_members(lib), stack_dim=3)),
+    case("lz_ctor_bad_stack_dim", lambda lib, _: lib.LazyStackedTensorDict(*_members(lib), stack_dim=3),
+         raises=RuntimeError),
     case("lz_ctor_ragged", lambda lib, _: _m(lib.LazyStackedTensorDict(_member(lib, 0, 3), _member(lib, 1, 4)))),
     case(
         "lz_ctor_ragged_sd1",
@@ -412,13 +413,13 @@ WRITE = [
     case("lz_append_sd1", _written(lambda lib, s: s.append(_member(lib, 7)), lambda lib: _homo(lib, 1))),
     case(
         "lz_append_ragged",
-        _written(lambda lib, s: s.append(_member(lib, 7, 4))),
+        _written(lambda lib, s: s.append(_member(lib, 7, 4))), raises=ValueError,
     ),
     case(
         "lz_append_batch_dims_differ",
-        _written(lambda lib, s: s.append(_member(lib, 7).unsqueeze(-1))),
+        _written(lambda lib, s: s.append(_member(lib, 7).unsqueeze(-1))), raises=ValueError,
     ),
-    case("lz_batch_size_setter", _written(lambda lib, s: setattr(s, "batch_size", [3]))),
+    case("lz_batch_size_setter", _written(lambda lib, s: setattr(s, "batch_size", [3])), raises=RuntimeError),
     # a key whose leaf shapes differ across members: tensordict checks existence without stacking
     case(
         "lz_het_contains",

@@ -83,7 +83,7 @@ SET_NT = [
     case("wrapper_in_wrapper", _set_nt(lambda lib: lib.NonTensorData(lib.NonTensorData("text")))),
     case("plain", _set_nt(lambda lib: "text")),
     case("dict", _set_nt(lambda lib: {"lr": 0.1})),
-    case("stack", _set_nt(lambda lib: lib.NonTensorStack(*[lib.NonTensorStack(*"abcde")] * 4))),
+    case("stack", _set_nt(lambda lib: lib.NonTensorStack(*[lib.NonTensorStack(*"abcde")] * 4)), raises=AttributeError),
 ]
 
 
