@@ -293,14 +293,7 @@ _H5_FOLDER: list[str] = []
 def make_h5(seed: int = 0) -> TensorDictBase:
     """A :class:`~tensorbatch.persistent.PersistentTensorDict`: the reference content written to a new HDF5
     file (``from_dict``), open read-write. Reads are copies of the datasets."""
-    from tensorbatch.persistent import PersistentTensorDict
-
-    if not _H5_FOLDER:
-        _H5_FOLDER.append(tempfile.mkdtemp(prefix="tb-h5-flavour-"))
-        atexit.register(shutil.rmtree, _H5_FOLDER[0], True)
-    fd, path = tempfile.mkstemp(suffix=".h5", dir=_H5_FOLDER[0])
-    os.close(fd)
-    return PersistentTensorDict.from_dict(make_td(seed), path)
+    return make_h5_from(make_td(seed))
 
 
 def make_h5_view(seed: int = 0) -> TensorDictBase:
@@ -312,6 +305,7 @@ def make_h5_view(seed: int = 0) -> TensorDictBase:
 
 
 def make_h5_from(td: TensorDictBase) -> TensorDictBase:
+    pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
     from tensorbatch.persistent import PersistentTensorDict
 
     if not _H5_FOLDER:
@@ -320,14 +314,16 @@ def make_h5_from(td: TensorDictBase) -> TensorDictBase:
     fd, path = tempfile.mkstemp(suffix=".h5", dir=_H5_FOLDER[0])
     os.close(fd)
     return PersistentTensorDict.from_dict(td, path)
+
+
 def make_store(seed: int = 0) -> TensorDictBase:
     """A :class:`~tensorbatch.store.TensorDictStore` holding the reference content, on the test run's server
     (``tests/_redis_server.py``: started on first use, stopped at session end)."""
     from _redis_server import SOCKET_TIMEOUT, shared_server
 
+    server = shared_server()  # (skips without the redis extra)
     from tensorbatch.store import TensorDictStore
 
-    server = shared_server()
     return TensorDictStore.from_tensordict(make_td(seed), host=server.host, port=server.port,
                                            socket_timeout=SOCKET_TIMEOUT, prefix="flavour")
 
@@ -337,9 +333,9 @@ def make_lazy_store(seed: int = 0) -> TensorDictBase:
     elements of batch [4]), on the test run's server."""
     from _redis_server import SOCKET_TIMEOUT, shared_server
 
+    server = shared_server()  # (skips without the redis extra)
     from tensorbatch.store import LazyStackedTensorDictStore
 
-    server = shared_server()
     return LazyStackedTensorDictStore.from_lazy_stack(make_lazy_stack0(seed), host=server.host, port=server.port,
                                                       socket_timeout=SOCKET_TIMEOUT, prefix="flavour")
 

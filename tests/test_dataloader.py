@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
@@ -21,7 +21,9 @@ from torch.utils.data._utils.pin_memory import pin_memory as torch_pin_memory
 
 from tensorbatch import LazyStackedTensorDict, TensorClass, TensorDict, TypedTensorDict
 from tensorbatch.persistent import PersistentTensorDict
-from tensorbatch.store import TensorDictStore
+
+if TYPE_CHECKING:
+    from tensorbatch.store import TensorDictStore
 
 N = 10
 TIMEOUT = 60  # seconds a DataLoader waits for a worker's batch
@@ -66,6 +68,7 @@ def make_typed() -> TypedRows:
 @pytest.fixture
 def h5(tmp_path: Path) -> Iterator[PersistentTensorDict]:
     """The file opened ``"r"``: workers reopen it ``"r"`` too (HDF5 locks a file open for writing)."""
+    pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
     PersistentTensorDict.from_dict(make_td(), filename=str(tmp_path / "rows.h5")).close()
     out = PersistentTensorDict.from_h5(str(tmp_path / "rows.h5"))
     yield out
@@ -79,6 +82,8 @@ def server() -> Server:
 
 @pytest.fixture
 def store(server: Server) -> Iterator[TensorDictStore]:
+    from tensorbatch.store import TensorDictStore  # (needs the redis extra: the server fixture skips without it)
+
     out = TensorDictStore.from_tensordict(make_td(), **server.kwargs())
     yield out
     out.clear_redis()
@@ -119,7 +124,7 @@ def expected_type(dataset: Any) -> str:
     """The class of a batch read in the main process (tensordict 0.15.3 gives the same kinds)."""
     if isinstance(dataset, PersistentTensorDict):
         return "IndexedView"  # a lazy view of the file, as indexing gives (tensordict: a _SubTensorDict)
-    if isinstance(dataset, TensorDictStore):
+    if type(dataset).__name__ == "TensorDictStore":  # (by name: tensorbatch.store needs the redis extra)
         return "TensorDict"  # read from the server
     return type(dataset).__name__
 

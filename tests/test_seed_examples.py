@@ -4,9 +4,9 @@ shared/seeds/tensorclass-ifevalscoredata-reference.txt), with ``tensordict`` spe
 Examples that need a feature we do not have yet run anyway, marked with ``_missing``: strict xfails raising
 the AttributeError of the missing name (once the feature lands they pass, and the strict mark fails the
 suite until it is removed; none is left). The Redis examples run on the test run's server
-(``tests/_redis_server.py``) in place of ``host="localhost"`` (or the seed's ``"redis-node"``). Printed reprs are
-checked through the values they show (our repr format
-differs from tensordict's).
+(``tests/_redis_server.py``) in place of ``host="localhost"`` (or the seed's ``"redis-node"``). Printed reprs
+are checked through the values they show (our repr format differs from tensordict's). The HDF5 examples skip
+without h5py (the h5 extra).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import tempfile
 
-import h5py
 import numpy as np
 import pytest
 import torch
@@ -22,6 +21,11 @@ from torch import Tensor
 
 import tensorbatch
 from tensorbatch import TensorClass, TensorDict, TypedTensorDict, lazy_stack
+
+
+@pytest.fixture
+def h5py():
+    return pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
 
 
 def _missing(feature):
@@ -67,23 +71,25 @@ def test_tc_in_memory(td):
     assert tc.a.shape == torch.Size([4, 3])
 
 
-def test_tc_h5(td, tmp_path):
+def test_tc_h5(td, tmp_path, h5py):
     h5 = tensorbatch.PersistentTensorDict.from_dict(td, filename=str(tmp_path / "data.h5"))
     assert MyTC.from_tensordict(h5).a.shape == torch.Size([4, 3])
 
 
-def _server():
-    """``host``/``port`` of the test run's Redis/Valkey server, for the seed's ``host="localhost"``."""
+@pytest.fixture
+def server_kwargs():
+    """``host``/``port`` of the test run's Redis/Valkey server, for the seed's ``host="localhost"`` (the test
+    skips without the redis extra)."""
     from _redis_server import SOCKET_TIMEOUT, shared_server
 
     server = shared_server()
     return {"host": server.host, "port": server.port, "socket_timeout": SOCKET_TIMEOUT}
 
 
-def test_tc_redis(td):
+def test_tc_redis(td, server_kwargs):
     from tensorbatch.store import TensorDictStore
 
-    store = TensorDictStore.from_tensordict(td, **_server())
+    store = TensorDictStore.from_tensordict(td, **server_kwargs)
     tc_redis = MyTC.from_tensordict(store)
     assert tc_redis.a.shape == torch.Size([4, 3])  # fetched from Redis
     assert torch.equal(tc_redis.a, td["a"])
@@ -125,7 +131,7 @@ def test_ttd_zero_copy():
     assert (td["x"] == 1).all()
 
 
-def test_ttd_h5(tmp_path):
+def test_ttd_h5(tmp_path, h5py):
     persistent = tensorbatch.PersistentTensorDict
     td = TensorDict(x=torch.randn(4, 3), y=torch.randn(4, 5), batch_size=[4])
     persistent.from_dict(td, filename=str(tmp_path / "data.h5"))
@@ -133,11 +139,11 @@ def test_ttd_h5(tmp_path):
     assert State.from_tensordict(h5).x.shape == torch.Size([4, 3])
 
 
-def test_ttd_redis():
+def test_ttd_redis(server_kwargs):
     from tensorbatch.store import TensorDictStore
 
     td = TensorDict(x=torch.randn(4, 3), y=torch.randn(4, 5), batch_size=[4])
-    store = TensorDictStore.from_tensordict(td, **_server())
+    store = TensorDictStore.from_tensordict(td, **server_kwargs)
     state = State.from_tensordict(store)
     assert state.x.shape == torch.Size([4, 3])  # fetched from Redis
     assert torch.equal(state.y, td["y"])
@@ -176,14 +182,14 @@ def test_ttd_lazy_stack_indexing_keeps_the_subclass():
     assert isinstance(ls[0], State)
 
 
-def test_redis_preallocation():
+def test_redis_preallocation(server_kwargs):
     """The seed's schema-then-fill replay buffer (100k rows of 84x84x3 uint8 = 2 GB allocated by the server in
     the seed; 1,000 rows here), then the empty-store variant filled through ``check=False``."""
     from tensorbatch.store import TensorDictStore
 
     store = TensorDictStore.from_schema(
         {"obs": ([84, 84, 3], torch.uint8), "action": ([4], torch.float32), "reward": ([], torch.float32)},
-        batch_size=[1_000], **_server(),
+        batch_size=[1_000], **server_kwargs,
     )
     replay = Replay.from_tensordict(store)
     for i, (obs, action, reward) in enumerate(_samples(3)):
@@ -191,7 +197,7 @@ def test_redis_preallocation():
     assert torch.equal(store["reward"][:4], torch.tensor([0.0, 1, 2, 0]))
     assert store["obs"][2].float().mean() == 2 and store["obs"].shape == torch.Size([1_000, 84, 84, 3])
     store.clear_redis()
-    empty = TensorDictStore(batch_size=[100], **_server())
+    empty = TensorDictStore(batch_size=[100], **server_kwargs)
     replay = Replay.from_tensordict(empty, check=False)
     for i, (obs, action, reward) in enumerate(_samples(2)):
         replay[i] = Replay(obs=obs, action=action, reward=reward, batch_size=[])  # auto-creates the leaves
@@ -255,7 +261,7 @@ def test_ifeval_signature_and_members():
     assert [type(s) for s in scores.unbind(0)] == [IFEvalScoreData] * 3
 
 
-def test_ifeval_from_h5(tmp_path):
+def test_ifeval_from_h5(tmp_path, h5py):
     path = tmp_path / "file.h5"
     with h5py.File(path, "w") as f:
         f["key1"] = np.arange(3, dtype=np.float32)

@@ -153,6 +153,12 @@ def test_append_refusals_match(ref, tb, tmp_path, bad):
 
 
 # ---------------------------------------------------------------------------------------------- safetensors
+@pytest.fixture
+def safetensors() -> Any:
+    """The safetensors module; the test skips when the safetensors extra is not installed."""
+    return pytest.importorskip("safetensors", reason="safetensors (the safetensors extra) is not installed")
+
+
 def _st_cases(lib: Any) -> dict[str, Any]:
     return {
         "flat": lib.TensorDict({"w": torch.linspace(-1, 1, 12).view(3, 4), "b": torch.arange(3)}, batch_size=[3]),
@@ -173,7 +179,7 @@ _ST_IDS = ["flat", "nested", "dtypes", "names", "non_tensor", "lazy", "scalar", 
 
 
 @pytest.mark.parametrize("case", _ST_IDS)
-def test_safetensors_both_ways(ref, tb, tmp_path, case):
+def test_safetensors_both_ways(ref, tb, tmp_path, case, safetensors):
     ref.to_safetensors(_st_cases(ref)[case], tmp_path / "ref.safetensors")
     expected = summary(ref.from_safetensors(tmp_path / "ref.safetensors"))
     assert summary(tb.from_safetensors(tmp_path / "ref.safetensors")) == expected
@@ -182,9 +188,8 @@ def test_safetensors_both_ways(ref, tb, tmp_path, case):
     assert summary(tb.from_safetensors(tmp_path / "sub.safetensors")) == expected
 
 
-def test_safetensors_same_tensors_and_metadata(ref, tb, tmp_path):
-    from safetensors import safe_open
-
+def test_safetensors_same_tensors_and_metadata(ref, tb, tmp_path, safetensors):
+    safe_open = safetensors.safe_open
     ref.to_safetensors(_st_cases(ref)["nested"], tmp_path / "r.safetensors")
     tb.to_safetensors(_st_cases(tb)["nested"], tmp_path / "s.safetensors")
     with safe_open(tmp_path / "r.safetensors", "pt") as r, safe_open(tmp_path / "s.safetensors", "pt") as s:
@@ -192,7 +197,7 @@ def test_safetensors_same_tensors_and_metadata(ref, tb, tmp_path):
         assert s.metadata() == r.metadata()
 
 
-def test_plain_checkpoint_loads_alike(ref, tb, tmp_path):
+def test_plain_checkpoint_loads_alike(ref, tb, tmp_path, safetensors):
     from safetensors.torch import save_file
 
     save_file({"0.weight": torch.ones(4, 3), "0.bias": torch.zeros(4), "scale": torch.tensor(2.0)},
@@ -202,7 +207,7 @@ def test_plain_checkpoint_loads_alike(ref, tb, tmp_path):
 
 
 @pytest.mark.parametrize("bad", ["object", "nested_tensor", "dup_name", "non_tensor_root"])
-def test_safetensors_refusals_match(ref, tb, tmp_path, bad):
+def test_safetensors_refusals_match(ref, tb, tmp_path, bad, safetensors):
     def make(lib: Any) -> Any:
         if bad == "object":
             return lib.TensorDict({"a": {"b": lib.NonTensorData(object())}})

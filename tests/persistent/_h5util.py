@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import h5py
 import numpy as np
 import pytest
 import torch
+
+h5py = pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
 
 SUBJECT = os.environ.get("TB_DIFF_SUBJECT", "tensorbatch")
 IS_TB = SUBJECT == "tensorbatch"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pickle
 
-import h5py
 import numpy as np
 import pytest
 import torch
@@ -18,6 +17,8 @@ import torch
 from tensorbatch import TensorDict, from_h5
 from tensorbatch._ops.rows import plan_rows
 from tensorbatch.persistent import PersistentTensorDict, ReadOnlyError, _rows
+
+h5py = pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
 
 T = torch.tensor
 

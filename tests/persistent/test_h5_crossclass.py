@@ -12,13 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import h5py
 import numpy as np
 import pytest
 import torch
 from torch import Tensor
 
 from ._h5util import ours_only, tb
+
+h5py = pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
 
 
 class MyTC(tb.TensorClass):

@@ -6,7 +6,6 @@ chunks spanning the other dims) are read with ``os.preadv``; every other dataset
 
 from __future__ import annotations
 
-import h5py
 import numpy as np
 import pytest
 import torch
@@ -14,6 +13,8 @@ import torch
 from tensorbatch import from_h5
 from tensorbatch._ops.rows import plan_rows
 from tensorbatch.persistent import _rows
+
+h5py = pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
 
 T = torch.tensor
 N = 300

@@ -21,12 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import h5py
 import numpy as np
 import pytest
 import torch
 
 from ._h5util import assert_same_raw, difference, ours_only, quiet, raw_content, summary, tb, text
+
+h5py = pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
 
 ref = pytest.importorskip("tensordict", reason="tensordict (the reference, 0.15.3) is not installed")
 

@@ -24,13 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import h5py
 import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ._h5util import SUBJECT, ours_only, quiet, tb
+
+h5py = pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
 
 # children import the subject this process imported (the checkout under test; -P: not the working directory's)
 _HOME = Path(tb.__file__).resolve().parents[1]

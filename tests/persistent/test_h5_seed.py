@@ -20,11 +20,12 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-import h5py
 import pytest
 import torch
 
 from ._h5util import IS_TB, is_collection, quiet, summary, tb
+
+h5py = pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
 
 TensorDict = tb.TensorDict
 PersistentTensorDict = tb.PersistentTensorDict

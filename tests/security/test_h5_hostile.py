@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import h5py
 import numpy as np
 import pytest
 import torch
@@ -19,6 +18,8 @@ from tensorbatch import from_h5
 from tensorbatch.persistent import PersistentTensorDict
 
 from ._files import digest
+
+h5py = pytest.importorskip("h5py", reason="h5py (the h5 extra) is not installed")
 
 
 @pytest.fixture

@@ -14,14 +14,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-import redis
 import torch
 from _flavours import RefSample
 from _redis_server import Server, shared_server, start_server
 
-from tensorbatch import NonTensorData, NonTensorStack, TensorClass, TensorDict
-from tensorbatch.store import LazyStackedTensorDictStore, StoreConnectionError, TensorDictStore
-from tensorbatch.store._conn import client_options
+redis = pytest.importorskip("redis", reason="redis (the redis extra) is not installed")  # (tensorbatch.store needs it)
+
+from tensorbatch import NonTensorData, NonTensorStack, TensorClass, TensorDict  # noqa: E402
+from tensorbatch.store import LazyStackedTensorDictStore, StoreConnectionError, TensorDictStore  # noqa: E402
+from tensorbatch.store._conn import client_options  # noqa: E402
 
 
 class _Pair(TensorClass):

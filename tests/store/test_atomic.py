@@ -5,11 +5,12 @@ memory)."""
 from __future__ import annotations
 
 import pytest
-import redis
 import torch
 
-from tensorbatch import TensorClass, TensorDict, TypedTensorDict
-from tensorbatch.store import TensorDictStore
+redis = pytest.importorskip("redis", reason="redis (the redis extra) is not installed")  # (tensorbatch.store needs it)
+
+from tensorbatch import TensorClass, TensorDict, TypedTensorDict  # noqa: E402
+from tensorbatch.store import TensorDictStore  # noqa: E402
 
 
 def _server_state(srv, store):

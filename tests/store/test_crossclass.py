@@ -7,6 +7,8 @@ import pytest
 import torch
 from torch import Tensor
 
+pytest.importorskip("redis", reason="redis (the redis extra) is not installed")  # (tensorbatch.store needs it)
+
 from tensorbatch import TensorClass, TensorDict, TypedTensorDict
 from tensorbatch.store import TensorDictStore
 

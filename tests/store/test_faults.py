@@ -7,11 +7,12 @@ import multiprocessing
 import time
 
 import pytest
-import redis
 import torch
 
-from tensorbatch import NonTensorStack, TensorDict
-from tensorbatch.store import StoreLostError, StoreTimeoutError, TensorDictStore
+redis = pytest.importorskip("redis", reason="redis (the redis extra) is not installed")  # (tensorbatch.store needs it)
+
+from tensorbatch import NonTensorStack, TensorDict  # noqa: E402
+from tensorbatch.store import StoreLostError, StoreTimeoutError, TensorDictStore  # noqa: E402
 
 
 def test_hung_server_is_bounded_by_the_timeout(private_server):

@@ -8,6 +8,8 @@ import pickle
 import pytest
 import torch
 
+pytest.importorskip("redis", reason="redis (the redis extra) is not installed")  # (tensorbatch.store needs it)
+
 from tensorbatch import LazyStackedTensorDict, TensorDict, lazy_stack
 from tensorbatch.store import LazyStackedTensorDictStore, TensorDictStore
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+pytest.importorskip("redis", reason="redis (the redis extra) is not installed")  # (tensorbatch.store needs it)
+
 from tensorbatch import TensorDict
 from tensorbatch.store import TensorDictStore
 

@@ -7,12 +7,13 @@ import multiprocessing
 import pickle
 
 import pytest
-import redis
 import torch
 from _flavours import RefSample
 
-from tensorbatch import TensorDict, TypedTensorDict
-from tensorbatch.store import TensorDictStore
+redis = pytest.importorskip("redis", reason="redis (the redis extra) is not installed")  # (tensorbatch.store needs it)
+
+from tensorbatch import TensorDict, TypedTensorDict  # noqa: E402
+from tensorbatch.store import TensorDictStore  # noqa: E402
 
 
 def _td() -> TensorDict:
