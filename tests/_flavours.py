@@ -628,8 +628,8 @@ def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
                 ((tuple(k.decode().split(".")), score) for k, score in ranks)
                 if path[: len(path0)] == path0 and ".".join(path) in td._state.leaves}
     if isinstance(td, NumpyStore):  # it stores numpy arrays (a read wraps one in a new tensor each time)
-        return {(*prefix, *path[len(td._prefix):]): id(array) for path, array in td._storage.arrays.items()
-                if path[: len(td._prefix)] == td._prefix}
+        return {(*prefix, *path[len(td._path):]): id(array) for path, array in td.dialect.arrays.items()
+                if path[: len(td._path)] == td._path}
     for key, value in td.items():
         if is_tensor_collection(value) and not is_non_tensor(value):
             out.update(_stored_ids(value, (*prefix, key)))

@@ -1,0 +1,120 @@
+"""The dialect protocol: what a storage must say for :class:`~tensorbatch.stored.StoredTensorDict` to run on it.
+
+A dialect speaks one storage (zarr, a dict of numpy arrays, ...) in terms of paths (tuples of keys from the
+root). It knows nothing of batch sizes checks, locks, names, views or the TensorDict API: the stored layer does
+all of that once, over these few calls. Entries are of three kinds (``tensorbatch._ops.meta``): ``TENSOR``,
+``NODE`` (a nested TensorDict: a group) and ``NON_TENSOR`` (a NonTensorData/NonTensorStack held whole).
+
+Every method takes paths the layer has checked (the entry exists and has the kind asked for), except where
+said. A dialect raises ``TypeError`` for a value it cannot store (a dtype it has no type for, say), before it
+changes anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from .._ops.rows import RowPlan
+
+Path = tuple[str, ...]
+
+
+class Dialect:
+    """Base class of the storage dialects (see the module docstring); subclasses override every method.
+
+    Class facts:
+        name: the storage's name, as ``register_storage`` and error messages use it (``"zarr"``).
+        copy_reads: True when ``read`` returns a copy (zarr, HDF5, a server), False when it shares the storage's
+            memory (a numpy array): in-place tensor ops then reach the storage without a write-back.
+    """
+
+    name: str = "storage"
+    copy_reads: bool = True
+
+    # ------------------------------------------------------------------ structure
+    def entries(self, path: Path) -> dict[str, str]:
+        """``{key: kind}`` of the node at ``path``, in a stable order."""
+        raise NotImplementedError
+
+    def tensor_meta(self, path: Path) -> tuple[torch.Size, torch.dtype]:
+        """``(shape, dtype)`` of the tensor leaf at ``path``, from metadata only."""
+        raise NotImplementedError
+
+    def node_facts(self, path: Path) -> tuple[torch.Size | None, tuple[Any, ...] | None]:
+        """``(batch size, dim names)`` recorded for the node at ``path``, each None when the storage has none."""
+        raise NotImplementedError
+
+    def set_node_facts(self, path: Path, batch_size: torch.Size, names: tuple[Any, ...] | None) -> None:
+        """Record the batch size (and names, None for none) of the node at ``path``."""
+        raise NotImplementedError
+
+    def create_node(self, path: Path, batch_size: torch.Size, names: tuple[Any, ...] | None) -> None:
+        """Create an empty node at ``path`` (its parent exists; nothing is there) with these facts."""
+        raise NotImplementedError
+
+    def delete(self, path: Path) -> None:
+        """Remove the entry at ``path`` and, for a node, everything under it."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ tensor leaves
+    def read(self, path: Path) -> torch.Tensor:
+        """The whole tensor leaf at ``path`` (a CPU tensor)."""
+        raise NotImplementedError
+
+    def read_rows(self, path: Path, plan: RowPlan) -> torch.Tensor:
+        """The rows ``plan`` selects of the tensor leaf at ``path``: ``leaf[plan.index]``."""
+        raise NotImplementedError
+
+    def write(self, path: Path, value: torch.Tensor) -> None:
+        """Store ``value`` (a CPU tensor) as a new tensor leaf at ``path`` (nothing is there)."""
+        raise NotImplementedError
+
+    def write_into(self, path: Path, value: torch.Tensor) -> None:
+        """Overwrite the values of the tensor leaf at ``path`` with ``value`` (broadcastable to its shape)."""
+        raise NotImplementedError
+
+    def write_rows(self, path: Path, plan: RowPlan, value: torch.Tensor) -> None:
+        """``leaf[plan.index] = value``: ``value`` has ``plan.target_shape(shape)``; the last repeat of a row wins."""
+        raise NotImplementedError
+
+    def alloc(self, path: Path, shape: torch.Size, dtype: torch.dtype) -> None:
+        """Create a zero-filled tensor leaf at ``path`` (nothing is there) without writing data if possible."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ non-tensor leaves
+    def read_object(self, path: Path, batch_size: torch.Size) -> Any:
+        """The NonTensorData or NonTensorStack at ``path`` (``batch_size``: its node's)."""
+        raise NotImplementedError
+
+    def object_shape(self, path: Path, batch_size: torch.Size) -> torch.Size:
+        """The batch size of the non-tensor leaf at ``path`` without decoding it."""
+        raise NotImplementedError
+
+    def write_object(self, path: Path, value: Any) -> None:
+        """Store a NonTensorData or NonTensorStack at ``path`` (nothing is there)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ life
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A group of writes the storage makes atomic where it can (nothing by default)."""
+        yield
+
+    def flush(self) -> None:
+        """Make the writes so far durable (nothing by default)."""
+
+    def close(self) -> None:
+        """Release the storage (nothing by default); reads after it may fail."""
+
+    @property
+    def writable(self) -> bool:
+        """False when the storage was opened read-only: the layer refuses every write before it starts."""
+        return True
+
+    def describe(self, path: Path) -> str:
+        """Where ``path`` lives, for error messages (``"store.zarr:/a/b"``)."""
+        return f"{self.name}:/" + "/".join(path)

@@ -1,0 +1,356 @@
+"""StoredTensorDict: the TensorDict API over any storage dialect, written once.
+
+A :class:`StoredTensorDict` is a node of a stored tree viewed by its path. Its primitives (batch size, keys,
+get/set/delete), storage hooks (leaf metadata, row reads and writes, allocation), batch-size checks, names,
+lock, ``with``/close and pickling live here; the storage itself is a :class:`~tensorbatch.stored.Dialect`.
+What the layer learns of the layout (kinds, shapes, batch sizes) is cached in the tree's :class:`State`, which
+every view of it shares: the layer assumes it is the storage's only writer while the tree is open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+
+from .._base.coerce import checked_names
+from .._errors import batch_mismatch, missing_key
+from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
+from .._ops.rows import RowPlan, check_fits
+from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
+from ..base import TensorDictBase
+from ._dialect import Dialect, Path
+
+_CPU = torch.device("cpu")
+
+
+class ReadOnlyStorageError(PermissionError):
+    """A write through a StoredTensorDict whose storage is open for reading only."""
+
+
+class State:
+    """What every view of one stored tree shares: the dialect and the layout cached from it."""
+
+    __slots__ = ("batch", "batch_dims", "children", "dialect", "locked", "meta", "names")
+
+    def __init__(self, dialect: Dialect, batch_dims: int | None = None) -> None:
+        self.dialect = dialect
+        self.batch_dims = batch_dims  # for nodes that record no batch size: at most this many inferred dims
+        self.children: dict[Path, dict[str, str]] = {}
+        self.meta: dict[Path, tuple[torch.Size, torch.dtype]] = {}
+        self.batch: dict[Path, torch.Size] = {}
+        self.names: dict[Path, tuple[Any, ...]] = {}
+        self.locked: dict[Path, bool] = {}
+
+    def entries(self, path: Path) -> dict[str, str]:
+        found = self.children.get(path)
+        if found is None:
+            found = self.children[path] = dict(self.dialect.entries(path))
+        return found
+
+    def tensor_meta(self, path: Path) -> tuple[torch.Size, torch.dtype]:
+        found = self.meta.get(path)
+        if found is None:
+            shape, dtype = self.dialect.tensor_meta(path)
+            found = self.meta[path] = (torch.Size(shape), dtype)
+        return found
+
+    def batch_of(self, path: Path) -> torch.Size:
+        found = self.batch.get(path)
+        if found is not None:
+            return found
+        recorded, names = self.dialect.node_facts(path)
+        if recorded is None:  # inferred from the entries' shapes: the longest leading shape they share
+            shapes = []
+            for key, kind in self.entries(path).items():
+                if kind == TENSOR:
+                    shapes.append(self.tensor_meta((*path, key))[0])
+                elif kind == NODE:
+                    shapes.append(self.batch_of((*path, key)))
+            recorded = common_batch(shapes, self.batch_dims)
+        elif names is not None and any(n is not None for n in names):
+            self.names[path] = tuple(names)
+        self.batch[path] = recorded
+        return recorded
+
+    def forget(self, path: Path) -> None:
+        """Drop what is cached at and below ``path`` (after a delete or a replacement)."""
+        n = len(path)
+        for table in (self.children, self.meta, self.batch, self.names, self.locked):
+            for known in [p for p in table if p[:n] == path]:
+                del table[known]
+
+
+class StoredTensorDict(TensorDictBase):
+    """A TensorDict whose entries live in a storage, reached through a :class:`~tensorbatch.stored.Dialect`.
+
+    Reads go to the storage on access (a tensor read is a copy unless the dialect shares memory); writes go
+    to it at once, validated first (a failed write leaves it unchanged). Results of generic operations are
+    in-memory TensorDicts. Nested TensorDicts are views of the same storage. The batch size of a node that
+    records none is the longest leading shape its entries share (at most ``batch_dims`` dims).
+
+    Args:
+        dialect: the storage.
+        batch_size: when given, checked against the entries and recorded (else read or inferred).
+        batch_dims: the most dims an inferred batch size may have.
+    """
+
+    __slots__ = ("_path", "_state")
+    _leaves_in_memory = False
+
+    def __init__(self, dialect: Dialect, *, batch_size: Any = None, batch_dims: int | None = None) -> None:
+        self._state = State(dialect, batch_dims)
+        self._path: Path = ()
+        if batch_size is not None:
+            self.batch_size = batch_size
+
+    @classmethod
+    def _view(cls, state: State, path: Path) -> StoredTensorDict:
+        out = object.__new__(cls)
+        out._state, out._path = state, path
+        return out
+
+    @property
+    def dialect(self) -> Dialect:
+        """The storage this TensorDict reads and writes."""
+        return self._state.dialect
+
+    # ------------------------------------------------------------------ life
+    def close(self) -> None:
+        """Close the storage; the TensorDict (and its views) cannot be used after it."""
+        self._state.dialect.close()
+
+    def flush(self) -> None:
+        """Make the writes so far durable."""
+        self._state.dialect.flush()
+
+    _exit_plain = close  # a plain ``with td:`` closes (a ``with td.lock_():`` undoes the lock: the base __exit__)
+
+    def _check_writable(self, key: Any) -> None:
+        dialect = self._state.dialect
+        if not dialect.writable:
+            raise ReadOnlyStorageError(f"cannot write {key!r}: {dialect.describe(self._path)} is open read-only "
+                                       "(open it with mode='r+' or 'a' to write)")
+
+    def __reduce__(self) -> Any:
+        """Pickled as its dialect (which pickles as what reopens it) and its path."""
+        state = self._state
+        return (_reopen, (type(self), state.dialect, self._path, state.batch_dims, dict(state.locked)))
+
+    # ------------------------------------------------------------------ primitives
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._state.batch_of(self._path)
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        TensorDictBase.batch_size.fset(self, value)  # type: ignore[attr-defined]  # the base setter
+
+    def _change_batch_size(self, new_size: torch.Size) -> None:
+        self._check_batch(new_size)  # the whole tree first: nothing changes on failure
+        self._check_writable("batch_size")
+        with self._state.dialect.transaction():
+            self._apply_batch(new_size)
+
+    def _check_batch(self, new_size: torch.Size) -> None:
+        n = len(new_size)
+        for key in self._keys_str():
+            shape, _, kind = self._leaf_meta(key)
+            if kind == NON_TENSOR or tuple(shape[:n]) == tuple(new_size):
+                continue  # (a non-tensor value follows the batch size)
+            if kind == NODE and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
+                self._get_str(key)._check_batch(new_size)
+                continue
+            raise batch_mismatch(new_size, (*self._path, key), shape)
+
+    def _apply_batch(self, new_size: torch.Size) -> None:
+        state = self._state
+        for key, kind in list(state.entries(self._path).items()):
+            if kind == NODE and len(state.batch_of((*self._path, key))) < len(new_size):
+                self._get_str(key)._apply_batch(new_size)
+            elif kind == NON_TENSOR:
+                shape = self._leaf_meta(key).shape
+                if len(shape) < len(new_size):  # a value stored with the node's old batch: it follows
+                    value = self._get_str(key)._follow(new_size)
+                    state.dialect.delete((*self._path, key))
+                    state.dialect.write_object((*self._path, key), value)
+        names = state.names.get(self._path)
+        if names is not None and len(names) != len(new_size):
+            del state.names[self._path]
+            names = None
+        state.batch[self._path] = new_size
+        state.dialect.set_node_facts(self._path, new_size, names)
+
+    @property
+    def device(self) -> torch.device:
+        return _CPU
+
+    def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
+        state = self._state
+        kind = state.entries(self._path).get(key)
+        if kind is None:
+            if default is NO_DEFAULT:
+                raise missing_key((*self._path, key), self._keys_str(), type(self).__name__)
+            return default
+        path = (*self._path, key)
+        if kind == TENSOR:
+            return state.dialect.read(path)
+        if kind == NODE:
+            return type(self)._view(state, path)
+        return state.dialect.read_object(path, self.batch_size)
+
+    def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
+        self._check_writable(key)
+        if not validated:
+            value = self._validate(value, (key,))
+        state = self._state
+        path = (*self._path, key)
+        kind = state.entries(self._path).get(key)
+        if inplace and kind == TENSOR and isinstance(value, torch.Tensor):
+            state.dialect.write_into(path, value.detach().cpu())
+            return
+        if inplace and kind == NODE and is_td(value) and type(value) not in NON_TENSOR_TYPES:
+            type(self)._view(state, path).update_(value)
+            return
+        with state.dialect.transaction():
+            if isinstance(value, torch.Tensor):
+                self._replace(key, kind, TENSOR, lambda: state.dialect.write(path, value.detach().cpu()))
+            elif type(value) in NON_TENSOR_TYPES or not is_td(value):
+                self._replace(key, kind, NON_TENSOR, lambda: state.dialect.write_object(path, value))
+            else:
+                items = list(value.items())  # read before a node written onto itself is dropped
+                names = value._maybe_names()
+                self._replace(key, kind, NODE, lambda: state.dialect.create_node(path, value.batch_size, names))
+                node = type(self)._view(state, path)
+                for sub_key, sub_value in items:
+                    node._set_str(sub_key, sub_value, inplace=False, validated=True)
+
+    def _replace(self, key: str, old: str | None, kind: str, write: Any) -> None:
+        """Delete what ``key`` holds (if anything), write the new entry, record its kind."""
+        state, path = self._state, (*self._path, key)
+        if old is not None:
+            state.dialect.delete(path)
+            state.forget(path)
+            del state.entries(self._path)[key]
+        write()
+        state.entries(self._path)[key] = kind
+
+    def _del_str(self, key: str) -> None:
+        self._check_writable(key)
+        state = self._state
+        if key not in state.entries(self._path):
+            raise missing_key((*self._path, key), self._keys_str(), type(self).__name__)
+        path = (*self._path, key)
+        state.dialect.delete(path)
+        state.forget(path)
+        del state.entries(self._path)[key]
+
+    def _keys_str(self) -> Any:
+        return self._state.entries(self._path).keys()
+
+    def _has_str(self, key: str) -> bool:
+        return key in self._state.entries(self._path)
+
+    @property
+    def is_locked(self) -> bool:
+        return self._state.locked.get(self._path, False)
+
+    def _set_lock(self, value: bool) -> None:
+        self._state.locked[self._path] = value
+
+    def _maybe_names(self) -> tuple[Any, ...] | None:
+        self.batch_size  # noqa: B018  # a node's names are read with its batch size
+        return self._state.names.get(self._path)
+
+    @property
+    def names(self) -> list[str | None]:
+        """Names of the batch dims (None for unnamed dims), recorded in the storage."""
+        names = self._maybe_names()
+        return list(names) if names is not None else [None] * self.batch_dims
+
+    @names.setter
+    def names(self, value: Any) -> None:
+        state = self._state
+        names = None if value is None else checked_names(value, self.batch_size)
+        if names is not None and not any(n is not None for n in names):
+            names = None
+        self._check_writable("names")
+        state.dialect.set_node_facts(self._path, self.batch_size, names)
+        if names is None:
+            state.names.pop(self._path, None)
+        else:
+            state.names[self._path] = names
+
+    # ------------------------------------------------------------------ storage hooks
+    def _leaf_meta(self, key: str) -> LeafMeta:
+        state = self._state
+        kind = state.entries(self._path).get(key)
+        path = (*self._path, key)
+        if kind == TENSOR:
+            shape, dtype = state.tensor_meta(path)
+            return LeafMeta(shape, dtype, TENSOR)
+        if kind == NODE:
+            return LeafMeta(state.batch_of(path), None, NODE)
+        if kind == NON_TENSOR:
+            return LeafMeta(state.dialect.object_shape(path, self.batch_size), None, NON_TENSOR)
+        raise missing_key(path, self._keys_str(), type(self).__name__)
+
+    def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
+        return self._rows(plan, keys)
+
+    def _rows(self, plan: RowPlan, keys: Iterable[str] | None) -> TensorDictBase:
+        state, out = self._state, {}
+        for key in self._keys_str() if keys is None else keys:
+            kind = state.entries(self._path).get(key)
+            if kind == TENSOR:
+                out[key] = state.dialect.read_rows((*self._path, key), plan)
+            elif kind == NODE:
+                out[key] = self._get_str(key)._rows(plan, None)
+            elif kind == NON_TENSOR:
+                out[key] = self._get_str(key)[plan.index]
+            else:
+                raise missing_key((*self._path, key), self._keys_str(), type(self).__name__)
+        result: TensorDictBase = self._dense_cls(out, batch_size=plan.target_shape(self.batch_size), device=_CPU,
+                                                 names=self._maybe_names() if plan.kind != "int" else None)
+        return result
+
+    def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
+        state, checked = self._state, []
+        for path, value in values.items():  # everything checked before the first write
+            full = (*self._path, *path)
+            parent = state.entries(full[:-1]) if self._is_node(full[:-1]) else {}
+            if parent.get(full[-1]) != TENSOR:
+                self._get(path)  # KeyError naming a missing path
+                raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
+            shape, dtype = state.tensor_meta(full)
+            target = plan.target_shape(shape)
+            if isinstance(value, torch.Tensor):
+                check_fits(path, value.shape, target)
+                value = value.detach().cpu()
+            else:
+                value = torch.as_tensor(value)
+            checked.append((full, value.to(dtype).expand(target)))
+        self._check_writable(next(iter(values), "rows"))
+        with state.dialect.transaction():
+            for full, value in checked:
+                state.dialect.write_rows(full, plan, value)
+
+    def _is_node(self, path: Path) -> bool:
+        if len(path) <= len(self._path):
+            return True
+        parent = self._state.entries(path[:-1]) if self._is_node(path[:-1]) else {}
+        return parent.get(path[-1]) == NODE
+
+    def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
+        self._check_writable(key)
+        state, path = self._state, (*self._path, key)
+        self._replace(key, state.entries(self._path).get(key), TENSOR,
+                      lambda: state.dialect.alloc(path, torch.Size(shape), dtype))
+
+
+def _reopen(cls: type[StoredTensorDict], dialect: Dialect, path: Path, batch_dims: int | None,
+            locked: dict[Path, bool]) -> StoredTensorDict:
+    state = State(dialect, batch_dims)
+    state.locked.update(locked)
+    return cls._view(state, path)
