@@ -5,6 +5,7 @@ from . import _pytree as _pytree  # registers TensorDict with torch's pytree
 # (features adding classmethods to TensorDictBase come before the wrappers, which forward them as classmethods)
 from . import _schema as _schema  # TensorDictBase.from_schema
 from . import persistent as persistent  # TensorDictBase.from_h5/to_h5 (light: h5py is imported when a file is used)
+from . import stored as stored  # the stored layer and its storages: to_zarr/from_zarr (zarr is imported when used)
 from . import nn as nn  # from_module(s)/to_module, TensorDictParams (before the wrappers forward them)
 from ._convert import from_any as from_any
 from ._convert import from_dict as from_dict
@@ -49,6 +50,7 @@ from .functional import stack as stack
 from .functional import unpad_sequence as unpad_sequence
 from .memmap import MemoryMappedTensor as MemoryMappedTensor
 from .persistent import from_h5 as from_h5  # (light: h5py is imported when a file is used)
+from .stored import from_zarr as from_zarr  # (light: zarr is imported when a store is opened)
 from .tabular import from_arrow as from_arrow  # (light: pandas/pyarrow load when called)
 from .tabular import from_csv as from_csv
 from .tabular import from_json as from_json
@@ -132,6 +134,7 @@ __all__ = [
     "PersistentTensorDict", "TensorClass", "TensorDict", "TensorDictBase", "TypedTensorDict", "assert_allclose_td",
     "assert_close", "cat", "dense_stack_tds", "from_any", "from_arrow", "from_csv", "from_dict", "from_h5",
     "from_json", "from_namedtuple", "from_pandas", "from_parquet", "from_pytree", "from_struct_array", "from_tuple",
+    "from_zarr",
     "fromkeys", "group_by", "is_non_tensor", "is_tensor_collection", "is_tensorclass", "lazy_stack", "load",
     "load_memmap", "make_tensordict", "maybe_dense_stack", "memmap", "merge_tensordicts", "pad", "pad_sequence",
     "save", "stack", "tensorclass", "to_arrow", "to_csv", "to_json", "to_pandas", "to_parquet", "unpad_sequence",

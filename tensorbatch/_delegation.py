@@ -36,7 +36,7 @@ _Tensor = torch.Tensor
 _TORCH_STACK = torch.stack
 
 # ----------------------------------------------------------------------------------- the lists
-FORWARD: frozenset[str] = frozenset({
+FORWARD: set[str] = set({  # (a set: a storage registered later adds its to_X/from_X: ``forward``)
     # batch facts (properties; a forwarded property also forwards assignment)
     "batch_size", "batch_dims", "device", "dtype", "depth", "is_locked", "names", "ndim", "requires_grad",
     "shape", "sorted_keys",
@@ -291,6 +291,20 @@ def _classmethod(name: str, wrap: bool) -> classmethod[Any, Any, Any]:
     return classmethod(method)
 
 
+_INSTALLED: list[tuple[type, str]] = []  # the wrapper classes installed so far, with their backend attribute
+
+
+def forward(names: set[str]) -> None:
+    """Add ``names`` to ``FORWARD`` and attach their forwarders to the wrapper classes installed already.
+
+    How a storage registered after import (``tensorbatch.stored.register_storage``) reaches TensorClass and
+    TypedTensorDict: its ``to_X``/``from_X`` are TensorDictBase methods like any other.
+    """
+    FORWARD.update(names)
+    for cls, attr in _INSTALLED:
+        install(cls, attr)
+
+
 def install(cls: type, attr: str) -> None:
     """Attach a forwarder to ``cls`` for every listed name it does not define in its own body.
 
@@ -315,6 +329,8 @@ def install(cls: type, attr: str) -> None:
                 summary = (inspect.getdoc(static) or "").split("\n", 1)[0]
                 forwarder.__doc__ = f"{summary}\n\nForwarded to the wrapped TensorDict."
             setattr(cls, name, forwarder)
+    if (cls, attr) not in _INSTALLED:
+        _INSTALLED.append((cls, attr))
 
 
 _ONLY_DENSE = frozenset({TensorDict})
@@ -380,5 +396,5 @@ def torch_function(func: Any, args: Any, kwargs: Any) -> Any:
 
 
 __all__ = [
-    "EXCLUDED", "FORWARD", "FORWARD_RETURNS_WRAPPED", "PRIMITIVES", "install", "public_methods",
+    "EXCLUDED", "FORWARD", "FORWARD_RETURNS_WRAPPED", "PRIMITIVES", "forward", "install", "public_methods",
 ]

@@ -20,6 +20,7 @@ from tensorbatch._base.storage import StorageHooks
 from tensorbatch._keys import NestedKey
 from tensorbatch._ops.pack import PackLayout
 from tensorbatch.memmap import MemoryMappedTensor
+from tensorbatch.stored._node import StoredTensorDict
 
 class TensorDictBase(StorageHooks, TensorCollection):
     def __abs__(self) -> TensorDictBase: ...
@@ -654,6 +655,8 @@ class TensorDictBase(StorageHooks, TensorCollection):
         device: Any = ...,
         batch_size: Any = ...,
     ) -> Any: ...
+    @classmethod
+    def from_zarr(cls, /, *args: Any, **kwargs: Any) -> Any: ...
     @classmethod
     def fromkeys(cls, keys: Sequence[Any], value: Any = ...) -> Any: ...
     def gather(
@@ -1386,6 +1389,14 @@ class TensorDictBase(StorageHooks, TensorCollection):
     ) -> Any: ...
     def to_struct_array(self) -> np.ndarray: ...
     def to_tensordict(self, *, retain_none: builtins.bool | None = ...) -> TensorDictBase: ...
+    def to_zarr(
+        self,
+        filename: Any,
+        *,
+        allow_pickle: builtins.bool | None = ...,
+        storage_options: dict[str, Any] | None = ...,
+        **kwargs: Any,
+    ) -> StoredTensorDict: ...
     def tolist(
         self,
         *,

@@ -10,5 +10,7 @@ TensorClass/TypedTensorDict wrappers).
 from ._dialect import Dialect as Dialect
 from ._node import ReadOnlyStorageError as ReadOnlyStorageError
 from ._node import StoredTensorDict as StoredTensorDict
+from ._register import register_storage as register_storage
+from ._zarr_io import from_zarr as from_zarr  # (light: zarr is imported when a store is opened)
 
-__all__ = ["Dialect", "ReadOnlyStorageError", "StoredTensorDict"]
+__all__ = ["Dialect", "ReadOnlyStorageError", "StoredTensorDict", "from_zarr", "register_storage"]

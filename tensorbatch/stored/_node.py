@@ -32,11 +32,12 @@ class ReadOnlyStorageError(PermissionError):
 class State:
     """What every view of one stored tree shares: the dialect and the layout cached from it."""
 
-    __slots__ = ("batch", "batch_dims", "children", "dialect", "locked", "meta", "names")
+    __slots__ = ("batch", "batch_dims", "children", "dialect", "infer", "locked", "meta", "names")
 
-    def __init__(self, dialect: Dialect, batch_dims: int | None = None) -> None:
+    def __init__(self, dialect: Dialect, batch_dims: int | None = None, infer: bool = False) -> None:
         self.dialect = dialect
         self.batch_dims = batch_dims  # for nodes that record no batch size: at most this many inferred dims
+        self.infer = infer  # infer every node's batch size, ignoring the recorded ones
         self.children: dict[Path, dict[str, str]] = {}
         self.meta: dict[Path, tuple[torch.Size, torch.dtype]] = {}
         self.batch: dict[Path, torch.Size] = {}
@@ -60,7 +61,7 @@ class State:
         found = self.batch.get(path)
         if found is not None:
             return found
-        recorded, names = self.dialect.node_facts(path)
+        recorded, names = (None, None) if self.infer else self.dialect.node_facts(path)
         if recorded is None:  # inferred from the entries' shapes: the longest leading shape they share
             shapes = []
             for key, kind in self.entries(path).items():
@@ -94,16 +95,20 @@ class StoredTensorDict(TensorDictBase):
         dialect: the storage.
         batch_size: when given, checked against the entries and recorded (else read or inferred).
         batch_dims: the most dims an inferred batch size may have.
+        auto_batch_size: infer every node's batch size from its entries, ignoring the recorded ones.
     """
 
     __slots__ = ("_path", "_state")
     _leaves_in_memory = False
 
-    def __init__(self, dialect: Dialect, *, batch_size: Any = None, batch_dims: int | None = None) -> None:
-        self._state = State(dialect, batch_dims)
+    def __init__(self, dialect: Dialect, *, batch_size: Any = None, batch_dims: int | None = None,
+                 auto_batch_size: bool = False) -> None:
+        self._state = State(dialect, batch_dims, auto_batch_size)
         self._path: Path = ()
         if batch_size is not None:
-            self.batch_size = batch_size
+            size = torch.Size(batch_size)
+            self._check_batch(size)  # (taken for this session: a read-only storage is not written)
+            self._state.batch[()] = size
 
     @classmethod
     def _view(cls, state: State, path: Path) -> StoredTensorDict:
@@ -136,7 +141,8 @@ class StoredTensorDict(TensorDictBase):
     def __reduce__(self) -> Any:
         """Pickled as its dialect (which pickles as what reopens it) and its path."""
         state = self._state
-        return (_reopen, (type(self), state.dialect, self._path, state.batch_dims, dict(state.locked)))
+        return (_reopen, (type(self), state.dialect, self._path, state.batch_dims, state.infer, dict(state.batch),
+                          dict(state.names), dict(state.locked)))
 
     # ------------------------------------------------------------------ primitives
     @property
@@ -349,8 +355,10 @@ class StoredTensorDict(TensorDictBase):
                       lambda: state.dialect.alloc(path, torch.Size(shape), dtype))
 
 
-def _reopen(cls: type[StoredTensorDict], dialect: Dialect, path: Path, batch_dims: int | None,
-            locked: dict[Path, bool]) -> StoredTensorDict:
-    state = State(dialect, batch_dims)
+def _reopen(cls: type[StoredTensorDict], dialect: Dialect, path: Path, batch_dims: int | None, infer: bool,
+            batch: dict[Path, torch.Size], names: dict[Path, Any], locked: dict[Path, bool]) -> StoredTensorDict:
+    state = State(dialect, batch_dims, infer)
+    state.batch.update(batch)
+    state.names.update(names)
     state.locked.update(locked)
     return cls._view(state, path)

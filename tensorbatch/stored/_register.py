@@ -1,0 +1,51 @@
+"""``register_storage``: one call makes a storage known everywhere.
+
+It attaches ``TensorDictBase.to_<name>`` and the classmethod ``TensorDictBase.from_<name>``, makes
+``TensorDict.from_schema(..., storage=name)`` build on it, and has TensorClass and TypedTensorDict forward the
+two methods (``_delegation.forward``). ``tools/gen_stubs.py`` then writes them into ``base.pyi`` like any method.
+No edit of ``tensorbatch/__init__.py``, ``_delegation`` or ``_schema`` is needed for a new storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .. import _delegation, _schema
+from ..base import TensorDictBase
+
+STORAGES: dict[str, dict[str, Callable[..., Any]]] = {}  # name -> {"to", "from", "schema"}
+
+
+def register_storage(name: str, *, to: Callable[..., Any], opener: Callable[..., Any],
+                     schema: Callable[..., Any] | str | None = None) -> None:
+    """Make the storage ``name`` known everywhere.
+
+    Args:
+        name: the storage's name: ``td.to_<name>(...)``, ``TensorDict.from_<name>(...)``, ``storage=name``.
+        to: ``to(td, where, **kwargs)``: writes ``td`` and returns the stored TensorDict over it.
+        opener: ``opener(where, **kwargs)``: the stored TensorDict over existing data.
+        schema: ``schema(schema, batch_size=..., device=..., **kwargs)`` (or ``"module:function"``, imported on
+            first use) for ``from_schema(storage=name)``; None when the storage has none.
+
+    Examples:
+        >>> import tensorbatch
+        >>> from tensorbatch.stored._register import STORAGES
+        >>> sorted(STORAGES), hasattr(tensorbatch.TensorDict, "from_zarr")
+        (['zarr'], True)
+    """
+    if not name.isidentifier():
+        raise ValueError(f"register_storage: the name {name!r} is not an identifier (it names methods)")
+
+    def from_storage(cls: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return opener(*args, **kwargs)
+
+    from_storage.__name__ = f"from_{name}"
+    from_storage.__qualname__ = f"TensorDictBase.from_{name}"
+    from_storage.__doc__ = opener.__doc__
+    setattr(TensorDictBase, f"to_{name}", to)
+    setattr(TensorDictBase, f"from_{name}", classmethod(from_storage))
+    if schema is not None:
+        _schema.register(name, schema)
+    STORAGES[name] = {"to": to, "from": opener, **({"schema": schema} if schema is not None else {})}  # type: ignore[dict-item]
+    _delegation.forward({f"to_{name}", f"from_{name}"})
