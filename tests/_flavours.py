@@ -51,6 +51,8 @@ from tensorbatch import (
     lazy_stack,
 )
 from tensorbatch._delegation import WRAPPER_TYPES, unwrap
+from tensorbatch._ops.meta import NODE, TENSOR
+from tensorbatch.stored import StoredTensorDict
 
 BATCH = torch.Size([3, 4])
 LEAF_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("b",), ("c",), ("nested", "d"), ("nested", "deep", "e"))
@@ -316,6 +318,16 @@ def make_h5_from(td: TensorDictBase) -> TensorDictBase:
     return PersistentTensorDict.from_dict(td, path)
 
 
+def make_zarr(seed: int = 0) -> TensorDictBase:
+    """A zarr-stored TensorDict (``tensorbatch.stored``, the zarr dialect) holding the reference content, written
+    with ``to_zarr`` into a folder, open read-write. Reads are copies of the arrays."""
+    pytest.importorskip("zarr", reason="zarr (the zarr extra) is not installed")
+    if not _H5_FOLDER:
+        _H5_FOLDER.append(tempfile.mkdtemp(prefix="tb-h5-flavour-"))
+        atexit.register(shutil.rmtree, _H5_FOLDER[0], True)
+    return make_td(seed).to_zarr(tempfile.mkdtemp(suffix=".zarr", dir=_H5_FOLDER[0]))
+
+
 def make_store(seed: int = 0) -> TensorDictBase:
     """A :class:`~tensorbatch.store.TensorDictStore` holding the reference content, on the test run's server
     (``tests/_redis_server.py``: started on first use, stopped at session end)."""
@@ -450,6 +462,12 @@ FLAVOURS = [
     # the server, no pytree, select/exclude/detach give in-memory copies).
     _param("lazy_store", make_lazy_store, add={"lazy", "store"},
            drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree", "grad", "shared_select"}),
+    # A zarr-stored TensorDict (the stored layer over the zarr dialect) drops what a PersistentTensorDict drops:
+    # its reads are copies of the arrays, and td[idx] is a view that reads on access and writes through.
+    _param("zarr", make_zarr, add={"device"}, drop=_H5_DROPS),
+    _param("typed_over_zarr", over(RefState, make_zarr), add={"typed", "device"}, drop=_H5_DROPS),
+    _param("tensorclass_over_zarr", over(RefSample, make_zarr), add={"tensorclass", "device"},
+           drop=_TC_DROPS | _H5_DROPS),
     _param("typed_over_td", over(RefState, make_td), add={"typed"}),
     _param("typed_over_numpy", over(RefState, make_numpy_store), add={"typed", "device"}, drop=_STORE_DROPS),
     _param(
@@ -602,6 +620,16 @@ def leaf_ids(flavour: Flavour, td: Any) -> dict[tuple[Any, ...], int]:
     return ids
 
 
+def _dialect_ids(td: StoredTensorDict, path: tuple[str, ...], prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
+    out: dict[tuple[Any, ...], int] = {}
+    for key, kind in td._state.entries(path).items():
+        if kind == TENSOR:
+            out[(*prefix, key)] = td.dialect.leaf_id((*path, key))
+        elif kind == NODE:
+            out.update(_dialect_ids(td, (*path, key), (*prefix, key)))
+    return out
+
+
 def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
     td = unwrap(td)
     out: dict[tuple[Any, ...], int] = {}
@@ -627,9 +655,8 @@ def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
         return {(*prefix, *path[len(path0):]): score for path, score in
                 ((tuple(k.decode().split(".")), score) for k, score in ranks)
                 if path[: len(path0)] == path0 and ".".join(path) in td._state.leaves}
-    if isinstance(td, NumpyStore):  # it stores numpy arrays (a read wraps one in a new tensor each time)
-        return {(*prefix, *path[len(td._path):]): id(array) for path, array in td.dialect.arrays.items()
-                if path[: len(td._path)] == td._path}
+    if isinstance(td, StoredTensorDict):  # the dialect's identity of each stored leaf (a read is a new tensor)
+        return _dialect_ids(td, td._path, prefix)
     for key, value in td.items():
         if is_tensor_collection(value) and not is_non_tensor(value):
             out.update(_stored_ids(value, (*prefix, key)))

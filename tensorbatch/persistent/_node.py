@@ -17,6 +17,7 @@ from .._ops.rows import RowPlan, check_fits, plan_rows
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from .._unbatched import UnbatchedTensor
 from ..base import TensorDictBase
+from ..stored._view import IndexedView
 from . import _format as fmt
 from ._file import OutsideDataError, Shared, add_h5_note, h5_errors, open_file, outside, refuse_outside, split_options
 from ._infer import auto_batch
@@ -31,7 +32,6 @@ from ._rows import (
     wants_no_cache,
     write_rows,
 )
-from ._view import IndexedView
 
 if TYPE_CHECKING:
     import h5py

@@ -30,10 +30,13 @@ class Dialect:
         name: the storage's name, as ``register_storage`` and error messages use it (``"zarr"``).
         copy_reads: True when ``read`` returns a copy (zarr, HDF5, a server), False when it shares the storage's
             memory (a numpy array): in-place tensor ops then reach the storage without a write-back.
+        lazy_index: True when ``td[index]`` is a view reading its rows on access and writing through (what h5py
+            and zarr TensorDicts give in tensordict), False when it reads the rows at once.
     """
 
     name: str = "storage"
     copy_reads: bool = True
+    lazy_index: bool = True
 
     # ------------------------------------------------------------------ structure
     def entries(self, path: Path) -> dict[str, str]:
@@ -96,6 +99,13 @@ class Dialect:
 
     def write_object(self, path: Path, value: Any) -> None:
         """Store a NonTensorData or NonTensorStack at ``path`` (nothing is there)."""
+        raise NotImplementedError
+
+    def leaf_id(self, path: Path) -> int:
+        """An identity of the stored tensor leaf at ``path``: new when the leaf is replaced, kept by writes into it.
+
+        What tests check in-place ops with.
+        """
         raise NotImplementedError
 
     # ------------------------------------------------------------------ life

@@ -21,6 +21,7 @@ from .._ops.rows import RowPlan, check_fits
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
 from ._dialect import Dialect, Path
+from ._view import IndexedView
 
 _CPU = torch.device("cpu")
 
@@ -347,6 +348,15 @@ class StoredTensorDict(TensorDictBase):
             return True
         parent = self._state.entries(path[:-1]) if self._is_node(path[:-1]) else {}
         return parent.get(path[-1]) == NODE
+
+    def _read_index(self, index: Any, materialize: bool = False) -> Any:
+        """``self[index]``: a view reading its rows on access and writing through (the dialect's ``lazy_index``).
+
+        Else (or with ``materialize``) the rows are read at once.
+        """
+        if materialize or not self._state.dialect.lazy_index:
+            return TensorDictBase._read_index(self, index)
+        return IndexedView(self, index)
 
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
         self._check_writable(key)

@@ -209,6 +209,9 @@ class ZarrDialect(Dialect):
         self._arrays[path] = array
         return array
 
+    def leaf_id(self, path: Path) -> int:
+        return id(self._array(path))  # (a new array object when the leaf is replaced)
+
     # ------------------------------------------------------------------ non-tensor leaves
     def read_object(self, path: Path, batch_size: torch.Size) -> Any:
         from .._nontensor import NonTensorData, NonTensorStack

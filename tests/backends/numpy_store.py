@@ -44,6 +44,7 @@ class NumpyDialect(Dialect):
     """Everything one store holds (see the module docstring)."""
 
     name = "numpy"
+    lazy_index = False  # store[idx] reads the rows at once (an int or a slice is a view of the arrays)
 
     def __init__(self, copy_reads: bool) -> None:
         self.copy_reads = copy_reads
@@ -112,6 +113,9 @@ class NumpyDialect(Dialect):
             raise TypeError(f"NumpyStore cannot store dtype {dtype} (numpy has no such dtype)")
         self.arrays[path] = np.zeros(tuple(shape), dtype=_NUMPY_OF[dtype])
         self.children[path[:-1]][path[-1]] = TENSOR
+
+    def leaf_id(self, path: Path) -> int:
+        return id(self.arrays[path])
 
     def read_object(self, path: Path, batch_size: torch.Size) -> Any:
         return self.objects[path]
