@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import pickle
+import warnings
 from typing import Any
 
 import numpy as np
@@ -292,7 +293,9 @@ class ZarrDialect(Dialect):
         What tensordict does after writing a whole TensorDict. Skipped for stores that cannot rewrite an entry (a zip).
         """
         if getattr(self.root.store, "supports_deletes", True):
-            zarr_module().consolidate_metadata(self.root.store)
+            with warnings.catch_warnings():  # ("not part of the zarr 3 specification": tensordict's layout has it)
+                warnings.simplefilter("ignore", UserWarning)
+                zarr_module().consolidate_metadata(self.root.store)
 
 
 _NUMPY_NAME = {v: k.name for k, v in _TORCH_OF.items()}

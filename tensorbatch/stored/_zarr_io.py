@@ -34,7 +34,7 @@ def from_zarr(zarr_file: Any, *, mode: str = "r", auto_batch_size: bool = False,
         >>> _ = TensorDict({"a": torch.arange(6).view(3, 2), "n": {"b": torch.ones(3)}}, [3]).to_zarr(path)
         >>> with from_zarr(path) as data:
         ...     print(data.batch_size, data[1:]["a"].tolist(), data["n", "b"])
-        torch.Size([2]) [[2, 3], [4, 5]] tensor([1., 1., 1.])
+        torch.Size([3]) [[2, 3], [4, 5]] tensor([1., 1., 1.])
     """
     dialect = ZarrDialect(zarr_file, mode, storage_options=storage_options, allow_pickle=bool(allow_pickle))
     return StoredTensorDict(dialect, batch_size=batch_size, batch_dims=batch_dims, auto_batch_size=auto_batch_size)
