@@ -10,11 +10,13 @@ attribute other readers ignore: a bfloat16/float8 leaf is stored as its bits wit
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import pickle
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -87,6 +89,10 @@ class ZarrDialect(Dialect):
             raise FileNotFoundError(f"no zarr group at {self.where!r} (mode {mode!r})") from err
         self._nodes: dict[Path, Any] = {(): self.root}
         self._arrays: dict[Path, Any] = {}
+        # whether the store keeps consolidated metadata, which each structural change must refresh (None: not
+        # looked yet; a new store has none until to_zarr consolidates it), and the open transactions' depth
+        self._consolidated: bool | None = False if mode in ("w", "x", "w-") else None
+        self._depth, self._changed = 0, False
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled as what reopens it: never ``"w"``, which would erase it."""
@@ -147,10 +153,12 @@ class ZarrDialect(Dialect):
 
     def set_node_facts(self, path: Path, batch_size: torch.Size, names: tuple[Any, ...] | None) -> None:
         self._node(path).attrs[FACTS_ATTR] = _facts(batch_size, names)
+        self._structure_changed()
 
     def create_node(self, path: Path, batch_size: torch.Size, names: tuple[Any, ...] | None) -> None:
         node = self._node(path[:-1]).create_group(path[-1], attributes={FACTS_ATTR: _facts(batch_size, names)})
         self._nodes[path] = node
+        self._structure_changed()
 
     def delete(self, path: Path) -> None:
         del self._node(path[:-1])[path[-1]]
@@ -158,6 +166,7 @@ class ZarrDialect(Dialect):
         for table in (self._nodes, self._arrays):
             for known in [p for p in table if p[:n] == path]:
                 del table[known]
+        self._structure_changed()
 
     # ------------------------------------------------------------------ tensor leaves
     def read(self, path: Path) -> torch.Tensor:
@@ -172,7 +181,8 @@ class ZarrDialect(Dialect):
         return _as_tensor(rows if plan.inverse is None else rows[plan.inverse.numpy()], array)
 
     def write(self, path: Path, value: torch.Tensor) -> None:
-        self._create(path, tuple(value.shape), value.dtype)[...] = _as_numpy(value)
+        array = self._create(path, tuple(value.shape), value.dtype)
+        array[...] = _as_numpy(value)
 
     def write_into(self, path: Path, value: torch.Tensor) -> None:
         array = self._array(path)
@@ -197,8 +207,7 @@ class ZarrDialect(Dialect):
         if stored is not None:
             attributes[DTYPE_ATTR] = str(dtype).removeprefix("torch.")
             dtype = stored
-        if dtype not in _NUMPY_NAME:
-            raise TypeError(f"cannot store {'/'.join(path)!r} of dtype {dtype} in zarr: no zarr type for it")
+        check_dtype(path, dtype)
         options = dict(self.array_options)
         options.setdefault("compressors", None)
         chunks = options.pop("chunks", None)
@@ -208,6 +217,7 @@ class ZarrDialect(Dialect):
         array = self._node(path[:-1]).create_array(path[-1], shape=shape, dtype=_NUMPY_NAME[dtype], fill_value=0,
                                                    attributes=attributes, **options)
         self._arrays[path] = array
+        self._structure_changed()
         return array
 
     def leaf_id(self, path: Path) -> int:
@@ -261,6 +271,7 @@ class ZarrDialect(Dialect):
                                             chunks=strings.shape or None, compressors=None)
                 array[...] = strings
                 self._arrays[path] = array
+                self._structure_changed()
                 return
         else:
             data = value.data
@@ -277,8 +288,35 @@ class ZarrDialect(Dialect):
                                     chunks=(max(1, raw.size),), compressors=None)
         array[...] = raw
         self._arrays[path] = array
+        self._structure_changed()
 
     # ------------------------------------------------------------------ life
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Writes grouped: consolidated metadata (when the store keeps it) is refreshed once, at the end."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if not self._depth and self._changed:
+                self._changed = False
+                self.consolidate()
+
+    def _structure_changed(self) -> None:
+        """Keep the store's consolidated metadata (if it has any) true after a change of its layout."""
+        if self._consolidated is None:
+            try:
+                probe = zarr_module().open_group(self.root.store, mode="r")
+                self._consolidated = probe.metadata.consolidated_metadata is not None
+            except Exception:  # (a store that cannot say: treated as without)
+                self._consolidated = False
+        if self._consolidated:
+            if self._depth:
+                self._changed = True
+            else:
+                self.consolidate()
+
     def flush(self) -> None:
         """Nothing to do: every write reached the store when it returned."""
 
@@ -293,12 +331,19 @@ class ZarrDialect(Dialect):
         What tensordict does after writing a whole TensorDict. Skipped for stores that cannot rewrite an entry (a zip).
         """
         if getattr(self.root.store, "supports_deletes", True):
+            self._consolidated = True
             with warnings.catch_warnings():  # ("not part of the zarr 3 specification": tensordict's layout has it)
                 warnings.simplefilter("ignore", UserWarning)
                 zarr_module().consolidate_metadata(self.root.store)
 
 
 _NUMPY_NAME = {v: k.name for k, v in _TORCH_OF.items()}
+
+
+def check_dtype(path: Path, dtype: torch.dtype) -> None:
+    """TypeError naming ``path`` when zarr has no type for ``dtype`` (nor for its bits)."""
+    if _BITS.get(dtype, dtype) not in _NUMPY_NAME:
+        raise TypeError(f"cannot store {'/'.join(path)!r} of dtype {dtype} in zarr: no zarr type for it")
 
 
 def _facts(batch_size: torch.Size, names: tuple[Any, ...] | None) -> dict[str, Any]:

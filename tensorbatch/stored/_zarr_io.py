@@ -11,7 +11,7 @@ import torch
 from ..base import TensorDictBase
 from ._node import StoredTensorDict
 from ._register import register_storage
-from ._zarr import ZarrDialect
+from ._zarr import ZarrDialect, check_dtype
 
 
 def from_zarr(zarr_file: Any, *, mode: str = "r", auto_batch_size: bool = False, batch_dims: int | None = None,
@@ -57,6 +57,9 @@ def to_zarr(self: TensorDictBase, filename: Any, *, allow_pickle: bool | None = 
         >>> stored["a"], stored.batch_size
         (tensor([0, 1, 2]), torch.Size([3]))
     """
+    for key, value in self.items(include_nested=True, leaves_only=True):  # every dtype checked before a write
+        if isinstance(value, torch.Tensor):
+            check_dtype(key if isinstance(key, tuple) else (key,), value.dtype)
     dialect = ZarrDialect(filename, "w", storage_options=storage_options, allow_pickle=allow_pickle is not False,
                           array_options=kwargs)
     out = StoredTensorDict(dialect)
