@@ -56,7 +56,7 @@ class PersistentTensorDict(TensorDictBase):
         group: an open ``h5py.File`` or ``h5py.Group`` holding the data. Exclusive with ``filename``.
         mode: how the file is opened, as ``h5py.File``: ``"r"`` (default), ``"r+"``, ``"a"``, ``"w"``,
             ``"w-"``/``"x"``.
-        backend: ``"h5"`` (the only one).
+        backend: ``"h5"``, or ``"zarr"``: then the result is a zarr-stored TensorDict (``from_zarr``).
         device: the device leaves are cast to when read (default: None, the CPU).
         file_options: a dict of ``h5py.File`` options (``locking``, ``swmr``, ``libver``, ``rdcc_nbytes``,
             ...), kept apart from the dataset options below.
@@ -82,12 +82,23 @@ class PersistentTensorDict(TensorDictBase):
     __slots__ = ("_group", "_name", "_shared")
     _leaves_in_memory = False
 
+    def __new__(cls, *args: Any, backend: str = "h5", **kwargs: Any) -> Any:
+        """``backend="zarr"`` gives the zarr-stored TensorDict (``tensorbatch.stored``) over ``filename``/``group``."""
+        if backend == "zarr":
+            from ..stored._zarr_io import from_zarr
+
+            where = kwargs.pop("filename", None)
+            group = kwargs.pop("group", None)
+            kwargs.pop("device", None)
+            return from_zarr(where if where is not None else group, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, *, batch_size: Any = None, filename: str | os.PathLike[str] | None = None,
                  group: h5py.Group | None = None, mode: str = "r", backend: str = "h5", device: Any = None,
                  file_options: dict[str, Any] | None = None, non_tensor_as_stack: bool = False,
                  allow_external: bool = False, **kwargs: Any) -> None:
         if backend != "h5":
-            raise NotImplementedError(f"unknown backend {backend!r}: PersistentTensorDict supports 'h5'")
+            raise NotImplementedError(f"unknown backend {backend!r}: PersistentTensorDict supports 'h5' and 'zarr'")
         options, dataset_kwargs = split_options(kwargs, file_options)
         if (filename is None) == (group is None):
             raise RuntimeError(f"pass either group or filename, not both: got group={group!r} and "

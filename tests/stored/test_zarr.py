@@ -271,3 +271,15 @@ def test_typed_wrappers_forward_to_zarr_and_from_zarr(tmp_path):
 def test_register_storage_refuses_a_name_that_is_not_an_identifier():
     with pytest.raises(ValueError, match="not an identifier"):
         register_storage("my-store", to=lambda td, where: td, opener=lambda where: where)
+
+
+def test_persistent_tensordict_with_the_zarr_backend(tmp_path):
+    from tensorbatch import PersistentTensorDict
+
+    sample().to_zarr(tmp_path / "p.zarr")
+    opened = PersistentTensorDict(filename=tmp_path / "p.zarr", backend="zarr", mode="r+", batch_size=[3])
+    assert isinstance(opened, StoredTensorDict) and opened.dialect.mode == "r+"
+    assert opened["i"].tolist() == [1, -2, 3]
+    assert PersistentTensorDict.from_zarr(tmp_path / "p.zarr")["n", "b"].shape == torch.Size([3, 2])
+    with pytest.raises(NotImplementedError, match="'h5' and 'zarr'"):
+        PersistentTensorDict(filename=tmp_path / "p.zarr", backend="n5")
