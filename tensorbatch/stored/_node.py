@@ -33,12 +33,13 @@ class ReadOnlyStorageError(PermissionError):
 class State:
     """What every view of one stored tree shares: the dialect and the layout cached from it."""
 
-    __slots__ = ("batch", "batch_dims", "children", "dialect", "infer", "locked", "meta", "names")
+    __slots__ = ("batch", "batch_dims", "children", "dialect", "given", "infer", "locked", "meta", "names")
 
     def __init__(self, dialect: Dialect, batch_dims: int | None = None, infer: bool = False) -> None:
         self.dialect = dialect
         self.batch_dims = batch_dims  # for nodes that record no batch size: at most this many inferred dims
         self.infer = infer  # infer every node's batch size, ignoring the recorded ones
+        self.given = False  # the root's batch size was given: a node recording none takes its parent's
         self.children: dict[Path, dict[str, str]] = {}
         self.meta: dict[Path, tuple[torch.Size, torch.dtype]] = {}
         self.batch: dict[Path, torch.Size] = {}
@@ -63,7 +64,9 @@ class State:
         if found is not None:
             return found
         recorded, names = (None, None) if self.infer else self.dialect.node_facts(path)
-        if recorded is None:  # inferred from the entries' shapes: the longest leading shape they share
+        if recorded is None and path and self.given:  # under a batch size the caller gave: the parent's
+            recorded = self.batch_of(path[:-1])
+        elif recorded is None:  # inferred from the entries' shapes: the longest leading shape they share
             shapes = []
             for key, kind in self.entries(path).items():
                 if kind == TENSOR:
@@ -108,8 +111,14 @@ class StoredTensorDict(TensorDictBase):
         self._path: Path = ()
         if batch_size is not None:
             size = torch.Size(batch_size)
-            self._check_batch(size)  # (taken for this session: a read-only storage is not written)
-            self._state.batch[()] = size
+            state = self._state
+            state.given, state.batch[()] = True, size  # (taken for this session: a read-only storage is not written)
+            try:
+                self._check_batch(size)
+            except BaseException:
+                state.given = False
+                state.batch.clear()
+                raise
 
     @classmethod
     def _view(cls, state: State, path: Path) -> StoredTensorDict:
