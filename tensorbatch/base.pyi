@@ -656,7 +656,19 @@ class TensorDictBase(StorageHooks, TensorCollection):
         batch_size: Any = ...,
     ) -> Any: ...
     @classmethod
-    def from_zarr(cls, /, *args: Any, **kwargs: Any) -> Any: ...
+    def from_zarr(
+        cls,
+        /,
+        filename: Any,
+        *,
+        mode: str = ...,
+        auto_batch_size: builtins.bool = ...,
+        batch_dims: builtins.int | None = ...,
+        batch_size: Any = ...,
+        non_tensor_as_stack: builtins.bool = ...,
+        allow_pickle: builtins.bool | None = ...,
+        storage_options: dict[str, Any] | None = ...,
+    ) -> Any: ...
     @classmethod
     def fromkeys(cls, keys: Sequence[Any], value: Any = ...) -> Any: ...
     def gather(

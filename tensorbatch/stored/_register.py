@@ -8,6 +8,7 @@ No edit of ``tensorbatch/__init__.py``, ``_delegation`` or ``_schema`` is needed
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,9 @@ def register_storage(name: str, *, to: Callable[..., Any], opener: Callable[...,
     def from_storage(cls: Any, /, *args: Any, **kwargs: Any) -> Any:
         return opener(*args, **kwargs)
 
+    parameters = list(inspect.signature(opener).parameters.values())  # (the opener's, for help() and checks)
+    from_storage.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("cls", inspect.Parameter.POSITIONAL_ONLY), *parameters])
     from_storage.__name__ = f"from_{name}"
     from_storage.__qualname__ = f"TensorDictBase.from_{name}"
     from_storage.__doc__ = opener.__doc__

@@ -40,6 +40,15 @@ def from_zarr(zarr_file: Any, *, mode: str = "r", auto_batch_size: bool = False,
     return StoredTensorDict(dialect, batch_size=batch_size, batch_dims=batch_dims, auto_batch_size=auto_batch_size)
 
 
+def _open(filename: Any, *, mode: str = "r", auto_batch_size: bool = False, batch_dims: int | None = None,
+          batch_size: Any = None, non_tensor_as_stack: bool = False, allow_pickle: bool | None = None,
+          storage_options: dict[str, Any] | None = None) -> StoredTensorDict:
+    """Open a zarr group as a TensorDict read on access (see :func:`tensorbatch.from_zarr`)."""
+    return from_zarr(filename, mode=mode, auto_batch_size=auto_batch_size, batch_dims=batch_dims,
+                     batch_size=batch_size, non_tensor_as_stack=non_tensor_as_stack, allow_pickle=allow_pickle,
+                     storage_options=storage_options)
+
+
 def to_zarr(self: TensorDictBase, filename: Any, *, allow_pickle: bool | None = None,
             storage_options: dict[str, Any] | None = None, **kwargs: Any) -> StoredTensorDict:
     """Write this TensorDict to a new zarr group (replacing what is there) and return it open read-write.
@@ -96,4 +105,4 @@ def from_schema(schema: Mapping[Any, tuple[Any, torch.dtype]], filename: str | o
     return out
 
 
-register_storage("zarr", to=to_zarr, opener=from_zarr, schema=from_schema)
+register_storage("zarr", to=to_zarr, opener=_open, schema=from_schema)

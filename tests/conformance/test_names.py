@@ -28,16 +28,12 @@ import tensorbatch
 
 from . import _names
 
-_ZARR = "zarr is out of scope (issue 16, 'Not here')"
 _QUANT = ("torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) raises: a quantized tensor needs a "
           "scale and a zero point); deprecated upstream, removed in 0.18: use td.apply(torch.quantize_per_tensor...)")
 
 # (group, name) -> why our counterpart lacks the name (or has another kind)
 EXCLUDED: dict[tuple[str, str], str] = {
     # out of scope
-    ("package", "from_zarr"): _ZARR,
-    ("*", "from_zarr"): _ZARR,
-    ("*", "to_zarr"): _ZARR,
     ("*", "to_mds"): "MosaicML streaming (MDS) export is out of scope: it needs the mosaicml-streaming package",
     ("*", "asend"): "UCXX transport (asynchronous send over UCX) is out of scope: send/isend use torch.distributed",
     ("*", "arecv"): "UCXX transport (asynchronous receive over UCX) is out of scope: recv/irecv use "
