@@ -75,6 +75,7 @@ from ._keys import KEY_SEPARATOR as KEY_SEPARATOR
 from ._options import capture_non_tensor_stack as capture_non_tensor_stack
 from ._options import get_defaults_to_none as get_defaults_to_none
 from ._options import get_printoptions as get_printoptions
+from ._options import get_progress as get_progress
 from ._options import lazy_legacy as lazy_legacy
 from ._options import list_to_stack as list_to_stack
 from ._options import set_capture_non_tensor_stack as set_capture_non_tensor_stack
@@ -82,6 +83,7 @@ from ._options import set_get_defaults_to_none as set_get_defaults_to_none
 from ._options import set_lazy_legacy as set_lazy_legacy
 from ._options import set_list_to_stack as set_list_to_stack
 from ._options import set_printoptions as set_printoptions
+from ._options import set_progress as set_progress
 from ._nontensor import MetaData as MetaData
 from ._nontensor import NonTensorDataBase as NonTensorDataBase
 from ._unbatched import UnbatchedTensor as UnbatchedTensor
@@ -143,9 +145,9 @@ __all__ = [
 __all__ += [  # the global options and helpers
     "KEY_SEPARATOR", "MetaData", "NonTensorDataBase", "TensorAttrs", "TensorCollection", "UnbatchedTensor",
     "capture_non_tensor_stack", "default_is_leaf", "from_consolidated", "from_dataclass",
-    "get_defaults_to_none", "get_printoptions", "is_bool", "is_floating", "is_inexact", "is_integer",
+    "get_defaults_to_none", "get_printoptions", "get_progress", "is_bool", "is_floating", "is_inexact", "is_integer",
     "is_leaf_nontensor", "lazy_legacy", "list_to_stack", "parse_tensor_dict_string", "set_capture_non_tensor_stack",
-    "set_get_defaults_to_none", "set_lazy_legacy", "set_list_to_stack", "set_printoptions",
+    "set_get_defaults_to_none", "set_lazy_legacy", "set_list_to_stack", "set_printoptions", "set_progress",
 ]
 __all__ += ["TensorClassModuleBase", "TensorClassModuleWrapper", "as_tensordict_module"]
 __all__ += ["LazyStackedTensorDictStore", "TensorDictParams", "TensorDictStore", "collate", "from_module",

@@ -1,4 +1,4 @@
-"""Global options (tensordict's flags): the print options and four modes, in one place.
+"""Global options (tensordict's flags, and progress bars): the print options and five modes, in one place.
 
 Each option is a module global read where it matters, off the hot paths: ``get`` reads
 ``GET_DEFAULTS_TO_NONE`` only for a missing key, ``set`` reads ``LIST_TO_STACK`` only for a list that is
@@ -34,6 +34,9 @@ CAPTURE_NON_TENSOR_STACK = _env_mode("CAPTURE_NONTENSOR_STACK", True)
 
 GET_DEFAULTS_TO_NONE = _env_mode("TD_GET_DEFAULTS_TO_NONE", True)
 """``get(key)`` of a missing key returns None; when False, it raises KeyError."""
+
+PROGRESS = _env_mode("TENSORBATCH_PROGRESS", False)
+"""Calls given no ``progress=`` show tqdm progress bars (``_progress.py``); off unless set."""
 
 REPR_DEFAULTS: dict[str, Any] = {
     "show_batch_size": True, "show_device": True, "show_is_shared": True, "show_shape": True,
@@ -338,3 +341,54 @@ def get_printoptions() -> dict[str, Any]:
         'alphabetical'
     """
     return dict(REPR)
+
+
+class set_progress:
+    """Turn tqdm progress bars on or off for the calls a user waits on, when they are given no ``progress=``.
+
+    The calls: ``memmap``/``memmap_``/``memmap_like``/``save`` into a folder, ``load_memmap``, ``consolidate``,
+    ``to_h5``/``PersistentTensorDict.from_dict``, ``to_store``/``TensorDictStore.from_tensordict`` and the table
+    reads (``from_pandas``, ``from_csv``, ``from_json``, ``from_parquet``, ``from_arrow``). Bars are off by
+    default; the environment variable ``TENSORBATCH_PROGRESS=1`` turns them on at import. A call's own
+    ``progress=True``/``False`` wins over this switch. Showing a bar needs tqdm (the ``progress`` extra).
+
+    Like ``torch.set_grad_enabled``, calling it sets the mode at once, for the rest of the program; used as a
+    ``with`` block, it puts the previous mode back at the end of the block.
+
+    Note:
+        An addition: tensordict 0.15.3 has no progress bars on these calls.
+
+    Args:
+        mode: ``True`` to show bars, ``False`` to hide them.
+
+    Examples:
+        >>> from tensorbatch import get_progress, set_progress
+        >>> with set_progress(True):
+        ...     get_progress()
+        True
+        >>> get_progress()
+        False
+    """
+
+    def __init__(self, mode: bool) -> None:
+        global PROGRESS
+        self._old = PROGRESS
+        PROGRESS = bool(mode)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        global PROGRESS
+        PROGRESS = self._old
+
+
+def get_progress() -> bool:
+    """Whether calls given no ``progress=`` show progress bars (see :class:`set_progress`).
+
+    Examples:
+        >>> from tensorbatch import get_progress
+        >>> get_progress()
+        False
+    """
+    return PROGRESS

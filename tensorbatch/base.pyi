@@ -317,6 +317,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         share_memory: builtins.bool = ...,
         pin_memory: builtins.bool = ...,
         metadata: builtins.bool = ...,
+        progress: builtins.bool | None = ...,
     ) -> Any: ...
     def contiguous(
         self,
@@ -387,6 +388,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         archive: builtins.bool | None = ...,
         compression: str | builtins.int | None = ...,
         allow_pickle: builtins.bool = ...,
+        progress: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def empty(
@@ -462,6 +464,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         separator: str | None = ...,
         auto_batch_size: builtins.bool = ...,
         batch_dims: builtins.int | None = ...,
+        progress: builtins.bool | None = ...,
     ) -> Any: ...
     @classmethod
     def from_consolidated(cls, filename: str | Path) -> Any: ...
@@ -476,6 +479,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         batch_size: Any = ...,
         separator: str | None = ...,
         dtype: torch.dtype | None = ...,
+        progress: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     @classmethod
@@ -536,6 +540,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         separator: str | None = ...,
         dtype: torch.dtype | None = ...,
         lines: builtins.bool = ...,
+        progress: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     @classmethod
@@ -591,6 +596,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         separator: str | None = ...,
         dtype: torch.dtype | None = ...,
         categorical: Literal['codes', 'values'] = ...,
+        progress: builtins.bool | None = ...,
     ) -> Any: ...
     @classmethod
     def from_parquet(
@@ -604,6 +610,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         separator: str | None = ...,
         dtype: torch.dtype | None = ...,
         columns: list[str] | None = ...,
+        progress: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     @classmethod
@@ -810,6 +817,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         mode: str | None = ...,
         num_threads: builtins.int = ...,
         allow_pickle: builtins.bool | None = ...,
+        progress: builtins.bool | None = ...,
     ) -> Any: ...
     def load_(self, prefix: str | Path, *args: Any, **kwargs: Any) -> Any: ...
     @classmethod
@@ -825,6 +833,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         mode: str | None = ...,
         num_threads: builtins.int = ...,
         allow_pickle: builtins.bool | None = ...,
+        progress: builtins.bool | None = ...,
     ) -> Any: ...
     def load_memmap_(
         self,
@@ -966,6 +975,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         archive: builtins.bool | None = ...,
         compression: str | builtins.int | None = ...,
         allow_pickle: builtins.bool = ...,
+        progress: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def memmap_(
@@ -979,6 +989,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         existsok: builtins.bool = ...,
         robust_key: builtins.bool | None = ...,
         allow_pickle: builtins.bool = ...,
+        progress: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def memmap_like(
@@ -992,6 +1003,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         share_non_tensor: builtins.bool = ...,
         robust_key: builtins.bool | None = ...,
         archive: builtins.bool | None = ...,
+        progress: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     def memmap_refresh_(self, *, allow_pickle: builtins.bool | None = ...) -> Any: ...
@@ -1205,6 +1217,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         archive: builtins.bool | None = ...,
         compression: str | builtins.int | None = ...,
         allow_pickle: builtins.bool = ...,
+        progress: builtins.bool | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     @property

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from . import _progress
 from . import _tabular_arrow as _arrow
 from ._nontensor import NonTensorDataBase, NonTensorStack
 from ._ops.traverse import is_non_tensor_type, named_leaves
@@ -93,7 +94,7 @@ def _build(columns: list[tuple[Any, Any]], num_rows: int, cls: type, separator: 
 def from_pandas(dataframe: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None,
                 device: Any = None, batch_size: Any = None, separator: str | None = None,
                 dtype: torch.dtype | None = None, categorical: Literal["codes", "values"] = "codes",
-                cls: type = TensorDictBase) -> Any:
+                cls: type = TensorDictBase, progress: bool | None = None) -> Any:
     """A TensorDict of ``batch_size=[len(dataframe)]`` with one entry per column of a pandas DataFrame.
 
     Each column is read as ``Series.to_numpy()`` gives it, as tensordict does: numeric and boolean columns
@@ -116,6 +117,8 @@ def from_pandas(dataframe: Any, *, auto_batch_size: bool = False, batch_dims: in
         categorical: ``"codes"`` (tensordict's) reads a categorical column as its codes, ``"values"`` as a
             :class:`NonTensorStack` of its values.
         cls: the class to build (a TensorDict by default).
+        progress: show a tqdm bar counting the columns read (None: the switch
+            :class:`~tensorbatch.set_progress`; needs tqdm). An addition: tensordict has no such option.
 
     Raises:
         ValueError: two columns map to the same key, naming both; an unknown ``categorical``.
@@ -145,7 +148,7 @@ def from_pandas(dataframe: Any, *, auto_batch_size: bool = False, batch_dims: in
         dup = next(n for n in names if names.count(n) > 1)
         raise ValueError(f"column {dup!r} appears more than once in the DataFrame")
     columns = []
-    for name in names:
+    for name in _progress.items(names, progress, "from_pandas", "column"):
         series = dataframe[name]
         if isinstance(series.dtype, pd.CategoricalDtype):
             if categorical == "codes":
@@ -216,7 +219,8 @@ def _coded(column: Any) -> NonTensorStack:
 
 def from_arrow(table: Any, *, copy: bool | None = None, nulls: Literal["raise", "fill", "mask"] = "raise",
                mask_key: Any = None, device: Any = None, batch_size: Any = None, separator: str | None = None,
-               auto_batch_size: bool = False, batch_dims: int | None = None, cls: type = TensorDictBase) -> Any:
+               auto_batch_size: bool = False, batch_dims: int | None = None, cls: type = TensorDictBase,
+               progress: bool | None = None) -> Any:
     """A TensorDict of ``batch_size=[table.num_rows]`` with one entry per column of an Arrow table, as tensordict's.
 
     Integer and float columns view the Arrow buffer (DLPack); boolean columns are copied (Arrow packs
@@ -240,6 +244,7 @@ def from_arrow(table: Any, *, copy: bool | None = None, nulls: Literal["raise", 
         auto_batch_size: as :func:`from_pandas`.
         batch_dims: as :func:`from_pandas`.
         cls: the class to build (a TensorDict by default).
+        progress: as :func:`from_pandas` (the bar counts the columns converted).
 
     Raises:
         ValueError: a null with ``nulls="raise"``, naming the column; a bad ``nulls``/``mask_key``.
@@ -272,7 +277,7 @@ def from_arrow(table: Any, *, copy: bool | None = None, nulls: Literal["raise", 
                          f"the table")
     masks: dict[Any, Any] = {}
     columns = [(name, _arrow.arrow_leaf(_arrow.combined(table.column(i)), copy, nulls, (name,), masks, _text))
-               for i, name in enumerate(names)]
+               for i, name in _progress.items(enumerate(names), progress, "from_arrow", "column")]
     columns += [((*mask_path, *key), mask) for key, mask in masks.items()]
     result = _build(columns, table.num_rows, cls, separator, device, batch_size)
     return _auto(result, auto_batch_size, batch_dims, batch_size)
@@ -293,7 +298,8 @@ def _mask_path(key: Any) -> tuple[str, ...]:
 
 def from_parquet(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
                  batch_size: Any = None, separator: str | None = None, dtype: torch.dtype | None = None,
-                 columns: list[str] | None = None, cls: type = TensorDictBase, **kwargs: Any) -> Any:
+                 columns: list[str] | None = None, cls: type = TensorDictBase, progress: bool | None = None,
+                 **kwargs: Any) -> Any:
     """Read a Parquet file (a path or a file object) into a TensorDict with pyarrow, as tensordict reads it.
 
     Numeric and boolean columns become tensors (integers with nulls float with NaN; booleans with nulls a
@@ -312,6 +318,7 @@ def from_parquet(path: Any, *, auto_batch_size: bool = False, batch_dims: int | 
         batch_size: as :func:`from_pandas`.
         separator: as :func:`from_pandas`.
         dtype: as :func:`from_pandas`.
+        progress: as :func:`from_pandas` (the bar counts the columns converted, after pyarrow read the file).
         **kwargs: passed to ``pyarrow.parquet.read_table``.
 
     Examples:
@@ -327,14 +334,15 @@ def from_parquet(path: Any, *, auto_batch_size: bool = False, batch_dims: int | 
 
     table = pq.read_table(path, columns=columns, **kwargs)
     names = list(table.column_names)
-    read = [(name, _arrow.parquet_leaf(table.column(i), dtype, _text)) for i, name in enumerate(names)]
+    read = [(name, _arrow.parquet_leaf(table.column(i), dtype, _text))
+            for i, name in _progress.items(enumerate(names), progress, "from_parquet", "column")]
     result = _build(read, table.num_rows, cls, separator, device, batch_size)
     return _auto(result, auto_batch_size, batch_dims, batch_size)
 
 
 def from_csv(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
              batch_size: Any = None, separator: str | None = None, dtype: torch.dtype | None = None,
-             cls: type = TensorDictBase, **kwargs: Any) -> Any:
+             cls: type = TensorDictBase, progress: bool | None = None, **kwargs: Any) -> Any:
     r"""Read a CSV file (a path or a file object) into a TensorDict with ``pandas.read_csv``.
 
     Args:
@@ -346,6 +354,7 @@ def from_csv(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None
         batch_size: as :func:`from_pandas`.
         separator: as :func:`from_pandas`.
         dtype: as :func:`from_pandas`.
+        progress: as :func:`from_pandas` (the bar counts the columns converted, after pandas read the file).
         **kwargs: passed to ``pandas.read_csv``.
 
     Examples:
@@ -358,12 +367,14 @@ def from_csv(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None
     import pandas as pd
 
     return from_pandas(pd.read_csv(path, **kwargs), cls=cls, device=device, batch_size=batch_size,
-                       separator=separator, dtype=dtype, auto_batch_size=auto_batch_size, batch_dims=batch_dims)
+                       separator=separator, dtype=dtype, auto_batch_size=auto_batch_size, batch_dims=batch_dims,
+                       progress=progress)
 
 
 def from_json(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
               batch_size: Any = None, separator: str | None = None, dtype: torch.dtype | None = None,
-              lines: bool = False, cls: type = TensorDictBase, **kwargs: Any) -> Any:
+              lines: bool = False, cls: type = TensorDictBase, progress: bool | None = None,
+              **kwargs: Any) -> Any:
     """Read a JSON array of records (or JSON Lines with ``lines=True``) into a TensorDict, through pandas.
 
     Args:
@@ -376,6 +387,7 @@ def from_json(path: Any, *, auto_batch_size: bool = False, batch_dims: int | Non
         batch_size: as :func:`from_pandas`.
         separator: as :func:`from_pandas`.
         dtype: as :func:`from_pandas`.
+        progress: as :func:`from_pandas` (the bar counts the columns converted, after pandas read the file).
         **kwargs: passed to ``pandas.read_json``.
 
     Examples:
@@ -393,7 +405,7 @@ def from_json(path: Any, *, auto_batch_size: bool = False, batch_dims: int | Non
         path = io.StringIO(text if isinstance(text, str) else text.decode())
     frame = pd.read_json(path, lines=lines, **kwargs)
     return from_pandas(frame, cls=cls, device=device, batch_size=batch_size, separator=separator, dtype=dtype,
-                       auto_batch_size=auto_batch_size, batch_dims=batch_dims)
+                       auto_batch_size=auto_batch_size, batch_dims=batch_dims, progress=progress)
 
 
 # ------------------------------------------------------------------------------------ TensorDict -> columns

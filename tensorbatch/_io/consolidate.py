@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .. import _progress
 from .._compat import allow_in_weights_only_load
 from .._errors import fmt_path
 from .._nontensor import is_non_tensor
@@ -110,18 +112,24 @@ remember = _remember  # ``td`` (views into ``buffer`` laid out as ``layout``) ma
 
 
 def consolidate(td: Any, filename: str | Path | None = None, *, device: Any = None, non_blocking: bool = False,
-                share_memory: bool = False, pin_memory: bool = False) -> Any:
-    """A copy of ``td`` whose tensor leaves are views into one byte buffer (see the module docstring)."""
+                share_memory: bool = False, pin_memory: bool = False, num_threads: int = 0,
+                progress: bool | None = None) -> Any:
+    """A copy of ``td`` whose tensor leaves are views into one byte buffer (see the module docstring).
+
+    ``num_threads`` (> 1): the leaves are copied on that many threads. ``progress``: a bar counting the bytes
+    copied (``_progress``).
+    """
     jobs: list[tuple[torch.Tensor, int]] = []
     layout, total = _plan(td, jobs)
     raw = _layout_json(layout, filename) if filename is not None else b""  # checked before the file is made
+    pack = _packer(num_threads, progress, total)
     if filename is not None:
-        return _consolidate_to_file(td, Path(filename), layout, total, jobs, raw, device, non_blocking)
+        return _consolidate_to_file(td, Path(filename), layout, total, jobs, raw, device, non_blocking, pack)
     home = td.device if td.device is not None else torch.device("cpu")
     buffer = torch.empty(total, dtype=torch.uint8, device=home, pin_memory=pin_memory and home.type == "cpu")
     if share_memory:
         buffer.share_memory_()  # type: ignore[no-untyped-call]
-    _pack(jobs, buffer, non_blocking)
+    pack(jobs, buffer, non_blocking)
     if device is not None:
         buffer = buffer.to(device, non_blocking=non_blocking)
     out = _rebuild(td._dense_cls, buffer, layout, device)
@@ -129,7 +137,8 @@ def consolidate(td: Any, filename: str | Path | None = None, *, device: Any = No
 
 
 def _consolidate_to_file(td: Any, file: Path, layout: dict[str, Any], total: int,
-                         jobs: list[tuple[torch.Tensor, int]], raw: bytes, device: Any, non_blocking: bool) -> Any:
+                         jobs: list[tuple[torch.Tensor, int]], raw: bytes, device: Any, non_blocking: bool,
+                         pack: Any) -> Any:
     """Write the buffer and its layout to a temporary sibling of ``file``, then rename it over ``file``.
 
     An existing ``file`` is replaced whole, never written into: TensorDicts mapped from it (a previous
@@ -144,7 +153,7 @@ def _consolidate_to_file(td: Any, file: Path, layout: dict[str, Any], total: int
             f.truncate(total)
         mapped = torch.from_file(tmp, shared=True, size=total, dtype=torch.uint8) if total else None
         if mapped is not None:
-            _pack(jobs, mapped, non_blocking)
+            pack(jobs, mapped, non_blocking)
             del mapped  # (unmapped before the layout is appended)
         _append_layout(Path(tmp), total, raw)
     name = str(Path(file).absolute())
@@ -179,10 +188,47 @@ def _pack(jobs: list[tuple[torch.Tensor, int]], buffer: torch.Tensor, non_blocki
 
 
 def _copy_each(jobs: list[tuple[torch.Tensor, int]], buffer: torch.Tensor, non_blocking: bool) -> None:
-    for leaf, offset in jobs:
-        nbytes = leaf.numel() * leaf.element_size()
-        target = buffer[offset:offset + nbytes].view(leaf.dtype).view(leaf.shape)
-        target.copy_(leaf.detach().as_subclass(torch.Tensor), non_blocking=non_blocking)
+    for job in jobs:
+        _copy_one(job, buffer, non_blocking)
+
+
+def _copy_one(job: tuple[torch.Tensor, int], buffer: torch.Tensor, non_blocking: bool) -> int:
+    """Copy one leaf to its offset in ``buffer``; its size in bytes."""
+    leaf, offset = job
+    nbytes = leaf.numel() * leaf.element_size()
+    target = buffer[offset:offset + nbytes].view(leaf.dtype).view(leaf.shape)
+    target.copy_(leaf.detach().as_subclass(torch.Tensor), non_blocking=non_blocking)
+    return nbytes
+
+
+def _packer(num_threads: int, progress: bool | None, total: int) -> Any:
+    """How to fill the buffer: one ``torch.cat`` (:func:`_pack`), or leaf by leaf on threads and/or with a bar."""
+    if num_threads <= 1 and not _progress.wanted(progress):
+        return _pack
+
+    def pack(jobs: list[tuple[torch.Tensor, int]], buffer: torch.Tensor, non_blocking: bool) -> None:
+        _zero_gaps(jobs, buffer)
+        with _progress.bar(progress, "consolidate", total) as bar:
+            if num_threads > 1 and len(jobs) > 1:  # (torch's copies release the GIL)
+                with ThreadPoolExecutor(num_threads) as pool:
+                    for nbytes in pool.map(lambda job: _copy_one(job, buffer, non_blocking), jobs):
+                        bar.update(nbytes)
+            else:
+                for job in jobs:
+                    bar.update(_copy_one(job, buffer, non_blocking))
+            bar.update(total - bar.n)  # the alignment gaps
+
+    return pack
+
+
+def _zero_gaps(jobs: list[tuple[torch.Tensor, int]], buffer: torch.Tensor) -> None:
+    """Zero the bytes between the leaves (alignment), as :func:`_pack` leaves them."""
+    end = 0
+    for leaf, offset in [*jobs, (None, buffer.numel())]:
+        if offset > end:
+            buffer[end:offset].zero_()
+        if leaf is not None:
+            end = offset + leaf.numel() * leaf.element_size()
 
 
 def _layout_json(layout: dict[str, Any], filename: str | Path) -> bytes:

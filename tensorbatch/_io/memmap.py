@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from .. import _progress
 from .._compat import fake_mode_active
 from .._errors import fmt_path
 from .._lazy import LazyStackedTensorDict
@@ -193,13 +194,28 @@ class _Writer:
         else:
             _write_json(file, meta)
 
-    def write(self, num_threads: int) -> None:
-        if num_threads > 1 and len(self.jobs) > 1:
+    def write(self, num_threads: int, progress: bool | None = None) -> None:
+        if _progress.wanted(progress):
+            self._write_counted(num_threads, progress)
+        elif num_threads > 1 and len(self.jobs) > 1:
             with ThreadPoolExecutor(num_threads) as pool:
                 list(pool.map(self._write_one, self.jobs))
         else:
             for job in self.jobs:
                 self._write_one(job)
+
+    def _write_counted(self, num_threads: int, progress: bool | None) -> None:
+        """``write`` with a progress bar counting each file's bytes as it is done (updated on this thread)."""
+        sizes = [tensor.numel() * tensor.element_size() for tensor, _, _ in self.jobs]
+        with _progress.bar(progress, "memmap_like" if self.like else "memmap", sum(sizes)) as bar:
+            if num_threads > 1 and len(self.jobs) > 1:
+                with ThreadPoolExecutor(num_threads) as pool:  # (map yields in order, each once it is done)
+                    for size, _ in zip(sizes, pool.map(self._write_one, self.jobs), strict=True):
+                        bar.update(size)
+            else:
+                for size, job in zip(sizes, self.jobs, strict=True):
+                    self._write_one(job)
+                    bar.update(size)
 
     def _write_one(self, job: tuple[torch.Tensor, Path, bool]) -> None:
         tensor, file, like = job
@@ -281,7 +297,7 @@ def add_to_meta(folder: Path, key: str, tensor: torch.Tensor) -> None:
 
 
 def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int = 0, allow_pickle: bool = False,
-         like: bool = False, metas: dict[Path, Any] | None = None) -> Path:
+         like: bool = False, metas: dict[Path, Any] | None = None, progress: bool | None = None) -> Path:
     """Write ``td`` into the folder ``prefix``, atomically (a temporary sibling renamed into place).
 
     Files and folders of ``prefix`` that are not part of a previous save (not named by its ``meta.json``
@@ -289,7 +305,7 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     place (see :func:`_carry_foreign`). The files of a previous save are replaced.
 
     ``metas``: a dict that gets the metadata written for each TensorDict node, by its folder (``load`` takes
-    it instead of reading those files back).
+    it instead of reading those files back). ``progress``: a bar counting the leaves' bytes (``_progress``).
 
     Raises:
         RuntimeError: when ``prefix`` holds a save (a ``meta.json``) and ``existsok`` is False; when
@@ -315,7 +331,7 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
         # The TensorDict is mapped from this very folder: update it in place (file by file), as tensordict
         # does, so that its existing mappings keep reaching the files.
         writer.root(td, prefix)
-        writer.write(num_threads)
+        writer.write(num_threads, progress)
         if metas is not None:
             metas.update(writer.metas)
         return prefix
@@ -323,7 +339,7 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     writer.fresh = True
     try:
         writer.root(td, tmp)
-        writer.write(num_threads)
+        writer.write(num_threads, progress)
         _swap_into_place(tmp, prefix)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -409,6 +425,7 @@ class _Reader:
         self._real_root: Path | None = None
         meta_device = device is not None and torch.device(device).type == "meta"
         self.metadata_only = meta_device or fake_mode_active()  # leaves from the metadata, no file read
+        self.bar: Any = _progress.NO_BAR  # counts the bytes of the leaves mapped (load(progress=True))
 
     def inside(self, path: Any) -> None:
         """Refuse ``path`` when it is a symbolic link whose target lies outside the loaded folder.
@@ -485,6 +502,7 @@ class _Reader:
             raise FileNotFoundError(f"{file} is missing: the save is incomplete") from None
         if self.device is not None and torch.device(self.device).type != "cpu" and not on_cpu:
             tensor = tensor.to(self.device)
+        self.bar.update(shape.numel() * dtype.itemsize)
         return tensor
 
     def nested(self, file: Path, entry: dict[str, Any]) -> torch.Tensor:
@@ -538,19 +556,31 @@ class _Reader:
 
 
 def load(prefix: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False,
-         robust_key: bool = True, metas: dict[Path, Any] | None = None, mode: str | None = None) -> Any:
+         robust_key: bool = True, metas: dict[Path, Any] | None = None, mode: str | None = None,
+         progress: bool | None = None) -> Any:
     """Read the folder ``prefix`` (leaves map its files; an archive file is read by archive.py).
 
     ``device="meta"`` or an active ``FakeTensorMode`` read the metadata only: leaves are meta (or fake)
     tensors of the saved shapes and dtypes. ``mode``: how the leaf files are mapped (``"r"``: copy-on-write).
-    A symbolic link in the folder leading outside it is refused.
+    A symbolic link in the folder leading outside it is refused. ``progress``: a bar counting the bytes mapped
+    (its total, unknown until every ``meta.json`` is read, is set at the end).
     """
     folder = Path(prefix).absolute()  # mapped file names are absolute, whatever the working directory
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder with a saved TensorDict")
     # (after a save, ``metas`` given: the folder was just written, with no link, see _refuse_symlinks)
     root = folder if metas is None else None
-    return _Reader(dense_cls, device, allow_pickle, robust_key, metas, mode, root).node(folder)
+    reader = _Reader(dense_cls, device, allow_pickle, robust_key, metas, mode, root)
+    if not _progress.wanted(progress):
+        return reader.node(folder)
+    reader.bar = _progress.bar(progress, "load_memmap", None)
+    try:
+        out = reader.node(folder)
+    except BaseException:
+        reader.bar.close()
+        raise
+    _progress.finish(reader.bar)
+    return out
 
 
 def run_early(fn: Any) -> Future[Any]:

@@ -47,7 +47,8 @@ def _save_and_load(td: Any, prefix: str | Path, *, allow_pickle: bool = False, *
     """
     metas: dict[Path, Any] = {}
     _memmap.save(td, prefix, allow_pickle=allow_pickle, metas=metas, **kwargs)
-    loaded = _memmap.load(prefix, type(td)._dense_cls, None, allow_pickle=allow_pickle, metas=metas)
+    loaded = _memmap.load(prefix, type(td)._dense_cls, None, allow_pickle=allow_pickle, metas=metas,
+                          progress=False)  # (the bar of the save is the one shown)
     _remember(loaded, prefix)
     return loaded.lock_()
 
@@ -58,7 +59,7 @@ class _Persistence:
     def memmap(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *, num_threads: int = 0,
                return_early: bool = False, share_non_tensor: bool = False, existsok: bool = True,
                robust_key: bool | None = True, archive: bool | None = None, compression: str | int | None = None,
-               allow_pickle: bool = False, **kwargs: Any) -> Any:
+               allow_pickle: bool = False, progress: bool | None = None, **kwargs: Any) -> Any:
         """A memory-mapped copy: saved to the folder ``prefix`` (or in shared memory without one), locked.
 
         Saving is atomic (written aside, then renamed into place). An existing save in the folder is
@@ -81,6 +82,8 @@ class _Persistence:
             compression: an archive's leaf compression (``"deflate"``, ``"bzip2"``, ``"lzma"``); compressed
                 leaves are read into memory when loaded instead of being mapped.
             allow_pickle: store non-JSON non-tensor values with pickle.
+            progress: show a tqdm bar counting the bytes written into the folder (None: the global switch,
+                :class:`~tensorbatch.set_progress`; needs tqdm). An addition: tensordict has no such option.
             **kwargs: tensordict's ``atomic`` is accepted and ignored (saves are always atomic).
 
         Examples:
@@ -103,7 +106,7 @@ class _Persistence:
                 return out.lock_()
             _check_existing(self, prefix, copy_existing)
             loaded = _save_and_load(self, prefix, existsok=existsok, num_threads=num_threads,
-                                    allow_pickle=allow_pickle)
+                                    allow_pickle=allow_pickle, progress=progress)
             if is_non_tensor(self) and loaded.batch_size != self.batch_size:  # a leaf's batch is its parent's
                 loaded = loaded._follow(self.batch_size)
             return loaded
@@ -113,11 +116,11 @@ class _Persistence:
     def memmap_(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *,
                 num_threads: int = 0, return_early: bool = False, share_non_tensor: bool = False,
                 existsok: bool = True, robust_key: bool | None = True, allow_pickle: bool = False,
-                **kwargs: Any) -> Any:
+                progress: bool | None = None, **kwargs: Any) -> Any:
         """Like :meth:`memmap`, but this TensorDict's leaves become the mapped ones (then it is locked)."""
         def run() -> Any:
             mapped = self.memmap(prefix, copy_existing, num_threads=num_threads, existsok=existsok,
-                                 allow_pickle=allow_pickle)
+                                 allow_pickle=allow_pickle, progress=progress)
             _adopt(self, mapped)
             if prefix is not None and not _archive.wanted(prefix, None, None):
                 _remember(self, prefix)
@@ -128,12 +131,13 @@ class _Persistence:
     def memmap_like(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *,
                     existsok: bool = True, num_threads: int = 0, return_early: bool = False,
                     share_non_tensor: bool = False, robust_key: bool | None = True, archive: bool | None = None,
-                    **kwargs: Any) -> Any:
+                    progress: bool | None = None, **kwargs: Any) -> Any:
         """An empty memory-mapped TensorDict with this one's structure (zero-filled, sparse files).
 
         Nothing is copied and no page is touched, so a huge ``td.expand(n).memmap_like(folder)`` costs
         almost no memory. Into an archive (``.tdz`` or ``archive=True``) the zeros are written, and the result
-        writes into the archive (as ``load_memmap(path, mode="r+")``).
+        writes into the archive (as ``load_memmap(path, mode="r+")``). ``progress``: a tqdm bar counting the
+        bytes of the files made in the folder (as :meth:`memmap`'s).
         """
         def run() -> Any:
             if _archive.wanted(prefix, archive, None):
@@ -143,14 +147,15 @@ class _Persistence:
                 out = self.apply(lambda x: _shared(x, zeros=True) if x.is_nested else
                                  MemoryMappedTensor.zeros(x.shape, dtype=x.dtype), device=torch.device("cpu"))
                 return out.lock_()
-            return _save_and_load(self, prefix, existsok=existsok, num_threads=num_threads, like=True)
+            return _save_and_load(self, prefix, existsok=existsok, num_threads=num_threads, like=True,
+                                  progress=progress)
 
         return _memmap.run_early(run) if return_early else run()
 
     @classmethod
     def load_memmap(cls: Any, prefix: str | Path, device: Any = None, non_blocking: bool = False, *,
                     out: Any = None, robust_key: bool | None = True, subpath: Any = None, mode: str | None = None,
-                    num_threads: int = 0, allow_pickle: bool | None = None) -> Any:
+                    num_threads: int = 0, allow_pickle: bool | None = None, progress: bool | None = None) -> Any:
         """Load a folder written by :meth:`memmap` (or by tensordict): leaves map its files, locked.
 
         Every file is checked against its metadata first; a truncated or missing file raises naming it.
@@ -165,7 +170,8 @@ class _Persistence:
         maps them shared: in-place writes reach the files (PermissionError for a file the process cannot
         write). None (the default): a folder's files as with ``"r+"`` when the process can write them, else
         as with ``"r"``; an archive as with ``"r"``. A symbolic link in the folder that leads outside it (a
-        leaf file or a sub-folder) is refused, in every mode.
+        leaf file or a sub-folder) is refused, in every mode. ``progress=True`` shows a tqdm bar counting the
+        bytes of a folder's leaves as they are mapped (None: the global switch, :class:`~tensorbatch.set_progress`).
 
         Raises:
             ValueError: ``subpath`` names no saved TensorDict in the folder; ``mode`` other than None, ``"r"``
@@ -196,7 +202,7 @@ class _Persistence:
                 raise ValueError(f"load_memmap(): no TensorDict saved under subpath {subpath!r} "
                                  f"({str(prefix / 'meta.json')!r} is missing)")
         td = _memmap.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
-                          robust_key=robust_key is not False, mode=mode)
+                          robust_key=robust_key is not False, mode=mode, progress=progress)
         _remember(td, prefix)
         if mode is not None:
             _MODE.set(td, mode)
@@ -244,11 +250,13 @@ class _Persistence:
     def consolidate(self: Any, filename: str | Path | None = None, *, num_threads: int = 0, device: Any = None,
                     non_blocking: bool = False, inplace: bool = False, return_early: bool = False,
                     use_buffer: bool = False, share_memory: bool = False, pin_memory: bool = False,
-                    metadata: bool = False) -> Any:
+                    metadata: bool = False, progress: bool | None = None) -> Any:
         """A copy whose tensor leaves are views into one contiguous byte buffer (in a file if given).
 
         Moving (``to(device)``), pickling or sending a consolidated TensorDict to another process moves
-        that one buffer. Operations return ordinary TensorDicts.
+        that one buffer. Operations return ordinary TensorDicts. ``num_threads`` (> 1) copies the leaves on that
+        many threads; ``progress=True`` shows a tqdm bar counting the bytes copied (None: the global switch,
+        :class:`~tensorbatch.set_progress`).
 
         Examples:
             >>> import torch
@@ -259,7 +267,8 @@ class _Persistence:
         """
         def run() -> Any:
             out = _consolidate.consolidate(self, filename, device=device, non_blocking=non_blocking,
-                                           share_memory=share_memory, pin_memory=pin_memory)
+                                           share_memory=share_memory, pin_memory=pin_memory,
+                                           num_threads=num_threads, progress=progress)
             if inplace:
                 self._replace_with(out)
                 buffer, layout = _consolidate.state(out)  # type: ignore[misc]
@@ -481,13 +490,13 @@ def save(data: Any, prefix: str | Path | None = None, copy_existing: bool = Fals
 
 def load_memmap(prefix: str | Path, device: Any = None, non_blocking: bool = False, *, out: Any = None,
                 robust_key: bool | None = True, subpath: Any = None, mode: str | None = None, num_threads: int = 0,
-                allow_pickle: bool | None = None) -> Any:
+                allow_pickle: bool | None = None, progress: bool | None = None) -> Any:
     """Load a saved folder; its metadata decides the type (TensorDict, lazy stack, ...).
 
     The keywords are :meth:`TensorDictBase.load_memmap`'s.
     """
     return TensorDict.load_memmap(prefix, device, non_blocking, out=out, robust_key=robust_key, subpath=subpath,
-                                  mode=mode, num_threads=num_threads, allow_pickle=allow_pickle)
+                                  mode=mode, num_threads=num_threads, allow_pickle=allow_pickle, progress=progress)
 
 
 load = load_memmap

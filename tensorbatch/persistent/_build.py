@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from .. import _progress
 from .._ops.traverse import is_td
 from ._file import atomic_target, open_file, split_options
 from ._format import write_batch_attrs
@@ -49,12 +50,14 @@ def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: An
 
 def from_dict(input_dict: Any, filename: str | os.PathLike[str], batch_size: Any = None, device: Any = None,
               *, batch_dims: int | None = None, auto_batch_size: bool = False,
-              file_options: dict[str, Any] | None = None, **kwargs: Any) -> PersistentTensorDict:
+              file_options: dict[str, Any] | None = None, progress: bool | None = None,
+              **kwargs: Any) -> PersistentTensorDict:
     """Write a dict or a TensorDict to a new HDF5 file and return it open (mode ``"r+"``).
 
     The file is written under a temporary name next to ``filename``, then renamed onto it: a process killed
     while writing leaves the previous file intact. ``kwargs`` are dataset options (``compression``,
-    ``chunks``, ``fletcher32``...); ``file_options`` go to ``h5py.File``.
+    ``chunks``, ``fletcher32``...); ``file_options`` go to ``h5py.File``. ``progress=True`` shows a tqdm bar
+    counting the bytes written (None: :class:`~tensorbatch.set_progress`'s switch).
 
     Examples:
         >>> import os, tempfile, torch
@@ -86,7 +89,7 @@ def from_dict(input_dict: Any, filename: str | os.PathLike[str], batch_size: Any
             if names is not None:
                 out.names = list(names)
             write_batch_attrs(file, source.batch_size, names)
-            for key, value in source._items_str():
+            for key, value in _progress.entries(source._items_str(), progress, "to_h5"):
                 out._set_str(key, value, inplace=False, validated=True)
         finally:
             file.close()

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from .. import _progress
 from .._lazy import LazyStackedTensorDict
 from .._ops.traverse import is_td
 from . import _format as fmt
@@ -43,10 +44,13 @@ def tensorclass_path(value: Any) -> str | None:
     return f"{cls.__module__}.{cls.__qualname__}" if is_tensorclass(cls) else None
 
 
-def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, **kwargs: Any) -> TensorDictStore:
+def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, progress: bool | None = None,
+                    **kwargs: Any) -> TensorDictStore:
     """A new store holding a copy of ``td`` (a TensorDict, TensorClass or TypedTensorDict).
 
     Written in one atomic round trip. A TensorClass's class is recorded: :func:`from_store` gives it back.
+    ``progress=True`` shows a tqdm bar counting the bytes prepared for that round trip (None: the switch
+    :class:`~tensorbatch.set_progress`).
     """
     if isinstance(td, LazyStackedTensorDict) and not isinstance(td, LazyStackedTensorDictStore):
         return LazyStackedTensorDictStore.from_lazy_stack(td, device=device, **kwargs)  # type: ignore[return-value]
@@ -60,7 +64,7 @@ def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, **kwargs: Any) 
         commands.append(("SET", [store._conn.key("__tensorclass__")], [tc]))
         store._conn.tensorclass = tc
     store._emit_names(data._maybe_names(), commands)
-    for key, value in data._items_str():
+    for key, value in _progress.entries(data._items_str(), progress, "to_store"):
         fmt.check_key(key)
         store._emit_set(key, value, False, commands)
     store._write("from_tensordict", commands)
