@@ -655,10 +655,11 @@ def stack_non_tensor(members: Sequence[_NonTensor], dim: int, cat: bool = False,
                      collapse: bool | None = None) -> _NonTensor:
     """Stack (or concatenate) non-tensor leaves: one value when all agree, else a NonTensorStack.
 
-    ``collapse`` defaults to the ``set_capture_non_tensor_stack`` mode.
+    ``collapse`` defaults to the ``set_capture_non_tensor_stack`` mode for a stack (False by default, as
+    tensordict) and to True for a concatenation (tensordict's ``cat`` keeps one value when all agree).
     """
     if collapse is None:
-        collapse = _options.CAPTURE_NON_TENSOR_STACK
+        collapse = cat or _options.CAPTURE_NON_TENSOR_STACK
     keep: type[NonTensorDataBase] = NonTensorData
     if all(isinstance(m, MetaData) for m in members) and all(m.data is members[0].data for m in members):
         collapse, keep = True, type(members[0])  # type: ignore[assignment]  # the same object: one MetaData

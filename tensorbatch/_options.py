@@ -29,7 +29,7 @@ def _env_mode(name: str, default: bool) -> bool:
 LIST_TO_STACK = _env_mode("LIST_TO_STACK", True)
 """A list (no tensor) set under a key becomes a NonTensorStack; when False, one NonTensorData holding it."""
 
-CAPTURE_NON_TENSOR_STACK = _env_mode("CAPTURE_NONTENSOR_STACK", True)
+CAPTURE_NON_TENSOR_STACK = _env_mode("CAPTURE_NONTENSOR_STACK", False)
 """Stacking identical non-tensor values gives one NonTensorData; when False, a NonTensorStack."""
 
 GET_DEFAULTS_TO_NONE = _env_mode("TD_GET_DEFAULTS_TO_NONE", True)
@@ -160,13 +160,10 @@ def list_to_stack(allow_none: bool = False) -> bool:
 class set_capture_non_tensor_stack(_Mode):
     """Set whether stacking identical non-tensor values gives one value instead of a stack.
 
-    ``True`` is this library's default: ``torch.stack``/``cat`` of non-tensor leaves that all hold the
-    same value give one ``NonTensorData``. With ``False``, they give a ``NonTensorStack`` (tensordict
-    0.15's default). Use it as a context manager, a decorator, or ``.set()`` for the rest of the program.
-
-    Note:
-        Differs from tensordict: the default is ``True`` here (see the README's Differences), and
-        ``True`` does not warn.
+    ``False`` is the default, as tensordict 0.15's: ``torch.stack`` of non-tensor leaves gives a
+    ``NonTensorStack`` even when they all hold the same value. With ``True``, identical values give one
+    ``NonTensorData`` (no warning, where tensordict warns). ``torch.cat`` keeps one value when all agree either way,
+    as tensordict's. Use it as a context manager, a decorator, or ``.set()`` for the rest of the program.
 
     Args:
         mode: ``True`` to capture identical values in one ``NonTensorData``.
@@ -174,10 +171,12 @@ class set_capture_non_tensor_stack(_Mode):
     Examples:
         >>> import torch
         >>> from tensorbatch import NonTensorData, set_capture_non_tensor_stack
-        >>> with set_capture_non_tensor_stack(False):
-        ...     stack = torch.stack([NonTensorData("a"), NonTensorData("a")])
-        >>> type(stack).__name__, stack.tolist()
-        ('NonTensorStack', ['a', 'a'])
+        >>> type(torch.stack([NonTensorData("a"), NonTensorData("a")])).__name__
+        'NonTensorStack'
+        >>> with set_capture_non_tensor_stack(True):
+        ...     one = torch.stack([NonTensorData("a"), NonTensorData("a")])
+        >>> type(one).__name__, one.data
+        ('NonTensorData', 'a')
     """
 
     GLOBAL, ENV = "CAPTURE_NON_TENSOR_STACK", "CAPTURE_NONTENSOR_STACK"
@@ -192,7 +191,7 @@ def capture_non_tensor_stack(allow_none: bool = False) -> bool:
     Examples:
         >>> from tensorbatch import capture_non_tensor_stack
         >>> capture_non_tensor_stack()
-        True
+        False
     """
     return CAPTURE_NON_TENSOR_STACK
 

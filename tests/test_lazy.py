@@ -26,6 +26,7 @@ from tensorbatch import (
     dense_stack_tds,
     lazy_stack,
     maybe_dense_stack,
+    set_capture_non_tensor_stack,
     set_printoptions,
 )
 
@@ -1434,7 +1435,13 @@ def test_non_tensor_different_values_stack():
     assert s[1, 0]["s"] == "world"
 
 
-def test_non_tensor_same_values_collapse():
+def test_non_tensor_same_values_stay_a_stack_by_default():
+    out = lazy_stack([_nt("hello"), _nt("hello")]).get("s")
+    assert type(out) is NonTensorStack and out.tolist() == [["hello"] * 3] * 2
+
+
+@set_capture_non_tensor_stack(True)
+def test_non_tensor_same_values_collapse_under_the_capture_option():
     out = lazy_stack([_nt("hello"), _nt("hello")]).get("s")
     assert type(out) is NonTensorData
     assert out.batch_size == torch.Size([2, 3])

@@ -14,11 +14,12 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 import tensorbatch
-from tensorbatch import NonTensorData, NonTensorStack, TensorDict, is_non_tensor
+from tensorbatch import NonTensorData, NonTensorStack, TensorDict, is_non_tensor, set_capture_non_tensor_stack
 from tensorbatch._nontensor import LinkedList
 
 LETTERS = "abcdef"
@@ -55,9 +56,11 @@ def expected_letters(pos: torch.Tensor) -> Any:
 def check_follows(out: TensorDict) -> None:
     """``s`` and ``l`` of ``out`` moved with the batch exactly as the tensor leaf ``pos`` did."""
     s, stack = out.get("s"), out.get("l")
-    assert type(s) is NonTensorData
     assert s.batch_size == out.batch_size
-    assert s.data == "hi"
+    if type(s) is NonTensorStack:  # a stack of equal values stays a stack (tensordict's default)
+        assert set(np.array(s.tolist(), dtype=object).ravel().tolist()) == {"hi"}
+    else:
+        assert type(s) is NonTensorData and s.data == "hi"
     assert stack.batch_size == out.batch_size
     assert stack.tolist() == expected_letters(out["pos"])
     if out.get("pos").unique().numel() > 1:
@@ -355,7 +358,16 @@ def test_batch_size_setter_keeps_extra_dims_of_leaves():
 
 
 # deliberate differences ---------------------------------------------------------------------------
-def test_stacking_identical_values_gives_one_non_tensor_data():
+def test_stacking_identical_values_gives_a_stack_by_default():
+    out = torch.stack([TensorDict({"s": "a"}), TensorDict({"s": "a"})])
+    assert type(out.get("s")) is NonTensorStack
+    assert out["s"] == ["a", "a"]
+    cat = torch.cat([TensorDict({"s": "a"}, [1]), TensorDict({"s": "a"}, [2])])
+    assert type(cat.get("s")) is NonTensorData and cat.get("s").batch_size == torch.Size([3])  # (tensordict too)
+
+
+@set_capture_non_tensor_stack(True)
+def test_stacking_identical_values_gives_one_non_tensor_data_under_the_capture_option():
     out = torch.stack([TensorDict({"s": "a"}), TensorDict({"s": "a"})])
     assert type(out.get("s")) is NonTensorData
     assert out.get("s").batch_size == torch.Size([2])

@@ -19,6 +19,7 @@ from tensorbatch import (
     is_tensor_collection,
     is_tensorclass,
     lazy_stack,
+    set_capture_non_tensor_stack,
     tensorclass,
 )
 
@@ -467,7 +468,9 @@ class TestForwarding:
     def test_non_tensor_fields_follow_batch_ops(self):
         s = make_sample()
         assert s[0].label == "hi"
-        assert torch.stack([s, s]).label == "hi"
+        assert torch.stack([s, s]).label == [["hi"] * 4] * 2  # a stack of the values, as tensordict
+        with set_capture_non_tensor_stack(True):
+            assert torch.stack([s, s]).label == "hi"  # (the option: equal values stay one value)
         assert s.reshape(2, 2).label == "hi"
 
     def test_in_place_ops_return_self(self):

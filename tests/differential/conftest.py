@@ -62,8 +62,6 @@ DIFFERENCES: dict[str, str] = {
     "vmap's result (tensordict's patched vmap keeps the lock)",
     "vmap_no_tensor_leaf": "a TensorDict with no tensor leaf keeps its whole batch size inside torch.vmap: pytree "
     "gives vmap nothing to map (tensordict removes the mapped dim)",
-    "test_capture_non_tensor_stack_default_differs": "capture_non_tensor_stack() is True by default: equal "
-    "non-tensor values stack to one NonTensorData (tensordict: False, a NonTensorStack)",
     "test_lazy_legacy_true_is_refused": "set_lazy_legacy(True) raises NotImplementedError (tensordict warns and "
     "turns its deprecated legacy lazy mode on)",
     "vmap_in_dims_beyond_batch": "vmap goes through pytree: in_dims beyond the batch dims raise ValueError "
@@ -101,10 +99,6 @@ DIFFERENCES: dict[str, str] = {
     "test_one_hot_categorical_rsample_grad": "OneHotCategorical.rsample's gradient is the relaxed sample's "
     "(tensordict overwrites the sample's data after exp saved it for backward, and gets another gradient)",
     # non-tensor leaves (test_vs_tensordict_nontensor.py)
-    "[nt_stack0]": "stacking identical non-tensor values gives one NonTensorData (tensordict: a stack)",
-    "[nt_stack1]": "stacking identical non-tensor values gives one NonTensorData (tensordict: a stack)",
-    "[nt_stack_same_values]": "stacking identical values gives one NonTensorData (tensordict: a stack)",
-    "[nt_torch_stack_data_same]": "stacking identical values gives one NonTensorData (tensordict: a stack)",
     "[nt_expand]": "expand keeps a NonTensorData (tensordict: NonTensorStack)",
     "[nt_unsqueeze]": "unsqueeze keeps a NonTensorData (tensordict: NonTensorStack)",
     "[nt_index_repeated_position]": "a stack indexed down to one repeated value collapses to NonTensorData",
@@ -123,7 +117,6 @@ DIFFERENCES: dict[str, str] = {
     "[lz_append_batch_dims_differ]": "a member with other batch dims: RuntimeError (tensordict: ValueError)",
     "[lz_batch_size_setter]": "a lazy stack's batch size can be set (it sets the members'); tensordict refuses",
     "[lz_maybe_dense_nested_shapes]": "maybe_dense_stack: lazy when nested leaf shapes differ (tensordict: dense top)",
-    "[lz_nontensor_same]": "stacking identical non-tensor values gives one NonTensorData (tensordict: a stack)",
     "[lz_reshape]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
     "[lz_view]": "view on a lazy stack gives a dense TensorDict (tensordict raises: use reshape)",
     "[lz_permute]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",

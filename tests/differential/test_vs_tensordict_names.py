@@ -82,9 +82,8 @@ def test_capture_non_tensor_stack_off_gives_stacks(tb: Any, ref: Any) -> None:
     assert run(tb) == run(ref) == (False, "NonTensorStack", ["a", "a"], "NonTensorStack", ["a", "a"])
 
 
-def test_capture_non_tensor_stack_default_differs(tb: Any, ref: Any) -> None:
-    # deliberate difference (strict xfail): equal values stack to one NonTensorData by default here
-    assert tb.capture_non_tensor_stack() == ref.capture_non_tensor_stack()
+def test_capture_non_tensor_stack_default(tb: Any, ref: Any) -> None:
+    assert tb.capture_non_tensor_stack() == ref.capture_non_tensor_stack() is False
 
 
 def test_lazy_legacy_false(tb: Any, ref: Any) -> None:
