@@ -6,10 +6,13 @@ Cases (medians of interleaved repeats; ratios printed, tb/raw as bandwidth or ti
 - write:  ``td.memmap(folder)`` of ~MB of float32 leaves vs writing the same bytes with numpy.memmap
 - load:   ``TensorDict.load_memmap(folder)`` (maps the files) vs numpy.memmap opening them
 - gather: reading 1e5 random rows of a loaded memmapped TensorDict vs numpy.memmap fancy indexing
-- consolidate: ``td.consolidate()`` vs ``torch.cat`` of the leaves' bytes
+- consolidate: ``td.consolidate()`` vs ``torch.cat`` of the leaves' bytes (implementations interleaved)
 - like:   ``td.expand(1_000_000).memmap_like(folder)`` with 3x32x32 uint8 leaves, into a fresh folder each time:
-  time, and peak RSS growth (MB) measured in a fresh interpreter per implementation (raw: sparse files of the
-  same sizes mapped with ``torch.from_file``)
+  time (implementations interleaved in one interpreter), and peak RSS growth (MB) of the first call measured
+  in a fresh interpreter per implementation (raw: sparse files of the same sizes mapped with ``torch.from_file``)
+- like-over: the same into the folder of the previous call. Not the same work: tensorbatch writes a new zeroed
+  save aside and swaps it in (atomic, the old mappings keep their data), tensordict maps the existing files
+  and keeps their values (its result is not zeroed); raw truncates the files in place.
 """
 
 from __future__ import annotations
@@ -63,6 +66,16 @@ def _median(fn: Callable[[], Any], repeats: int, setup: Callable[[], Any] | None
         # otherwise freed by the next gc.collect(), outside it, and one that is not inside it (~10 ms for 200 MB)
         del out
     return statistics.median(times)
+
+
+def _interleaved(fns: dict[str, Callable[[], Any]], repeats: int,
+                 setups: dict[str, Callable[[], Any]] | None = None) -> dict[str, float]:
+    """Median seconds of each function, the implementations taking turns within each repeat."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            times[name].append(_median(fn, 1, (setups or {}).get(name)))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def _raw_write(data: dict[str, torch.Tensor], folder: Path) -> None:
@@ -120,10 +133,9 @@ def main() -> None:
             loaded = lib.TensorDict.load_memmap(root / f"w-{name}")
             rows["gather"][name] = _median(lambda t=loaded: t[idx], args.repeats)
         leaves = list(data.values())
-        rows["consolidate"]["raw"] = _median(lambda: torch.cat([v.reshape(-1).view(torch.uint8) for v in leaves]),
-                                             args.repeats)
-        for name in libs:
-            rows["consolidate"][name] = _median(lambda n=name: tds[n].consolidate(), args.repeats)
+        rows["consolidate"] = _interleaved(
+            {"raw": lambda: torch.cat([v.reshape(-1).view(torch.uint8) for v in leaves]),
+             **{name: (lambda n=name: tds[n].consolidate()) for name in libs}}, args.repeats)
         _report(rows, nbytes)
         _report_like(root, [*libs, "raw"], args.repeats)
     finally:
@@ -159,38 +171,64 @@ def _raw_like(folder: Path) -> dict[str, torch.Tensor]:
     return out
 
 
-def _like_one(impl: str, root: Path, repeats: int) -> dict[str, float]:
-    """Runs in a fresh interpreter: peak RSS growth of the first memmap_like, then the median time."""
+def _like_run(impl: str) -> Callable[[Path], Any]:
     if impl == "raw":
-        run: Callable[[Path], Any] = _raw_like
-    else:
-        lib = tensorbatch if impl == "tb" else tensordict
-        leaf = torch.zeros(*LIKE_LEAF, dtype=torch.uint8)
-        big = lib.TensorDict({"img": leaf, "mask": leaf.clone()}, batch_size=[]).expand(LIKE_ROWS)
-        run = big.memmap_like
+        return _raw_like
+    lib = tensorbatch if impl == "tb" else tensordict
+    leaf = torch.zeros(*LIKE_LEAF, dtype=torch.uint8)
+    big = lib.TensorDict({"img": leaf, "mask": leaf.clone()}, batch_size=[]).expand(LIKE_ROWS)
+    return big.memmap_like  # type: ignore[no-any-return]
+
+
+def _like_one(impl: str, root: Path, repeats: int) -> dict[str, float]:
+    """Runs in a fresh interpreter: peak RSS growth of the first memmap_like."""
+    run = _like_run(impl)
     gc.collect()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     run(root / "first")
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
-    wipe = lambda: shutil.rmtree(root / "t", ignore_errors=True)  # noqa: E731  # a fresh folder each time
-    seconds = _median(lambda: run(root / "t"), repeats, wipe)
-    return {"ms": seconds * 1e3, "rss_mb": rss}
+    return {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before}
+
+
+def _like_times(root: Path, impls: list[str], repeats: int) -> dict[str, dict[str, float]]:
+    """memmap_like into a fresh folder and over the previous save, implementations interleaved."""
+    runs = {impl: _like_run(impl) for impl in impls}
+    fresh = _interleaved({i: (lambda i=i: runs[i](root / f"fresh-{i}")) for i in impls}, repeats,
+                         {i: (lambda i=i: shutil.rmtree(root / f"fresh-{i}", ignore_errors=True)) for i in impls})
+    for impl in impls:
+        runs[impl](root / f"over-{impl}")
+    over = _interleaved({i: (lambda i=i: runs[i](root / f"over-{i}")) for i in impls if i != "raw"}, repeats)
+    over["raw"] = _interleaved({"raw": lambda: _raw_like_over(root / "over-raw")}, repeats)["raw"]
+    return {"like": fresh, "like-over": over}
+
+
+def _raw_like_over(folder: Path) -> dict[str, torch.Tensor]:
+    out = {}
+    for key in ("img", "mask"):
+        with open(folder / f"{key}.bin", "r+b") as f:  # zeroed in place: truncated to 0, then to the size
+            f.truncate(0)
+            f.truncate(LIKE_ROWS * 3 * 32 * 32)
+        out[key] = torch.from_file(str(folder / f"{key}.bin"), shared=True, size=LIKE_ROWS * 3 * 32 * 32,
+                                   dtype=torch.uint8).view(LIKE_ROWS, *LIKE_LEAF)
+    return out
 
 
 def _report_like(root: Path, impls: list[str], repeats: int) -> None:
-    res = {}
+    rss = {}
     for impl in impls:  # a fresh interpreter each: ru_maxrss is a process-wide peak
         folder = root / f"like-{impl}"
         folder.mkdir()
         out = subprocess.run([sys.executable, __file__, "--like-one", impl, str(folder), "--repeats", str(repeats)],
                              check=True, capture_output=True, text=True)
-        res[impl] = json.loads(out.stdout.strip().splitlines()[-1])
+        rss[impl] = json.loads(out.stdout.strip().splitlines()[-1])["rss_mb"]
         shutil.rmtree(folder, ignore_errors=True)
-    cols = " ".join(f"{res[i]['ms']:10.2f}" if i in res else f"{'-':>10}" for i in ("raw", "tb", "td"))
-    tb, td, raw = (res.get(i, {}).get("ms") for i in ("tb", "td", "raw"))
-    print(f"{'like':10} {cols} {tb / raw:8.2f} " + (f"{tb / td:8.2f}" if td else f"{'-':>8}")
-          + f"   ({LIKE_ROWS} x {list(LIKE_LEAF)} uint8 x 2 leaves, sparse; peak RSS growth MB: "
-          + ", ".join(f"{i} {r['rss_mb']:.1f}" for i, r in res.items()) + ")")
+    for case, res in _like_times(root, impls, repeats).items():
+        cols = " ".join(f"{1e3 * res[i]:10.2f}" if i in res else f"{'-':>10}" for i in ("raw", "tb", "td"))
+        tb, td, raw = (res.get(i) for i in ("tb", "td", "raw"))
+        assert tb is not None and raw is not None
+        note = (f"   ({LIKE_ROWS} x {list(LIKE_LEAF)} uint8 x 2 leaves, sparse; peak RSS growth MB: "
+                + ", ".join(f"{i} {r:.1f}" for i, r in rss.items()) + ")") if case == "like" else \
+            "   (over the previous save: not the same work, see the docstring)"
+        print(f"{case:10} {cols} {tb / raw:8.2f} " + (f"{tb / td:8.2f}" if td else f"{'-':>8}") + note)
 
 
 if __name__ == "__main__":

@@ -787,6 +787,15 @@ class TestMemmapLike:
         assert (tmp_path / "like" / "nested" / "deep" / "e.memmap").stat().st_size == 3 * 2
         assert td["a"].sum() == 66.0  # the source is untouched
 
+    def test_over_a_save_gives_zeros_and_old_mappings_keep_their_data(self, tmp_path):
+        # tensordict maps the existing files and keeps their values (README, Differences)
+        td = make_td()
+        saved = td.memmap(tmp_path / "x")
+        like = td.memmap_like(tmp_path / "x")
+        assert not like["a"].any() and not TensorDict.load_memmap(tmp_path / "x")["a"].any()
+        assert saved["a"].sum() == 66.0  # the previous save's mapping keeps its file's data
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]  # nothing left aside
+
     def test_writes_reach_the_files(self, tmp_path):
         like = make_td().memmap_like(tmp_path / "like")
         like["a"][:] = 1.0
