@@ -4,12 +4,15 @@
 # Each phase prints its name and then its duration. Extra arguments go to the tests/ pytest call, e.g.
 # `bash scripts/test.sh -m "not slow"` (day-to-day subset) or `bash scripts/test.sh -x -k index`.
 # The script fails when any phase fails; pytest exit code 5 (no tests collected) is a failure too.
+# With CI=true (or TB_NEWEST_TORCH=1; TB_NEWEST_TORCH=0 skips it) a last phase, newest, runs the compile, export
+# and vmap tests on the newest torch wheel (torch==2.14.1, a CUDA build: ~5.5 GB) in .venv-newest: about 4 minutes.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 SCRIPT_START=$SECONDS
 echo "scripts/test.sh: the whole run takes about 10 minutes on 2 free cores (the tests are most of it; the first"
-echo "run adds a few minutes of downloads); \`bash scripts/test.sh -m \"not slow\"\` skips the slowest tests."
+echo "run adds a few minutes of downloads; CI adds about 4 for torch 2.14.1); \`bash scripts/test.sh -m \"not slow\"\`"
+echo "skips the slowest tests."
 
 PHASE_NAME=""
 PHASE_START=0
@@ -70,12 +73,23 @@ doctest_rc=0
 "$PY" -m pytest --doctest-modules tensorbatch || doctest_rc=$?
 phase_end "$doctest_rc"
 
+newest_rc=0
+if [ "${TB_NEWEST_TORCH:-}" = 1 ] || { [ "${CI:-}" = true ] && [ "${TB_NEWEST_TORCH:-}" != 0 ]; }; then
+    phase_begin newest "torch==2.14.1 in .venv-newest: pytest tests/compile tests/test_vmap.py"
+    NEWEST=.venv-newest/bin/python
+    { [ -x "$NEWEST" ] || python3 -m venv .venv-newest; } \
+        && "$NEWEST" -m pip install --disable-pip-version-check -q torch==2.14.1 numpy "pytest>=8" \
+        && "$NEWEST" -m pip install --disable-pip-version-check -q --no-deps -e . \
+        && "$NEWEST" -m pytest tests/compile tests/test_vmap.py -q -x -p no:cacheprovider || newest_rc=$?
+    phase_end "$newest_rc"
+fi
+
 echo
 echo "scripts/test.sh: phases (seconds, exit code); total $((SECONDS - SCRIPT_START))s"
 for line in "${SUMMARY[@]}"; do
     echo "    $line"
 done
-for rc in "$ruff_rc" "$mypy_rc" "$tests_rc" "$doctest_rc"; do
+for rc in "$ruff_rc" "$mypy_rc" "$tests_rc" "$doctest_rc" "$newest_rc"; do
     if [ "$rc" -ne 0 ]; then
         exit "$rc"
     fi
