@@ -345,7 +345,7 @@ def get_printoptions() -> dict[str, Any]:
 class set_progress:
     """Turn tqdm progress bars on or off for the calls a user waits on, when they are given no ``progress=``.
 
-    The calls: ``memmap``/``memmap_``/``memmap_like``/``save`` into a folder, ``load_memmap``, ``consolidate``,
+    The calls: ``memmap``/``memmap_``/``memmap_like``/``save``, ``pack_memmap``, ``load_memmap``, ``consolidate``,
     ``to_h5``/``PersistentTensorDict.from_dict``, ``to_store``/``TensorDictStore.from_tensordict`` and the table
     reads (``from_pandas``, ``from_csv``, ``from_json``, ``from_parquet``, ``from_arrow``). Bars are off by
     default; the environment variable ``TENSORBATCH_PROGRESS=1`` turns them on at import. A call's own

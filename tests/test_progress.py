@@ -121,6 +121,24 @@ def test_load_memmap_bar_counts_the_bytes_mapped(tmp_path, capsys) -> None:
     assert capsys.readouterr().err == ""
 
 
+def test_archive_bars_count_the_bytes_packed(tmp_path, capsys) -> None:
+    td = _td()
+    out = td.memmap(tmp_path / "x.tdz", progress=True)
+    assert _final(capsys.readouterr().err, "memmap").startswith("memmap: 100%")
+    _assert_same(out, td)
+    like = td.memmap_like(tmp_path / "l.tdz", progress=True)
+    assert _final(capsys.readouterr().err, "memmap_like").startswith("memmap_like: 100%")
+    assert not like["a"].any()
+    td.memmap(tmp_path / "saved")
+    capsys.readouterr()
+    packed = tensorbatch.pack_memmap(tmp_path / "saved", tmp_path / "p.tdz", compression="deflate", progress=True)
+    assert _final(capsys.readouterr().err, "pack_memmap").startswith("pack_memmap: 100%")
+    _assert_same(TensorDict.load_memmap(packed), td)
+    tensorbatch.pack_memmap(tmp_path / "saved", tmp_path / "q.tdz")
+    assert capsys.readouterr().err == ""
+    assert (tmp_path / "q.tdz").stat().st_size > (tmp_path / "p.tdz").stat().st_size  # (the deflated one)
+
+
 # ---------------------------------------------------------------------------------------- consolidate
 @pytest.mark.parametrize(("num_threads", "progress"), [(0, True), (3, False), (3, True)])
 def test_consolidate_leaf_by_leaf_gives_the_same_buffer(num_threads, progress, capsys, tmp_path) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from .. import _progress
 from . import memmap as _memmap
 from ._shared import atomic_target
 
@@ -67,7 +68,7 @@ def is_memmap_archive(path: str | Path) -> bool:
 
 
 def pack_memmap(prefix: str | Path, archive_path: str | Path, *, compression: str | int | None = None,
-                compresslevel: int | None = None) -> Path:
+                compresslevel: int | None = None, progress: bool | None = None) -> Path:
     """Pack a saved TensorDict folder (``td.memmap(prefix)``) into one archive file.
 
     ``TensorDict.load_memmap(archive_path)`` maps it back without a copy; :func:`unpack_memmap` (or
@@ -79,6 +80,7 @@ def pack_memmap(prefix: str | Path, archive_path: str | Path, *, compression: st
         compression: ``None``/``"stored"`` (the default: leaves are mapped when loaded), ``"deflate"``,
             ``"bzip2"``, ``"lzma"`` or a :mod:`zipfile` constant (smaller; leaves are read into memory).
         compresslevel: the compression level, passed to :mod:`zipfile`.
+        progress: show a tqdm bar counting the bytes packed (None: the switch :class:`~tensorbatch.set_progress`).
 
     Returns:
         ``archive_path`` as a :class:`~pathlib.Path`.
@@ -103,7 +105,7 @@ def pack_memmap(prefix: str | Path, archive_path: str | Path, *, compression: st
         raise ValueError(f"{prefix} is not a saved TensorDict folder (it has no {_memmap.META})")
     if archive_path.resolve().is_relative_to(prefix.resolve()):
         raise ValueError(f"the archive {archive_path} must lie outside the folder {prefix} it packs")
-    _write(prefix, archive_path, _compression(compression), compresslevel)
+    _write(prefix, archive_path, _compression(compression), compresslevel, progress=progress, desc="pack_memmap")
     return archive_path
 
 
@@ -228,11 +230,12 @@ def wanted(prefix: str | Path | None, archive: bool | None, compression: Any) ->
 
 
 def save(td: Any, path: str | Path | None, *, existsok: bool = True, allow_pickle: bool = False,
-         like: bool = False, compression: Any = None) -> Path:
+         like: bool = False, compression: Any = None, progress: bool | None = None) -> Path:
     """Write ``td`` as an archive at ``path``: one pass over the data, straight into the archive.
 
     The folder layout is staged with empty (sparse) leaf files, and each leaf's bytes are streamed from
-    its tensor into the archive. ``like=True`` writes zero-filled leaves (``memmap_like``).
+    its tensor into the archive. ``like=True`` writes zero-filled leaves (``memmap_like``). ``progress``: a
+    bar counting the bytes of the archive's entries as they are written (``_progress``).
     """
     if path is None:
         raise ValueError("a path is required to write a memmap archive")
@@ -246,7 +249,7 @@ def save(td: Any, path: str | Path | None, *, existsok: bool = True, allow_pickl
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         sources = _memmap.stage(td, staging / "td", allow_pickle=allow_pickle, like=like)
-        _write(staging / "td", path, method, None, sources)
+        _write(staging / "td", path, method, None, sources, progress, "memmap_like" if like else "memmap")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return path
@@ -273,11 +276,13 @@ def _folder_files(folder: Path) -> list[Path]:
 
 
 def _write(folder: Path, target: Path, method: int, level: int | None,
-           sources: dict[Path, torch.Tensor] | None = None) -> None:
+           sources: dict[Path, torch.Tensor] | None = None, progress: bool | None = False, desc: str = "") -> None:
     """Write the files of ``folder`` as an archive at ``target`` (a ``.memmap`` in ``sources`` from its tensor)."""
     files = _folder_files(folder)  # listed first: the archive may be written inside a symlinked folder
     target.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_target(target) as tmp, zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
+    bar = (_progress.bar(progress, desc, sum(f.stat().st_size for f in files)) if _progress.wanted(progress)
+           else _progress.NO_BAR)
+    with bar, atomic_target(target) as tmp, zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
         for file in files:
             name = file.relative_to(folder).as_posix()
             leaf = file.suffix == ".memmap"
@@ -290,10 +295,11 @@ def _write(folder: Path, target: Path, method: int, level: int | None,
                 chunks = _tensor_chunks(source)
                 if source.numel() * source.element_size() != size:
                     raise RuntimeError(f"internal error: the tensor of {name} does not match its staged file")
-            _add(zf, name, chunks, size, method if leaf else zipfile.ZIP_STORED, level)
+            _add(zf, name, chunks, size, method if leaf else zipfile.ZIP_STORED, level, bar)
 
 
-def _add(zf: zipfile.ZipFile, name: str, chunks: Iterator[Any], size: int, method: int, level: int | None) -> None:
+def _add(zf: zipfile.ZipFile, name: str, chunks: Iterator[Any], size: int, method: int, level: int | None,
+         bar: Any = _progress.NO_BAR) -> None:
     """One entry; an uncompressed one's payload starts at a multiple of ``_ALIGN`` in the file."""
     info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
     info.compress_type, info.file_size, info.external_attr = method, size, 0o644 << 16
@@ -311,6 +317,7 @@ def _add(zf: zipfile.ZipFile, name: str, chunks: Iterator[Any], size: int, metho
             raise RuntimeError(f"internal error: the payload of {name} is not aligned (zipfile's header changed?)")
         for chunk in chunks:
             out.write(chunk)
+            bar.update(len(chunk))
 
 
 def _file_chunks(file: Path) -> Iterator[bytes]:

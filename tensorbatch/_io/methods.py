@@ -82,7 +82,7 @@ class _Persistence:
             compression: an archive's leaf compression (``"deflate"``, ``"bzip2"``, ``"lzma"``); compressed
                 leaves are read into memory when loaded instead of being mapped.
             allow_pickle: store non-JSON non-tensor values with pickle.
-            progress: show a tqdm bar counting the bytes written into the folder (None: the global switch,
+            progress: show a tqdm bar counting the bytes written (into the folder or the archive; None: the switch,
                 :class:`~tensorbatch.set_progress`; needs tqdm). An addition: tensordict has no such option.
             **kwargs: tensordict's ``atomic`` is accepted and ignored (saves are always atomic).
 
@@ -97,7 +97,8 @@ class _Persistence:
         """
         def run() -> Any:
             if _archive.wanted(prefix, archive, compression):  # the data is copied into the archive
-                _archive.save(self, prefix, existsok=existsok, allow_pickle=allow_pickle, compression=compression)
+                _archive.save(self, prefix, existsok=existsok, allow_pickle=allow_pickle, compression=compression,
+                              progress=progress)
                 return type(self).load_memmap(prefix, allow_pickle=allow_pickle)
             if prefix is None:  # shared memory, on the CPU (as files would be)
                 out = self.apply(lambda x: _shared(x) if x.is_nested else
@@ -137,11 +138,11 @@ class _Persistence:
         Nothing is copied and no page is touched, so a huge ``td.expand(n).memmap_like(folder)`` costs
         almost no memory. Into an archive (``.tdz`` or ``archive=True``) the zeros are written, and the result
         writes into the archive (as ``load_memmap(path, mode="r+")``). ``progress``: a tqdm bar counting the
-        bytes of the files made in the folder (as :meth:`memmap`'s).
+        bytes of the files made (as :meth:`memmap`'s).
         """
         def run() -> Any:
             if _archive.wanted(prefix, archive, None):
-                _archive.save(self, prefix, existsok=existsok, like=True)
+                _archive.save(self, prefix, existsok=existsok, like=True, progress=progress)
                 return type(self).load_memmap(prefix, mode="r+")
             if prefix is None:
                 out = self.apply(lambda x: _shared(x, zeros=True) if x.is_nested else

@@ -15,6 +15,8 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
+from .._progress import bar as _bar
+
 
 def _chunks(td: Any, dim: int, chunksize: int | None, num_chunks: int | None, workers: int) -> tuple[list[Any], bool]:
     """The pieces of ``td`` along ``dim`` and whether they were unbound (chunksize=0: results stack)."""
@@ -41,13 +43,17 @@ def _run(job: tuple[Callable[[Any], Any], Any, Any, int]) -> Any:
 
 
 def _progress(it: Iterator[Any], total: int, enabled: bool) -> Iterator[Any]:
+    """``it``, counted on a tqdm bar of ``total`` chunks when ``enabled`` (``pbar=True``: the switch is not read)."""
     if not enabled:
         return it
-    try:
-        from tqdm import tqdm  # type: ignore[import-untyped, import-not-found, unused-ignore]
-    except ImportError as err:
-        raise ImportError("map(pbar=True) needs tqdm (pip install tqdm)") from err
-    return iter(tqdm(it, total=total))
+    return _counted(it, _bar(True, "map", total, unit="chunk"))
+
+
+def _counted(it: Iterator[Any], bar: Any) -> Iterator[Any]:
+    with bar:
+        for result in it:
+            bar.update(1)
+            yield result
 
 
 def _pool(num_workers: int | None, max_tasks_per_child: int | None, start_method: str | None) -> Any:
