@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import json
 import os
 import pickle
@@ -89,6 +90,8 @@ class ZarrDialect(Dialect):
             raise FileNotFoundError(f"no zarr group at {self.where!r} (mode {mode!r})") from err
         self._nodes: dict[Path, Any] = {(): self.root}
         self._arrays: dict[Path, Any] = {}
+        self._count = itertools.count(1)  # leaf_id: a number per created leaf
+        self._serials: dict[Path, int] = {}
         # whether the store keeps consolidated metadata, which each structural change must refresh (None: not
         # looked yet; a new store has none until to_zarr consolidates it), and the open transactions' depth
         self._consolidated: bool | None = False if mode in ("w", "x", "w-") else None
@@ -217,11 +220,13 @@ class ZarrDialect(Dialect):
         array = self._node(path[:-1]).create_array(path[-1], shape=shape, dtype=_NUMPY_NAME[dtype], fill_value=0,
                                                    attributes=attributes, **options)
         self._arrays[path] = array
+        self._serials[path] = next(self._count)
         self._structure_changed()
         return array
 
     def leaf_id(self, path: Path) -> int:
-        return id(self._array(path))  # (a new array object when the leaf is replaced)
+        self._array(path)
+        return self._serials.setdefault(path, next(self._count))  # (numbered when created or first seen)
 
     # ------------------------------------------------------------------ non-tensor leaves
     def read_object(self, path: Path, batch_size: torch.Size) -> Any:

@@ -14,6 +14,7 @@ arrays holds entries, so the generic flavour suite run on it proves that the dia
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -53,6 +54,8 @@ class NumpyDialect(Dialect):
         self.children: dict[Path, dict[str, str]] = {(): {}}
         self.facts: dict[Path, tuple[torch.Size, Any]] = {(): (torch.Size(()), None)}
         self.stats: Counter[str] = Counter()
+        self.serials: dict[Path, int] = {}  # path -> the number of the write that created its leaf
+        self.count = itertools.count(1)
 
     def entries(self, path: Path) -> dict[str, str]:
         return self.children[path]
@@ -94,6 +97,7 @@ class NumpyDialect(Dialect):
 
     def write(self, path: Path, value: torch.Tensor) -> None:
         self.arrays[path] = _to_numpy(value).copy()  # the store owns its data
+        self.serials[path] = next(self.count)
         self.children[path[:-1]][path[-1]] = TENSOR
 
     def write_into(self, path: Path, value: torch.Tensor) -> None:
@@ -112,10 +116,11 @@ class NumpyDialect(Dialect):
         if dtype not in _NUMPY_OF:
             raise TypeError(f"NumpyStore cannot store dtype {dtype} (numpy has no such dtype)")
         self.arrays[path] = np.zeros(tuple(shape), dtype=_NUMPY_OF[dtype])
+        self.serials[path] = next(self.count)
         self.children[path[:-1]][path[-1]] = TENSOR
 
     def leaf_id(self, path: Path) -> int:
-        return id(self.arrays[path])
+        return self.serials[path]  # (not id(array): a replaced array's id may be reused by its successor)
 
     def read_object(self, path: Path, batch_size: torch.Size) -> Any:
         return self.objects[path]
