@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 from collections.abc import Mapping
@@ -67,8 +68,21 @@ def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, progress: bool 
     for key, value in _progress.entries(data._items_str(), progress, "to_store"):
         fmt.check_key(key)
         store._emit_set(key, value, False, commands)
-    store._write("from_tensordict", commands)
+    try:
+        store._write("from_tensordict", commands)
+    except BaseException:
+        _forget(store)  # a new store whose data was refused (maxmemory...): no metadata left behind
+        raise
     return store
+
+
+def _forget(store: TensorDictStore) -> None:
+    """Delete every key of a store just created (best effort: the error being raised is the one to see)."""
+    conn = store._conn
+    with contextlib.suppress(Exception):
+        keys = list(conn.client.scan_iter(match=conn.key("*").replace("[", "\\[").replace("?", "\\?")))
+        if keys:
+            conn.client.delete(*keys)
 
 
 def from_dict(cls: Any, /, input_dict: Any, *, auto_batch_size: bool = False, batch_size: Any = None,

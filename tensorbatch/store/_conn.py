@@ -438,7 +438,13 @@ class Connection:
             keys.extend(cmd_keys)
             args.extend((name, len(cmd_keys), len(cmd_args), *cmd_args))
         args[1] = len(staging)
-        self.run(operation, [*staging, ("EVALSHA", SHA[GUARD], len(keys), *keys, *args)])
+        try:
+            self.run(operation, [*staging, ("EVALSHA", SHA[GUARD], len(keys), *keys, *args)])
+        except BaseException:
+            if staging:  # the script did not run (refused under maxmemory...): drop what was staged now
+                with contextlib.suppress(Exception):
+                    self.client.delete(*(stage[1] for stage in staging))
+            raise
 
     def new_epoch(self) -> bytes:
         return secrets.token_hex(8).encode()

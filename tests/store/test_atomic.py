@@ -124,3 +124,14 @@ def test_wrapper_writes_are_one_script(private_server, wrapper, name):
     assert _server_state(srv, store) == before
     assert set(store.keys()) == {"small", "x", "y"}
     assert store["x"].sum() == 0 and store["y"].sum() == 0 and store["small"].sum() == 1000
+
+
+@pytest.mark.parametrize("how", ["to_store", "from_dict"])
+def test_a_new_store_whose_first_write_fails_leaves_no_key(private_server, how):
+    srv = private_server("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+    big = TensorDict({"a": torch.ones(1000), "z": torch.ones(1000, 2000)}, [1000])  # 8 MB: refused by the server
+    assert srv.client().dbsize() == 0
+    write = big.to_store if how == "to_store" else lambda **kw: TensorDictStore.from_dict(big, **kw)
+    with pytest.raises(redis.ResponseError, match="maxmemory"):
+        write(host=srv.host, port=srv.port)
+    assert srv.client().keys("*") == []  # no metadata, no staging key
