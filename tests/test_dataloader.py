@@ -21,6 +21,7 @@ from torch.utils.data._utils.pin_memory import pin_memory as torch_pin_memory
 
 from tensorbatch import LazyStackedTensorDict, TensorClass, TensorDict, TypedTensorDict
 from tensorbatch.persistent import PersistentTensorDict
+from tensorbatch.stored import StoredTensorDict
 
 if TYPE_CHECKING:
     from tensorbatch.store import TensorDictStore
@@ -75,6 +76,16 @@ def h5(tmp_path: Path) -> Iterator[PersistentTensorDict]:
     out.close()
 
 
+@pytest.fixture
+def zarr_rows(tmp_path: Path) -> Any:
+    """A zarr store opened ``"r"`` (the stored layer): workers reopen it from its path."""
+    pytest.importorskip("zarr", reason="zarr (the zarr extra) is not installed")
+    from tensorbatch import from_zarr
+
+    make_td().to_zarr(tmp_path / "rows.zarr")
+    return from_zarr(tmp_path / "rows.zarr")
+
+
 @pytest.fixture(scope="module")
 def server() -> Server:
     return shared_server()  # stopped at session end (root conftest)
@@ -93,7 +104,7 @@ def store(server: Server) -> Iterator[TensorDictStore]:
 IN_MEMORY: dict[str, Callable[[], Any]] = {"td": make_td, "lazy": make_lazy, "tc": make_tc, "typed": make_typed}
 
 
-@pytest.fixture(params=[*IN_MEMORY, "h5", "store"])
+@pytest.fixture(params=[*IN_MEMORY, "h5", "zarr_rows", "store"])
 def dataset(request: pytest.FixtureRequest) -> Any:
     if request.param in IN_MEMORY:
         return IN_MEMORY[request.param]()
@@ -113,8 +124,8 @@ def check_batch(batch: Any, rows: list[int] | None = None) -> list[int]:
         assert torch.equal(batch.get("a"), _a(idx))
         if "n" in batch.keys():
             assert batch.get(("n", "b")).tolist() == got
-        if isinstance(batch, Rows):
-            assert batch.tag == "rows"
+        if isinstance(batch, Rows):  # one value read by rows; a stack of the samples' values (as tensordict)
+            assert batch.tag == "rows" or batch.tag == ["rows"] * len(got)
     if rows is not None:
         assert got == rows
     return got
@@ -122,7 +133,7 @@ def check_batch(batch: Any, rows: list[int] | None = None) -> list[int]:
 
 def expected_type(dataset: Any) -> str:
     """The class of a batch read in the main process (tensordict 0.15.3 gives the same kinds)."""
-    if isinstance(dataset, PersistentTensorDict):
+    if isinstance(dataset, PersistentTensorDict | StoredTensorDict):
         return "IndexedView"  # a lazy view of the file, as indexing gives (tensordict: a _SubTensorDict)
     if type(dataset).__name__ == "TensorDictStore":  # (by name: tensorbatch.store needs the redis extra)
         return "TensorDict"  # read from the server
@@ -198,7 +209,7 @@ def _by_workers(dataset: Any, context: str, **kwargs: Any) -> list[Any]:
 
 def worker_type(dataset: Any) -> str:
     """The class of a batch a worker sends: a lazy view of a file is read in the worker, in one batched read."""
-    return "TensorDict" if isinstance(dataset, PersistentTensorDict) else expected_type(dataset)
+    return "TensorDict" if isinstance(dataset, PersistentTensorDict | StoredTensorDict) else expected_type(dataset)
 
 
 def test_fork_workers(dataset: Any) -> None:
@@ -214,12 +225,13 @@ def test_fork_workers_default_collate_shuffle(dataset: Any) -> None:
     assert len(rows) == len(set(rows)) == 8
 
 
-# one spawn test per family: in memory (TensorDict, lazy stack), typed wrappers, stored (HDF5, Redis)
+# one spawn test per family: in memory (TensorDict, lazy stack), typed wrappers, stored (HDF5, zarr, Redis)
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["memory", "typed", "stored"])
 def test_spawn_workers(family: str, request: pytest.FixtureRequest) -> None:
     datasets = {"memory": [make_td(), make_lazy()], "typed": [make_tc(), make_typed()],
-                "stored": [request.getfixturevalue("h5"), request.getfixturevalue("store")]}[family]
+                "stored": [request.getfixturevalue("h5"), request.getfixturevalue("zarr_rows"),
+                           request.getfixturevalue("store")]}[family]
     for dataset in datasets:
         batches = _by_workers(dataset, "spawn", collate_fn=identity) if family == "memory" else (
             _by_workers(dataset, "spawn"))
