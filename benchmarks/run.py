@@ -234,10 +234,11 @@ def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="", help="only run cases whose name contains this substring")
-    p.add_argument("--suite", choices=[*SUITES, "all", "h5", "dist", "compile", "gpu"], default="core",
+    p.add_argument("--suite", choices=[*SUITES, "all", "h5", "zarr", "dist", "compile", "gpu"], default="core",
                    help="core: the core TensorDict cases (default); lazy: lazy stacks and padding; "
                    "typed: TensorClass and TypedTensorDict; store: TensorDictStore vs raw redis-py (cases_store.py); "
-                   "h5: PersistentTensorDict vs raw h5py (h5.py; "
+                   "h5: PersistentTensorDict vs raw h5py (h5.py; not part of all); zarr: to_zarr/from_zarr, rows, "
+                   "slices and row writes vs tensordict's zarr and raw zarr (bench_zarr.py; "
                    "not part of all); dist: send/recv between two gloo processes (distributed.py; not part of all); "
                    "compile: a compiled training-style step, steady state and compile time (compiled.py; not part "
                    "of all); gpu: host/device transfers, small GPU ops, a compiled step and a vmap ensemble on "
@@ -262,6 +263,11 @@ def main(argv: list[str] | None = None) -> None:
     warnings.simplefilter("ignore")  # library deprecation chatter would spam the table
     if args.suite == "h5":  # its own cases, raw strategies, peak memory and table (h5.py)
         h5.main(args, round_robin, calibrate)
+        return
+    if args.suite == "zarr":  # its own cases on a store in a temp folder (bench_zarr.py)
+        import bench_zarr
+
+        bench_zarr.main(args)
         return
     if args.suite == "dist":  # two processes, each timing its side of the transfers (distributed.py)
         import distributed

@@ -373,10 +373,6 @@ BROKEN: dict[str, pytest.MarkDecorator] = {
         reason="LIMITATION (README, Differences): td[mask] = other_td under compile: the rows the mask selects "
                "and the other's rows are two data-dependent sizes, and checking that they agree cannot be traced "
                "(a number, td[mask] = 0.0, compiles)"),
-    "non_tensor-stack_different": pytest.mark.xfail(
-        strict=True, raises=torch._dynamo.exc.UserError,
-        reason="LIMITATION (README, Differences): stacking differing non-tensor values under compile: the stack's "
-               "positions are a tensor and whether one value is left is data-dependent (equal values compile)"),
 }
 
 
