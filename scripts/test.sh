@@ -43,8 +43,8 @@ phase_begin installs "torch, tensorbatch[test,redis,tabular,safetensors], torchr
 echo "    torch==2.13.0"
 "$PY" -m pip install --disable-pip-version-check -q torch==2.13.0
 # The optional backends too, so that CI skips nothing (h5py, ruff and mypy come with the test extra).
-echo "    tensorbatch (editable) with the test, redis, tabular and safetensors extras"
-"$PY" -m pip install --disable-pip-version-check -q -e '.[test,redis,tabular,safetensors]'
+echo "    tensorbatch (editable) with the test, redis, tabular, safetensors and docs extras"
+"$PY" -m pip install --disable-pip-version-check -q -e '.[test,redis,tabular,safetensors,docs]'
 # TorchRL runs on tensorbatch through tensorbatch.compat (tests/compat/test_torchrl.py). Without its dependencies:
 # they would pull the real tensordict's pins; its compiled extension does not load on torch 2.13, and it runs without.
 echo "    torchrl==0.14.1 (without its dependencies) and the few it needs"
