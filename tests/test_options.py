@@ -130,23 +130,23 @@ def test_list_to_stack_as_block_decorator_and_global_setter() -> None:
 
 
 def test_a_block_restores_the_mode_when_the_body_raises() -> None:
-    with pytest.raises(ZeroDivisionError), set_capture_non_tensor_stack(False):
+    with pytest.raises(ZeroDivisionError), set_capture_non_tensor_stack(True):
         1 / 0  # noqa: B018
-    assert capture_non_tensor_stack() is True
+    assert capture_non_tensor_stack() is False
 
 
 # ------------------------------------------------------------------------------------------ capture
 def test_capture_non_tensor_stack_decides_what_stacks_of_equal_values_give() -> None:
-    assert capture_non_tensor_stack() is True
-    assert type(torch.stack([NonTensorData("a"), NonTensorData("a")])) is NonTensorData
-    with set_capture_non_tensor_stack(False):
-        assert capture_non_tensor_stack() is False
-        stack = torch.stack([NonTensorData("a"), NonTensorData("a")])
-        nested = torch.stack([TensorDict(s="a"), TensorDict(s="a")])
-        cat = torch.cat([TensorDict(s=NonTensorData("a", batch_size=[1]), batch_size=[1])] * 2)
+    assert capture_non_tensor_stack() is False  # tensordict's default
+    stack = torch.stack([NonTensorData("a"), NonTensorData("a")])
+    nested = torch.stack([TensorDict(s="a"), TensorDict(s="a")])
     assert type(stack) is NonTensorStack and stack.tolist() == ["a", "a"]
     assert type(nested.get("s")) is NonTensorStack and nested.get("s").batch_size == (2,)
-    assert type(cat.get("s")) is NonTensorStack and cat.get("s").tolist() == ["a", "a"]
+    with set_capture_non_tensor_stack(True):
+        assert capture_non_tensor_stack() is True
+        assert type(torch.stack([NonTensorData("a"), NonTensorData("a")])) is NonTensorData
+    cat = torch.cat([TensorDict(s=NonTensorData("a", batch_size=[1]), batch_size=[1])] * 2)
+    assert type(cat.get("s")) is NonTensorData and cat.get("s").batch_size == (2,)  # cat keeps one value (tensordict)
     # different values give a stack in both modes
     assert type(torch.stack([NonTensorData("a"), NonTensorData("b")])) is NonTensorStack
 

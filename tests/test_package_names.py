@@ -198,7 +198,7 @@ def test_metadata_keeps_its_class_and_stacks_by_identity(tmp_path) -> None:
         assert type(out.get("cfg")) is MetaData, out
     assert td[1]["cfg"] is config
     equal = TensorDict(cfg=MetaData({"lr": 0.1}, batch_size=[2]), batch_size=[2])
-    assert type(torch.stack([td, equal]).get("cfg")) is NonTensorData  # equal, not the same object
+    assert type(torch.stack([td, equal]).get("cfg")) is NonTensorStack  # equal, not the same object (tensordict too)
     different = TensorDict(cfg=MetaData({"lr": 0.2}, batch_size=[2]), batch_size=[2])
     assert type(torch.stack([td, different]).get("cfg")) is NonTensorStack
     td.memmap(tmp_path / "m")
