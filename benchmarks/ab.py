@@ -27,8 +27,12 @@ HERE = Path(__file__).resolve().parent
 
 def _run(tree: str, out: Path, extra: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
-    subprocess.run([sys.executable, str(HERE / "run.py"), "--json", str(out), *extra], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(HERE / "run.py"), "--json", str(out), *extra],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return json.loads(out.read_text())
 
 
@@ -55,7 +59,7 @@ def main() -> None:
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)  # what follows -- goes to run.py
     args = p.parse_args(argv[:cut])
-    args.extra = argv[cut + 1:]
+    args.extra = argv[cut + 1 :]
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -65,16 +69,19 @@ def main() -> None:
                 runs[side].append(_run(getattr(args, side), Path(tmp) / f"{side}{r}.json", args.extra))
     before, after = _per_case(runs["before"]), _per_case(runs["after"])
     rows = sorted(((after[c][1] / before[c][1], c) for c in after if c in before), reverse=True)
-    print(f"{'case':30s} {'tb us before':>12s} {'after':>9s} {'after/before':>12s} "
-          f"{'tb/td before':>12s} {'after':>7s} {'after/before':>12s}")
+    print(
+        f"{'case':30s} {'tb us before':>12s} {'after':>9s} {'after/before':>12s} "
+        f"{'tb/td before':>12s} {'after':>7s} {'after/before':>12s}"
+    )
     table = {}
     for change, case in rows:
         (tb0, r0), (tb1, r1) = before[case], after[case]
         table[case] = {"tb_us": [tb0, tb1], "tb_td": [r0, r1]}
         print(f"{case:30s} {tb0:12.2f} {tb1:9.2f} {tb1 / tb0:12.3f} {r0:12.3f} {r1:7.3f} {change:12.3f}")
     geo = statistics.geometric_mean
-    print(f"geomean tb/td: before {geo(v[1] for v in before.values()):.3f}, "
-          f"after {geo(v[1] for v in after.values()):.3f}")
+    print(
+        f"geomean tb/td: before {geo(v[1] for v in before.values()):.3f}, after {geo(v[1] for v in after.values()):.3f}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(table, indent=2))
 

@@ -37,8 +37,9 @@ except ImportError:  # the comparison column is skipped
 def _build(lib: Any, mb: int, leaves: int) -> Any:
     rows = mb * 2**20 // 4 // leaves // 64
     g = torch.Generator().manual_seed(0)
-    return lib.TensorDict({f"group{i % 4}": {f"leaf{i}": torch.randn(rows, 64, generator=g)} for i in range(leaves)},
-                          batch_size=[rows])
+    return lib.TensorDict(
+        {f"group{i % 4}": {f"leaf{i}": torch.randn(rows, 64, generator=g)} for i in range(leaves)}, batch_size=[rows]
+    )
 
 
 def _touch(td: Any) -> float:

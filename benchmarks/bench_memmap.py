@@ -49,8 +49,12 @@ KEYS = ("obs", "next_obs", "reward", "action")
 def _data(mb: int) -> dict[str, torch.Tensor]:
     rows = mb * 2**20 // (4 * (64 + 64 + 1 + 8))
     g = torch.Generator().manual_seed(0)
-    return {"obs": torch.rand(rows, 64, generator=g), "next_obs": torch.rand(rows, 64, generator=g),
-            "reward": torch.rand(rows, 1, generator=g), "action": torch.rand(rows, 8, generator=g)}
+    return {
+        "obs": torch.rand(rows, 64, generator=g),
+        "next_obs": torch.rand(rows, 64, generator=g),
+        "reward": torch.rand(rows, 1, generator=g),
+        "action": torch.rand(rows, 8, generator=g),
+    }
 
 
 def _median(fn: Callable[[], Any], repeats: int, setup: Callable[[], Any] | None = None) -> float:
@@ -68,8 +72,9 @@ def _median(fn: Callable[[], Any], repeats: int, setup: Callable[[], Any] | None
     return statistics.median(times)
 
 
-def _interleaved(fns: dict[str, Callable[[], Any]], repeats: int,
-                 setups: dict[str, Callable[[], Any]] | None = None) -> dict[str, float]:
+def _interleaved(
+    fns: dict[str, Callable[[], Any]], repeats: int, setups: dict[str, Callable[[], Any]] | None = None
+) -> dict[str, float]:
     """Median seconds of each function, the implementations taking turns within each repeat."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
@@ -89,8 +94,9 @@ def _raw_write(data: dict[str, torch.Tensor], folder: Path) -> None:
 
 
 def _raw_open(data: dict[str, torch.Tensor], folder: Path) -> dict[str, np.memmap]:
-    return {k: np.memmap(folder / f"{k}.bin", dtype=np.float32, mode="r+", shape=tuple(v.shape))
-            for k, v in data.items()}
+    return {
+        k: np.memmap(folder / f"{k}.bin", dtype=np.float32, mode="r+", shape=tuple(v.shape)) for k, v in data.items()
+    }
 
 
 def main() -> None:
@@ -122,20 +128,24 @@ def main() -> None:
         _raw_write(data, root / "w-raw")
         rows["load"]["raw"] = _median(lambda: _raw_open(data, root / "w-raw"), args.repeats)
         for name, lib in libs.items():
-            rows["load"][name] = _median(lambda lib=lib, n=name: lib.TensorDict.load_memmap(root / f"w-{n}"),
-                                         args.repeats)
+            rows["load"][name] = _median(
+                lambda lib=lib, n=name: lib.TensorDict.load_memmap(root / f"w-{n}"), args.repeats
+            )
         idx = torch.randint(0, len(data["obs"]), (100_000,), generator=torch.Generator().manual_seed(1))
         raw = _raw_open(data, root / "w-raw")
         np_idx = idx.numpy()
-        rows["gather"]["raw"] = _median(lambda: {k: torch.from_numpy(v[np_idx]) for k, v in raw.items()},
-                                        args.repeats)
+        rows["gather"]["raw"] = _median(lambda: {k: torch.from_numpy(v[np_idx]) for k, v in raw.items()}, args.repeats)
         for name, lib in libs.items():
             loaded = lib.TensorDict.load_memmap(root / f"w-{name}")
             rows["gather"][name] = _median(lambda t=loaded: t[idx], args.repeats)
         leaves = list(data.values())
         rows["consolidate"] = _interleaved(
-            {"raw": lambda: torch.cat([v.reshape(-1).view(torch.uint8) for v in leaves]),
-             **{name: (lambda n=name: tds[n].consolidate()) for name in libs}}, args.repeats)
+            {
+                "raw": lambda: torch.cat([v.reshape(-1).view(torch.uint8) for v in leaves]),
+                **{name: (lambda n=name: tds[n].consolidate()) for name in libs},
+            },
+            args.repeats,
+        )
         _report(rows, nbytes)
         _report_like(root, [*libs, "raw"], args.repeats)
     finally:
@@ -151,8 +161,10 @@ def _report(rows: dict[str, dict[str, float]], nbytes: int) -> None:
         ratio_td = f"{tb / td:8.2f}" if tb and td else f"{'-':>8}"
         extra = ""
         if case == "write" and tb and raw:
-            extra = f"   bandwidth tb {nbytes / tb / 2**20:.0f} MB/s, raw {nbytes / raw / 2**20:.0f} MB/s, " \
-                    f"tb/raw bandwidth {raw / tb:.2f}"
+            extra = (
+                f"   bandwidth tb {nbytes / tb / 2**20:.0f} MB/s, raw {nbytes / raw / 2**20:.0f} MB/s, "
+                f"tb/raw bandwidth {raw / tb:.2f}"
+            )
         print(f"{case:10} {' '.join(cols)} {ratio_raw} {ratio_td}{extra}")
 
 
@@ -166,8 +178,9 @@ def _raw_like(folder: Path) -> dict[str, torch.Tensor]:
     for key in ("img", "mask"):
         with open(folder / f"{key}.bin", "wb") as f:
             f.truncate(LIKE_ROWS * 3 * 32 * 32)
-        out[key] = torch.from_file(str(folder / f"{key}.bin"), shared=True, size=LIKE_ROWS * 3 * 32 * 32,
-                                   dtype=torch.uint8).view(LIKE_ROWS, *LIKE_LEAF)
+        out[key] = torch.from_file(
+            str(folder / f"{key}.bin"), shared=True, size=LIKE_ROWS * 3 * 32 * 32, dtype=torch.uint8
+        ).view(LIKE_ROWS, *LIKE_LEAF)
     return out
 
 
@@ -192,8 +205,11 @@ def _like_one(impl: str, root: Path, repeats: int) -> dict[str, float]:
 def _like_times(root: Path, impls: list[str], repeats: int) -> dict[str, dict[str, float]]:
     """memmap_like into a fresh folder and over the previous save, implementations interleaved."""
     runs = {impl: _like_run(impl) for impl in impls}
-    fresh = _interleaved({i: (lambda i=i: runs[i](root / f"fresh-{i}")) for i in impls}, repeats,
-                         {i: (lambda i=i: shutil.rmtree(root / f"fresh-{i}", ignore_errors=True)) for i in impls})
+    fresh = _interleaved(
+        {i: (lambda i=i: runs[i](root / f"fresh-{i}")) for i in impls},
+        repeats,
+        {i: (lambda i=i: shutil.rmtree(root / f"fresh-{i}", ignore_errors=True)) for i in impls},
+    )
     for impl in impls:
         runs[impl](root / f"over-{impl}")
     over = _interleaved({i: (lambda i=i: runs[i](root / f"over-{i}")) for i in impls if i != "raw"}, repeats)
@@ -207,8 +223,9 @@ def _raw_like_over(folder: Path) -> dict[str, torch.Tensor]:
         with open(folder / f"{key}.bin", "r+b") as f:  # zeroed in place: truncated to 0, then to the size
             f.truncate(0)
             f.truncate(LIKE_ROWS * 3 * 32 * 32)
-        out[key] = torch.from_file(str(folder / f"{key}.bin"), shared=True, size=LIKE_ROWS * 3 * 32 * 32,
-                                   dtype=torch.uint8).view(LIKE_ROWS, *LIKE_LEAF)
+        out[key] = torch.from_file(
+            str(folder / f"{key}.bin"), shared=True, size=LIKE_ROWS * 3 * 32 * 32, dtype=torch.uint8
+        ).view(LIKE_ROWS, *LIKE_LEAF)
     return out
 
 
@@ -217,17 +234,27 @@ def _report_like(root: Path, impls: list[str], repeats: int) -> None:
     for impl in impls:  # a fresh interpreter each: ru_maxrss is a process-wide peak
         folder = root / f"like-{impl}"
         folder.mkdir()
-        out = subprocess.run([sys.executable, __file__, "--like-one", impl, str(folder), "--repeats", str(repeats)],
-                             check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--like-one", impl, str(folder), "--repeats", str(repeats)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         rss[impl] = json.loads(out.stdout.strip().splitlines()[-1])["rss_mb"]
         shutil.rmtree(folder, ignore_errors=True)
     for case, res in _like_times(root, impls, repeats).items():
         cols = " ".join(f"{1e3 * res[i]:10.2f}" if i in res else f"{'-':>10}" for i in ("raw", "tb", "td"))
         tb, td, raw = (res.get(i) for i in ("tb", "td", "raw"))
         assert tb is not None and raw is not None
-        note = (f"   ({LIKE_ROWS} x {list(LIKE_LEAF)} uint8 x 2 leaves, sparse; peak RSS growth MB: "
-                + ", ".join(f"{i} {r:.1f}" for i, r in rss.items()) + ")") if case == "like" else \
-            "   (over the previous save: not the same work, see the docstring)"
+        note = (
+            (
+                f"   ({LIKE_ROWS} x {list(LIKE_LEAF)} uint8 x 2 leaves, sparse; peak RSS growth MB: "
+                + ", ".join(f"{i} {r:.1f}" for i, r in rss.items())
+                + ")"
+            )
+            if case == "like"
+            else "   (over the previous save: not the same work, see the docstring)"
+        )
         print(f"{case:10} {cols} {tb / raw:8.2f} " + (f"{tb / td:8.2f}" if td else f"{'-':>8}") + note)
 
 

@@ -38,10 +38,14 @@ warnings.filterwarnings("ignore")  # zarr's note on consolidated metadata
 
 def make(lib: Any) -> Any:
     g = torch.Generator().manual_seed(0)
-    return lib.TensorDict({
-        "obs": torch.rand(N, 64, generator=g), "reward": torch.rand(N, generator=g),
-        "nested": {"action": torch.rand(N, 8, generator=g), "done": torch.rand(N, generator=g) > 0.5},
-    }, batch_size=[N])
+    return lib.TensorDict(
+        {
+            "obs": torch.rand(N, 64, generator=g),
+            "reward": torch.rand(N, generator=g),
+            "nested": {"action": torch.rand(N, 8, generator=g), "done": torch.rand(N, generator=g) > 0.5},
+        },
+        batch_size=[N],
+    )
 
 
 LEAVES = ("obs", "reward", "nested/action", "nested/done")
@@ -50,8 +54,9 @@ LEAVES = ("obs", "reward", "nested/action", "nested/done")
 def raw_write(path: str, source: Any) -> None:
     import zarr
 
-    root = zarr.open_group(path, mode="w", use_consolidated=False,
-                           attributes={"__tensordict__": {"batch_size": [N], "version": 1}})
+    root = zarr.open_group(
+        path, mode="w", use_consolidated=False, attributes={"__tensordict__": {"batch_size": [N], "version": 1}}
+    )
     nested = root.create_group("nested", attributes={"__tensordict__": {"batch_size": [N], "version": 1}})
     for name in LEAVES:
         parent, key = (nested, name.split("/")[1]) if "/" in name else (root, name)
@@ -106,17 +111,28 @@ def run(repeats: int) -> list[dict[str, Any]]:
         def set_rows(impl: str) -> Callable[[], None]:
             def go() -> None:
                 opened[impl][idx] = values[impl]
+
             return go
 
         cases: dict[str, dict[str, Callable[[], Any]]] = {
-            "write": {**{impl: (lambda impl=impl: data[impl].to_zarr(fresh(impl), chunks=(CHUNK,))) for impl in libs},
-                      "raw": lambda: raw_write(fresh("raw"), data["tb"])},
-            "read": {**{impl: (lambda impl=impl: libs[impl].TensorDict.from_zarr(
-                str(folder / f"{impl}.zarr")).to_tensordict()) for impl in libs},
-                "raw": lambda: raw_read(str(folder / "raw.zarr"))},
+            "write": {
+                **{impl: (lambda impl=impl: data[impl].to_zarr(fresh(impl), chunks=(CHUNK,))) for impl in libs},
+                "raw": lambda: raw_write(fresh("raw"), data["tb"]),
+            },
+            "read": {
+                **{
+                    impl: (
+                        lambda impl=impl: libs[impl].TensorDict.from_zarr(str(folder / f"{impl}.zarr")).to_tensordict()
+                    )
+                    for impl in libs
+                },
+                "raw": lambda: raw_read(str(folder / "raw.zarr")),
+            },
             "rows": {**{impl: (lambda impl=impl: opened[impl][idx].to_tensordict()) for impl in libs}, "raw": raw_rows},
-            "slice": {**{impl: (lambda impl=impl: opened[impl][5000:6000].to_tensordict()) for impl in libs},
-                      "raw": lambda: {name: arr[5000:6000] for name, arr in raw_arrays.items()}},
+            "slice": {
+                **{impl: (lambda impl=impl: opened[impl][5000:6000].to_tensordict()) for impl in libs},
+                "raw": lambda: {name: arr[5000:6000] for name, arr in raw_arrays.items()},
+            },
             "set_rows": {**{impl: set_rows(impl) for impl in libs}, "raw": raw_set_rows},
         }
         results = []
@@ -126,16 +142,25 @@ def run(repeats: int) -> list[dict[str, Any]]:
             samples: dict[str, list[float]] = {impl: [] for impl in fns}
             names = list(fns)
             for r in range(repeats):
-                for impl in names[r % len(names):] + names[: r % len(names)]:
+                for impl in names[r % len(names) :] + names[: r % len(names)]:
                     start = time.perf_counter()
                     fns[impl]()
                     samples[impl].append(time.perf_counter() - start)
             med = {impl: statistics.median(s) for impl, s in samples.items()}
-            results.append({"case": case, **{f"{k}_ms": v * 1e3 for k, v in med.items()},
-                            "tb/raw": med["tb"] / med["raw"], "tb/td": med["tb"] / med["td"]})
+            results.append(
+                {
+                    "case": case,
+                    **{f"{k}_ms": v * 1e3 for k, v in med.items()},
+                    "tb/raw": med["tb"] / med["raw"],
+                    "tb/td": med["tb"] / med["td"],
+                }
+            )
             row = results[-1]
-            print(f"{case:10s} tb {row['tb_ms']:8.2f} ms  td {row['td_ms']:8.2f} ms  raw {row['raw_ms']:8.2f} ms  "
-                  f"tb/raw {row['tb/raw']:.2f}x  tb/td {row['tb/td']:.2f}x", flush=True)
+            print(
+                f"{case:10s} tb {row['tb_ms']:8.2f} ms  td {row['td_ms']:8.2f} ms  raw {row['raw_ms']:8.2f} ms  "
+                f"tb/raw {row['tb/raw']:.2f}x  tb/td {row['tb/td']:.2f}x",
+                flush=True,
+            )
         return results
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -115,9 +115,11 @@ def set_nested_leaf(lib):
     td, t = nested(lib), rand(B, 16)
 
     if lib is None:
+
         def fn():
             td["x"]["y"]["z"] = t
     else:
+
         def fn():
             td["x", "y", "z"] = t
 
@@ -142,6 +144,7 @@ def set_existing(lib):
     """``td.set_("a", x)`` into an existing leaf; raw: the same ``copy_`` by hand."""
     td, t = flat(lib), rand(B, 16)
     if lib is None:
+
         def fn():
             td["a"].copy_(t)
             return td
@@ -187,6 +190,7 @@ def setitem_index(lib):
     td = flat(lib)
     src = {k: rand(16, 16) for k in FLAT_KEYS}
     if lib is None:
+
         def fn():
             for k, v in td.items():
                 v[IDX] = src[k]
@@ -274,6 +278,7 @@ def mul_scalar(lib):
 def add_inplace(lib):
     td, td2 = flat(lib), flat(lib, FLAT2)
     if lib is None:
+
         def fn():
             for k, v in td.items():
                 v.add_(td2[k])
@@ -313,6 +318,7 @@ def update(lib):
     """``td.update(plain_dict_same_keys)``; raw floor: ``dict.update``."""
     td, other = flat(lib), clone(FLAT2)
     if lib is None:
+
         def fn():
             td.update(other)
             return td

@@ -24,8 +24,10 @@ _gen = torch.Generator().manual_seed(3)
 #: 100 members whose "obs" leaf has a different length each (heterogeneous shapes).
 HETERO = [{"obs": rand(4, 8 + i % 7), "act": rand(4, 2)} for i in range(100)]
 #: 64 variable-length samples for pad_sequence.
-SEQS = [{"tokens": torch.randint(0, 100, (int(n),), generator=_gen), "mask": torch.ones(int(n), dtype=torch.bool)}
-        for n in torch.randint(5, 60, (64,), generator=_gen)]
+SEQS = [
+    {"tokens": torch.randint(0, 100, (int(n),), generator=_gen), "mask": torch.ones(int(n), dtype=torch.bool)}
+    for n in torch.randint(5, 60, (64,), generator=_gen)
+]
 
 
 def case(setup: Setup, name: str | None = None, checked: bool = False) -> Setup:

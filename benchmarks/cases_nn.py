@@ -87,8 +87,10 @@ def _sequence(lib: Any, batch: int, compiled: bool) -> Callable[[], Any]:
         fn: Any = _RawSequence(mlp, head)
     else:
         tdnn = _nn(lib)
-        fn = tdnn.TensorDictSequential(tdnn.TensorDictModule(mlp, in_keys=["obs"], out_keys=["hidden"]),
-                                       tdnn.TensorDictModule(head, in_keys=["hidden"], out_keys=["action"]))
+        fn = tdnn.TensorDictSequential(
+            tdnn.TensorDictModule(mlp, in_keys=["obs"], out_keys=["hidden"]),
+            tdnn.TensorDictModule(head, in_keys=["hidden"], out_keys=["action"]),
+        )
     return _call(fn, data, compiled)
 
 
@@ -102,8 +104,10 @@ def _probabilistic(lib: Any, batch: int, compiled: bool) -> Callable[[], Any]:
         fn = tdnn.ProbabilisticTensorDictSequential(
             tdnn.TensorDictModule(mlp, in_keys=["obs"], out_keys=["params"]),
             tdnn.TensorDictModule(tdnn.NormalParamExtractor(), in_keys=["params"], out_keys=["loc", "scale"]),
-            tdnn.ProbabilisticTensorDictModule(in_keys=["loc", "scale"], out_keys=["action"],
-                                               distribution_class=torch.distributions.Normal))
+            tdnn.ProbabilisticTensorDictModule(
+                in_keys=["loc", "scale"], out_keys=["action"], distribution_class=torch.distributions.Normal
+            ),
+        )
     return _call(fn, data, compiled)
 
 
@@ -147,5 +151,7 @@ def check_targets(results: list[dict[str, Any]]) -> None:
         else:
             tb, td = us["tb"] - us["raw"], us["td"] - us["raw"]
             r = tb / td if td > 0 else float("nan")
-            print(f"target {res['case']}: overhead tb {tb:.1f} us, td {td:.1f} us, tb/td {r:.2f} "
-                  f"(<= 0.6: {'ok' if r <= 0.6 else 'MISSED'})")
+            print(
+                f"target {res['case']}: overhead tb {tb:.1f} us, td {td:.1f} us, tb/td {r:.2f} "
+                f"(<= 0.6: {'ok' if r <= 0.6 else 'MISSED'})"
+            )

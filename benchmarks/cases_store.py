@@ -22,8 +22,11 @@ UNCHECKED: set[str] = set()
 
 N = 10_000
 _gen = torch.Generator().manual_seed(14)
-DATA = {"obs": torch.rand(N, 64, generator=_gen), "action": torch.rand(N, 4, generator=_gen),
-        "reward": torch.rand(N, generator=_gen)}
+DATA = {
+    "obs": torch.rand(N, 64, generator=_gen),
+    "action": torch.rand(N, 4, generator=_gen),
+    "reward": torch.rand(N, generator=_gen),
+}
 ROWS = torch.randperm(N, generator=_gen)[:1000]
 BIG = {"obs": torch.rand(N, 250, generator=_gen)}  # 10 MB
 _GETRANGES = """
@@ -70,8 +73,11 @@ def _raw() -> Any:
         client = redis.Redis(host=srv.host, port=srv.port)
         for key, value in DATA.items():
             client.set(f"raw:{key}", value.numpy().tobytes())
-        _RAW.update(client=client, script=client.register_script(_GETRANGES),
-                    rows={k: v[0].numel() * v.element_size() for k, v in DATA.items()})
+        _RAW.update(
+            client=client,
+            script=client.register_script(_GETRANGES),
+            rows={k: v[0].numel() * v.element_size() for k, v in DATA.items()},
+        )
     return _RAW
 
 
@@ -79,8 +85,10 @@ def _raw_rows(raw: Any, rows: list[tuple[int, int]]) -> Any:
     pipe = raw["client"].pipeline(transaction=False)
     for key, size in raw["rows"].items():
         raw["script"](keys=[f"raw:{key}"], args=[v for r, n in rows for v in (r * size, n * size)], client=pipe)
-    return {key: torch.frombuffer(bytearray(b), dtype=torch.float32).view(-1, *DATA[key].shape[1:])
-            for key, b in zip(raw["rows"], pipe.execute(), strict=True)}
+    return {
+        key: torch.frombuffer(bytearray(b), dtype=torch.float32).view(-1, *DATA[key].shape[1:])
+        for key, b in zip(raw["rows"], pipe.execute(), strict=True)
+    }
 
 
 @case
@@ -92,8 +100,11 @@ def store_read_row(lib: Any) -> Callable[[], Any]:
             pipe = raw["client"].pipeline(transaction=False)
             for key, size in raw["rows"].items():
                 pipe.getrange(f"raw:{key}", 17 * size, 18 * size - 1)
-            return {key: torch.frombuffer(bytearray(b), dtype=torch.float32).view(DATA[key].shape[1:])
-                    for key, b in zip(raw["rows"], pipe.execute(), strict=True)}
+            return {
+                key: torch.frombuffer(bytearray(b), dtype=torch.float32).view(DATA[key].shape[1:])
+                for key, b in zip(raw["rows"], pipe.execute(), strict=True)
+            }
+
         return read
     store = _store(lib)
     return lambda: store[17]
@@ -110,12 +121,14 @@ def store_write_row(lib: Any) -> Callable[[], Any]:
             for key, size in raw["rows"].items():
                 pipe.setrange(f"raw:{key}", 17 * size, row[key].numpy().tobytes())
             return pipe.execute()
+
         return write
     store = _store(lib)
     value = lib.TensorDict(row, [])
 
     def write_store() -> None:
         store[17] = value
+
     return write_store
 
 
@@ -138,22 +151,26 @@ def store_write_1000_rows(lib: Any) -> Callable[[], Any]:
         order = ROWS.sort()
         sorted_values = {k: v[order.indices] for k, v in values.items()}
         script = raw["client"].register_script(
-            "for i = 1, #ARGV, 2 do redis.call('SETRANGE', KEYS[1], tonumber(ARGV[i]), ARGV[i + 1]) end return 1")
+            "for i = 1, #ARGV, 2 do redis.call('SETRANGE', KEYS[1], tonumber(ARGV[i]), ARGV[i + 1]) end return 1"
+        )
 
         def write() -> Any:
             pipe = raw["client"].pipeline(transaction=False)
             for key, size in raw["rows"].items():
                 data = sorted_values[key].numpy().tobytes()
-                args = [v for j, r in enumerate(order.values.tolist())
-                        for v in (r * size, data[j * size:(j + 1) * size])]
+                args = [
+                    v for j, r in enumerate(order.values.tolist()) for v in (r * size, data[j * size : (j + 1) * size])
+                ]
                 script(keys=[f"raw:{key}"], args=args, client=pipe)
             return pipe.execute()
+
         return write
     store = _store(lib)
     value = lib.TensorDict(values, [1000])
 
     def write_store() -> None:
         store[ROWS] = value
+
     return write_store
 
 
@@ -170,6 +187,7 @@ def store_from_tensordict_10mb(lib: Any) -> Callable[[], Any]:
                 pipe.hset(f"raw:big:m:{key}", mapping={"shape": str(list(value.shape)), "dtype": str(value.dtype)})
             pipe.execute()
             raw["client"].delete(*(f"raw:big:{k}" for k in BIG))
+
         return upload
     if lib.__name__ == "tensorbatch":
         from tensorbatch.store import TensorDictStore
@@ -181,6 +199,7 @@ def store_from_tensordict_10mb(lib: Any) -> Callable[[], Any]:
         store = TensorDictStore.from_tensordict(td, host=srv.host, port=srv.port, prefix="bench")
         store.clear_redis()
         store.close()
+
     return upload_store
 
 
@@ -194,6 +213,7 @@ def store_handle(lib: Any) -> Callable[[], Any]:
             client = redis.Redis(host=srv.host, port=srv.port)
             client.ping()
             client.close()
+
         return connect
     store = _store(lib)
     td_id = store._conn.td_id if lib.__name__ == "tensorbatch" else store._td_id
@@ -201,4 +221,5 @@ def store_handle(lib: Any) -> Callable[[], Any]:
 
     def handle() -> None:
         cls.from_store(td_id=td_id, host=srv.host, port=srv.port, prefix="bench").close()
+
     return handle

@@ -39,6 +39,7 @@ _TTD: dict[Any, type] = {}
 
 def _tc(lib: Any) -> type:
     if lib not in _TC:
+
         class Transition(lib.TensorClass):
             obs: torch.Tensor
             action: torch.Tensor
@@ -50,6 +51,7 @@ def _tc(lib: Any) -> type:
 
 def _ttd(lib: Any) -> type:
     if lib not in _TTD:
+
         class State(lib.TypedTensorDict):
             obs: torch.Tensor
             action: torch.Tensor
@@ -71,11 +73,13 @@ def _raw_index(x: RawTransition, i: Any) -> RawTransition:
 
 
 def _raw_stack(xs: list[RawTransition]) -> RawTransition:
-    return RawTransition(torch.stack([x.obs for x in xs]), torch.stack([x.action for x in xs]),
-                         torch.stack([x.reward for x in xs]))
+    return RawTransition(
+        torch.stack([x.obs for x in xs]), torch.stack([x.action for x in xs]), torch.stack([x.reward for x in xs])
+    )
 
 
 for _kind in ("tc", "ttd"):
+
     def _construct(lib: Any, kind: str = _kind) -> Callable[[], Any]:
         if lib is None:
             return lambda: RawTransition(OBS, ACT, REW)
@@ -103,7 +107,12 @@ for _kind in ("tc", "ttd"):
         xs = [_make(lib, kind)[0] if lib is not None else _raw_index(_make(None, kind), 0) for _ in range(50)]
         return (lambda: _raw_stack(xs)) if lib is None else (lambda: torch.stack(xs))
 
-    for _name, _fn in (("construct", _construct), ("attr_get", _get), ("attr_set", _set), ("index", _index),
-                       ("stack_50", _stack50)):
+    for _name, _fn in (
+        ("construct", _construct),
+        ("attr_get", _get),
+        ("attr_set", _set),
+        ("index", _index),
+        ("stack_50", _stack50),
+    ):
         _fn.__name__ = f"{_kind}_{_name}"
         case(_fn)

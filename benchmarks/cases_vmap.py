@@ -30,8 +30,9 @@ def case(setup: Setup) -> Setup:
 
 def _mlps(n: int = 8) -> list[nn.Module]:
     torch.manual_seed(0)
-    return [nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
-            for _ in range(n)]
+    return [
+        nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4)) for _ in range(n)
+    ]
 
 
 X = torch.randn(64, 16, generator=torch.Generator().manual_seed(1))

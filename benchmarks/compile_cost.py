@@ -108,8 +108,10 @@ def main() -> None:
     finally:
         sys.setprofile(None)
         translator.step = step
-    print(f"{args.case} {args.impl}: {events[0]} events, {sum(steps.values())} bytecodes traced "
-          f"({sum(per_line.values())} events in them)")
+    print(
+        f"{args.case} {args.impl}: {events[0]} events, {sum(steps.values())} bytecodes traced "
+        f"({sum(per_line.values())} events in them)"
+    )
     for label, n in phases.items():
         print(f"  {label}: {n}")
     by_function: collections.Counter[tuple[str, str]] = collections.Counter()

@@ -83,19 +83,24 @@ def _walk2(d: dict, o: dict, fn: Callable, make: Callable) -> Any:
     out = {}
     for k, v in d.items():
         w = o[k]
-        out[k] = fn(v, w) if type(v) is torch.Tensor else (
-            _walk2(v, w, fn, make) if make is None else _walk2(v.d, w.d, fn, make))
+        out[k] = (
+            fn(v, w)
+            if type(v) is torch.Tensor
+            else (_walk2(v, w, fn, make) if make is None else _walk2(v.d, w.d, fn, make))
+        )
     return out if make is None else make(out)
 
 
 def walked(make: Callable | None) -> Callable:
     """The step as three walks over a tree whose nodes ``make`` builds (None: plain dicts)."""
+
     def step(tree: Any) -> Any:
         d = tree if make is None else tree.d
         scale = (d["small"]["0"] if make is None else d["small"].d["0"]).mean()
         grads = _walk(d, lambda p: compiled._act(p, scale), make)
         scaled = _walk(grads if make is None else grads.d, lambda p: p * compiled.LR, make)
         return _walk2(d, scaled if make is None else scaled.d, lambda a, b: a - b, make)
+
     return step
 
 
@@ -135,7 +140,7 @@ def main() -> None:
     order = list(impls)
     samples: dict[str, list[float]] = {name: [] for name in order}
     for r in range(args.repeats):
-        for name in order[r % len(order):] + order[: r % len(order)]:
+        for name in order[r % len(order) :] + order[: r % len(order)]:
             samples[name].append(compiled.compile_once(fns[name], impls[name][1], args.backend)[1])
     raw = statistics.median(samples["raw"])
     print(f"{'tree':<12}{'compile ms':>11}{'(min)':>8}{'x raw':>8}")

@@ -45,8 +45,9 @@ TARGETS = (("steady", "tb", "td", 1.05), ("steady", "tb", "raw", 1.1), ("compile
 def make_data(lib: Any) -> Any:
     """The 10 leaves (seeded): a TensorDict of ``lib``, or nested plain dicts when ``lib`` is None."""
     g = torch.Generator().manual_seed(0)
-    tree = {group: {str(i): torch.randn(*shape, generator=g) for i in range(PER_GROUP)}
-            for group, shape in LEAVES.items()}
+    tree = {
+        group: {str(i): torch.randn(*shape, generator=g) for i in range(PER_GROUP)} for group, shape in LEAVES.items()
+    }
     return tree if lib is None else lib.TensorDict(tree, batch_size=[])
 
 
@@ -144,12 +145,18 @@ def diagnose(fn: Callable, data: Any, backend: str) -> dict[str, int]:
     compiled = torch.compile(fn, backend=backend)
     for _ in range(5):
         compiled(data)
-    return {"graphs": explained.graph_count, "breaks": explained.graph_break_count,
-            "guards": len(explained.out_guards), "frames": counters["stats"]["unique_graphs"], "bytecodes": bytecodes}
+    return {
+        "graphs": explained.graph_count,
+        "breaks": explained.graph_break_count,
+        "guards": len(explained.out_guards),
+        "frames": counters["stats"]["unique_graphs"],
+        "bytecodes": bytecodes,
+    }
 
 
-def run_case(name: str, libs: dict[str, Any], args: argparse.Namespace, round_robin: Callable,
-             calibrate: Callable) -> dict:
+def run_case(
+    name: str, libs: dict[str, Any], args: argparse.Namespace, round_robin: Callable, calibrate: Callable
+) -> dict:
     """Times one case for every implementation: steady state, compile time, diagnostics."""
     td_fn, raw_fn = CASES[name]
     fns = {impl: own_code(raw_fn if lib is None else td_fn, impl) for impl, lib in libs.items()}
@@ -158,8 +165,10 @@ def run_case(name: str, libs: dict[str, Any], args: argparse.Namespace, round_ro
     for impl in libs:
         res["diag"][impl] = diagnose(fns[impl], make_data(libs[impl]), args.backend)
     # check: the implementations compute the same step (fresh data, one call each)
-    outs = {impl: leaves(compile_once(fns[impl], make_data(lib), args.backend)[0](make_data(lib)))
-            for impl, lib in libs.items()}
+    outs = {
+        impl: leaves(compile_once(fns[impl], make_data(lib), args.backend)[0](make_data(lib)))
+        for impl, lib in libs.items()
+    }
     for impl, got in outs.items():
         for a, b in zip(got, outs["raw"], strict=True):
             torch.testing.assert_close(a, b, msg=f"{name}: {impl} differs from raw")
@@ -169,7 +178,7 @@ def run_case(name: str, libs: dict[str, Any], args: argparse.Namespace, round_ro
     order = list(libs)
     samples: dict[str, list[float]] = {impl: [] for impl in order}
     for r in range(args.compile_repeats):
-        for impl in order[r % len(order):] + order[: r % len(order)]:
+        for impl in order[r % len(order) :] + order[: r % len(order)]:
             samples[impl].append(compile_once(fns[impl], data[impl], args.backend)[1])
     res["compile_s"] = {impl: {"median": statistics.median(s), "min": min(s)} for impl, s in samples.items()}
     # steady state: every compiled function kept (dynamo's cache is per code object: reset once, compile all)
@@ -201,16 +210,20 @@ def report(results: list[dict], backend: str) -> list[str]:
     """Prints the table and the target checks; returns the missed targets."""
     impls = [i for i in ("tb", "td", "raw") if i in results[0]["us"]]
     print(f"backend: {backend}")
-    head = f"{'case':<14}{'impl':<6}{'steady µs':>11}{'(min)':>10}{'compile s':>11}{'(min)':>8}" \
-           f"{'graphs':>8}{'breaks':>8}{'guards':>8}{'frames':>8}{'bytecodes':>11}"
+    head = (
+        f"{'case':<14}{'impl':<6}{'steady µs':>11}{'(min)':>10}{'compile s':>11}{'(min)':>8}"
+        f"{'graphs':>8}{'breaks':>8}{'guards':>8}{'frames':>8}{'bytecodes':>11}"
+    )
     print(head)
     print("-" * len(head))
     for res in results:
         for impl in impls:
             c, d = res["compile_s"][impl], res["diag"][impl]
-            print(f"{res['case']:<14}{impl:<6}{res['us'][impl]:>11.1f}{res['min_us'][impl]:>10.1f}"
-                  f"{c['median']:>11.3f}{c['min']:>8.3f}{d['graphs']:>8}{d['breaks']:>8}{d['guards']:>8}"
-                  f"{d['frames']:>8}{d['bytecodes']:>11}")
+            print(
+                f"{res['case']:<14}{impl:<6}{res['us'][impl]:>11.1f}{res['min_us'][impl]:>10.1f}"
+                f"{c['median']:>11.3f}{c['min']:>8.3f}{d['graphs']:>8}{d['breaks']:>8}{d['guards']:>8}"
+                f"{d['frames']:>8}{d['bytecodes']:>11}"
+            )
     print("-" * len(head))
     misses = []
     for res in results:

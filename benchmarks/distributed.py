@@ -83,25 +83,34 @@ def setup(rank: int, mb: float) -> dict[str, Any]:
 
     if rank == 0:
         return {
-            "raw": raw, "raw_async": raw_async, "raw_flat": raw_flat,
-            "tb": lambda: tb.send(dst=peer), "tb_nocheck": lambda: tb.send(dst=peer, check_structure=False),
+            "raw": raw,
+            "raw_async": raw_async,
+            "raw_flat": raw_flat,
+            "tb": lambda: tb.send(dst=peer),
+            "tb_nocheck": lambda: tb.send(dst=peer, check_structure=False),
             "tb_cons": lambda: tb_cons.send(dst=peer, consolidated=True),
             "tb_cons_copy": lambda: tb.send(dst=peer, consolidated=True),
-            "td": lambda: ref.send(dst=peer), "td_cons": lambda: ref_cons.send(dst=peer, consolidated=True),
+            "td": lambda: ref.send(dst=peer),
+            "td_cons": lambda: ref_cons.send(dst=peer, consolidated=True),
         }
     return {
-        "raw": raw, "raw_async": raw_async, "raw_flat": raw_flat,
-        "tb": lambda: tb.recv(src=peer), "tb_nocheck": lambda: tb.recv(src=peer, check_structure=False),
+        "raw": raw,
+        "raw_async": raw_async,
+        "raw_flat": raw_flat,
+        "tb": lambda: tb.recv(src=peer),
+        "tb_nocheck": lambda: tb.recv(src=peer, check_structure=False),
         "tb_cons": lambda: tb_cons.recv(src=peer, consolidated=True),
         "tb_cons_copy": lambda: tb_cons.recv(src=peer, consolidated=True),
-        "td": lambda: ref.recv(src=peer), "td_cons": lambda: ref_cons.recv(src=peer, consolidated=True),
+        "td": lambda: ref.recv(src=peer),
+        "td_cons": lambda: ref_cons.recv(src=peer, consolidated=True),
     }
 
 
 def worker(rank: int, port: int, sizes: list[float], repeats: int, out: Any) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=300))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=300)
+    )
     results: dict[str, dict[str, list[float]]] = {}
     for mb in sizes:
         fns = setup(rank, mb)
@@ -110,7 +119,7 @@ def worker(rank: int, port: int, sizes: list[float], repeats: int, out: Any) -> 
             fn()
         samples: dict[str, list[float]] = {v: [] for v in VARIANTS}
         for r in range(repeats):
-            for v in VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]:
+            for v in VARIANTS[r % len(VARIANTS) :] + VARIANTS[: r % len(VARIANTS)]:
                 dist.barrier()
                 t0 = time.perf_counter()
                 for _ in range(calls):
@@ -150,8 +159,10 @@ def run(sizes: list[float], repeats: int, json_path: str | None = None) -> dict[
         print(row)
     print("(/raw: against raw, or raw_flat for the consolidated variants; /td: against td, or td_cons)")
     for size, m in medians.items():
-        print(f"{size} MB: one consolidated message (tb_cons) is {m['tb'] / m['tb_cons']:.2f}x as fast as leaf by "
-              f"leaf (tb); consolidating on each send (tb_cons_copy) {m['tb'] / m['tb_cons_copy']:.2f}x")
+        print(
+            f"{size} MB: one consolidated message (tb_cons) is {m['tb'] / m['tb_cons']:.2f}x as fast as leaf by "
+            f"leaf (tb); consolidating on each send (tb_cons_copy) {m['tb'] / m['tb_cons_copy']:.2f}x"
+        )
     if json_path:
         Path(json_path).write_text(json.dumps({"medians_ms": medians, "repeats": repeats}, indent=1))
     return medians

@@ -61,6 +61,7 @@ def case(transfer: bool = False) -> Callable[[Case], Case]:
         if transfer:
             TRANSFERS.add(fn.__name__)
         return fn
+
     return register
 
 
@@ -72,9 +73,11 @@ def _flat(tree: dict[str, dict[str, torch.Tensor]]) -> list[torch.Tensor]:
     return [v for sub in tree.values() for v in sub.values()]
 
 
-def _raw_move(tree: dict[str, dict[str, torch.Tensor]], device: torch.device, env: Env, pin: bool = False,
-              threads: int = 0) -> Callable[[], Any]:
+def _raw_move(
+    tree: dict[str, dict[str, torch.Tensor]], device: torch.device, env: Env, pin: bool = False, threads: int = 0
+) -> Callable[[], Any]:
     """The floor: every leaf copied non-blocking (pinned first with ``pin``), one synchronisation."""
+
     def one(v: torch.Tensor) -> torch.Tensor:
         return (v.pin_memory() if pin else v).to(device, non_blocking=True)
 
@@ -85,12 +88,14 @@ def _raw_move(tree: dict[str, dict[str, torch.Tensor]], device: torch.device, en
             out = list(pool.map(one, _flat(tree)))
             env.sync()
             return out
+
         return run_threads
 
     def run() -> Any:
         out = {k: {j: one(v) for j, v in sub.items()} for k, sub in tree.items()}
         env.sync()
         return out
+
     return run
 
 
@@ -116,6 +121,7 @@ def d2h_consolidated(lib: Any, env: Env) -> Callable[[], Any]:
             out = buffer.to("cpu", non_blocking=True)
             env.sync()
             return out
+
         return run
     td = _td(lib, tree, env.rows).consolidate().to(env.dev)
     return lambda: td.to("cpu")
@@ -126,38 +132,65 @@ def consolidate_then_h2d(lib: Any, env: Env) -> Callable[[], Any]:
     """``td.consolidate().to("cuda")``: packing into one buffer, then one copy."""
     tree = env.host_tree()
     if lib is None:
+
         def run() -> Any:
             out = torch.cat([v.reshape(-1).view(torch.uint8) for v in _flat(tree)]).to(env.dev, non_blocking=True)
             env.sync()
             return out
+
         return run
     td = _td(lib, tree, env.rows)
     return lambda: td.consolidate().to(env.dev)
 
 
-def _h2d_case(name: str, doc: str, move: Callable[[Any, torch.device], Any], pinned: bool = False,
-              pin: bool = False, threads: int = 0) -> None:
+def _h2d_case(
+    name: str,
+    doc: str,
+    move: Callable[[Any, torch.device], Any],
+    pinned: bool = False,
+    pin: bool = False,
+    threads: int = 0,
+) -> None:
     """A host-to-device case: ``move(td, device)`` vs the raw floor (pinned source leaves with ``pinned``)."""
+
     def setup(lib: Any, env: Env) -> Callable[[], Any]:
         tree = env.host_tree(pinned=pinned)
         if lib is None:
             return _raw_move(tree, env.dev, env, pin=pin, threads=threads)
         td = _td(lib, tree, env.rows)
         return lambda: move(td, env.dev)
+
     setup.__name__, setup.__doc__ = name, doc
     CASES[name] = setup
     TRANSFERS.add(name)
 
 
 _h2d_case("h2d_default", '``td.to("cuda")`` from pageable host memory.', lambda td, dev: td.to(dev))
-_h2d_case("h2d_pin_on_the_fly", '``td.to("cuda", non_blocking_pin=True)``: each leaf pinned, then copied.',
-          lambda td, dev: td.to(dev, non_blocking_pin=True), pin=True)
-_h2d_case("h2d_pin_8_threads", '``td.to("cuda", non_blocking_pin=True, num_threads=8)``.',
-          lambda td, dev: td.to(dev, non_blocking_pin=True, num_threads=8), pin=True, threads=8)
-_h2d_case("pinned_h2d_default", '``td.to("cuda")`` of a TensorDict whose leaves are pinned.',
-          lambda td, dev: td.to(dev), pinned=True)
-_h2d_case("pinned_h2d_non_blocking", '``td.to("cuda", non_blocking=True)`` of pinned leaves (the timing waits).',
-          lambda td, dev: td.to(dev, non_blocking=True), pinned=True)
+_h2d_case(
+    "h2d_pin_on_the_fly",
+    '``td.to("cuda", non_blocking_pin=True)``: each leaf pinned, then copied.',
+    lambda td, dev: td.to(dev, non_blocking_pin=True),
+    pin=True,
+)
+_h2d_case(
+    "h2d_pin_8_threads",
+    '``td.to("cuda", non_blocking_pin=True, num_threads=8)``.',
+    lambda td, dev: td.to(dev, non_blocking_pin=True, num_threads=8),
+    pin=True,
+    threads=8,
+)
+_h2d_case(
+    "pinned_h2d_default",
+    '``td.to("cuda")`` of a TensorDict whose leaves are pinned.',
+    lambda td, dev: td.to(dev),
+    pinned=True,
+)
+_h2d_case(
+    "pinned_h2d_non_blocking",
+    '``td.to("cuda", non_blocking=True)`` of pinned leaves (the timing waits).',
+    lambda td, dev: td.to(dev, non_blocking=True),
+    pinned=True,
+)
 
 
 @case(transfer=True)
@@ -173,6 +206,7 @@ def consolidated_pinned_h2d(lib: Any, env: Env) -> Callable[[], Any]:
             out = buffer.to(env.dev, non_blocking=True)
             env.sync()
             return out
+
         return run
     td = _td(lib, tree, env.rows).consolidate(pin_memory=pin)
     return lambda: td.to(env.dev)
@@ -189,6 +223,7 @@ def _op_case(name: str, on_td: Callable[[Any], Any], on_raw: Callable[[dict[str,
     def setup(lib: Any, env: Env) -> Callable[[], Any]:
         data = _small(lib, env)
         return (lambda: on_raw(data)) if lib is None else (lambda: on_td(data))
+
     setup.__name__ = name
     setup.__doc__ = f"{name} on 20 leaves [256, 64] on the GPU"
     CASES[name] = setup
@@ -199,8 +234,9 @@ _op_case("gpu_add", lambda td: td + td, lambda d: {k: v + v for k, v in d.items(
 _op_case("gpu_mul", lambda td: td * 2.0, lambda d: {k: v * 2.0 for k, v in d.items()})
 _op_case("gpu_add_", lambda td: td.add_(1.0), lambda d: [v.add_(1.0) for v in d.values()])
 _op_case("gpu_apply_tanh", lambda td: td.apply(torch.tanh), lambda d: {k: torch.tanh(v) for k, v in d.items()})
-_op_case("gpu_index_64_rows", lambda td: td[_IDX.to(td.device)], lambda d: {k: v[_IDX.to(v.device)]
-                                                                          for k, v in d.items()})
+_op_case(
+    "gpu_index_64_rows", lambda td: td[_IDX.to(td.device)], lambda d: {k: v[_IDX.to(v.device)] for k, v in d.items()}
+)
 _op_case("gpu_stack_8", lambda td: torch.stack([td] * 8), lambda d: {k: torch.stack([v] * 8) for k, v in d.items()})
 _op_case("gpu_sum", lambda td: td.sum(), lambda d: {k: v.sum() for k, v in d.items()})
 
@@ -212,10 +248,12 @@ def compiled_sgd_step(lib: Any, env: Env) -> Callable[[], Any]:
     import compiled  # (benchmarks/compiled.py, beside this file)
 
     data = compiled.make_data(lib)
-    data = ({g: {k: v.to(env.dev) for k, v in sub.items()} for g, sub in data.items()} if lib is None
-            else data.to(env.dev))
-    fn = compiled.own_code(compiled.step_inplace_raw if lib is None else compiled.step_inplace_td,
-                           "raw" if lib is None else lib.__name__)
+    data = (
+        {g: {k: v.to(env.dev) for k, v in sub.items()} for g, sub in data.items()} if lib is None else data.to(env.dev)
+    )
+    fn = compiled.own_code(
+        compiled.step_inplace_raw if lib is None else compiled.step_inplace_td, "raw" if lib is None else lib.__name__
+    )
     step = torch.compile(fn)
     for _ in range(3):  # compiled and warm before the timing
         step(data)
@@ -226,8 +264,10 @@ def compiled_sgd_step(lib: Any, env: Env) -> Callable[[], Any]:
 def vmap_ensemble(lib: Any, env: Env) -> Callable[[], Any]:
     """Forward and backward of 8 MLPs at once (vmap over stacked parameters), on the GPU."""
     torch.manual_seed(0)
-    modules = [nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
-               .to(env.dev) for _ in range(8)]
+    modules = [
+        nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4)).to(env.dev)
+        for _ in range(8)
+    ]
     x = torch.randn(64, 16, device=env.dev)
     base = copy.deepcopy(modules[0]).to("meta")
     if lib is None:
@@ -261,7 +301,7 @@ def time_case(name: str, libs: dict[str, Any], env: Env, repeats: int) -> dict[s
     order = list(fns)
     gc.collect()
     for r in range(repeats):
-        for impl in order[r % len(order):] + order[:r % len(order)]:
+        for impl in order[r % len(order) :] + order[: r % len(order)]:
             env.sync()
             t0 = time.perf_counter()
             out = fns[impl]()

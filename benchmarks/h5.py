@@ -65,8 +65,14 @@ _rng = np.random.default_rng(13)
 ROWS = _rng.permutation(N)[:K]  # unsorted, unique
 ORDER = np.argsort(ROWS)
 SORTED = ROWS[ORDER]
-VALUES = {w: {"obs": _rng.random((K, w), dtype=np.float32), "reward": _rng.random(K, dtype=np.float32),
-              "nested/action": _rng.random((K, 8), dtype=np.float32)} for w in WIDTHS}
+VALUES = {
+    w: {
+        "obs": _rng.random((K, w), dtype=np.float32),
+        "reward": _rng.random(K, dtype=np.float32),
+        "nested/action": _rng.random((K, 8), dtype=np.float32),
+    }
+    for w in WIDTHS
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -140,7 +146,7 @@ def _chunk(ds: h5py.Dataset) -> np.ndarray:
     bounds = np.flatnonzero(np.diff(ids)) + 1
     for group in np.split(np.arange(K), bounds):
         start = int(ids[group[0]]) * step
-        block = ds[start:min(start + step, N)]
+        block = ds[start : min(start + step, N)]
         out[ORDER[group]] = block[SORTED[group] - start]
     return out
 
@@ -151,12 +157,24 @@ RAW_ROWS = {"span": _span, "fancy": _fancy, "chunk": _chunk}
 def _lib_value(lib: Any, width: int, sort: bool) -> Any:
     v = VALUES[width]
     pick = ORDER if sort else slice(None)
-    return lib.TensorDict({"obs": torch.from_numpy(v["obs"][pick]), "reward": torch.from_numpy(v["reward"][pick]),
-                           "nested": {"action": torch.from_numpy(v["nested/action"][pick])}}, batch_size=[K])
+    return lib.TensorDict(
+        {
+            "obs": torch.from_numpy(v["obs"][pick]),
+            "reward": torch.from_numpy(v["reward"][pick]),
+            "nested": {"action": torch.from_numpy(v["nested/action"][pick])},
+        },
+        batch_size=[K],
+    )
 
 
-def case_fns(name: str, libs: dict[str, Any], paths: dict[str, Path], folder: Path,
-             opened: list[Any] | None = None, only: str | None = None) -> dict[str, Callable[[], Any]]:
+def case_fns(
+    name: str,
+    libs: dict[str, Any],
+    paths: dict[str, Path],
+    folder: Path,
+    opened: list[Any] | None = None,
+    only: str | None = None,
+) -> dict[str, Callable[[], Any]]:
     """The callables of one case, per implementation (``raw:<strategy>`` for the raw ones).
 
     The files they open (h5py files, PersistentTensorDicts) are appended to ``opened``, to be closed;
@@ -332,8 +350,9 @@ def schema_child(impl: str, folder: Path, repeats: int) -> None:
             with h5py.File(path, "w") as f:
                 f.create_dataset("obs", shape=(SCHEMA_ROWS, 1024), dtype=np.float32)
         else:
-            out = libs[impl].TensorDict.from_schema({"obs": ([1024], torch.float32)}, batch_size=[SCHEMA_ROWS],
-                                                    storage="h5", filename=str(path))
+            out = libs[impl].TensorDict.from_schema(
+                {"obs": ([1024], torch.float32)}, batch_size=[SCHEMA_ROWS], storage="h5", filename=str(path)
+            )
             out.close()
         times.append(time.perf_counter() - t0)
         rss = max(rss, _status()["VmHWM"] - start)
@@ -357,8 +376,13 @@ def run_children(jobs: dict[str, tuple[list[str], dict[str, str]]], parallel: bo
     homes = [str(Path(m.__file__).resolve().parents[1]) for m in load_libs().values()]  # the same checkouts
     path = os.pathsep.join([*homes, os.environ.get("PYTHONPATH", "")])
     for name, (args, env) in jobs.items():
-        procs[name] = subprocess.Popen([sys.executable, __file__, *args], env={**os.environ, **env, "PYTHONPATH": path},
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs[name] = subprocess.Popen(
+            [sys.executable, __file__, *args],
+            env={**os.environ, **env, "PYTHONPATH": path},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if not parallel:
             collect(name)
     for name in procs:
@@ -384,8 +408,9 @@ def load_libs() -> dict[str, Any]:
     return libs
 
 
-def time_case(fns: dict[str, Callable[[], Any]], repeats: int, target: float, round_robin: Callable,
-              calibrate: Callable) -> dict[str, float]:
+def time_case(
+    fns: dict[str, Callable[[], Any]], repeats: int, target: float, round_robin: Callable, calibrate: Callable
+) -> dict[str, float]:
     """Median µs per call of each callable, interleaved round-robin as ``run.run_case``."""
     ns = {}
     for impl, fn in fns.items():  # a call slower than a batch is timed alone: no calibration rounds
@@ -402,8 +427,10 @@ def _fmt(v: float | None, spec: str = ".2f") -> str:
 
 
 def report(results: list[dict], schema: dict[str, dict[str, float]]) -> list[str]:
-    head = (f"{'case':<22}{'tb (µs)':>11}{'td (µs)':>11}{'raw (µs)':>11} {'raw is':<7}{'tb/td':>7}{'tb/raw':>7}"
-            f"{'td/raw':>7}{'tb MB':>8}{'td MB':>8}{'raw MB':>8}{'res MB':>8}")
+    head = (
+        f"{'case':<22}{'tb (µs)':>11}{'td (µs)':>11}{'raw (µs)':>11} {'raw is':<7}{'tb/td':>7}{'tb/raw':>7}"
+        f"{'td/raw':>7}{'tb MB':>8}{'td MB':>8}{'raw MB':>8}{'res MB':>8}"
+    )
     print(head)
     print("-" * len(head))
     misses = []
@@ -416,10 +443,12 @@ def report(results: list[dict], schema: dict[str, dict[str, float]]) -> list[str
         tb_raw = tb / raw if tb and raw else None
         mb = {impl: p[0] / 2**20 for impl, p in peak.items()}
         result_mb = peak[best][1] / 2**20 if best in peak else None
-        print(f"{res['case']:<22}{_fmt(tb):>11}{_fmt(td):>11}{_fmt(raw):>11} {(best or '-').removeprefix('raw:'):<7}"
-              f"{_fmt(tb / td if tb and td else None):>7}{_fmt(tb_raw):>7}{_fmt(td / raw if td and raw else None):>7}"
-              f"{_fmt(mb.get('tb'), '.1f'):>8}{_fmt(mb.get('td'), '.1f'):>8}{_fmt(mb.get(best), '.1f'):>8}"
-              f"{_fmt(result_mb, '.2f'):>8}")
+        print(
+            f"{res['case']:<22}{_fmt(tb):>11}{_fmt(td):>11}{_fmt(raw):>11} {(best or '-').removeprefix('raw:'):<7}"
+            f"{_fmt(tb / td if tb and td else None):>7}{_fmt(tb_raw):>7}{_fmt(td / raw if td and raw else None):>7}"
+            f"{_fmt(mb.get('tb'), '.1f'):>8}{_fmt(mb.get('td'), '.1f'):>8}{_fmt(mb.get(best), '.1f'):>8}"
+            f"{_fmt(result_mb, '.2f'):>8}"
+        )
         kind = res["case"].split("_")[0]
         if tb_raw is not None and kind in TARGETS and tb_raw > TARGETS[kind]:
             misses.append(f"{res['case']}: tb/raw {tb_raw:.2f} > {TARGETS[kind]}")
@@ -427,13 +456,19 @@ def report(results: list[dict], schema: dict[str, dict[str, float]]) -> list[str
             misses.append(f"{res['case']}: tb peak {mb['tb']:.1f} MB > 2x the result {result_mb:.2f} MB")
     print("-" * len(head))
     if schema:
-        print("from_schema 1 GiB (storage='h5'):  "
-              + "   ".join(f"{i} {r['ms']:.1f} ms, RSS +{r['rss'] / 2**20:.1f} MB, {r['disk'] / 2**20:.1f} MB on disk"
-                           for i, r in schema.items()))
+        print(
+            "from_schema 1 GiB (storage='h5'):  "
+            + "   ".join(
+                f"{i} {r['ms']:.1f} ms, RSS +{r['rss'] / 2**20:.1f} MB, {r['disk'] / 2**20:.1f} MB on disk"
+                for i, r in schema.items()
+            )
+        )
         tb = schema.get("tb")
         if tb and (tb["ms"] >= 50 or tb["rss"] >= 10 * 2**20 or tb["disk"] >= 2**20):
-            misses.append(f"from_schema: tb {tb['ms']:.1f} ms, +{tb['rss'] / 2**20:.1f} MB RSS, "
-                          f"{tb['disk'] / 2**20:.1f} MB on disk (targets < 50 ms, < 10 MB, no data)")
+            misses.append(
+                f"from_schema: tb {tb['ms']:.1f} ms, +{tb['rss'] / 2**20:.1f} MB RSS, "
+                f"{tb['disk'] / 2**20:.1f} MB on disk (targets < 50 ms, < 10 MB, no data)"
+            )
     measured = any("tb" in res["us"] for res in results) or "tb" in schema
     verdict = f"{len(misses)} miss" if misses else "all hold" if measured else "not checked (no tensorbatch timings)"
     print(f"speed targets (tb/raw per case kind, from_schema): {verdict}")
@@ -445,8 +480,9 @@ def report(results: list[dict], schema: dict[str, dict[str, float]]) -> list[str
 def main(args: argparse.Namespace, round_robin: Callable, calibrate: Callable) -> None:
     """``run.py --suite h5``: times every case (and peaks, from_schema), prints the table and targets."""
     folder = Path(args.h5_dir) if getattr(args, "h5_dir", None) else DEFAULT_DIR
-    names = [n for n in case_names(list(LAYOUTS)) if args.cases in n] + (["from_schema"] if args.cases in
-                                                                             "from_schema" else [])
+    names = [n for n in case_names(list(LAYOUTS)) if args.cases in n] + (
+        ["from_schema"] if args.cases in "from_schema" else []
+    )
     layouts = sorted({n.partition("_")[2] for n in names if n != "from_schema" and n.partition("_")[2]})
     paths = prepare(folder, layouts or ["w64_contig"])
     libs = load_libs()
@@ -476,8 +512,7 @@ def main(args: argparse.Namespace, round_robin: Callable, calibrate: Callable) -
     schema = {k.removeprefix("schema:"): v for k, v in children.items() if k.startswith("schema:")}
     misses = report(results, schema)
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "from_schema": schema, "misses": misses},
-                                              indent=2))
+        Path(args.json).write_text(json.dumps({"results": results, "from_schema": schema, "misses": misses}, indent=2))
 
 
 if __name__ == "__main__":

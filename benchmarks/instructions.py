@@ -60,12 +60,24 @@ def count(tree: str, names: list[str], calls: int, lib: str = "tensorbatch") -> 
     """Instructions per call of each case with ``tree``'s tensorbatch (or ``lib``: tensordict, raw)."""
     with tempfile.TemporaryDirectory() as out:
         env = {**os.environ, "PYTHONPATH": tree, "PYTHONHASHSEED": "0"}
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-               "--toggle-collect=functools_reduce", "--dump-after=functools_reduce", "--dump-instr=no",
-               f"--callgrind-out-file={out}/cg.out", sys.executable, __file__, "--child", str(calls), lib,
-               *names]
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--collect-atstart=no",
+            "--toggle-collect=functools_reduce",
+            "--dump-after=functools_reduce",
+            "--dump-instr=no",
+            f"--callgrind-out-file={out}/cg.out",
+            sys.executable,
+            __file__,
+            "--child",
+            str(calls),
+            lib,
+            *names,
+        ]
         subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=3600)
-        dumps = sorted(Path(out).glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))[-len(names):]
+        dumps = sorted(Path(out).glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))[-len(names) :]
         result = {}
         for name, dump in zip(names, dumps, strict=True):
             line = next(t for t in dump.read_text().splitlines() if t.startswith(("summary:", "totals:")))
@@ -81,8 +93,11 @@ def main() -> None:
     p.add_argument("old", nargs="?")
     p.add_argument("new", nargs="?")
     p.add_argument("--libs", action="store_true", help="tensorbatch vs tensordict vs raw in the current tree")
-    p.add_argument("--cases", help="comma-separated case names (default: run.py's 'all' suite; the vmap suite's "
-                   "cases by name, e.g. vmap_enter_leave)")
+    p.add_argument(
+        "--cases",
+        help="comma-separated case names (default: run.py's 'all' suite; the vmap suite's "
+        "cases by name, e.g. vmap_enter_leave)",
+    )
     p.add_argument("--calls", type=int, default=200)
     args = p.parse_args()
     sys.path.insert(0, str(HERE))

@@ -51,11 +51,18 @@ import h5
 import torch
 
 # (store: needs a server, started on first use; not part of all)
-SUITES = {"core": cases.CASES, "lazy": cases_lazy.CASES, "typed": cases_typed.CASES,
-          "store": cases_store.CASES, "vmap": cases_vmap.CASES, "nn": cases_nn.CASES}
+SUITES = {
+    "core": cases.CASES,
+    "lazy": cases_lazy.CASES,
+    "typed": cases_typed.CASES,
+    "store": cases_store.CASES,
+    "vmap": cases_vmap.CASES,
+    "nn": cases_nn.CASES,
+}
 CASES = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES}
-UNCHECKED = (cases_lazy.UNCHECKED | cases_typed.UNCHECKED | cases_store.UNCHECKED | cases_vmap.UNCHECKED
-             | cases_nn.UNCHECKED)
+UNCHECKED = (
+    cases_lazy.UNCHECKED | cases_typed.UNCHECKED | cases_store.UNCHECKED | cases_vmap.UNCHECKED | cases_nn.UNCHECKED
+)
 # every case by name (store cases run with --suite store only)
 LOOKUP = {**CASES, **cases_store.CASES, **cases_vmap.CASES, **cases_nn.CASES}
 
@@ -100,7 +107,7 @@ def round_robin(fns: dict[str, Callable[[], Any]], ns: dict[str, int], repeats: 
     gc.disable()
     try:
         for r in range(repeats):
-            for impl in order[r % len(order):] + order[: r % len(order)]:
+            for impl in order[r % len(order) :] + order[: r % len(order)]:
                 samples[impl].append(time_batch(fns[impl], ns[impl]) / ns[impl])
     finally:
         gc.enable()
@@ -234,27 +241,38 @@ def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="", help="only run cases whose name contains this substring")
-    p.add_argument("--suite", choices=[*SUITES, "all", "h5", "zarr", "dist", "compile", "gpu"], default="core",
-                   help="core: the core TensorDict cases (default); lazy: lazy stacks and padding; "
-                   "typed: TensorClass and TypedTensorDict; store: TensorDictStore vs raw redis-py (cases_store.py); "
-                   "h5: PersistentTensorDict vs raw h5py (h5.py; not part of all); zarr: to_zarr/from_zarr, rows, "
-                   "slices and row writes vs tensordict's zarr and raw zarr (bench_zarr.py; "
-                   "not part of all); dist: send/recv between two gloo processes (distributed.py; not part of all); "
-                   "compile: a compiled training-style step, steady state and compile time (compiled.py; not part "
-                   "of all); gpu: host/device transfers, small GPU ops, a compiled step and a vmap ensemble on "
-                   "CUDA (gpu.py; skips without CUDA; not part of all)")
+    p.add_argument(
+        "--suite",
+        choices=[*SUITES, "all", "h5", "zarr", "dist", "compile", "gpu"],
+        default="core",
+        help="core: the core TensorDict cases (default); lazy: lazy stacks and padding; "
+        "typed: TensorClass and TypedTensorDict; store: TensorDictStore vs raw redis-py (cases_store.py); "
+        "h5: PersistentTensorDict vs raw h5py (h5.py; not part of all); zarr: to_zarr/from_zarr, rows, "
+        "slices and row writes vs tensordict's zarr and raw zarr (bench_zarr.py; "
+        "not part of all); dist: send/recv between two gloo processes (distributed.py; not part of all); "
+        "compile: a compiled training-style step, steady state and compile time (compiled.py; not part "
+        "of all); gpu: host/device transfers, small GPU ops, a compiled step and a vmap ensemble on "
+        "CUDA (gpu.py; skips without CUDA; not part of all)",
+    )
     p.add_argument("--backend", default="inductor", help="--suite compile: torch.compile backend (default inductor)")
-    p.add_argument("--cold", action="store_true",
-                   help="--suite compile: FX graph and AOT autograd caches off (every compile lowers anew)")
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="--suite compile: FX graph and AOT autograd caches off (every compile lowers anew)",
+    )
     p.add_argument("--h5-dir", help="--suite h5: folder of the data files (default: a reused temp folder)")
     p.add_argument("--json", metavar="PATH", help="write results and summary as JSON")
     p.add_argument("--quick", action="store_true", help="15 repeats instead of 30")
     p.add_argument("--repeats", type=int, help="override the number of repeats")
     p.add_argument("--target-ms", type=float, default=3.0, help="duration of one timed batch (default 3)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1, less noise)")
-    p.add_argument("--clock", choices=CLOCKS, default="wall",
-                   help="wall (default) or cpu: this process's CPU time, which other processes' load disturbs "
-                   "less (for A/B runs on a busy machine)")
+    p.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        default="wall",
+        help="wall (default) or cpu: this process's CPU time, which other processes' load disturbs "
+        "less (for A/B runs on a busy machine)",
+    )
     args = p.parse_args(argv)
     global clock
     clock = CLOCKS[args.clock]

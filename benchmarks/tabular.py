@@ -42,11 +42,15 @@ def write_file(rows: int, distinct: bool = False) -> str:
     if not os.path.exists(path):
         rng = np.random.default_rng(0)
         labels = np.array([f"item{k}" for k in range(rows if distinct else 1000)], dtype=object)
-        table = pa.table({
-            "a": rng.random(rows, dtype=np.float32), "b": rng.random(rows),
-            "c": rng.integers(0, 1 << 40, rows), "d": rng.integers(0, 1 << 20, rows, dtype=np.int32),
-            "s": labels[np.arange(rows) % len(labels)],
-        })
+        table = pa.table(
+            {
+                "a": rng.random(rows, dtype=np.float32),
+                "b": rng.random(rows),
+                "c": rng.integers(0, 1 << 40, rows),
+                "d": rng.integers(0, 1 << 20, rows, dtype=np.int32),
+                "s": labels[np.arange(rows) % len(labels)],
+            }
+        )
         pq.write_table(table, path + ".tmp")
         os.replace(path + ".tmp", path)
     return path
@@ -85,7 +89,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in impls}
     names = list(impls)
     for rep in range(args.repeats):
-        for name in names[rep % len(names):] + names[:rep % len(names)]:
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
             gc.collect()
             gc.disable()
             start = time.perf_counter()
@@ -95,8 +99,10 @@ def main() -> None:
             del result
     medians = {name: statistics.median(ts) for name, ts in times.items()}
     text = "distinct" if args.distinct else "1,000 repeated"
-    print(f"{args.rows:,} rows, 4 numeric + 1 string column ({text} strings), {args.repeats} interleaved repeats "
-          f"(median):")
+    print(
+        f"{args.rows:,} rows, 4 numeric + 1 string column ({text} strings), {args.repeats} interleaved repeats "
+        f"(median):"
+    )
     for name, m in medians.items():
         print(f"  {name:4s} {m * 1e3:9.1f} ms   {m / medians['raw']:.2f}x raw")
     if "td" in medians:

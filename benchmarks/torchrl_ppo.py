@@ -89,9 +89,11 @@ def main() -> None:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=True)
             samples[lib] += json.loads(out.stdout.strip().splitlines()[-1])
     med = {lib: statistics.median(s) * 1e3 for lib, s in samples.items()}
-    print(f"PPO iteration ({args.frames} frames, 4 epochs of minibatches of 64), CPU ms, median of "
-          f"{len(samples['tensorbatch'])}: tensordict {med['tensordict']:.1f}, tensorbatch {med['tensorbatch']:.1f}, "
-          f"tb/td {med['tensorbatch'] / med['tensordict']:.3f}")
+    print(
+        f"PPO iteration ({args.frames} frames, 4 epochs of minibatches of 64), CPU ms, median of "
+        f"{len(samples['tensorbatch'])}: tensordict {med['tensordict']:.1f}, tensorbatch {med['tensorbatch']:.1f}, "
+        f"tb/td {med['tensorbatch'] / med['tensordict']:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 # ruff: noqa: I001  (the import order is the install order: features before the wrappers that forward them)
 
 from . import _pytree as _pytree  # registers TensorDict with torch's pytree
+
 # (features adding classmethods to TensorDictBase come before the wrappers, which forward them as classmethods)
 from . import _schema as _schema  # TensorDictBase.from_schema
 from . import persistent as persistent  # TensorDictBase.from_h5/to_h5 (light: h5py is imported when a file is used)
@@ -13,6 +14,7 @@ from ._convert import from_namedtuple as from_namedtuple
 from ._convert import from_pytree as from_pytree
 from ._convert import from_struct_array as from_struct_array
 from ._convert import from_tuple as from_tuple
+
 # (feature modules install their methods on TensorDictBase before the wrappers copy the list)
 from ._io import distributed as _distributed  # noqa: F401  # TensorDictBase.send, recv, reduce, broadcast...
 from ._io.append import append_memmap as append_memmap
@@ -132,27 +134,107 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "LazyStackedTensorDict", "MemoryMappedTensor", "NestedKey", "NonTensorData", "NonTensorStack",
-    "PersistentTensorDict", "TensorClass", "TensorDict", "TensorDictBase", "TypedTensorDict", "assert_allclose_td",
-    "assert_close", "cat", "dense_stack_tds", "from_any", "from_arrow", "from_csv", "from_dict", "from_h5",
-    "from_json", "from_namedtuple", "from_pandas", "from_parquet", "from_pytree", "from_struct_array", "from_tuple",
+    "LazyStackedTensorDict",
+    "MemoryMappedTensor",
+    "NestedKey",
+    "NonTensorData",
+    "NonTensorStack",
+    "PersistentTensorDict",
+    "TensorClass",
+    "TensorDict",
+    "TensorDictBase",
+    "TypedTensorDict",
+    "assert_allclose_td",
+    "assert_close",
+    "cat",
+    "dense_stack_tds",
+    "from_any",
+    "from_arrow",
+    "from_csv",
+    "from_dict",
+    "from_h5",
+    "from_json",
+    "from_namedtuple",
+    "from_pandas",
+    "from_parquet",
+    "from_pytree",
+    "from_struct_array",
+    "from_tuple",
     "from_zarr",
-    "fromkeys", "group_by", "is_non_tensor", "is_tensor_collection", "is_tensorclass", "lazy_stack", "load",
-    "load_memmap", "make_tensordict", "maybe_dense_stack", "memmap", "merge_tensordicts", "pad", "pad_sequence",
-    "save", "stack", "tensorclass", "to_arrow", "to_csv", "to_json", "to_pandas", "to_parquet", "unpad_sequence",
-    "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+    "fromkeys",
+    "group_by",
+    "is_non_tensor",
+    "is_tensor_collection",
+    "is_tensorclass",
+    "lazy_stack",
+    "load",
+    "load_memmap",
+    "make_tensordict",
+    "maybe_dense_stack",
+    "memmap",
+    "merge_tensordicts",
+    "pad",
+    "pad_sequence",
+    "save",
+    "stack",
+    "tensorclass",
+    "to_arrow",
+    "to_csv",
+    "to_json",
+    "to_pandas",
+    "to_parquet",
+    "unpad_sequence",
+    "unravel_key",
+    "unravel_key_list",
+    "unravel_key_to_tuple",
 ]
 __all__ += [  # the global options and helpers
-    "KEY_SEPARATOR", "MetaData", "NonTensorDataBase", "TensorAttrs", "TensorCollection", "UnbatchedTensor",
-    "capture_non_tensor_stack", "default_is_leaf", "from_consolidated", "from_dataclass",
-    "get_defaults_to_none", "get_printoptions", "get_progress", "is_bool", "is_floating", "is_inexact", "is_integer",
-    "is_leaf_nontensor", "lazy_legacy", "list_to_stack", "parse_tensor_dict_string", "set_capture_non_tensor_stack",
-    "set_get_defaults_to_none", "set_lazy_legacy", "set_list_to_stack", "set_printoptions", "set_progress",
+    "KEY_SEPARATOR",
+    "MetaData",
+    "NonTensorDataBase",
+    "TensorAttrs",
+    "TensorCollection",
+    "UnbatchedTensor",
+    "capture_non_tensor_stack",
+    "default_is_leaf",
+    "from_consolidated",
+    "from_dataclass",
+    "get_defaults_to_none",
+    "get_printoptions",
+    "get_progress",
+    "is_bool",
+    "is_floating",
+    "is_inexact",
+    "is_integer",
+    "is_leaf_nontensor",
+    "lazy_legacy",
+    "list_to_stack",
+    "parse_tensor_dict_string",
+    "set_capture_non_tensor_stack",
+    "set_get_defaults_to_none",
+    "set_lazy_legacy",
+    "set_list_to_stack",
+    "set_printoptions",
+    "set_progress",
 ]
 __all__ += ["TensorClassModuleBase", "TensorClassModuleWrapper", "as_tensordict_module"]
-__all__ += ["LazyStackedTensorDictStore", "TensorDictParams", "TensorDictStore", "collate", "from_module",
-            "from_modules", "tensordict", "typedtensordict"]
+__all__ += [
+    "LazyStackedTensorDictStore",
+    "TensorDictParams",
+    "TensorDictStore",
+    "collate",
+    "from_module",
+    "from_modules",
+    "tensordict",
+    "typedtensordict",
+]
 __all__ += [  # memmap archives, append_memmap, safetensors files, pack
-    "PackLayout", "append_memmap", "from_safetensors", "is_memmap_archive", "pack_memmap", "refresh_archive_checksums",
-    "to_safetensors", "unpack_memmap",
+    "PackLayout",
+    "append_memmap",
+    "from_safetensors",
+    "is_memmap_archive",
+    "pack_memmap",
+    "refresh_archive_checksums",
+    "to_safetensors",
+    "unpack_memmap",
 ]

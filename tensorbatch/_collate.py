@@ -20,8 +20,13 @@ if TYPE_CHECKING:
     from ._keys import NestedKey
 
 
-def collate(batch: Any, *, pad_keys: Mapping[NestedKey, float] | None = None,
-            nested_keys: Sequence[NestedKey] | None = None, mask_key: NestedKey | None = None) -> Any:
+def collate(
+    batch: Any,
+    *,
+    pad_keys: Mapping[NestedKey, float] | None = None,
+    nested_keys: Sequence[NestedKey] | None = None,
+    mask_key: NestedKey | None = None,
+) -> Any:
     """Collate a list of samples into a batch: pass it as a DataLoader's ``collate_fn``.
 
     Samples are collated by the type of the first one: TensorDicts and TensorClasses through
@@ -70,8 +75,9 @@ def collate(batch: Any, *, pad_keys: Mapping[NestedKey, float] | None = None,
     return default_collate(batch)
 
 
-def _collate_keys(batch: list[Any], pad_keys: Mapping[NestedKey, float], nested_keys: Sequence[NestedKey],
-                  mask_key: NestedKey | None) -> Any:
+def _collate_keys(
+    batch: list[Any], pad_keys: Mapping[NestedKey, float], nested_keys: Sequence[NestedKey], mask_key: NestedKey | None
+) -> Any:
     """Stack the samples without the named entries, then add those padded or nested (checked first)."""
     pads = {unravel_key(key): value for key, value in pad_keys.items()}
     nested = [unravel_key(key) for key in nested_keys]
@@ -81,9 +87,11 @@ def _collate_keys(batch: list[Any], pad_keys: Mapping[NestedKey, float], nested_
     if both:
         raise ValueError(f"collate: the keys {both} are in both pad_keys and nested_keys")
     if pads and batch[0].batch_dims:
-        raise ValueError(f"collate(pad_keys=...) pads the first dim of each entry, a batch dim of these samples "
-                         f"(batch_size={list(batch[0].batch_size)}): give the samples an empty batch size, or "
-                         f"call pad_sequence")
+        raise ValueError(
+            f"collate(pad_keys=...) pads the first dim of each entry, a batch dim of these samples "
+            f"(batch_size={list(batch[0].batch_size)}): give the samples an empty batch size, or "
+            f"call pad_sequence"
+        )
     mask = None if mask_key is None else unravel_key(mask_key)
     for i, sample in enumerate(batch):
         keys = set(sample.keys(True))
@@ -94,8 +102,10 @@ def _collate_keys(batch: list[Any], pad_keys: Mapping[NestedKey, float], nested_
             raise ValueError(f"collate: mask_key={mask!r} is an entry of sample {i}")
     out = maybe_dense_stack([sample.exclude(*pads, *nested) for sample in batch])
     if nested and isinstance(getattr(out, "_tensordict", out), LazyStackedTensorDict):
-        raise ValueError(f"collate(nested_keys={nested}): the other entries of the samples differ in shape and "
-                         f"stack lazily; name the entries that vary in length in pad_keys or nested_keys")
+        raise ValueError(
+            f"collate(nested_keys={nested}): the other entries of the samples differ in shape and "
+            f"stack lazily; name the entries that vary in length in pad_keys or nested_keys"
+        )
     if pads:
         plain = [(sample._tensordict if is_tensorclass(sample) else sample).select(*pads) for sample in batch]
         padded = pad_sequence(plain, padding_value=pads, return_mask=False if mask is None else mask)
@@ -124,21 +134,29 @@ def _default_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
         return batch
     types = {type(item) for item in batch}
     if not all(issubclass(t, TensorCollection) for t in types):
-        raise TypeError(f"Cannot collate a batch that mixes tensordicts or tensorclasses with other types: got "
-                        f"{sorted(t.__name__ for t in types)}.")
+        raise TypeError(
+            f"Cannot collate a batch that mixes tensordicts or tensorclasses with other types: got "
+            f"{sorted(t.__name__ for t in types)}."
+        )
     classes = [t for t in types if is_tensorclass(t)]
     if classes and len(classes) < len(types):
-        raise TypeError(f"Cannot collate a batch that mixes tensorclass instances with tensordicts: got "
-                        f"{sorted(t.__name__ for t in types)}.")
+        raise TypeError(
+            f"Cannot collate a batch that mixes tensorclass instances with tensordicts: got "
+            f"{sorted(t.__name__ for t in types)}."
+        )
     if len(classes) > 1 and not any(
-            all(issubclass(t, base) and t._field_specs.keys() == base._field_specs.keys() for t in classes)
-            for base in classes):
-        raise TypeError(f"Cannot collate a batch of different tensorclasses: got "
-                        f"{sorted(t.__name__ for t in classes)}.")
+        all(issubclass(t, base) and t._field_specs.keys() == base._field_specs.keys() for t in classes)
+        for base in classes
+    ):
+        raise TypeError(
+            f"Cannot collate a batch of different tensorclasses: got {sorted(t.__name__ for t in classes)}."
+        )
     dims = {item.batch_dims for item in batch}
     if len(dims) > 1:
-        raise TypeError(f"Cannot collate a batch of tensordicts or tensorclasses with different numbers of batch "
-                        f"dims: got {sorted(dims)}.")
+        raise TypeError(
+            f"Cannot collate a batch of tensordicts or tensorclasses with different numbers of batch "
+            f"dims: got {sorted(dims)}."
+        )
     try:
         return maybe_dense_stack(batch)
     except RuntimeError as err:

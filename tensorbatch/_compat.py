@@ -19,13 +19,16 @@ except ImportError:  # pragma: no cover
     pytree = None  # type: ignore[assignment]
 
 
-def register_pytree_node(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: Any,
-                         to_dumpable: Any, from_dumpable: Any) -> None:
+def register_pytree_node(
+    cls: type, flatten: Any, unflatten: Any, flatten_with_keys: Any, to_dumpable: Any, from_dumpable: Any
+) -> None:
     """Register ``cls`` with torch's pytree (used by torch.compile, export and vmap)."""
     if pytree is None:  # pragma: no cover
         return
     pytree.register_pytree_node(
-        cls, flatten, unflatten,
+        cls,
+        flatten,
+        unflatten,
         serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
         flatten_with_keys_fn=flatten_with_keys,
         to_dumpable_context=to_dumpable,
@@ -80,8 +83,10 @@ try:  # private API (stable since torch 2.0): functorch's batched tensors, as vm
     # function itself (no wrapper: the pointwise ops ask it once per call); dynamo traces it.
     from torch._C._functorch import is_batchedtensor as _is_batchedtensor
 except ImportError:  # pragma: no cover
+
     def _is_batchedtensor(tensor: torch.Tensor) -> bool:
         return False
+
 
 is_batched = _is_batchedtensor
 
@@ -187,7 +192,7 @@ def nested_view_from_buffer(data: torch.Tensor, sizes: torch.Tensor) -> torch.Te
         n = 1
         for s in row:
             n *= s
-        comps.append(data[start:start + n].view(row))
+        comps.append(data[start : start + n].view(row))
         start += n
     return torch.nested.as_nested_tensor(comps, layout=torch.strided)
 

@@ -90,9 +90,7 @@ def _user_stacklevel() -> int:
     return level
 
 
-def _finish(
-    op: str, result: Any, auto_batch_size: bool | None, batch_dims: int | None, batch_size: Any
-) -> Any:
+def _finish(op: str, result: Any, auto_batch_size: bool | None, batch_dims: int | None, batch_size: Any) -> Any:
     """Apply ``auto_batch_size`` (or warn that ``batch_dims`` was ignored without it)."""
     if auto_batch_size:
         result.auto_batch_size_(batch_dims)
@@ -103,9 +101,7 @@ def _finish(
 
 def _check_conflict(op: str, auto_batch_size: bool | None, batch_size: Any) -> None:
     if auto_batch_size and batch_size is not None:
-        raise TypeError(
-            f"Conflicting batch sizes in {op}: batch_size and auto_batch_size cannot be both specified."
-        )
+        raise TypeError(f"Conflicting batch sizes in {op}: batch_size and auto_batch_size cannot be both specified.")
 
 
 def _nested_sizes(td: Any) -> list[torch.Size]:
@@ -242,8 +238,7 @@ def _from_dict(
     if batch_dims is not None and batch_size is not None:
         raise ValueError("Cannot pass both batch_size and batch_dims to `from_dict`.")
     source = {
-        key: _from_any(target, value, device=device, batch_size=batch_size)
-        for key, value in dict(input_dict).items()
+        key: _from_any(target, value, device=device, batch_size=batch_size) for key, value in dict(input_dict).items()
     }
     out = _build(target, source, batch_size, device, "from_dict")
     if batch_size is None and (auto_batch_size or (auto_batch_size is None and batch_dims is not None)):
@@ -291,9 +286,7 @@ def _from_tuple(
     batch_size: Any = None,
 ) -> Any:
     _check_conflict("from_tuple", auto_batch_size, batch_size)
-    source = {
-        str(i): _from_any(target, item, device=device, batch_size=batch_size) for i, item in enumerate(obj)
-    }
+    source = {str(i): _from_any(target, item, device=device, batch_size=batch_size) for i, item in enumerate(obj)}
     result = _build(target, source, batch_size, device, "from_tuple")
     return _finish("from_tuple", result, auto_batch_size, batch_dims, batch_size)
 
@@ -302,9 +295,7 @@ def _field_value(field: np.ndarray, target: Any, batch_size: Any) -> Any:
     """A tensor sharing memory with the field when torch can view it; nested fields become TensorDicts."""
     if field.dtype.names is not None:
         return _struct_source(field, target, field.shape)
-    if (
-        field.dtype.kind in "USOV"
-    ):  # strings and objects: one non-tensor leaf holding the array, as tensordict
+    if field.dtype.kind in "USOV":  # strings and objects: one non-tensor leaf holding the array, as tensordict
         return NonTensorData(field, batch_size=batch_size)
     try:
         return torch.from_numpy(field)
@@ -334,9 +325,7 @@ def _from_struct_array(
         got = type(struct_array).__name__ + (
             f" of dtype {struct_array.dtype}" if hasattr(struct_array, "dtype") else ""
         )
-        raise TypeError(
-            f"from_struct_array expects a NumPy structured array (a dtype with named fields), got {got}"
-        )
+        raise TypeError(f"from_struct_array expects a NumPy structured array (a dtype with named fields), got {got}")
     _check_conflict("from_struct_array", auto_batch_size, batch_size)
     td = _struct_source(struct_array, target, struct_array.shape)
     if batch_size is not None:
@@ -358,9 +347,7 @@ def _from_dataclass(
     batch_size: Any = None,
 ) -> Any:
     if as_tensorclass:
-        raise NotImplementedError(
-            "from_dataclass(as_tensorclass=True) needs tensorclass support, not available yet"
-        )
+        raise NotImplementedError("from_dataclass(as_tensorclass=True) needs tensorclass support, not available yet")
     if not dataclasses.is_dataclass(obj):
         raise TypeError(f"from_dataclass expects a dataclass instance, got {type(obj).__name__}")
     fields = dataclasses.fields(obj)
@@ -378,9 +365,7 @@ def _from_dataclass(
             stacklevel=_user_stacklevel(),
         )
     _check_conflict("from_dataclass", auto_batch_size, batch_size)
-    source = {
-        f.name: _from_any(target, getattr(obj, f.name), device=device, batch_size=batch_size) for f in fields
-    }
+    source = {f.name: _from_any(target, getattr(obj, f.name), device=device, batch_size=batch_size) for f in fields}
     result = _build(target, source, batch_size, device, "from_dataclass")
     return _finish("from_dataclass", result, auto_batch_size, batch_dims, batch_size)
 
@@ -391,9 +376,7 @@ def _pytree_field(value: Any) -> bool:
 
     def holds_sequence(d: dict[Any, Any]) -> bool:
         return any(
-            holds_sequence(v)
-            if isinstance(v, dict)
-            else isinstance(v, list | tuple) and not _is_namedtuple(v)
+            holds_sequence(v) if isinstance(v, dict) else isinstance(v, list | tuple) and not _is_namedtuple(v)
             for v in d.values()
         )
 
@@ -404,9 +387,7 @@ def _pytree_field(value: Any) -> bool:
             return False
         return not v or any(holds_empty(x) for x in v.values())
 
-    return (
-        (isinstance(value, dict) and not holds_sequence(value)) or _is_namedtuple(value)
-    ) and not holds_empty(value)
+    return ((isinstance(value, dict) and not holds_sequence(value)) or _is_namedtuple(value)) and not holds_empty(value)
 
 
 def _pytree_tuple_field(value: Any) -> bool:

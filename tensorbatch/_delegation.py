@@ -36,74 +36,279 @@ _Tensor = torch.Tensor
 _TORCH_STACK = torch.stack
 
 # ----------------------------------------------------------------------------------- the lists
-FORWARD: set[str] = set({  # (a set: a storage registered later adds its to_X/from_X: ``forward``)
-    # batch facts (properties; a forwarded property also forwards assignment)
-    "batch_size", "batch_dims", "device", "dtype", "depth", "is_locked", "names", "ndim", "requires_grad",
-    "shape", "sorted_keys",
-    "dim", "ndimension", "numel", "size", "__len__", "__bool__",
-    # the end of a ``with`` block on the result of lock_/unlock_/to_module (undoes it)
-    "__exit__",
-    # keys and values: nested TensorDicts read by key are the backend's own, never re-wrapped
-    "keys", "items", "values", "get", "get_at", "get_item_shape", "get_non_tensor", "entry_class",
-    "is_non_tensor", "non_tensor_items", "pop", "popitem", "setdefault", "__contains__", "__delitem__",
-    # queries and exports
-    "allclose", "is_contiguous", "is_empty", "state_dict", "to_dict", "to_namedtuple", "to_pytree",
-    "to_struct_array", "tolist", "is_memmap", "is_shared", "saved_path", "is_consolidated",
-    "to_h5",  # writes an HDF5 file: the PersistentTensorDict over it
-    "from_h5",  # opens an HDF5 file (classmethod): the PersistentTensorDict over it
-    "to_store",  # uploads to a Redis-compatible server: the TensorDictStore over it
-    "to_pandas", "to_arrow", "to_csv", "to_json", "to_parquet",  # tables (tabular.py)
-    # torch.distributed transfers into the backend (None, a tag or Works)
-    "send", "isend", "recv", "irecv", "init_remote", "reduce", "all_reduce",
-    # memory-mapped leaves created in place (the new MemoryMappedTensor is returned)
-    "make_memmap", "make_memmap_from_storage", "make_memmap_from_tensor",
-    # sizes, pointers, device and dtype facts, exports to numpy or one tensor, autograd
-    "bytes", "param_count", "data_ptr", "is_cpu", "is_cuda", "is_meta", "is_floating_point", "numpy",
-    "cat_from_tensordict", "stack_from_tensordict", "backward",
-    "pack",  # (the tensor and its PackLayout; TensorClass defines its own, recording its class in the layout)
-    # constructors of plain TensorDicts (classmethods)
-    "from_any", "from_dataclass", "from_dict", "from_namedtuple", "from_pytree", "from_struct_array", "from_tuple",
-    "from_pandas", "from_arrow", "from_csv", "from_json", "from_parquet",
-    "from_schema",  # zero-filled leaves from (shape, dtype) pairs, in memory or in a storage backend
-})
+FORWARD: set[str] = set(
+    {  # (a set: a storage registered later adds its to_X/from_X: ``forward``)
+        # batch facts (properties; a forwarded property also forwards assignment)
+        "batch_size",
+        "batch_dims",
+        "device",
+        "dtype",
+        "depth",
+        "is_locked",
+        "names",
+        "ndim",
+        "requires_grad",
+        "shape",
+        "sorted_keys",
+        "dim",
+        "ndimension",
+        "numel",
+        "size",
+        "__len__",
+        "__bool__",
+        # the end of a ``with`` block on the result of lock_/unlock_/to_module (undoes it)
+        "__exit__",
+        # keys and values: nested TensorDicts read by key are the backend's own, never re-wrapped
+        "keys",
+        "items",
+        "values",
+        "get",
+        "get_at",
+        "get_item_shape",
+        "get_non_tensor",
+        "entry_class",
+        "is_non_tensor",
+        "non_tensor_items",
+        "pop",
+        "popitem",
+        "setdefault",
+        "__contains__",
+        "__delitem__",
+        # queries and exports
+        "allclose",
+        "is_contiguous",
+        "is_empty",
+        "state_dict",
+        "to_dict",
+        "to_namedtuple",
+        "to_pytree",
+        "to_struct_array",
+        "tolist",
+        "is_memmap",
+        "is_shared",
+        "saved_path",
+        "is_consolidated",
+        "to_h5",  # writes an HDF5 file: the PersistentTensorDict over it
+        "from_h5",  # opens an HDF5 file (classmethod): the PersistentTensorDict over it
+        "to_store",  # uploads to a Redis-compatible server: the TensorDictStore over it
+        "to_pandas",
+        "to_arrow",
+        "to_csv",
+        "to_json",
+        "to_parquet",  # tables (tabular.py)
+        # torch.distributed transfers into the backend (None, a tag or Works)
+        "send",
+        "isend",
+        "recv",
+        "irecv",
+        "init_remote",
+        "reduce",
+        "all_reduce",
+        # memory-mapped leaves created in place (the new MemoryMappedTensor is returned)
+        "make_memmap",
+        "make_memmap_from_storage",
+        "make_memmap_from_tensor",
+        # sizes, pointers, device and dtype facts, exports to numpy or one tensor, autograd
+        "bytes",
+        "param_count",
+        "data_ptr",
+        "is_cpu",
+        "is_cuda",
+        "is_meta",
+        "is_floating_point",
+        "numpy",
+        "cat_from_tensordict",
+        "stack_from_tensordict",
+        "backward",
+        "pack",  # (the tensor and its PackLayout; TensorClass defines its own, recording its class in the layout)
+        # constructors of plain TensorDicts (classmethods)
+        "from_any",
+        "from_dataclass",
+        "from_dict",
+        "from_namedtuple",
+        "from_pytree",
+        "from_struct_array",
+        "from_tuple",
+        "from_pandas",
+        "from_arrow",
+        "from_csv",
+        "from_json",
+        "from_parquet",
+        "from_schema",  # zero-filled leaves from (shape, dtype) pairs, in memory or in a storage backend
+    }
+)
 
-FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset({  # the table's methods, and:
-    # writes (they return the backend, hence the wrapper)
-    "set", "set_", "set_at_", "set_non_tensor", "update", "update_", "update_at_", "copy_at_", "del_", "clear",
-    "rename_key_", "fill_", "zero_", "zero_grad", "apply_", "copy_", "detach_", "requires_grad_", "empty",
-    "masked_fill_", "lock_", "unlock_", "__enter__", "clear_refs_for_compile_", "load_state_dict",
-    "auto_batch_size_", "refine_names", "rename_", "clear_device_",
-    # new TensorDicts of the same schema
-    "apply", "named_apply", "clone", "copy", "replace", "__copy__", "__deepcopy__", "to", "attrs", "cpu", "cuda",
-    "detach",
-    "__getitems__",  # a DataLoader's batch fetch (the backend's rows, read in a worker when stored)
-    "contiguous", "data", "grad", "select", "exclude", "flatten_keys", "unflatten_keys", "split_keys",
-    "filter_non_tensor_data", "to_padded_tensor", "rename", "masked_fill", "masked_select", "where",
-    "new_empty", "new_full", "new_ones", "new_tensor", "new_zeros",
-    # shape operations
-    "view", "reshape", "permute", "transpose", "unsqueeze", "squeeze", "flatten", "unflatten", "expand",
-    "expand_as", "unbind", "split", "chunk", "repeat", "repeat_interleave", "gather", "flip", "fliplr", "flipud",
-    "roll", "movedim", "moveaxis", "swapaxes", "swapdims", "narrow", "tile", "tensor_split", "rot90",
-    "broadcast_to", "atleast_1d", "atleast_2d", "atleast_3d", "pad", "to_lazystack", "densify",
-    # structure edits and leaf conversions (the in-place ones return the backend, hence the wrapper)
-    "rename_keys", "separates", "create_nested", "filter_empty_", "cat_tensors", "stack_tensors", "as_tensor",
-    "type", "auto_device_", "record_stream",
-    # reductions (a TensorDict with a ``dim``, a bool or a tensor without)
-    "all", "any", "sum", "mean", "nansum", "nanmean", "prod", "std", "var", "max", "min", "amax", "amin",
-    "norm", "logsumexp", "softmax", "cummax", "cummin", "quantile",
-    # persistence (``memmap_``/``share_memory_`` return the backend, hence the wrapper)
-    "memmap", "memmap_", "memmap_like", "save", "dumps", "load_memmap_", "memmap_refresh_", "share_memory_",
-    "pin_memory", "pin_memory_", "load_", "consolidate",
-    # process-pool maps (map_iter yields the chunks' results)
-    "map", "map_iter",
-    # classmethods building a TensorDict (from several, or from a saved folder or file)
-    "stack", "cat", "load_memmap", "load", "from_consolidated", "lazy_stack", "maybe_dense_stack", "from_list",
-    "fromkeys", "from_dict_instance",
-    # torch.distributed: TensorDicts received from other ranks (from_remote_init builds the class)
-    "broadcast", "all_gather", "gather_and_stack", "from_remote_init", "scatter",
-    # parameters as TensorDicts (tensorbatch/nn): the swap returned by to_module, and the classmethods
-    "to_module", "from_module", "from_modules",
-})
+FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset(
+    {  # the table's methods, and:
+        # writes (they return the backend, hence the wrapper)
+        "set",
+        "set_",
+        "set_at_",
+        "set_non_tensor",
+        "update",
+        "update_",
+        "update_at_",
+        "copy_at_",
+        "del_",
+        "clear",
+        "rename_key_",
+        "fill_",
+        "zero_",
+        "zero_grad",
+        "apply_",
+        "copy_",
+        "detach_",
+        "requires_grad_",
+        "empty",
+        "masked_fill_",
+        "lock_",
+        "unlock_",
+        "__enter__",
+        "clear_refs_for_compile_",
+        "load_state_dict",
+        "auto_batch_size_",
+        "refine_names",
+        "rename_",
+        "clear_device_",
+        # new TensorDicts of the same schema
+        "apply",
+        "named_apply",
+        "clone",
+        "copy",
+        "replace",
+        "__copy__",
+        "__deepcopy__",
+        "to",
+        "attrs",
+        "cpu",
+        "cuda",
+        "detach",
+        "__getitems__",  # a DataLoader's batch fetch (the backend's rows, read in a worker when stored)
+        "contiguous",
+        "data",
+        "grad",
+        "select",
+        "exclude",
+        "flatten_keys",
+        "unflatten_keys",
+        "split_keys",
+        "filter_non_tensor_data",
+        "to_padded_tensor",
+        "rename",
+        "masked_fill",
+        "masked_select",
+        "where",
+        "new_empty",
+        "new_full",
+        "new_ones",
+        "new_tensor",
+        "new_zeros",
+        # shape operations
+        "view",
+        "reshape",
+        "permute",
+        "transpose",
+        "unsqueeze",
+        "squeeze",
+        "flatten",
+        "unflatten",
+        "expand",
+        "expand_as",
+        "unbind",
+        "split",
+        "chunk",
+        "repeat",
+        "repeat_interleave",
+        "gather",
+        "flip",
+        "fliplr",
+        "flipud",
+        "roll",
+        "movedim",
+        "moveaxis",
+        "swapaxes",
+        "swapdims",
+        "narrow",
+        "tile",
+        "tensor_split",
+        "rot90",
+        "broadcast_to",
+        "atleast_1d",
+        "atleast_2d",
+        "atleast_3d",
+        "pad",
+        "to_lazystack",
+        "densify",
+        # structure edits and leaf conversions (the in-place ones return the backend, hence the wrapper)
+        "rename_keys",
+        "separates",
+        "create_nested",
+        "filter_empty_",
+        "cat_tensors",
+        "stack_tensors",
+        "as_tensor",
+        "type",
+        "auto_device_",
+        "record_stream",
+        # reductions (a TensorDict with a ``dim``, a bool or a tensor without)
+        "all",
+        "any",
+        "sum",
+        "mean",
+        "nansum",
+        "nanmean",
+        "prod",
+        "std",
+        "var",
+        "max",
+        "min",
+        "amax",
+        "amin",
+        "norm",
+        "logsumexp",
+        "softmax",
+        "cummax",
+        "cummin",
+        "quantile",
+        # persistence (``memmap_``/``share_memory_`` return the backend, hence the wrapper)
+        "memmap",
+        "memmap_",
+        "memmap_like",
+        "save",
+        "dumps",
+        "load_memmap_",
+        "memmap_refresh_",
+        "share_memory_",
+        "pin_memory",
+        "pin_memory_",
+        "load_",
+        "consolidate",
+        # process-pool maps (map_iter yields the chunks' results)
+        "map",
+        "map_iter",
+        # classmethods building a TensorDict (from several, or from a saved folder or file)
+        "stack",
+        "cat",
+        "load_memmap",
+        "load",
+        "from_consolidated",
+        "lazy_stack",
+        "maybe_dense_stack",
+        "from_list",
+        "fromkeys",
+        "from_dict_instance",
+        # torch.distributed: TensorDicts received from other ranks (from_remote_init builds the class)
+        "broadcast",
+        "all_gather",
+        "gather_and_stack",
+        "from_remote_init",
+        "scatter",
+        # parameters as TensorDicts (tensorbatch/nn): the swap returned by to_module, and the classmethods
+        "to_module",
+        "from_module",
+        "from_modules",
+    }
+)
 
 EXCLUDED: dict[str, str] = {
     "__init_subclass__": "class machinery: each wrapper collects its fields here",
@@ -117,9 +322,24 @@ EXCLUDED: dict[str, str] = {
 }
 
 PRIMITIVES: tuple[str, ...] = (
-    "_get_str", "_set_str", "_del_str", "_keys_str", "_items_str", "_values_str", "_has_str",
-    "_change_batch_size", "_set_lock", "_maybe_names", "_get", "_walk_to", "_validate", "_copy_tree",
-    "_map", "_parent_of", "_deepest", "_meta_items",
+    "_get_str",
+    "_set_str",
+    "_del_str",
+    "_keys_str",
+    "_items_str",
+    "_values_str",
+    "_has_str",
+    "_change_batch_size",
+    "_set_lock",
+    "_maybe_names",
+    "_get",
+    "_walk_to",
+    "_validate",
+    "_copy_tree",
+    "_map",
+    "_parent_of",
+    "_deepest",
+    "_meta_items",
 )
 """Private members a TensorClass forwards so that a TensorDict can hold one as a nested value."""
 
@@ -281,9 +501,7 @@ def _property(name: str, attr: str, wrap: bool) -> property:
 
 def _classmethod(name: str, wrap: bool) -> classmethod[Any, Any, Any]:
     def method(cls: Any, *args: Any, **kwargs: Any) -> Any:
-        args = tuple(
-            [unwrap(v) for v in a] if type(a) in (list, tuple) else unwrap(a) for a in args
-        )
+        args = tuple([unwrap(v) for v in a] if type(a) in (list, tuple) else unwrap(a) for a in args)
         result = getattr(TensorDictBase._dense_cls, name)(*args, **{k: unwrap(v) for k, v in kwargs.items()})
         return cls._wrap_new(result) if wrap and is_td(result) else result
 
@@ -396,5 +614,11 @@ def torch_function(func: Any, args: Any, kwargs: Any) -> Any:
 
 
 __all__ = [
-    "EXCLUDED", "FORWARD", "FORWARD_RETURNS_WRAPPED", "PRIMITIVES", "forward", "install", "public_methods",
+    "EXCLUDED",
+    "FORWARD",
+    "FORWARD_RETURNS_WRAPPED",
+    "PRIMITIVES",
+    "forward",
+    "install",
+    "public_methods",
 ]

@@ -52,8 +52,9 @@ def missing_key(path: tuple[str, ...], available: Iterable[str], cls_name: str =
 def not_in_dest(err: KeyError, path: tuple[str, ...]) -> KeyError:
     """``update_``'s missing key: the missing-key message, then tensordict's sentence (users match on it)."""
     key = path[0] if len(path) == 1 else f"({', '.join(map(_dq, path))})"
-    return KeyError(f"{err.args[0]}; The key {key} was not found in the dest tensordict (update_ writes existing "
-                    "keys only)")
+    return KeyError(
+        f"{err.args[0]}; The key {key} was not found in the dest tensordict (update_ writes existing keys only)"
+    )
 
 
 def _dq(key: str) -> str:
@@ -71,8 +72,10 @@ def batch_mismatch(batch_size: Any, path: tuple[str, ...], shape: Any) -> Runtim
 def batch_size_refused(batch_size: Any, path: tuple[str, ...], shape: Any) -> RuntimeError:
     """The ``batch_size`` setter's refusal: :func:`batch_mismatch`, then tensordict's sentence (users match on it)."""
     err = batch_mismatch(batch_size, path, shape)
-    return RuntimeError(f"{err.args[0]}; the Tensor {path[-1]} has shape torch.Size({list(shape)}) which is "
-                        f"incompatible with the batch-size torch.Size({list(batch_size)})")
+    return RuntimeError(
+        f"{err.args[0]}; the Tensor {path[-1]} has shape torch.Size({list(shape)}) which is "
+        f"incompatible with the batch-size torch.Size({list(batch_size)})"
+    )
 
 
 def locked() -> RuntimeError:

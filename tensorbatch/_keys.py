@@ -18,6 +18,7 @@ class _NestedKeyType(type):
 if TYPE_CHECKING:  # type checkers see the union, so that a plain str or tuple is a NestedKey for them
     NestedKey: TypeAlias = str | tuple[Any, ...]
 else:
+
     class NestedKey(metaclass=_NestedKeyType):
         """A key of a TensorDict: a ``str``, or a tuple of nested keys (``("a", ("b",))`` is ``("a", "b")``).
 
@@ -31,13 +32,20 @@ else:
             (False, False)
         """
 
+
 __all__ = [
-    "KEY_SEPARATOR", "NestedKey", "key_tuple", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+    "KEY_SEPARATOR",
+    "NestedKey",
+    "key_tuple",
+    "unravel_key",
+    "unravel_key_list",
+    "unravel_key_to_tuple",
     "unravel_keys",
 ]
 
 
 ONLY_NESTED_KEYS = "Only NestedKeys are supported: "  # tensordict's phrase, which users match on
+
 
 def key_tuple(key: NestedKey) -> tuple[str, ...]:
     """Return ``key`` as a flat tuple of strings, refusing anything that is not a key (the library's own check).
@@ -139,8 +147,9 @@ def unravel_key_list(keys: Any) -> list[NestedKey]:
         ['a', ('b', 'c')]
     """
     if not isinstance(keys, (list, tuple)):
-        raise TypeError(f"unravel_key_list(): incompatible function arguments: expected a list or a tuple of "
-                        f"keys, got {type(keys)}")
+        raise TypeError(
+            f"unravel_key_list(): incompatible function arguments: expected a list or a tuple of keys, got {type(keys)}"
+        )
     out = []
     for key in keys:
         flat = unravel_key(key)
@@ -161,8 +170,11 @@ def unravel_keys(*keys: NestedKey) -> Any:
         >>> unravel_keys(("a", ("b",)), "c")
         (('a', 'b'), 'c')
     """
-    warnings.warn("unravel_keys is deprecated (tensordict removes it in 0.17): use unravel_key or "
-                  "unravel_key_list", DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        "unravel_keys is deprecated (tensordict removes it in 0.17): use unravel_key or unravel_key_list",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     if len(keys) == 1:
         return unravel_key(keys[0])
     return tuple(unravel_key(key) for key in keys)

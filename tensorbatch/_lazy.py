@@ -117,9 +117,15 @@ class LazyStackedTensorDict(TensorDictBase):
 
     __slots__ = ("__weakref__", "_batch_size", "_is_locked", "_stack_dim", "_stack_name", "_tds")
 
-    def __init__(self, *tensordicts: Any, stack_dim: int = 0, batch_size: Any = None,
-                 names: Sequence[str | None] | None = None, stack_dim_name: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *tensordicts: Any,
+        stack_dim: int = 0,
+        batch_size: Any = None,
+        names: Sequence[str | None] | None = None,
+        stack_dim_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         tds = list(tensordicts)
         self._stack_name: str | None = None
         if not tds:
@@ -137,14 +143,14 @@ class LazyStackedTensorDict(TensorDictBase):
                 raise IndexError(f"stack_dim {stack_dim} is out of range for members with {nd} batch dims")
             self._init(tds, stack_dim % (nd + 1), member_bs)
             if batch_size is not None and _as_size(batch_size) != self._batch_size:
-                raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the stack's "
-                                   f"{list(self._batch_size)}")
+                raise RuntimeError(
+                    f"batch_size {list(_as_size(batch_size))} does not match the stack's {list(self._batch_size)}"
+                )
         if names is not None:
             self.names = names
         if stack_dim_name is not None:
             if stack_dim_name in self.names:
-                raise ValueError(f"stack_dim_name {stack_dim_name!r} is already the name of a member dim: "
-                                 f"{self.names}")
+                raise ValueError(f"stack_dim_name {stack_dim_name!r} is already the name of a member dim: {self.names}")
             self._stack_name = stack_dim_name
 
     def _init(self, tds: list[Any], stack_dim: int, member_bs: torch.Size | None = None) -> None:
@@ -154,8 +160,9 @@ class LazyStackedTensorDict(TensorDictBase):
         self._tds, self._stack_dim, self._batch_size, self._is_locked = tds, stack_dim, bs, False
 
     @classmethod
-    def _new(cls, tds: list[Any], stack_dim: int, member_bs: torch.Size | None = None,
-             stack_name: str | None = None) -> LazyStackedTensorDict:
+    def _new(
+        cls, tds: list[Any], stack_dim: int, member_bs: torch.Size | None = None, stack_name: str | None = None
+    ) -> LazyStackedTensorDict:
         out = cls.__new__(cls)
         out._init(tds, stack_dim, member_bs)
         out._stack_name = stack_name
@@ -163,7 +170,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def _member_bs(self) -> torch.Size:
         d = self._stack_dim
-        return _Size((*self._batch_size[:d], *self._batch_size[d + 1:]))
+        return _Size((*self._batch_size[:d], *self._batch_size[d + 1 :]))
 
     # ------------------------------------------------------------------ facts
     @property
@@ -188,10 +195,9 @@ class LazyStackedTensorDict(TensorDictBase):
         d = self._stack_dim
         if len(new_size) <= d or new_size[d] != len(self._tds):
             raise RuntimeError(
-                f"cannot set batch_size {list(new_size)} on a lazy stack of {len(self._tds)} members along "
-                f"dim {d}"
+                f"cannot set batch_size {list(new_size)} on a lazy stack of {len(self._tds)} members along dim {d}"
             )
-        member = _Size((*new_size[:d], *new_size[d + 1:]))
+        member = _Size((*new_size[:d], *new_size[d + 1 :]))
         old = [td.batch_size for td in self._tds]
         try:
             for td in self._tds:
@@ -281,10 +287,11 @@ class LazyStackedTensorDict(TensorDictBase):
         member: tuple[str | None, ...] | None = None
         if value is not None:
             value = _checked_names(value, self._batch_size)
-            member = (*value[:d], *value[d + 1:])
+            member = (*value[:d], *value[d + 1 :])
             if not self._tds and any(n is not None for n in member):
-                raise ValueError(f"names {list(value)}: a lazy stack without members can only name its stack dim "
-                                 f"(dim {d})")
+                raise ValueError(
+                    f"names {list(value)}: a lazy stack without members can only name its stack dim (dim {d})"
+                )
         old = [td._maybe_names() for td in self._tds]
         for i, td in enumerate(self._tds):
             try:
@@ -303,8 +310,14 @@ class LazyStackedTensorDict(TensorDictBase):
         first, rest = self._tds[0], self._tds[1:]
         return [k for k in first._keys_str() if all(td._get_str(k, MISSING) is not MISSING for td in rest)]
 
-    def keys(self, include_nested: bool = False, leaves_only: bool = False,
-             is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Any:
+    def keys(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Callable[[type], bool] | None = None,
+        *,
+        sort: bool = False,
+    ) -> Any:
         """The keys every member has (in the first member's order); reads no leaf."""
         if not self._tds:
             return KeyList()
@@ -369,8 +382,10 @@ class LazyStackedTensorDict(TensorDictBase):
         err = _errors.missing_key((key,), self._keys_str(), "LazyStackedTensorDict")  # tensordict's wording
         if len(lacking) == len(self._tds):
             return err
-        return KeyError(f"{err.args[0]}: it is missing from members {lacking} of the lazy stack (of "
-                        f"{len(self._tds)}); only keys every member has can be read")
+        return KeyError(
+            f"{err.args[0]}: it is missing from members {lacking} of the lazy stack (of "
+            f"{len(self._tds)}); only keys every member has can be read"
+        )
 
     def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
         pieces = _unbind(value, self._stack_dim)
@@ -400,9 +415,18 @@ class LazyStackedTensorDict(TensorDictBase):
         return self
 
     # ------------------------------------------------------------------ reading
-    def get(self, key: NestedKey, default: Any = GET_DEFAULT, *, as_padded_tensor: bool = False,
-            as_nested_tensor: bool = False, as_list: bool = False, padding_value: float = 0.0,
-            padding_side: str = "right", layout: Any = None) -> Any:
+    def get(
+        self,
+        key: NestedKey,
+        default: Any = GET_DEFAULT,
+        *,
+        as_padded_tensor: bool = False,
+        as_nested_tensor: bool = False,
+        as_list: bool = False,
+        padding_value: float = 0.0,
+        padding_side: str = "right",
+        layout: Any = None,
+    ) -> Any:
         """Value at ``key``; leaves whose shapes differ across members need one of the ``as_*`` forms.
 
         Args:
@@ -457,7 +481,7 @@ class LazyStackedTensorDict(TensorDictBase):
         if len({len(s) for s in shapes}) > 1:
             return _Size([-1])
         dims = [size[0] if len(set(size)) == 1 else -1 for size in zip(*shapes, strict=True)]
-        return _Size([*dims[:self._stack_dim], len(self._tds), *dims[self._stack_dim:]])
+        return _Size([*dims[: self._stack_dim], len(self._tds), *dims[self._stack_dim :]])
 
     # deprecated in tensordict 0.15 (removal in 0.17): tensorbatch/_lazy_deprecated.py
     valid_keys = _deprecated.valid_keys
@@ -507,13 +531,17 @@ class LazyStackedTensorDict(TensorDictBase):
                 return None
         at = items[d]
         # one 1-d index tensor off the stack dim, beside slices only, stays in its place: each member takes it
-        alone = (len(tensors) == 1 and tensors[0] is not at and tensors[0].ndim == 1
-                 and all(isinstance(i, slice) for i in items if i is not tensors[0]))
+        alone = (
+            len(tensors) == 1
+            and tensors[0] is not at
+            and tensors[0].ndim == 1
+            and all(isinstance(i, slice) for i in items if i is not tensors[0])
+        )
         if not alone:
             for item in items[:d]:
                 if not isinstance(item, (int, slice)):
                     return None
-        rest = tuple(items[:d] + items[d + 1:])
+        rest = tuple(items[:d] + items[d + 1 :])
         if all(isinstance(i, slice) and i == slice(None) for i in rest):
             rest = ()
         positions = list(range(len(self._tds)))
@@ -548,7 +576,7 @@ class LazyStackedTensorDict(TensorDictBase):
         d = lead + self._stack_dim
         if new[d] != len(self._tds):
             return TensorDictBase.expand(self, new)
-        member = _Size((*new[:d], *new[d + 1:]))
+        member = _Size((*new[:d], *new[d + 1 :]))
         return LazyStackedTensorDict._new([td.expand(member) for td in self._tds], d, member, self._stack_name)
 
     def unsqueeze(self, dim: int) -> Any:
@@ -558,8 +586,9 @@ class LazyStackedTensorDict(TensorDictBase):
             return TensorDictBase.unsqueeze(self, dim)  # raises
         new, d = dim % (nd + 1), self._stack_dim
         member_dim, stack_dim = (new, d + 1) if new <= d else (new - 1, d)
-        return LazyStackedTensorDict._new([td.unsqueeze(member_dim) for td in self._tds], stack_dim, None,
-                                          self._stack_name)
+        return LazyStackedTensorDict._new(
+            [td.unsqueeze(member_dim) for td in self._tds], stack_dim, None, self._stack_name
+        )
 
     def squeeze(self, dim: int | None = None) -> Any:
         """Remove dims of size 1 from every member: a lazy stack (the member itself when the stack has one)."""
@@ -591,12 +620,18 @@ class LazyStackedTensorDict(TensorDictBase):
         return TensorDictBase.unbind(self, dim)
 
     # ------------------------------------------------------------------ member-wise writes
-    def apply(self, fn: Callable[..., Any], *others: Any, batch_size: Any = None, inplace: bool = False,
-              out: Any = None, **kwargs: Any) -> Any:
+    def apply(
+        self,
+        fn: Callable[..., Any],
+        *others: Any,
+        batch_size: Any = None,
+        inplace: bool = False,
+        out: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         """``apply`` on every member (a new batch size uses the dense path, as tensordict does)."""
         if batch_size is not None:
-            return TensorDictBase.apply(self, fn, *others, batch_size=batch_size, inplace=inplace, out=out,
-                                        **kwargs)
+            return TensorDictBase.apply(self, fn, *others, batch_size=batch_size, inplace=inplace, out=out, **kwargs)
         if inplace:
             return self.apply_(fn, *others, **kwargs)
         result = _per_member("apply")(self, fn, *others, **kwargs)
@@ -668,8 +703,9 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def update_at_(self, input_dict_or_td: Any, index: Any, clone: bool = False, **kwargs: Any) -> Any:
         """Write every entry of ``input_dict_or_td`` at ``index``, in the members."""
-        self._distribute(index, input_dict_or_td,
-                         lambda td, idx, piece: td.update_at_(piece, idx if idx else Ellipsis, clone=clone))
+        self._distribute(
+            index, input_dict_or_td, lambda td, idx, piece: td.update_at_(piece, idx if idx else Ellipsis, clone=clone)
+        )
         return self
 
     def _distribute(self, index: Any, value: Any, write: Callable[[Any, tuple[Any, ...], Any], Any]) -> None:
@@ -707,7 +743,7 @@ class LazyStackedTensorDict(TensorDictBase):
                     f"cannot write a value of shape {_errors.fmt_shape(value.shape)} at an index selecting "
                     f"shape {_errors.fmt_shape(target)} of a lazy stack"
                 )
-            flat = value.reshape(-1, *value.shape[len(target):])
+            flat = value.reshape(-1, *value.shape[len(target) :])
         member, element = member.reshape(-1), element.reshape(-1)
         for i, td in enumerate(self._tds):
             sel = member == i
@@ -747,8 +783,9 @@ class LazyStackedTensorDict(TensorDictBase):
         """A lazy stack of the members' ``empty()`` (a dense one when ``batch_size`` is given)."""
         if batch_size is not None:
             return self._dense_cls(batch_size=batch_size, device=self.device)
-        return LazyStackedTensorDict._new([td.empty(recurse, **kwargs) for td in self._tds], self._stack_dim,
-                                          stack_name=self._stack_name)
+        return LazyStackedTensorDict._new(
+            [td.empty(recurse, **kwargs) for td in self._tds], self._stack_dim, stack_name=self._stack_name
+        )
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
         """A dense in-memory TensorDict of the common keys (their leaf shapes must agree)."""
@@ -765,7 +802,8 @@ class LazyStackedTensorDict(TensorDictBase):
             raise NotImplementedError(  # (a RuntimeError, as torch's own refusals)
                 f"an in-place op changing the batch size {list(self._batch_size)} to {list(other.batch_size)} is "
                 "not supported on a lazy stack (its leaves live in its members): call to_tensordict() first or "
-                "use inplace=False")
+                "use inplace=False"
+            )
         for member, piece in zip(self._tds, other.unbind(self._stack_dim), strict=True):
             member._take_result(piece)
         return self
@@ -777,13 +815,13 @@ class LazyStackedTensorDict(TensorDictBase):
             return TensorDictBase.softmax(self, dim, dtype).to_lazystack(self._stack_dim)
         d = dim % nd
         member_dim = d if d < self._stack_dim else d - 1
-        return LazyStackedTensorDict._new([td.softmax(member_dim, dtype) for td in self._tds], self._stack_dim,
-                                          stack_name=self._stack_name)
+        return LazyStackedTensorDict._new(
+            [td.softmax(member_dim, dtype) for td in self._tds], self._stack_dim, stack_name=self._stack_name
+        )
 
     def data_ptr(self, *, storage: bool = False) -> Any:
         """The members' :meth:`~TensorDictBase.data_ptr`, under keys ``"0"``, ``"1"``... (as tensordict)."""
-        return self._dense_cls({str(i): td.data_ptr(storage=storage) for i, td in enumerate(self._tds)},
-                               batch_size=[])
+        return self._dense_cls({str(i): td.data_ptr(storage=storage) for i, td in enumerate(self._tds)}, batch_size=[])
 
     def contiguous(self, *, canonical: bool = False, inplace: bool = False) -> Any:
         """A dense in-memory TensorDict of the common keys, its leaves contiguous (as tensordict's lazy stack).
@@ -791,8 +829,10 @@ class LazyStackedTensorDict(TensorDictBase):
         A lazy stack cannot be made contiguous in place (its leaves live in its members).
         """
         if inplace:
-            raise NotImplementedError("contiguous(inplace=True) is not supported on a lazy stack: its leaves are "
-                                      "its members' (use contiguous() for a dense TensorDict)")
+            raise NotImplementedError(
+                "contiguous(inplace=True) is not supported on a lazy stack: its leaves are "
+                "its members' (use contiguous() for a dense TensorDict)"
+            )
         dense = self.to_tensordict()
         return dense.contiguous(canonical=True) if canonical else dense
 
@@ -839,11 +879,13 @@ class LazyStackedTensorDict(TensorDictBase):
         if len(present) < len(values):
             first = present[0].shape
             if not first:
-                raise RuntimeError(f"cannot densify the key {key!r} that only some members hold: its entries have "
-                                   "no dim to leave empty (shape [])")
+                raise RuntimeError(
+                    f"cannot densify the key {key!r} that only some members hold: its entries have "
+                    "no dim to leave empty (shape [])"
+                )
             rows = self.batch_dims - 1  # the members' batch dims: the first dim past them is left empty
-            if len(first) > rows and all(v.shape[rows + 1:] == first[rows + 1:] for v in present):
-                shape = (*first[:rows], 0, *first[rows + 1:])
+            if len(first) > rows and all(v.shape[rows + 1 :] == first[rows + 1 :] for v in present):
+                shape = (*first[:rows], 0, *first[rows + 1 :])
             else:
                 shape = (*first[:-1], 0)
             empty = present[0].new_zeros(shape)
@@ -851,8 +893,10 @@ class LazyStackedTensorDict(TensorDictBase):
         if all(v.shape == values[0].shape for v in values[1:]):
             return _stack_values(key, values, self._stack_dim)
         if self._stack_dim != 0:
-            raise NotImplementedError(f"densify: the members' leaves at key {key!r} differ in shape and the stack "
-                                      f"dim is {self._stack_dim}: nested tensors need stack dim 0")
+            raise NotImplementedError(
+                f"densify: the members' leaves at key {key!r} differ in shape and the stack "
+                f"dim is {self._stack_dim}: nested tensors need stack dim 0"
+            )
         return torch.nested.nested_tensor(values, layout=layout)
 
     def __reduce__(self) -> Any:
@@ -880,8 +924,9 @@ class LazyStackedTensorDict(TensorDictBase):
                 out.append((key, first))
                 continue
             if not isinstance(first, (_Tensor, LeafMeta)) or getattr(first, "is_nested", False):
-                out.append((key, _stack_values(key, values, d, self._stack_name) if not isinstance(first, _Tensor)
-                            else first))
+                out.append(
+                    (key, _stack_values(key, values, d, self._stack_name) if not isinstance(first, _Tensor) else first)
+                )
                 continue
             shapes = [v.shape for v in values]
             uniform = all(s == shapes[0] for s in shapes)
@@ -891,8 +936,11 @@ class LazyStackedTensorDict(TensorDictBase):
                 else:
                     out.append((key, first.unsqueeze(d).expand(*first.shape[:d], n, *first.shape[d:])))
                 continue
-            dims = [s[0] if len(set(s)) == 1 else -1 for s in zip(*shapes, strict=False)] \
-                if len({len(s) for s in shapes}) == 1 else [-1] * len(shapes[0])
+            dims = (
+                [s[0] if len(set(s)) == 1 else -1 for s in zip(*shapes, strict=False)]
+                if len({len(s) for s in shapes}) == 1
+                else [-1] * len(shapes[0])
+            )
             out.append((key, LeafMeta(torch.Size([*dims[:d], n, *dims[d:]]), first.dtype, TENSOR)))
         return iter(out)
 
@@ -944,9 +992,7 @@ def _stack_values(key: str, values: list[Any], dim: int, stack_name: str | None 
         return stack_non_tensor(values, dim)
     if is_td(first) and all(is_node(v) for v in values):
         return LazyStackedTensorDict._new(values, dim, stack_name=stack_name)
-    raise RuntimeError(
-        f"cannot stack the members' values at key {key!r}: types {[type(v).__name__ for v in values]}"
-    )
+    raise RuntimeError(f"cannot stack the members' values at key {key!r}: types {[type(v).__name__ for v in values]}")
 
 
 def _unbind(value: Any, dim: int) -> tuple[Any, ...]:
@@ -1090,9 +1136,13 @@ class _TopKeys(KeyList):
             if type(member) is tuple:
                 found = member in self._stack.keys(True)
                 if found:
-                    warnings.warn(f"Finding the nested key {member} in LazyStackedTensorDict.keys() without "
-                                  "include_nested=True is deprecated (tensordict 0.17 returns False, as for a "
-                                  "TensorDict): use keys(include_nested=True)", FutureWarning, stacklevel=2)
+                    warnings.warn(
+                        f"Finding the nested key {member} in LazyStackedTensorDict.keys() without "
+                        "include_nested=True is deprecated (tensordict 0.17 returns False, as for a "
+                        "TensorDict): use keys(include_nested=True)",
+                        FutureWarning,
+                        stacklevel=2,
+                    )
                 return found
         return super().__contains__(key)
 
@@ -1115,8 +1165,19 @@ def _to(self: LazyStackedTensorDict, *args: Any, **kwargs: Any) -> Any:
 def _install() -> None:
     cls = LazyStackedTensorDict
     cls.to = _to  # type: ignore[method-assign,assignment]
-    for name in (*_pointwise.METHODS, "named_apply", "clone", "detach", "select", "exclude",
-                 "type", "as_tensor", "rename_keys", "record_stream", "auto_device_"):
+    for name in (
+        *_pointwise.METHODS,
+        "named_apply",
+        "clone",
+        "detach",
+        "select",
+        "exclude",
+        "type",
+        "as_tensor",
+        "rename_keys",
+        "record_stream",
+        "auto_device_",
+    ):
         setattr(cls, name, _per_member(name))
     for name, twin in {**_pointwise.INPLACE, "apply_": "apply"}.items():
         setattr(cls, name, _per_member(name, inplace_of=twin))
@@ -1131,8 +1192,9 @@ _install()
 _MASKED_FILL_ = _per_member("masked_fill_", inplace_of="masked_fill")
 
 
-def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None,
-               stack_dim_name: str | None = None) -> TensorDictBase:
+def lazy_stack(
+    input: Sequence[Any], dim: int = 0, *, out: Any = None, stack_dim_name: str | None = None
+) -> TensorDictBase:
     """Stack TensorDicts lazily along ``dim`` (members kept apart); ``stack_dim_name`` names the new dim.
 
     Non-tensor leaves (``NonTensorData``/``NonTensorStack``) stack to a ``NonTensorStack``, one value per
@@ -1181,9 +1243,11 @@ def _rebuild(tds: Any, stack_dim: Any, batch_size: Any, stack_name: Any, locked:
         TypeError: for members that are no list of TensorDicts, or ``locked`` no bool.
     """
     if type(tds) is not list or not all(is_td(td) for td in tds) or type(locked) is not bool:
-        raise TypeError(f"unpickling a LazyStackedTensorDict: malformed state (members "
-                        f"{[type(td).__name__ for td in tds] if isinstance(tds, list) else type(tds).__name__}, "
-                        f"locked={locked!r})")
+        raise TypeError(
+            f"unpickling a LazyStackedTensorDict: malformed state (members "
+            f"{[type(td).__name__ for td in tds] if isinstance(tds, list) else type(tds).__name__}, "
+            f"locked={locked!r})"
+        )
     out = LazyStackedTensorDict(*tds, stack_dim=stack_dim, batch_size=batch_size, stack_dim_name=stack_name)
     if locked:
         out.lock_()

@@ -17,12 +17,21 @@ from ._ops.traverse import MISSING, NO_DEFAULT
 
 def _warn(name: str, replacement: str | None) -> None:
     instead = f" Use {replacement} instead." if replacement else ""
-    warnings.warn(f"LazyStackedTensorDict.{name} is deprecated (tensordict 0.15) and will be removed in 0.17.{instead}",
-                  DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"LazyStackedTensorDict.{name} is deprecated (tensordict 0.15) and will be removed in 0.17.{instead}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
-def valid_keys(self: Any, include_nested: bool = False, leaves_only: bool = False,
-               is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Any:
+def valid_keys(
+    self: Any,
+    include_nested: bool = False,
+    leaves_only: bool = False,
+    is_leaf: Callable[[type], bool] | None = None,
+    *,
+    sort: bool = False,
+) -> Any:
     """Deprecated: :meth:`keys`, which takes the same arguments.
 
     Examples:
@@ -51,8 +60,9 @@ def hook_out(self: Any) -> None:
     return None
 
 
-def get_nestedtensor(self: Any, key: NestedKey, default: Any = NO_DEFAULT, *,
-                     layout: torch.layout | None = None) -> Any:
+def get_nestedtensor(
+    self: Any, key: NestedKey, default: Any = NO_DEFAULT, *, layout: torch.layout | None = None
+) -> Any:
     """Deprecated: the members' values at ``key`` as one nested tensor (``torch.strided`` unless ``layout``).
 
     Use ``get(key, as_nested_tensor=True)`` (``torch.jagged`` by default). A member lacking ``key`` takes a
@@ -71,8 +81,10 @@ def get_nestedtensor(self: Any, key: NestedKey, default: Any = NO_DEFAULT, *,
     """
     _warn("get_nestedtensor()", "get(key, as_nested_tensor=True)")
     if self.stack_dim != 0:
-        raise RuntimeError(f"get_nestedtensor: nested tensors nest along their first dim, so the stack dim must be "
-                           f"0 (it is {self.stack_dim})")
+        raise RuntimeError(
+            f"get_nestedtensor: nested tensors nest along their first dim, so the stack dim must be "
+            f"0 (it is {self.stack_dim})"
+        )
     path = key_tuple(key)
     values = [td._get(path, MISSING) for td in self.tensordicts]
     for i, value in enumerate(values):

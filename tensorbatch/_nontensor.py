@@ -81,8 +81,10 @@ class LinkedList(list[Any]):
             if isinstance(index, slice):
                 value = list(value)
                 if len(value) != len(range(len(self))[index]):
-                    raise ValueError(f"cannot assign {len(value)} values to {len(range(len(self))[index])} items of "
-                                     "a LinkedList: that would change the length of the stack it writes into")
+                    raise ValueError(
+                        f"cannot assign {len(value)} values to {len(range(len(self))[index])} items of "
+                        "a LinkedList: that would change the length of the stack it writes into"
+                    )
             else:
                 list.__getitem__(self, index)  # the list's own IndexError
                 index = index % len(self)
@@ -149,7 +151,6 @@ class LinkedList(list[Any]):
 
     def __reduce__(self) -> Any:
         return type(self), (list(self),)
-
 
 
 def _linked(values: list[Any], stack: Any, at: tuple[int, ...], depth: int) -> LinkedList:
@@ -235,8 +236,14 @@ class _NonTensor(TensorDictBase):
         """This leaf after a value operation: the batch may change, the values may not."""
         raise NotImplementedError
 
-    def tolist(self, *, convert_nodes: bool = True, convert_tensors: bool = False, tolist_first: bool = False,
-               as_linked_list: bool = False) -> Any:
+    def tolist(
+        self,
+        *,
+        convert_nodes: bool = True,
+        convert_tensors: bool = False,
+        tolist_first: bool = False,
+        as_linked_list: bool = False,
+    ) -> Any:
         """The values as nested lists shaped like the batch (one value for a 0-d batch).
 
         ``as_linked_list=True`` gives :class:`LinkedList` s whose item assignments write into this leaf
@@ -273,8 +280,10 @@ class _NonTensor(TensorDictBase):
         self._assign(index, value)
 
     def _assign(self, index: Any, value: Any) -> None:
-        raise ValueError(f"a {type(self).__name__} holds one value for its whole batch: it cannot take a value at "
-                         "an index; call maybe_to_stack() first for a NonTensorStack")
+        raise ValueError(
+            f"a {type(self).__name__} holds one value for its whole batch: it cannot take a value at "
+            "an index; call maybe_to_stack() first for a NonTensorStack"
+        )
 
     def __eq__(self, other: Any) -> Any:
         """Elementwise equality of the values: a bool tensor shaped like the batch."""
@@ -305,8 +314,7 @@ class _NonTensor(TensorDictBase):
     def _change_batch_size(self, new_size: torch.Size) -> None:
         if new_size[: len(self.batch_size)] != self.batch_size and not self._uniform():
             raise RuntimeError(
-                f"cannot set batch_size {list(new_size)} on a NonTensorStack of batch_size "
-                f"{list(self.batch_size)}"
+                f"cannot set batch_size {list(new_size)} on a NonTensorStack of batch_size {list(self.batch_size)}"
             )
         self._become(self._follow(new_size))
 
@@ -479,11 +487,14 @@ class MetaData(NonTensorDataBase):
             def __init__(self: Any, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
                 MetaData.__init__(self, data, batch_size, device, names)
                 if not isinstance(self.data, item):
-                    raise TypeError(f"Expected data of type {getattr(item, '__name__', item)}, got "  # tensordict's
-                                    f"{type(self.data).__name__}")
+                    raise TypeError(
+                        f"Expected data of type {getattr(item, '__name__', item)}, got "  # tensordict's
+                        f"{type(self.data).__name__}"
+                    )
 
-            MetaData._typed[item] = type(name, (MetaData,), {"__slots__": (), "__init__": __init__,
-                                                              "__module__": __name__})
+            MetaData._typed[item] = type(
+                name, (MetaData,), {"__slots__": (), "__init__": __init__, "__module__": __name__}
+            )
         return MetaData._typed[item]
 
 
@@ -525,7 +536,8 @@ class NonTensorStack(_NonTensor):
 
     @classmethod
     def from_list(  # type: ignore[override]  # tensordict's NonTensorStack.from_list takes values, not mappings
-            cls, values: Sequence[Any], device: Any = None, depth: int | None = None) -> NonTensorStack:
+        cls, values: Sequence[Any], device: Any = None, depth: int | None = None
+    ) -> NonTensorStack:
         """Build from (nested) lists: each list level becomes a batch dim, down to ``depth`` levels.
 
         Without ``depth``, nesting goes as deep as the lists are regular (a ragged level holds values).
@@ -562,8 +574,9 @@ class NonTensorStack(_NonTensor):
         used = [self._items[i] for i in torch.unique(self._pos).tolist()]
         if used and all(_same(used[0], item) for item in used[1:]):
             return used[0]
-        raise AttributeError("a NonTensorStack whose elements hold different values has no single data: use tolist() "
-                             "to read them")
+        raise AttributeError(
+            "a NonTensorStack whose elements hold different values has no single data: use tolist() to read them"
+        )
 
     def _from_positions(self, positions: torch.Tensor) -> _NonTensor:
         flat = positions.reshape(-1)
@@ -610,8 +623,9 @@ class NonTensorStack(_NonTensor):
         return (_rebuild_stack, (self._items, self._pos, self._device))
 
     def __repr__(self) -> str:  # tensordict's form
-        return (f"NonTensorStack(\n    {self.tolist()!r},\n    batch_size={self._batch_size!r},\n"
-                f"    device={self._device})")
+        return (
+            f"NonTensorStack(\n    {self.tolist()!r},\n    batch_size={self._batch_size!r},\n    device={self._device})"
+        )
 
 
 def _regular_depth(values: Any) -> int:
@@ -651,8 +665,9 @@ def _parts(nt: _NonTensor) -> tuple[list[Any], torch.Tensor]:
     return [nt.data], nt._positions()
 
 
-def stack_non_tensor(members: Sequence[_NonTensor], dim: int, cat: bool = False,
-                     collapse: bool | None = None) -> _NonTensor:
+def stack_non_tensor(
+    members: Sequence[_NonTensor], dim: int, cat: bool = False, collapse: bool | None = None
+) -> _NonTensor:
     """Stack (or concatenate) non-tensor leaves: one value when all agree, else a NonTensorStack.
 
     ``collapse`` defaults to the ``set_capture_non_tensor_stack`` mode for a stack (False by default, as
@@ -704,8 +719,10 @@ def _rebuild_stack(items: Any, positions: Any, device: Any) -> NonTensorStack:
         IndexError: for a position outside ``items``.
     """
     if type(items) is not list or not isinstance(positions, torch.Tensor) or positions.dtype != torch.int64:
-        raise TypeError(f"unpickling a NonTensorStack: malformed state (a {type(items).__name__} of values, "
-                        f"positions {positions!r})")
+        raise TypeError(
+            f"unpickling a NonTensorStack: malformed state (a {type(items).__name__} of values, "
+            f"positions {positions!r})"
+        )
     if positions.numel() and not (int(positions.min()) >= 0 and int(positions.max()) < len(items)):
         raise IndexError(f"unpickling a NonTensorStack: positions outside its {len(items)} values")
     return NonTensorStack._new(items, positions.as_subclass(torch.Tensor), _as_device(device))
@@ -718,5 +735,14 @@ TensorDictBase._linked_list_cls = LinkedList
 
 allow_in_weights_only_load(NonTensorData, MetaData, _rebuild_data, _rebuild_stack)
 
-__all__ = ["LinkedList", "MetaData", "NonTensorData", "NonTensorDataBase", "NonTensorStack", "is_non_tensor",
-           "is_non_tensor_type", "stack_non_tensor", "value_of"]
+__all__ = [
+    "LinkedList",
+    "MetaData",
+    "NonTensorData",
+    "NonTensorDataBase",
+    "NonTensorStack",
+    "is_non_tensor",
+    "is_non_tensor_type",
+    "stack_non_tensor",
+    "value_of",
+]

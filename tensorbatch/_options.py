@@ -39,19 +39,44 @@ PROGRESS = _env_mode("TENSORBATCH_PROGRESS", False)
 """Calls given no ``progress=`` show tqdm progress bars (``_progress.py``); off unless set."""
 
 REPR_DEFAULTS: dict[str, Any] = {
-    "show_batch_size": True, "show_device": True, "show_is_shared": True, "show_shape": True,
-    "show_field_device": True, "show_dtype": True, "show_field_is_shared": True, "show_grad": False,
-    "show_is_contiguous": False, "show_is_view": False, "show_storage_size": False, "plain": False,
-    "sort_keys": "alphabetical", "compact": True, "html": True,
+    "show_batch_size": True,
+    "show_device": True,
+    "show_is_shared": True,
+    "show_shape": True,
+    "show_field_device": True,
+    "show_dtype": True,
+    "show_field_is_shared": True,
+    "show_grad": False,
+    "show_is_contiguous": False,
+    "show_is_view": False,
+    "show_storage_size": False,
+    "plain": False,
+    "sort_keys": "alphabetical",
+    "compact": True,
+    "html": True,
 }
 REPR: dict[str, Any] = dict(REPR_DEFAULTS)
 """The current print options (the repr reads them; ``set_printoptions`` changes them)."""
 
 # Options that only the detailed form (compact=False) shows: passing one without ``compact`` turns it off.
-_DETAILED_ONLY = frozenset({"show_is_shared", "show_field_is_shared", "show_grad", "show_is_contiguous",
-                            "show_is_view", "show_storage_size", "plain"})
-_QUIET = {"show_device": False, "show_is_shared": False, "show_field_device": False, "show_dtype": False,
-          "show_field_is_shared": False}
+_DETAILED_ONLY = frozenset(
+    {
+        "show_is_shared",
+        "show_field_is_shared",
+        "show_grad",
+        "show_is_contiguous",
+        "show_is_view",
+        "show_storage_size",
+        "plain",
+    }
+)
+_QUIET = {
+    "show_device": False,
+    "show_is_shared": False,
+    "show_field_device": False,
+    "show_dtype": False,
+    "show_field_is_shared": False,
+}
 
 LAZY_LEGACY_DIFFERENCE = (
     "the legacy lazy mode (lazy shape ops and lazy torch.stack) is not provided: see "
@@ -138,9 +163,12 @@ class set_list_to_stack(_Mode):
     def __init__(self, mode: bool) -> None:
         super().__init__(mode)
         if not mode:
-            warnings.warn("set_list_to_stack(False) is deprecated (tensordict removes it in 0.17): use "
-                          "td.set_non_tensor(key, value) to store a list as one value", DeprecationWarning,
-                          stacklevel=2)
+            warnings.warn(
+                "set_list_to_stack(False) is deprecated (tensordict removes it in 0.17): use "
+                "td.set_non_tensor(key, value) to store a list as one value",
+                DeprecationWarning,
+                stacklevel=2,
+            )
 
 
 def list_to_stack(allow_none: bool = False) -> bool:
@@ -277,8 +305,11 @@ def get_defaults_to_none(set_to_none: bool = True) -> bool:
 
 
 def _warn_get_defaults(what: str) -> None:
-    warnings.warn(f"{what} is deprecated (tensordict removes it in 0.17): use td[key] to raise a KeyError for "
-                  "a missing key", DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"{what} is deprecated (tensordict removes it in 0.17): use td[key] to raise a KeyError for a missing key",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 class set_printoptions(_Block):

@@ -76,9 +76,11 @@ def bar(progress: bool | None, desc: str, total: int | None, unit: str = "B") ->
     try:
         from tqdm import tqdm  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except ImportError as err:
-        raise ImportError(f"{desc}(progress=True) shows a progress bar with tqdm, which is not installed: "
-                          "pip install 'tensorbatch[progress]' (or pip install tqdm), or turn bars off "
-                          "(progress=False, tensorbatch.set_progress(False))") from err
+        raise ImportError(
+            f"{desc}(progress=True) shows a progress bar with tqdm, which is not installed: "
+            "pip install 'tensorbatch[progress]' (or pip install tqdm), or turn bars off "
+            "(progress=False, tensorbatch.set_progress(False))"
+        ) from err
     scaled = {"unit_scale": True, "unit_divisor": 1024} if unit == "B" else {}
     return tqdm(total=total, desc=desc, unit=unit, **scaled)
 

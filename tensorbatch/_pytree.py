@@ -153,8 +153,13 @@ class _Context(tuple):  # type: ignore[type-arg]
 
 def _structure(context: Any) -> Any:
     keys, batch_size, device, names, meta = context[:5]
-    return keys, len(batch_size), device, names, tuple(
-        (m[0], m[1] is None, _structure(m[2]) if len(m) == 3 else None) for m in meta)
+    return (
+        keys,
+        len(batch_size),
+        device,
+        names,
+        tuple((m[0], m[1] is None, _structure(m[2]) if len(m) == 3 else None) for m in meta),
+    )
 
 
 # A layout seen again gives the same context object, with what vmap's common cases need built once for it
@@ -224,8 +229,13 @@ def _traced(node: Any) -> Any:
 
 def _unsized(node: Any) -> Any:
     keys, batch_size, device, names, meta = node
-    return keys, _hint(batch_size), device, names, tuple(
-        (m[0], _hint(m[1]), _unsized(m[2])) if len(m) == 3 else (m[0], _hint(m[1])) for m in meta)
+    return (
+        keys,
+        _hint(batch_size),
+        device,
+        names,
+        tuple((m[0], _hint(m[1]), _unsized(m[2])) if len(m) == 3 else (m[0], _hint(m[1])) for m in meta),
+    )
 
 
 def _hint(size: Any) -> Any:
@@ -266,7 +276,7 @@ def _removed_dim(values: list[Any], pairs: list[tuple[Any, Any]], batch_size: to
     else:
         dims = set(range(nd))
         for old, new in pairs:
-            dims = {d for d in dims if old[:d] + old[d + 1:] == new}
+            dims = {d for d in dims if old[:d] + old[d + 1 :] == new}
     if not dims:
         why = "the entries lost different dims, or a dim beyond the batch dims"
         raise ValueError(IN_DIMS_MSG.format(bs=list(batch_size), why=why))
@@ -288,8 +298,12 @@ def _removed_dim(values: list[Any], pairs: list[tuple[Any, Any]], batch_size: to
 
 def _just_mapped(old: torch.Size, physical: torch.Size, bdim: int) -> bool:
     """True when ``physical`` is ``old`` mapped along ``bdim`` whole or in a chunk (``vmap(chunk_size=...)``)."""
-    return old == physical or (len(old) == len(physical) and physical[bdim] < old[bdim]
-                               and old[:bdim] == physical[:bdim] and old[bdim + 1:] == physical[bdim + 1:])
+    return old == physical or (
+        len(old) == len(physical)
+        and physical[bdim] < old[bdim]
+        and old[:bdim] == physical[:bdim]
+        and old[bdim + 1 :] == physical[bdim + 1 :]
+    )
 
 
 def _vmap_output(values: list[Any], meta: tuple[Any, ...], shapes: list[Any]) -> int | None:
@@ -306,9 +320,14 @@ def _vmap_output(values: list[Any], meta: tuple[Any, ...], shapes: list[Any]) ->
     level, size = vmap
     for m, new in zip(meta, shapes, strict=True):
         old = m[1]
-        if new is not None and new != old and not (
+        if (
+            new is not None
+            and new != old
+            and not (
                 len(new) == len(old) + 1
-                and any(new[k] == size and new[:k] + new[k + 1:] == old for k in range(len(new)))):
+                and any(new[k] == size and new[:k] + new[k + 1 :] == old for k in range(len(new)))
+            )
+        ):
             return None
     return None if any(isinstance(v, _Tensor) and _tensor_level(v) == level for v in values) else size
 
@@ -318,10 +337,11 @@ def _names_after(names: Any, batch_size: torch.Size, new_bs: torch.Size, removed
     if names is None:
         return None
     if removed is not None:
-        options = {names[:d] + names[d + 1:] for d in removed}
+        options = {names[:d] + names[d + 1 :] for d in removed}
     elif len(new_bs) == len(batch_size) + 1:
-        options = {(*names[:p], None, *names[p:]) for p in range(len(new_bs))
-                   if new_bs[:p] + new_bs[p + 1:] == batch_size}
+        options = {
+            (*names[:p], None, *names[p:]) for p in range(len(new_bs)) if new_bs[:p] + new_bs[p + 1 :] == batch_size
+        }
     else:
         return None
     return options.pop() if len(options) == 1 else None
@@ -411,8 +431,7 @@ def _fast(values: list[Any], context: Any, layout: _Layout) -> TensorDict | None
     if n == -1:  # vmap's in_dims=0
         removed = layout.removed
         if removed is None:
-            removed = layout.removed = ([old[1:] for old in olds], _ambiguous(olds),
-                                        _plan(context, {}, None))
+            removed = layout.removed = ([old[1:] for old in olds], _ambiguous(olds), _plan(context, {}, None))
         expected, ambiguous, plan = removed
         if shapes != expected:
             return None
@@ -480,8 +499,9 @@ def _dims_tree(values: list[Any], context: Any) -> TensorDict:
     if layout is None or _dynamo_compiling():
         return _placeholders_tree(iter(values), context)
     kept = layout.dims
-    if (kept is not None and len(kept[0]) == len(values) and all(map(_is_, kept[0], values))
-            and kept[1]._is_locked):  # (small ints are one object each)
+    if (
+        kept is not None and len(kept[0]) == len(values) and all(map(_is_, kept[0], values)) and kept[1]._is_locked
+    ):  # (small ints are one object each)
         return kept[1]
     tree = _placeholders_tree(iter(values), context)
     if all(type(v) is int for v in values):  # (not a tree of Nones: tree_map(lambda x: None) gives a new one)
@@ -565,15 +585,17 @@ def _unflatten_node(values: list[Any], context: Any) -> TensorDict:
     vmap_size = None if _is_compiling() or len(new_bs) != nd + 1 else _vmap_output(values, meta, shapes)
     if len(new_bs) == nd - 1:
         removed = _removed_dim(values, pairs, batch_size)
-    elif (all(new[:nd] == batch_size for _, new in pairs)
-          and not (_prefixed(pairs) if _is_compiling() else vmap_size is not None)):
+    elif all(new[:nd] == batch_size for _, new in pairs) and not (
+        _prefixed(pairs) if _is_compiling() else vmap_size is not None
+    ):
         # every child still starts with the batch size (tree_map changing feature dims, jacrev/jacfwd
         # appending the input's dims, as tensordict, inside vmap too): it stays; not for vmap's output, where
         # the mapped dim in front may have the size of the batch (under compile, where that cannot be asked:
         # when one shape was put in front of every child; and a parent node refits a nested node: _fit)
         entries = dict(zip(keys, values, strict=True))
-        return TensorDict._new_unsafe(_stamped(entries, meta, batch_size) if unbatched else entries, batch_size,
-                                      device, names)
+        return TensorDict._new_unsafe(
+            _stamped(entries, meta, batch_size) if unbatched else entries, batch_size, device, names
+        )
     names = _names_after(names, batch_size, new_bs, removed)
     n = len(new_bs)
     entries = {}
@@ -600,8 +622,11 @@ def _symbolic(new_bs: Any, batch_size: Any) -> bool:
     output spec, called on another size), or no hints (a plain tuple: ``_traced``). dynamo tells no symbolic
     size from an int: under strict export, always.
     """
-    return (type(batch_size) is not _Size or type(sum(new_bs, sum(batch_size))) is not int
-            or (_dynamo_compiling() and _compat.exporting()))
+    return (
+        type(batch_size) is not _Size
+        or type(sum(new_bs, sum(batch_size))) is not int
+        or (_dynamo_compiling() and _compat.exporting())
+    )
 
 
 def _unsized_error(keys: tuple[str, ...], what: str) -> RuntimeError:
@@ -612,8 +637,9 @@ def _unsized_error(keys: tuple[str, ...], what: str) -> RuntimeError:
     )
 
 
-def _check_vmap_dim(keys: tuple[str, ...], meta: tuple[Any, ...], shapes: list[Any], batch_size: torch.Size,
-                    size: int) -> None:
+def _check_vmap_dim(
+    keys: tuple[str, ...], meta: tuple[Any, ...], shapes: list[Any], batch_size: torch.Size, size: int
+) -> None:
     """The dim (of ``size``) vmap's output gained must be one of the batch dims (``out_dims`` 0 to ``nd``).
 
     With leaves of one shape, a dim put after the batch dims would otherwise read as a batch dim in front.
@@ -623,7 +649,7 @@ def _check_vmap_dim(keys: tuple[str, ...], meta: tuple[Any, ...], shapes: list[A
         old = m[1]
         if new is None or old is None or len(new) != len(old) + 1:
             continue
-        if not any(new[p] == size and new[:p] + new[p + 1:] == old for p in range(nd + 1)):
+        if not any(new[p] == size and new[:p] + new[p + 1 :] == old for p in range(nd + 1)):
             raise RuntimeError(
                 f"pytree unflatten: entry {key!r} of shape {list(new)} has vmap's dim (size {size}) after the batch "
                 f"dims {list(batch_size)}: out_dims on a TensorDict must be a batch dim (0 to {nd})"
@@ -636,8 +662,11 @@ def _stamped(entries: dict[str, Any], meta: tuple[Any, ...], batch_size: torch.S
     Wrapped again where a transform gave a plain tensor there (``grad`` does).
     """
     for (key, value), m in zip(entries.items(), meta, strict=True):
-        if m == _UNBATCHED and isinstance(value, _Tensor) and not (
-                isinstance(value, UnbatchedTensor) and value.batch_size == batch_size):
+        if (
+            m == _UNBATCHED
+            and isinstance(value, _Tensor)
+            and not (isinstance(value, UnbatchedTensor) and value.batch_size == batch_size)
+        ):
             entries[key] = UnbatchedTensor(value, batch_size)
     return entries
 
@@ -658,16 +687,24 @@ def _nested_lead(value: torch.Tensor, n: int) -> Any:
 
 def _to_dumpable(context: Any) -> Any:
     keys, batch_size, device, names, meta = context[:5]
-    return [list(keys), list(batch_size), None if device is None else str(device),
-            None if names is None else list(names),
-            [[m[0], None if m[1] is None else list(m[1]), *[_to_dumpable(sub) for sub in m[2:]]] for m in meta]]
+    return [
+        list(keys),
+        list(batch_size),
+        None if device is None else str(device),
+        None if names is None else list(names),
+        [[m[0], None if m[1] is None else list(m[1]), *[_to_dumpable(sub) for sub in m[2:]]] for m in meta],
+    ]
 
 
 def _from_dumpable(dumped: Any) -> Any:
     keys, batch_size, device, names, meta = dumped
-    return (tuple(keys), _size(batch_size), None if device is None else torch.device(device),
-            None if names is None else tuple(names),
-            tuple((m[0], _size(m[1]), *[_from_dumpable(sub) for sub in m[2:]]) for m in meta))
+    return (
+        tuple(keys),
+        _size(batch_size),
+        None if device is None else torch.device(device),
+        None if names is None else tuple(names),
+        tuple((m[0], _size(m[1]), *[_from_dumpable(sub) for sub in m[2:]]) for m in meta),
+    )
 
 
 def _size(dumped: Any) -> Any:
@@ -681,8 +718,7 @@ def _context_from_dumpable(dumped: Any) -> Any:
     return _Context((*_from_dumpable(dumped), None, None))
 
 
-_compat.register_pytree_node(TensorDict, _flatten, _unflatten, _flatten_with_keys, _to_dumpable,
-                             _context_from_dumpable)
+_compat.register_pytree_node(TensorDict, _flatten, _unflatten, _flatten_with_keys, _to_dumpable, _context_from_dumpable)
 
 
 # ----------------------------------------------------------------------------------- non-tensor leaves
@@ -699,8 +735,9 @@ def _unflatten_non_tensor(values: Any, context: Any) -> Any:
 
 
 for _cls in (NonTensorData, MetaData, NonTensorStack):
-    _compat.register_pytree_node(_cls, _flatten_non_tensor, _unflatten_non_tensor, _flatten_non_tensor_with_keys,
-                                 None, None)
+    _compat.register_pytree_node(
+        _cls, _flatten_non_tensor, _unflatten_non_tensor, _flatten_non_tensor_with_keys, None, None
+    )
 
 
 # ----------------------------------------------------------------------------------- lazy stacks
@@ -748,15 +785,16 @@ def _unflatten_lazy(values: Any, context: Any) -> Any:
     if not hasattr(dense, "batch_size") or _placeholders(dense):  # vmap's in_dims/out_dims tree
         return (dense,) if not _dynamo_compiling() and _compat.broadcasting_one_tuple() else dense
     new_bs = dense.batch_size
-    if new_bs == batch_size or (len(new_bs) == len(batch_size) and (
-            new_bs[stack_dim] == batch_size[stack_dim] or batch_size[stack_dim] is None)):  # (None: _flatten_lazy)
+    if new_bs == batch_size or (
+        len(new_bs) == len(batch_size) and (new_bs[stack_dim] == batch_size[stack_dim] or batch_size[stack_dim] is None)
+    ):  # (None: _flatten_lazy)
         dim: int | None = stack_dim
     elif len(new_bs) == len(batch_size) - 1:  # vmap removed a dim: the stack dim (a member per call) or another
-        gone = [d for d in range(len(batch_size)) if batch_size[:d] + batch_size[d + 1:] == new_bs]
+        gone = [d for d in range(len(batch_size)) if batch_size[:d] + batch_size[d + 1 :] == new_bs]
         # the stack dim possibly gone (or no telling which): dense, always a faithful form
         dim = None if stack_dim in gone or not gone else stack_dim - (gone[0] < stack_dim)
     elif len(new_bs) == len(batch_size) + 1:  # a dim was added (vmap's out_dims)
-        added = [p for p in range(len(new_bs)) if new_bs[:p] + new_bs[p + 1:] == batch_size]
+        added = [p for p in range(len(new_bs)) if new_bs[:p] + new_bs[p + 1 :] == batch_size]
         dim = stack_dim + (added[0] <= stack_dim) if added else None
     else:
         dim = None
@@ -765,5 +803,4 @@ def _unflatten_lazy(values: Any, context: Any) -> Any:
     return lazy_stack(list(dense.unbind(dim)), dim)
 
 
-_compat.register_pytree_node(LazyStackedTensorDict, _flatten_lazy, _unflatten_lazy, _flatten_lazy_with_keys,
-                             None, None)
+_compat.register_pytree_node(LazyStackedTensorDict, _flatten_lazy, _unflatten_lazy, _flatten_lazy_with_keys, None, None)

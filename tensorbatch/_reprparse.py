@@ -66,24 +66,27 @@ def parse_tensor_dict_string(s: str, *, max_numel: int | None = MAX_NUMEL) -> An
     """
     lines = [line for line in s.strip().splitlines() if line.strip()]
     if not lines or not (header := _HEADER.match(lines[0].strip())):
-        raise ValueError(f"parse_tensor_dict_string: {lines[0] if lines else s!r} is not the first line of a "
-                         "TensorDict repr")
+        raise ValueError(
+            f"parse_tensor_dict_string: {lines[0] if lines else s!r} is not the first line of a TensorDict repr"
+        )
     root = _node(header.group(2), None)
     stack: list[dict[str, Any]] = [root]  # the open nodes, root first
     budget = [max_numel]  # the elements still allowed (None: no bound)
     for line in lines[1:]:
         if line.startswith("(only in member "):
-            raise ValueError("parse_tensor_dict_string: a lazy stack whose members hold different keys "
-                             f"cannot be rebuilt ({line.strip()!r})")
+            raise ValueError(
+                "parse_tensor_dict_string: a lazy stack whose members hold different keys "
+                f"cannot be rebuilt ({line.strip()!r})"
+            )
         entry = _ENTRY.match(line)
         if entry is None:
             raise ValueError(f"parse_tensor_dict_string: {line!r} is not an entry of a TensorDict repr")
         depth = len(entry.group(1)) // 4
         key, cls, body = entry.group(2), entry.group(3), entry.group(4)
-        del stack[depth + 1:]
+        del stack[depth + 1 :]
         parent = stack[depth]
         if cls in ("Tensor", "UnbatchedTensor"):
-            path = (*(node["key"] for node in stack[1:depth + 1]), key)
+            path = (*(node["key"] for node in stack[1 : depth + 1]), key)
             tensor = _tensor(body, parent, line, path, budget)
             parent["entries"][key] = UnbatchedTensor(tensor) if cls == "UnbatchedTensor" else tensor
         elif body == "...":  # a lazy stack's nested node: its entries are not printed
@@ -112,32 +115,41 @@ def _node(body: str, parent: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _tensor(body: str, parent: dict[str, Any], line: str, path: tuple[str, ...],
-            budget: list[int | None]) -> torch.Tensor:
+def _tensor(
+    body: str, parent: dict[str, Any], line: str, path: tuple[str, ...], budget: list[int | None]
+) -> torch.Tensor:
     shape = _FIELD["shape"].search(body)
     if shape is None:
-        raise ValueError(f"parse_tensor_dict_string: the tensor in {line.strip()!r} has no shape (printed with "
-                         "show_shape=False)")
+        raise ValueError(
+            f"parse_tensor_dict_string: the tensor in {line.strip()!r} has no shape (printed with show_shape=False)"
+        )
     size = _ints(shape.group(1))
     if -1 in size:
-        raise ValueError(f"parse_tensor_dict_string: the tensor in {line.strip()!r} has members of different "
-                         "shapes (-1): a lazy stack of them cannot be rebuilt")
+        raise ValueError(
+            f"parse_tensor_dict_string: the tensor in {line.strip()!r} has members of different "
+            "shapes (-1): a lazy stack of them cannot be rebuilt"
+        )
     if any(n < 0 for n in size):
-        raise ValueError(f"parse_tensor_dict_string: the tensor at key {fmt_path(path)} has a negative size "
-                         f"in its shape {size}")
+        raise ValueError(
+            f"parse_tensor_dict_string: the tensor at key {fmt_path(path)} has a negative size in its shape {size}"
+        )
     numel = math.prod(size)
     left = budget[0]
     if left is not None:
         if numel > left:
-            raise ValueError(f"parse_tensor_dict_string: the tensor at key {fmt_path(path)} of shape {size} "
-                             f"({numel} elements) would pass max_numel ({left} elements left of the bound): "
-                             "pass a larger max_numel (or None) for a repr you trust")
+            raise ValueError(
+                f"parse_tensor_dict_string: the tensor at key {fmt_path(path)} of shape {size} "
+                f"({numel} elements) would pass max_numel ({left} elements left of the bound): "
+                "pass a larger max_numel (or None) for a repr you trust"
+            )
         budget[0] = left - numel
     dtype = _FIELD["dtype"].search(body)
     kind = getattr(torch, dtype.group(1), None) if dtype else torch.float32
     if not isinstance(kind, torch.dtype):
-        raise ValueError(f"parse_tensor_dict_string: the tensor at key {fmt_path(path)} has an unknown dtype "
-                         f"{dtype.group(1) if dtype else None!r}")
+        raise ValueError(
+            f"parse_tensor_dict_string: the tensor at key {fmt_path(path)} has an unknown dtype "
+            f"{dtype.group(1) if dtype else None!r}"
+        )
     device = _FIELD["device"].search(body)
     return torch.zeros(size, dtype=kind, device=device.group(1) if device else (parent["device"] or "cpu"))
 

@@ -30,8 +30,16 @@ def register(storage: str, build: Callable[..., Any] | str) -> None:
     _STORAGES[storage] = build
 
 
-def from_schema(cls: Any, /, schema: Mapping[Any, tuple[Any, torch.dtype]], *, batch_size: Any = None,
-                storage: str | None = None, device: Any = None, **kwargs: Any) -> Any:
+def from_schema(
+    cls: Any,
+    /,
+    schema: Mapping[Any, tuple[Any, torch.dtype]],
+    *,
+    batch_size: Any = None,
+    storage: str | None = None,
+    device: Any = None,
+    **kwargs: Any,
+) -> Any:
     """Zero-filled leaves ``[*batch_size, *shape]`` from ``{key: (shape, dtype)}``.
 
     ``storage=None`` builds them in memory; ``"redis"`` allocates a ``TensorDictStore`` on the server (keyword

@@ -20,10 +20,22 @@ from .base import TensorDictBase
 _Tensor = torch.Tensor
 
 
-def _lazy_stack(cls: type, input: Sequence[Any], dim: int = 0, *, device: Any = None, out: Any = None,
-                stack_dim_name: str | None = None, strict_shape: bool = False, as_list: bool = False,
-                as_padded_tensor: bool = False, as_nested_tensor: bool = False, padding_side: str = "right",
-                layout: Any = None, padding_value: float = 0.0) -> Any:
+def _lazy_stack(
+    cls: type,
+    input: Sequence[Any],
+    dim: int = 0,
+    *,
+    device: Any = None,
+    out: Any = None,
+    stack_dim_name: str | None = None,
+    strict_shape: bool = False,
+    as_list: bool = False,
+    as_padded_tensor: bool = False,
+    as_nested_tensor: bool = False,
+    padding_side: str = "right",
+    layout: Any = None,
+    padding_value: float = 0.0,
+) -> Any:
     """Stack TensorDicts lazily along ``dim`` (members kept apart); tensors are stacked as tensors.
 
     Args:
@@ -61,8 +73,10 @@ def _lazy_stack(cls: type, input: Sequence[Any], dim: int = 0, *, device: Any = 
         raise TypeError("lazy_stack expects a sequence of TensorDicts (or of tensors)")
     if strict_shape and len({td.batch_size for td in items}) > 1:
         sizes = [list(td.batch_size) for td in items]
-        raise RuntimeError(f"lazy_stack(strict_shape=True): the batch sizes differ: {sizes}; stacking "
-                           "tensordicts requires them to have congruent batch sizes")
+        raise RuntimeError(
+            f"lazy_stack(strict_shape=True): the batch sizes differ: {sizes}; stacking "
+            "tensordicts requires them to have congruent batch sizes"
+        )
     if device is not None:
         items = [td.to(device) for td in items]
     if stack_dim_name is not None:
@@ -87,9 +101,17 @@ def _maybe_dense_stack(cls: type, input: Sequence[Any], dim: int = 0, out: Any =
     return maybe_dense_stack(input, dim, out=out)
 
 
-def _from_list(cls: type, input: list[Any], *, auto_batch_size: bool | None = None, batch_size: Any = None,
-               device: Any = None, batch_dims: int | None = None, names: list[str] | None = None,
-               lazy: bool | None = None) -> Any:
+def _from_list(
+    cls: type,
+    input: list[Any],
+    *,
+    auto_batch_size: bool | None = None,
+    batch_size: Any = None,
+    device: Any = None,
+    batch_dims: int | None = None,
+    names: list[str] | None = None,
+    lazy: bool | None = None,
+) -> Any:
     """A TensorDict from a list of mappings (one per element of the first batch dim), stacked.
 
     Args:
@@ -142,8 +164,9 @@ def _lazy_stack_items(cls: type, items: Sequence[Any], dim: int = 0, **kwargs: A
     return _lazy_stack(cls, items, dim, **kwargs)
 
 
-def _maybe_dense_stack_items(cls: type, items: Sequence[Any], dim: int = 0, out: Any = None,
-                             strict: bool = False) -> Any:
+def _maybe_dense_stack_items(
+    cls: type, items: Sequence[Any], dim: int = 0, out: Any = None, strict: bool = False
+) -> Any:
     """``LazyStackedTensorDict.maybe_dense_stack(items, dim, ...)``: see :meth:`TensorDictBase.maybe_dense_stack`."""
     return maybe_dense_stack(items, dim, out=out)
 
@@ -159,8 +182,10 @@ def to_lazystack(self: Any, dim: int = 0) -> Any:
     """
     nd = self.batch_dims
     if not -nd <= dim < nd:  # "Incompatible dim": tensordict's phrase
-        raise IndexError(f"to_lazystack: dim {dim} is out of range for batch_size {list(self.batch_size)}: "
-                         f"Incompatible dim {dim} for tensordict with batch dims {nd}")
+        raise IndexError(
+            f"to_lazystack: dim {dim} is out of range for batch_size {list(self.batch_size)}: "
+            f"Incompatible dim {dim} for tensordict with batch dims {nd}"
+        )
     d = dim % nd
     members = self._stacked_members()
     if members is not None and members[0] == d:
@@ -170,8 +195,7 @@ def to_lazystack(self: Any, dim: int = 0) -> Any:
 
 def install(cls: type) -> None:
     """Attach the stacking constructors and ``to_lazystack`` to ``cls``."""
-    for name, fn in (("lazy_stack", _lazy_stack), ("maybe_dense_stack", _maybe_dense_stack),
-                     ("from_list", _from_list)):
+    for name, fn in (("lazy_stack", _lazy_stack), ("maybe_dense_stack", _maybe_dense_stack), ("from_list", _from_list)):
         fn.__name__ = fn.__qualname__ = name
         setattr(cls, name, classmethod(fn))
     cls.to_lazystack = to_lazystack  # type: ignore[attr-defined]

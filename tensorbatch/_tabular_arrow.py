@@ -51,8 +51,10 @@ def _is_tensor_type(pa: Any, kind: Any) -> bool:
 
 def _no_nulls(array: Any, key: tuple[str, ...]) -> None:
     if array.null_count:
-        raise ValueError(f"the Arrow column {key} has {array.null_count} null value(s): pass nulls='fill' to "
-                         f"fill them, or nulls='mask' to also get a mask entry")
+        raise ValueError(
+            f"the Arrow column {key} has {array.null_count} null value(s): pass nulls='fill' to "
+            f"fill them, or nulls='mask' to also get a mask entry"
+        )
 
 
 def _no_inner_nulls(pa: Any, array: Any, key: tuple[str, ...]) -> None:
@@ -99,16 +101,20 @@ def _tensor(pa: Any, array: Any, copy: bool | None, nulls: str, key: tuple[str, 
         tensor = _tensor(pa, array.values.slice(array.offset * size, rows * size), copy, nulls, key)
         tensor = tensor.view(rows, size, *tensor.shape[1:])
     elif array.null_count:  # the values under the validity bitmap, filled below
-        tensor = _primitive(pa, pa.Array.from_buffers(kind, rows, [None, array.buffers()[1]], null_count=0,
-                                                      offset=array.offset), True)
+        tensor = _primitive(
+            pa, pa.Array.from_buffers(kind, rows, [None, array.buffers()[1]], null_count=0, offset=array.offset), True
+        )
     else:
         return _primitive(pa, array, copy)
     if array.null_count:
         valid = torch.from_numpy(array.is_valid().to_numpy(zero_copy_only=False))
         dtype = tensor.dtype  # masked_fill lacks the unsigned widths: fill a signed view (0 has the same bits)
         fill = float("nan") if tensor.is_floating_point() else 0
-        tensor = (tensor.view(_SIGNED.get(dtype, dtype))
-                  .masked_fill(~valid.view(rows, *[1] * (tensor.ndim - 1)), fill).view(dtype))
+        tensor = (
+            tensor.view(_SIGNED.get(dtype, dtype))
+            .masked_fill(~valid.view(rows, *[1] * (tensor.ndim - 1)), fill)
+            .view(dtype)
+        )
     return tensor
 
 
@@ -122,8 +128,9 @@ def _jagged(pa: Any, array: Any, copy: bool | None, nulls: str, key: tuple[str, 
     return torch.nested.nested_tensor_from_jagged(values, offsets - start)
 
 
-def arrow_leaf(array: Any, copy: bool | None, nulls: str, key: tuple[str, ...], masks: dict[Any, Any],
-               text: Any) -> Any:
+def arrow_leaf(
+    array: Any, copy: bool | None, nulls: str, key: tuple[str, ...], masks: dict[Any, Any], text: Any
+) -> Any:
     """The leaf (or nested dict, for a struct) of one Arrow array; ``masks[key]`` gets its validity if asked.
 
     ``text`` reads a string or dictionary column (the fast reader that builds each repeated string once).
@@ -132,8 +139,10 @@ def arrow_leaf(array: Any, copy: bool | None, nulls: str, key: tuple[str, ...], 
 
     kind = array.type
     if pa.types.is_struct(kind):  # flatten() gives each field the struct's nulls
-        return {field.name: arrow_leaf(child, copy, nulls, (*key, field.name), masks, text)
-                for field, child in zip(kind, array.flatten(), strict=True)}
+        return {
+            field.name: arrow_leaf(child, copy, nulls, (*key, field.name), masks, text)
+            for field, child in zip(kind, array.flatten(), strict=True)
+        }
     if nulls == "raise":
         _no_nulls(array, key)
     if array.null_count and nulls == "mask":
@@ -155,8 +164,12 @@ def parquet_leaf(column: Any, dtype: torch.dtype | None, text: Any) -> Any:
     import pyarrow as pa
 
     kind = column.type
-    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind) \
-            or pa.types.is_timestamp(kind):
+    if (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_timestamp(kind)
+    ):
         array = column.to_numpy()
         if array.dtype.kind == "M":
             return torch.from_numpy(array.astype("datetime64[ns]").view(np.int64).copy())
@@ -164,8 +177,11 @@ def parquet_leaf(column: Any, dtype: torch.dtype | None, text: Any) -> Any:
             return stack(array.tolist())
         tensor = torch.from_numpy(np.array(array, copy=True))
         return tensor if dtype is None else tensor.to(dtype)
-    if getattr(kind, "extension_name", None) == "arrow.fixed_shape_tensor" and column.null_count == 0 \
-            and (pa.types.is_integer(kind.value_type) or pa.types.is_floating(kind.value_type)):
+    if (
+        getattr(kind, "extension_name", None) == "arrow.fixed_shape_tensor"
+        and column.null_count == 0
+        and (pa.types.is_integer(kind.value_type) or pa.types.is_floating(kind.value_type))
+    ):
         tensor = torch.from_numpy(np.array(combined(column).to_numpy_ndarray(), copy=True))
         return tensor if dtype is None else tensor.to(dtype)
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind):
@@ -175,6 +191,7 @@ def parquet_leaf(column: Any, dtype: torch.dtype | None, text: Any) -> Any:
 
 def _rows(values: list[Any]) -> Any:
     """Rows of Python values; lists of numbers become tensors (one dense tensor when they all have one length)."""
+
     def numbers(v: Any) -> bool:
         return isinstance(v, list) and all(type(x) in (int, float, bool) for x in v)
 
@@ -204,11 +221,15 @@ def arrow_array(value: Any, key: tuple[str, ...]) -> Any:
         raise TypeError(f"the entry {key!r} is bfloat16, which numpy and Arrow cannot hold: cast it first")
     if tensor.is_nested:
         if tensor.layout is not torch.jagged:
-            raise ValueError(f"the entry {key!r} is a nested tensor of layout {tensor.layout}: to_arrow converts "
-                             f"torch.jagged ones only")
+            raise ValueError(
+                f"the entry {key!r} is a nested tensor of layout {tensor.layout}: to_arrow converts "
+                f"torch.jagged ones only"
+            )
         if tensor._ragged_idx != 1:
-            raise ValueError(f"the entry {key!r} is ragged in dim {tensor._ragged_idx}: to_arrow needs the ragged "
-                             f"dim at position 1 (move it with .transpose(1, {tensor._ragged_idx}))")
+            raise ValueError(
+                f"the entry {key!r} is ragged in dim {tensor._ragged_idx}: to_arrow needs the ragged "
+                f"dim at position 1 (move it with .transpose(1, {tensor._ragged_idx}))"
+            )
         return pa.LargeListArray.from_arrays(pa.array(tensor.offsets().numpy()), arrow_array(tensor.values(), key))
     if tensor.ndim == 1:
         return pa.array(tensor.numpy())

@@ -49,9 +49,16 @@ class TensorDict(TensorDictBase):
 
     __slots__ = ("__weakref__", "_batch_size", "_device", "_is_locked", "_names", "_tensordict")
 
-    def __init__(self, source: Mapping[Any, Any] | None = None, batch_size: Any = None,
-                 device: Any = None, names: Sequence[str | None] | None = None,
-                 non_blocking: bool | None = None, lock: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        source: Mapping[Any, Any] | None = None,
+        batch_size: Any = None,
+        device: Any = None,
+        names: Sequence[str | None] | None = None,
+        non_blocking: bool | None = None,
+        lock: bool = False,
+        **kwargs: Any,
+    ) -> None:
         path_prefix: tuple[str, ...] = kwargs.pop("_path", ()) if kwargs else ()
         if source is None:
             source = kwargs
@@ -80,8 +87,9 @@ class TensorDict(TensorDictBase):
         if lock:
             self.lock_()
 
-    def _fill(self, source: dict[Any, Any], todo: list[Any] | None, path_prefix: tuple[str, ...],
-              non_blocking: bool) -> None:
+    def _fill(
+        self, source: dict[Any, Any], todo: list[Any] | None, path_prefix: tuple[str, ...], non_blocking: bool
+    ) -> None:
         """Store ``source``'s entries, validating ``todo`` (``unfit_keys``'s list; None: nested keys)."""
         bs, dev = self._batch_size, self._device
         if todo is not None:  # string keys: store the source, then fix what does not fit as it is
@@ -103,8 +111,9 @@ class TensorDict(TensorDictBase):
                 node._tensordict[path[-1]] = node._validate(value, (*path_prefix, *path), node, non_blocking)
 
     @classmethod
-    def _new_unsafe(cls, source: dict[str, Any], batch_size: torch.Size, device: Any = None,
-                    names: Any = None, lock: bool = False) -> TensorDict:
+    def _new_unsafe(
+        cls, source: dict[str, Any], batch_size: torch.Size, device: Any = None, names: Any = None, lock: bool = False
+    ) -> TensorDict:
         """Build without any validation (internal results whose leaves are known to fit)."""
         self = object.__new__(cls)
         self._tensordict = source
@@ -128,8 +137,7 @@ class TensorDict(TensorDictBase):
         return node
 
     @classmethod
-    def _from_state(cls, source: dict[str, Any], batch_size: Any, device: Any, names: Any,
-                    locked: bool) -> TensorDict:
+    def _from_state(cls, source: dict[str, Any], batch_size: Any, device: Any, names: Any, locked: bool) -> TensorDict:
         out = cls(source, batch_size=batch_size, device=device, names=names)
         return out.lock_() if locked else out  # type: ignore[return-value]  # lock_ returns self
 
@@ -147,8 +155,11 @@ class TensorDict(TensorDictBase):
         n = len(new_size)
         # the in-memory nodes that a longer batch size extends (a nested one is shorter than n only
         # when every node above it is); other short collections follow through their own setter
-        grown = [(path, node) for path, node in named_nodes(self)
-                 if node is self or (type(node) is TensorDict and len(node._batch_size) < n)]
+        grown = [
+            (path, node)
+            for path, node in named_nodes(self)
+            if node is self or (type(node) is TensorDict and len(node._batch_size) < n)
+        ]
         followers = []
         unbatched = []  # (node, key, leaf): re-stamped with the new batch size
         for path, node in grown:  # the whole tree first: nothing changes on failure
@@ -243,8 +254,12 @@ class TensorDict(TensorDictBase):
     def _set_tensor_str(self, key: str, value: Any) -> None:
         """``set(key, value)`` for a str key; a plain tensor that fits goes straight in (the modules' hot path)."""
         bs = self._batch_size
-        if (type(value) is torch.Tensor and not self._is_locked and value.shape[: len(bs)] == bs
-                and (self._device is None or value.device == self._device)):
+        if (
+            type(value) is torch.Tensor
+            and not self._is_locked
+            and value.shape[: len(bs)] == bs
+            and (self._device is None or value.device == self._device)
+        ):
             self._tensordict[key] = value
         else:
             self.set(key, value)
@@ -347,9 +362,11 @@ class TensorDict(TensorDictBase):
         if type(index) is str and not node._is_locked:
             bs = node._batch_size
             try:
-                if type(value) is _Tensor and (
-                    shape[0] == bs[0] if len(bs) == 1 and (shape := value.shape) else value.shape[: len(bs)] == bs
-                ) and (node._device is None or value.device == node._device):
+                if (
+                    type(value) is _Tensor
+                    and (shape[0] == bs[0] if len(bs) == 1 and (shape := value.shape) else value.shape[: len(bs)] == bs)
+                    and (node._device is None or value.device == node._device)
+                ):
                     node._tensordict[index] = value
                     return None
             except RuntimeError:  # a strided nested tensor has no shape: _validate reads its sizes
@@ -372,9 +389,12 @@ class TensorDict(TensorDictBase):
             return TensorDictBase.update(self, input_dict_or_td)
         try:
             for key, value in items:  # all plain tensors at this level? else the general path
-                if type(key) is not str or type(value) is not _Tensor or not (
-                    shape[0] == b0 if one and (shape := value.shape) else value.shape[:n] == bs
-                ) or (device is not None and value.device != device):
+                if (
+                    type(key) is not str
+                    or type(value) is not _Tensor
+                    or not (shape[0] == b0 if one and (shape := value.shape) else value.shape[:n] == bs)
+                    or (device is not None and value.device != device)
+                ):
                     return TensorDictBase.update(self, input_dict_or_td)
         except RuntimeError:  # a strided nested tensor has no .shape: the general path
             return TensorDictBase.update(self, input_dict_or_td)
@@ -382,8 +402,13 @@ class TensorDict(TensorDictBase):
         return self
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"tensordict": self._tensordict, "batch_size": self._batch_size, "device": self._device,
-                "names": self._names, "locked": self._is_locked}
+        return {
+            "tensordict": self._tensordict,
+            "batch_size": self._batch_size,
+            "device": self._device,
+            "names": self._names,
+            "locked": self._is_locked,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._tensordict = state["tensordict"]
@@ -396,8 +421,7 @@ class TensorDict(TensorDictBase):
         consolidated = self._reduce_consolidated()  # one buffer instead of one tensor per leaf
         if consolidated is not None:
             return consolidated
-        return (_rebuild, (type(self), self._tensordict, self._batch_size, self._device, self._names,
-                           self._is_locked))
+        return (_rebuild, (type(self), self._tensordict, self._batch_size, self._device, self._names, self._is_locked))
 
 
 def _rebuild(cls: Any, source: Any, batch_size: Any, device: Any, names: Any, locked: Any) -> TensorDict:
@@ -413,8 +437,9 @@ def _rebuild(cls: Any, source: Any, batch_size: Any, device: Any, names: Any, lo
     if not (isinstance(cls, type) and issubclass(cls, TensorDict)):
         raise TypeError(f"unpickling a TensorDict: expected a TensorDict class, got {cls!r}")
     if type(source) is not dict or type(locked) is not bool:
-        raise TypeError(f"unpickling a TensorDict: malformed state (a {type(source).__name__} of leaves, "
-                        f"locked={locked!r})")
+        raise TypeError(
+            f"unpickling a TensorDict: malformed state (a {type(source).__name__} of leaves, locked={locked!r})"
+        )
     return cls._from_state(source, batch_size, device, names, locked)
 
 

@@ -128,8 +128,10 @@ def _rebuild(data: Any, batch_size: Any) -> UnbatchedTensor:
         TypeError: for crafted arguments: ``data`` no tensor, ``batch_size`` no ``torch.Size``.
     """
     if not isinstance(data, torch.Tensor) or not isinstance(batch_size, torch.Size):
-        raise TypeError(f"unpickling an UnbatchedTensor: expected a tensor and a torch.Size, got a "
-                        f"{type(data).__name__} and a {type(batch_size).__name__}")
+        raise TypeError(
+            f"unpickling an UnbatchedTensor: expected a tensor and a torch.Size, got a "
+            f"{type(data).__name__} and a {type(batch_size).__name__}"
+        )
     return UnbatchedTensor(data.as_subclass(torch.Tensor), batch_size)
 
 
@@ -164,8 +166,10 @@ def _wrap(result: Any, args: Any, batch_size: torch.Size | None) -> Any:
     if isinstance(result, (list, tuple)):
         first = args[0] if args else None
         if isinstance(first, (list, tuple)) and len(first) == len(result):
-            items = [_wrap(r, (), batch_size) if isinstance(a, UnbatchedTensor) else r
-                     for r, a in zip(result, first, strict=True)]
+            items = [
+                _wrap(r, (), batch_size) if isinstance(a, UnbatchedTensor) else r
+                for r, a in zip(result, first, strict=True)
+            ]
         else:
             items = [_wrap(r, (), batch_size) for r in result]
         return type(result)(items)  # (torch.return_types too: they take a sequence)
@@ -181,13 +185,22 @@ def check_shared(items: list[Any], what: str, where: str) -> None:
     first = items[0]
     for item in items[1:]:
         if not isinstance(item, UnbatchedTensor):
-            raise RuntimeError(f"{what}: the entry {where} is an UnbatchedTensor in the first TensorDict and a "
-                               f"{type(item).__name__} in another")
-    if any(item is not first and not (item.shape == first.shape and (
-            item.data_ptr() == first.data_ptr() or torch.equal(item, first))) for item in items[1:]):
-        warnings.warn(f"{what}: the UnbatchedTensor entries {where} hold different data: the result keeps the "
-                      "first one's (an UnbatchedTensor is shared by the whole batch; use a plain tensor for "
-                      "data per batch element)", UserWarning, stacklevel=4)
+            raise RuntimeError(
+                f"{what}: the entry {where} is an UnbatchedTensor in the first TensorDict and a "
+                f"{type(item).__name__} in another"
+            )
+    if any(
+        item is not first
+        and not (item.shape == first.shape and (item.data_ptr() == first.data_ptr() or torch.equal(item, first)))
+        for item in items[1:]
+    ):
+        warnings.warn(
+            f"{what}: the UnbatchedTensor entries {where} hold different data: the result keeps the "
+            "first one's (an UnbatchedTensor is shared by the whole batch; use a plain tensor for "
+            "data per batch element)",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def is_unbatched(value: Any) -> bool:

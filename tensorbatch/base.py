@@ -37,7 +37,6 @@ _Tensor = torch.Tensor
 _Size = torch.Size
 
 
-
 class TensorDictBase(StorageHooks, TensorCollection):
     """Abstract base of every TensorDict type: a batched mapping from keys to tensors.
 
@@ -227,7 +226,6 @@ class TensorDictBase(StorageHooks, TensorCollection):
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return _torch_function.dispatch(func, types, args, kwargs)
-
 
     # generic methods, one module per job (tensorbatch/_base/)
     # access: tensorbatch/_base/access.py
@@ -428,8 +426,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
     quantile = _reduce.quantile
 
     @classmethod
-    def stack(cls, input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None,
-              **kwargs: Any) -> TensorDictBase:
+    def stack(cls, input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None, **kwargs: Any) -> TensorDictBase:
         """Stack TensorDicts along a new batch dim (see :func:`torch.stack`; ``device``, ``strict``, ``contiguous``)."""
         stacked: TensorDictBase = _torch_function.stack(input, dim, out=out, **kwargs)
         return stacked
@@ -439,8 +436,6 @@ class TensorDictBase(StorageHooks, TensorCollection):
         """Concatenate TensorDicts along an existing batch dim (see :func:`torch.cat`)."""
         joined: TensorDictBase = _torch_function.cat(input, dim, out=out)
         return joined
-
-
 
 
 _pointwise.install(TensorDictBase)

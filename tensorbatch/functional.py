@@ -26,7 +26,14 @@ from ._unbatched import UnbatchedTensor, check_shared
 from .base import TensorDictBase
 
 __all__ = [
-    "cat", "dense_stack_tds", "group_by", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence", "stack",
+    "cat",
+    "dense_stack_tds",
+    "group_by",
+    "make_tensordict",
+    "merge_tensordicts",
+    "pad",
+    "pad_sequence",
+    "stack",
     "unpad_sequence",
 ]
 
@@ -74,9 +81,7 @@ def _padded_batch_size(batch_size: torch.Size, pads: list[int], safe: bool) -> t
             "batch dimensions"
         )
     if len(pads) % 2:
-        raise RuntimeError(
-            f"pad: pad_size must have an even number of entries (before/after pairs), got {pads}"
-        )
+        raise RuntimeError(f"pad: pad_size must have an even number of entries (before/after pairs), got {pads}")
     new = list(batch_size)
     for dim in range(len(pads) // 2):
         new[dim] += pads[2 * dim] + pads[2 * dim + 1]
@@ -88,9 +93,7 @@ def _padded_batch_size(batch_size: torch.Size, pads: list[int], safe: bool) -> t
     return torch.Size(new)
 
 
-def pad(
-    tensordict: Any, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
-) -> Any:
+def pad(tensordict: Any, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True) -> Any:
     """Pad every leaf along the batch dims with a constant value.
 
     Args:
@@ -187,9 +190,7 @@ def _leaf_columns(tds: Sequence[Any]) -> tuple[list[tuple[str, ...]], list[list[
     paths = list(first)
     for path in paths:
         kinds = {isinstance(row[path], _Tensor) for row in rows}
-        if len(kinds) > 1 or not all(
-            isinstance(row[path], _Tensor) or is_non_tensor(row[path]) for row in rows
-        ):
+        if len(kinds) > 1 or not all(isinstance(row[path], _Tensor) or is_non_tensor(row[path]) for row in rows):
             got = [type(row[path]).__name__ for row in rows]
             raise TypeError(
                 f"pad_sequence: the leaf {fmt_path(path)} must be a tensor in every tensordict, or "
@@ -298,9 +299,7 @@ def _pad_stack(path: tuple[str, ...], col: list[_Tensor], pos: int, value: Any, 
         raise
 
 
-def _padding_values(
-    padding_value: Any, paths: list[tuple[str, ...]]
-) -> tuple[Any, dict[tuple[str, ...], Any]]:
+def _padding_values(padding_value: Any, paths: list[tuple[str, ...]]) -> tuple[Any, dict[tuple[str, ...], Any]]:
     if not isinstance(padding_value, Mapping):
         return padding_value, {}
     values = {key_tuple(k): v for k, v in padding_value.items()}
@@ -402,8 +401,11 @@ def pad_sequence(
     if return_mask is not False:
         mask_key = ("masks",) if return_mask is True else key_tuple(return_mask)
     all_paths, all_cols = _leaf_columns(tds)
-    tensor_cols = {p: c for p, c in zip(all_paths, all_cols, strict=True)
-                   if isinstance(c[0], _Tensor) and not isinstance(c[0], UnbatchedTensor)}
+    tensor_cols = {
+        p: c
+        for p, c in zip(all_paths, all_cols, strict=True)
+        if isinstance(c[0], _Tensor) and not isinstance(c[0], UnbatchedTensor)
+    }
     paths, cols = list(tensor_cols), list(tensor_cols.values())
     default, values = _padding_values(padding_value, all_paths)
     positions, batch_size, grow_dim = _pad_positions(tds, paths, cols, pad_dim, out is not None)
@@ -412,7 +414,8 @@ def pad_sequence(
     result = {
         path: _pad_stack(path, col, pos_of[path], values.get(path, default), left, pad_dim)
         if path in pos_of
-        else _shared(col, fmt_path(path)) if isinstance(col[0], UnbatchedTensor)
+        else _shared(col, fmt_path(path))
+        if isinstance(col[0], UnbatchedTensor)
         else _stack_non_tensor(col, grow_dim, batch_size[grow_dim + 1] if grow_dim is not None else 0, left)
         for path, col in zip(all_paths, all_cols, strict=True)
     }
@@ -487,9 +490,7 @@ def merge_tensordicts(
         (['a', 'b', 'c'], tensor([1., 1.]))
     """
     if len(tensordicts) < 2:
-        raise RuntimeError(
-            f"merge_tensordicts: at least 2 tensordicts must be provided, got {len(tensordicts)}"
-        )
+        raise RuntimeError(f"merge_tensordicts: at least 2 tensordicts must be provided, got {len(tensordicts)}")
     _check_tds(tensordicts, "merge_tensordicts")
     callbacks: Mapping[tuple[str, ...], Callable[..., Any]] | None = None
     single: Callable[..., Any] | None = None
@@ -573,9 +574,7 @@ def _group_values(rows: list[Any], key: NestedKey) -> tuple[list[Any], _Tensor, 
     try:
         values = sorted(set(rows))
     except TypeError as err:
-        raise TypeError(
-            f"group_by: the values of the non-tensor entry {key!r} must be hashable and sortable"
-        ) from err
+        raise TypeError(f"group_by: the values of the non-tensor entry {key!r} must be hashable and sortable") from err
     index = {value: i for i, value in enumerate(values)}
     inverse = torch.tensor([index[row] for row in rows], dtype=torch.long)
     return values, inverse, torch.bincount(inverse, minlength=len(values))
@@ -609,14 +608,10 @@ def group_by(tensordict: Any, key: NestedKey) -> tuple[_Tensor | list[Any], tupl
     if not is_td(tensordict):
         raise TypeError(f"group_by expects a TensorDict, got {type(tensordict).__name__}")
     if not tensordict.batch_dims:
-        raise ValueError(
-            "group_by: groups rows along the first batch dim, but the tensordict has batch_size []"
-        )
+        raise ValueError("group_by: groups rows along the first batch dim, but the tensordict has batch_size []")
     entry = tensordict._get(key, MISSING)
     if entry is MISSING:
-        raise KeyError(
-            f"group_by: the tensordict has no entry {key!r}; its keys are {sorted(tensordict.keys())}"
-        )
+        raise KeyError(f"group_by: the tensordict has no entry {key!r}; its keys are {sorted(tensordict.keys())}")
     if type(entry) in NON_TENSOR_TYPES:
         values, inverse, counts = _group_values(entry.tolist(), key)
     elif isinstance(entry, _Tensor):
@@ -624,9 +619,7 @@ def group_by(tensordict: Any, key: NestedKey) -> tuple[_Tensor | list[Any], tupl
             entry, sorted=True, return_inverse=True, return_counts=True, dim=0 if entry.ndim > 1 else None
         )
     else:
-        raise TypeError(
-            f"group_by needs a tensor or non-tensor entry, but {key!r} holds a {type(entry).__name__}"
-        )
+        raise TypeError(f"group_by needs a tensor or non-tensor entry, but {key!r} holds a {type(entry).__name__}")
     order = torch.argsort(inverse, stable=True)
     return values, tuple(tensordict[order].split(counts.tolist(), 0))
 
@@ -687,10 +680,11 @@ def unpad_sequence(padded: Any, mask: Any = None, *, pad_dim: int = 0) -> Any:
             )
         source = padded.exclude("masks")
     if isinstance(mask, _Tensor) and (mask.ndim != 2 or mask.shape[0] != padded.batch_size[0]):
-        raise ValueError(f"unpad_sequence: a mask tensor must have shape [{padded.batch_size[0]}, max_len], "
-                         f"got {fmt_shape(mask.shape)}")
-    entries = [(p, v) for p, v in named_leaves(source, is_leaf=is_non_tensor_type)
-               if not is_td(v) or is_non_tensor(v)]
+        raise ValueError(
+            f"unpad_sequence: a mask tensor must have shape [{padded.batch_size[0]}, max_len], "
+            f"got {fmt_shape(mask.shape)}"
+        )
+    entries = [(p, v) for p, v in named_leaves(source, is_leaf=is_non_tensor_type) if not is_td(v) or is_non_tensor(v)]
     tensors = [(p, v) for p, v in entries if isinstance(v, _Tensor)]
     sample_bs = list(padded.batch_size[1:])
     on_batch = pad_dim < len(sample_bs)  # padding went along a batch dim: non-tensor entries are trimmed too
@@ -726,8 +720,9 @@ def unpad_sequence(padded: Any, mask: Any = None, *, pad_dim: int = 0) -> Any:
     return lazy_stack(samples, 0)
 
 
-def _pad_method(self: Any, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False,
-                safe: bool = True) -> Any:
+def _pad_method(
+    self: Any, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
+) -> Any:
     """Pad every leaf along the batch dims with a constant (see :func:`tensorbatch.functional.pad`)."""
     return pad(self, pad_size, value, inplace, safe)
 

@@ -98,8 +98,9 @@ class MemoryMappedTensor(torch.Tensor):
     _mode: str | None  # how the file was mapped: None, "r" (copy-on-write) or "r+" (from_filename's mode)
 
     @staticmethod
-    def _wrap(tensor: torch.Tensor, filename: str | None, parent_shape: Any = None,
-              mode: str | None = None) -> MemoryMappedTensor:
+    def _wrap(
+        tensor: torch.Tensor, filename: str | None, parent_shape: Any = None, mode: str | None = None
+    ) -> MemoryMappedTensor:
         out = tensor.as_subclass(MemoryMappedTensor)
         out._filename = filename
         out._parent_shape = tensor.shape if parent_shape is None else torch.Size(parent_shape)
@@ -135,9 +136,16 @@ class MemoryMappedTensor(torch.Tensor):
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_tensor(cls, input: torch.Tensor, *, filename: str | Path | None = None, existsok: bool = False,
-                    copy_existing: bool = False, copy_data: bool = True,
-                    shape: torch.Size | None = None) -> MemoryMappedTensor:
+    def from_tensor(
+        cls,
+        input: torch.Tensor,
+        *,
+        filename: str | Path | None = None,
+        existsok: bool = False,
+        copy_existing: bool = False,
+        copy_data: bool = True,
+        shape: torch.Size | None = None,
+    ) -> MemoryMappedTensor:
         """A memory-mapped copy of ``input`` (in ``filename``, or in shared memory without one).
 
         Args:
@@ -172,8 +180,9 @@ class MemoryMappedTensor(torch.Tensor):
         return cls._wrap(out, name)
 
     @classmethod
-    def from_filename(cls, filename: str | Path, dtype: torch.dtype, shape: Any,
-                      index: Any = None, mode: str | None = None) -> MemoryMappedTensor:
+    def from_filename(
+        cls, filename: str | Path, dtype: torch.dtype, shape: Any, index: Any = None, mode: str | None = None
+    ) -> MemoryMappedTensor:
         """Map an existing file holding ``shape`` elements of ``dtype`` (checks the file size first).
 
         Args:
@@ -218,8 +227,9 @@ class MemoryMappedTensor(torch.Tensor):
         shape = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
         if "shape" in kwargs:
             if args:
-                raise TypeError(f"give the shape as arguments or as shape=, not both (got {args} and "
-                                f"shape={kwargs['shape']})")
+                raise TypeError(
+                    f"give the shape as arguments or as shape=, not both (got {args} and shape={kwargs['shape']})"
+                )
             shape = kwargs.pop("shape")
         dtype = kwargs.pop("dtype", None) or torch.get_default_dtype()
         _check_cpu(kwargs.pop("device", None))
@@ -228,8 +238,7 @@ class MemoryMappedTensor(torch.Tensor):
         if kwargs:
             raise TypeError(f"unexpected arguments {sorted(kwargs)}")
         proto = torch.empty(0, dtype=dtype)
-        out = cls.from_tensor(proto, filename=filename, existsok=existsok, copy_data=False,
-                              shape=torch.Size(shape))
+        out = cls.from_tensor(proto, filename=filename, existsok=existsok, copy_data=False, shape=torch.Size(shape))
         if fill is not None:
             with torch._C.DisableTorchFunctionSubclass():
                 out.fill_(fill)
@@ -282,20 +291,30 @@ class MemoryMappedTensor(torch.Tensor):
         return cls.ones(input.shape, dtype=input.dtype, filename=filename)
 
     @classmethod
-    def full_like(cls, input: torch.Tensor, fill_value: Any, *,
-                  filename: str | Path | None = None) -> MemoryMappedTensor:
+    def full_like(
+        cls, input: torch.Tensor, fill_value: Any, *, filename: str | Path | None = None
+    ) -> MemoryMappedTensor:
         """A tensor of ``input``'s shape and dtype filled with ``fill_value``."""
         return cls.full(input.shape, fill_value, dtype=input.dtype, filename=filename)
 
     @classmethod
-    def from_storage(cls, storage: Any, *, shape: torch.Size | None = None, dtype: torch.dtype | None = None,
-                     device: Any = None, index: Any = None, filename: str | Path | None = None,
-                     handler: Any = None) -> MemoryMappedTensor:
+    def from_storage(
+        cls,
+        storage: Any,
+        *,
+        shape: torch.Size | None = None,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        index: Any = None,
+        filename: str | Path | None = None,
+        handler: Any = None,
+    ) -> MemoryMappedTensor:
         """A tensor over an existing (file-backed or shared) storage."""
         _check_cpu(device)
         dtype = dtype or torch.uint8
-        tensor = torch.empty(0, dtype=dtype).set_(storage.untyped_storage() if hasattr(storage, "untyped_storage")
-                                                  else storage)
+        tensor = torch.empty(0, dtype=dtype).set_(
+            storage.untyped_storage() if hasattr(storage, "untyped_storage") else storage
+        )
         if shape is not None:
             tensor = tensor.view(shape)
         name = str(filename) if filename is not None else getattr(tensor.untyped_storage(), "filename", None)
@@ -320,14 +339,17 @@ class MemoryMappedTensor(torch.Tensor):
         """
         _deprecated("from_handler()")
         if isinstance(shape, torch.Tensor):
-            raise NotImplementedError("MemoryMappedTensor.from_handler: nested shapes (a tensor of shapes) are not "
-                                      "supported; this deprecated method has no replacement")
+            raise NotImplementedError(
+                "MemoryMappedTensor.from_handler: nested shapes (a tensor of shapes) are not "
+                "supported; this deprecated method has no replacement"
+            )
         shape = torch.Size(shape)
         buffer = memoryview(handler.buffer)
         if buffer.readonly:  # a tensor over it would write into immutable memory: copy-on-write, by hand
             buffer = memoryview(bytearray(buffer))
-        flat = (torch.frombuffer(buffer, dtype=dtype, count=shape.numel()) if shape.numel()
-                else torch.empty(0, dtype=dtype))
+        flat = (
+            torch.frombuffer(buffer, dtype=dtype, count=shape.numel()) if shape.numel() else torch.empty(0, dtype=dtype)
+        )
         out = cls._wrap(flat.view(shape), None)
         return out if index is None else out[index]  # type: ignore[return-value]  # views keep the type
 
@@ -347,14 +369,18 @@ class MemoryMappedTensor(torch.Tensor):
         # the receiver maps the file as this tensor was mapped: a copy-on-write tensor stays one (and, as with
         # tensordict, the receiver sees the file's data, not this process's private writes)
         mode = getattr(self, "_mode", None)
-        return (_rebuild_file, (name, self.dtype, file_numel, self.storage_offset(), tuple(self.shape),
-                                self.stride(), parent, mode))
-
+        return (
+            _rebuild_file,
+            (name, self.dtype, file_numel, self.storage_offset(), tuple(self.shape), self.stride(), parent, mode),
+        )
 
 
 def _deprecated(name: str) -> None:
-    warnings.warn(f"MemoryMappedTensor.{name} is deprecated (tensordict 0.15) and will be removed in 0.17; it has "
-                  "no replacement", DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"MemoryMappedTensor.{name} is deprecated (tensordict 0.15) and will be removed in 0.17; it has no replacement",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 # (a frame of its own under dynamo: wrong attribute reads, see _compat.skip_dynamo_frame)
@@ -364,29 +390,44 @@ _compat.skip_dynamo_frame(MemoryMappedTensor.__torch_function__)
 def _keep_if_view(out: torch.Tensor, source: MemoryMappedTensor) -> torch.Tensor:
     """Views of the mapped file stay MemoryMappedTensors (they pickle as the file); copies become plain."""
     if out.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
-        return MemoryMappedTensor._wrap(out.as_subclass(torch.Tensor), getattr(source, "_filename", None),
-                                        getattr(source, "_parent_shape", None), getattr(source, "_mode", None))
+        return MemoryMappedTensor._wrap(
+            out.as_subclass(torch.Tensor),
+            getattr(source, "_filename", None),
+            getattr(source, "_parent_shape", None),
+            getattr(source, "_mode", None),
+        )
     return out.as_subclass(torch.Tensor) if isinstance(out, MemoryMappedTensor) else out
 
 
 def _checked_file(filename: Any, dtype: Any, file_numel: Any) -> None:
     """TypeError/ValueError for arguments of a file rebuild that cannot come from ``__reduce_ex__``."""
     if type(filename) is not str or not isinstance(dtype, torch.dtype) or type(file_numel) is not int:
-        raise TypeError(f"unpickling a MemoryMappedTensor: expected a file name, a dtype and an element count, got "
-                        f"{type(filename).__name__}, {type(dtype).__name__} and {type(file_numel).__name__}")
+        raise TypeError(
+            f"unpickling a MemoryMappedTensor: expected a file name, a dtype and an element count, got "
+            f"{type(filename).__name__}, {type(dtype).__name__} and {type(file_numel).__name__}"
+        )
     if not file_numel:
         return
     facts = os.stat(filename)  # FileNotFoundError names the file
     if not stat.S_ISREG(facts.st_mode):  # a FIFO blocks, a device maps what it wants
         raise ValueError(f"unpickling a MemoryMappedTensor: {filename!r} is not a regular file")
     if facts.st_size < file_numel * dtype.itemsize:
-        raise RuntimeError(f"unpickling a MemoryMappedTensor: {filename!r} holds {facts.st_size} bytes, fewer than "
-                           f"the {file_numel} {dtype} elements it had when pickled")
+        raise RuntimeError(
+            f"unpickling a MemoryMappedTensor: {filename!r} holds {facts.st_size} bytes, fewer than "
+            f"the {file_numel} {dtype} elements it had when pickled"
+        )
 
 
-def _rebuild_file(filename: str, dtype: torch.dtype, file_numel: int, offset: int, shape: tuple[int, ...],
-                  stride: tuple[int, ...], parent_shape: tuple[int, ...] | None = None,
-                  mode: str | None = None) -> MemoryMappedTensor:
+def _rebuild_file(
+    filename: str,
+    dtype: torch.dtype,
+    file_numel: int,
+    offset: int,
+    shape: tuple[int, ...],
+    stride: tuple[int, ...],
+    parent_shape: tuple[int, ...] | None = None,
+    mode: str | None = None,
+) -> MemoryMappedTensor:
     """Unpickling: map the file with the sender's mode (None: shared when writable, as ``from_filename``).
 
     A weights-only ``torch.load`` calls :func:`_rebuild_file_private` in its place.
@@ -396,8 +437,16 @@ def _rebuild_file(filename: str, dtype: torch.dtype, file_numel: int, offset: in
     return MemoryMappedTensor._wrap(flat.as_strided(shape, stride, offset), filename, parent_shape, mode)
 
 
-def _rebuild_file_private(filename: Any, dtype: Any, file_numel: Any, offset: Any, shape: Any, stride: Any,
-                          parent_shape: Any = None, mode: Any = None) -> MemoryMappedTensor:
+def _rebuild_file_private(
+    filename: Any,
+    dtype: Any,
+    file_numel: Any,
+    offset: Any,
+    shape: Any,
+    stride: Any,
+    parent_shape: Any = None,
+    mode: Any = None,
+) -> MemoryMappedTensor:
     """What a pickled file-backed MemoryMappedTensor gives under ``torch.load(weights_only=True)``.
 
     Pickles (and ``torch.save``) of a MemoryMappedTensor with a file hold the file's name, not its data.

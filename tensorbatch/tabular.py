@@ -64,8 +64,9 @@ def _numpy_leaf(name: Any, array: Any, dtype: torch.dtype | None) -> Any:
     return _objects(list(array))
 
 
-def _build(columns: list[tuple[Any, Any]], num_rows: int, cls: type, separator: str | None, device: Any,
-           batch_size: Any) -> Any:
+def _build(
+    columns: list[tuple[Any, Any]], num_rows: int, cls: type, separator: str | None, device: Any, batch_size: Any
+) -> Any:
     """The TensorDict of ``(name, leaf)`` columns: all validated before anything is built."""
     from ._td import TensorDict
 
@@ -76,10 +77,11 @@ def _build(columns: list[tuple[Any, Any]], num_rows: int, cls: type, separator: 
             path = tuple(str(p) for p in name if p != "")
         else:
             path = tuple(str(name).split(separator)) if separator else (str(name),)
-        clash = next((p for p in seen if p[:len(path)] == path or path[:len(p)] == p), None)
+        clash = next((p for p in seen if p[: len(path)] == path or path[: len(p)] == p), None)
         if clash is not None:
-            raise ValueError(f"columns {seen[clash]!r} and {name!r} both map to the key {path!r} "
-                             f"(or one is nested inside the other)")
+            raise ValueError(
+                f"columns {seen[clash]!r} and {name!r} both map to the key {path!r} (or one is nested inside the other)"
+            )
         seen[path] = name
     out: dict[Any, Any] = {}
     for path, (_, leaf) in zip(seen, columns, strict=True):
@@ -91,10 +93,19 @@ def _build(columns: list[tuple[Any, Any]], num_rows: int, cls: type, separator: 
     return cls(out, batch_size=size, device=device)
 
 
-def from_pandas(dataframe: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None,
-                device: Any = None, batch_size: Any = None, separator: str | None = None,
-                dtype: torch.dtype | None = None, categorical: Literal["codes", "values"] = "codes",
-                cls: type = TensorDictBase, progress: bool | None = None) -> Any:
+def from_pandas(
+    dataframe: Any,
+    *,
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    device: Any = None,
+    batch_size: Any = None,
+    separator: str | None = None,
+    dtype: torch.dtype | None = None,
+    categorical: Literal["codes", "values"] = "codes",
+    cls: type = TensorDictBase,
+    progress: bool | None = None,
+) -> Any:
     """A TensorDict of ``batch_size=[len(dataframe)]`` with one entry per column of a pandas DataFrame.
 
     Each column is read as ``Series.to_numpy()`` gives it, as tensordict does: numeric and boolean columns
@@ -217,10 +228,20 @@ def _coded(column: Any) -> NonTensorStack:
     return NonTensorStack._new(values, positions, None)
 
 
-def from_arrow(table: Any, *, copy: bool | None = None, nulls: Literal["raise", "fill", "mask"] = "raise",
-               mask_key: Any = None, device: Any = None, batch_size: Any = None, separator: str | None = None,
-               auto_batch_size: bool = False, batch_dims: int | None = None, cls: type = TensorDictBase,
-               progress: bool | None = None) -> Any:
+def from_arrow(
+    table: Any,
+    *,
+    copy: bool | None = None,
+    nulls: Literal["raise", "fill", "mask"] = "raise",
+    mask_key: Any = None,
+    device: Any = None,
+    batch_size: Any = None,
+    separator: str | None = None,
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    cls: type = TensorDictBase,
+    progress: bool | None = None,
+) -> Any:
     """A TensorDict of ``batch_size=[table.num_rows]`` with one entry per column of an Arrow table, as tensordict's.
 
     Integer and float columns view the Arrow buffer (DLPack); boolean columns are copied (Arrow packs
@@ -273,11 +294,14 @@ def from_arrow(table: Any, *, copy: bool | None = None, nulls: Literal["raise", 
         dup = next(n for n in names if names.count(n) > 1)
         raise ValueError(f"column {dup!r} appears more than once in the table")
     if nulls == "mask" and mask_path[0] in names:
-        raise ValueError(f"nulls='mask' writes the masks under the key {mask_path[0]!r}, which is a column of "
-                         f"the table")
+        raise ValueError(
+            f"nulls='mask' writes the masks under the key {mask_path[0]!r}, which is a column of the table"
+        )
     masks: dict[Any, Any] = {}
-    columns = [(name, _arrow.arrow_leaf(_arrow.combined(table.column(i)), copy, nulls, (name,), masks, _text))
-               for i, name in _progress.items(enumerate(names), progress, "from_arrow", "column")]
+    columns = [
+        (name, _arrow.arrow_leaf(_arrow.combined(table.column(i)), copy, nulls, (name,), masks, _text))
+        for i, name in _progress.items(enumerate(names), progress, "from_arrow", "column")
+    ]
     columns += [((*mask_path, *key), mask) for key, mask in masks.items()]
     result = _build(columns, table.num_rows, cls, separator, device, batch_size)
     return _auto(result, auto_batch_size, batch_dims, batch_size)
@@ -296,10 +320,20 @@ def _mask_path(key: Any) -> tuple[str, ...]:
     raise TypeError(f"mask_key must be a string or a tuple of strings, got {key!r}")
 
 
-def from_parquet(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
-                 batch_size: Any = None, separator: str | None = None, dtype: torch.dtype | None = None,
-                 columns: list[str] | None = None, cls: type = TensorDictBase, progress: bool | None = None,
-                 **kwargs: Any) -> Any:
+def from_parquet(
+    path: Any,
+    *,
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    device: Any = None,
+    batch_size: Any = None,
+    separator: str | None = None,
+    dtype: torch.dtype | None = None,
+    columns: list[str] | None = None,
+    cls: type = TensorDictBase,
+    progress: bool | None = None,
+    **kwargs: Any,
+) -> Any:
     """Read a Parquet file (a path or a file object) into a TensorDict with pyarrow, as tensordict reads it.
 
     Numeric and boolean columns become tensors (integers with nulls float with NaN; booleans with nulls a
@@ -334,15 +368,27 @@ def from_parquet(path: Any, *, auto_batch_size: bool = False, batch_dims: int | 
 
     table = pq.read_table(path, columns=columns, **kwargs)
     names = list(table.column_names)
-    read = [(name, _arrow.parquet_leaf(table.column(i), dtype, _text))
-            for i, name in _progress.items(enumerate(names), progress, "from_parquet", "column")]
+    read = [
+        (name, _arrow.parquet_leaf(table.column(i), dtype, _text))
+        for i, name in _progress.items(enumerate(names), progress, "from_parquet", "column")
+    ]
     result = _build(read, table.num_rows, cls, separator, device, batch_size)
     return _auto(result, auto_batch_size, batch_dims, batch_size)
 
 
-def from_csv(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
-             batch_size: Any = None, separator: str | None = None, dtype: torch.dtype | None = None,
-             cls: type = TensorDictBase, progress: bool | None = None, **kwargs: Any) -> Any:
+def from_csv(
+    path: Any,
+    *,
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    device: Any = None,
+    batch_size: Any = None,
+    separator: str | None = None,
+    dtype: torch.dtype | None = None,
+    cls: type = TensorDictBase,
+    progress: bool | None = None,
+    **kwargs: Any,
+) -> Any:
     r"""Read a CSV file (a path or a file object) into a TensorDict with ``pandas.read_csv``.
 
     Args:
@@ -366,15 +412,33 @@ def from_csv(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None
     """
     import pandas as pd
 
-    return from_pandas(pd.read_csv(path, **kwargs), cls=cls, device=device, batch_size=batch_size,
-                       separator=separator, dtype=dtype, auto_batch_size=auto_batch_size, batch_dims=batch_dims,
-                       progress=progress)
+    return from_pandas(
+        pd.read_csv(path, **kwargs),
+        cls=cls,
+        device=device,
+        batch_size=batch_size,
+        separator=separator,
+        dtype=dtype,
+        auto_batch_size=auto_batch_size,
+        batch_dims=batch_dims,
+        progress=progress,
+    )
 
 
-def from_json(path: Any, *, auto_batch_size: bool = False, batch_dims: int | None = None, device: Any = None,
-              batch_size: Any = None, separator: str | None = None, dtype: torch.dtype | None = None,
-              lines: bool = False, cls: type = TensorDictBase, progress: bool | None = None,
-              **kwargs: Any) -> Any:
+def from_json(
+    path: Any,
+    *,
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    device: Any = None,
+    batch_size: Any = None,
+    separator: str | None = None,
+    dtype: torch.dtype | None = None,
+    lines: bool = False,
+    cls: type = TensorDictBase,
+    progress: bool | None = None,
+    **kwargs: Any,
+) -> Any:
     """Read a JSON array of records (or JSON Lines with ``lines=True``) into a TensorDict, through pandas.
 
     Args:
@@ -404,16 +468,27 @@ def from_json(path: Any, *, auto_batch_size: bool = False, batch_dims: int | Non
 
         path = io.StringIO(text if isinstance(text, str) else text.decode())
     frame = pd.read_json(path, lines=lines, **kwargs)
-    return from_pandas(frame, cls=cls, device=device, batch_size=batch_size, separator=separator, dtype=dtype,
-                       auto_batch_size=auto_batch_size, batch_dims=batch_dims, progress=progress)
+    return from_pandas(
+        frame,
+        cls=cls,
+        device=device,
+        batch_size=batch_size,
+        separator=separator,
+        dtype=dtype,
+        auto_batch_size=auto_batch_size,
+        batch_dims=batch_dims,
+        progress=progress,
+    )
 
 
 # ------------------------------------------------------------------------------------ TensorDict -> columns
 def _columns(td: Any, separator: str | None) -> dict[Any, Any]:
     """``name -> numpy array or list`` for every leaf, all checked before anything is converted."""
     if td.batch_dims != 1:
-        raise ValueError(f"a table needs exactly one batch dim (one row per element), got batch_size "
-                         f"{list(td.batch_size)}: call td.reshape(-1) first")
+        raise ValueError(
+            f"a table needs exactly one batch dim (one row per element), got batch_size "
+            f"{list(td.batch_size)}: call td.reshape(-1) first"
+        )
     rows = td.batch_size[0]
     leaves = named_leaves(td, is_leaf=is_non_tensor_type)
     out: dict[Any, Any] = {}
@@ -424,8 +499,10 @@ def _columns(td: Any, separator: str | None) -> dict[Any, Any]:
         if name in out:
             raise ValueError(f"two keys become the column {name!r} with separator {separator!r}")
         if isinstance(value, torch.Tensor) and value.dim() != 1:
-            raise ValueError(f"the entry {path!r} has shape {list(value.shape)}: a column holds one value "
-                             f"per row (flatten its trailing dims into separate keys first)")
+            raise ValueError(
+                f"the entry {path!r} has shape {list(value.shape)}: a column holds one value "
+                f"per row (flatten its trailing dims into separate keys first)"
+            )
         if isinstance(value, torch.Tensor) and value.dtype == torch.bfloat16:
             raise TypeError(f"the entry {path!r} is bfloat16, which numpy and Arrow cannot hold: cast it first")
         out[name] = value
@@ -486,8 +563,10 @@ def to_arrow(td: Any, *, separator: str | None = None) -> Any:
     import pyarrow as pa
 
     if td.batch_dims != 1:
-        raise ValueError(f"a table needs exactly one batch dim (one row per element), got batch_size "
-                         f"{list(td.batch_size)}: call td.reshape(-1) first")
+        raise ValueError(
+            f"a table needs exactly one batch dim (one row per element), got batch_size "
+            f"{list(td.batch_size)}: call td.reshape(-1) first"
+        )
     entries: list[tuple[tuple[str, ...], Any]]
     if separator is None:
         entries = [((key,), td._get_str(key, None)) for key in td._keys_str()]
@@ -554,7 +633,8 @@ def _classmethod(fn: Any) -> classmethod[Any, Any, Any]:
     sig = inspect.signature(fn)
     params = [p for p in sig.parameters.values() if p.name != "cls"]
     method.__signature__ = sig.replace(  # type: ignore[attr-defined]
-        parameters=[inspect.Parameter("cls", inspect.Parameter.POSITIONAL_OR_KEYWORD), *params])
+        parameters=[inspect.Parameter("cls", inspect.Parameter.POSITIONAL_OR_KEYWORD), *params]
+    )
     return classmethod(method)
 
 

@@ -225,8 +225,9 @@ def _write(obj: Any, spec: _Spec, value: Any, inplace: bool = False) -> None:
         td.set(name, value, inplace=inplace)
 
 
-def _init(self: Any, values: tuple[Any, ...], batch_size: Any, device: Any, names: Any, non_blocking: Any,
-          lock: bool) -> None:
+def _init(
+    self: Any, values: tuple[Any, ...], batch_size: Any, device: Any, names: Any, non_blocking: Any, lock: bool
+) -> None:
     """Body of every generated ``__init__``: one validated TensorDict from the field values."""
     cls = type(self)
     bs = batch_size if type(batch_size) is _Size else _as_size(batch_size)
@@ -348,11 +349,17 @@ class TensorClass:
     _option_classes: ClassVar[dict[tuple[type, tuple[str, ...]], type]] = {}
     __hash__ = None  # type: ignore[assignment]  # == is leaf-wise
 
-    def __init_subclass__(cls, autocast: bool | None = None, nocast: bool | None = None, frozen: bool | None = None,
-                          shadow: bool | None = None, tensor_only: bool | None = None, **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls,
+        autocast: bool | None = None,
+        nocast: bool | None = None,
+        frozen: bool | None = None,
+        shadow: bool | None = None,
+        tensor_only: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init_subclass__(**kwargs)
-        given = {"autocast": autocast, "nocast": nocast, "frozen": frozen, "shadow": shadow,
-                 "tensor_only": tensor_only}
+        given = {"autocast": autocast, "nocast": nocast, "frozen": frozen, "shadow": shadow, "tensor_only": tensor_only}
         for option, value in given.items():
             if value is not None:
                 setattr(cls, f"_{option}", bool(value))
@@ -375,8 +382,9 @@ class TensorClass:
         key = (cls, options)
         if key not in TensorClass._option_classes:
             name = f"{cls.__name__}_{'_'.join(options)}"
-            TensorClass._option_classes[key] = type(name, (cls,), {"__module__": cls.__module__},
-                                                   **dict.fromkeys(options, True))
+            TensorClass._option_classes[key] = type(
+                name, (cls,), {"__module__": cls.__module__}, **dict.fromkeys(options, True)
+            )
         return TensorClass._option_classes[key]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -402,8 +410,10 @@ class TensorClass:
         """
         extra = sorted({key_tuple(k)[0] for k in keys} - set(cls._field_specs))
         if extra:
-            raise ValueError(f"{cls.__name__}.fromkeys(): key(s) {extra} are not fields of {cls.__name__} (its "
-                             f"fields are {sorted(cls._field_specs)})")
+            raise ValueError(
+                f"{cls.__name__}.fromkeys(): key(s) {extra} are not fields of {cls.__name__} (its "
+                f"fields are {sorted(cls._field_specs)})"
+            )
         return cls._from_backend(TensorDict.fromkeys(keys, value))
 
     def _wrap_like(self, td: Any) -> Any:
@@ -411,8 +421,15 @@ class TensorClass:
         return type(self)._from_backend(td, dict(extras) if extras else None)
 
     @classmethod
-    def from_dict(cls, input_dict: Mapping[Any, Any], *, auto_batch_size: bool | None = None,
-                  batch_size: Any = None, device: Any = None, batch_dims: int | None = None) -> Any:
+    def from_dict(
+        cls,
+        input_dict: Mapping[Any, Any],
+        *,
+        auto_batch_size: bool | None = None,
+        batch_size: Any = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+    ) -> Any:
         """An instance of this class from a dict of its fields (nested dicts become TensorDicts).
 
         A field the dict lacks, or gives as None, is None, also one that declares a default (a
@@ -434,17 +451,23 @@ class TensorClass:
         keys = {k[0] if isinstance(k, tuple) else k for k in input_dict}
         missing = [s.name for s in cls._fields_in_order if s.has_default and s.name not in keys]
         if missing and not dynamo_compiling():
-            warnings.warn(f"{cls.__name__}.from_dict() sets the fields {missing} the input lacks to None, not to "
-                          "their declared defaults (tensordict 0.17 will fill the defaults, as the constructor "
-                          "does): pass them to choose their values", FutureWarning, stacklevel=2)
+            warnings.warn(
+                f"{cls.__name__}.from_dict() sets the fields {missing} the input lacks to None, not to "
+                "their declared defaults (tensordict 0.17 will fill the defaults, as the constructor "
+                "does): pass them to choose their values",
+                FutureWarning,
+                stacklevel=2,
+            )
         data = {k: v for k, v in input_dict.items() if v is not None or k not in cls._field_specs}
-        td = TensorDict.from_dict(data, auto_batch_size=auto_batch_size, batch_size=batch_size, device=device,
-                                  batch_dims=batch_dims)
+        td = TensorDict.from_dict(
+            data, auto_batch_size=auto_batch_size, batch_size=batch_size, device=device, batch_dims=batch_dims
+        )
         return cls.from_tensordict(td)
 
     @classmethod
-    def from_tensordict(cls, tensordict: Any, non_tensordict: dict[str, Any] | None = None, safe: bool = True,
-                        *, check: bool = False) -> Any:
+    def from_tensordict(
+        cls, tensordict: Any, non_tensordict: dict[str, Any] | None = None, safe: bool = True, *, check: bool = False
+    ) -> Any:
         """Wrap a TensorDict of any backend in this class, without copying it (writes go through).
 
         Args:
@@ -480,11 +503,12 @@ class TensorClass:
         if safe:
             extra = sorted(set(tensordict.keys()) - set(cls._field_specs))
             if extra:
-                raise ValueError(f"{cls.__name__}.from_tensordict(): key(s) {extra} of the TensorDict are not "
-                                 f"fields of {cls.__name__} (its fields are {sorted(cls._field_specs)})")
+                raise ValueError(
+                    f"{cls.__name__}.from_tensordict(): key(s) {extra} of the TensorDict are not "
+                    f"fields of {cls.__name__} (its fields are {sorted(cls._field_specs)})"
+                )
         if check:
-            missing = sorted(s.name for s in cls._fields_in_order
-                             if not s.has_default and s.name not in tensordict)
+            missing = sorted(s.name for s in cls._fields_in_order if not s.has_default and s.name not in tensordict)
             if missing and not (non_tensordict and set(missing) <= set(non_tensordict)):
                 raise TypeError(f"{cls.__name__}.from_tensordict() missing required field(s): {', '.join(missing)}")
         obj = cls._from_backend(tensordict)
@@ -504,8 +528,10 @@ class TensorClass:
         """:meth:`TensorDictBase.pack` of the fields; the layout rebuilds this class (``layout.unpack``)."""
         extra = next((name for name, value in self._non_tensordict.items() if value is not None), None)
         if extra is not None:
-            raise TypeError(f"cannot pack the non-tensor entry {extra!r}: drop the non-tensor entries with "
-                            "filter_non_tensor_data() first")
+            raise TypeError(
+                f"cannot pack the non-tensor entry {extra!r}: drop the non-tensor entries with "
+                "filter_non_tensor_data() first"
+            )
         flat, found = self._tensordict.pack(dim, layout=layout)
         return flat, dataclasses.replace(found, cls=type(self))
 
@@ -544,8 +570,11 @@ class TensorClass:
             return object.__getattribute__(self, name)
         except AttributeError:
             pass
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute or field {name!r}. "
-                             f"Its fields are {list(specs)}.", name=name, obj=self)
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute or field {name!r}. Its fields are {list(specs)}.",
+            name=name,
+            obj=self,
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         cls = type(self)
@@ -555,8 +584,10 @@ class TensorClass:
             if hasattr(type(_class_attr(cls, name)), "__set__"):
                 object.__setattr__(self, name, value)
                 return
-            raise AttributeError(f"Cannot set the attribute {name!r}: {cls.__name__} has no such field. "
-                                 f"Its fields are {sorted(cls._field_specs)}.")
+            raise AttributeError(
+                f"Cannot set the attribute {name!r}: {cls.__name__} has no such field. "
+                f"Its fields are {sorted(cls._field_specs)}."
+            )
         if cls._frozen:
             raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")  # dataclasses' words
         _write(self, spec, value)
@@ -576,8 +607,10 @@ class TensorClass:
         if head is None:
             if default is GET_DEFAULT:
                 if spec is None and unset_default() is NO_DEFAULT:  # set_get_defaults_to_none(False)
-                    raise AttributeError(f"{type(self).__name__!r} object has no attribute or field {path[0]!r}. "
-                                         f"Its fields are {sorted(type(self)._field_specs)}.")
+                    raise AttributeError(
+                        f"{type(self).__name__!r} object has no attribute or field {path[0]!r}. "
+                        f"Its fields are {sorted(type(self)._field_specs)}."
+                    )
                 return None
             return default
         if len(path) == 1:
@@ -598,8 +631,10 @@ class TensorClass:
         cls = type(self)
         spec = cls._field_specs.get(path[0])
         if spec is None:
-            raise AttributeError(f"Cannot set the key {key!r}: {cls.__name__} has no field {path[0]!r}. "
-                                 f"Its fields are {sorted(cls._field_specs)}.")
+            raise AttributeError(
+                f"Cannot set the key {key!r}: {cls.__name__} has no field {path[0]!r}. "
+                f"Its fields are {sorted(cls._field_specs)}."
+            )
         if len(path) == 1:
             if cls._frozen and not inplace:
                 raise dataclasses.FrozenInstanceError(f"cannot assign to field {path[0]!r}")
@@ -632,9 +667,13 @@ class TensorClass:
         elif is_td(input_dict_or_td):
             extra = sorted(set(_delegation.unwrap(input_dict_or_td).keys()) - type(self)._field_specs.keys())
             if extra:
-                warnings.warn(f"{type(self).__name__}.update() writes key(s) {extra} that are not fields "
-                              f"(its fields are {sorted(type(self)._field_specs)}); tensordict deprecates this "
-                              "and will refuse it in 0.17", DeprecationWarning, stacklevel=2)
+                warnings.warn(
+                    f"{type(self).__name__}.update() writes key(s) {extra} that are not fields "
+                    f"(its fields are {sorted(type(self)._field_specs)}); tensordict deprecates this "
+                    "and will refuse it in 0.17",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
         return _delegation.rewrap(self, backend, backend.update(_delegation.unwrap(input_dict_or_td), *args, **kwargs))
 
     def flatten_keys(self, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> Any:
@@ -650,8 +689,12 @@ class TensorClass:
         if inplace and backend.is_locked:  # the lock's RuntimeError first, as for any key change
             return _delegation.rewrap(self, backend, backend.flatten_keys(separator, True, is_leaf))
         flat = backend.flatten_keys(separator, False, is_leaf)
-        _check_fields(type(self), set(flat.keys()), f"flatten_keys(separator={separator!r})",
-                      hint="flatten its to_tensordict() instead")
+        _check_fields(
+            type(self),
+            set(flat.keys()),
+            f"flatten_keys(separator={separator!r})",
+            hint="flatten its to_tensordict() instead",
+        )
         if inplace:
             return _delegation.rewrap(self, backend, backend.flatten_keys(separator, True, is_leaf))
         return _delegation.rewrap(self, backend, flat)
@@ -659,8 +702,10 @@ class TensorClass:
     # ------------------------------------------------------------------ excluded from forwarding
     def __getitem__(self, index: Any) -> Any:
         if is_key(index):
-            raise ValueError(f"Invalid indexing arguments: {index!r}. A tensorclass is indexed along its batch "
-                             f"dimensions; to read a field, use the attribute or get({index!r}).")
+            raise ValueError(
+                f"Invalid indexing arguments: {index!r}. A tensorclass is indexed along its batch "
+                f"dimensions; to read a field, use the attribute or get({index!r})."
+            )
         backend = self._tensordict
         td = backend._index_flat(index)
         if td is None:
@@ -677,8 +722,10 @@ class TensorClass:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         if is_key(index):
-            raise ValueError(f"Invalid indexing arguments: {index!r}. A tensorclass is indexed along its batch "
-                             f"dimensions; to write a field, use the attribute or set({index!r}, value).")
+            raise ValueError(
+                f"Invalid indexing arguments: {index!r}. A tensorclass is indexed along its batch "
+                f"dimensions; to write a field, use the attribute or set({index!r}, value)."
+            )
         self._tensordict[index] = _delegation.unwrap(value)
 
     def __iter__(self) -> Any:
@@ -733,8 +780,10 @@ def _unpickle(cls: Any, td: Any, extras: Any) -> Any:
     if not (isinstance(cls, type) and issubclass(cls, TensorClass) and cls._field_specs):
         raise TypeError(f"unpickling a TensorClass: expected a TensorClass with fields, got {cls!r}")
     if not is_td(td) or type(extras) is not dict or not extras.keys() <= cls._field_specs.keys():
-        raise TypeError(f"unpickling a {cls.__name__}: malformed state (a {type(td).__name__} and the non-tensor "
-                        f"fields {sorted(map(str, extras)) if isinstance(extras, dict) else type(extras).__name__})")
+        raise TypeError(
+            f"unpickling a {cls.__name__}: malformed state (a {type(td).__name__} and the non-tensor "
+            f"fields {sorted(map(str, extras)) if isinstance(extras, dict) else type(extras).__name__})"
+        )
     return cls._from_backend(td, extras)
 
 
@@ -745,8 +794,10 @@ def _check_fields(cls: Any, keys: set[str], what: str, hint: str = "write fields
     """ValueError naming the ``keys`` that are not fields of ``cls`` (the result of ``what`` would hold them)."""
     unknown = sorted(keys - cls._field_specs.keys())
     if unknown:
-        raise ValueError(f"{cls.__name__}.{what}: key(s) {unknown} are not fields of {cls.__name__} (its fields are "
-                         f"{sorted(cls._field_specs)}); {hint}")
+        raise ValueError(
+            f"{cls.__name__}.{what}: key(s) {unknown} are not fields of {cls.__name__} (its fields are "
+            f"{sorted(cls._field_specs)}); {hint}"
+        )
 
 
 def _add_extra(obj: Any, name: str, value: Any) -> None:
@@ -773,7 +824,8 @@ def _field_kind(cls: type, field: dataclasses.Field[Any]) -> _Spec:
         tp = resolve_annotations(_owner_of(cls, field.name)).get(field.name, tp)
     base = strip_optional(tp)
     tensor = (isinstance(base, type) and issubclass(base, _Tensor)) or (
-        isinstance(base, str) and base.replace("torch.", "").split(" ")[0] == "Tensor")
+        isinstance(base, str) and base.replace("torch.", "").split(" ")[0] == "Tensor"
+    )
     # (the class itself is not registered yet while it is being built: a field may hold its own class)
     nested = base if isinstance(base, type) and (base in _delegation.WRAPPER_TYPES or base is cls) else None
     cast = _Tensor if tensor else (base if base in _CASTABLE else None)
@@ -843,14 +895,17 @@ def _make_init(cls: Any, specs: tuple[_Spec, ...]) -> Callable[..., None]:
                 params.append(f"{spec.name}=_DEFAULT")
             after_default = spec.name
         elif after_default is not None:
-            raise TypeError(f"{cls.__name__}: non-default field {spec.name!r} follows field {after_default!r}, "
-                            f"which has a default")
+            raise TypeError(
+                f"{cls.__name__}: non-default field {spec.name!r} follows field {after_default!r}, which has a default"
+            )
         else:
             params.append(spec.name)
     fields = "".join(f"{s.name}, " for s in specs)
-    src = (f"def __init__(self, {''.join(p + ', ' for p in params)}*, batch_size=None, device=None, names=None, "
-           f"non_blocking=None, lock=False):\n"
-           f"    _init(self, ({fields}), batch_size, device, names, non_blocking, lock)\n")
+    src = (
+        f"def __init__(self, {''.join(p + ', ' for p in params)}*, batch_size=None, device=None, names=None, "
+        f"non_blocking=None, lock=False):\n"
+        f"    _init(self, ({fields}), batch_size, device, names, non_blocking, lock)\n"
+    )
     exec(src, namespace)  # the same technique dataclasses uses: a real signature, no *args parsing
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
@@ -877,8 +932,11 @@ def _wrap_init(cls: Any, user_init: Callable[..., None]) -> Callable[..., None]:
             user_init(self, *args, **kwargs)  # super().__init__() from a subclass: the container exists
             return
         meta = {k: kwargs.get(k) if k in declared else kwargs.pop(k, None) for k in _META}
-        td = TensorDict(batch_size=meta["batch_size"] if meta["batch_size"] is not None else (),
-                        device=meta["device"], names=meta["names"])
+        td = TensorDict(
+            batch_size=meta["batch_size"] if meta["batch_size"] is not None else (),
+            device=meta["device"],
+            names=meta["names"],
+        )
         _attach(self, td, {})
         user_init(self, *args, **kwargs)
         backend = self._tensordict
@@ -932,8 +990,16 @@ def _forward_primitive(name: str) -> Callable[..., Any]:
 
 
 @typing.dataclass_transform()
-def tensorclass(cls: Any = None, /, *, autocast: bool = False, frozen: bool = False, nocast: bool = False,
-                shadow: bool = False, tensor_only: bool = False) -> Any:
+def tensorclass(
+    cls: Any = None,
+    /,
+    *,
+    autocast: bool = False,
+    frozen: bool = False,
+    nocast: bool = False,
+    shadow: bool = False,
+    tensor_only: bool = False,
+) -> Any:
     """Decorator form of :class:`TensorClass`: ``@tensorclass`` or ``@tensorclass(frozen=True, ...)``.
 
     Note:
@@ -952,16 +1018,18 @@ def tensorclass(cls: Any = None, /, *, autocast: bool = False, frozen: bool = Fa
         >>> Point(xy=torch.ones(5, 2), batch_size=[5]).norm().shape
         torch.Size([5])
     """
-    options = {"autocast": autocast, "frozen": frozen, "nocast": nocast, "shadow": shadow,
-               "tensor_only": tensor_only}
+    options = {"autocast": autocast, "frozen": frozen, "nocast": nocast, "shadow": shadow, "tensor_only": tensor_only}
 
     def build(klass: Any) -> Any:
         if isinstance(klass, type) and issubclass(klass, TensorClass) and not any(options.values()):
             return klass
         slots = set(klass.__dict__.get("__slots__", ()))
         namespace = {k: v for k, v in klass.__dict__.items() if k not in ("__dict__", "__weakref__", *slots)}
-        bases = klass.__bases__ if any(issubclass(b, TensorClass) for b in klass.__bases__) else (
-            *(b for b in klass.__bases__ if b is not object), TensorClass)
+        bases = (
+            klass.__bases__
+            if any(issubclass(b, TensorClass) for b in klass.__bases__)
+            else (*(b for b in klass.__bases__ if b is not object), TensorClass)
+        )
         new = type(klass.__name__, bases, namespace, **{k: v for k, v in options.items() if v})
         _fix_class_cells(namespace.values(), klass, new)
         return new
@@ -1018,10 +1086,21 @@ def is_tensorclass(obj: Any) -> bool:
     return issubclass(klass, TensorClass)
 
 
-def from_dataclass(obj: Any, *, dest_cls: type | None = None, auto_batch_size: bool = False,
-                   batch_dims: int | None = None, batch_size: Any = None, frozen: bool = False,
-                   autocast: bool = False, nocast: bool = False, inplace: bool = False, shadow: bool = False,
-                   tensor_only: bool = False, device: Any = None) -> Any:
+def from_dataclass(
+    obj: Any,
+    *,
+    dest_cls: type | None = None,
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    batch_size: Any = None,
+    frozen: bool = False,
+    autocast: bool = False,
+    nocast: bool = False,
+    inplace: bool = False,
+    shadow: bool = False,
+    tensor_only: bool = False,
+    device: Any = None,
+) -> Any:
     """Turn a dataclass type into a TensorClass type, or a dataclass instance into a TensorClass instance.
 
     A type gives a new TensorClass named ``<name>_tc`` with the same fields (a TensorClass type is
@@ -1064,8 +1143,7 @@ def from_dataclass(obj: Any, *, dest_cls: type | None = None, auto_batch_size: b
         >>> type(x).__name__, x.batch_size, x.tag
         ('X_tc', torch.Size([3]), 'x')
     """
-    options = {"frozen": frozen, "autocast": autocast, "nocast": nocast, "shadow": shadow,
-               "tensor_only": tensor_only}
+    options = {"frozen": frozen, "autocast": autocast, "nocast": nocast, "shadow": shadow, "tensor_only": tensor_only}
     if isinstance(obj, type):
         if issubclass(obj, TensorClass):
             return obj
@@ -1083,8 +1161,7 @@ def from_dataclass(obj: Any, *, dest_cls: type | None = None, auto_batch_size: b
 
 def _tensorclass_of(klass: type, name: str, options: dict[str, bool]) -> type:
     """A TensorClass with ``klass``'s dataclass fields (annotations and defaults) and the given options."""
-    namespace: dict[str, Any] = {"__annotations__": {}, "__module__": klass.__module__,
-                                 "__qualname__": name}
+    namespace: dict[str, Any] = {"__annotations__": {}, "__module__": klass.__module__, "__qualname__": name}
     hints = typing.get_type_hints(klass)
     for f in dataclasses.fields(klass):
         namespace["__annotations__"][f.name] = hints.get(f.name, f.type)
@@ -1140,5 +1217,14 @@ class TensorAttrs(TensorClass):
 
 _values.TENSOR_ATTRS = TensorAttrs  # td.attrs() builds them, td.to(attrs) reads them (_base/values.py)
 
-__all__ = ["MetaData", "NonTensorData", "NonTensorDataBase", "NonTensorStack", "TensorAttrs", "TensorClass",
-           "from_dataclass", "is_tensorclass", "tensorclass"]
+__all__ = [
+    "MetaData",
+    "NonTensorData",
+    "NonTensorDataBase",
+    "NonTensorStack",
+    "TensorAttrs",
+    "TensorClass",
+    "from_dataclass",
+    "is_tensorclass",
+    "tensorclass",
+]

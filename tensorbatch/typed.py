@@ -191,11 +191,17 @@ class TypedTensorDict(TensorDictBase):
     __field_defaults__: ClassVar[dict[str, Any]] = {}
     _option_classes: ClassVar[dict[tuple[type, tuple[str, ...]], type]] = {}
 
-    def __init_subclass__(cls, shadow: bool | None = None, frozen: bool | None = None, autocast: bool | None = None,
-                          nocast: bool | None = None, tensor_only: bool | None = None, **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls,
+        shadow: bool | None = None,
+        frozen: bool | None = None,
+        autocast: bool | None = None,
+        nocast: bool | None = None,
+        tensor_only: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init_subclass__(**kwargs)
-        given = {"shadow": shadow, "frozen": frozen, "autocast": autocast, "nocast": nocast,
-                 "tensor_only": tensor_only}
+        given = {"shadow": shadow, "frozen": frozen, "autocast": autocast, "nocast": nocast, "tensor_only": tensor_only}
         for option, value in given.items():
             if value is not None:
                 setattr(cls, f"_{option}", bool(value))
@@ -214,12 +220,22 @@ class TypedTensorDict(TensorDictBase):
         if key not in TypedTensorDict._option_classes:
             name = f"{cls.__name__}_{'_'.join(options)}"
             meta: Any = type(cls)
-            TypedTensorDict._option_classes[key] = meta(name, (cls,), {"__module__": cls.__module__},
-                                                        **dict.fromkeys(options, True))
+            TypedTensorDict._option_classes[key] = meta(
+                name, (cls,), {"__module__": cls.__module__}, **dict.fromkeys(options, True)
+            )
         return TypedTensorDict._option_classes[key]
 
-    def __init__(self, _source: Any = None, *, batch_size: Any = None, device: Any = None, names: Any = None,
-                 non_blocking: bool | None = None, lock: bool = False, **fields: Any) -> None:
+    def __init__(
+        self,
+        _source: Any = None,
+        *,
+        batch_size: Any = None,
+        device: Any = None,
+        names: Any = None,
+        non_blocking: bool | None = None,
+        lock: bool = False,
+        **fields: Any,
+    ) -> None:
         cls = type(self)
         if _source is None and names is None and not lock and fields.keys() == cls.__expected_keys__:
             # the common call: every field given as a keyword, no names. When every value is a tensor
@@ -251,8 +267,14 @@ class TypedTensorDict(TensorDictBase):
             fields = {**dict(_source.items()), **fields}
         _check_keys(cls, fields.keys(), f"{cls.__name__}()")
         values = {k: _delegation.unwrap(v) for k, v in fields.items()}
-        source = TensorDict(values, batch_size=batch_size, device=device, names=names, non_blocking=non_blocking,
-                            lock=lock or cls._frozen)
+        source = TensorDict(
+            values,
+            batch_size=batch_size,
+            device=device,
+            names=names,
+            non_blocking=non_blocking,
+            lock=lock or cls._frozen,
+        )
         _set_slots(self, source, source._tensordict)  # schema keys only (checked above)
 
     # ------------------------------------------------------------------ wrapping
@@ -287,8 +309,9 @@ class TypedTensorDict(TensorDictBase):
         if check:
             missing = cls.__required_keys__.difference(td.keys())
             if missing:
-                raise TypeError(f"{cls.__name__}.from_tensordict() missing required field(s): "
-                                f"{', '.join(sorted(missing))}")
+                raise TypeError(
+                    f"{cls.__name__}.from_tensordict() missing required field(s): {', '.join(sorted(missing))}"
+                )
         return cls._wrap(td)
 
     @classmethod
@@ -495,8 +518,10 @@ def _unpickle(cls: Any, source: Any) -> Any:
         TypeError: for a ``cls`` that is no TypedTensorDict class or a ``source`` that is no TensorDict.
     """
     if not (isinstance(cls, type) and issubclass(cls, TypedTensorDict)) or not is_td(source):
-        raise TypeError(f"unpickling a TypedTensorDict: expected a TypedTensorDict class and a TensorDict, got "
-                        f"{cls!r} and a {type(source).__name__}")
+        raise TypeError(
+            f"unpickling a TypedTensorDict: expected a TypedTensorDict class and a TensorDict, got "
+            f"{cls!r} and a {type(source).__name__}"
+        )
     return cls._wrap(source)
 
 
@@ -511,8 +536,10 @@ def _check_keys(cls: Any, keys: Any, call: str) -> None:
         raise TypeError(f"{call} missing required field(s): {', '.join(sorted(missing))}")
     extra = keys - cls.__expected_keys__
     if extra:
-        raise TypeError(f"{call} got unexpected field(s): {', '.join(sorted(extra))}; "
-                        f"the fields of {cls.__name__} are {sorted(cls.__expected_keys__)}")
+        raise TypeError(
+            f"{call} got unexpected field(s): {', '.join(sorted(extra))}; "
+            f"the fields of {cls.__name__} are {sorted(cls.__expected_keys__)}"
+        )
 
 
 def _collect_fields(cls: Any) -> None:
@@ -533,8 +560,10 @@ def _collect_fields(cls: Any) -> None:
     if not cls._shadow:
         taken = sorted(n for n in fields if n in _delegation.reserved_names(TypedTensorDict))
         if taken:
-            raise AttributeError(f"field(s) {taken} of {cls.__name__} shadow TensorDictBase attributes; "
-                                 f"use TypedTensorDict['shadow'] to allow it")
+            raise AttributeError(
+                f"field(s) {taken} of {cls.__name__} shadow TensorDictBase attributes; "
+                f"use TypedTensorDict['shadow'] to allow it"
+            )
     optional = {n for n, tp in fields.items() if n in defaults or _is_not_required(tp)}
     cls.__expected_keys__ = frozenset(fields)
     cls.__required_keys__ = frozenset(fields) - optional
@@ -576,8 +605,17 @@ _delegation.install(TypedTensorDict, "_source")
 # Forwarded methods that can add keys to the backend: afterwards, a key named like a class attribute
 # detaches the instance dict (see _attach). Keys added to the backend directly, not through the
 # wrapper, are not seen: a TypedTensorDict over an in-memory TensorDict should not get such keys.
-_ADDS_KEYS = ("set", "setdefault", "update", "set_non_tensor", "rename_key_", "flatten_keys", "unflatten_keys",
-              "load_state_dict", "load_memmap_")
+_ADDS_KEYS = (
+    "set",
+    "setdefault",
+    "update",
+    "set_non_tensor",
+    "rename_key_",
+    "flatten_keys",
+    "unflatten_keys",
+    "load_state_dict",
+    "load_memmap_",
+)
 
 
 def _recheck(obj: Any) -> None:

@@ -40,13 +40,43 @@ IndexType: TypeAlias = int | slice | str | torch.Tensor | list[Any] | tuple[Any,
 DeviceType: TypeAlias = torch.device | str | int
 
 __all__ = [
-    "KEY_SEPARATOR", "Buffer", "DeviceType", "IndexType", "NestedKey", "assert_allclose_td", "assert_close",
-    "capture_non_tensor_stack", "convert_ellipsis_to_idx", "default_is_leaf", "expand_as_right", "expand_right",
-    "get_printoptions", "is_bool", "is_floating", "is_inexact", "is_integer", "is_leaf_nontensor", "is_non_tensor",
-    "is_tensor_collection", "is_tensorclass", "isin", "lazy_legacy", "list_to_stack", "logger",
-    "parse_tensor_dict_string", "print_directory_tree", "remove_duplicates", "set_capture_non_tensor_stack",
-    "set_lazy_legacy", "set_list_to_stack", "set_printoptions", "timeit", "unravel_key", "unravel_key_list",
-    "unravel_key_to_tuple", "unravel_keys",
+    "KEY_SEPARATOR",
+    "Buffer",
+    "DeviceType",
+    "IndexType",
+    "NestedKey",
+    "assert_allclose_td",
+    "assert_close",
+    "capture_non_tensor_stack",
+    "convert_ellipsis_to_idx",
+    "default_is_leaf",
+    "expand_as_right",
+    "expand_right",
+    "get_printoptions",
+    "is_bool",
+    "is_floating",
+    "is_inexact",
+    "is_integer",
+    "is_leaf_nontensor",
+    "is_non_tensor",
+    "is_tensor_collection",
+    "is_tensorclass",
+    "isin",
+    "lazy_legacy",
+    "list_to_stack",
+    "logger",
+    "parse_tensor_dict_string",
+    "print_directory_tree",
+    "remove_duplicates",
+    "set_capture_non_tensor_stack",
+    "set_lazy_legacy",
+    "set_list_to_stack",
+    "set_printoptions",
+    "timeit",
+    "unravel_key",
+    "unravel_key_list",
+    "unravel_key_to_tuple",
+    "unravel_keys",
 ]
 
 logger = logging.getLogger("tensorbatch")
@@ -57,8 +87,16 @@ def is_tensor_collection(datatype: Any) -> bool:
     return getattr(datatype if isinstance(datatype, type) else type(datatype), "_is_tensor_collection", False)
 
 
-def assert_close(actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None,
-                 equal_nan: bool = True, intersection: bool = False, msg: str = "", prefix: NestedKey = ()) -> bool:
+def assert_close(
+    actual: Any,
+    expected: Any,
+    rtol: float | None = None,
+    atol: float | None = None,
+    equal_nan: bool = True,
+    intersection: bool = False,
+    msg: str = "",
+    prefix: NestedKey = (),
+) -> bool:
     """Assert that two TensorDicts have the same keys, batch size and close leaves.
 
     Args:
@@ -85,8 +123,9 @@ def assert_close(actual: Any, expected: Any, rtol: float | None = None, atol: fl
         True
     """
     if not is_td(actual) or not is_td(expected):
-        raise TypeError(f"assert_close expects two TensorDicts, got {type(actual).__name__} and "
-                        f"{type(expected).__name__}")
+        raise TypeError(
+            f"assert_close expects two TensorDicts, got {type(actual).__name__} and {type(expected).__name__}"
+        )
     if actual.batch_size != expected.batch_size:
         raise AssertionError(f"batch sizes differ: {list(actual.batch_size)} vs {list(expected.batch_size)}. {msg}")
     if intersection:
@@ -215,8 +254,9 @@ def convert_ellipsis_to_idx(idx: Any, batch_size: Any) -> Any:
         >>> convert_ellipsis_to_idx((..., 0), [1, 2, 3])
         (slice(None, None, None), slice(None, None, None), 0)
     """
-    warnings.warn("convert_ellipsis_to_idx is deprecated (tensordict removes it in 0.17)", DeprecationWarning,
-                  stacklevel=2)
+    warnings.warn(
+        "convert_ellipsis_to_idx is deprecated (tensordict removes it in 0.17)", DeprecationWarning, stacklevel=2
+    )
     if idx is Ellipsis:
         idx = (idx,)
     elif not isinstance(idx, tuple):
@@ -228,7 +268,7 @@ def convert_ellipsis_to_idx(idx: Any, batch_size: Any) -> Any:
     used = sum(_dims_used(item) for item in idx)
     at = next(i for i, item in enumerate(idx) if item is Ellipsis)
     fill = (slice(None),) * max(len(batch_size) - used, 0)
-    return (*idx[:at], *fill, *idx[at + 1:])
+    return (*idx[:at], *fill, *idx[at + 1 :])
 
 
 def _dims_used(item: Any) -> int:
@@ -275,8 +315,10 @@ def isin(input: Any, reference: Any, key: NestedKey, dim: int = 0) -> torch.Tens
         tensor([ True, False,  True,  True])
     """
     if input.batch_dims != reference.batch_dims:
-        raise ValueError(f"isin: input and reference need the same number of batch dims, got batch sizes "
-                         f"{list(input.batch_size)} and {list(reference.batch_size)}")
+        raise ValueError(
+            f"isin: input and reference need the same number of batch dims, got batch sizes "
+            f"{list(input.batch_size)} and {list(reference.batch_size)}"
+        )
     target, dim = _rows_key(input, key, dim, "isin (input)")
     known, _ = _rows_key(reference, key, dim, "isin (reference)")
     # one unique over both: equal slices get the same id, so membership is an id lookup
@@ -406,11 +448,14 @@ def expand_as_right(tensor: Any, dest: Any) -> Any:
     """
     n, m = tensor.ndimension(), dest.ndimension()
     if m < n:
-        raise RuntimeError(f"expand_as_right needs a destination with at least as many dims as the tensor, got "
-                           f"tensor.ndimension()={n} and dest.ndimension()={m}")
+        raise RuntimeError(
+            f"expand_as_right needs a destination with at least as many dims as the tensor, got "
+            f"tensor.ndimension()={n} and dest.ndimension()={m}"
+        )
     if any(a != b and a != 1 for a, b in zip(tensor.shape, dest.shape, strict=False)):
-        raise RuntimeError(f"tensor shape is incompatible with dest shape, got: tensor.shape={tensor.shape}, "
-                           f"dest={dest.shape}")
+        raise RuntimeError(
+            f"tensor shape is incompatible with dest shape, got: tensor.shape={tensor.shape}, dest={dest.shape}"
+        )
     for _ in range(m - n):
         tensor = tensor.unsqueeze(-1)
     return tensor.expand(dest.shape)
@@ -419,8 +464,9 @@ def expand_as_right(tensor: Any, dest: Any) -> Any:
 def _is_seq_of_nested_key(seq: Any) -> bool:
     if not isinstance(seq, Sequence):
         return False
-    return all(isinstance(k, str) or (isinstance(k, (list, tuple)) and k and all(isinstance(p, str) for p in k))
-               for k in seq)
+    return all(
+        isinstance(k, str) or (isinstance(k, (list, tuple)) and k and all(isinstance(p, str) for p in k)) for k in seq
+    )
 
 
 _DEPRECATED = {"is_seq_of_nested_key": (_is_seq_of_nested_key, "isinstance(key, NestedKey) on each key")}
@@ -431,8 +477,11 @@ def __getattr__(name: str) -> Any:
     if name not in _DEPRECATED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value, instead = _DEPRECATED[name]
-    warnings.warn(f"{__name__}.{name} is deprecated (tensordict removes it in 0.17); use {instead} instead",
-                  DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        f"{__name__}.{name} is deprecated (tensordict removes it in 0.17); use {instead} instead",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     return value
 
 

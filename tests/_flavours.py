@@ -265,8 +265,10 @@ def make_lazy_exclusive(seed: int = 0) -> TensorDictBase:
 def make_lazy_nested(seed: int = 0) -> TensorDictBase:
     """A lazy stack of three lazy stacks of four 0-d TensorDicts (stack of stacks)."""
     ref = reference(seed)
-    rows = [lazy_stack([TensorDict(_nest({p: v[i, j] for p, v in ref.items()}), batch_size=[]) for j in range(4)])
-            for i in range(3)]
+    rows = [
+        lazy_stack([TensorDict(_nest({p: v[i, j] for p, v in ref.items()}), batch_size=[]) for j in range(4)])
+        for i in range(3)
+    ]
     return lazy_stack(rows, 0)
 
 
@@ -336,8 +338,9 @@ def make_store(seed: int = 0) -> TensorDictBase:
     server = shared_server()  # (skips without the redis extra)
     from tensorbatch.store import TensorDictStore
 
-    return TensorDictStore.from_tensordict(make_td(seed), host=server.host, port=server.port,
-                                           socket_timeout=SOCKET_TIMEOUT, prefix="flavour")
+    return TensorDictStore.from_tensordict(
+        make_td(seed), host=server.host, port=server.port, socket_timeout=SOCKET_TIMEOUT, prefix="flavour"
+    )
 
 
 def make_lazy_store(seed: int = 0) -> TensorDictBase:
@@ -348,8 +351,9 @@ def make_lazy_store(seed: int = 0) -> TensorDictBase:
     server = shared_server()  # (skips without the redis extra)
     from tensorbatch.store import LazyStackedTensorDictStore
 
-    return LazyStackedTensorDictStore.from_lazy_stack(make_lazy_stack0(seed), host=server.host, port=server.port,
-                                                      socket_timeout=SOCKET_TIMEOUT, prefix="flavour")
+    return LazyStackedTensorDictStore.from_lazy_stack(
+        make_lazy_stack0(seed), host=server.host, port=server.port, socket_timeout=SOCKET_TIMEOUT, prefix="flavour"
+    )
 
 
 class RefState(TypedTensorDict):
@@ -447,8 +451,7 @@ FLAVOURS = [
     # ptd[1:4]: a view of the file's rows. It also drops mapping_mutation (deleting a key would delete it
     # from the file, for every row: refused), lock (a view's nested nodes are new views at each read) and
     # batch_size_shrink (its batch size is its index's).
-    _param("h5_view", make_h5_view, add={"h5"},
-           drop=_H5_DROPS | {"mapping_mutation", "lock", "batch_size_shrink"}),
+    _param("h5_view", make_h5_view, add={"h5"}, drop=_H5_DROPS | {"mapping_mutation", "lock", "batch_size_shrink"}),
     _param("tensorclass_over_h5", over(RefSample, make_h5), add={"tensorclass", "h5"}, drop=_TC_DROPS | _H5_DROPS),
     # A TensorDictStore (Redis/Valkey) drops what the NumpyStore drops (leaves are bytes on a server: a read is
     # a new tensor, no autograd through the server, no pytree registration) and shared_select (its reads are
@@ -456,18 +459,27 @@ FLAVOURS = [
     # index_views: store[idx] is read into memory at once (as tensordict's store does), not a view.
     _param("store", make_store, add={"store"}, drop=_REDIS_DROPS),
     _param("typed_over_store", over(RefState, make_store), add={"typed", "store"}, drop=_REDIS_DROPS),
-    _param("tensorclass_over_store", over(RefSample, make_store), add={"tensorclass", "store"},
-           drop=_TC_DROPS | _REDIS_DROPS),
+    _param(
+        "tensorclass_over_store",
+        over(RefSample, make_store),
+        add={"tensorclass", "store"},
+        drop=_TC_DROPS | _REDIS_DROPS,
+    ),
     # A LazyStackedTensorDictStore drops what lazy_stack0 drops and what every store drops (no autograd through
     # the server, no pytree, select/exclude/detach give in-memory copies).
-    _param("lazy_store", make_lazy_store, add={"lazy", "store"},
-           drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree", "grad", "shared_select"}),
+    _param(
+        "lazy_store",
+        make_lazy_store,
+        add={"lazy", "store"},
+        drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "pytree", "grad", "shared_select"},
+    ),
     # A zarr-stored TensorDict (the stored layer over the zarr dialect) drops what a PersistentTensorDict drops:
     # its reads are copies of the arrays, and td[idx] is a view that reads on access and writes through.
     _param("zarr", make_zarr, add={"device"}, drop=_H5_DROPS),
     _param("typed_over_zarr", over(RefState, make_zarr), add={"typed", "device"}, drop=_H5_DROPS),
-    _param("tensorclass_over_zarr", over(RefSample, make_zarr), add={"tensorclass", "device"},
-           drop=_TC_DROPS | _H5_DROPS),
+    _param(
+        "tensorclass_over_zarr", over(RefSample, make_zarr), add={"tensorclass", "device"}, drop=_TC_DROPS | _H5_DROPS
+    ),
     _param("typed_over_td", over(RefState, make_td), add={"typed"}),
     _param("typed_over_numpy", over(RefState, make_numpy_store), add={"typed", "device"}, drop=_STORE_DROPS),
     _param(
@@ -479,10 +491,18 @@ FLAVOURS = [
     # A TensorClass refuses string keys in [] and new top-level keys (it holds its fields only): it drops
     # str_keys and new_keys; everything else of the TensorDict API is forwarded to its backend.
     _param("tensorclass_over_td", over(RefSample, make_td), add={"tensorclass"}, drop=_TC_DROPS),
-    _param("tensorclass_over_memmap", over(RefSample, make_memmap_td), add={"tensorclass", "device", "memmap"},
-           drop=_TC_DROPS),
-    _param("tensorclass_over_numpy", over(RefSample, make_numpy_store), add={"tensorclass", "device"},
-           drop=_TC_DROPS | _STORE_DROPS),
+    _param(
+        "tensorclass_over_memmap",
+        over(RefSample, make_memmap_td),
+        add={"tensorclass", "device", "memmap"},
+        drop=_TC_DROPS,
+    ),
+    _param(
+        "tensorclass_over_numpy",
+        over(RefSample, make_numpy_store),
+        add={"tensorclass", "device"},
+        drop=_TC_DROPS | _STORE_DROPS,
+    ),
     _param(
         "tensorclass_over_lazy",
         over(RefSample, make_lazy_stack0),
@@ -640,21 +660,28 @@ def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
     if type(td).__name__ == "IndexedView":  # a view of a file: the datasets it shows
         return _stored_ids(td.source, prefix)
     if type(td).__name__ == "PersistentTensorDict":  # its datasets (a read copies one into a new tensor)
-        return {(*prefix, *path): hash(td._group["/".join(path)].id)
-                for path, _ in (((p if isinstance(p, tuple) else (p,)), None)
-                                for p in td.keys(include_nested=True, leaves_only=True))}
+        return {
+            (*prefix, *path): hash(td._group["/".join(path)].id)
+            for path, _ in (
+                ((p if isinstance(p, tuple) else (p,)), None) for p in td.keys(include_nested=True, leaves_only=True)
+            )
+        }
     if type(td).__name__ == "TensorDictStore":  # a leaf's insertion rank on the server: a replaced leaf gets a new one
         conn = td._conn
         ranks = conn.client.zrange(conn.key("__order__"), 0, -1, withscores=True)
-        return {(*prefix, *path[len(td._path):]): score for path, score in
-                ((tuple(k.decode().split(".")), score) for k, score in ranks)
-                if path[: len(td._path)] == td._path and ".".join(path) in conn.tree.leaves}
+        return {
+            (*prefix, *path[len(td._path) :]): score
+            for path, score in ((tuple(k.decode().split(".")), score) for k, score in ranks)
+            if path[: len(td._path)] == td._path and ".".join(path) in conn.tree.leaves
+        }
     if type(td).__name__ == "_StoreElement":  # an element of a stored lazy stack: its leaves' ranks, as above
         conn, path0 = td._state.conn, td._path
         ranks = conn.client.zrange(conn.key("__order__"), 0, -1, withscores=True)
-        return {(*prefix, *path[len(path0):]): score for path, score in
-                ((tuple(k.decode().split(".")), score) for k, score in ranks)
-                if path[: len(path0)] == path0 and ".".join(path) in td._state.leaves}
+        return {
+            (*prefix, *path[len(path0) :]): score
+            for path, score in ((tuple(k.decode().split(".")), score) for k, score in ranks)
+            if path[: len(path0)] == path0 and ".".join(path) in td._state.leaves
+        }
     if isinstance(td, StoredTensorDict):  # the dialect's identity of each stored leaf (a read is a new tensor)
         return _dialect_ids(td, td._path, prefix)
     for key, value in td.items():

@@ -57,8 +57,24 @@ class Server:
         self.start()
 
     def start(self) -> None:
-        cmd = [server_binary(), "--port", str(self.port), "--bind", self.host, "--save", "", "--appendonly", "no",
-               "--dir", self.dir, "--daemonize", "no", "--protected-mode", "no", *self.args]
+        cmd = [
+            server_binary(),
+            "--port",
+            str(self.port),
+            "--bind",
+            self.host,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self.dir,
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
+            *self.args,
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:

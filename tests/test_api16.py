@@ -18,12 +18,16 @@ def _td() -> TensorDict:
     return TensorDict({"a": torch.arange(24.0).view(2, 3, 4), "n": {"b": torch.arange(6).view(2, 3)}}, [2, 3])
 
 
-@pytest.mark.parametrize("call", [
-    lambda td: td.reshape(-1, inplace=True),
-    lambda td: td.roll(1, 0, inplace=True),
-    lambda td: td.to(torch.float64, inplace=True),
-    lambda td: td.contiguous(inplace=True),
-], ids=["reshape", "roll", "to", "contiguous"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda td: td.reshape(-1, inplace=True),
+        lambda td: td.roll(1, 0, inplace=True),
+        lambda td: td.to(torch.float64, inplace=True),
+        lambda td: td.contiguous(inplace=True),
+    ],
+    ids=["reshape", "roll", "to", "contiguous"],
+)
 def test_inplace_releases_old_storage(call):
     td = _td().permute(1, 0)  # non-contiguous leaves, so contiguous() has something to replace
     old = weakref.ref(td["a"])
@@ -61,8 +65,11 @@ def test_to_num_threads_checked():
 
 def test_stack_keywords():
     a, b = _td(), _td() + 1
-    for out in (TensorDict.stack([a, b], 1, contiguous=True), tensorbatch.stack([a, b], 1, strict=True),
-                TensorDict.stack([a, b], 1, device="cpu")):
+    for out in (
+        TensorDict.stack([a, b], 1, contiguous=True),
+        tensorbatch.stack([a, b], 1, strict=True),
+        TensorDict.stack([a, b], 1, device="cpu"),
+    ):
         assert type(out) is TensorDict
         assert out.batch_size == torch.Size([2, 2, 3])
         torch.testing.assert_close(out["a"], torch.stack([a["a"], b["a"]], 1))
@@ -98,8 +105,11 @@ def test_separates_skips_missing_keys():
 
 def test_locked_structure_edits_refused():
     td = _td().lock_()
-    for call in (lambda: td.separates("a"), lambda: td.create_nested("x"),
-                 lambda: td.cat_tensors("a", "a", out_key="z", dim=-1)):
+    for call in (
+        lambda: td.separates("a"),
+        lambda: td.create_nested("x"),
+        lambda: td.cat_tensors("a", "a", out_key="z", dim=-1),
+    ):
         with pytest.raises(RuntimeError, match="locked"):
             call()
     assert set(td.keys(True, True)) == {"a", ("n", "b")}

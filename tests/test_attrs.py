@@ -25,8 +25,11 @@ def test_attrs_describes_each_tensor_leaf() -> None:
     out = _sample(tb).attrs()
     assert type(out) is TensorDict and out.batch_size == torch.Size([]) and out.device is None
     assert type(out["a"]) is TensorAttrs
-    assert (out["a"].tgt_device, out["a"].tgt_dtype, out["a"].tgt_shape) == \
-        (torch.device("cpu"), torch.float32, torch.Size([3, 2]))
+    assert (out["a"].tgt_device, out["a"].tgt_dtype, out["a"].tgt_shape) == (
+        torch.device("cpu"),
+        torch.float32,
+        torch.Size([3, 2]),
+    )
     assert out["b", "c"].tgt_dtype == torch.int64 and out["b", "c"].tgt_shape == torch.Size([3])
     assert out["s"] == "x"  # non-tensor leaves are kept as they are
 
@@ -88,5 +91,8 @@ def test_attrs_matches_the_reference_structure() -> None:
     ours, ref = _sample(tb).attrs(), _sample(td_ref).attrs()
     assert sorted(ours.keys(True, True)) == sorted(ref.keys(True, True))
     for key in (("a",), ("b", "c")):
-        assert (ours[key].tgt_device, ours[key].tgt_dtype, ours[key].tgt_shape) == \
-            (ref[key].tgt_device, ref[key].tgt_dtype, ref[key].tgt_shape)
+        assert (ours[key].tgt_device, ours[key].tgt_dtype, ours[key].tgt_shape) == (
+            ref[key].tgt_device,
+            ref[key].tgt_dtype,
+            ref[key].tgt_shape,
+        )

@@ -84,9 +84,7 @@ def _diff(a: Any, b: Any, path: str = "") -> list[str]:
         return out
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         same = a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
-        return (
-            [] if same else [f"{path}: {a.dtype}{list(a.shape)} -> {b.dtype}{list(b.shape)} (values differ)"]
-        )
+        return [] if same else [f"{path}: {a.dtype}{list(a.shape)} -> {b.dtype}{list(b.shape)} (values differ)"]
     return [] if a == b else [f"{path}: {a!r} -> {b!r}"]
 
 

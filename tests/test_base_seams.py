@@ -61,13 +61,16 @@ def test_get_through_a_non_tensor_leaf(td):
         td._get(("s", "x"))
 
 
-@pytest.mark.parametrize(("batch", "values", "unfit"), [
-    ([3], {"a": torch.zeros(3), "b": torch.zeros(3, 2)}, []),
-    ([3], {"a": torch.zeros(3), "b": torch.zeros(4)}, ["b"]),
-    ([3], {"a": torch.zeros(()), "b": 1.0, "c": {"d": torch.zeros(3)}}, ["a", "b", "c"]),
-    ([3, 2], {"a": torch.zeros(3, 2, 5), "b": torch.zeros(3, 3)}, ["b"]),
-    ([], {"a": torch.zeros(()), "b": torch.zeros(4)}, []),
-])
+@pytest.mark.parametrize(
+    ("batch", "values", "unfit"),
+    [
+        ([3], {"a": torch.zeros(3), "b": torch.zeros(3, 2)}, []),
+        ([3], {"a": torch.zeros(3), "b": torch.zeros(4)}, ["b"]),
+        ([3], {"a": torch.zeros(()), "b": 1.0, "c": {"d": torch.zeros(3)}}, ["a", "b", "c"]),
+        ([3, 2], {"a": torch.zeros(3, 2, 5), "b": torch.zeros(3, 3)}, ["b"]),
+        ([], {"a": torch.zeros(()), "b": torch.zeros(4)}, []),
+    ],
+)
 def test_unfit_keys_lists_what_needs_validation(batch, values, unfit):
     assert unfit_keys(values, torch.Size(batch), None) == unfit
 
@@ -85,8 +88,11 @@ def test_constructors_share_the_check():
     class TT(TypedTensorDict):
         a: torch.Tensor
 
-    for build in (lambda v: TensorDict({"a": v}, [3]), lambda v: TC(a=v, batch_size=[3]),
-                  lambda v: TT(a=v, batch_size=[3])):
+    for build in (
+        lambda v: TensorDict({"a": v}, [3]),
+        lambda v: TC(a=v, batch_size=[3]),
+        lambda v: TT(a=v, batch_size=[3]),
+    ):
         assert build(torch.zeros(3, 2)).batch_size == torch.Size([3])
         with pytest.raises(RuntimeError, match=r"leaf 'a' of shape \[4\]"):
             build(torch.zeros(4))

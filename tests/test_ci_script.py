@@ -30,8 +30,9 @@ exit 0
 """
 
 
-def _run(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None,
-         **rcs: int) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def _run(
+    tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None, **rcs: int
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     (tmp_path / "scripts").mkdir(exist_ok=True)
     shutil.copy(ROOT / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
     for venv in (".venv", ".venv-newest"):
@@ -40,10 +41,20 @@ def _run(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None,
         python.write_text(STAND_IN)
         python.chmod(0o755)
     # (CI runs this test with CI=true: the newest-torch phase is off unless a test asks for it)
-    env = {**os.environ, "TB_NEWEST_TORCH": "0", **(env_extra or {}),
-           **{f"FAKE_{k.upper()}_RC": str(v) for k, v in rcs.items()}}
-    proc = subprocess.run(["bash", str(tmp_path / "scripts" / "test.sh"), *args], capture_output=True, text=True,
-                          env=env, timeout=60, check=False)
+    env = {
+        **os.environ,
+        "TB_NEWEST_TORCH": "0",
+        **(env_extra or {}),
+        **{f"FAKE_{k.upper()}_RC": str(v) for k, v in rcs.items()},
+    }
+    proc = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "test.sh"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     return proc, (tmp_path / "calls.log").read_text().splitlines()
 
 
@@ -80,8 +91,9 @@ def test_ci_runs_the_readme_command_and_the_test_extra_installs_the_linters() ->
 
 @pytest.mark.parametrize("env_extra", [{"CI": "true", "TB_NEWEST_TORCH": ""}, {"CI": "", "TB_NEWEST_TORCH": "1"}])
 @pytest.mark.parametrize("rc", [0, 1])
-def test_newest_torch_phase_runs_on_ci_and_its_failure_fails_the_run(tmp_path: Path, env_extra: dict[str, str],
-                                                                     rc: int) -> None:
+def test_newest_torch_phase_runs_on_ci_and_its_failure_fails_the_run(
+    tmp_path: Path, env_extra: dict[str, str], rc: int
+) -> None:
     proc, calls = _run(tmp_path, env_extra=env_extra, newest=rc)
     assert proc.returncode == rc, proc.stdout + proc.stderr
     ends = re.findall(r"^<== (\w+): (\d+)s \(exit (\d+)\)$", proc.stdout, flags=re.M)

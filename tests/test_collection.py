@@ -17,9 +17,21 @@ def test_an_empty_parametrization_fails_collection(tmp_path):
         "    assert False\n"
     )
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-c", str(PYPROJECT), "--rootdir", str(tmp_path), "-p", "no:cacheprovider",
-         str(tmp_path / "test_empty.py")],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(PYPROJECT),
+            "--rootdir",
+            str(tmp_path),
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path / "test_empty.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode != 0, run.stdout
     assert "Empty parameter set in 'test_never'" in run.stdout + run.stderr

@@ -17,8 +17,19 @@ import torch
 
 from tensorbatch import NonTensorData, NonTensorStack, TensorDict, lazy_stack
 
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
-          torch.int32, torch.int64, torch.bool, torch.complex64]
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+    torch.complex64,
+]
 SHAPES = {"vector": (3,), "matrix": (3, 2, 5), "empty": (3, 0), "odd_bytes": (3, 7)}
 
 
@@ -194,8 +205,7 @@ def test_consolidate_onto_a_device():
 
 
 def test_to_device_moves_one_buffer():
-    td = TensorDict({"a": torch.zeros(3, 4), "n": {"b": torch.ones(3, dtype=torch.int64)}}, batch_size=[3],
-                    names=["x"])
+    td = TensorDict({"a": torch.zeros(3, 4), "n": {"b": torch.ones(3, dtype=torch.int64)}}, batch_size=[3], names=["x"])
     c = td.lock_().consolidate()
     moved = c.to("meta")
     assert moved.is_consolidated()
@@ -241,8 +251,11 @@ def test_to_cuda_and_back():
 
 # ------------------------------------------------------------------------------------- pickling
 def test_pickle_round_trip():
-    td = TensorDict({"a": torch.arange(6.0).view(3, 2), "n": {"b": torch.ones(3, dtype=torch.bfloat16)},
-                     "s": "hi"}, batch_size=[3], names=["x"])
+    td = TensorDict(
+        {"a": torch.arange(6.0).view(3, 2), "n": {"b": torch.ones(3, dtype=torch.bfloat16)}, "s": "hi"},
+        batch_size=[3],
+        names=["x"],
+    )
     c = td.lock_().consolidate()
     back = pickle.loads(pickle.dumps(c))
     assert back.is_consolidated()
@@ -332,22 +345,34 @@ def test_results_of_operations_are_ordinary_tensordicts():
 # ------------------------------------------------------------------------ against tensordict 0.15.3
 def _plain() -> dict:
     deep = {"y": torch.tensor([True, False, True])}
-    return {"f": torch.arange(6.0).view(3, 2), "h": torch.ones(3, dtype=torch.bfloat16),
-            "n": {"x": torch.arange(12, dtype=torch.int32).view(3, 4), "deep": deep}}
+    return {
+        "f": torch.arange(6.0).view(3, 2),
+        "h": torch.ones(3, dtype=torch.bfloat16),
+        "n": {"x": torch.arange(12, dtype=torch.int32).view(3, 4), "deep": deep},
+    }
 
 
 # tensordict 0.15.3 locks every in-memory consolidate() result (not the pickled or file-mapped ones);
 # tensorbatch keeps the source's lock state everywhere
-_LOCKS_ALWAYS = pytest.mark.xfail(strict=True, raises=AssertionError,
-                                  reason="deliberate difference: tensordict locks an unlocked source's result")
+_LOCKS_ALWAYS = pytest.mark.xfail(
+    strict=True, raises=AssertionError, reason="deliberate difference: tensordict locks an unlocked source's result"
+)
 
 
 @pytest.mark.differential
-@pytest.mark.parametrize(("how", "locked"), [
-    pytest.param(how, locked, id=f"{how}-{'locked' if locked else 'unlocked'}",
-                 marks=_LOCKS_ALWAYS if how in ("memory", "to_meta") and not locked else ())
-    for how in ("memory", "to_meta", "pickle", "file") for locked in (False, True)
-])
+@pytest.mark.parametrize(
+    ("how", "locked"),
+    [
+        pytest.param(
+            how,
+            locked,
+            id=f"{how}-{'locked' if locked else 'unlocked'}",
+            marks=_LOCKS_ALWAYS if how in ("memory", "to_meta") and not locked else (),
+        )
+        for how in ("memory", "to_meta", "pickle", "file")
+        for locked in (False, True)
+    ],
+)
 def test_same_as_tensordict(tmp_path, how, locked):
     tensordict = pytest.importorskip("tensordict")
     results = []
@@ -371,7 +396,8 @@ def test_same_as_tensordict(tmp_path, how, locked):
     assert ours.is_locked == ref.is_locked
     assert ours["n"].is_locked == ref["n"].is_locked
     assert {k: (v.dtype, v.shape, v.device) for k, v in _tensor_leaves(ours).items()} == {
-        k: (v.dtype, v.shape, v.device) for k, v in _tensor_leaves(ref).items()}
+        k: (v.dtype, v.shape, v.device) for k, v in _tensor_leaves(ref).items()
+    }
     if how != "to_meta":
         _assert_same_leaves(ours, ref)
 

@@ -52,8 +52,9 @@ def make_td() -> TensorDict:
 
 def make_lazy() -> LazyStackedTensorDict:
     # member i: a leaf of length i % 3 + 1 (the members differ in shape: the stack stays lazy)
-    return LazyStackedTensorDict(*[TensorDict(idx=torch.tensor(i), a=torch.full((i % 3 + 1,), float(i)))
-                                   for i in range(N)])
+    return LazyStackedTensorDict(
+        *[TensorDict(idx=torch.tensor(i), a=torch.full((i % 3 + 1,), float(i))) for i in range(N)]
+    )
 
 
 def make_tc() -> Rows:
@@ -158,8 +159,11 @@ def test_store_batch_is_the_batched_row_read(store: TensorDictStore, server: Ser
         before = client.info("commandstats")
         fn()
         after = client.info("commandstats")
-        return {k: v["calls"] - before.get(k, {"calls": 0})["calls"] for k, v in after.items()
-                if k != "cmdstat_info" and v["calls"] != before.get(k, {"calls": 0})["calls"]}
+        return {
+            k: v["calls"] - before.get(k, {"calls": 0})["calls"]
+            for k, v in after.items()
+            if k != "cmdstat_info" and v["calls"] != before.get(k, {"calls": 0})["calls"]
+        }
 
     rows = [3, 0, 7, 9]
     batched = commands(lambda: store.__getitems__(rows))
@@ -179,10 +183,14 @@ def test_one_container_per_batch(dataset: Any, collate: str) -> None:
 
 
 def test_shuffle_and_drop_last(dataset: Any) -> None:
-    loader = DataLoader(dataset, batch_size=4, shuffle=True, drop_last=True,
-                        generator=torch.Generator().manual_seed(0))
-    order = DataLoader(range(N), batch_size=4, shuffle=True, drop_last=True,  # the same sampling, of row numbers
-                       generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(dataset, batch_size=4, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(0))
+    order = DataLoader(
+        range(N),
+        batch_size=4,
+        shuffle=True,
+        drop_last=True,  # the same sampling, of row numbers
+        generator=torch.Generator().manual_seed(0),
+    )
     want = [b.tolist() for b in order]
     assert len(want) == 2  # drop_last: the last 2 rows are left out
     assert sorted(want[0] + want[1]) != want[0] + want[1]  # shuffled
@@ -202,8 +210,9 @@ def identity(batch: Any) -> Any:
 
 
 def _by_workers(dataset: Any, context: str, **kwargs: Any) -> list[Any]:
-    loader = DataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context=context, timeout=TIMEOUT,
-                        **kwargs)
+    loader = DataLoader(
+        dataset, batch_size=4, num_workers=2, multiprocessing_context=context, timeout=TIMEOUT, **kwargs
+    )
     return list(loader)
 
 
@@ -229,12 +238,21 @@ def test_fork_workers_default_collate_shuffle(dataset: Any) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["memory", "typed", "stored"])
 def test_spawn_workers(family: str, request: pytest.FixtureRequest) -> None:
-    datasets = {"memory": [make_td(), make_lazy()], "typed": [make_tc(), make_typed()],
-                "stored": [request.getfixturevalue("h5"), request.getfixturevalue("zarr_rows"),
-                           request.getfixturevalue("store")]}[family]
+    datasets = {
+        "memory": [make_td(), make_lazy()],
+        "typed": [make_tc(), make_typed()],
+        "stored": [
+            request.getfixturevalue("h5"),
+            request.getfixturevalue("zarr_rows"),
+            request.getfixturevalue("store"),
+        ],
+    }[family]
     for dataset in datasets:
-        batches = _by_workers(dataset, "spawn", collate_fn=identity) if family == "memory" else (
-            _by_workers(dataset, "spawn"))
+        batches = (
+            _by_workers(dataset, "spawn", collate_fn=identity)
+            if family == "memory"
+            else (_by_workers(dataset, "spawn"))
+        )
         assert [type(b).__name__ for b in batches] == [worker_type(dataset)] * 3
         assert sorted(i for b in batches for i in check_batch(b)) == list(range(N))
 
@@ -299,13 +317,21 @@ class Other(TensorClass):
     idx: torch.Tensor
 
 
-@pytest.mark.parametrize(("items", "match"), [
-    pytest.param(lambda: [make_tc()[0], Other(idx=torch.tensor(0))],
-                 r"different tensorclasses: got \['Other', 'Rows'\]", id="tensorclasses"),
-    pytest.param(lambda: [make_tc()[0], make_td()[0]], "mixes tensorclass instances with tensordicts", id="mixed"),
-    pytest.param(lambda: [make_td()[0], make_td()[:2]], r"different numbers of batch dims: got \[0, 1\]", id="dims"),
-    pytest.param(lambda: [make_td()[0], 3], r"with other types: got \['TensorDict', 'int'\]", id="other"),
-])
+@pytest.mark.parametrize(
+    ("items", "match"),
+    [
+        pytest.param(
+            lambda: [make_tc()[0], Other(idx=torch.tensor(0))],
+            r"different tensorclasses: got \['Other', 'Rows'\]",
+            id="tensorclasses",
+        ),
+        pytest.param(lambda: [make_tc()[0], make_td()[0]], "mixes tensorclass instances with tensordicts", id="mixed"),
+        pytest.param(
+            lambda: [make_td()[0], make_td()[:2]], r"different numbers of batch dims: got \[0, 1\]", id="dims"
+        ),
+        pytest.param(lambda: [make_td()[0], 3], r"with other types: got \['TensorDict', 'int'\]", id="other"),
+    ],
+)
 def test_default_collate_refuses_what_does_not_stack(items: Callable[[], list[Any]], match: str) -> None:
     with pytest.raises(TypeError, match=match):
         default_collate(items())
@@ -342,8 +368,14 @@ def test_pin_memory_without_an_accelerator_is_skipped() -> None:
 @pytest.mark.parametrize("make", [make_td, make_tc], ids=["td", "tc"])
 def test_pin_memory_pins_batches(make: Callable[[], Any]) -> None:  # pragma: no cover - needs CUDA
     for workers in (0, 2):
-        loader = DataLoader(make(), batch_size=4, pin_memory=True, num_workers=workers,
-                            timeout=TIMEOUT if workers else 0, multiprocessing_context="fork" if workers else None)
+        loader = DataLoader(
+            make(),
+            batch_size=4,
+            pin_memory=True,
+            num_workers=workers,
+            timeout=TIMEOUT if workers else 0,
+            multiprocessing_context="fork" if workers else None,
+        )
         batches = list(loader)
         assert [check_batch(b) for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
         assert all(b.get("a").is_pinned() and b.get("idx").is_pinned() for b in batches)

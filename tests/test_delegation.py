@@ -47,8 +47,9 @@ def test_every_exclusion_has_a_reason():
 
 @pytest.mark.parametrize("cls", [_TC, _TTD], ids=["tensorclass", "typed"])
 def test_every_listed_name_is_available_on_the_wrappers(cls):
-    missing = sorted(n for n in FORWARD | FORWARD_RETURNS_WRAPPED | set(EXCLUDED)
-                     if inspect.getattr_static(cls, n, None) is None)
+    missing = sorted(
+        n for n in FORWARD | FORWARD_RETURNS_WRAPPED | set(EXCLUDED) if inspect.getattr_static(cls, n, None) is None
+    )
     assert not missing
 
 

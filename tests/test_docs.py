@@ -21,8 +21,12 @@ NEEDS_SETUP = {
     "distributed.md": "its examples run under torchrun (tests/distributed runs the same calls on gloo)",
     "store.md": "its examples name a server host (tests/store runs the same calls on a real local server)",
 }
-BLOCKS = [(page, i, block) for page in PAGES if page not in NEEDS_SETUP for i, block in enumerate(
-    re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(encoding="utf-8"), flags=re.S))]
+BLOCKS = [
+    (page, i, block)
+    for page in PAGES
+    if page not in NEEDS_SETUP
+    for i, block in enumerate(re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(encoding="utf-8"), flags=re.S))
+]
 
 
 def test_the_nav_lists_every_page():
@@ -49,8 +53,13 @@ def test_page_example_runs(page, index, block, tmp_path, monkeypatch):
 def test_the_site_builds_in_strict_mode(tmp_path):
     pytest.importorskip("mkdocs", reason="mkdocs (the docs extra) is not installed")
     pytest.importorskip("mkdocstrings", reason="mkdocstrings (the docs extra) is not installed")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "reference" / "storage" / "index.html").read_text().count("from_zarr") > 0

@@ -81,7 +81,7 @@ def test_missing_key_nested_path_and_class_name():
 
 
 def test_missing_key_no_keys():
-    assert missing_key(("a",), []).args[0] == "key \"a\" not found in TensorDict with keys []"
+    assert missing_key(("a",), []).args[0] == 'key "a" not found in TensorDict with keys []'
 
 
 def test_missing_key_is_raisable_and_matchable():
@@ -132,10 +132,9 @@ def test_locked_message_matches_tensordict():
 def test_key_sets_differ_root():
     err = key_sets_differ((), ["a", "b", "c"], ["b", "d"])
     assert type(err) is KeyError
-    assert (
-        err.args[0]
-        == ("keys in tensordicts mismatch. The first TD has keys {'a', 'c'} that the second does not have. The second "
-            "TD has keys {'d'} that the first does not have.")
+    assert err.args[0] == (
+        "keys in tensordicts mismatch. The first TD has keys {'a', 'c'} that the second does not have. The second "
+        "TD has keys {'d'} that the first does not have."
     )
 
 
@@ -149,10 +148,9 @@ def test_key_sets_differ_nested_path():
 
 def test_key_sets_differ_deep_path():
     err = key_sets_differ(("a", "b"), [], ["z"])
-    assert (
-        err.args[0]
-        == ("keys in tensordicts mismatch under ('a', 'b'). The first TD has keys set() that the second does not have. "
-            "The second TD has keys {'z'} that the first does not have.")
+    assert err.args[0] == (
+        "keys in tensordicts mismatch under ('a', 'b'). The first TD has keys set() that the second does not have. "
+        "The second TD has keys {'z'} that the first does not have."
     )
 
 

@@ -38,9 +38,7 @@ def td3(names: Any = None) -> TensorDict:
 
 
 def snapshot(td: Any) -> dict:
-    return {k: v.clone() for k, v in td.items(include_nested=True, leaves_only=True)} | {
-        "__batch__": td.batch_size
-    }
+    return {k: v.clone() for k, v in td.items(include_nested=True, leaves_only=True)} | {"__batch__": td.batch_size}
 
 
 def assert_unchanged(td: Any, before: dict) -> None:
@@ -232,9 +230,7 @@ def test_pad_sequence_padding_value_mapping():
     assert out["n", "b"][0, 1].tolist() == [7, 7]
     partial = pad_sequence([seq(1), seq(2)], padding_value={"a": 5})
     assert partial["n", "b"][0, 1].tolist() == [0, 0]
-    with pytest.raises(
-        KeyError, match=r"padding_value has keys \['zz'\] that name no leaf.*\[\('n', 'b'\), 'a'\]"
-    ):
+    with pytest.raises(KeyError, match=r"padding_value has keys \['zz'\] that name no leaf.*\[\('n', 'b'\), 'a'\]"):
         pad_sequence([seq(1), seq(2)], padding_value={"zz": 1})
 
 
@@ -264,12 +260,8 @@ def test_pad_sequence_negative_pad_dim():
 
 def test_pad_sequence_dtype_of_first_and_nested_extra_dims():
     tds = [
-        TensorDict(
-            {"i": torch.ones(2, dtype=torch.int32), "n": TensorDict({"x": torch.ones(2, 4)}, [2, 4])}, [2]
-        ),
-        TensorDict(
-            {"i": torch.ones(3, dtype=torch.int64), "n": TensorDict({"x": torch.ones(3, 4)}, [3, 4])}, [3]
-        ),
+        TensorDict({"i": torch.ones(2, dtype=torch.int32), "n": TensorDict({"x": torch.ones(2, 4)}, [2, 4])}, [2]),
+        TensorDict({"i": torch.ones(3, dtype=torch.int64), "n": TensorDict({"x": torch.ones(3, 4)}, [3, 4])}, [3]),
     ]
     out = pad_sequence(tds, padding_value=9)
     assert out["i"].dtype == torch.int32
@@ -280,9 +272,7 @@ def test_pad_sequence_dtype_of_first_and_nested_extra_dims():
 def test_pad_sequence_without_leaves_and_device():
     out = pad_sequence([TensorDict(batch_size=[3]), TensorDict(batch_size=[5])])
     assert out.batch_size == torch.Size([2, 5])
-    dev = pad_sequence(
-        [TensorDict({"a": torch.ones(1)}, [1], device="cpu"), TensorDict({"a": torch.ones(2)}, [2])]
-    )
+    dev = pad_sequence([TensorDict({"a": torch.ones(1)}, [1], device="cpu"), TensorDict({"a": torch.ones(2)}, [2])])
     assert dev.device == torch.device("cpu")
     empty = pad_sequence(
         [TensorDict({"a": torch.ones(1), "e": {}}, [1]), TensorDict({"a": torch.ones(2), "e": {}}, [2])]
@@ -294,9 +284,7 @@ def test_pad_sequence_without_leaves_and_device():
 def test_pad_sequence_out():
     out = TensorDict({"a": torch.full((2, 3), -5.0)}, batch_size=[2, 3])
     target_a = out["a"]
-    res = pad_sequence(
-        [TensorDict({"a": torch.ones(2)}, [2]), TensorDict({"a": torch.ones(3)}, [3])], out=out
-    )
+    res = pad_sequence([TensorDict({"a": torch.ones(2)}, [2]), TensorDict({"a": torch.ones(3)}, [3])], out=out)
     assert res is out
     assert out["a"] is target_a
     assert out["a"].tolist() == [[1, 1, 0], [1, 1, 1]]
@@ -437,9 +425,7 @@ def test_merge_errors():
         merge_tensordicts(a)
     with pytest.raises(TypeError, match="merge_tensordicts expects TensorDicts, got dict at position 1"):
         merge_tensordicts(a, {"x": torch.zeros(2)})
-    with pytest.raises(
-        TypeError, match=r"key \('n', 'y'\): 'n' is a Tensor in tensordict 1, not a TensorDict"
-    ):
+    with pytest.raises(TypeError, match=r"key \('n', 'y'\): 'n' is a Tensor in tensordict 1, not a TensorDict"):
         merge_tensordicts(a, TensorDict({"n": torch.zeros(2)}, [2]))
     with pytest.raises(TypeError, match=r"key 'n' is a TensorDict in tensordict 1 but a leaf in another"):
         merge_tensordicts(TensorDict({"n": torch.zeros(2)}, [2]), a)
@@ -468,9 +454,7 @@ def test_make_tensordict():
     assert conv.device == torch.device("cpu")
     assert conv["pair", "1"].dtype == torch.int64
     assert make_tensordict().batch_size == torch.Size([])
-    with pytest.raises(
-        RuntimeError, match=r"batch_size \[4\] is incompatible with leaf 'a' of shape \[3, 4\]"
-    ):
+    with pytest.raises(RuntimeError, match=r"batch_size \[4\] is incompatible with leaf 'a' of shape \[3, 4\]"):
         make_tensordict(a=torch.zeros(3, 4), batch_size=[4])
 
 
@@ -481,9 +465,7 @@ def test_group_by_tensor_entries():
     assert isinstance(groups, tuple)
     assert [g["r"].tolist() for g in groups] == [[1, 4], [3], [0, 2]]
     assert all(type(g) is TensorDict for g in groups)
-    rows = TensorDict(
-        {"k": torch.tensor([[1, 2], [0, 0], [1, 2]]), "n": {"v": torch.arange(3)}}, batch_size=[3]
-    )
+    rows = TensorDict({"k": torch.tensor([[1, 2], [0, 0], [1, 2]]), "n": {"v": torch.arange(3)}}, batch_size=[3])
     values, groups = group_by(rows, "k")
     assert values.tolist() == [[0, 0], [1, 2]]
     assert [g["n", "v"].tolist() for g in groups] == [[1], [0, 2]]
@@ -506,9 +488,7 @@ def test_group_by_errors():
         group_by(td, "zz")
     with pytest.raises(TypeError, match="needs a tensor or non-tensor entry, but 'n' holds a TensorDict"):
         group_by(td, "n")
-    with pytest.raises(
-        TypeError, match="the values of the non-tensor entry 'o' must be hashable and sortable"
-    ):
+    with pytest.raises(TypeError, match="the values of the non-tensor entry 'o' must be hashable and sortable"):
         group_by(td, "o")
 
 
@@ -537,14 +517,10 @@ def test_from_namedtuple_nested_and_batch_keywords():
     assert td.batch_size == torch.Size([])
     assert td["y", "y"].dtype == torch.int64
     assert td["y", "y"].shape == ()
-    auto = TensorDict.from_namedtuple(
-        Point(torch.zeros(3, 4), {"k": torch.zeros(3, 2)}), auto_batch_size=True
-    )
+    auto = TensorDict.from_namedtuple(Point(torch.zeros(3, 4), {"k": torch.zeros(3, 2)}), auto_batch_size=True)
     assert auto.batch_size == torch.Size([3])
     assert auto["y"].batch_size == torch.Size([3, 2])
-    sized = TensorDict.from_namedtuple(
-        Point(torch.zeros(3), {"k": torch.zeros(3)}), batch_size=[3], device="cpu"
-    )
+    sized = TensorDict.from_namedtuple(Point(torch.zeros(3), {"k": torch.zeros(3)}), batch_size=[3], device="cpu")
     assert sized["y"].batch_size == torch.Size([3])
     assert sized.device == torch.device("cpu")
     limited = TensorDict.from_namedtuple(
@@ -565,14 +541,10 @@ def test_from_namedtuple_errors_and_warnings():
     with pytest.raises(TypeError, match="from_namedtuple expects a named tuple, got tuple"):
         TensorDict.from_namedtuple((torch.zeros(2),))
     with pytest.raises(TypeError, match="Conflicting batch sizes in from_namedtuple"):
-        TensorDict.from_namedtuple(
-            Point(torch.zeros(3), torch.zeros(3)), batch_size=[3], auto_batch_size=True
-        )
+        TensorDict.from_namedtuple(Point(torch.zeros(3), torch.zeros(3)), batch_size=[3], auto_batch_size=True)
     with pytest.raises(RuntimeError, match=r"batch_size \[3\] is incompatible with leaf 'y'"):
         TensorDict.from_namedtuple(Point(torch.zeros(3), 1), batch_size=[3])
-    with pytest.warns(
-        FutureWarning, match="from_namedtuple ignores batch_dims=1 without auto_batch_size=True"
-    ):
+    with pytest.warns(FutureWarning, match="from_namedtuple ignores batch_dims=1 without auto_batch_size=True"):
         TensorDict.from_namedtuple(Point(torch.zeros(3), torch.zeros(3)), batch_dims=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # batch_dims would not change this result: no warning
@@ -580,9 +552,7 @@ def test_from_namedtuple_errors_and_warnings():
 
 
 def test_from_tuple():
-    td = TensorDict.from_tuple(
-        (torch.zeros(3, 4), (torch.ones(3), {"z": torch.ones(3, 2)})), auto_batch_size=True
-    )
+    td = TensorDict.from_tuple((torch.zeros(3, 4), (torch.ones(3), {"z": torch.ones(3, 2)})), auto_batch_size=True)
     assert td.batch_size == torch.Size([3])
     assert td["1", "1"].batch_size == torch.Size([3, 2])
     assert list(td.keys()) == ["0", "1"]
@@ -677,9 +647,7 @@ def test_to_struct_array():
     scalar = TensorDict({"a": torch.tensor(3.0), "v": torch.arange(3.0)}).to_struct_array()
     assert scalar.shape == ()
     assert scalar["v"].tolist() == [0.0, 1.0, 2.0]
-    grad = TensorDict(
-        {"a": torch.ones(2, requires_grad=True), "s": "long string here"}, [2]
-    ).to_struct_array()
+    grad = TensorDict({"a": torch.ones(2, requires_grad=True), "s": "long string here"}, [2]).to_struct_array()
     assert grad.dtype["s"] == np.dtype("U16")
     assert grad["s"].tolist() == ["long string here"] * 2
 
@@ -689,9 +657,7 @@ def test_to_struct_array_errors():
         TensorDict(batch_size=[2]).to_struct_array()
     with pytest.raises(ValueError, match=r"the TensorDict at 'n' has no entries"):
         TensorDict({"a": torch.ones(2), "n": {}}, [2]).to_struct_array()
-    with pytest.raises(
-        TypeError, match=r"the leaf \('n', 'b'\) of dtype torch.bfloat16 and shape \[2\] has no NumPy"
-    ):
+    with pytest.raises(TypeError, match=r"the leaf \('n', 'b'\) of dtype torch.bfloat16 and shape \[2\] has no NumPy"):
         TensorDict({"n": {"b": torch.ones(2, dtype=torch.bfloat16)}}, [2]).to_struct_array()
 
 
@@ -739,9 +705,7 @@ def test_from_any_dispatch():
     assert TensorDict.from_any([[1.0], [2.0]]).shape == (2, 1)
     assert isinstance(TensorDict.from_any([1, 2.0]), NonTensorStack)
     assert TensorDict.from_any(["a", "b"]).tolist() == ["a", "b"]
-    d = TensorDict.from_any(
-        collections.UserDict({"a": torch.zeros(2, 3), "t": (torch.zeros(2),)}), batch_size=[2]
-    )
+    d = TensorDict.from_any(collections.UserDict({"a": torch.zeros(2, 3), "t": (torch.zeros(2),)}), batch_size=[2])
     assert d.batch_size == torch.Size([2])
     assert d["t"].batch_size == torch.Size([2])
     with pytest.raises(RuntimeError, match=r"batch_size \[2\] is incompatible with leaf '1' of shape \[\]"):
@@ -749,9 +713,7 @@ def test_from_any_dispatch():
     assert TensorDict.from_any({"a": np.ones(2)})["a"].dtype == torch.float64
     assert TensorDict.from_any(np.zeros(3, dtype=[("a", "f4")])).batch_size == torch.Size([3])
     assert list(TensorDict.from_any(Point(torch.zeros(1), torch.zeros(1))).keys()) == ["x", "y"]
-    assert TensorDict.from_any({"a": torch.zeros(2, 3)}, auto_batch_size=True, batch_size=[2]).batch_size == (
-        2,
-    )
+    assert TensorDict.from_any({"a": torch.zeros(2, 3)}, auto_batch_size=True, batch_size=[2]).batch_size == (2,)
     with pytest.raises(KeyError, match="keys must be a str"):
         TensorDict.from_any({1: torch.zeros(3)})
     with pytest.raises(ValueError, match="Cannot pass both batch_size and batch_dims"):
@@ -759,9 +721,7 @@ def test_from_any_dispatch():
 
 
 def test_from_any_structseq_warns_and_uses_positions():
-    with pytest.warns(
-        FutureWarning, match=r"torch.return_types.max like a plain tuple, with the keys \['0', '1'\]"
-    ):
+    with pytest.warns(FutureWarning, match=r"torch.return_types.max like a plain tuple, with the keys \['0', '1'\]"):
         td = TensorDict.from_any(torch.tensor([2, 0]).max(0))
     assert list(td.keys()) == ["0", "1"]
 
@@ -782,9 +742,7 @@ def test_from_any_and_from_dataclass():
     with pytest.warns(FutureWarning, match="dataclass type Defaults was converted"):
         defaults = TensorDict.from_any(Defaults)
     assert defaults["a"].item() == 1
-    with pytest.raises(
-        TypeError, match=r"dataclass type Data, whose fields \['obs', 'extra'\] have no default"
-    ):
+    with pytest.raises(TypeError, match=r"dataclass type Data, whose fields \['obs', 'extra'\] have no default"):
         TensorDict.from_dataclass(Data)
     with pytest.raises(TypeError, match="from_dataclass expects a dataclass instance, got int"):
         TensorDict.from_dataclass(1)

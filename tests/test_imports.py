@@ -25,7 +25,8 @@ MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
@@ -84,7 +85,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for dep in sorted(graph.get(node, ())):
             if state.get(dep) == 1:
-                return [*stack[stack.index(dep):], dep]
+                return [*stack[stack.index(dep) :], dep]
             if dep not in state and (cycle := visit(dep)):
                 return cycle
         stack.pop()
@@ -114,8 +115,13 @@ def test_no_import_cycle():
 
 
 def test_base_imports_nothing_above_ops():
-    allowed = ("tensorbatch._ops", "tensorbatch._base", "tensorbatch._keys", "tensorbatch._errors",
-               "tensorbatch._compat")
+    allowed = (
+        "tensorbatch._ops",
+        "tensorbatch._base",
+        "tensorbatch._keys",
+        "tensorbatch._errors",
+        "tensorbatch._compat",
+    )
     above = {m for m in import_graph()["tensorbatch.base"] if not m.startswith(allowed)}
     assert not above, f"base.py imports {sorted(above)}"
 
@@ -170,8 +176,17 @@ def test_every_module_imports_first_and_alone():
     """Each module, imported first (before any other of the package), then the package works."""
     names = sorted(MODULES)
     halves = [names[0::2], names[1::2]]  # two drivers: one per core
-    procs = [subprocess.Popen([sys.executable, "-c", _DRIVER, *half], cwd=ROOT, env=_ENV, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for half in halves]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _DRIVER, *half],
+            cwd=ROOT,
+            env=_ENV,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for half in halves
+    ]
     reports = []
     for proc in procs:
         try:
@@ -190,7 +205,13 @@ def test_every_module_imports_first_and_alone():
 
 def test_the_import_check_reports_a_failing_module():
     """The driver names a module whose import fails, and not the others."""
-    out = subprocess.run([sys.executable, "-c", _DRIVER, "tensorbatch._no_such_module", "tensorbatch._keys"],
-                         cwd=ROOT, env=_ENV, text=True, capture_output=True, timeout=300).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _DRIVER, "tensorbatch._no_such_module", "tensorbatch._keys"],
+        cwd=ROOT,
+        env=_ENV,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    ).stdout
     assert "FAILED tensorbatch._no_such_module" in out and "ModuleNotFoundError" in out
     assert "FAILED tensorbatch._keys" not in out

@@ -1182,8 +1182,11 @@ def test_shape_op_per_member(op, stack_dim_after, stack_dim):
 
 
 def test_ragged_members_stay_apart_through_index_and_expand():
-    s = LazyStackedTensorDict(TensorDict(a=torch.rand(5, 4, 8), batch_size=[5]),
-                              TensorDict(a=torch.rand(5, 3, 8), batch_size=[5]), stack_dim=1)
+    s = LazyStackedTensorDict(
+        TensorDict(a=torch.rand(5, 4, 8), batch_size=[5]),
+        TensorDict(a=torch.rand(5, 3, 8), batch_size=[5]),
+        stack_dim=1,
+    )
     out = s[0].expand(6, 2)
     assert type(out) is LazyStackedTensorDict and out.batch_size == (6, 2) and out.stack_dim == 1
     assert [tuple(m["a"].shape) for m in out.tensordicts] == [(6, 4, 8), (6, 3, 8)]
@@ -1377,14 +1380,17 @@ def test_repr():
 def test_repr_follows_the_print_options():
     h, _ = homo()
     with set_printoptions(show_dtype=False, show_device=False, show_field_device=False):
-        assert repr(h).splitlines()[:2] == ["LazyStackedTensorDict(batch_size=[3, 3], stack_dim=0)",
-                                           "|-- i: Tensor(shape=[3, 3])"]
+        assert repr(h).splitlines()[:2] == [
+            "LazyStackedTensorDict(batch_size=[3, 3], stack_dim=0)",
+            "|-- i: Tensor(shape=[3, 3])",
+        ]
     with set_printoptions(show_grad=True, show_is_contiguous=True):  # detailed: the leaves are really stacked
         line = next(x for x in repr(h).splitlines() if "-- x:" in x)
         assert "requires_grad=False" in line and "is_contiguous=True" in line
     with set_printoptions(sort_keys=False):
-        assert [x.split(":")[0] for x in repr(h).splitlines()[1:]] == \
-            [x.split(":")[0] for x in repr(h.to_tensordict()).splitlines()[1:]]
+        assert [x.split(":")[0] for x in repr(h).splitlines()[1:]] == [
+            x.split(":")[0] for x in repr(h.to_tensordict()).splitlines()[1:]
+        ]
 
 
 def test_empty():
@@ -1479,10 +1485,12 @@ def test_non_tensor_mixed_with_tensor_raises():
 
 # ---------------------------------------------------------------------------- jagged densify, to_padded_tensor
 def _ragged_pair():
-    return lazy_stack([
-        TensorDict(a=torch.zeros(3), n={"b": torch.zeros(3, 2)}, batch_size=[3]),
-        TensorDict(a=torch.ones(4), n={"b": torch.ones(4, 2)}, batch_size=[4]),
-    ])
+    return lazy_stack(
+        [
+            TensorDict(a=torch.zeros(3), n={"b": torch.zeros(3, 2)}, batch_size=[3]),
+            TensorDict(a=torch.ones(4), n={"b": torch.ones(4, 2)}, batch_size=[4]),
+        ]
+    )
 
 
 def test_densify_jagged_gives_nested_leaves_and_ragged_batch():

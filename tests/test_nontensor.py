@@ -235,9 +235,7 @@ def test_non_tensor_items():
 
 
 def test_filter_non_tensor_data_keeps_nested_nodes():
-    td = TensorDict(
-        {"n": {"s": "v", "y": torch.zeros(2)}, "m": {"s": "v"}, "t": "w", "x": torch.ones(2)}, [2]
-    )
+    td = TensorDict({"n": {"s": "v", "y": torch.zeros(2)}, "m": {"s": "v"}, "t": "w", "x": torch.ones(2)}, [2])
     out = td.filter_non_tensor_data()
     assert set(out.keys(include_nested=True)) == {"n", ("n", "y"), "m", "x"}
     assert out.get("m").is_empty()
@@ -392,9 +390,7 @@ def test_cat_of_equal_data_stays_data():
     assert out.get("s").batch_size == torch.Size([3])
 
 
-@pytest.mark.parametrize(
-    "op", [lambda td: td.expand(4, 3), lambda td: td.unsqueeze(0)], ids=["expand", "unsqueeze"]
-)
+@pytest.mark.parametrize("op", [lambda td: td.expand(4, 3), lambda td: td.unsqueeze(0)], ids=["expand", "unsqueeze"])
 def test_expand_and_unsqueeze_keep_non_tensor_data(op):
     out = op(make_td1())
     assert type(out.get("s")) is NonTensorData
@@ -793,8 +789,9 @@ def test_non_tensor_leaves_are_unhashable():
 
 def test_non_tensor_repr():
     assert repr(NonTensorData("a", batch_size=[2])) == "NonTensorData(data=a, batch_size=torch.Size([2]), device=None)"
-    assert repr(NonTensorStack("a", "b")) == ("NonTensorStack(\n    ['a', 'b'],\n    batch_size=torch.Size([2]),\n"
-                                              "    device=None)")  # tensordict's form
+    assert repr(NonTensorStack("a", "b")) == (
+        "NonTensorStack(\n    ['a', 'b'],\n    batch_size=torch.Size([2]),\n    device=None)"
+    )  # tensordict's form
 
 
 def test_non_tensor_pickle():

@@ -168,23 +168,35 @@ def test_lazy_legacy_false_works_and_true_raises_naming_the_readme_entry() -> No
 
 
 def test_the_readme_has_the_entry_the_lazy_legacy_error_names() -> None:
-    readme = (os.path.dirname(os.path.dirname(__file__)) + "/README.md")
+    readme = os.path.dirname(os.path.dirname(__file__)) + "/README.md"
     with open(readme, encoding="utf-8") as f:
         assert "Legacy lazy mode" in f.read()
 
 
 # ------------------------------------------------------------------------------------------ print options
 def _td() -> TensorDict:
-    return TensorDict(z=torch.zeros(3, 4), n={"b": torch.ones(3, dtype=torch.int64), "a": torch.ones(3)},
-                      batch_size=[3])
+    return TensorDict(
+        z=torch.zeros(3, 4), n={"b": torch.ones(3, dtype=torch.int64), "a": torch.ones(3)}, batch_size=[3]
+    )
 
 
 def test_printoptions_defaults_are_tensordicts() -> None:
     assert get_printoptions() == {
-        "show_batch_size": True, "show_device": True, "show_is_shared": True, "show_shape": True,
-        "show_field_device": True, "show_dtype": True, "show_field_is_shared": True, "show_grad": False,
-        "show_is_contiguous": False, "show_is_view": False, "show_storage_size": False, "plain": False,
-        "sort_keys": "alphabetical", "compact": True, "html": True,
+        "show_batch_size": True,
+        "show_device": True,
+        "show_is_shared": True,
+        "show_shape": True,
+        "show_field_device": True,
+        "show_dtype": True,
+        "show_field_is_shared": True,
+        "show_grad": False,
+        "show_is_contiguous": False,
+        "show_is_view": False,
+        "show_storage_size": False,
+        "plain": False,
+        "sort_keys": "alphabetical",
+        "compact": True,
+        "html": True,
     }
     options = get_printoptions()
     options["compact"] = False  # a copy
@@ -201,10 +213,18 @@ def test_repr_sorts_keys_by_default_and_follows_sort_keys() -> None:
     ]
     with set_printoptions(sort_keys="insertion"):
         assert [line.split(":")[0] for line in repr(_td()).splitlines()[1:]] == [
-            "|-- z", "`-- n", "    |-- b", "    `-- a"]
+            "|-- z",
+            "`-- n",
+            "    |-- b",
+            "    `-- a",
+        ]
     with set_printoptions(sort_keys={"z": 0, "n": 1, "a": 2, "b": 3}.get):
         assert [line.split(":")[0] for line in repr(_td()).splitlines()[1:]] == [
-            "|-- z", "`-- n", "    |-- a", "    `-- b"]
+            "|-- z",
+            "`-- n",
+            "    |-- a",
+            "    `-- b",
+        ]
 
 
 def test_repr_hides_and_shows_what_the_options_say() -> None:
@@ -213,13 +233,16 @@ def test_repr_hides_and_shows_what_the_options_say() -> None:
     with set_printoptions(show_shape=False, verbose=False):
         assert repr(_td()).splitlines()[2] == "|   |-- a: Tensor()"
     td = TensorDict(a=torch.tensor([1.0, 3.0]), i=torch.tensor([2, 5]), batch_size=[2])
-    with set_printoptions(show_grad=True, show_is_contiguous=True, show_is_view=True, show_storage_size=True,
-                          plain=True):
+    with set_printoptions(
+        show_grad=True, show_is_contiguous=True, show_is_view=True, show_storage_size=True, plain=True
+    ):
         assert get_printoptions()["compact"] is False  # a detailed-only option turns the compact form off
         lines = repr(td).splitlines()
     assert lines[0] == "TensorDict(batch_size=[2], device=None, is_shared=False)"
-    assert lines[1] == ("|-- a: Tensor(shape=[2], dtype=float32, device=cpu, is_shared=False, requires_grad=False, "
-                        "is_contiguous=True, is_view=False, storage_size=8, mean=2, std=1.414)")
+    assert lines[1] == (
+        "|-- a: Tensor(shape=[2], dtype=float32, device=cpu, is_shared=False, requires_grad=False, "
+        "is_contiguous=True, is_view=False, storage_size=8, mean=2, std=1.414)"
+    )
     assert lines[2].endswith("storage_size=16, min=2, max=5)")
     with set_printoptions(compact=True, show_grad=True):  # compact given: the detailed facts stay hidden
         assert "requires_grad" not in repr(td)
@@ -254,7 +277,15 @@ def test_same_instance_entered_twice_restores_in_order() -> None:
 
 
 def test_package_and_utils_export_the_options() -> None:
-    for name in ("set_printoptions", "get_printoptions", "set_list_to_stack", "list_to_stack",
-                 "set_capture_non_tensor_stack", "capture_non_tensor_stack", "set_lazy_legacy", "lazy_legacy"):
+    for name in (
+        "set_printoptions",
+        "get_printoptions",
+        "set_list_to_stack",
+        "list_to_stack",
+        "set_capture_non_tensor_stack",
+        "capture_non_tensor_stack",
+        "set_lazy_legacy",
+        "lazy_legacy",
+    ):
         assert getattr(tensorbatch, name) is getattr(tensorbatch.utils, name)
         assert name in tensorbatch.__all__

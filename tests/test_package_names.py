@@ -32,8 +32,12 @@ from tensorbatch.utils import convert_ellipsis_to_idx, isin, print_directory_tre
 # ------------------------------------------------------------------------------------------ parse
 def _sample() -> TensorDict:
     return TensorDict(
-        z=torch.ones(3, 4), n={"b": torch.ones(3, dtype=torch.int64), "m": {"c": torch.ones(3, 2, 1)}},
-        s="hi", st=["a", "b", "c"], e={}, batch_size=[3],
+        z=torch.ones(3, 4),
+        n={"b": torch.ones(3, dtype=torch.int64), "m": {"c": torch.ones(3, 2, 1)}},
+        s="hi",
+        st=["a", "b", "c"],
+        e={},
+        batch_size=[3],
     )
 
 
@@ -113,10 +117,8 @@ def test_from_consolidated(tmp_path) -> None:
 
 # ------------------------------------------------------------------------------------------ predicates
 def test_is_leaf_predicates() -> None:
-    assert [default_is_leaf(c) for c in (torch.Tensor, int, NonTensorData, TensorDict)] == [True, True, False,
-                                                                                             False]
-    assert [is_leaf_nontensor(c) for c in (torch.Tensor, int, NonTensorStack, TensorDict)] == [True, False, True,
-                                                                                                False]
+    assert [default_is_leaf(c) for c in (torch.Tensor, int, NonTensorData, TensorDict)] == [True, True, False, False]
+    assert [is_leaf_nontensor(c) for c in (torch.Tensor, int, NonTensorStack, TensorDict)] == [True, False, True, False]
     td = TensorDict(a={}, b="text", c=torch.zeros(()))
     assert list(td.keys(leaves_only=True, is_leaf=is_leaf_nontensor)) == ["b", "c"]
     assert KEY_SEPARATOR == "." and set(TensorDict(a={"b": torch.zeros(())}).flatten_keys().keys()) == {"a.b"}
@@ -142,7 +144,7 @@ def test_deprecated_helpers_warn() -> None:
     with pytest.warns(DeprecationWarning, match="unravel_keys"):
         assert unravel_keys(("a", ("b",))) == ("a", "b")
     with pytest.warns(DeprecationWarning, match="convert_ellipsis_to_idx"):
-        assert convert_ellipsis_to_idx((torch.ones(2, 3, dtype=torch.bool), ...), [2, 3, 4]) [1:] == (slice(None),)
+        assert convert_ellipsis_to_idx((torch.ones(2, 3, dtype=torch.bool), ...), [2, 3, 4])[1:] == (slice(None),)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(IndexError, match="single ellipsis"):
@@ -158,9 +160,20 @@ def test_print_directory_tree_logs_each_line(tmp_path, caplog) -> None:
 
 
 def test_names_are_exported() -> None:
-    for name in ("from_dataclass", "from_consolidated", "default_is_leaf", "is_leaf_nontensor", "is_bool",
-                 "is_floating", "is_integer", "is_inexact", "parse_tensor_dict_string", "KEY_SEPARATOR",
-                 "set_get_defaults_to_none", "get_defaults_to_none"):
+    for name in (
+        "from_dataclass",
+        "from_consolidated",
+        "default_is_leaf",
+        "is_leaf_nontensor",
+        "is_bool",
+        "is_floating",
+        "is_integer",
+        "is_inexact",
+        "parse_tensor_dict_string",
+        "KEY_SEPARATOR",
+        "set_get_defaults_to_none",
+        "get_defaults_to_none",
+    ):
         assert name in tensorbatch.__all__ and hasattr(tensorbatch, name)
     from tensorbatch.tensorclass import from_dataclass as from_module
 
@@ -175,8 +188,15 @@ def test_tensor_collection_and_non_tensor_bases() -> None:
     class P:
         x: torch.Tensor
 
-    for obj in (TensorDict(), lazy_stack([TensorDict(), TensorDict()]), NonTensorData(1), NonTensorStack(1, 2),
-                MetaData(1), P(x=torch.zeros(1)), TensorAttrs()):
+    for obj in (
+        TensorDict(),
+        lazy_stack([TensorDict(), TensorDict()]),
+        NonTensorData(1),
+        NonTensorStack(1, 2),
+        MetaData(1),
+        P(x=torch.zeros(1)),
+        TensorAttrs(),
+    ):
         assert isinstance(obj, TensorCollection), type(obj)
     assert not isinstance(torch.zeros(1), TensorCollection) and not isinstance({}, TensorCollection)
     with pytest.raises(TypeError, match="abstract"):
@@ -193,8 +213,15 @@ def test_metadata_keeps_its_class_and_stacks_by_identity(tmp_path) -> None:
 
     config = {"lr": 0.1}
     td = TensorDict(cfg=MetaData(config, batch_size=[2]), batch_size=[2])
-    for out in (td[0], td.unsqueeze(1), td.expand(3, 2), td.clone(), pickle.loads(pickle.dumps(td)),
-                torch.stack([td, td]), torch.cat([td, td])):
+    for out in (
+        td[0],
+        td.unsqueeze(1),
+        td.expand(3, 2),
+        td.clone(),
+        pickle.loads(pickle.dumps(td)),
+        torch.stack([td, td]),
+        torch.cat([td, td]),
+    ):
         assert type(out.get("cfg")) is MetaData, out
     assert td[1]["cfg"] is config
     equal = TensorDict(cfg=MetaData({"lr": 0.1}, batch_size=[2]), batch_size=[2])

@@ -67,7 +67,10 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     result = subprocess.run(
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return out
@@ -104,16 +107,30 @@ def test_sdist_contents(dist: Path):
     sdist = _one(dist, f"tensorbatch-{tensorbatch.__version__}.tar.gz")
     with tarfile.open(sdist) as tf:
         names = {name.split("/", 1)[1] for name in tf.getnames() if "/" in name}
-    assert {"LICENSE", "README.md", "CHANGELOG.md", "CONTRIBUTING.md", "pyproject.toml", "PKG-INFO",
-            "tensorbatch/__init__.py", "tensorbatch/py.typed", "tensorbatch/base.pyi"} <= names
+    assert {
+        "LICENSE",
+        "README.md",
+        "CHANGELOG.md",
+        "CONTRIBUTING.md",
+        "pyproject.toml",
+        "PKG-INFO",
+        "tensorbatch/__init__.py",
+        "tensorbatch/py.typed",
+        "tensorbatch/base.pyi",
+    } <= names
     assert not [n for n in names if n.startswith((".venv/", "dist/", "build/")) or "__pycache__" in n]
 
 
 def test_twine_check(dist: Path):
     _need("twine")
     files = [str(p) for p in sorted(dist.iterdir())]
-    result = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *files],
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *files],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("PASSED") == 2, result.stdout
 
@@ -122,8 +139,9 @@ def test_editable_wheel_version(tmp_path: Path):
     """``pip install -e .`` reads the same version (hatchling's editable wheel)."""
     _need("hatchling", "editables")
     code = "import sys; from hatchling.build import build_editable; print(build_editable(sys.argv[1]))"
-    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     wheel = tmp_path / result.stdout.strip().splitlines()[-1]
     with zipfile.ZipFile(wheel) as zf:
@@ -145,7 +163,14 @@ def test_wheel_installs_and_runs(dist: Path, tmp_path: Path):
         "back = TensorDict.load_memmap(td.memmap(os.path.join(tempfile.mkdtemp(), 'f')).saved_path)\n"
         "print(tensorbatch.__version__, (td + back)['a'].sum().item(), back['b', 'c'].shape)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code, str(site)], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120, check=False, env={**os.environ, "PYTHONPATH": str(site)})
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(site)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == [tensorbatch.__version__, "30.0", "torch.Size([3])"]

@@ -17,11 +17,15 @@ from tensorbatch import _progress as progress_mod
 
 pytest.importorskip("tqdm", reason="tqdm (the progress extra) is not installed")
 
+
 def _td() -> TensorDict:
     g = torch.Generator().manual_seed(0)
     return TensorDict(
-        {"a": torch.rand(64, 1024, generator=g), "b": torch.arange(64, dtype=torch.int16),
-         "n": {"c": torch.rand(64, 3, generator=g, dtype=torch.float64), "s": "text"}},
+        {
+            "a": torch.rand(64, 1024, generator=g),
+            "b": torch.arange(64, dtype=torch.int16),
+            "n": {"c": torch.rand(64, 3, generator=g, dtype=torch.float64), "s": "text"},
+        },
         batch_size=[64],
     )
 
@@ -192,8 +196,14 @@ def test_set_progress_block_and_global(tmp_path, capsys) -> None:
 @pytest.mark.parametrize(("value", "expected"), [("1", True), ("yes", True), ("0", False), ("", False)])
 def test_environment_variable_sets_the_default(value, expected) -> None:
     env = {**os.environ, "TENSORBATCH_PROGRESS": value}
-    out = subprocess.run([sys.executable, "-c", "import tensorbatch; print(tensorbatch.get_progress())"],
-                         env=env, capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-c", "import tensorbatch; print(tensorbatch.get_progress())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent.parent,
+    )
     assert out.stdout.strip() == str(expected)
 
 

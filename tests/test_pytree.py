@@ -166,19 +166,23 @@ def test_empty_nested_td_roundtrip() -> None:
 def test_treespec_sizes_are_hints_not_structure() -> None:
     # as two tensors of different shapes: an exported program checks another batch size's spec against its own
     def spec(n: int, **kwargs: Any) -> Any:
-        return pytree.tree_flatten(TensorDict({"a": torch.zeros(n, 2), "nested": {"b": torch.zeros(n)}}, [n],
-                                              **kwargs))[1]
+        return pytree.tree_flatten(
+            TensorDict({"a": torch.zeros(n, 2), "nested": {"b": torch.zeros(n)}}, [n], **kwargs)
+        )[1]
 
     assert spec(4) == spec(7)
     assert not spec(4) != spec(7)  # noqa: SIM202 (__ne__ is under test)
     assert hash(spec(4).context) == hash(spec(7).context)
-    assert spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2), "nested": {"c": torch.zeros(4)}},
-                                                     [4]))[1]  # another key
-    assert spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2), "nested": {"b": torch.zeros(4)}},
-                                                     []))[1]  # another number of batch dims
+    assert (
+        spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2), "nested": {"c": torch.zeros(4)}}, [4]))[1]
+    )  # another key
+    assert (
+        spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2), "nested": {"b": torch.zeros(4)}}, []))[1]
+    )  # another number of batch dims
     assert spec(4) != spec(4, names=["n"])
-    assert spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2, 1), "nested": {"b": torch.zeros(4)}},
-                                                     [4]))[1]  # another number of feature dims
+    assert (
+        spec(4) != pytree.tree_flatten(TensorDict({"a": torch.zeros(4, 2, 1), "nested": {"b": torch.zeros(4)}}, [4]))[1]
+    )  # another number of feature dims
     leaves, _ = pytree.tree_flatten(TensorDict({"a": torch.ones(6, 2), "nested": {"b": torch.ones(6)}}, [6]))
     out = pytree.tree_unflatten(leaves, spec(4))  # the leaves tell the batch size
     assert out.batch_size == torch.Size([6])
@@ -439,8 +443,7 @@ def test_vmap_equal_sizes_mapped_beyond_the_batch_dims_raise() -> None:
 
 
 def test_vmap_over_parameters_keeps_them_plain() -> None:
-    params = TensorDict({"w": torch.nn.Parameter(torch.ones(3, 2)), "n": {"b": torch.nn.Parameter(torch.ones(3))}},
-                        [3])
+    params = TensorDict({"w": torch.nn.Parameter(torch.ones(3, 2)), "n": {"b": torch.nn.Parameter(torch.ones(3))}}, [3])
     out = torch.vmap(lambda p: p.apply(lambda x: x * 2))(params)
     assert out.batch_size == torch.Size([3])
     assert out["n"].batch_size == torch.Size([3])
@@ -481,8 +484,10 @@ def test_strided_nested_tensor_first_entry_round_trips() -> None:
 def _with_unbatched() -> TensorDict:
     from tensorbatch import UnbatchedTensor
 
-    return TensorDict({"u": UnbatchedTensor(torch.arange(4.0)), "a": torch.ones(3, 2),
-                       "n": {"v": UnbatchedTensor(torch.ones(2))}}, [3])
+    return TensorDict(
+        {"u": UnbatchedTensor(torch.arange(4.0)), "a": torch.ones(3, 2), "n": {"v": UnbatchedTensor(torch.ones(2))}},
+        [3],
+    )
 
 
 def test_unbatched_entries_tell_nothing_about_the_batch() -> None:

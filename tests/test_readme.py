@@ -69,8 +69,10 @@ def _package_files() -> set[str]:
 def test_layout_names_every_module():
     listed = _layout()
     missing = sorted(_package_files() - set(listed))
-    assert not missing, ("README.md's Layout section does not name these files of tensorbatch/ (add one line each, "
-                         f"under their directory): {missing}")
+    assert not missing, (
+        "README.md's Layout section does not name these files of tensorbatch/ (add one line each, "
+        f"under their directory): {missing}"
+    )
     assert any(path.endswith(".py") for path in listed)
 
 
@@ -88,8 +90,17 @@ ROOT = README.parent
 ISSUE_NUMBER = re.compile(r"\bissues? #?\d+", flags=re.I)
 # what users read: documents, docstrings and comments of the package, benchmarks and examples (CHANGELOG.md may
 # name the project's issues)
-USER_DOCUMENTS = ("README.md", "CONTRIBUTING.md", "docs/**/*", "benchmarks/**/*.py", "benchmarks/README.md",
-                  "examples/**/*.py", "tensorbatch/**/*.py", "tensorbatch/**/*.pyi", "tensorbatch/**/*.md")
+USER_DOCUMENTS = (
+    "README.md",
+    "CONTRIBUTING.md",
+    "docs/**/*",
+    "benchmarks/**/*.py",
+    "benchmarks/README.md",
+    "examples/**/*.py",
+    "tensorbatch/**/*.py",
+    "tensorbatch/**/*.pyi",
+    "tensorbatch/**/*.md",
+)
 
 
 def test_user_documents_name_no_internal_issue():

@@ -189,7 +189,8 @@ def test_redis_preallocation(server_kwargs):
 
     store = TensorDictStore.from_schema(
         {"obs": ([84, 84, 3], torch.uint8), "action": ([4], torch.float32), "reward": ([], torch.float32)},
-        batch_size=[1_000], **server_kwargs,
+        batch_size=[1_000],
+        **server_kwargs,
     )
     replay = Replay.from_tensordict(store)
     for i, (obs, action, reward) in enumerate(_samples(3)):
@@ -207,8 +208,10 @@ def test_redis_preallocation(server_kwargs):
 
 
 def _samples(n):
-    return [(torch.full((84, 84, 3), i, dtype=torch.uint8), torch.full((4,), float(i)), torch.tensor(float(i)))
-            for i in range(n)]
+    return [
+        (torch.full((84, 84, 3), i, dtype=torch.uint8), torch.full((4,), float(i)), torch.tensor(float(i)))
+        for i in range(n)
+    ]
 
 
 def test_fill_an_empty_backend_with_check_false():
@@ -224,8 +227,12 @@ def test_fill_an_empty_backend_with_check_false():
 
 def test_fill_a_preallocated_backend():
     """The seed's fill loop over a preallocated backend (in memory here)."""
-    store = TensorDict(obs=torch.zeros(100, 84, 84, 3, dtype=torch.uint8), action=torch.zeros(100, 4),
-                       reward=torch.zeros(100), batch_size=[100])
+    store = TensorDict(
+        obs=torch.zeros(100, 84, 84, 3, dtype=torch.uint8),
+        action=torch.zeros(100, 4),
+        reward=torch.zeros(100),
+        batch_size=[100],
+    )
     replay = Replay.from_tensordict(store)
     for i, (obs, action, reward) in enumerate(_samples(5)):
         replay[i] = Replay(obs=obs, action=action, reward=reward, batch_size=[])
@@ -244,15 +251,45 @@ def test_ifeval_signature_and_members():
     import inspect
 
     params = inspect.signature(IFEvalScoreData).parameters
-    assert list(params)[:4] == ["prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc",
-                                "inst_level_loose_acc"]
+    assert list(params)[:4] == [
+        "prompt_level_strict_acc",
+        "inst_level_strict_acc",
+        "prompt_level_loose_acc",
+        "inst_level_loose_acc",
+    ]
     assert params["batch_size"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["device"].default is None
     assert params["names"].default is None
-    for name in ("cat", "device", "dumps", "fields", "from_any", "from_dataclass", "from_namedtuple", "from_pytree",
-                 "from_struct_array", "from_tensordict", "from_tuple", "get", "lazy_stack", "load", "load_",
-                 "load_memmap", "load_state_dict", "maybe_dense_stack", "memmap", "memmap_", "memmap_like",
-                 "memmap_refresh_", "save", "set", "stack", "state_dict", "to_tensordict", "unbind"):
+    for name in (
+        "cat",
+        "device",
+        "dumps",
+        "fields",
+        "from_any",
+        "from_dataclass",
+        "from_namedtuple",
+        "from_pytree",
+        "from_struct_array",
+        "from_tensordict",
+        "from_tuple",
+        "get",
+        "lazy_stack",
+        "load",
+        "load_",
+        "load_memmap",
+        "load_state_dict",
+        "maybe_dense_stack",
+        "memmap",
+        "memmap_",
+        "memmap_like",
+        "memmap_refresh_",
+        "save",
+        "set",
+        "stack",
+        "state_dict",
+        "to_tensordict",
+        "unbind",
+    ):
         assert hasattr(IFEvalScoreData, name), name
     scores = IFEvalScoreData(torch.ones(3), None, torch.zeros(3), None, batch_size=[3])
     assert scores.inst_level_strict_acc is None
@@ -404,8 +441,9 @@ def test_ifeval_load_memmap_fake():
 
 def test_ifeval_memmap_like(tmp_path):
     # the page expands to 1_000_000; 10_000 keeps the sparse files small on any filesystem
-    td = TensorDict({"a": torch.zeros((3, 64, 64), dtype=torch.uint8), "b": torch.zeros(1, dtype=torch.int64)},
-                    batch_size=[]).expand(10_000)
+    td = TensorDict(
+        {"a": torch.zeros((3, 64, 64), dtype=torch.uint8), "b": torch.zeros(1, dtype=torch.int64)}, batch_size=[]
+    ).expand(10_000)
     buffer = td.memmap_like(str(tmp_path / "dataset"))
     assert buffer.batch_size == torch.Size([10_000])
     assert buffer.is_memmap()

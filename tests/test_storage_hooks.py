@@ -39,8 +39,9 @@ def test_meta_items_default_is_the_items():
     assert list(td._meta_items()) == list(td._items_str())
 
 
-@pytest.mark.parametrize("index", [1, slice(0, 2), [2, 0, 2], T([True, False, True])],
-                         ids=["int", "slice", "rows", "mask"])
+@pytest.mark.parametrize(
+    "index", [1, slice(0, 2), [2, 0, 2], T([True, False, True])], ids=["int", "slice", "rows", "mask"]
+)
 def test_read_rows_default_is_indexing(index):
     td = _td()
     out = td._read_rows(plan_rows(index, 3))

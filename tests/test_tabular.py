@@ -15,6 +15,7 @@ pd = pytest.importorskip("pandas")
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyarrow.parquet")
 
+
 def _parquet(table):
     buf = io.BytesIO()
     pa.parquet.write_table(table, buf)
@@ -22,19 +23,33 @@ def _parquet(table):
     return buf
 
 
-DTYPES = [torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.float16,
-          torch.float32, torch.float64]
+DTYPES = [
+    torch.bool,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+    torch.float16,
+    torch.float32,
+    torch.float64,
+]
 FORMATS = ["pandas", "arrow", "parquet", "csv", "json"]
 
 
 def _sample(n: int = 4) -> TensorDict:
-    return TensorDict({
-        "f": torch.tensor([0.5, float("nan"), -1.25, 3.0])[:n],
-        "i": torch.arange(n),
-        "b": torch.arange(n) % 2 == 0,
-        "s": tensorbatch.NonTensorStack(*[f"row{k}" for k in range(n)]) if n else None,
-        "obs": {"x": torch.arange(n, dtype=torch.float32), "y": {"z": torch.arange(n, dtype=torch.int16)}},
-    } if n else {"f": torch.zeros(0), "obs": {"x": torch.zeros(0)}}, batch_size=[n])
+    return TensorDict(
+        {
+            "f": torch.tensor([0.5, float("nan"), -1.25, 3.0])[:n],
+            "i": torch.arange(n),
+            "b": torch.arange(n) % 2 == 0,
+            "s": tensorbatch.NonTensorStack(*[f"row{k}" for k in range(n)]) if n else None,
+            "obs": {"x": torch.arange(n, dtype=torch.float32), "y": {"z": torch.arange(n, dtype=torch.int16)}},
+        }
+        if n
+        else {"f": torch.zeros(0), "obs": {"x": torch.zeros(0)}},
+        batch_size=[n],
+    )
 
 
 def _round_trip(td: TensorDict, fmt: str, tmp_path, sep="."):
@@ -146,9 +161,14 @@ def test_categorical_and_missing_strings():
 
 
 def test_pandas_datetimes_durations_and_objects():
-    df = pd.DataFrame({"t": pd.to_datetime(["1970-01-01 00:00:01", None]),
-                       "d": pd.to_timedelta([1, None], unit="s"),
-                       "o": pd.Series([1, None], dtype=object), "n": pd.array([True, None], dtype="boolean")})
+    df = pd.DataFrame(
+        {
+            "t": pd.to_datetime(["1970-01-01 00:00:01", None]),
+            "d": pd.to_timedelta([1, None], unit="s"),
+            "o": pd.Series([1, None], dtype=object),
+            "n": pd.array([True, None], dtype="boolean"),
+        }
+    )
     td = tensorbatch.from_pandas(df, dtype=torch.float32)
     assert td["t"].dtype == torch.int64  # int64 nanoseconds, never cast
     assert td["t"].tolist() == [1_000_000_000, torch.iinfo(torch.int64).min]
@@ -159,10 +179,12 @@ def test_pandas_datetimes_durations_and_objects():
 
 
 def test_arrow_dictionary_and_timestamps():
-    table = pa.table({
-        "d": pa.array(["u", "v", "u"]).dictionary_encode(),
-        "t": pa.array([0, 1_000, 2_000], type=pa.timestamp("us")),
-    })
+    table = pa.table(
+        {
+            "d": pa.array(["u", "v", "u"]).dictionary_encode(),
+            "t": pa.array([0, 1_000, 2_000], type=pa.timestamp("us")),
+        }
+    )
     td = tensorbatch.from_arrow(table)
     assert td["d"] == ["u", "v", "u"]
     assert td["t"][1] == datetime.datetime(1970, 1, 1, 0, 0, 0, 1000)  # Python datetimes, as tensordict's
@@ -173,7 +195,7 @@ def test_arrow_dictionary_and_timestamps():
 def test_repeated_strings_are_built_once_per_distinct_value(tmp_path):
     # 5,000 rows of 3 labels and missing values, in 4 chunks: Arrow encodes them, the stack keeps 3 values + None
     labels = ["x", "y", None, "z", "y"] * 1000
-    table = pa.Table.from_batches([pa.record_batch({"s": labels[i:i + 1250]}) for i in range(0, 5000, 1250)])
+    table = pa.Table.from_batches([pa.record_batch({"s": labels[i : i + 1250]}) for i in range(0, 5000, 1250)])
     td = tensorbatch.from_arrow(table, nulls="fill")
     assert td["s"] == labels
     assert sorted(td._get_str("s")._items, key=str) == [None, "x", "y", "z"]
@@ -289,10 +311,12 @@ def test_arrow_nulls_raise_fill_or_mask():
 
 
 def test_arrow_lists_structs_and_trailing_dims_round_trip():
-    td = TensorDict(img=torch.arange(12.0).reshape(3, 2, 2),
-                    ids=torch.nested.nested_tensor_from_jagged(torch.arange(4), torch.tensor([0, 1, 1, 4])),
-                    obs=TensorDict(x=torch.arange(3), s=tensorbatch.NonTensorStack("a", "b", "c"), batch_size=[3]),
-                    batch_size=[3])
+    td = TensorDict(
+        img=torch.arange(12.0).reshape(3, 2, 2),
+        ids=torch.nested.nested_tensor_from_jagged(torch.arange(4), torch.tensor([0, 1, 1, 4])),
+        obs=TensorDict(x=torch.arange(3), s=tensorbatch.NonTensorStack("a", "b", "c"), batch_size=[3]),
+        batch_size=[3],
+    )
     table = td.to_arrow()
     assert table.column("img").type.extension_name == "arrow.fixed_shape_tensor"
     assert str(table.column("ids").type) == "large_list<item: int64>"

@@ -275,6 +275,7 @@ class TestDecorator:
         with pytest.raises(ValueError, match="unknown TensorClass option"):
             TensorClass["fast"]
         with pytest.raises(ValueError, match="exclude each other"):
+
             class C(TensorClass, autocast=True, nocast=True):
                 x: Tensor
 
@@ -450,15 +451,51 @@ class TestForwarding:
     @pytest.mark.parametrize(
         "op",
         [
-            lambda t: t.clone(), lambda t: t[1:3], lambda t: t.reshape(2, 2), lambda t: t.unsqueeze(0),
-            lambda t: t + 1, lambda t: t * t, lambda t: t.apply(lambda x: x * 2), lambda t: t.to(torch.float64),
-            lambda t: t.detach(), lambda t: t.sum(0), lambda t: t == t, lambda t: t.expand(2, 4),
-            lambda t: t.select("obs"), lambda t: t.exclude("obs"), lambda t: t.contiguous(), lambda t: t.cpu(),
-            lambda t: t.new_zeros(2), lambda t: copy.copy(t), lambda t: copy.deepcopy(t),
-            lambda t: torch.cat([t, t]), lambda t: torch.stack([t, t], 1),
+            lambda t: t.clone(),
+            lambda t: t[1:3],
+            lambda t: t.reshape(2, 2),
+            lambda t: t.unsqueeze(0),
+            lambda t: t + 1,
+            lambda t: t * t,
+            lambda t: t.apply(lambda x: x * 2),
+            lambda t: t.to(torch.float64),
+            lambda t: t.detach(),
+            lambda t: t.sum(0),
+            lambda t: t == t,
+            lambda t: t.expand(2, 4),
+            lambda t: t.select("obs"),
+            lambda t: t.exclude("obs"),
+            lambda t: t.contiguous(),
+            lambda t: t.cpu(),
+            lambda t: t.new_zeros(2),
+            lambda t: copy.copy(t),
+            lambda t: copy.deepcopy(t),
+            lambda t: torch.cat([t, t]),
+            lambda t: torch.stack([t, t], 1),
         ],
-        ids=["clone", "slice", "reshape", "unsqueeze", "add", "mul", "apply", "to", "detach", "sum", "eq", "expand",
-             "select", "exclude", "contiguous", "cpu", "new_zeros", "copy", "deepcopy", "cat", "stack"],
+        ids=[
+            "clone",
+            "slice",
+            "reshape",
+            "unsqueeze",
+            "add",
+            "mul",
+            "apply",
+            "to",
+            "detach",
+            "sum",
+            "eq",
+            "expand",
+            "select",
+            "exclude",
+            "contiguous",
+            "cpu",
+            "new_zeros",
+            "copy",
+            "deepcopy",
+            "cat",
+            "stack",
+        ],
     )
     def test_results_are_wrapped(self, op):
         s = make_sample()
@@ -612,6 +649,7 @@ class TestBadInput:
 
     def test_shadowing_a_member_needs_the_option(self):
         with pytest.raises(AttributeError, match=r"\['sum'\].*shadow=True"):
+
             class Bad(TensorClass):
                 sum: Tensor
 
@@ -622,11 +660,13 @@ class TestBadInput:
 
     def test_reserved_names(self):
         with pytest.raises(AttributeError, match="reserved"):
+
             class Bad(TensorClass["shadow"]):
                 batch_size: Tensor
 
     def test_non_default_after_default(self):
         with pytest.raises(TypeError, match="non-default field 'y' follows field 'x'"):
+
             class Bad(TensorClass):
                 x: Tensor = None  # type: ignore[assignment]
                 y: Tensor
@@ -643,8 +683,11 @@ class TestFieldsOnly:
 
     def test_update_with_a_dict_of_non_fields_raises_and_writes_nothing(self):
         p = Pair(x=torch.zeros(3), y=torch.ones(3), batch_size=[3])
-        with pytest.raises(ValueError, match=r"^Pair.update\(\): key\(s\) \['bad', 'worse'\] are not fields of Pair "
-                                             r"\(its fields are \['x', 'y'\]\)"):
+        with pytest.raises(
+            ValueError,
+            match=r"^Pair.update\(\): key\(s\) \['bad', 'worse'\] are not fields of Pair "
+            r"\(its fields are \['x', 'y'\]\)",
+        ):
             p.update({"x": torch.full((3,), 5.0), "bad": torch.zeros(3), "worse": torch.zeros(3)})
         assert torch.equal(p.x, torch.zeros(3))
         assert sorted(p._tensordict.keys()) == ["x", "y"]
@@ -683,8 +726,11 @@ class TestFieldsOnly:
 
     def test_flatten_keys_of_nested_fields_raises(self):
         o = make_outer()
-        with pytest.raises(ValueError, match=r"^Outer.flatten_keys\(separator='/'\): key\(s\) \['extra/z', 'inner/x', "
-                                             r"'inner/y'\] are not fields of Outer .*flatten its to_tensordict\(\)"):
+        with pytest.raises(
+            ValueError,
+            match=r"^Outer.flatten_keys\(separator='/'\): key\(s\) \['extra/z', 'inner/x', "
+            r"'inner/y'\] are not fields of Outer .*flatten its to_tensordict\(\)",
+        ):
             o.flatten_keys("/")
         with pytest.raises(ValueError, match=r"key\(s\) \['extra.z', 'inner.x', 'inner.y'\] are not fields of Outer"):
             o.flatten_keys(inplace=True)
@@ -723,8 +769,11 @@ def test_index_with_tuples_of_ints_is_a_batch_index():
 def test_fromkeys_builds_the_class_and_refuses_keys_that_are_not_fields() -> None:
     pair = Pair.fromkeys(["x", "y"], 3)
     assert type(pair) is Pair and pair.x.tolist() == 3 and pair.y.dtype == torch.int64
-    with pytest.raises(ValueError, match=r"Pair.fromkeys\(\): key\(s\) \['zz'\] are not fields of Pair "
-                                         r"\(its fields are \['x', 'y'\]\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"Pair.fromkeys\(\): key\(s\) \['zz'\] are not fields of Pair "
+        r"\(its fields are \['x', 'y'\]\)",
+    ):
         Pair.fromkeys(["x", "zz"])
 
 

@@ -39,8 +39,13 @@ def _listening(n: int = 3) -> TensorDict:
 @pytest.mark.parametrize("form", ["default", "non_blocking_false", "non_blocking_true", "device_kw", "threads"])
 def test_every_leaf_copy_is_non_blocking(form: str) -> None:
     td = _listening()
-    kwargs = {"default": {}, "non_blocking_false": {"non_blocking": False}, "non_blocking_true":
-              {"non_blocking": True}, "device_kw": {}, "threads": {"num_threads": 3}}[form]
+    kwargs = {
+        "default": {},
+        "non_blocking_false": {"non_blocking": False},
+        "non_blocking_true": {"non_blocking": True},
+        "device_kw": {},
+        "threads": {"num_threads": 3},
+    }[form]
     out = td.to(device="meta", **kwargs) if form == "device_kw" else td.to("meta", **kwargs)
     assert CALLS == [("to", True)] * 4  # one non-blocking copy per leaf, never a blocking one
     assert out.device == torch.device("meta")
@@ -95,8 +100,12 @@ def test_consolidated_move_is_one_buffer() -> None:
 
 
 def test_consolidate_packs_leaves_and_alignment_gaps() -> None:
-    odd = {"a": torch.arange(3, dtype=torch.int8), "b": torch.arange(3.0), "c": torch.tensor([True, False, True]),
-           "d": torch.arange(6.0).view(3, 2).t().contiguous().t()}  # d: not contiguous
+    odd = {
+        "a": torch.arange(3, dtype=torch.int8),
+        "b": torch.arange(3.0),
+        "c": torch.tensor([True, False, True]),
+        "d": torch.arange(6.0).view(3, 2).t().contiguous().t(),
+    }  # d: not contiguous
     td = TensorDict(odd, [3])
     out = td.consolidate()
     for key, value in odd.items():

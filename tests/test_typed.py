@@ -247,13 +247,46 @@ class TestConstruction:
 class TestForwarding:
     @pytest.mark.parametrize(
         "op",
-        [lambda s: s.clone(), lambda s: s[0], lambda s: s + 1, lambda s: s.apply(lambda x: x),
-         lambda s: s.to(torch.float64), lambda s: s.unbind(0)[0], lambda s: s.reshape(2, 2),
-         lambda s: s.select("x"), lambda s: s.exclude("x"),
-         lambda s: s.expand(2, 4), lambda s: s.detach(), lambda s: s.split(2)[1], lambda s: s.empty(),
-         lambda s: s.sum(0), lambda s: s == s, lambda s: torch.cat([s, s]), lambda s: s.data, lambda s: s.cpu()],
-        ids=["clone", "index", "add", "apply", "to", "unbind", "reshape", "select", "exclude", "expand", "detach",
-             "split", "empty", "sum", "eq", "cat", "data", "cpu"],
+        [
+            lambda s: s.clone(),
+            lambda s: s[0],
+            lambda s: s + 1,
+            lambda s: s.apply(lambda x: x),
+            lambda s: s.to(torch.float64),
+            lambda s: s.unbind(0)[0],
+            lambda s: s.reshape(2, 2),
+            lambda s: s.select("x"),
+            lambda s: s.exclude("x"),
+            lambda s: s.expand(2, 4),
+            lambda s: s.detach(),
+            lambda s: s.split(2)[1],
+            lambda s: s.empty(),
+            lambda s: s.sum(0),
+            lambda s: s == s,
+            lambda s: torch.cat([s, s]),
+            lambda s: s.data,
+            lambda s: s.cpu(),
+        ],
+        ids=[
+            "clone",
+            "index",
+            "add",
+            "apply",
+            "to",
+            "unbind",
+            "reshape",
+            "select",
+            "exclude",
+            "expand",
+            "detach",
+            "split",
+            "empty",
+            "sum",
+            "eq",
+            "cat",
+            "data",
+            "cpu",
+        ],
     )
     def test_results_keep_the_subclass(self, op):
         assert type(op(make_state())) is State
@@ -371,6 +404,7 @@ class TestBadInput:
 
     def test_shadowing_needs_the_option(self):
         with pytest.raises(AttributeError, match=r"\['batch_size'\].*TypedTensorDict\['shadow'\]"):
+
             class Bad(TypedTensorDict):
                 batch_size: Tensor
 

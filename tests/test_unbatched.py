@@ -12,9 +12,12 @@ from tensorbatch import TensorDict, UnbatchedTensor, parse_tensor_dict_string
 
 
 def _td() -> TensorDict:
-    return TensorDict(u=UnbatchedTensor(torch.arange(12.0).reshape(3, 4)), b=torch.arange(30.0).reshape(2, 5, 3),
-                      n=TensorDict(v=UnbatchedTensor(torch.tensor([1, 2, 3])), batch_size=[2, 5]),
-                      batch_size=[2, 5])
+    return TensorDict(
+        u=UnbatchedTensor(torch.arange(12.0).reshape(3, 4)),
+        b=torch.arange(30.0).reshape(2, 5, 3),
+        n=TensorDict(v=UnbatchedTensor(torch.tensor([1, 2, 3])), batch_size=[2, 5]),
+        batch_size=[2, 5],
+    )
 
 
 def _same_data(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -34,8 +37,16 @@ def test_construction():
 
 def test_torch_functions_return_unbatched_with_the_batch_size():
     u = UnbatchedTensor(torch.arange(6.0).reshape(2, 3), batch_size=[5])
-    for out in (u + 1, torch.add(u, torch.ones(3)), u.sum(0), u[1:], u.reshape(3, 2), u.to(torch.int64),
-                torch.stack([u, u]), u.clone()):
+    for out in (
+        u + 1,
+        torch.add(u, torch.ones(3)),
+        u.sum(0),
+        u[1:],
+        u.reshape(3, 2),
+        u.to(torch.int64),
+        torch.stack([u, u]),
+        u.clone(),
+    ):
         assert type(out) is UnbatchedTensor and out.batch_size == torch.Size([5])
     assert (u * 2).tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
     values, indices = u.max(1)
@@ -85,9 +96,22 @@ def test_plain_tensor_still_must_fit():
     assert "w" not in td.keys()
 
 
-@pytest.mark.parametrize("index", [1, (1, 3), slice(0, 1), (slice(None), 2), torch.tensor([1, 0, 1]), [0, 1],
-                                   torch.tensor([True, False]), ..., None, (None, 0),
-                                   torch.tensor([[True, False, True, True, False], [False] * 5])])
+@pytest.mark.parametrize(
+    "index",
+    [
+        1,
+        (1, 3),
+        slice(0, 1),
+        (slice(None), 2),
+        torch.tensor([1, 0, 1]),
+        [0, 1],
+        torch.tensor([True, False]),
+        ...,
+        None,
+        (None, 0),
+        torch.tensor([[True, False, True, True, False], [False] * 5]),
+    ],
+)
 def test_indexing_keeps_the_data(index):
     td = _td()
     out = td[index]
@@ -95,15 +119,49 @@ def test_indexing_keeps_the_data(index):
     assert out["u"].batch_size == out.batch_size == td["b"][index].shape[:-1]
 
 
-@pytest.mark.parametrize("op", [
-    lambda td: td.reshape(10), lambda td: td.view(-1), lambda td: td.flatten(0, 1), lambda td: td.unflatten(1, (5, 1)),
-    lambda td: td.unsqueeze(0), lambda td: td.unsqueeze(-1).squeeze(-1), lambda td: td.permute(1, 0),
-    lambda td: td.transpose(0, 1), lambda td: td.expand(3, 2, 5), lambda td: td.flip(0), lambda td: td.roll(1, 1),
-    lambda td: td.repeat(2, 1), lambda td: td.gather(1, torch.zeros(2, 3, dtype=torch.long)),
-    lambda td: td.sum(0), lambda td: td.mean(), lambda td: td.std(1), lambda td: td.max(0).values,
-    lambda td: td.apply(lambda x: x[0], batch_size=[5]),
-], ids=["reshape", "view", "flatten", "unflatten", "unsqueeze", "squeeze", "permute", "transpose", "expand", "flip",
-        "roll", "repeat", "gather", "sum", "mean", "std", "max", "apply_batch_size"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda td: td.reshape(10),
+        lambda td: td.view(-1),
+        lambda td: td.flatten(0, 1),
+        lambda td: td.unflatten(1, (5, 1)),
+        lambda td: td.unsqueeze(0),
+        lambda td: td.unsqueeze(-1).squeeze(-1),
+        lambda td: td.permute(1, 0),
+        lambda td: td.transpose(0, 1),
+        lambda td: td.expand(3, 2, 5),
+        lambda td: td.flip(0),
+        lambda td: td.roll(1, 1),
+        lambda td: td.repeat(2, 1),
+        lambda td: td.gather(1, torch.zeros(2, 3, dtype=torch.long)),
+        lambda td: td.sum(0),
+        lambda td: td.mean(),
+        lambda td: td.std(1),
+        lambda td: td.max(0).values,
+        lambda td: td.apply(lambda x: x[0], batch_size=[5]),
+    ],
+    ids=[
+        "reshape",
+        "view",
+        "flatten",
+        "unflatten",
+        "unsqueeze",
+        "squeeze",
+        "permute",
+        "transpose",
+        "expand",
+        "flip",
+        "roll",
+        "repeat",
+        "gather",
+        "sum",
+        "mean",
+        "std",
+        "max",
+        "apply_batch_size",
+    ],
+)
 def test_batch_ops_keep_the_data(op):
     td = _td()
     out = op(td)
@@ -147,8 +205,14 @@ def test_stacking_with_a_plain_leaf_is_refused():
 
 def test_value_ops_apply_to_it():
     td = _td()
-    for out, expected in ((td + 1, td["u"] + 1), (td.apply(lambda x: x * 2), td["u"] * 2), (td.exp(), td["u"].exp()),
-                          (td.clone(), td["u"]), (td.to(torch.float64), td["u"].double()), (td * td, td["u"] ** 2)):
+    for out, expected in (
+        (td + 1, td["u"] + 1),
+        (td.apply(lambda x: x * 2), td["u"] * 2),
+        (td.exp(), td["u"].exp()),
+        (td.clone(), td["u"]),
+        (td.to(torch.float64), td["u"].double()),
+        (td * td, td["u"] ** 2),
+    ):
         assert type(out["u"]) is UnbatchedTensor and out["u"].batch_size == torch.Size([2, 5])
         assert torch.equal(torch.Tensor(out["u"]), torch.Tensor(expected))
     assert not _same_data(td.clone()["u"], td["u"])
@@ -222,8 +286,12 @@ def test_memmap_round_trip(tmp_path, how):
         td.save(tmp_path / "m")
     else:
         td.memmap(tmp_path / "m.tdz")
-    _check_loaded(out if how in ("memmap", "memmap_") else TensorDict.load_memmap(
-        tmp_path / ("m.tdz" if how == "archive" else "m")), td)
+    _check_loaded(
+        out
+        if how in ("memmap", "memmap_")
+        else TensorDict.load_memmap(tmp_path / ("m.tdz" if how == "archive" else "m")),
+        td,
+    )
     _check_loaded(TensorDict.load_memmap(tmp_path / ("m.tdz" if how == "archive" else "m")), td)
 
 
@@ -238,12 +306,14 @@ def test_consolidate_round_trip(tmp_path):
     _check_loaded(pickle.loads(pickle.dumps(td.consolidate())), td)
     td.consolidate(tmp_path / "c.bin")
     from tensorbatch import from_consolidated
+
     _check_loaded(from_consolidated(tmp_path / "c.bin"), td)
 
 
 def test_safetensors_round_trip(tmp_path):
     pytest.importorskip("safetensors")
     from tensorbatch import from_safetensors, to_safetensors
+
     td = _td()
     to_safetensors(td, tmp_path / "f.st")
     _check_loaded(from_safetensors(tmp_path / "f.st"), td)
@@ -258,6 +328,7 @@ def test_hdf5_refuses_it_and_writes_no_file(tmp_path):
 
 def test_pad_sequence_passes_it_through():
     from tensorbatch import pad_sequence
+
     td = _td()
     out = pad_sequence([td[0], td[1, :3]], return_mask=True)
     assert out.batch_size == torch.Size([2, 5]) and _same_data(out["u"], td["u"])
@@ -281,6 +352,7 @@ def test_attrs_keeps_it_and_to_attrs_leaves_it_alone():
 
 def test_lazy_stack_repr_and_parse_back():
     from tensorbatch import lazy_stack
+
     text = repr(lazy_stack([_td(), _td()]))
     assert "u: UnbatchedTensor(shape=[3, 4]" in text and "b: Tensor(shape=[2, 2, 5, 3]" in text
     back = parse_tensor_dict_string(text)

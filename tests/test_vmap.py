@@ -50,8 +50,10 @@ def test_vmap_over_another_dim_keeps_a_lazy_stack_inside() -> None:
 
 def _lazy(dim: int) -> LazyStackedTensorDict:
     g = torch.Generator().manual_seed(0)
-    members = [TensorDict({"a": torch.randn(3, 2, generator=g), "n": {"b": torch.randn(3, generator=g)}}, [3])
-               for _ in range(4)]
+    members = [
+        TensorDict({"a": torch.randn(3, 2, generator=g), "n": {"b": torch.randn(3, generator=g)}}, [3])
+        for _ in range(4)
+    ]
     return lazy_stack(members, dim)
 
 
@@ -168,9 +170,12 @@ def test_chunk_size_keeps_the_names_of_a_square_batch() -> None:
     assert seen == [["x"], ["x"], ["y"], ["y"]]
 
 
-@pytest.mark.xfail(strict=True, reason="LIMITATION (README, Differences): pytree applies a negative in_dims to "
-                   "each tensor; tensordict counts it from the last batch dim. Undetectable when every leaf has "
-                   "the same number of feature dims")
+@pytest.mark.xfail(
+    strict=True,
+    reason="LIMITATION (README, Differences): pytree applies a negative in_dims to "
+    "each tensor; tensordict counts it from the last batch dim. Undetectable when every leaf has "
+    "the same number of feature dims",
+)
 def test_negative_in_dims_count_from_the_last_batch_dim() -> None:
     td = TensorDict({"a": torch.randn(5, 4, 3), "b": torch.randn(5, 4, 2)}, [5, 4])
     out = torch.vmap(lambda t: t.apply(lambda x: x.sum(0)), in_dims=-1)(td)  # -1: batch dim 1 in tensordict

@@ -65,8 +65,7 @@ class _Imports:
         self.local: set[str] = {
             n
             for n, v in vars(module).items()
-            if (inspect.isclass(v) or inspect.isfunction(v))
-            and getattr(v, "__module__", None) == module.__name__
+            if (inspect.isclass(v) or inspect.isfunction(v)) and getattr(v, "__module__", None) == module.__name__
         }
 
     def resolve(self, name: str, namespace: dict[str, Any]) -> bool:
@@ -79,16 +78,12 @@ class _Imports:
             return False
         obj = namespace[name]
         if isinstance(obj, types.ModuleType):
-            return self._add(
-                f"import {obj.__name__}" if obj.__name__ == name else f"import {obj.__name__} as {name}"
-            )
+            return self._add(f"import {obj.__name__}" if obj.__name__ == name else f"import {obj.__name__} as {name}")
         home = _home_module(name, obj)
         if home is None:
             return False
         mod, real = home
-        return self._add(
-            f"from {mod} import {real}" if real == name else f"from {mod} import {real} as {name}"
-        )
+        return self._add(f"from {mod} import {real}" if real == name else f"from {mod} import {real} as {name}")
 
     def _add(self, line: str) -> bool:
         self.lines.add(line)
@@ -180,9 +175,7 @@ class _Qualify(ast.NodeTransformer):
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id in self.names:
-            return ast.copy_location(
-                ast.Attribute(ast.Name("builtins", ast.Load()), node.id, ast.Load()), node
-            )
+            return ast.copy_location(ast.Attribute(ast.Name("builtins", ast.Load()), node.id, ast.Load()), node)
         return node
 
 
@@ -221,9 +214,7 @@ def _table_return(name: str, func: Any, imports: _Imports) -> str | None:
     """Return type of a table-generated pointwise method (the source says ``Any``)."""
     if getattr(func, "__module__", None) != POINTWISE or inspect.signature(func).return_annotation != "Any":
         return None
-    inplace = (name.endswith("_") and not name.endswith("__")) or (
-        name.startswith("__i") and name != "__invert__"
-    )
+    inplace = (name.endswith("_") and not name.endswith("__")) or (name.startswith("__i") and name != "__invert__")
     if inplace:
         imports.resolve("Self", {})
         return "Self"
@@ -243,10 +234,7 @@ def _operator_params(cls: type, name: str, func: Any) -> list[inspect.Parameter]
     target = getattr(cls, table.OPERATORS.get(name, ""), None)
     takes_other = (
         target is None
-        or len(
-            [p for p in inspect.signature(target).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
-        )
-        > 1
+        or len([p for p in inspect.signature(target).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]) > 1
     )
     other = inspect.Parameter("other", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Any")
     return [
@@ -292,9 +280,7 @@ def _member(cls: type, name: str, value: Any, imports: _Imports) -> list[str]:
         ignore = "  # type: ignore[assignment]" if hasattr(object, name) else ""
         return [f"{ind}{name}: ClassVar[None]{ignore}"]
     annotations = inspect.get_annotations(cls)
-    if (
-        name in annotations
-    ):  # declared attributes (``_dense_cls: ClassVar[Any] = None``), whatever they hold now
+    if name in annotations:  # declared attributes (``_dense_cls: ClassVar[Any] = None``), whatever they hold now
         owner = sys.modules[cls.__module__]
         return [f"{ind}{name}: {_annotation(annotations[name], vars(owner), imports)}"]
     if isinstance(value, property):
@@ -305,13 +291,9 @@ def _member(cls: type, name: str, value: Any, imports: _Imports) -> list[str]:
             lines += _def(name, value.fdel, imports, bound=True, indent=ind, decorators=(f"{name}.deleter",))
         return lines
     if isinstance(value, classmethod):
-        return _def(
-            name, value.__func__, imports, bound=True, indent=ind, decorators=("classmethod",), cls=cls
-        )
+        return _def(name, value.__func__, imports, bound=True, indent=ind, decorators=("classmethod",), cls=cls)
     if isinstance(value, staticmethod):
-        return _def(
-            name, value.__func__, imports, bound=False, indent=ind, decorators=("staticmethod",), cls=cls
-        )
+        return _def(name, value.__func__, imports, bound=False, indent=ind, decorators=("staticmethod",), cls=cls)
     if inspect.isfunction(value):
         return _def(name, value, imports, bound=True, indent=ind, cls=cls)
     if callable(value):
@@ -360,9 +342,7 @@ def render() -> str:
     # TensorDictBase first: it is what the stub is for
     classes.sort(key=lambda c: (c.__name__ != "TensorDictBase", c.__name__))
     blocks = [_class(c, imports) for c in classes]
-    blocks.append(
-        [line for name, fn in functions for line in _def(name, fn, imports, bound=False, indent="")]
-    )
+    blocks.append([line for name, fn in functions for line in _def(name, fn, imports, bound=False, indent="")])
     out = [
         f'"""Type stub for :mod:`{MODULE}`, generated by tools/gen_stubs.py: do not edit.',
         "",

@@ -71,9 +71,18 @@ def _walk_to(self: TensorDictBase, path: tuple[str, ...], create: bool = False) 
     return node
 
 
-def get(self: TensorDictBase, key: NestedKey, default: Any = GET_DEFAULT, *, as_padded_tensor: bool = False,
-        as_nested_tensor: bool = False, as_list: bool = False, padding_value: float = 0.0,
-        padding_side: str = "right", layout: Any = None) -> Any:
+def get(
+    self: TensorDictBase,
+    key: NestedKey,
+    default: Any = GET_DEFAULT,
+    *,
+    as_padded_tensor: bool = False,
+    as_nested_tensor: bool = False,
+    as_list: bool = False,
+    padding_value: float = 0.0,
+    padding_side: str = "right",
+    layout: Any = None,
+) -> Any:
     """Value at ``key`` (nested keys allowed), or ``default`` when missing.
 
     Without a default a missing key gives ``None`` (or raises ``KeyError`` after
@@ -91,9 +100,13 @@ def get(self: TensorDictBase, key: NestedKey, default: Any = GET_DEFAULT, *, as_
     """
     if as_list or as_nested_tensor:
         what = "as_list" if as_list else "as_nested_tensor"
-        warnings.warn(f"{type(self).__name__}.get(key, {what}=True) returns the stored tensor today; tensordict "
-                      f"0.17 will return {'a list' if as_list else 'a nested tensor'}, as a lazy stack does. "
-                      f"Drop {what}=True to keep the tensor.", FutureWarning, stacklevel=2)
+        warnings.warn(
+            f"{type(self).__name__}.get(key, {what}=True) returns the stored tensor today; tensordict "
+            f"0.17 will return {'a list' if as_list else 'a nested tensor'}, as a lazy stack does. "
+            f"Drop {what}=True to keep the tensor.",
+            FutureWarning,
+            stacklevel=2,
+        )
     return self._get(key, default)
 
 
@@ -196,8 +209,9 @@ def __contains__(self: TensorDictBase, key: Any) -> bool:
     raise RuntimeError("key must be a NestedKey (a str or a possibly tuple of str).")
 
 
-def set_entry(self: TensorDictBase, key: NestedKey, item: Any, inplace: bool = False, *, non_blocking: bool = False,
-        **kwargs: Any) -> TensorDictBase:
+def set_entry(
+    self: TensorDictBase, key: NestedKey, item: Any, inplace: bool = False, *, non_blocking: bool = False, **kwargs: Any
+) -> TensorDictBase:
     """Store ``item`` under ``key``, creating missing nested levels.
 
     Args:
@@ -230,8 +244,7 @@ def set_entry(self: TensorDictBase, key: NestedKey, item: Any, inplace: bool = F
     exists = node._has_str(name)
     if node.is_locked and not (inplace and exists):
         raise _errors.locked()
-    node._set_str(name, node._validate(item, path, node, non_blocking), inplace=inplace and exists,
-                  validated=True)
+    node._set_str(name, node._validate(item, path, node, non_blocking), inplace=inplace and exists, validated=True)
     return self
 
 
@@ -272,8 +285,12 @@ def set_(self: TensorDictBase, key: NestedKey, item: Any, *, non_blocking: bool 
         node = self._walk_to(path)
     current = node._get_str(path[-1], MISSING)
     try:
-        fast = type(item) is _Tensor and type(current) is _Tensor and item.shape == current.shape and (
-            (device := node.device) is None or item.device == device)
+        fast = (
+            type(item) is _Tensor
+            and type(current) is _Tensor
+            and item.shape == current.shape
+            and ((device := node.device) is None or item.device == device)
+        )
     except RuntimeError:  # a strided nested tensor has no .shape: the checked path
         fast = False
     if fast:  # the leaf's own shape fits the batch size too: nothing to convert or check
@@ -287,8 +304,9 @@ def set_(self: TensorDictBase, key: NestedKey, item: Any, *, non_blocking: bool 
     return self
 
 
-def _validate(self: TensorDictBase, value: Any, path: tuple[str, ...], node: Any = None,
-              non_blocking: bool = False) -> Any:
+def _validate(
+    self: TensorDictBase, value: Any, path: tuple[str, ...], node: Any = None, non_blocking: bool = False
+) -> Any:
     """Turn ``value`` into a leaf that fits ``node``'s batch size and device."""
     node = self if node is None else node
     bs = node.batch_size
@@ -321,8 +339,7 @@ def _validate(self: TensorDictBase, value: Any, path: tuple[str, ...], node: Any
             value = value.to(device, non_blocking=non_blocking)
         return value
     if isinstance(value, Mapping):
-        return self._dense_cls(value, batch_size=bs, device=node.device, names=node._maybe_names(),
-                               _path=path)
+        return self._dense_cls(value, batch_size=bs, device=node.device, names=node._maybe_names(), _path=path)
     if isinstance(value, (int, float, bool, complex, np.ndarray, np.generic, tuple)):
         return node._validate(torch.as_tensor(value, device=node.device), path, node)
     if isinstance(value, list):
@@ -395,15 +412,25 @@ def clear(self: TensorDictBase) -> TensorDictBase:
     return self
 
 
-UPDATE_OPTIONS = frozenset({"clone", "inplace", "non_blocking", "keys_to_update", "is_leaf", "update_batch_size",
-                            "ignore_lock"})
+UPDATE_OPTIONS = frozenset(
+    {"clone", "inplace", "non_blocking", "keys_to_update", "is_leaf", "update_batch_size", "ignore_lock"}
+)
 """The keyword arguments of :func:`update` that are options; any other keyword is an entry to write."""
 
 
-def update(self: TensorDictBase, input_dict_or_td: Any = None, clone: bool = False, inplace: bool = False, *,
-           non_blocking: bool = False, keys_to_update: Sequence[NestedKey] | None = None,
-           is_leaf: Callable[[type], bool] | None = None, update_batch_size: bool = False,
-           ignore_lock: bool = False, **kwargs: Any) -> TensorDictBase:
+def update(
+    self: TensorDictBase,
+    input_dict_or_td: Any = None,
+    clone: bool = False,
+    inplace: bool = False,
+    *,
+    non_blocking: bool = False,
+    keys_to_update: Sequence[NestedKey] | None = None,
+    is_leaf: Callable[[type], bool] | None = None,
+    update_batch_size: bool = False,
+    ignore_lock: bool = False,
+    **kwargs: Any,
+) -> TensorDictBase:
     """Write every entry of a mapping or TensorDict, then the keyword entries, into this one (nested entries merge).
 
     All values are validated before anything is written, so a bad entry leaves ``self`` unchanged.
@@ -448,8 +475,9 @@ def _parent_of(self: TensorDictBase, path: tuple[str, ...]) -> Any:
     return node if walked == len(path) - 1 else None
 
 
-def _plan_update(self: TensorDictBase, source: Any, prefix: tuple[str, ...], wanted: Any, clone: bool,
-                 plan: list[Any], is_leaf: Any) -> None:
+def _plan_update(
+    self: TensorDictBase, source: Any, prefix: tuple[str, ...], wanted: Any, clone: bool, plan: list[Any], is_leaf: Any
+) -> None:
     def merge(path: tuple[str, ...], value: Any) -> bool:  # a nested source merges into an existing node
         if is_leaf is not None and is_leaf(type(value)):
             return False
@@ -464,8 +492,15 @@ def _plan_update(self: TensorDictBase, source: Any, prefix: tuple[str, ...], wan
         plan.append((path, value))
 
 
-def update_(self: TensorDictBase, input_dict_or_td: Any = None, clone: bool = False, *, non_blocking: bool = False,
-            keys_to_update: Sequence[NestedKey] | None = None, **kwargs: Any) -> TensorDictBase:
+def update_(
+    self: TensorDictBase,
+    input_dict_or_td: Any = None,
+    clone: bool = False,
+    *,
+    non_blocking: bool = False,
+    keys_to_update: Sequence[NestedKey] | None = None,
+    **kwargs: Any,
+) -> TensorDictBase:
     """Copy every entry into the existing leaves; every key must already exist.
 
     Keyword arguments are entries too, by top-level key (``td.update_(a=torch.zeros(2))``).

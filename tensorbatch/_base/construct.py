@@ -35,9 +35,16 @@ def fromkeys(cls: type, keys: Sequence[NestedKey], value: Any = 0) -> Any:
     return out
 
 
-def from_dict_instance(self: TensorDictBase, input_dict: Any, *, auto_batch_size: bool | None = None,
-                       batch_size: Any = None, device: Any = None, batch_dims: int | None = None,
-                       names: Any = None) -> Any:
+def from_dict_instance(
+    self: TensorDictBase,
+    input_dict: Any,
+    *,
+    auto_batch_size: bool | None = None,
+    batch_size: Any = None,
+    device: Any = None,
+    batch_dims: int | None = None,
+    names: Any = None,
+) -> Any:
     """:meth:`from_dict`, where a nested dict under a key holding a TensorClass here becomes that class.
 
     Use it to turn the output of :meth:`to_dict` back into the classes of this TensorDict; the values of
@@ -52,8 +59,14 @@ def from_dict_instance(self: TensorDictBase, input_dict: Any, *, auto_batch_size
         >>> type(td.from_dict_instance({"a": torch.ones(()), "p": {"x": torch.ones(())}})["p"]).__name__
         'Point'
     """
-    out = self._dense_cls.from_dict(input_dict, auto_batch_size=auto_batch_size, batch_size=batch_size,
-                                    device=device, batch_dims=batch_dims, names=names)
+    out = self._dense_cls.from_dict(
+        input_dict,
+        auto_batch_size=auto_batch_size,
+        batch_size=batch_size,
+        device=device,
+        batch_dims=batch_dims,
+        names=names,
+    )
     _retype(self, out)
     return out
 

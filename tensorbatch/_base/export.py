@@ -76,9 +76,11 @@ def non_tensor_items(self: TensorDictBase, include_nested: bool = False) -> tupl
         >>> [key for key, _ in TensorDict(a=torch.zeros(2), s="x", n={"t": "y"}, batch_size=[2]).non_tensor_items(True)]
         ['s', ('n', 't')]
     """
-    return tuple(((path if len(path) > 1 else path[0]), value)
-                 for path, value in named_leaves(self, include_nested=include_nested, is_leaf=is_non_tensor_type)
-                 if _is_nt(value))
+    return tuple(
+        ((path if len(path) > 1 else path[0]), value)
+        for path, value in named_leaves(self, include_nested=include_nested, is_leaf=is_non_tensor_type)
+        if _is_nt(value)
+    )
 
 
 def filter_non_tensor_data(self: TensorDictBase) -> TensorDictBase:
@@ -90,8 +92,9 @@ def _unless_non_tensor(leaf: Any) -> Any:
     return None if _is_nt(leaf) else leaf
 
 
-def tolist(self: TensorDictBase, *, convert_nodes: bool = True, convert_tensors: bool = False,
-           as_linked_list: bool = False) -> Any:
+def tolist(
+    self: TensorDictBase, *, convert_nodes: bool = True, convert_tensors: bool = False, as_linked_list: bool = False
+) -> Any:
     """Nested lists over the batch dims of per-element dicts (``td[i, j].to_dict()``).
 
     ``convert_nodes=False`` keeps the elements as TensorDicts (``td[i, j]``). ``as_linked_list=True``
@@ -117,8 +120,11 @@ def to_padded_tensor(self: TensorDictBase, padding: float = 0.0, mask_key: Neste
     if nested is not None and -1 in bs:
         padded_shape = torch.nested.to_padded_tensor(nested, padding).shape
         bs = _Size([padded_shape[i] if n == -1 else n for i, n in enumerate(bs)])
-    out = self._map(lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x,
-                    "padding nested tensors", batch_size=bs)
+    out = self._map(
+        lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x,
+        "padding nested tensors",
+        batch_size=bs,
+    )
     if mask_key is not None:
         if nested is None or -1 not in self.batch_size:
             raise RuntimeError("to_padded_tensor(mask_key=...) needs a ragged batch dim (-1) and a nested leaf")
@@ -153,8 +159,9 @@ def to_tensordict(self: TensorDictBase, *, retain_none: bool | None = None) -> T
     return self.clone()
 
 
-def state_dict(self: TensorDictBase, destination: Any = None, prefix: str = "", keep_vars: bool = False,
-               flatten: bool = True) -> dict[str, Any]:
+def state_dict(
+    self: TensorDictBase, destination: Any = None, prefix: str = "", keep_vars: bool = False, flatten: bool = True
+) -> dict[str, Any]:
     """The leaves as a dict: flat ``"a.b"`` keys by default, nested dicts with ``flatten=False``.
 
     As :meth:`torch.nn.Module.state_dict`, the result has a ``_metadata`` attribute: the batch size and
@@ -212,8 +219,13 @@ def _levels(state_dict: Any, path: tuple[str, ...], out: dict[tuple[str, ...], A
             _levels(value, (*path, key), out)
 
 
-def load_state_dict(self: TensorDictBase, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False,
-                    from_flatten: bool = False) -> TensorDictBase:
+def load_state_dict(
+    self: TensorDictBase,
+    state_dict: Mapping[str, Any],
+    strict: bool = True,
+    assign: bool = False,
+    from_flatten: bool = False,
+) -> TensorDictBase:
     """Load a dict produced by :meth:`state_dict` (copies into existing leaves, adds new ones).
 
     The batch sizes the state dict records (its ``_metadata``) become those of the levels loaded.
@@ -226,8 +238,10 @@ def load_state_dict(self: TensorDictBase, state_dict: Mapping[str, Any], strict:
     _levels(state_dict, (), levels)
     device = levels.get((), {}).get("device")
     if device is not None and self.device is not None and torch.device(device) != self.device:
-        raise RuntimeError(f"load_state_dict: the state dict was saved on {device}, this TensorDict is on "
-                           f"{self.device}: loading from another device is not supported")
+        raise RuntimeError(
+            f"load_state_dict: the state dict was saved on {device}, this TensorDict is on "
+            f"{self.device}: loading from another device is not supported"
+        )
     entries = {k: v for k, v in state_dict.items() if k not in _LEGACY}
     flat = {".".join(p): v for p, v in source_leaves(entries, "update_")}
     root_size = _Size(levels[()]["batch_size"]) if () in levels else self.batch_size
@@ -296,10 +310,10 @@ def refine_names(self: TensorDictBase, *names: Any) -> TensorDictBase:
     new = list(current)
     if Ellipsis in names:
         i = names.index(Ellipsis)
-        head, tail = names[:i], names[i + 1:]
+        head, tail = names[:i], names[i + 1 :]
         new[: len(head)] = head
         if tail:
-            new[-len(tail):] = tail
+            new[-len(tail) :] = tail
     else:
         new = list(names)
     self.names = new

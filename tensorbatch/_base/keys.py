@@ -37,8 +37,10 @@ _Tensor = torch.Tensor
 _Size = torch.Size
 
 
-_NOT_A_KEY = ("TensorDict keys are always strings. Membership checks are only supported for strings or non-empty "
-              "tuples of strings (for nested TensorDicts)")  # tensordict's words
+_NOT_A_KEY = (
+    "TensorDict keys are always strings. Membership checks are only supported for strings or non-empty "
+    "tuples of strings (for nested TensorDicts)"
+)  # tensordict's words
 
 
 def _member(key: Any) -> NestedKey:
@@ -97,8 +99,14 @@ class KeyList(list):  # type: ignore[type-arg]
         return super().__contains__(_member(key))
 
 
-def keys(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
-         is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Any:
+def keys(
+    self: TensorDictBase,
+    include_nested: bool = False,
+    leaves_only: bool = False,
+    is_leaf: Callable[[type], bool] | None = None,
+    *,
+    sort: bool = False,
+) -> Any:
     """Keys of this TensorDict.
 
     Args:
@@ -123,8 +131,14 @@ def keys(self: TensorDictBase, include_nested: bool = False, leaves_only: bool =
     return KeyList(out)
 
 
-def items(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
-          is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterable[Any]:
+def items(
+    self: TensorDictBase,
+    include_nested: bool = False,
+    leaves_only: bool = False,
+    is_leaf: Callable[[type], bool] | None = None,
+    *,
+    sort: bool = False,
+) -> Iterable[Any]:
     """``(key, value)`` pairs; arguments as in :meth:`keys`.
 
     The plain call returns this level's own items view (for a TensorDict a live ``dict`` view, as
@@ -143,8 +157,7 @@ def items(self: TensorDictBase, include_nested: bool = False, leaves_only: bool 
     return _items(self, include_nested, leaves_only, is_leaf, sort)
 
 
-def _items(self: TensorDictBase, include_nested: bool, leaves_only: bool, is_leaf: Any,
-           sort: bool) -> Iterator[Any]:
+def _items(self: TensorDictBase, include_nested: bool, leaves_only: bool, is_leaf: Any, sort: bool) -> Iterator[Any]:
     if sort:
         for key in self.keys(include_nested, leaves_only, is_leaf, sort=sort):
             yield key, self._get(key)
@@ -153,8 +166,14 @@ def _items(self: TensorDictBase, include_nested: bool, leaves_only: bool, is_lea
         yield key_of(path), value
 
 
-def values(self: TensorDictBase, include_nested: bool = False, leaves_only: bool = False,
-           is_leaf: Callable[[type], bool] | None = None, *, sort: bool = False) -> Iterable[Any]:
+def values(
+    self: TensorDictBase,
+    include_nested: bool = False,
+    leaves_only: bool = False,
+    is_leaf: Callable[[type], bool] | None = None,
+    *,
+    sort: bool = False,
+) -> Iterable[Any]:
     """Values; arguments as in :meth:`keys` (the plain call returns this level's values view, as :meth:`items`)."""
     if not include_nested and not leaves_only and not sort:
         view: Iterable[Any] = self._values_str()
@@ -186,8 +205,9 @@ def is_empty(self: TensorDictBase) -> bool:
     return not any(True for _ in named_leaves(self, is_leaf=NON_TENSOR_TYPES.__contains__))
 
 
-def select(self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict: bool = True,
-           as_tensordict: bool = False) -> TensorDictBase:
+def select(
+    self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict: bool = True, as_tensordict: bool = False
+) -> TensorDictBase:
     """A TensorDict with only the given keys (sharing the leaves), in the order given.
 
     ``as_tensordict=True`` makes a typed wrapper (a TensorClass) return the plain TensorDict; a
@@ -251,8 +271,9 @@ def _new_node(self: TensorDictBase, source: dict[str, Any]) -> TensorDictBase:
     return node
 
 
-def empty(self: TensorDictBase, recurse: bool = False, *, batch_size: Any = None, device: Any = NO_DEFAULT,
-          names: Any = None) -> TensorDictBase:
+def empty(
+    self: TensorDictBase, recurse: bool = False, *, batch_size: Any = None, device: Any = NO_DEFAULT, names: Any = None
+) -> TensorDictBase:
     """A TensorDict with this one's batch facts and no leaves.
 
     ``recurse`` keeps the nested nodes, emptied, and the non-tensor leaves as they are (as tensordict).
@@ -269,8 +290,11 @@ def empty(self: TensorDictBase, recurse: bool = False, *, batch_size: Any = None
         return map_leaves(self, _drop, NO_DEFAULT, "emptying", bs, NO_DEFAULT if names is None else names, dev)
     kept = self._maybe_names() if bs is None else None
     out: TensorDictBase = self._dense_cls._new_unsafe(
-        {}, self.batch_size if bs is None else bs, self.device if dev is NO_DEFAULT else dev,
-        names if names is not None else kept)
+        {},
+        self.batch_size if bs is None else bs,
+        self.device if dev is NO_DEFAULT else dev,
+        names if names is not None else kept,
+    )
     return out
 
 
@@ -321,8 +345,14 @@ def _copy_tree(self: TensorDictBase) -> TensorDictBase:
     return copy_nodes(self)
 
 
-def split_keys(self: TensorDictBase, *key_sets: Any, inplace: bool = False, default: Any = None,
-               strict: bool = True, reproduce_struct: bool = False) -> tuple[TensorDictBase, ...]:
+def split_keys(
+    self: TensorDictBase,
+    *key_sets: Any,
+    inplace: bool = False,
+    default: Any = None,
+    strict: bool = True,
+    reproduce_struct: bool = False,
+) -> tuple[TensorDictBase, ...]:
     """Split into one TensorDict per key set, plus a last one with the entries no set took.
 
     The sets apply in order, each to what the earlier ones left: a list selects its keys, a dict selects
@@ -352,12 +382,15 @@ def split_keys(self: TensorDictBase, *key_sets: Any, inplace: bool = False, defa
     for ks in key_sets:
         out = self.empty(recurse=True).filter_non_tensor_data() if reproduce_struct else self.empty()
         if callable(ks) and not isinstance(ks, (list, tuple, dict, str)):
-            chosen = [(p, v) for p, v in named_leaves(rest, include_nested=True, is_leaf=None)
-                      if isinstance(v, torch.Tensor) and ks(p, v)]
+            chosen = [
+                (p, v)
+                for p, v in named_leaves(rest, include_nested=True, is_leaf=None)
+                if isinstance(v, torch.Tensor) and ks(p, v)
+            ]
             pairs: list[tuple[tuple[str, ...] | None, tuple[str, ...], Any]] = [(p, p, v) for p, v in chosen]
         else:
             pairs = []
-            for old, new in (ks.items() if isinstance(ks, dict) else ((k, k) for k in ks)):
+            for old, new in ks.items() if isinstance(ks, dict) else ((k, k) for k in ks):
                 value = rest._get(key_tuple(old), MISSING)
                 if value is MISSING:
                     if strict:
@@ -386,8 +419,9 @@ def _drop_empty_nodes(td: TensorDictBase) -> None:
                 td.del_(key)
 
 
-def flatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = False,
-                 is_leaf: Callable[[type], bool] | None = None) -> TensorDictBase:
+def flatten_keys(
+    self: TensorDictBase, separator: str = ".", inplace: bool = False, is_leaf: Callable[[type], bool] | None = None
+) -> TensorDictBase:
     """Turn nested keys into flat ``separator``-joined keys.
 
     Examples:
@@ -455,8 +489,10 @@ def _put(out: Any, path: list[str], value: Any, facts: Any) -> None:
 
 
 def _collision(path: list[str]) -> KeyError:
-    return KeyError(f"unflattening the keys would override the leaf {_errors.fmt_path(tuple(path))} "
-                    f"(Unflattening key(s) in tensordict will override an existing for unflattened key)")
+    return KeyError(
+        f"unflattening the keys would override the leaf {_errors.fmt_path(tuple(path))} "
+        f"(Unflattening key(s) in tensordict will override an existing for unflattened key)"
+    )
 
 
 def rename_key_(self: TensorDictBase, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> TensorDictBase:

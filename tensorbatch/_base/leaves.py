@@ -122,8 +122,7 @@ def _plain(x: Any) -> Any:
     return x if type(x) is _Tensor else x.as_subclass(_Tensor)
 
 
-def cast_type(self: TensorDictBase, dst_type: torch.dtype, *,
-              cast_filter: Callable[..., bool] | None = None) -> Any:
+def cast_type(self: TensorDictBase, dst_type: torch.dtype, *, cast_filter: Callable[..., bool] | None = None) -> Any:
     """Cast every tensor leaf to ``dst_type`` (``td.type(torch.float64)``); ``cast_filter(key, leaf)`` picks them."""
     return _pointwise.cast(self, dst_type, cast_filter=cast_filter)
 
@@ -135,8 +134,13 @@ def auto_device_(self: TensorDictBase) -> TensorDictBase:
     return self
 
 
-def backward(self: TensorDictBase, gradient: Any = None, retain_graph: bool | None = None,
-             create_graph: bool = False, inputs: Any = None) -> None:
+def backward(
+    self: TensorDictBase,
+    gradient: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Any = None,
+) -> None:
     """Backpropagate from every tensor leaf (gradients from ``gradient``, a TensorDict, matched by key).
 
     A batch size ``[]`` TensorDict of scalars needs no ``gradient``, as for a scalar tensor.

@@ -86,8 +86,9 @@ def rename_keys(self: TensorDictBase, mapping: Mapping[NestedKey, NestedKey], *,
     moved = {old for old, _ in present}
     for _, new in present:
         if new not in moved and self._get(new, MISSING) is not MISSING:
-            raise ValueError(f"rename_keys: the destination {_errors.fmt_path(new)} already holds a value that "
-                             "is not renamed away")
+            raise ValueError(
+                f"rename_keys: the destination {_errors.fmt_path(new)} already holds a value that is not renamed away"
+            )
     out = self._copy_tree()
     values = [out._get(old) for old, _ in present]
     for old, _ in present:
@@ -103,8 +104,9 @@ def rename_keys(self: TensorDictBase, mapping: Mapping[NestedKey, NestedKey], *,
     return out
 
 
-def separates(self: TensorDictBase, *keys: NestedKey, default: Any = NO_DEFAULT, strict: bool = True,
-              filter_empty: bool = True) -> TensorDictBase:
+def separates(
+    self: TensorDictBase, *keys: NestedKey, default: Any = NO_DEFAULT, strict: bool = True, filter_empty: bool = True
+) -> TensorDictBase:
     """Move ``keys`` out of this TensorDict into a new one (same batch size), which is returned.
 
     Args:
@@ -174,8 +176,7 @@ def filter_empty_(self: TensorDictBase) -> TensorDictBase:
         >>> td.filter_empty_().sorted_keys
         ['c']
     """
-    empty = [(path, node) for path, node in named_nodes(self, post_order=True)
-             if path and node.is_empty()]
+    empty = [(path, node) for path, node in named_nodes(self, post_order=True) if path and node.is_empty()]
     if not empty:
         return self
     if self.is_locked or any(self._get(p[:-1]).is_locked for p, _ in empty if len(p) > 1):
@@ -186,8 +187,9 @@ def filter_empty_(self: TensorDictBase) -> TensorDictBase:
     return self
 
 
-def _merge_tensors(self: TensorDictBase, torch_fn: Any, keys: tuple[NestedKey, ...], out_key: NestedKey,
-                   dim: int, keep_entries: bool) -> TensorDictBase:
+def _merge_tensors(
+    self: TensorDictBase, torch_fn: Any, keys: tuple[NestedKey, ...], out_key: NestedKey, dim: int, keep_entries: bool
+) -> TensorDictBase:
     paths = [key_tuple(k) for k in keys]
     values = [self._get(p) for p in paths]  # a missing key raises first
     merged = torch_fn(values, dim)
@@ -201,8 +203,9 @@ def _merge_tensors(self: TensorDictBase, torch_fn: Any, keys: tuple[NestedKey, .
     return self
 
 
-def cat_tensors(self: TensorDictBase, *keys: NestedKey, out_key: NestedKey, dim: int = 0,
-                keep_entries: bool = False) -> TensorDictBase:
+def cat_tensors(
+    self: TensorDictBase, *keys: NestedKey, out_key: NestedKey, dim: int = 0, keep_entries: bool = False
+) -> TensorDictBase:
     """Concatenate the tensors at ``keys`` along ``dim`` (a tensor dim) into ``out_key``. Returns self.
 
     Examples:
@@ -214,8 +217,9 @@ def cat_tensors(self: TensorDictBase, *keys: NestedKey, out_key: NestedKey, dim:
     return _merge_tensors(self, torch.cat, keys, out_key, dim, keep_entries)
 
 
-def stack_tensors(self: TensorDictBase, *keys: NestedKey, out_key: NestedKey, dim: int = 0,
-                  keep_entries: bool = False) -> TensorDictBase:
+def stack_tensors(
+    self: TensorDictBase, *keys: NestedKey, out_key: NestedKey, dim: int = 0, keep_entries: bool = False
+) -> TensorDictBase:
     """Stack the tensors at ``keys`` along a new ``dim`` (a tensor dim) into ``out_key``. Returns self.
 
     Examples:

@@ -34,6 +34,7 @@ from .._ops.traverse import NON_TENSOR_TYPES, is_node, leaf_metas, named_leaves,
 _Tensor = torch.Tensor
 _PLAIN = (_Tensor, int, float, bool)  # values a row write takes as they are
 
+
 class StorageHooks:
     """Mixin of TensorDictBase: the storage hooks and their in-memory defaults (see the module docstring)."""
 
@@ -86,8 +87,9 @@ class StorageHooks:
         for path, value in values.items():
             target = self._get(path)  # type: ignore[attr-defined]
             if not isinstance(target, _Tensor):
-                raise TypeError(f"cannot write rows into {fmt_path(path)}: it holds a {type(target).__name__}, "
-                                f"not a tensor")
+                raise TypeError(
+                    f"cannot write rows into {fmt_path(path)}: it holds a {type(target).__name__}, not a tensor"
+                )
             if isinstance(value, _Tensor):
                 check_fits(path, value.shape, plan.target_shape(target.shape))
             checked.append((path, target, value))
@@ -174,8 +176,11 @@ class StorageHooks:
         if is_node(value) or isinstance(value, dict):
             values = dict(source_leaves(value, "writing at an index"))
         else:  # one value for every tensor leaf (non-tensor leaves are left alone, as in memory)
-            values = {path: value for path, meta in leaf_metas(self)  # type: ignore[arg-type]
-                      if isinstance(meta, _Tensor) or getattr(meta, "kind", None) == TENSOR}
+            values = {
+                path: value
+                for path, meta in leaf_metas(self)  # type: ignore[arg-type]
+                if isinstance(meta, _Tensor) or getattr(meta, "kind", None) == TENSOR
+            }
         self._write_at(idx, values, strict=False, source=value)
 
     def _update_at(self, source: Any, index: Any, clone: bool, wanted: Any) -> None:
@@ -197,8 +202,11 @@ class StorageHooks:
             index = normalize(td, index)[0]
         if td.batch_dims:  # the common case first: existing tensor leaves at dim-0 rows, one _write_rows
             plan, rest = split_index(index, td.batch_size)
-            if rest is None and all(isinstance(value, _PLAIN) for value in values.values()) \
-                    and td._are_tensor_leaves(values):
+            if (
+                rest is None
+                and all(isinstance(value, _PLAIN) for value in values.values())
+                and td._are_tensor_leaves(values)
+            ):
                 td._write_rows(plan, values)
                 return
         found = {path: node_meta(td, path) for path in values}
@@ -224,7 +232,7 @@ class StorageHooks:
                     continue
                 if not isinstance(leaf, _Tensor):  # a node created by the write: its leaves are listed too
                     continue
-                node._alloc_leaf(path[-1], (*td.batch_size, *leaf.shape[len(sub.batch_size):]), leaf.dtype)
+                node._alloc_leaf(path[-1], (*td.batch_size, *leaf.shape[len(sub.batch_size) :]), leaf.dtype)
             elif type(leaf) in NON_TENSOR_TYPES:  # a small object stored whole: merged, then replaced
                 node._merge_non_tensor(path[-1], plan.index, leaf)
                 continue
@@ -235,8 +243,9 @@ class StorageHooks:
         td._write_rows(plan, tensors)
 
 
-def _write_in_memory(sub: Any, index: tuple[Any, ...], values: dict[tuple[str, ...], Any], strict: bool,
-                     source: Any) -> None:
+def _write_in_memory(
+    sub: Any, index: tuple[Any, ...], values: dict[tuple[str, ...], Any], strict: bool, source: Any
+) -> None:
     if strict:
         update_at_(sub, values, index)
     else:

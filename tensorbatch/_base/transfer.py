@@ -80,9 +80,14 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
         assert device is not None  # (a device given is a device)
         if device == self.device and dtype is None and batch_size is None:
             return self  # already there: itself, as tensordict
-        result = move(self, device, non_blocking=non_blocking is True,
-                      pin=pin and dtype is None and batch_size is None, num_threads=num_threads,
-                      whole=dtype is None and batch_size is None)
+        result = move(
+            self,
+            device,
+            non_blocking=non_blocking is True,
+            pin=pin and dtype is None and batch_size is None,
+            num_threads=num_threads,
+            whole=dtype is None and batch_size is None,
+        )
     if dtype is not None:
         result = _pointwise.cast(result, dtype)
     if batch_size is not None:
@@ -91,8 +96,15 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
     return result
 
 
-def move(td: TensorDictBase, device: torch.device, *, non_blocking: bool = False, pin: bool = False,
-         num_threads: int | None = None, whole: bool = True) -> TensorDictBase:
+def move(
+    td: TensorDictBase,
+    device: torch.device,
+    *,
+    non_blocking: bool = False,
+    pin: bool = False,
+    num_threads: int | None = None,
+    whole: bool = True,
+) -> TensorDictBase:
     """``td`` with its leaves on ``device``: non-blocking copies, then :func:`settle` unless ``non_blocking``.
 
     ``pin``: CPU leaves are pinned on the fly before a copy to an accelerator; ``num_threads`` (> 1)
@@ -152,9 +164,11 @@ def _copy(device: torch.device, sources: set[torch.device] | None) -> Callable[[
     """The copy of one leaf; ``sources`` (a move to the host) collects the accelerators copied from."""
     to_cpu = device.type == "cpu"  # (read once: a device's .type makes a new str at each read)
     if sources is None:
+
         def copy(x: _Tensor) -> _Tensor:
             return x if to_cpu and x.is_cpu else x.to(device, non_blocking=True)
     else:
+
         def copy(x: _Tensor) -> _Tensor:
             if x.is_cpu:  # nothing to copy, nothing to wait for
                 return x if to_cpu else x.to(device, non_blocking=True)
@@ -223,6 +237,7 @@ def pinned(td: TensorDictBase, num_threads: int | None = None) -> TensorDictBase
     Each leaf is copied once, into torch's pinned-memory cache; leaves already pinned or not on the
     CPU are kept.
     """
+
     def pin(x: _Tensor) -> _Tensor:
         return x.pin_memory() if x.device.type == "cpu" and not x.is_pinned() else x
 

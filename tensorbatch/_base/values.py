@@ -69,8 +69,11 @@ def auto_batch_size_(self: TensorDictBase, batch_dims: int | None = None) -> Ten
 def _fit_batch_size(node: Any, batch_dims: int | None) -> None:
     """Set one node's batch size to the longest leading shape its entries share."""
     # non-tensor leaves and unbatched tensors follow the batch size; they do not decide it (as in tensordict)
-    shapes = [v.batch_size if is_td(v) else leaf_shape(v) for v in node._values_str()
-              if not is_non_tensor(v) and not is_unbatched(v)]
+    shapes = [
+        v.batch_size if is_td(v) else leaf_shape(v)
+        for v in node._values_str()
+        if not is_non_tensor(v) and not is_unbatched(v)
+    ]
     size = common_batch(shapes, batch_dims)
     for key, value in list(node._items_str()):
         if is_non_tensor(value) and value.batch_size[: len(size)] != size:
@@ -78,12 +81,25 @@ def _fit_batch_size(node: Any, batch_dims: int | None) -> None:
     node.batch_size = size
 
 
-def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size: Sequence[int] | None = None,
-          device: Any = NO_DEFAULT, names: Any = NO_DEFAULT, inplace: bool = False,
-          default: Any = NO_DEFAULT, filter_empty: bool | None = None, propagate_lock: bool = False,
-          call_on_nested: bool = False, is_leaf: Callable[[type], bool] | None = None,
-          out: TensorDictBase | None = None, named: bool = False, nested_keys: bool = False,
-          prefix: tuple[str, ...] = (), call_on_unbatched: bool = False) -> TensorDictBase | None:
+def apply(
+    self: TensorDictBase,
+    fn: Callable[..., Any],
+    *others: Any,
+    batch_size: Sequence[int] | None = None,
+    device: Any = NO_DEFAULT,
+    names: Any = NO_DEFAULT,
+    inplace: bool = False,
+    default: Any = NO_DEFAULT,
+    filter_empty: bool | None = None,
+    propagate_lock: bool = False,
+    call_on_nested: bool = False,
+    is_leaf: Callable[[type], bool] | None = None,
+    out: TensorDictBase | None = None,
+    named: bool = False,
+    nested_keys: bool = False,
+    prefix: tuple[str, ...] = (),
+    call_on_unbatched: bool = False,
+) -> TensorDictBase | None:
     """Apply ``fn`` to every leaf (with the matching leaves of ``others``) into a new TensorDict.
 
     A leaf for which ``fn`` returns None is dropped; if every leaf is dropped, None is returned.
@@ -105,21 +121,45 @@ def apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, batch_size
         >>> seen
         ['a', ('n', 'b')]
     """
-    if dynamo_compiling() and len(others) < 2 and batch_size is None and device is NO_DEFAULT and (
-            names is NO_DEFAULT and not inplace and out is None and not call_on_nested and not propagate_lock
-            and not named and is_leaf is None):
+    if (
+        dynamo_compiling()
+        and len(others) < 2
+        and batch_size is None
+        and device is NO_DEFAULT
+        and (
+            names is NO_DEFAULT
+            and not inplace
+            and out is None
+            and not call_on_nested
+            and not propagate_lock
+            and not named
+            and is_leaf is None
+        )
+    ):
         lean, fn = lean_map(self, fn, others[0] if others else None)  # traced.py: lean under dynamo
         if lean is not None:
             return lean  # type: ignore[no-any-return]  # an in-memory TensorDict
     if call_on_nested:
+
         def is_leaf(cls: type) -> bool:
             return True
+
     dev = _as_device(device) if device is not NO_DEFAULT else NO_DEFAULT
     result = apply_leaves(  # in place too: all results first, then the writes (no half-applied state)
-        self, fn, *others, batch_size=batch_size, names=names, device=dev, inplace=False,
-        is_leaf=is_leaf, filter_empty=True if filter_empty is None else filter_empty, default=default,
-        what="applying fn", check=True,  # a user function may change leading dims: refuse that
-        named=_key_maker(nested_keys, prefix) if named else None, call_on_unbatched=call_on_unbatched,
+        self,
+        fn,
+        *others,
+        batch_size=batch_size,
+        names=names,
+        device=dev,
+        inplace=False,
+        is_leaf=is_leaf,
+        filter_empty=True if filter_empty is None else filter_empty,
+        default=default,
+        what="applying fn",
+        check=True,  # a user function may change leading dims: refuse that
+        named=_key_maker(nested_keys, prefix) if named else None,
+        call_on_unbatched=call_on_unbatched,
     )
     if not len(result._keys_str()) and filter_empty is not False and not self.is_empty():
         return None
@@ -142,6 +182,7 @@ def _key_maker(nested_keys: bool, prefix: tuple[str, ...]) -> Callable[[tuple[st
 
     def prefixed(path: tuple[str, ...]) -> Any:
         return prefix + path  # (a str prefix raises TypeError, as in tensordict)
+
     return prefixed
 
 
@@ -158,12 +199,24 @@ def apply_(self: TensorDictBase, fn: Callable[..., Any], *others: Any, **kwargs:
     return self.apply(fn, *others, inplace=True, **kwargs)  # type: ignore[return-value]
 
 
-def named_apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, nested_keys: bool = False,
-                batch_size: Sequence[int] | None = None, device: Any = NO_DEFAULT,
-                names: Any = NO_DEFAULT, inplace: bool = False, default: Any = NO_DEFAULT,
-                filter_empty: bool | None = None, propagate_lock: bool = False, call_on_nested: bool = False,
-                is_leaf: Callable[[type], bool] | None = None, out: TensorDictBase | None = None,
-                prefix: tuple[str, ...] = (), call_on_unbatched: bool = False) -> TensorDictBase | None:
+def named_apply(
+    self: TensorDictBase,
+    fn: Callable[..., Any],
+    *others: Any,
+    nested_keys: bool = False,
+    batch_size: Sequence[int] | None = None,
+    device: Any = NO_DEFAULT,
+    names: Any = NO_DEFAULT,
+    inplace: bool = False,
+    default: Any = NO_DEFAULT,
+    filter_empty: bool | None = None,
+    propagate_lock: bool = False,
+    call_on_nested: bool = False,
+    is_leaf: Callable[[type], bool] | None = None,
+    out: TensorDictBase | None = None,
+    prefix: tuple[str, ...] = (),
+    call_on_unbatched: bool = False,
+) -> TensorDictBase | None:
     """Like :meth:`apply`, with the key as first argument of ``fn``.
 
     The key is the leaf's own name, or its full path when ``nested_keys`` is True.
@@ -174,14 +227,35 @@ def named_apply(self: TensorDictBase, fn: Callable[..., Any], *others: Any, nest
         >>> td.named_apply(lambda key, x: x + 1 if key == "a" else x)["a"]
         tensor([2., 2.])
     """
-    return self.apply(fn, *others, batch_size=batch_size, device=device, names=names, inplace=inplace,
-                      default=default, filter_empty=filter_empty, propagate_lock=propagate_lock,
-                      call_on_nested=call_on_nested, is_leaf=is_leaf, out=out, named=True,
-                      nested_keys=nested_keys, prefix=prefix, call_on_unbatched=call_on_unbatched)
+    return self.apply(
+        fn,
+        *others,
+        batch_size=batch_size,
+        device=device,
+        names=names,
+        inplace=inplace,
+        default=default,
+        filter_empty=filter_empty,
+        propagate_lock=propagate_lock,
+        call_on_nested=call_on_nested,
+        is_leaf=is_leaf,
+        out=out,
+        named=True,
+        nested_keys=nested_keys,
+        prefix=prefix,
+        call_on_unbatched=call_on_unbatched,
+    )
 
 
-def _map(self: TensorDictBase, fn: Callable[[Any], Any], what: str, batch_size: Any = None,
-         names: Any = NO_DEFAULT, device: Any = NO_DEFAULT, follow: bool = False) -> TensorDictBase:
+def _map(
+    self: TensorDictBase,
+    fn: Callable[[Any], Any],
+    what: str,
+    batch_size: Any = None,
+    names: Any = NO_DEFAULT,
+    device: Any = NO_DEFAULT,
+    follow: bool = False,
+) -> TensorDictBase:
     """Internal leaf map without user-facing options (``follow``: a batch op, see traverse)."""
     if batch_size is not None and type(batch_size) is not _Size:
         batch_size = _Size(batch_size)
@@ -197,8 +271,9 @@ def _is_leaf_or_non_tensor(cls: type) -> bool:
     return issubclass(cls, _Tensor) or is_non_tensor_type(cls) or bool(getattr(cls, "_pass_through", False))
 
 
-def attrs(self: TensorDictBase, *, fields: Sequence[str] = _ATTR_FIELDS,
-          num_threads: int | None = None) -> TensorDictBase:
+def attrs(
+    self: TensorDictBase, *, fields: Sequence[str] = _ATTR_FIELDS, num_threads: int | None = None
+) -> TensorDictBase:
     """A TensorDict describing each tensor leaf by a :class:`~tensorbatch.TensorAttrs` (device, dtype, shape).
 
     The result has an empty batch size and no device; non-tensor leaves are kept as they are. Give it to
@@ -235,6 +310,7 @@ def attrs(self: TensorDictBase, *, fields: Sequence[str] = _ATTR_FIELDS,
 
 def _attrs_targets(td: TensorDictBase) -> dict[Any, Any]:
     """The ``TensorAttrs`` leaves of ``td`` by key path (none: ``to(td)`` takes ``td``'s device)."""
+
     def is_leaf(cls: type) -> bool:
         return cls is TENSOR_ATTRS or _is_leaf_or_non_tensor(cls)
 
@@ -243,6 +319,7 @@ def _attrs_targets(td: TensorDictBase) -> dict[Any, Any]:
 
 def _to_attrs(td: TensorDictBase, targets: dict[Any, Any]) -> TensorDictBase:
     """``td`` with each leaf that ``targets`` names cast to its device and dtype (the others unchanged)."""
+
     def cast(key: Any, value: _Tensor) -> _Tensor:
         target = targets.get(key)
         return value if target is None else value.to(device=target.tgt_device, dtype=target.tgt_dtype)
@@ -308,8 +385,9 @@ def replace(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
     return self.copy().update(entries)
 
 
-def copy_at_(self: TensorDictBase, tensordict: Any, idx: Any, non_blocking: bool = False, *,
-             fast: bool = True) -> TensorDictBase:
+def copy_at_(
+    self: TensorDictBase, tensordict: Any, idx: Any, non_blocking: bool = False, *, fast: bool = True
+) -> TensorDictBase:
     """Copy ``tensordict``'s values into this one's leaves at ``idx`` (see :meth:`update_at_`).
 
     ``fast`` is accepted for compatibility: every write here checks all leaves first, then writes.
@@ -427,8 +505,9 @@ def is_contiguous(self: TensorDictBase) -> bool:
     return all(leaf.is_contiguous() for leaf in flat_leaves(self))
 
 
-def _new_leaves(self: TensorDictBase, size: Any, make: Callable[[Any, tuple[int, ...]], Any],
-                what: str, device: Any = NO_DEFAULT) -> TensorDictBase:
+def _new_leaves(
+    self: TensorDictBase, size: Any, make: Callable[[Any, tuple[int, ...]], Any], what: str, device: Any = NO_DEFAULT
+) -> TensorDictBase:
     if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
         size = tuple(size[0])
     size = _Size(size)
@@ -497,8 +576,7 @@ def new_tensor(self: TensorDictBase, data: Any, **kwargs: Any) -> TensorDictBase
     # copy-constructed); the result's device is the data's unless ``device`` is given, as in tensordict
     as_tensor = data if isinstance(data, torch.Tensor) else torch.as_tensor(data)
     device = _as_device(kwargs["device"]) if "device" in kwargs else as_tensor.device
-    return self._map(lambda x: x.new_tensor(data, **kwargs), "new_tensor", batch_size=as_tensor.shape,
-                     device=device)
+    return self._map(lambda x: x.new_tensor(data, **kwargs), "new_tensor", batch_size=as_tensor.shape, device=device)
 
 
 def all_true(self: TensorDictBase, dim: int | None = None) -> bool | TensorDictBase:
@@ -522,12 +600,12 @@ def any_true(self: TensorDictBase, dim: int | None = None) -> bool | TensorDictB
 def allclose(self: TensorDictBase, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
     """True when every leaf is close to the matching leaf (or value) of ``other``."""
     others = _pointwise.leaves_of(other, self)
-    return all(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
-               for a, b in zip(flat_leaves(self), others, strict=True))
+    return all(
+        torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+        for a, b in zip(flat_leaves(self), others, strict=True)
+    )
 
 
 def _check_reduce_dim(td: TensorDictBase, dim: int) -> None:
     if not -td.batch_dims <= dim < td.batch_dims:
-        raise RuntimeError(
-            f"dim {dim} must be in [-batch_dims, batch_dims) for batch_size {list(td.batch_size)}"
-        )
+        raise RuntimeError(f"dim {dim} must be in [-batch_dims, batch_dims) for batch_size {list(td.batch_size)}")

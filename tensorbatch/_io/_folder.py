@@ -134,8 +134,10 @@ def _carry_foreign(prefix: Path, tmp: Path) -> Any:
     for rel in _foreign(prefix):
         target = tmp / rel
         if os.path.lexists(target):
-            raise RuntimeError(f"cannot save into {prefix}: the save would replace {prefix / rel}, which no "
-                               "previous save wrote (move it away or save elsewhere)")
+            raise RuntimeError(
+                f"cannot save into {prefix}: the save would replace {prefix / rel}, which no "
+                "previous save wrote (move it away or save elsewhere)"
+            )
         moves.append((prefix / rel, target))
     moved: list[tuple[Path, Path]] = []
 

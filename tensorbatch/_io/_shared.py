@@ -14,11 +14,29 @@ import torch
 
 from .._ops.traverse import named_nodes, stacked_members
 
-DTYPES: dict[str, torch.dtype] = {str(d): d for d in (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128,
-    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
-    torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2,
-)}
+DTYPES: dict[str, torch.dtype] = {
+    str(d): d
+    for d in (
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.complex32,
+        torch.complex64,
+        torch.complex128,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+        torch.float8_e4m3fn,
+        torch.float8_e5m2,
+    )
+}
 """Every dtype the formats store, by its ``str`` (``"torch.float32"``): read back without ``eval``."""
 
 

@@ -54,16 +54,20 @@ def append_memmap(prefix: str | Path, rows: Any, *, allow_pickle: bool | None = 
 
     prefix = Path(prefix).absolute()
     if not prefix.is_dir():
-        raise ValueError(f"append_memmap appends to a saved folder and {prefix} is not one "
-                         "(an archive cannot grow: unpack it with unpack_memmap first)")
+        raise ValueError(
+            f"append_memmap appends to a saved folder and {prefix} is not one "
+            "(an archive cannot grow: unpack it with unpack_memmap first)"
+        )
     if is_tensorclass(rows):
         rows = rows._tensordict  # saved as its TensorDict
     if not is_td(rows):
         raise TypeError(f"rows must be a TensorDict or a TensorClass, got {type(rows).__name__}")
     saved = TensorDict.load_memmap(prefix, allow_pickle=allow_pickle)
     if not saved.batch_dims or not rows.batch_dims:
-        raise ValueError(f"append_memmap appends along the first batch dimension, which the saved TensorDict "
-                         f"(batch size {list(saved.batch_size)}) and the rows ({list(rows.batch_size)}) need")
+        raise ValueError(
+            f"append_memmap appends along the first batch dimension, which the saved TensorDict "
+            f"(batch size {list(saved.batch_size)}) and the rows ({list(rows.batch_size)}) need"
+        )
     leaves: list[tuple[Path, int, torch.Tensor]] = []
     metas: list[Path] = []
     _check(saved, rows, (), prefix, leaves, metas)
@@ -72,8 +76,14 @@ def append_memmap(prefix: str | Path, rows: Any, *, allow_pickle: bool | None = 
     _grow(leaves, metas, total)
 
 
-def _check(saved: Any, rows: Any, path: tuple[str, ...], folder: Path, leaves: list[tuple[Path, int, torch.Tensor]],
-           metas: list[Path]) -> None:
+def _check(
+    saved: Any,
+    rows: Any,
+    path: tuple[str, ...],
+    folder: Path,
+    leaves: list[tuple[Path, int, torch.Tensor]],
+    metas: list[Path],
+) -> None:
     """Check that ``rows`` fit the saved node ``saved``; collect the leaf files and meta.json files to change."""
     where = f"the entry {fmt_path(path)}" if path else "the saved TensorDict"
     if stacked_members(saved) is not None:
@@ -81,11 +91,15 @@ def _check(saved: Any, rows: Any, path: tuple[str, ...], folder: Path, leaves: l
     if not is_td(rows) or is_non_tensor(rows):
         raise ValueError(f"cannot append a {type(rows).__name__} to {where}, a TensorDict")
     if rows.batch_size[1:] != saved.batch_size[1:]:
-        raise ValueError(f"cannot append rows of batch size {list(rows.batch_size)} to {where}, of batch size "
-                         f"{list(saved.batch_size)}: they differ beyond the first dimension")
+        raise ValueError(
+            f"cannot append rows of batch size {list(rows.batch_size)} to {where}, of batch size "
+            f"{list(saved.batch_size)}: they differ beyond the first dimension"
+        )
     if set(saved.keys()) != set(rows.keys()):
-        raise ValueError(f"cannot append rows with the keys {sorted(rows.keys())} to {where}, which has the keys "
-                         f"{sorted(saved.keys())}")
+        raise ValueError(
+            f"cannot append rows with the keys {sorted(rows.keys())} to {where}, which has the keys "
+            f"{sorted(saved.keys())}"
+        )
     metas.append(folder / _memmap.META)
     for key, old in saved._items_str():
         new, at = rows._get_str(key, None), (*path, key)
@@ -95,8 +109,10 @@ def _check(saved: Any, rows: Any, path: tuple[str, ...], folder: Path, leaves: l
                 raise ValueError(f"cannot append to {where}: a stack of non-tensor values cannot grow")
             values = [new.data] if isinstance(new, NonTensorData) else _flat(new.tolist()) if is_non_tensor(new) else []
             if not is_non_tensor(new) or not all(_equal(value, old.data) for value in values):
-                raise ValueError(f"cannot append to {where}: the saved non-tensor value {old.data!r} stays as it "
-                                 f"is, so the rows must hold that value, not {getattr(new, 'data', new)!r}")
+                raise ValueError(
+                    f"cannot append to {where}: the saved non-tensor value {old.data!r} stays as it "
+                    f"is, so the rows must hold that value, not {getattr(new, 'data', new)!r}"
+                )
         elif is_td(old):
             _check(old, new, at, folder / name, leaves, metas)
         elif not isinstance(new, torch.Tensor):
@@ -104,8 +120,10 @@ def _check(saved: Any, rows: Any, path: tuple[str, ...], folder: Path, leaves: l
         elif old.is_nested or new.is_nested:
             raise ValueError(f"cannot append to {where}: a nested tensor cannot grow")
         elif new.dtype != old.dtype or new.shape[1:] != old.shape[1:]:
-            raise ValueError(f"cannot append rows of dtype {new.dtype} and shape {list(new.shape)} to {where}, of "
-                             f"dtype {old.dtype} and shape {list(old.shape)}")
+            raise ValueError(
+                f"cannot append rows of dtype {new.dtype} and shape {list(new.shape)} to {where}, of "
+                f"dtype {old.dtype} and shape {list(old.shape)}"
+            )
         else:
             leaves.append((folder / f"{name}.memmap", old.numel() * old.element_size(), new))
 

@@ -38,8 +38,14 @@ _LOCAL = struct.Struct("<4s5H3I2H")  # a zip local file header, before its name 
 _LOCAL_SIG = b"PK\x03\x04"
 _ZIP64_EXTRA = 20  # the zip64 block zipfile appends to the local header of an entry near 2 GiB or more
 _CHUNK = 16 << 20  # bytes copied at a time: bounded memory whatever the leaf size
-_COMPRESSION = {None: zipfile.ZIP_STORED, "stored": zipfile.ZIP_STORED, "deflate": zipfile.ZIP_DEFLATED,
-                "deflated": zipfile.ZIP_DEFLATED, "bzip2": zipfile.ZIP_BZIP2, "lzma": zipfile.ZIP_LZMA}
+_COMPRESSION = {
+    None: zipfile.ZIP_STORED,
+    "stored": zipfile.ZIP_STORED,
+    "deflate": zipfile.ZIP_DEFLATED,
+    "deflated": zipfile.ZIP_DEFLATED,
+    "bzip2": zipfile.ZIP_BZIP2,
+    "lzma": zipfile.ZIP_LZMA,
+}
 
 
 def is_memmap_archive(path: str | Path) -> bool:
@@ -67,8 +73,14 @@ def is_memmap_archive(path: str | Path) -> bool:
         return False
 
 
-def pack_memmap(prefix: str | Path, archive_path: str | Path, *, compression: str | int | None = None,
-                compresslevel: int | None = None, progress: bool | None = None) -> Path:
+def pack_memmap(
+    prefix: str | Path,
+    archive_path: str | Path,
+    *,
+    compression: str | int | None = None,
+    compresslevel: int | None = None,
+    progress: bool | None = None,
+) -> Path:
     """Pack a saved TensorDict folder (``td.memmap(prefix)``) into one archive file.
 
     ``TensorDict.load_memmap(archive_path)`` maps it back without a copy; :func:`unpack_memmap` (or
@@ -229,8 +241,16 @@ def wanted(prefix: str | Path | None, archive: bool | None, compression: Any) ->
     return bool(archive)
 
 
-def save(td: Any, path: str | Path | None, *, existsok: bool = True, allow_pickle: bool = False,
-         like: bool = False, compression: Any = None, progress: bool | None = None) -> Path:
+def save(
+    td: Any,
+    path: str | Path | None,
+    *,
+    existsok: bool = True,
+    allow_pickle: bool = False,
+    like: bool = False,
+    compression: Any = None,
+    progress: bool | None = None,
+) -> Path:
     """Write ``td`` as an archive at ``path``: one pass over the data, straight into the archive.
 
     The folder layout is staged with empty (sparse) leaf files, and each leaf's bytes are streamed from
@@ -260,8 +280,10 @@ def _compression(compression: Any) -> int:
         return compression
     method = _COMPRESSION.get(compression.lower() if isinstance(compression, str) else compression)
     if method is None:
-        raise ValueError(f"unknown compression {compression!r}: expected one of "
-                         f"{sorted(k for k in _COMPRESSION if k)} or a zipfile constant")
+        raise ValueError(
+            f"unknown compression {compression!r}: expected one of "
+            f"{sorted(k for k in _COMPRESSION if k)} or a zipfile constant"
+        )
     return method
 
 
@@ -275,13 +297,23 @@ def _folder_files(folder: Path) -> list[Path]:
     return files
 
 
-def _write(folder: Path, target: Path, method: int, level: int | None,
-           sources: dict[Path, torch.Tensor] | None = None, progress: bool | None = False, desc: str = "") -> None:
+def _write(
+    folder: Path,
+    target: Path,
+    method: int,
+    level: int | None,
+    sources: dict[Path, torch.Tensor] | None = None,
+    progress: bool | None = False,
+    desc: str = "",
+) -> None:
     """Write the files of ``folder`` as an archive at ``target`` (a ``.memmap`` in ``sources`` from its tensor)."""
     files = _folder_files(folder)  # listed first: the archive may be written inside a symlinked folder
     target.parent.mkdir(parents=True, exist_ok=True)
-    bar = (_progress.bar(progress, desc, sum(f.stat().st_size for f in files)) if _progress.wanted(progress)
-           else _progress.NO_BAR)
+    bar = (
+        _progress.bar(progress, desc, sum(f.stat().st_size for f in files))
+        if _progress.wanted(progress)
+        else _progress.NO_BAR
+    )
     with bar, atomic_target(target) as tmp, zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
         for file in files:
             name = file.relative_to(folder).as_posix()
@@ -298,8 +330,15 @@ def _write(folder: Path, target: Path, method: int, level: int | None,
             _add(zf, name, chunks, size, method if leaf else zipfile.ZIP_STORED, level, bar)
 
 
-def _add(zf: zipfile.ZipFile, name: str, chunks: Iterator[Any], size: int, method: int, level: int | None,
-         bar: Any = _progress.NO_BAR) -> None:
+def _add(
+    zf: zipfile.ZipFile,
+    name: str,
+    chunks: Iterator[Any],
+    size: int,
+    method: int,
+    level: int | None,
+    bar: Any = _progress.NO_BAR,
+) -> None:
     """One entry; an uncompressed one's payload starts at a multiple of ``_ALIGN`` in the file."""
     info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
     info.compress_type, info.file_size, info.external_attr = method, size, 0o644 << 16
@@ -330,7 +369,7 @@ def _tensor_chunks(tensor: torch.Tensor) -> Iterator[memoryview]:
     data = tensor.detach().as_subclass(torch.Tensor).resolve_conj().resolve_neg().cpu().contiguous()
     view = data.reshape(-1).view(torch.uint8).numpy().data  # a memoryview: no copy
     for i in range(0, len(view), _CHUNK):
-        yield view[i:i + _CHUNK]
+        yield view[i : i + _CHUNK]
 
 
 # ---------------------------------------------------------------------------------------------- read
@@ -372,12 +411,19 @@ def _check_declared_size(path: Path, info: zipfile.ZipInfo) -> None:
     (bzip2 and lzma have no such bound: their entries are read as the data arrives, see Archive.inflate.)
     """
     if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
-        raise _corrupt(path, info.filename, f"it declares {info.file_size} bytes but its uncompressed payload "
-                                            f"holds {info.compress_size}")
+        raise _corrupt(
+            path,
+            info.filename,
+            f"it declares {info.file_size} bytes but its uncompressed payload holds {info.compress_size}",
+        )
     if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > info.compress_size * _DEFLATE_RATIO + 1024:
-        raise _corrupt(path, info.filename, f"it declares {info.file_size} bytes but its {info.compress_size} "
-                                            "deflated bytes cannot hold more than "
-                                            f"{info.compress_size * _DEFLATE_RATIO + 1024}")
+        raise _corrupt(
+            path,
+            info.filename,
+            f"it declares {info.file_size} bytes but its {info.compress_size} "
+            "deflated bytes cannot hold more than "
+            f"{info.compress_size * _DEFLATE_RATIO + 1024}",
+        )
 
 
 class Archive:
@@ -446,19 +492,22 @@ class Archive:
         info, start = self.entries[name]
         nbytes = shape.numel() * dtype.itemsize
         if info.file_size != nbytes:
-            raise RuntimeError(f"{where} holds {info.file_size} bytes but shape {list(shape)} of {dtype} needs "
-                               f"{nbytes}: it is truncated or does not belong to this tensor")
+            raise RuntimeError(
+                f"{where} holds {info.file_size} bytes but shape {list(shape)} of {dtype} needs "
+                f"{nbytes}: it is truncated or does not belong to this tensor"
+            )
         copied = info.compress_type != zipfile.ZIP_STORED or start % dtype.itemsize  # (foreign, unaligned zips)
         if copied and self.writable:
-            raise RuntimeError(f"cannot open {where} with mode='r+': the entry is compressed or unaligned, so "
-                               "writes could not reach the file (re-save the archive uncompressed)")
+            raise RuntimeError(
+                f"cannot open {where} with mode='r+': the entry is compressed or unaligned, so "
+                "writes could not reach the file (re-save the archive uncompressed)"
+            )
         if info.compress_type != zipfile.ZIP_STORED:
             flat = self.inflate(name, nbytes)
         else:
             if self._mapping is None:
-                self._mapping = torch.from_file(str(self.path), shared=self.writable, size=self.size,
-                                                dtype=torch.uint8)
-            flat = self._mapping[start:start + nbytes]
+                self._mapping = torch.from_file(str(self.path), shared=self.writable, size=self.size, dtype=torch.uint8)
+            flat = self._mapping[start : start + nbytes]
             flat = flat.clone() if copied else flat
         return flat.view(dtype).view(shape)
 
@@ -511,8 +560,15 @@ class ArchivePath:
         return f"{self.archive.path}::{self.at}"
 
 
-def load(path: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False, robust_key: bool = True,
-         writable: bool = False) -> Any:
+def load(
+    path: str | Path,
+    dense_cls: Any,
+    device: Any = None,
+    *,
+    allow_pickle: bool = False,
+    robust_key: bool = True,
+    writable: bool = False,
+) -> Any:
     """Read the archive at ``path`` with the folder reader (memmap._Reader): its entries stand for the files."""
     reader = _memmap._Reader(dense_cls, device, allow_pickle, robust_key)
     root: Any = ArchivePath(Archive(Path(path).absolute(), writable))  # stands for the folder's Path

@@ -46,8 +46,10 @@ def payload(td: Any, device: Any = None) -> tuple[torch.Tensor, dict[str, Any]]:
             try:
                 json.dumps(value)
             except TypeError:
-                raise TypeError(f"cannot send the non-tensor value at key {fmt_path(path)} (a "
-                                f"{type(value).__name__}): only JSON values travel (nothing is pickled)") from None
+                raise TypeError(
+                    f"cannot send the non-tensor value at key {fmt_path(path)} (a "
+                    f"{type(value).__name__}): only JSON values travel (nothing is pickled)"
+                ) from None
         raise
     return buffer, layout
 
@@ -79,9 +81,9 @@ def _packed(td: Any, device: torch.device) -> tuple[torch.Tensor, list[int], Exc
     except Exception as err:
         buffer, raw, status, failed = torch.empty(0, dtype=_U8), f"{type(err).__name__}: {err}".encode(), 1, err
     out = torch.empty(buffer.numel() + len(raw), dtype=_U8, device=device)
-    out[:buffer.numel()] = buffer
+    out[: buffer.numel()] = buffer
     if raw:
-        out[buffer.numel():] = torch.frombuffer(bytearray(raw), dtype=_U8)
+        out[buffer.numel() :] = torch.frombuffer(bytearray(raw), dtype=_U8)
     return out, [status, buffer.numel(), len(raw)], failed
 
 
@@ -96,14 +98,16 @@ def _sizes(sizes: list[int], group: Any, device: torch.device, what: str) -> lis
     table = [row.tolist() for row in every]
     for rank, (status, n, m) in enumerate(table):
         if status not in (0, 1) or n < 0 or not 0 <= m <= wire.MAX_HEADER:
-            raise RuntimeError(f"{what}: rank {rank} declared a layout of {m} bytes (at most {wire.MAX_HEADER}) and "
-                               f"a buffer of {n} bytes: refused on every rank before allocating")
+            raise RuntimeError(
+                f"{what}: rank {rank} declared a layout of {m} bytes (at most {wire.MAX_HEADER}) and "
+                f"a buffer of {n} bytes: refused on every rank before allocating"
+            )
     return table
 
 
 def _padded(packed: torch.Tensor, width: int) -> torch.Tensor:
     out = torch.zeros(width, dtype=_U8, device=packed.device)  # zeros, not stale memory, in the padding
-    out[:packed.numel()] = packed
+    out[: packed.numel()] = packed
     return out
 
 
@@ -123,8 +127,10 @@ def check_same(entries: list[Any], group: Any, what: str) -> None:
         return
     width = max(int.from_bytes(_bytes(d[:8]), "little") for d in every)
     if width > wire.MAX_HEADER:  # (every rank sees the same digests: every rank raises)
-        raise RuntimeError(f"{what}: a rank declared a structure of {width} bytes, more than {wire.MAX_HEADER}: "
-                           "refused before allocating")
+        raise RuntimeError(
+            f"{what}: a rank declared a structure of {width} bytes, more than {wire.MAX_HEADER}: "
+            "refused before allocating"
+        )
     mine = _padded(torch.frombuffer(bytearray(raw), dtype=_U8).to(device), width)
     gathered = [torch.empty_like(mine) for _ in every]
     dist.all_gather(gathered, mine, group=group)
@@ -138,8 +144,16 @@ def check_same(entries: list[Any], group: Any, what: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- reductions
-def _reduce_all(td: Any, collective: Callable[[torch.Tensor], Any], async_op: bool, bucket_bytes: int | None,
-                write: bool, check: bool, what: str, group: Any) -> list[Any]:
+def _reduce_all(
+    td: Any,
+    collective: Callable[[torch.Tensor], Any],
+    async_op: bool,
+    bucket_bytes: int | None,
+    write: bool,
+    check: bool,
+    what: str,
+    group: Any,
+) -> list[Any]:
     """Run ``collective`` on every leaf (or bucket of leaves) in place; ``write``: results land in the leaves.
 
     Returns the Works (``async_op``); each copies its results back into the leaves when waited on.
@@ -205,8 +219,17 @@ def _finisher(flat: torch.Tensor, copies: list[torch.Tensor], follow: list[Calla
 class Collectives:
     """The methods; ``distributed.install`` copies them onto TensorDictBase."""
 
-    def reduce(self: Any, dst: int, op: Any = None, async_op: bool = False, return_premature: bool = False,
-               group: Any = None, *, bucket_bytes: int | None = None, check_structure: bool = True) -> Any:
+    def reduce(
+        self: Any,
+        dst: int,
+        op: Any = None,
+        async_op: bool = False,
+        return_premature: bool = False,
+        group: Any = None,
+        *,
+        bucket_bytes: int | None = None,
+        check_structure: bool = True,
+    ) -> Any:
         """Reduce every leaf over the group into rank ``dst``'s TensorDict, in place.
 
         Every rank calls it with the same structure (checked first: a mismatch raises on every rank,
@@ -223,23 +246,46 @@ class Collectives:
             check_structure: check that every rank holds the same keys, shapes and dtypes first.
         """
         op = dist.ReduceOp.SUM if op is None else op
-        works = _reduce_all(self, lambda t: dist.reduce(t, dst=dst, op=op, group=group, async_op=async_op),
-                            async_op, bucket_bytes, dist.get_rank() == dst, check_structure, "reduce", group)
+        works = _reduce_all(
+            self,
+            lambda t: dist.reduce(t, dst=dst, op=op, group=group, async_op=async_op),
+            async_op,
+            bucket_bytes,
+            dist.get_rank() == dst,
+            check_structure,
+            "reduce",
+            group,
+        )
         if async_op and return_premature:
             return works
         wire.wait_all(works)
         return None
 
-    def all_reduce(self: Any, op: Any = None, *, group: Any = None, async_op: bool = False,
-                   bucket_bytes: int | None = None, check_structure: bool = True) -> Any:
+    def all_reduce(
+        self: Any,
+        op: Any = None,
+        *,
+        group: Any = None,
+        async_op: bool = False,
+        bucket_bytes: int | None = None,
+        check_structure: bool = True,
+    ) -> Any:
         """Reduce every leaf over the group, in place, on every rank (arguments as in :meth:`reduce`).
 
         Returns:
             The Works with ``async_op=True`` (wait on each before reading), else None.
         """
         op = dist.ReduceOp.SUM if op is None else op
-        works = _reduce_all(self, lambda t: dist.all_reduce(t, op=op, group=group, async_op=async_op),
-                            async_op, bucket_bytes, True, check_structure, "all_reduce", group)
+        works = _reduce_all(
+            self,
+            lambda t: dist.all_reduce(t, op=op, group=group, async_op=async_op),
+            async_op,
+            bucket_bytes,
+            True,
+            check_structure,
+            "all_reduce",
+            group,
+        )
         return works if async_op else None
 
     def broadcast(self: Any, src: int, *, group: Any = None, device: Any = None) -> Any:
@@ -264,8 +310,13 @@ class Collectives:
             try:
                 consolidated = self if _consolidate.state(self) is not None else self.consolidate(device=device)
                 buffer, layout = payload(consolidated)
-                header = {"mode": "broadcast", "layout": layout, "nbytes": buffer.numel(), "leaves": [],
-                          "device": str(buffer.device)}
+                header = {
+                    "mode": "broadcast",
+                    "layout": layout,
+                    "nbytes": buffer.numel(),
+                    "leaves": [],
+                    "device": str(buffer.device),
+                }
             except Exception as err:
                 failed, header = err, wire.error_header(f"{type(err).__name__}: {err}")
             messages = wire.encode(header, cdev)
@@ -287,14 +338,17 @@ class Collectives:
             raise RuntimeError(f"broadcast: rank {src} failed before sending: {got['message']}")
         end = wire.layout_end(got.get("layout"), f"rank {src}")
         if not end <= got["nbytes"] <= end + wire.LAYOUT_SLACK:
-            raise RuntimeError(f"broadcast: rank {src} declared a buffer of {got['nbytes']} bytes for a layout of "
-                               f"{end} bytes: refused before allocating")
+            raise RuntimeError(
+                f"broadcast: rank {src} declared a buffer of {got['nbytes']} bytes for a layout of "
+                f"{end} bytes: refused before allocating"
+            )
         buffer = torch.empty(got["nbytes"], dtype=_U8, device=device if device is not None else got["device"])
         dist.broadcast(buffer, src, group=group)
         return _rebuilt(self._dense_cls, buffer, got["layout"])
 
-    def scatter(self: Any, src: int, tensordicts: list[Any] | None = None, *, group: Any = None,
-                device: Any = None) -> Any:
+    def scatter(
+        self: Any, src: int, tensordicts: list[Any] | None = None, *, group: Any = None, device: Any = None
+    ) -> Any:
         """Send ``tensordicts[r]`` from rank ``src`` to each rank ``r`` of the group; every rank gets its own.
 
         Each one goes as :meth:`init_remote` sends it (JSON layout, then one consolidated buffer), so the
@@ -317,8 +371,10 @@ class Collectives:
         if rank != src:
             return self._dense_cls.from_remote_init(src, group=group, device=device)
         if tensordicts is None or len(tensordicts) != world:
-            raise ValueError(f"scatter: rank {src} needs one TensorDict per rank ({world}), got "
-                             f"{'None' if tensordicts is None else len(tensordicts)}")
+            raise ValueError(
+                f"scatter: rank {src} needs one TensorDict per rank ({world}), got "
+                f"{'None' if tensordicts is None else len(tensordicts)}"
+            )
         for dst, td in enumerate(tensordicts):
             if dst != src:
                 td.init_remote(dst=dst, group=group)
@@ -337,12 +393,12 @@ class Collectives:
         gathered = [torch.empty_like(mine) for _ in table]
         dist.all_gather(gathered, mine, group=group)
         pairs = list(zip(table, gathered, strict=True))
-        errors = [(rank, _bytes(g[n:n + m]).decode()) for rank, ((status, n, m), g) in enumerate(pairs) if status]
+        errors = [(rank, _bytes(g[n : n + m]).decode()) for rank, ((status, n, m), g) in enumerate(pairs) if status]
         if failed is not None:
             raise failed
         if errors:
             raise RuntimeError(f"all_gather: rank {errors[0][0]} could not send its TensorDict: {errors[0][1]}")
-        return [_rebuilt(self._dense_cls, g[:n], json.loads(_bytes(g[n:n + m]))) for (_, n, m), g in pairs]
+        return [_rebuilt(self._dense_cls, g[:n], json.loads(_bytes(g[n : n + m]))) for (_, n, m), g in pairs]
 
     def gather_and_stack(self: Any, dst: int, group: Any = None) -> Any:
         """Stack the other ranks' TensorDicts into rank ``dst``'s, in place (its first dim: world size - 1).
@@ -385,18 +441,22 @@ def _stack_into(td: Any, table: list[list[int]], gathered: list[torch.Tensor], i
     for i in others:
         if table[i][0]:
             _, n, m = table[i]
-            return f"rank {i} could not send its TensorDict: {_bytes(gathered[i][n:n + m]).decode()}"
+            return f"rank {i} could not send its TensorDict: {_bytes(gathered[i][n : n + m]).decode()}"
     if td.batch_size[:1] != torch.Size([len(others)]):
-        return (f"the destination's TensorDict must have one row per other rank: batch size starting with "
-                f"{len(others)}, got {list(td.batch_size)}")
-    parts = [_rebuilt(td._dense_cls, gathered[i][:n], json.loads(_bytes(gathered[i][n:n + m])))
-             for i, (_, n, m) in enumerate(table) if i != index]
+        return (
+            f"the destination's TensorDict must have one row per other rank: batch size starting with "
+            f"{len(others)}, got {list(td.batch_size)}"
+        )
+    parts = [
+        _rebuilt(td._dense_cls, gathered[i][:n], json.loads(_bytes(gathered[i][n : n + m])))
+        for i, (_, n, m) in enumerate(table)
+        if i != index
+    ]
     if not parts:
         return None
     row = wire.entries_of(wire.wire_leaves(td[0]))
     for i, part in zip(others, parts, strict=True):
-        message = wire.difference(wire.entries_of(wire.wire_leaves(part)), row, f"rank {i}",
-                                  "a row of the destination")
+        message = wire.difference(wire.entries_of(wire.wire_leaves(part)), row, f"rank {i}", "a row of the destination")
         if message is not None:
             return message
     td.update_(torch.stack(parts, 0))

@@ -48,8 +48,13 @@ def _plan(td: Any, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any]
             if value.is_nested:  # its elements one after the other, and each component's sizes
                 layout = "jagged" if value.layout is torch.jagged else "strided"
                 value, sizes = ragged.to_flat(value)
-                entries[key] = {"offset": offset, "dtype": str(value.dtype), "shape": list(value.shape),
-                                "nested": layout, "sizes": sizes.tolist()}
+                entries[key] = {
+                    "offset": offset,
+                    "dtype": str(value.dtype),
+                    "shape": list(value.shape),
+                    "nested": layout,
+                    "sizes": sizes.tolist(),
+                }
             else:
                 entries[key] = {"offset": offset, "dtype": str(value.dtype), "shape": list(value.shape)}
                 if isinstance(value, UnbatchedTensor):  # its shape need not start with the batch size
@@ -67,8 +72,13 @@ def _plan(td: Any, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any]
 
 
 def _node_layout(td: Any) -> dict[str, Any]:
-    return {"batch_size": list(td.batch_size), "device": None if td.device is None else str(td.device),
-            "names": td._maybe_names(), "locked": td.is_locked, "entries": {}}
+    return {
+        "batch_size": list(td.batch_size),
+        "device": None if td.device is None else str(td.device),
+        "names": td._maybe_names(),
+        "locked": td.is_locked,
+        "entries": {},
+    }
 
 
 def _view(buffer: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
@@ -77,9 +87,11 @@ def _view(buffer: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
     start = entry["offset"]
     nbytes = shape.numel() * dtype.itemsize
     if type(start) is not int or start < 0 or start + nbytes > buffer.numel():  # a crafted or damaged layout
-        raise RuntimeError(f"consolidated layout: a leaf of {nbytes} bytes at offset {start!r} lies outside the "
-                           f"buffer of {buffer.numel()} bytes")
-    return buffer[start:start + nbytes].view(dtype).view(shape)
+        raise RuntimeError(
+            f"consolidated layout: a leaf of {nbytes} bytes at offset {start!r} lies outside the "
+            f"buffer of {buffer.numel()} bytes"
+        )
+    return buffer[start : start + nbytes].view(dtype).view(shape)
 
 
 def _rebuild(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], device: Any = None) -> Any:
@@ -111,9 +123,17 @@ def _remember(td: Any, buffer: torch.Tensor, layout: dict[str, Any]) -> Any:
 remember = _remember  # ``td`` (views into ``buffer`` laid out as ``layout``) marked as consolidated
 
 
-def consolidate(td: Any, filename: str | Path | None = None, *, device: Any = None, non_blocking: bool = False,
-                share_memory: bool = False, pin_memory: bool = False, num_threads: int = 0,
-                progress: bool | None = None) -> Any:
+def consolidate(
+    td: Any,
+    filename: str | Path | None = None,
+    *,
+    device: Any = None,
+    non_blocking: bool = False,
+    share_memory: bool = False,
+    pin_memory: bool = False,
+    num_threads: int = 0,
+    progress: bool | None = None,
+) -> Any:
     """A copy of ``td`` whose tensor leaves are views into one byte buffer (see the module docstring).
 
     ``num_threads`` (> 1): the leaves are copied on that many threads. ``progress``: a bar counting the bytes
@@ -136,9 +156,17 @@ def consolidate(td: Any, filename: str | Path | None = None, *, device: Any = No
     return _remember(out, buffer, layout)
 
 
-def _consolidate_to_file(td: Any, file: Path, layout: dict[str, Any], total: int,
-                         jobs: list[tuple[torch.Tensor, int]], raw: bytes, device: Any, non_blocking: bool,
-                         pack: Any) -> Any:
+def _consolidate_to_file(
+    td: Any,
+    file: Path,
+    layout: dict[str, Any],
+    total: int,
+    jobs: list[tuple[torch.Tensor, int]],
+    raw: bytes,
+    device: Any,
+    non_blocking: bool,
+    pack: Any,
+) -> Any:
     """Write the buffer and its layout to a temporary sibling of ``file``, then rename it over ``file``.
 
     An existing ``file`` is replaced whole, never written into: TensorDicts mapped from it (a previous
@@ -157,8 +185,11 @@ def _consolidate_to_file(td: Any, file: Path, layout: dict[str, Any], total: int
             del mapped  # (unmapped before the layout is appended)
         _append_layout(Path(tmp), total, raw)
     name = str(Path(file).absolute())
-    buffer: torch.Tensor = (torch.from_file(name, shared=True, size=total, dtype=torch.uint8) if total
-                            else torch.empty(0, dtype=torch.uint8))
+    buffer: torch.Tensor = (
+        torch.from_file(name, shared=True, size=total, dtype=torch.uint8)
+        if total
+        else torch.empty(0, dtype=torch.uint8)
+    )
     if device is not None:
         buffer = buffer.to(device, non_blocking=non_blocking)
     out = _rebuild(td._dense_cls, buffer, layout, device)
@@ -196,7 +227,7 @@ def _copy_one(job: tuple[torch.Tensor, int], buffer: torch.Tensor, non_blocking:
     """Copy one leaf to its offset in ``buffer``; its size in bytes."""
     leaf, offset = job
     nbytes = leaf.numel() * leaf.element_size()
-    target = buffer[offset:offset + nbytes].view(leaf.dtype).view(leaf.shape)
+    target = buffer[offset : offset + nbytes].view(leaf.dtype).view(leaf.shape)
     target.copy_(leaf.detach().as_subclass(torch.Tensor), non_blocking=non_blocking)
     return nbytes
 
@@ -285,8 +316,11 @@ def from_consolidated(dense_cls: Any, filename: str | Path) -> Any:
             raise RuntimeError(f"{file}: the layout is not valid JSON ({err}): corrupted") from None
     total = size - 8 - length
     _check_layout(layout, total, file, ())
-    plain = (torch.from_file(str(file.absolute()), shared=False, size=total, dtype=torch.uint8) if total
-             else torch.empty(0, dtype=torch.uint8))
+    plain = (
+        torch.from_file(str(file.absolute()), shared=False, size=total, dtype=torch.uint8)
+        if total
+        else torch.empty(0, dtype=torch.uint8)
+    )
     return _remember(_rebuild(dense_cls, plain, layout), plain, layout)
 
 
@@ -303,13 +337,20 @@ def _check_layout(layout: Any, total: int, file: Path, path: tuple[str, ...]) ->
             _check_layout(entry, total, file, at)
         elif "non_tensor" not in entry:
             shape, offset, dtype = entry.get("shape"), entry.get("offset"), DTYPES.get(str(entry.get("dtype")))
-            if (dtype is None or type(offset) is not int or offset < 0 or not isinstance(shape, list)
-                    or not all(type(n) is int and n >= 0 for n in shape)):
+            if (
+                dtype is None
+                or type(offset) is not int
+                or offset < 0
+                or not isinstance(shape, list)
+                or not all(type(n) is int and n >= 0 for n in shape)
+            ):
                 raise RuntimeError(f"{file}: invalid leaf entry at key {fmt_path(at)}: {entry!r}")
             end = offset + torch.Size(shape).numel() * dtype.itemsize
             if end > total:
-                raise RuntimeError(f"{file}: the leaf at key {fmt_path(at)} ends at byte {end}, past the "
-                                   f"{total} data bytes of the file: truncated or corrupted")
+                raise RuntimeError(
+                    f"{file}: the leaf at key {fmt_path(at)} ends at byte {end}, past the "
+                    f"{total} data bytes of the file: truncated or corrupted"
+                )
 
 
 def state(td: Any) -> tuple[torch.Tensor, dict[str, Any]] | None:
@@ -329,13 +370,17 @@ def restore(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], device
             tensor or a ``layout`` that is no dict.
         RuntimeError: for a leaf outside the buffer.
     """
-    if not (isinstance(dense_cls, type) and issubclass(dense_cls, TensorDictBase)
-            and dense_cls._dense_cls is dense_cls):
+    if not (
+        isinstance(dense_cls, type) and issubclass(dense_cls, TensorDictBase) and dense_cls._dense_cls is dense_cls
+    ):
         raise TypeError(f"restoring a consolidated TensorDict: expected a TensorDict class, got {dense_cls!r}")
-    if not (isinstance(buffer, torch.Tensor) and buffer.dtype == torch.uint8 and buffer.ndim == 1
-            and type(layout) is dict):
-        raise TypeError(f"restoring a consolidated TensorDict: expected a 1-d uint8 buffer and a dict layout, got "
-                        f"{type(buffer).__name__} and {type(layout).__name__}")
+    if not (
+        isinstance(buffer, torch.Tensor) and buffer.dtype == torch.uint8 and buffer.ndim == 1 and type(layout) is dict
+    ):
+        raise TypeError(
+            f"restoring a consolidated TensorDict: expected a 1-d uint8 buffer and a dict layout, got "
+            f"{type(buffer).__name__} and {type(layout).__name__}"
+        )
     return _remember(_rebuild(dense_cls, buffer, layout, device), buffer, layout)
 
 

@@ -24,8 +24,9 @@ _INIT = (1 << 28) - 1  # the init_tag of init_remote's header (no user transfer 
 
 
 # ---------------------------------------------------------------------------------------------- sending
-def post_send(td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consolidated: bool,
-              check: bool) -> tuple[list[Any], int | None]:
+def post_send(
+    td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consolidated: bool, check: bool
+) -> tuple[list[Any], int | None]:
     """Start sending ``td`` (header, data, and the receiver's ack); returns the Works and the last data tag."""
     try:
         if consolidated:
@@ -65,8 +66,15 @@ def _check_ack(ack: torch.Tensor, peer: wire.Peer) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- receiving
-def post_recv(td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consolidated: bool,
-              check: bool, max_header_size: int = wire.MAX_HEADER) -> tuple[list[Any], int | None]:
+def post_recv(
+    td: Any,
+    peer: wire.Peer,
+    init_tag: int,
+    pseudo_rand: bool,
+    consolidated: bool,
+    check: bool,
+    max_header_size: int = wire.MAX_HEADER,
+) -> tuple[list[Any], int | None]:
     """Check the sender's header, then start receiving into ``td``; returns the Works and the last data tag.
 
     On a structure mismatch nothing is written: the sender's data is drained (when it declares at most
@@ -104,10 +112,12 @@ def post_recv(td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consol
         mode = "consolidated" if consolidated else "leaves"
         own = sum(t.numel() * t.element_size() for t in targets)
         message = wire.mode_difference(header["mode"], mode, sender) or wire.difference(
-            wire.header_entries(header), entries, sender, "this receiver")
+            wire.header_entries(header), entries, sender, "this receiver"
+        )
         if message is None and consolidated and header["nbytes"] != own:
-            message = (f"{sender} declares a consolidated buffer of {header['nbytes']} bytes, this receiver's "
-                       f"is {own} bytes")
+            message = (
+                f"{sender} declares a consolidated buffer of {header['nbytes']} bytes, this receiver's is {own} bytes"
+            )
         ack_work = peer.isend(wire.ack_message(message, device), wire.header_tag(init_tag, 2))
         if message is not None:
             declared = wire.declared_bytes(header)
@@ -115,8 +125,10 @@ def post_recv(td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consol
             if drained:
                 wire.drain(peer, header, init_tag, pseudo_rand, device)
             else:
-                message += (f"; the sender declares {declared} bytes of data, far more than this receiver's {own}: "
-                            "not received (the sender waits until its process-group timeout)")
+                message += (
+                    f"; the sender declares {declared} bytes of data, far more than this receiver's {own}: "
+                    "not received (the sender waits until its process-group timeout)"
+                )
             ack_work.wait()
             raise wire.StructureMismatch(f"recv from rank {peer.rank} failed, nothing was written: {message}")
         works.append(ack_work)
@@ -129,9 +141,17 @@ def post_recv(td: Any, peer: wire.Peer, init_tag: int, pseudo_rand: bool, consol
 class _P2P:
     """The methods; :func:`install` copies them onto TensorDictBase."""
 
-    def send(self: Any, dst: int | None = None, *, group: Any = None, group_dst: int | None = None,
-             init_tag: int = 0, pseudo_rand: bool = False, consolidated: bool = False,
-             check_structure: bool = True) -> None:
+    def send(
+        self: Any,
+        dst: int | None = None,
+        *,
+        group: Any = None,
+        group_dst: int | None = None,
+        init_tag: int = 0,
+        pseudo_rand: bool = False,
+        consolidated: bool = False,
+        check_structure: bool = True,
+    ) -> None:
         """Send the tensor leaves to rank ``dst``, whose :meth:`recv` writes them into its TensorDict in place.
 
         The leaves go in sorted-key order, one message each, tagged ``init_tag``, ``init_tag + 1``, ...
@@ -162,9 +182,18 @@ class _P2P:
         works, _ = post_send(self, peer, init_tag, pseudo_rand, consolidated, check_structure)
         wire.wait_all(works)
 
-    def isend(self: Any, dst: int | None = None, *, group: Any = None, group_dst: int | None = None,
-              init_tag: int = 0, pseudo_rand: bool = False, return_early: bool = False,
-              consolidated: bool = False, check_structure: bool = True) -> Any:
+    def isend(
+        self: Any,
+        dst: int | None = None,
+        *,
+        group: Any = None,
+        group_dst: int | None = None,
+        init_tag: int = 0,
+        pseudo_rand: bool = False,
+        return_early: bool = False,
+        consolidated: bool = False,
+        check_structure: bool = True,
+    ) -> Any:
         """Like :meth:`send`, with every leaf's transfer running at once.
 
         Returns the Works with ``return_early=True`` (wait on each before changing the TensorDict; the
@@ -178,9 +207,18 @@ class _P2P:
         wire.wait_all(works)
         return last
 
-    def recv(self: Any, src: int | None = None, *, group: Any = None, group_src: int | None = None,
-             init_tag: int = 0, pseudo_rand: bool = False, consolidated: bool = False,
-             check_structure: bool = True, max_header_size: int = wire.MAX_HEADER) -> int | None:
+    def recv(
+        self: Any,
+        src: int | None = None,
+        *,
+        group: Any = None,
+        group_src: int | None = None,
+        init_tag: int = 0,
+        pseudo_rand: bool = False,
+        consolidated: bool = False,
+        check_structure: bool = True,
+        max_header_size: int = wire.MAX_HEADER,
+    ) -> int | None:
         """Receive what :meth:`send` sends into this TensorDict, in place (memory-mapped leaves included).
 
         The sender's structure header is checked first: a different key, shape or dtype raises a
@@ -199,9 +237,19 @@ class _P2P:
         wire.wait_all(works)
         return last
 
-    def irecv(self: Any, src: int | None = None, *, group: Any = None, group_src: int | None = None,
-              return_premature: bool = False, init_tag: int = 0, pseudo_rand: bool = False,
-              consolidated: bool = False, check_structure: bool = True, max_header_size: int = wire.MAX_HEADER) -> Any:
+    def irecv(
+        self: Any,
+        src: int | None = None,
+        *,
+        group: Any = None,
+        group_src: int | None = None,
+        return_premature: bool = False,
+        init_tag: int = 0,
+        pseudo_rand: bool = False,
+        consolidated: bool = False,
+        check_structure: bool = True,
+        max_header_size: int = wire.MAX_HEADER,
+    ) -> Any:
         """Like :meth:`recv`, with every leaf's transfer running at once.
 
         The structure header is received and checked before this returns (a symmetric exchange must
@@ -215,8 +263,9 @@ class _P2P:
         wire.wait_all(works)
         return None
 
-    def init_remote(self: Any, dst: int | None = None, group: Any = None, device: Any = None,
-                    use_broadcast: bool = False) -> None:
+    def init_remote(
+        self: Any, dst: int | None = None, group: Any = None, device: Any = None, use_broadcast: bool = False
+    ) -> None:
         """Send this TensorDict, structure and data, to rank ``dst``, whose :meth:`from_remote_init` builds it.
 
         The TensorDict is consolidated; its layout (keys, shapes, dtypes, batch sizes, non-tensor values)
@@ -247,8 +296,14 @@ class _P2P:
         wire.wait_all([*wire.send_header(peer, header, _INIT, head_device), data])
 
     @classmethod
-    def from_remote_init(cls: Any, src: int, group: Any = None, device: Any = None,
-                         use_broadcast: bool = False, max_header_size: int = wire.MAX_HEADER) -> Any:
+    def from_remote_init(
+        cls: Any,
+        src: int,
+        group: Any = None,
+        device: Any = None,
+        use_broadcast: bool = False,
+        max_header_size: int = wire.MAX_HEADER,
+    ) -> Any:
         """Receive what :meth:`init_remote` sends: a new consolidated TensorDict (of this class for TensorClass).
 
         Receive the next batches into it with ``recv(src, consolidated=True)``: they land in its buffer,
@@ -271,8 +326,10 @@ class _P2P:
             raise RuntimeError(f"from_remote_init: rank {src} failed before sending: {header['message']}")
         end = wire.layout_end(header.get("layout"), f"rank {src}")
         if not end <= header["nbytes"] <= end + wire.LAYOUT_SLACK:
-            raise RuntimeError(f"from_remote_init: rank {src} declared a buffer of {header['nbytes']} bytes for a "
-                               f"layout of {end} bytes: refused before allocating")
+            raise RuntimeError(
+                f"from_remote_init: rank {src} declared a buffer of {header['nbytes']} bytes for a "
+                f"layout of {end} bytes: refused before allocating"
+            )
         buffer = torch.empty(header["nbytes"], dtype=torch.uint8, device=where)
         peer.irecv(buffer, wire.header_tag(_INIT, 2)).wait()
         layout = header["layout"]

@@ -87,8 +87,12 @@ class _Writer:
                     if value.is_nested:
                         meta[key] = self.nested(value, folder, name)
                         continue
-                    meta[key] = {"device": str(value.device), "shape": list(value.shape), "dtype": str(value.dtype),
-                                 "is_nested": False}
+                    meta[key] = {
+                        "device": str(value.device),
+                        "shape": list(value.shape),
+                        "dtype": str(value.dtype),
+                        "is_nested": False,
+                    }
                     if isinstance(value, UnbatchedTensor):  # its shape need not start with the batch size
                         meta[key]["unbatched"] = True
                         value = value._plain()
@@ -266,7 +270,7 @@ def _write_bytes(file: Path, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
 
@@ -296,8 +300,17 @@ def add_to_meta(folder: Path, key: str, tensor: torch.Tensor) -> None:
     _write_json(folder / META, meta)
 
 
-def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int = 0, allow_pickle: bool = False,
-         like: bool = False, metas: dict[Path, Any] | None = None, progress: bool | None = None) -> Path:
+def save(
+    td: Any,
+    prefix: str | Path,
+    *,
+    existsok: bool = True,
+    num_threads: int = 0,
+    allow_pickle: bool = False,
+    like: bool = False,
+    metas: dict[Path, Any] | None = None,
+    progress: bool | None = None,
+) -> Path:
     """Write ``td`` into the folder ``prefix``, atomically (a temporary sibling renamed into place).
 
     Files and folders of ``prefix`` that are not part of a previous save (not named by its ``meta.json``
@@ -322,8 +335,7 @@ def save(td: Any, prefix: str | Path, *, existsok: bool = True, num_threads: int
     if mode is not None and not existsok and (prefix / META).exists():
         # a folder without a save (empty, or only the user's files) is a place made ready for the save:
         # tensordict writes beside what is there too
-        raise RuntimeError(f"the folder {prefix} already exists and holds a save (pass existsok=True to replace "
-                           "it)")
+        raise RuntimeError(f"the folder {prefix} already exists and holds a save (pass existsok=True to replace it)")
     if mode is not None and stat.S_ISDIR(mode):
         _refuse_symlinks(td, prefix)
     writer = _Writer(allow_pickle, like)  # (a missing parent folder is made with the temporary folder)
@@ -416,8 +428,16 @@ class _Reader:
     loaded; a symbolic link in it that leads outside it is refused (see :meth:`inside`).
     """
 
-    def __init__(self, dense_cls: Any, device: Any, allow_pickle: bool, robust_key: bool,
-                 metas: dict[Path, Any] | None = None, mode: str | None = None, root: Path | None = None) -> None:
+    def __init__(
+        self,
+        dense_cls: Any,
+        device: Any,
+        allow_pickle: bool,
+        robust_key: bool,
+        metas: dict[Path, Any] | None = None,
+        mode: str | None = None,
+        root: Path | None = None,
+    ) -> None:
         self.dense_cls, self.device, self.allow_pickle, self.robust_key = dense_cls, device, allow_pickle, robust_key
         self.metas = metas or {}  # metadata just written by save (not read back)
         self.mode = mode
@@ -445,8 +465,10 @@ class _Reader:
             self._real_root = self.root.resolve()
         target = path.resolve()
         if not target.is_relative_to(self._real_root):
-            raise RuntimeError(f"Refusing to load {path}: it is a symbolic link to {target}, outside the folder "
-                               f"{self.root} being loaded")
+            raise RuntimeError(
+                f"Refusing to load {path}: it is a symbolic link to {target}, outside the folder "
+                f"{self.root} being loaded"
+            )
 
     def node(self, folder: Path) -> Any:
         meta = self.metas.get(folder)
@@ -459,10 +481,14 @@ class _Reader:
         if meta.get("_is_non_tensor") or kind == "NonTensorStack":
             return self.non_tensor(folder, meta)
         if kind == "LazyStackedTensorDict":
-            members = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()),
-                             key=lambda p: int(p.name))
-            return LazyStackedTensorDict(*(self.node(p) for p in members), stack_dim=int(meta.get("stack_dim", 0)),
-                                         stack_dim_name=meta.get("stack_dim_name"))
+            members = sorted(
+                (p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)
+            )
+            return LazyStackedTensorDict(
+                *(self.node(p) for p in members),
+                stack_dim=int(meta.get("stack_dim", 0)),
+                stack_dim_name=meta.get("stack_dim_name"),
+            )
         out = {}
         for key, entry in meta.items():
             if key in ("shape", "device", "_type", "_format_version", "_class", "_non_tensor", "names", "_names"):
@@ -480,8 +506,9 @@ class _Reader:
                 raise RuntimeError(f"{folder / META}: invalid entry for key {key!r}")
         device = self.device if self.device is not None else meta.get("device")
         names = meta.get("_names")
-        return self.dense_cls(out, batch_size=_shape(meta, folder / META), device=device,
-                              names=names if isinstance(names, list) else None)
+        return self.dense_cls(
+            out, batch_size=_shape(meta, folder / META), device=device, names=names if isinstance(names, list) else None
+        )
 
     def leaf(self, file: Path, entry: dict[str, Any], on_cpu: bool = False) -> torch.Tensor:
         """The tensor in ``file`` (mapped), on the device asked for unless ``on_cpu`` (read, kept on the CPU)."""
@@ -493,9 +520,11 @@ class _Reader:
             return torch.empty(shape, dtype=dtype, device="cpu" if self.device is None else self.device)
         self.inside(file)
         try:  # from_filename stats the file once: no separate existence check
-            tensor: torch.Tensor = (MemoryMappedTensor.from_filename(file, dtype, shape, mode=self.mode)
-                                    if isinstance(file, Path)
-                                    else file.tensor(dtype, shape))  # an entry of an archive (archive.py)
+            tensor: torch.Tensor = (
+                MemoryMappedTensor.from_filename(file, dtype, shape, mode=self.mode)
+                if isinstance(file, Path)
+                else file.tensor(dtype, shape)
+            )  # an entry of an archive (archive.py)
         except FileNotFoundError:
             if shape.numel() == 0:  # tensordict writes no file for an empty leaf
                 return torch.empty(shape, dtype=dtype)
@@ -555,9 +584,17 @@ class _Reader:
         return NonTensorData(data)  # the batch size comes from the parent node
 
 
-def load(prefix: str | Path, dense_cls: Any, device: Any = None, *, allow_pickle: bool = False,
-         robust_key: bool = True, metas: dict[Path, Any] | None = None, mode: str | None = None,
-         progress: bool | None = None) -> Any:
+def load(
+    prefix: str | Path,
+    dense_cls: Any,
+    device: Any = None,
+    *,
+    allow_pickle: bool = False,
+    robust_key: bool = True,
+    metas: dict[Path, Any] | None = None,
+    mode: str | None = None,
+    progress: bool | None = None,
+) -> Any:
     """Read the folder ``prefix`` (leaves map its files; an archive file is read by archive.py).
 
     ``device="meta"`` or an active ``FakeTensorMode`` read the metadata only: leaves are meta (or fake)

@@ -47,8 +47,9 @@ def _save_and_load(td: Any, prefix: str | Path, *, allow_pickle: bool = False, *
     """
     metas: dict[Path, Any] = {}
     _memmap.save(td, prefix, allow_pickle=allow_pickle, metas=metas, **kwargs)
-    loaded = _memmap.load(prefix, type(td)._dense_cls, None, allow_pickle=allow_pickle, metas=metas,
-                          progress=False)  # (the bar of the save is the one shown)
+    loaded = _memmap.load(
+        prefix, type(td)._dense_cls, None, allow_pickle=allow_pickle, metas=metas, progress=False
+    )  # (the bar of the save is the one shown)
     _remember(loaded, prefix)
     return loaded.lock_()
 
@@ -56,10 +57,22 @@ def _save_and_load(td: Any, prefix: str | Path, *, allow_pickle: bool = False, *
 class _Persistence:
     """The methods; :func:`install` copies them onto TensorDictBase."""
 
-    def memmap(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *, num_threads: int = 0,
-               return_early: bool = False, share_non_tensor: bool = False, existsok: bool = True,
-               robust_key: bool | None = True, archive: bool | None = None, compression: str | int | None = None,
-               allow_pickle: bool = False, progress: bool | None = None, **kwargs: Any) -> Any:
+    def memmap(
+        self: Any,
+        prefix: str | Path | None = None,
+        copy_existing: bool = False,
+        *,
+        num_threads: int = 0,
+        return_early: bool = False,
+        share_non_tensor: bool = False,
+        existsok: bool = True,
+        robust_key: bool | None = True,
+        archive: bool | None = None,
+        compression: str | int | None = None,
+        allow_pickle: bool = False,
+        progress: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """A memory-mapped copy: saved to the folder ``prefix`` (or in shared memory without one), locked.
 
         Saving is atomic (written aside, then renamed into place). An existing save in the folder is
@@ -95,33 +108,61 @@ class _Persistence:
             >>> m.is_locked, m.is_memmap(), TensorDict.load_memmap(folder)["n", "b"].shape
             (True, True, torch.Size([3, 2]))
         """
+
         def run() -> Any:
             if _archive.wanted(prefix, archive, compression):  # the data is copied into the archive
-                _archive.save(self, prefix, existsok=existsok, allow_pickle=allow_pickle, compression=compression,
-                              progress=progress)
+                _archive.save(
+                    self,
+                    prefix,
+                    existsok=existsok,
+                    allow_pickle=allow_pickle,
+                    compression=compression,
+                    progress=progress,
+                )
                 return type(self).load_memmap(prefix, allow_pickle=allow_pickle)
             if prefix is None:  # shared memory, on the CPU (as files would be)
-                out = self.apply(lambda x: _shared(x) if x.is_nested else
-                                 MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing),
-                                 device=torch.device("cpu"))
+                out = self.apply(
+                    lambda x: (
+                        _shared(x) if x.is_nested else MemoryMappedTensor.from_tensor(x, copy_existing=copy_existing)
+                    ),
+                    device=torch.device("cpu"),
+                )
                 return out.lock_()
             _check_existing(self, prefix, copy_existing)
-            loaded = _save_and_load(self, prefix, existsok=existsok, num_threads=num_threads,
-                                    allow_pickle=allow_pickle, progress=progress)
+            loaded = _save_and_load(
+                self, prefix, existsok=existsok, num_threads=num_threads, allow_pickle=allow_pickle, progress=progress
+            )
             if is_non_tensor(self) and loaded.batch_size != self.batch_size:  # a leaf's batch is its parent's
                 loaded = loaded._follow(self.batch_size)
             return loaded
 
         return _memmap.run_early(run) if return_early else run()
 
-    def memmap_(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *,
-                num_threads: int = 0, return_early: bool = False, share_non_tensor: bool = False,
-                existsok: bool = True, robust_key: bool | None = True, allow_pickle: bool = False,
-                progress: bool | None = None, **kwargs: Any) -> Any:
+    def memmap_(
+        self: Any,
+        prefix: str | Path | None = None,
+        copy_existing: bool = False,
+        *,
+        num_threads: int = 0,
+        return_early: bool = False,
+        share_non_tensor: bool = False,
+        existsok: bool = True,
+        robust_key: bool | None = True,
+        allow_pickle: bool = False,
+        progress: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Like :meth:`memmap`, but this TensorDict's leaves become the mapped ones (then it is locked)."""
+
         def run() -> Any:
-            mapped = self.memmap(prefix, copy_existing, num_threads=num_threads, existsok=existsok,
-                                 allow_pickle=allow_pickle, progress=progress)
+            mapped = self.memmap(
+                prefix,
+                copy_existing,
+                num_threads=num_threads,
+                existsok=existsok,
+                allow_pickle=allow_pickle,
+                progress=progress,
+            )
             _adopt(self, mapped)
             if prefix is not None and not _archive.wanted(prefix, None, None):
                 _remember(self, prefix)
@@ -129,10 +170,20 @@ class _Persistence:
 
         return _memmap.run_early(run) if return_early else run()
 
-    def memmap_like(self: Any, prefix: str | Path | None = None, copy_existing: bool = False, *,
-                    existsok: bool = True, num_threads: int = 0, return_early: bool = False,
-                    share_non_tensor: bool = False, robust_key: bool | None = True, archive: bool | None = None,
-                    progress: bool | None = None, **kwargs: Any) -> Any:
+    def memmap_like(
+        self: Any,
+        prefix: str | Path | None = None,
+        copy_existing: bool = False,
+        *,
+        existsok: bool = True,
+        num_threads: int = 0,
+        return_early: bool = False,
+        share_non_tensor: bool = False,
+        robust_key: bool | None = True,
+        archive: bool | None = None,
+        progress: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """An empty memory-mapped TensorDict with this one's structure (zero-filled, sparse files).
 
         Nothing is copied and no page is touched, so a huge ``td.expand(n).memmap_like(folder)`` costs
@@ -140,23 +191,40 @@ class _Persistence:
         writes into the archive (as ``load_memmap(path, mode="r+")``). ``progress``: a tqdm bar counting the
         bytes of the files made (as :meth:`memmap`'s).
         """
+
         def run() -> Any:
             if _archive.wanted(prefix, archive, None):
                 _archive.save(self, prefix, existsok=existsok, like=True, progress=progress)
                 return type(self).load_memmap(prefix, mode="r+")
             if prefix is None:
-                out = self.apply(lambda x: _shared(x, zeros=True) if x.is_nested else
-                                 MemoryMappedTensor.zeros(x.shape, dtype=x.dtype), device=torch.device("cpu"))
+                out = self.apply(
+                    lambda x: (
+                        _shared(x, zeros=True) if x.is_nested else MemoryMappedTensor.zeros(x.shape, dtype=x.dtype)
+                    ),
+                    device=torch.device("cpu"),
+                )
                 return out.lock_()
-            return _save_and_load(self, prefix, existsok=existsok, num_threads=num_threads, like=True,
-                                  progress=progress)
+            return _save_and_load(
+                self, prefix, existsok=existsok, num_threads=num_threads, like=True, progress=progress
+            )
 
         return _memmap.run_early(run) if return_early else run()
 
     @classmethod
-    def load_memmap(cls: Any, prefix: str | Path, device: Any = None, non_blocking: bool = False, *,
-                    out: Any = None, robust_key: bool | None = True, subpath: Any = None, mode: str | None = None,
-                    num_threads: int = 0, allow_pickle: bool | None = None, progress: bool | None = None) -> Any:
+    def load_memmap(
+        cls: Any,
+        prefix: str | Path,
+        device: Any = None,
+        non_blocking: bool = False,
+        *,
+        out: Any = None,
+        robust_key: bool | None = True,
+        subpath: Any = None,
+        mode: str | None = None,
+        num_threads: int = 0,
+        allow_pickle: bool | None = None,
+        progress: bool | None = None,
+    ) -> Any:
         """Load a folder written by :meth:`memmap` (or by tensordict): leaves map its files, locked.
 
         Every file is checked against its metadata first; a truncated or missing file raises naming it.
@@ -194,16 +262,31 @@ class _Persistence:
         if Path(prefix).is_file():  # an archive, as tensordict: not locked (writes stay in memory unless r+)
             if subpath is not None:
                 raise ValueError(f"load_memmap(): subpath= reads a folder; {str(prefix)!r} is an archive file")
-            td = _archive.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
-                               robust_key=robust_key is not False, writable=mode == "r+")
+            td = _archive.load(
+                prefix,
+                cls._dense_cls,
+                device,
+                allow_pickle=bool(allow_pickle),
+                robust_key=robust_key is not False,
+                writable=mode == "r+",
+            )
             return out.update_(td) if out is not None else td
         if subpath is not None:
             prefix = Path(prefix).joinpath(*key_tuple(subpath))
             if not (prefix / "meta.json").is_file():
-                raise ValueError(f"load_memmap(): no TensorDict saved under subpath {subpath!r} "
-                                 f"({str(prefix / 'meta.json')!r} is missing)")
-        td = _memmap.load(prefix, cls._dense_cls, device, allow_pickle=bool(allow_pickle),
-                          robust_key=robust_key is not False, mode=mode, progress=progress)
+                raise ValueError(
+                    f"load_memmap(): no TensorDict saved under subpath {subpath!r} "
+                    f"({str(prefix / 'meta.json')!r} is missing)"
+                )
+        td = _memmap.load(
+            prefix,
+            cls._dense_cls,
+            device,
+            allow_pickle=bool(allow_pickle),
+            robust_key=robust_key is not False,
+            mode=mode,
+            progress=progress,
+        )
         _remember(td, prefix)
         if mode is not None:
             _MODE.set(td, mode)
@@ -212,8 +295,15 @@ class _Persistence:
             return out
         return td.lock_()
 
-    def load_memmap_(self: Any, prefix: str | Path, robust_key: bool | None = True, *,
-                     allow_pickle: bool | None = None, mode: str | None = None, **kwargs: Any) -> Any:
+    def load_memmap_(
+        self: Any,
+        prefix: str | Path,
+        robust_key: bool | None = True,
+        *,
+        allow_pickle: bool | None = None,
+        mode: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Copy the values of a saved folder into this TensorDict (same keys and shapes).
 
         The folder is only read: its files are mapped copy-on-write whatever ``mode`` (accepted for
@@ -227,8 +317,11 @@ class _Persistence:
     def is_memmap(self: Any) -> bool:
         """True when every tensor leaf is a MemoryMappedTensor (an UnbatchedTensor: over a mapped file)."""
         leaves = list(stored_leaves(self))
-        return bool(leaves) and all(isinstance(x, MemoryMappedTensor) or (
-            isinstance(x, UnbatchedTensor) and x.untyped_storage().filename is not None) for x in leaves)
+        return bool(leaves) and all(
+            isinstance(x, MemoryMappedTensor)
+            or (isinstance(x, UnbatchedTensor) and x.untyped_storage().filename is not None)
+            for x in leaves
+        )
 
     @property
     def saved_path(self: Any) -> str | None:
@@ -245,13 +338,25 @@ class _Persistence:
         """True when every tensor leaf lives in shared memory (or is memory-mapped from a file)."""
         leaves = list(stored_leaves(self))
         return bool(leaves) and all(
-            x.is_shared() or isinstance(x, MemoryMappedTensor) for x in leaves  # type: ignore[no-untyped-call]
+            x.is_shared() or isinstance(x, MemoryMappedTensor)  # type: ignore[no-untyped-call]
+            for x in leaves
         )
 
-    def consolidate(self: Any, filename: str | Path | None = None, *, num_threads: int = 0, device: Any = None,
-                    non_blocking: bool = False, inplace: bool = False, return_early: bool = False,
-                    use_buffer: bool = False, share_memory: bool = False, pin_memory: bool = False,
-                    metadata: bool = False, progress: bool | None = None) -> Any:
+    def consolidate(
+        self: Any,
+        filename: str | Path | None = None,
+        *,
+        num_threads: int = 0,
+        device: Any = None,
+        non_blocking: bool = False,
+        inplace: bool = False,
+        return_early: bool = False,
+        use_buffer: bool = False,
+        share_memory: bool = False,
+        pin_memory: bool = False,
+        metadata: bool = False,
+        progress: bool | None = None,
+    ) -> Any:
         """A copy whose tensor leaves are views into one contiguous byte buffer (in a file if given).
 
         Moving (``to(device)``), pickling or sending a consolidated TensorDict to another process moves
@@ -266,10 +371,18 @@ class _Persistence:
             >>> c.is_consolidated(), c["a"].untyped_storage().data_ptr() == c["n", "b"].untyped_storage().data_ptr()
             (True, True)
         """
+
         def run() -> Any:
-            out = _consolidate.consolidate(self, filename, device=device, non_blocking=non_blocking,
-                                           share_memory=share_memory, pin_memory=pin_memory,
-                                           num_threads=num_threads, progress=progress)
+            out = _consolidate.consolidate(
+                self,
+                filename,
+                device=device,
+                non_blocking=non_blocking,
+                share_memory=share_memory,
+                pin_memory=pin_memory,
+                num_threads=num_threads,
+                progress=progress,
+            )
             if inplace:
                 self._replace_with(out)
                 buffer, layout = _consolidate.state(out)  # type: ignore[misc]
@@ -278,11 +391,23 @@ class _Persistence:
 
         return _memmap.run_early(run) if return_early else run()
 
-    def map(self: Any, fn: Any, dim: int = 0, num_workers: int | None = None, *, out: Any = None,
-            chunksize: int | None = None, num_chunks: int | None = None, pool: Any = None,
-            generator: torch.Generator | None = None, max_tasks_per_child: int | None = None,
-            worker_threads: int = 1, index_with_generator: bool = False, pbar: bool = False,
-            mp_start_method: str | None = None) -> Any:
+    def map(
+        self: Any,
+        fn: Any,
+        dim: int = 0,
+        num_workers: int | None = None,
+        *,
+        out: Any = None,
+        chunksize: int | None = None,
+        num_chunks: int | None = None,
+        pool: Any = None,
+        generator: torch.Generator | None = None,
+        max_tasks_per_child: int | None = None,
+        worker_threads: int = 1,
+        index_with_generator: bool = False,
+        pbar: bool = False,
+        mp_start_method: str | None = None,
+    ) -> Any:
         """Apply ``fn`` to chunks along ``dim`` in a pool of processes and join the results.
 
         The results are concatenated along ``dim`` (stacked when ``chunksize=0``).
@@ -306,34 +431,83 @@ class _Persistence:
             pbar: show a tqdm progress bar (needs tqdm).
             mp_start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"`` (default: torch's default).
         """
-        return _parallel.map_chunks(self, fn, dim, num_workers, out=out, chunksize=chunksize,
-                                    num_chunks=num_chunks, pool=pool, max_tasks_per_child=max_tasks_per_child,
-                                    worker_threads=worker_threads, pbar=pbar, mp_start_method=mp_start_method)
+        return _parallel.map_chunks(
+            self,
+            fn,
+            dim,
+            num_workers,
+            out=out,
+            chunksize=chunksize,
+            num_chunks=num_chunks,
+            pool=pool,
+            max_tasks_per_child=max_tasks_per_child,
+            worker_threads=worker_threads,
+            pbar=pbar,
+            mp_start_method=mp_start_method,
+        )
 
-    def map_iter(self: Any, fn: Any, dim: int = 0, num_workers: int | None = None, *, shuffle: bool = False,
-                 chunksize: int | None = None, num_chunks: int | None = None, pool: Any = None,
-                 generator: torch.Generator | None = None, max_tasks_per_child: int | None = None,
-                 worker_threads: int = 1, index_with_generator: bool = True, pbar: bool = False,
-                 mp_start_method: str | None = None) -> Iterator[Any]:
+    def map_iter(
+        self: Any,
+        fn: Any,
+        dim: int = 0,
+        num_workers: int | None = None,
+        *,
+        shuffle: bool = False,
+        chunksize: int | None = None,
+        num_chunks: int | None = None,
+        pool: Any = None,
+        generator: torch.Generator | None = None,
+        max_tasks_per_child: int | None = None,
+        worker_threads: int = 1,
+        index_with_generator: bool = True,
+        pbar: bool = False,
+        mp_start_method: str | None = None,
+    ) -> Iterator[Any]:
         """Like :meth:`map`, but yield each chunk's result as it arrives (``shuffle`` randomises chunk order)."""
-        return _parallel.map_iter_chunks(self, fn, dim, num_workers, shuffle=shuffle, chunksize=chunksize,
-                                         num_chunks=num_chunks, pool=pool, generator=generator,
-                                         max_tasks_per_child=max_tasks_per_child, worker_threads=worker_threads,
-                                         pbar=pbar, mp_start_method=mp_start_method)
+        return _parallel.map_iter_chunks(
+            self,
+            fn,
+            dim,
+            num_workers,
+            shuffle=shuffle,
+            chunksize=chunksize,
+            num_chunks=num_chunks,
+            pool=pool,
+            generator=generator,
+            max_tasks_per_child=max_tasks_per_child,
+            worker_threads=worker_threads,
+            pbar=pbar,
+            mp_start_method=mp_start_method,
+        )
 
-    def make_memmap(self: Any, key: NestedKey, shape: Any, *, dtype: torch.dtype | None = None,
-                    robust_key: bool | None = True) -> MemoryMappedTensor:
+    def make_memmap(
+        self: Any, key: NestedKey, shape: Any, *, dtype: torch.dtype | None = None, robust_key: bool | None = True
+    ) -> MemoryMappedTensor:
         """Create an empty memory-mapped leaf at ``key`` (a file in :attr:`saved_path`, else shared memory)."""
         proto = torch.empty(0, dtype=dtype or torch.get_default_dtype())
         return _new_leaf(self, key, proto, torch.Size(shape), copy_data=False, existsok=True)
 
-    def make_memmap_from_tensor(self: Any, key: NestedKey, tensor: torch.Tensor, *, copy_data: bool = True,
-                                existsok: bool = True, robust_key: bool | None = True) -> MemoryMappedTensor:
+    def make_memmap_from_tensor(
+        self: Any,
+        key: NestedKey,
+        tensor: torch.Tensor,
+        *,
+        copy_data: bool = True,
+        existsok: bool = True,
+        robust_key: bool | None = True,
+    ) -> MemoryMappedTensor:
         """Create a memory-mapped leaf at ``key`` holding a copy of ``tensor`` (or its shape only)."""
         return _new_leaf(self, key, tensor, tensor.shape, copy_data=copy_data, existsok=existsok)
 
-    def make_memmap_from_storage(self: Any, key: NestedKey, storage: Any, shape: Any, *,
-                                 dtype: torch.dtype | None = None, robust_key: bool | None = True) -> Any:
+    def make_memmap_from_storage(
+        self: Any,
+        key: NestedKey,
+        storage: Any,
+        shape: Any,
+        *,
+        dtype: torch.dtype | None = None,
+        robust_key: bool | None = True,
+    ) -> Any:
         """Put a MemoryMappedTensor over an existing storage at ``key``."""
         leaf = MemoryMappedTensor.from_storage(storage, shape=torch.Size(shape), dtype=dtype)
         _set_ignoring_lock(self, key, leaf)
@@ -374,8 +548,11 @@ class _Persistence:
 
     def pin_memory_(self: Any, num_threads: int = 0) -> Any:
         """Deprecated (as in tensordict 0.15): ``pin_memory(inplace=True)``."""
-        warnings.warn("pin_memory_() is deprecated (tensordict removes it in 0.17): use pin_memory(inplace=True)",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "pin_memory_() is deprecated (tensordict removes it in 0.17): use pin_memory(inplace=True)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.pin_memory(num_threads, inplace=True)
 
     def load_(self: Any, prefix: str | Path, *args: Any, **kwargs: Any) -> Any:
@@ -407,8 +584,9 @@ def _set_ignoring_lock(td: Any, key: NestedKey, leaf: Any) -> None:
             td.lock_()
 
 
-def _new_leaf(td: Any, key: NestedKey, proto: torch.Tensor, shape: torch.Size, copy_data: bool,
-              existsok: bool) -> MemoryMappedTensor:
+def _new_leaf(
+    td: Any, key: NestedKey, proto: torch.Tensor, shape: torch.Size, copy_data: bool, existsok: bool
+) -> MemoryMappedTensor:
     """A new memory-mapped leaf at ``key``: a file beside the others (and in meta.json) when saved."""
     path = td.saved_path
     keys = key_tuple(key)
@@ -417,11 +595,11 @@ def _new_leaf(td: Any, key: NestedKey, proto: torch.Tensor, shape: torch.Size, c
     else:
         folder = Path(path).joinpath(*(_memmap._file_key(k) for k in keys[:-1]))
         if not folder.resolve().is_relative_to(Path(path).resolve()):  # a sub-folder is a link leading out
-            raise RuntimeError(f"Refusing to write memory-mapped tensor through symlink: {folder} leads outside "
-                               f"{path} (key {keys!r})")
+            raise RuntimeError(
+                f"Refusing to write memory-mapped tensor through symlink: {folder} leads outside {path} (key {keys!r})"
+            )
         file = folder / f"{_memmap._file_key(keys[-1])}.memmap"
-        leaf = MemoryMappedTensor.from_tensor(proto, filename=file, existsok=existsok, copy_data=copy_data,
-                                              shape=shape)
+        leaf = MemoryMappedTensor.from_tensor(proto, filename=file, existsok=existsok, copy_data=copy_data, shape=shape)
         _memmap.add_to_meta(folder, keys[-1], leaf)
     _set_ignoring_lock(td, key, leaf)
     return leaf
@@ -489,15 +667,35 @@ def save(data: Any, prefix: str | Path | None = None, copy_existing: bool = Fals
     return data.memmap(prefix, copy_existing, **kwargs)
 
 
-def load_memmap(prefix: str | Path, device: Any = None, non_blocking: bool = False, *, out: Any = None,
-                robust_key: bool | None = True, subpath: Any = None, mode: str | None = None, num_threads: int = 0,
-                allow_pickle: bool | None = None, progress: bool | None = None) -> Any:
+def load_memmap(
+    prefix: str | Path,
+    device: Any = None,
+    non_blocking: bool = False,
+    *,
+    out: Any = None,
+    robust_key: bool | None = True,
+    subpath: Any = None,
+    mode: str | None = None,
+    num_threads: int = 0,
+    allow_pickle: bool | None = None,
+    progress: bool | None = None,
+) -> Any:
     """Load a saved folder; its metadata decides the type (TensorDict, lazy stack, ...).
 
     The keywords are :meth:`TensorDictBase.load_memmap`'s.
     """
-    return TensorDict.load_memmap(prefix, device, non_blocking, out=out, robust_key=robust_key, subpath=subpath,
-                                  mode=mode, num_threads=num_threads, allow_pickle=allow_pickle, progress=progress)
+    return TensorDict.load_memmap(
+        prefix,
+        device,
+        non_blocking,
+        out=out,
+        robust_key=robust_key,
+        subpath=subpath,
+        mode=mode,
+        num_threads=num_threads,
+        allow_pickle=allow_pickle,
+        progress=progress,
+    )
 
 
 load = load_memmap

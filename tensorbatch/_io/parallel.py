@@ -61,10 +61,21 @@ def _pool(num_workers: int | None, max_tasks_per_child: int | None, start_method
     return ctx.Pool(num_workers, maxtasksperchild=max_tasks_per_child)
 
 
-def map_chunks(td: Any, fn: Callable[[Any], Any], dim: int = 0, num_workers: int | None = None, *,
-               out: Any = None, chunksize: int | None = None, num_chunks: int | None = None, pool: Any = None,
-               max_tasks_per_child: int | None = None, worker_threads: int = 1, pbar: bool = False,
-               mp_start_method: str | None = None) -> Any:
+def map_chunks(
+    td: Any,
+    fn: Callable[[Any], Any],
+    dim: int = 0,
+    num_workers: int | None = None,
+    *,
+    out: Any = None,
+    chunksize: int | None = None,
+    num_chunks: int | None = None,
+    pool: Any = None,
+    max_tasks_per_child: int | None = None,
+    worker_threads: int = 1,
+    pbar: bool = False,
+    mp_start_method: str | None = None,
+) -> Any:
     """Apply ``fn`` to chunks of ``td`` in worker processes and join the results along ``dim``."""
     workers = num_workers or mp.cpu_count()
     chunks, unbound = _chunks(td, dim, chunksize, num_chunks, workers)
@@ -94,10 +105,22 @@ def map_chunks(td: Any, fn: Callable[[Any], Any], dim: int = 0, num_workers: int
     return joined
 
 
-def map_iter_chunks(td: Any, fn: Callable[[Any], Any], dim: int = 0, num_workers: int | None = None, *,
-                    shuffle: bool = False, chunksize: int | None = None, num_chunks: int | None = None,
-                    pool: Any = None, generator: torch.Generator | None = None, max_tasks_per_child: int | None = None,
-                    worker_threads: int = 1, pbar: bool = False, mp_start_method: str | None = None) -> Iterator[Any]:
+def map_iter_chunks(
+    td: Any,
+    fn: Callable[[Any], Any],
+    dim: int = 0,
+    num_workers: int | None = None,
+    *,
+    shuffle: bool = False,
+    chunksize: int | None = None,
+    num_chunks: int | None = None,
+    pool: Any = None,
+    generator: torch.Generator | None = None,
+    max_tasks_per_child: int | None = None,
+    worker_threads: int = 1,
+    pbar: bool = False,
+    mp_start_method: str | None = None,
+) -> Iterator[Any]:
     """Yield ``fn(chunk)`` for the chunks of ``td`` as the workers finish them (in chunk order)."""
     workers = num_workers or mp.cpu_count()
     chunks, _ = _chunks(td, dim, chunksize, num_chunks, workers)

@@ -28,8 +28,9 @@ def _safetensors() -> Any:
     try:
         import safetensors.torch
     except ImportError:
-        raise ImportError("safetensors files need the safetensors package: pip install 'tensorbatch[safetensors]'"
-                          ) from None
+        raise ImportError(
+            "safetensors files need the safetensors package: pip install 'tensorbatch[safetensors]'"
+        ) from None
     return safetensors
 
 
@@ -64,8 +65,10 @@ def to_safetensors(data: Any, path: str | Path) -> None:
 
     st = _safetensors()
     if is_non_tensor(data) or not (is_td(data) or hasattr(data, "_non_tensordict")):
-        raise TypeError(f"to_safetensors saves a TensorDict or a TensorClass, not a {type(data).__name__} "
-                        "(put a non-tensor value in a TensorDict first)")
+        raise TypeError(
+            f"to_safetensors saves a TensorDict or a TensorClass, not a {type(data).__name__} "
+            "(put a non-tensor value in a TensorDict first)"
+        )
     tensors: dict[str, torch.Tensor] = {}
     root = _encode(data, (), tensors)  # everything is checked before the file is opened
     _unshare(tensors)
@@ -88,31 +91,40 @@ def _encode(td: Any, path: tuple[str, ...], tensors: dict[str, torch.Tensor]) ->
     if stacked is not None:
         keys = [sorted(member.keys(True, True)) for member in stacked[1]]
         if any(k != keys[0] for k in keys):
-            raise TypeError(f"cannot save the lazy stack at {fmt_path(path) if path else 'the root'} as "
-                            "safetensors: its members have different keys (give them the same keys first)")
+            raise TypeError(
+                f"cannot save the lazy stack at {fmt_path(path) if path else 'the root'} as "
+                "safetensors: its members have different keys (give them the same keys first)"
+            )
         level["stack_dim"] = stacked[0]
     entries = level["keys"] = {}
     for key, value in [*td.items(), *extras.items()]:
         at = (*path, key)
         if isinstance(value, NonTensorStack):
-            raise TypeError(f"cannot save the non-tensor stack at {fmt_path(at)} as safetensors: only single "
-                            "JSON values are supported")
+            raise TypeError(
+                f"cannot save the non-tensor stack at {fmt_path(at)} as safetensors: only single "
+                "JSON values are supported"
+            )
         if is_non_tensor(value):
             if not _is_json(value.data):
-                raise TypeError(f"cannot save the non-tensor value at {fmt_path(at)} as safetensors: its type "
-                                f"{type(value.data).__name__} is not a JSON value (str, int, float, bool, None, "
-                                "list or dict)")
+                raise TypeError(
+                    f"cannot save the non-tensor value at {fmt_path(at)} as safetensors: its type "
+                    f"{type(value.data).__name__} is not a JSON value (str, int, float, bool, None, "
+                    "list or dict)"
+                )
             entries[key] = {"non_tensor": value.data}
         elif is_td(value) or hasattr(value, "_non_tensordict"):
             entries[key] = {"td": _encode(value, at, tensors)}
         else:
             if value.is_nested or value.layout != torch.strided:
-                raise TypeError(f"cannot save the tensor at {fmt_path(at)} as safetensors: only dense tensors are "
-                                f"supported, got {'a nested tensor' if value.is_nested else value.layout}")
+                raise TypeError(
+                    f"cannot save the tensor at {fmt_path(at)} as safetensors: only dense tensors are "
+                    f"supported, got {'a nested tensor' if value.is_nested else value.layout}"
+                )
             name = ".".join(at)
             if name in tensors:
-                raise ValueError(f"two keys of the TensorDict get the safetensors name {name!r} (one is "
-                                 f"{fmt_path(at)})")
+                raise ValueError(
+                    f"two keys of the TensorDict get the safetensors name {name!r} (one is {fmt_path(at)})"
+                )
             tensors[name] = value.detach().as_subclass(torch.Tensor).cpu().contiguous()
             entries[key] = {"tensor": name}
             if isinstance(value, UnbatchedTensor):  # tensordict's mark: its shape need not start with the batch
@@ -184,8 +196,10 @@ def from_safetensors(path: str | Path, *, device: Any = None) -> Any:
             return out
         structure = json.loads(doc)
         if structure.get("version") != _VERSION:
-            raise ValueError(f"cannot load {path}: its tensordict structure has version "
-                             f"{structure.get('version')!r}, and this version reads version {_VERSION}")
+            raise ValueError(
+                f"cannot load {path}: its tensordict structure has version "
+                f"{structure.get('version')!r}, and this version reads version {_VERSION}"
+            )
         used: set[str] = set()
         out = _decode(structure["root"], file, device, path, used)
         unnamed = set(file.keys()) - used
@@ -211,9 +225,10 @@ def _decode(level: dict[str, Any], file: Any, device: Any, path: Any, used: set[
     stack_dim = level.get("stack_dim")
     if stack_dim is not None:  # a lazy stack: its members are the slices along the stack dim
         members = td.unbind(stack_dim)
-        shape = td.batch_size[:stack_dim] + td.batch_size[stack_dim + 1:]
-        out: Any = LazyStackedTensorDict(*members, stack_dim=stack_dim, batch_size=None if members else shape,
-                                         device=device)
+        shape = td.batch_size[:stack_dim] + td.batch_size[stack_dim + 1 :]
+        out: Any = LazyStackedTensorDict(
+            *members, stack_dim=stack_dim, batch_size=None if members else shape, device=device
+        )
         if level.get("names") is not None:
             out.names = level["names"]
         td = out
@@ -232,5 +247,7 @@ def _tensorclass(name: str, path: Any) -> Any:
         if str(cls) == name:
             return cls
         todo += cls.__subclasses__()
-    raise RuntimeError(f"the tensorclass {name} saved in {path} is not defined: import the module that defines "
-                       "it before loading the file")
+    raise RuntimeError(
+        f"the tensorclass {name} saved in {path} is not defined: import the module that defines "
+        "it before loading the file"
+    )

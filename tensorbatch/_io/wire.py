@@ -206,7 +206,7 @@ def encode(header: dict[str, Any], device: Any) -> list[torch.Tensor]:
     head = min(len(raw), BLOCK - 16)
     block = bytearray(BLOCK)  # built as bytes: a few small torch ops would cost more than the JSON
     struct.pack_into("<qq", block, 0, _MAGIC, len(raw))
-    block[16:16 + head] = raw[:head]
+    block[16 : 16 + head] = raw[:head]
     messages = [torch.frombuffer(block, dtype=torch.uint8)]
     if len(raw) > head:
         messages.append(torch.frombuffer(bytearray(raw[head:]), dtype=torch.uint8))
@@ -239,13 +239,17 @@ def read_block(block: torch.Tensor, sender: str, max_header_size: int = MAX_HEAD
     raw = block.cpu().numpy().tobytes()
     magic, length = struct.unpack_from("<qq", raw)
     if magic != _MAGIC:
-        raise RuntimeError(f"{sender} sent no structure header: does it send with check_structure=False, or is it "
-                           "tensordict? Then receive with check_structure=False")
+        raise RuntimeError(
+            f"{sender} sent no structure header: does it send with check_structure=False, or is it "
+            "tensordict? Then receive with check_structure=False"
+        )
     if not 0 <= length <= max_header_size:
-        raise RuntimeError(f"{sender} declared a structure header of {length} bytes, more than max_header_size="
-                           f"{max_header_size}: refused before receiving it (pass a larger max_header_size= for "
-                           "a structure that large)")
-    return length, raw[16:16 + min(length, BLOCK - 16)]
+        raise RuntimeError(
+            f"{sender} declared a structure header of {length} bytes, more than max_header_size="
+            f"{max_header_size}: refused before receiving it (pass a larger max_header_size= for "
+            "a structure that large)"
+        )
+    return length, raw[16 : 16 + min(length, BLOCK - 16)]
 
 
 def parse_header(raw: bytes, sender: str) -> dict[str, Any]:
@@ -257,6 +261,7 @@ def parse_header(raw: bytes, sender: str) -> dict[str, Any]:
         ...
         RuntimeError: rank 0 sent a malformed structure header: at key 'a': bad dtype or shape ('float32', [3, -1])
     """
+
     def bad(what: str) -> RuntimeError:
         return RuntimeError(f"{sender} sent a malformed structure header: {what}")
 
@@ -272,12 +277,19 @@ def parse_header(raw: bytes, sender: str) -> dict[str, Any]:
     if not isinstance(leaves, list):
         raise bad("its leaves are not a list")
     for entry in leaves:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], list)
-                and all(type(p) is str for p in entry[0])):
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 3
+            and isinstance(entry[0], list)
+            and all(type(p) is str for p in entry[0])
+        ):
             raise bad(f"entry {str(entry)[:200]}")
         path, dtype, shape = entry
-        if (f"torch.{dtype}" not in DTYPES or not isinstance(shape, list)
-                or not all(type(s) is int and s >= 0 for s in shape)):
+        if (
+            f"torch.{dtype}" not in DTYPES
+            or not isinstance(shape, list)
+            or not all(type(s) is int and s >= 0 for s in shape)
+        ):
             raise bad(f"at key {fmt_path(tuple(path))}: bad dtype or shape {(dtype, shape)!r}")
     return header
 
@@ -294,8 +306,13 @@ def layout_end(layout: Any, sender: str, prefix: tuple[str, ...] = ()) -> int:
             end = max(end, layout_end(entry, sender, at))
         elif isinstance(entry, dict) and "offset" in entry:
             offset, shape, dtype = entry["offset"], entry.get("shape"), DTYPES.get(str(entry.get("dtype")))
-            if (dtype is None or type(offset) is not int or offset < 0 or not isinstance(shape, list)
-                    or not all(type(s) is int and s >= 0 for s in shape)):
+            if (
+                dtype is None
+                or type(offset) is not int
+                or offset < 0
+                or not isinstance(shape, list)
+                or not all(type(s) is int and s >= 0 for s in shape)
+            ):
                 raise RuntimeError(f"{sender} sent a malformed layout entry at key {fmt_path(at)}")
             end = max(end, offset + dtype.itemsize * math.prod(shape))
     return end
@@ -339,8 +356,10 @@ def mode_difference(sent: str, mine: str, sender: str) -> str | None:
     """The message when the sender's mode is not this side's (None when they agree)."""
     if sent == mine:
         return None
-    return (f"{sender} sends {_MODES.get(sent, sent)} but this side receives {_MODES[mine]}: "
-            "pass the same consolidated= on both sides")
+    return (
+        f"{sender} sends {_MODES.get(sent, sent)} but this side receives {_MODES[mine]}: "
+        "pass the same consolidated= on both sides"
+    )
 
 
 def difference(a: list[_Entry], b: list[_Entry], a_name: str, b_name: str) -> str | None:
@@ -356,14 +375,20 @@ def difference(a: list[_Entry], b: list[_Entry], a_name: str, b_name: str) -> st
         if x == y:
             continue
         if x is not None and y is not None and x[0] == y[0]:
-            return (f"structure mismatch at key {fmt_path(x[0])}: {a_name} has {x[1]} {fmt_shape(x[2])}, "
-                    f"{b_name} has {y[1]} {fmt_shape(y[2])}")
+            return (
+                f"structure mismatch at key {fmt_path(x[0])}: {a_name} has {x[1]} {fmt_shape(x[2])}, "
+                f"{b_name} has {y[1]} {fmt_shape(y[2])}"
+            )
         for first, second, one, other in ((x, b, a_name, b_name), (y, a, b_name, a_name)):
             if first is not None and first[0] not in {e[0] for e in second}:
-                return (f"structure mismatch at key {fmt_path(first[0])}: {one} has it ({first[1]} "
-                        f"{fmt_shape(first[2])}), {other} has no such leaf")
-        return (f"structure mismatch at position {i}: {a_name} has key {fmt_path(x[0])} where {b_name} has key "  # type: ignore[index]
-                f"{fmt_path(y[0])} (a consolidated buffer needs the same key insertion order on both sides)")  # type: ignore[index]
+                return (
+                    f"structure mismatch at key {fmt_path(first[0])}: {one} has it ({first[1]} "
+                    f"{fmt_shape(first[2])}), {other} has no such leaf"
+                )
+        return (
+            f"structure mismatch at position {i}: {a_name} has key {fmt_path(x[0])} where {b_name} has key "  # type: ignore[index]
+            f"{fmt_path(y[0])} (a consolidated buffer needs the same key insertion order on both sides)"  # type: ignore[index]
+        )
     return None
 
 
@@ -374,8 +399,9 @@ def drain(peer: Peer, header: dict[str, Any], init_tag: int, pseudo_rand: bool, 
     else:
         entries = header_entries(header)
         tags = data_tags(init_tag, pseudo_rand, len(entries))
-        buffers = [(torch.empty(s, dtype=dtype_of(d), device=device), t)
-                   for (_, d, s), t in zip(entries, tags, strict=True)]
+        buffers = [
+            (torch.empty(s, dtype=dtype_of(d), device=device), t) for (_, d, s), t in zip(entries, tags, strict=True)
+        ]
     for work in [peer.irecv(b, t) for b, t in buffers]:
         work.wait()
 
@@ -385,7 +411,7 @@ def ack_message(message: str | None, device: Any) -> torch.Tensor:
     ack = bytearray(ACK)
     if message:
         raw = message.encode()[:ACK]
-        ack[:len(raw)] = raw
+        ack[: len(raw)] = raw
     out = torch.frombuffer(ack, dtype=torch.uint8)
     return out if torch.device(device).type == "cpu" else out.to(device)
 
@@ -440,8 +466,10 @@ def wait_all(works: list[Any]) -> None:
 def plain(value: torch.Tensor, path: tuple[str, ...]) -> torch.Tensor:
     """The leaf as a plain tensor torch.distributed accepts, sharing its memory (no grad, no subclass)."""
     if value.is_nested:
-        raise TypeError(f"cannot send the nested tensor leaf at key {fmt_path(path)} with torch.distributed: "
-                        "use consolidated=True (one buffer), or exclude the key")
+        raise TypeError(
+            f"cannot send the nested tensor leaf at key {fmt_path(path)} with torch.distributed: "
+            "use consolidated=True (one buffer), or exclude the key"
+        )
     out = value.detach()
     return out if type(out) is _Tensor else out.as_subclass(_Tensor)
 
@@ -455,9 +483,11 @@ def landing(path: tuple[str, ...], node: Any, key: str, value: Any, filled: bool
         leaf = plain(value, path)
         if leaf.is_contiguous():
             return leaf, None
-        buffer = leaf.clone(memory_format=torch.contiguous_format) if filled else torch.empty(leaf.shape,
-                                                                                             dtype=leaf.dtype,
-                                                                                             device=leaf.device)
+        buffer = (
+            leaf.clone(memory_format=torch.contiguous_format)
+            if filled
+            else torch.empty(leaf.shape, dtype=leaf.dtype, device=leaf.device)
+        )
         return buffer, lambda: leaf.copy_(buffer)
     # a storage backend's leaf (HDF5, Redis): handled in memory, then written into the storage
     buffer = plain(node._get_str(key), path).contiguous() if filled else torch.empty(value.shape, dtype=value.dtype)

@@ -58,8 +58,9 @@ def normalize(td: Any, index: Any, with_names: bool = True) -> tuple[tuple[Any, 
         if not -size <= index < size:
             raise IndexError(f"index {index} is out of bounds for dimension 0 with size {size}")
         return (index,), bs[1:], None
-    if (type(index) is _Tensor and bs and names is None and index.ndim == 1
-            and index.dtype == torch.int64):  # td[long_tensor]: the size is known without indexing
+    if (
+        type(index) is _Tensor and bs and names is None and index.ndim == 1 and index.dtype == torch.int64
+    ):  # td[long_tensor]: the size is known without indexing
         return (index,), _Size((index.shape[0], *bs[1:])), None
     if type(index) is slice and bs and names is None:  # td[a:b:c], also common
         step = index.step
@@ -99,8 +100,7 @@ def normalize(td: Any, index: Any, with_names: bool = True) -> tuple[tuple[Any, 
         conv.append(item)
     if used > nd:
         raise IndexError(
-            f"too many indices for TensorDict with batch_size {fmt_shape(bs)}: {used} indexed dims, "
-            f"{nd} batch dims"
+            f"too many indices for TensorDict with batch_size {fmt_shape(bs)}: {used} indexed dims, {nd} batch dims"
         )
     if ellipsis_at >= 0:
         conv[ellipsis_at : ellipsis_at + 1] = [slice(None)] * (nd - used)
@@ -142,8 +142,9 @@ def _new_names(conv: list[Any], names: tuple[Any, ...]) -> tuple[Any, ...] | Non
     A single 1-d index tensor or 1-d mask keeps its dim's name; the dims made by several index tensors
     (or by a multi-dim one) are unnamed, and placed as torch places them.
     """
-    advanced = [i for i, item in enumerate(conv)
-                if isinstance(item, _Tensor) and (item.ndim or item.dtype == torch.bool)]
+    advanced = [
+        i for i, item in enumerate(conv) if isinstance(item, _Tensor) and (item.ndim or item.dtype == torch.bool)
+    ]
     block: list[Any] = []  # the dims the index tensors make together
     if len(advanced) == 1 and conv[advanced[0]].ndim == 1:
         block = [names[sum(_consumed(item) for item in conv[: advanced[0]])]]
@@ -195,8 +196,10 @@ def _take_rows(td: Any, idx: torch.Tensor, names: Any) -> Any:
 
 def _select_rows(td: Any, rows: torch.Tensor, names: Any) -> Any:
     """Rows ``rows`` (valid, non-negative) of the first batch dim, one ``index_select`` per leaf."""
-    out = [leaf.index_select(0, rows if rows.device == leaf.device else rows.to(leaf.device))
-           for leaf in flat_leaves(td, follow=True)]
+    out = [
+        leaf.index_select(0, rows if rows.device == leaf.device else rows.to(leaf.device))
+        for leaf in flat_leaves(td, follow=True)
+    ]
     return from_leaves(td, out, batch_size=_Size((len(rows), *td.batch_size[1:])), names=names, follow=True)
 
 
@@ -228,14 +231,23 @@ def index_leaves(td: Any, index: Any) -> Any:
 def _index_leaves(td: Any, index: Any) -> Any:
     idx, new_bs, names = normalize(td, index)
     leaf_idx = idx[0] if len(idx) == 1 else idx
-    if type(leaf_idx) is _Tensor and leaf_idx.ndim == 1 and leaf_idx.numel() >= MANY_ROWS and (
-            leaf_idx.dtype == torch.int64 or leaf_idx.dtype == torch.int32):
+    if (
+        type(leaf_idx) is _Tensor
+        and leaf_idx.ndim == 1
+        and leaf_idx.numel() >= MANY_ROWS
+        and (leaf_idx.dtype == torch.int64 or leaf_idx.dtype == torch.int32)
+    ):
         return _take_rows(td, leaf_idx, names)
     if new_bs is not None:
-        return map_leaves(td, operator.itemgetter(leaf_idx), what="indexing", batch_size=new_bs,
-                          names=names, follow=True)
-    if (type(leaf_idx) is _Tensor and leaf_idx.dtype == torch.bool and leaf_idx.ndim == 1
-            and leaf_idx.shape[0] == td.batch_size[0]):  # td[mask]: find the rows once, not once per leaf
+        return map_leaves(
+            td, operator.itemgetter(leaf_idx), what="indexing", batch_size=new_bs, names=names, follow=True
+        )
+    if (
+        type(leaf_idx) is _Tensor
+        and leaf_idx.dtype == torch.bool
+        and leaf_idx.ndim == 1
+        and leaf_idx.shape[0] == td.batch_size[0]
+    ):  # td[mask]: find the rows once, not once per leaf
         return _select_rows(td, leaf_idx.nonzero().squeeze(-1), names)
     leaves = flat_leaves(td, follow=True)
     try:
@@ -256,13 +268,14 @@ def _target_size(td: Any, idx: tuple[Any, ...], new_bs: torch.Size | None) -> to
     if len(idx) == 1 and type(idx[0]) is _Tensor and idx[0].dtype is not torch.bool:  # td[long_tensor]
         return _Size((*idx[0].shape, *bs[1:]))
     tensors = [i for i, item in enumerate(idx) if isinstance(item, _Tensor)]
-    if len(tensors) == 1 and all(isinstance(item, slice) and item == slice(None) for item in idx if
-                                 not isinstance(item, _Tensor)):
+    if len(tensors) == 1 and all(
+        isinstance(item, slice) and item == slice(None) for item in idx if not isinstance(item, _Tensor)
+    ):
         pos = tensors[0]
         item = idx[pos]
         if item.dtype == torch.bool:
-            return _Size((*bs[:pos], int(item.sum()), *bs[pos + item.ndim:]))
-        return _Size((*bs[:pos], *item.shape, *bs[pos + 1:]))
+            return _Size((*bs[:pos], int(item.sum()), *bs[pos + item.ndim :]))
+        return _Size((*bs[:pos], *item.shape, *bs[pos + 1 :]))
     return _result_size(td, idx, [], [])
 
 
@@ -310,7 +323,8 @@ def _plan_writes(node: Any, source: Any, new_bs: torch.Size, nd: int, writes: li
                 raise RuntimeError(
                     f"cannot write a value of shape {fmt_shape(value.shape)} into the UnbatchedTensor "
                     f"{fmt_path(path)} of shape {fmt_shape(target.shape)}: the whole batch shares it, so it is "
-                    "written whole whatever the index (same shape required)")
+                    "written whole whatever the index (same shape required)"
+                )
             writes.append((prefix, key, None if target is MISSING else target, value, _WHOLE))
             continue
         if target is MISSING:  # a new key: created (zeros elsewhere), as tensordict does
@@ -424,11 +438,21 @@ def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
     return td
 
 
-def update_at_(td: Any, input_dict_or_td: Any, index: Any, clone: bool = False, *,
-               non_blocking: bool = False, keys_to_update: Any = None) -> Any:
+def update_at_(
+    td: Any,
+    input_dict_or_td: Any,
+    index: Any,
+    clone: bool = False,
+    *,
+    non_blocking: bool = False,
+    keys_to_update: Any = None,
+) -> Any:
     """Write every entry of a mapping/TensorDict into the matching leaves at ``index``."""
-    items = (named_leaves(input_dict_or_td, is_leaf=NON_TENSOR_TYPES.__contains__) if is_td(input_dict_or_td)
-             else source_items(input_dict_or_td, "update_at_"))  # (non-tensor leaves are written too)
+    items = (
+        named_leaves(input_dict_or_td, is_leaf=NON_TENSOR_TYPES.__contains__)
+        if is_td(input_dict_or_td)
+        else source_items(input_dict_or_td, "update_at_")
+    )  # (non-tensor leaves are written too)
     wanted = None if keys_to_update is None else {key_tuple(k) for k in keys_to_update}
     if not td._leaves_in_memory:
         td._update_at(input_dict_or_td, index, clone, wanted)
@@ -462,9 +486,7 @@ def _expand_mask(mask: _Tensor, leaf: _Tensor) -> _Tensor:
 def check_mask(td: Any, mask: _Tensor, error: type[Exception] = IndexError) -> None:
     """Raise ``error`` unless ``mask`` covers the leading batch dims of ``td``."""
     if mask.shape != td.batch_size[: mask.ndim] or mask.ndim == 0:
-        raise error(
-            f"mask of shape {fmt_shape(mask.shape)} does not match batch_size {fmt_shape(td.batch_size)}"
-        )
+        raise error(f"mask of shape {fmt_shape(mask.shape)} does not match batch_size {fmt_shape(td.batch_size)}")
 
 
 def masked_fill(td: Any, mask: _Tensor, value: Any) -> Any:
@@ -496,7 +518,8 @@ def _check_fill_value(td: Any, leaves: list[Any], value: Any) -> None:
         seen.add(kind)
         try:
             torch.zeros(1, dtype=leaf.dtype, device=leaf.device).masked_fill_(
-                torch.ones(1, dtype=torch.bool, device=leaf.device), value)
+                torch.ones(1, dtype=torch.bool, device=leaf.device), value
+            )
         except Exception as err:
             add_path_note(err, "masked_fill_", next(p for j, (p, _) in enumerate(named_leaves(td)) if j == i))
             err.add_note("masked_fill_: nothing was modified")
@@ -507,7 +530,7 @@ def masked_select(td: Any, mask: _Tensor) -> Any:
     """Select the batch elements where ``mask`` is True; masked dims collapse into one."""
     check_mask(td, mask)
     n = int(mask.sum())
-    new = _Size([n, *td.batch_size[mask.ndim:]])
+    new = _Size([n, *td.batch_size[mask.ndim :]])
     return td._map(lambda x: x[mask], "masked_select", batch_size=new, follow=True)
 
 
@@ -541,18 +564,32 @@ def where(td: Any, condition: _Tensor, other: Any, *, out: Any = None, pad: Any 
         return torch.where(_expand_mask(condition, x), x, y)
 
     if is_td(other):
-        result = apply_leaves(td, pick, other, what="where", is_leaf=NON_TENSOR_TYPES.__contains__,
-                              default=NO_DEFAULT if pad is None else pad)
+        result = apply_leaves(
+            td,
+            pick,
+            other,
+            what="where",
+            is_leaf=NON_TENSOR_TYPES.__contains__,
+            default=NO_DEFAULT if pad is None else pad,
+        )
         extra = other.exclude(*result.keys(True, True))  # the keys only ``other`` has
         if pad is not None:  # pad where the condition picks ``td``
-            result.update(apply_leaves(extra, lambda y: torch.where(_expand_mask(condition, y), _pad_as(pad, y), y),
-                                       what="where", batch_size=result.batch_size))
+            result.update(
+                apply_leaves(
+                    extra,
+                    lambda y: torch.where(_expand_mask(condition, y), _pad_as(pad, y), y),
+                    what="where",
+                    batch_size=result.batch_size,
+                )
+            )
         else:
             first = next(iter(extra.keys(True, True)), None)
             if first is not None:
                 path = key_tuple(first)
-                raise KeyError(f"where: key {fmt_path(path)} of the other TensorDict is not in this one and "
-                               f"no pad value was given (pass pad= to fill the missing side)")
+                raise KeyError(
+                    f"where: key {fmt_path(path)} of the other TensorDict is not in this one and "
+                    f"no pad value was given (pass pad= to fill the missing side)"
+                )
     else:
         result = apply_leaves(td, pick, what="where", is_leaf=NON_TENSOR_TYPES.__contains__)
     if out is not None:

@@ -89,8 +89,9 @@ class PackLayout:
         if not 0 <= dim < flat.ndim:
             raise IndexError(f"dim {self.dim} is out of range for a packed tensor with {flat.ndim} dims")
         if flat.shape[dim] != self.numel:
-            raise ValueError(f"expected {self.numel} entries along dim {self.dim} of the packed tensor, "
-                             f"got {flat.shape[dim]}")
+            raise ValueError(
+                f"expected {self.numel} entries along dim {self.dim} of the packed tensor, got {flat.shape[dim]}"
+            )
         flat = flat.movedim(dim, -1)
         batch = flat.shape[:-1]
         device = flat.device if self.device is not None else None
@@ -145,11 +146,15 @@ def pack(self: Any, dim: int = -1, *, layout: PackLayout | None = None) -> tuple
     nested = []
     for key, value in self.items(True, False, sort=True):
         if is_non_tensor(value):
-            raise TypeError(f"cannot pack the non-tensor entry {fmt_path(key)}: drop the non-tensor entries "
-                            "with filter_non_tensor_data() first")
+            raise TypeError(
+                f"cannot pack the non-tensor entry {fmt_path(key)}: drop the non-tensor entries "
+                "with filter_non_tensor_data() first"
+            )
         if isinstance(value, UnbatchedTensor):
-            raise TypeError(f"cannot pack the UnbatchedTensor entry {fmt_path(key)}: it has no batch dims to pack "
-                            "along; exclude it first")
+            raise TypeError(
+                f"cannot pack the UnbatchedTensor entry {fmt_path(key)}: it has no batch dims to pack "
+                "along; exclude it first"
+            )
         if is_td(value):
             if _different_keys(value):
                 raise RuntimeError(f"cannot pack the lazy stack at {fmt_path(key)}: its members have different keys")
@@ -160,8 +165,10 @@ def pack(self: Any, dim: int = -1, *, layout: PackLayout | None = None) -> tuple
         if (layout.dim + ndim + 1 if layout.dim < 0 else layout.dim) != pos:
             raise ValueError(f"cannot pack along dim {dim} with a layout packed along dim {layout.dim}")
         if set(leaves) != set(layout.keys):
-            raise KeyError(f"the leaves of the TensorDict differ from the layout's keys: {sorted(leaves, key=str)} "
-                           f"vs {sorted(layout.keys, key=str)}")
+            raise KeyError(
+                f"the leaves of the TensorDict differ from the layout's keys: {sorted(leaves, key=str)} "
+                f"vs {sorted(layout.keys, key=str)}"
+            )
         leaves = {key: leaves[key] for key in layout.keys}
     shapes = tuple(value.shape[ndim:] for value in leaves.values())
     if layout is not None and shapes != layout.shapes:
@@ -172,11 +179,14 @@ def pack(self: Any, dim: int = -1, *, layout: PackLayout | None = None) -> tuple
         if first is None:
             first = value
         elif value.dtype != first.dtype:
-            raise TypeError(f"cannot pack leaves of different dtypes: {first.dtype} and {value.dtype} at "
-                            f"{fmt_path(key)} (cast the TensorDict first, e.g. with float())")
+            raise TypeError(
+                f"cannot pack leaves of different dtypes: {first.dtype} and {value.dtype} at "
+                f"{fmt_path(key)} (cast the TensorDict first, e.g. with float())"
+            )
         elif value.device != first.device:
-            raise RuntimeError(f"cannot pack leaves on different devices: {first.device} and {value.device} at "
-                               f"{fmt_path(key)}")
+            raise RuntimeError(
+                f"cannot pack leaves on different devices: {first.device} and {value.device} at {fmt_path(key)}"
+            )
         value = value.as_subclass(torch.Tensor)
         value = value.flatten(ndim) if value.ndim > ndim else value.unsqueeze(-1)
         parts.append(value if pos == ndim else value.movedim(-1, pos))
@@ -184,8 +194,9 @@ def pack(self: Any, dim: int = -1, *, layout: PackLayout | None = None) -> tuple
         flat = torch.cat(parts, pos).contiguous()  # cat keeps channels-last inputs' strides: contiguous after
     else:
         flat = torch.empty((*batch[:pos], 0, *batch[pos:]), device=self.device)
-    return flat, PackLayout(keys=tuple(leaves), shapes=shapes, dim=pos - ndim - 1, nested=tuple(nested),
-                            device=self.device)
+    return flat, PackLayout(
+        keys=tuple(leaves), shapes=shapes, dim=pos - ndim - 1, nested=tuple(nested), device=self.device
+    )
 
 
 def install(cls: type) -> None:

@@ -38,56 +38,150 @@ from .traverse import (
 UNARY: dict[str, bool] = {
     name: True
     for name in (
-        "abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1", "floor",
-        "frac", "lgamma", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round", "sigmoid", "sign",
-        "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "bitwise_not", "logical_not",
+        "abs",
+        "acos",
+        "asin",
+        "atan",
+        "ceil",
+        "cos",
+        "cosh",
+        "erf",
+        "erfc",
+        "exp",
+        "expm1",
+        "floor",
+        "frac",
+        "lgamma",
+        "log",
+        "log10",
+        "log1p",
+        "log2",
+        "neg",
+        "reciprocal",
+        "round",
+        "sigmoid",
+        "sign",
+        "sin",
+        "sinh",
+        "sqrt",
+        "tan",
+        "tanh",
+        "trunc",
+        "bitwise_not",
+        "logical_not",
     )
 } | {name: False for name in ("isfinite", "isnan", "isinf", "isneginf", "isposinf", "isreal", "signbit")}
 
 # name -> (torch function name, has in-place twin)
 BINARY: dict[str, tuple[str, bool]] = {
-    "add": ("add", True), "sub": ("sub", True), "mul": ("mul", True), "div": ("div", True),
-    "pow": ("pow", True), "maximum": ("maximum", True), "minimum": ("minimum", True),
-    "clamp_min": ("clamp_min", True), "clamp_max": ("clamp_max", True),
-    "floor_divide": ("floor_divide", True), "remainder": ("remainder", True),
-    "eq": ("eq", False), "ne": ("ne", False), "lt": ("lt", False), "le": ("le", False),
-    "gt": ("gt", False), "ge": ("ge", False),
-    "bitwise_and": ("bitwise_and", True), "bitwise_or": ("bitwise_or", True),
-    "bitwise_xor": ("bitwise_xor", True), "logical_and": ("logical_and", True),
-    "logical_or": ("logical_or", True), "logical_xor": ("logical_xor", True),
+    "add": ("add", True),
+    "sub": ("sub", True),
+    "mul": ("mul", True),
+    "div": ("div", True),
+    "pow": ("pow", True),
+    "maximum": ("maximum", True),
+    "minimum": ("minimum", True),
+    "clamp_min": ("clamp_min", True),
+    "clamp_max": ("clamp_max", True),
+    "floor_divide": ("floor_divide", True),
+    "remainder": ("remainder", True),
+    "eq": ("eq", False),
+    "ne": ("ne", False),
+    "lt": ("lt", False),
+    "le": ("le", False),
+    "gt": ("gt", False),
+    "ge": ("ge", False),
+    "bitwise_and": ("bitwise_and", True),
+    "bitwise_or": ("bitwise_or", True),
+    "bitwise_xor": ("bitwise_xor", True),
+    "logical_and": ("logical_and", True),
+    "logical_or": ("logical_or", True),
+    "logical_xor": ("logical_xor", True),
     "rsub": ("rsub", False),  # other - self (torch.rsub): no in-place twin, as in torch
 }
 
 # python operator -> (method, reflected torch function or None)
 OPERATORS: dict[str, str] = {
-    "__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div", "__pow__": "pow",
-    "__floordiv__": "floor_divide", "__mod__": "remainder", "__eq__": "eq", "__ne__": "ne",
-    "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge", "__and__": "bitwise_and",
-    "__or__": "bitwise_or", "__xor__": "bitwise_xor",
-    "__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
-    "__ipow__": "pow_", "__ifloordiv__": "floor_divide_", "__imod__": "remainder_",
-    "__iand__": "bitwise_and_", "__ior__": "bitwise_or_", "__ixor__": "bitwise_xor_",
-    "__neg__": "neg", "__abs__": "abs", "__invert__": "bitwise_not",
+    "__add__": "add",
+    "__sub__": "sub",
+    "__mul__": "mul",
+    "__truediv__": "div",
+    "__pow__": "pow",
+    "__floordiv__": "floor_divide",
+    "__mod__": "remainder",
+    "__eq__": "eq",
+    "__ne__": "ne",
+    "__lt__": "lt",
+    "__le__": "le",
+    "__gt__": "gt",
+    "__ge__": "ge",
+    "__and__": "bitwise_and",
+    "__or__": "bitwise_or",
+    "__xor__": "bitwise_xor",
+    "__iadd__": "add_",
+    "__isub__": "sub_",
+    "__imul__": "mul_",
+    "__itruediv__": "div_",
+    "__ipow__": "pow_",
+    "__ifloordiv__": "floor_divide_",
+    "__imod__": "remainder_",
+    "__iand__": "bitwise_and_",
+    "__ior__": "bitwise_or_",
+    "__ixor__": "bitwise_xor_",
+    "__neg__": "neg",
+    "__abs__": "abs",
+    "__invert__": "bitwise_not",
 }
 REFLECTED: dict[str, str] = {
-    "__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "div", "__rpow__": "pow",
-    "__rfloordiv__": "floor_divide", "__rmod__": "remainder", "__rand__": "bitwise_and",
-    "__ror__": "bitwise_or", "__rxor__": "bitwise_xor",
+    "__radd__": "add",
+    "__rsub__": "sub",
+    "__rmul__": "mul",
+    "__rtruediv__": "div",
+    "__rpow__": "pow",
+    "__rfloordiv__": "floor_divide",
+    "__rmod__": "remainder",
+    "__rand__": "bitwise_and",
+    "__ror__": "bitwise_or",
+    "__rxor__": "bitwise_xor",
 }
 
 # other names of table methods (torch's own aliases): alias -> method
-ALIASES: dict[str, str] = {"true_divide": "div", "divide": "div", "multiply": "mul", "subtract": "sub",
-                           "mod": "remainder"}
+ALIASES: dict[str, str] = {
+    "true_divide": "div",
+    "divide": "div",
+    "multiply": "mul",
+    "subtract": "sub",
+    "mod": "remainder",
+}
 
 # dtype casts: method name -> dtype
 CASTS: dict[str, torch.dtype] = {
-    "float": torch.float32, "double": torch.float64, "half": torch.float16, "bfloat16": torch.bfloat16,
-    "int": torch.int32, "long": torch.int64, "bool": torch.bool, "float16": torch.float16,
-    "float32": torch.float32, "float64": torch.float64, "int8": torch.int8, "int16": torch.int16,
-    "int32": torch.int32, "int64": torch.int64, "uint8": torch.uint8, "short": torch.int16,
-    "byte": torch.uint8, "char": torch.int8, "cfloat": torch.complex64, "cdouble": torch.complex128,
-    "complex32": torch.complex32, "complex64": torch.complex64, "complex128": torch.complex128,
-    "uint16": torch.uint16, "uint32": torch.uint32, "uint64": torch.uint64,
+    "float": torch.float32,
+    "double": torch.float64,
+    "half": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int": torch.int32,
+    "long": torch.int64,
+    "bool": torch.bool,
+    "float16": torch.float16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "uint8": torch.uint8,
+    "short": torch.int16,
+    "byte": torch.uint8,
+    "char": torch.int8,
+    "cfloat": torch.complex64,
+    "cdouble": torch.complex128,
+    "complex32": torch.complex32,
+    "complex64": torch.complex64,
+    "complex128": torch.complex128,
+    "uint16": torch.uint16,
+    "uint32": torch.uint32,
+    "uint64": torch.uint64,
 }
 
 
@@ -128,8 +222,9 @@ def _use_foreach(td: Any) -> bool:
     return isinstance(leaf, torch.Tensor) and not leaf.is_cpu
 
 
-def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: Any, cpu: bool = False,
-              **kwargs: Any) -> Any:
+def map_dense(
+    td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: Any, cpu: bool = False, **kwargs: Any
+) -> Any:
     """New tree with ``op(leaf, *args)`` per leaf, through ``foreach(leaves, *args)`` on accelerators.
 
     ``cpu=True`` takes the foreach path on the CPU too: for ops whose CPU foreach kernel measured faster
@@ -156,8 +251,28 @@ def map_dense(td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: A
 
 # Unary ops whose result is floating: in place on an integer or bool leaf cannot work.
 _FLOAT_RESULT = {
-    "acos", "asin", "atan", "cos", "cosh", "erf", "erfc", "exp", "expm1", "lgamma", "log", "log10", "log1p",
-    "log2", "reciprocal", "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh", "frac",
+    "acos",
+    "asin",
+    "atan",
+    "cos",
+    "cosh",
+    "erf",
+    "erfc",
+    "exp",
+    "expm1",
+    "lgamma",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "reciprocal",
+    "sigmoid",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "frac",
 }
 _INTEGRAL_ONLY = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"}
 # Binary-like ops whose result is floating even for integer operands (true division).
@@ -174,11 +289,11 @@ def _check_unary_(td: Any, name: str) -> None:
         return
     for path, leaf in named_leaves(td):
         bad = (name in _FLOAT_RESULT and not _is_float(leaf.dtype)) or (
-            name in _INTEGRAL_ONLY and _is_float(leaf.dtype))
+            name in _INTEGRAL_ONLY and _is_float(leaf.dtype)
+        )
         if bad:
             raise RuntimeError(
-                f"{name}_ cannot run in place on leaf {fmt_path(path)} of dtype {leaf.dtype}: "
-                "nothing was modified"
+                f"{name}_ cannot run in place on leaf {fmt_path(path)} of dtype {leaf.dtype}: nothing was modified"
             )
 
 
@@ -235,8 +350,9 @@ def _path_of_dtype(td: Any, dtype: torch.dtype) -> tuple[str, ...]:
     return next(path for path, leaf in named_leaves(td) if leaf.dtype == dtype)
 
 
-def _check_result_dtype(name: str, result: torch.dtype, dtype: torch.dtype,
-                        path_of: Callable[[], tuple[str, ...]]) -> None:
+def _check_result_dtype(
+    name: str, result: torch.dtype, dtype: torch.dtype, path_of: Callable[[], tuple[str, ...]]
+) -> None:
     """Raise if ``name``'s result of dtype ``result`` cannot be written into a leaf of ``dtype``.
 
     ``path_of()`` gives the leaf's path (only called for the error message).
@@ -405,6 +521,7 @@ def _make_binary(name: str, torch_name: str) -> Callable[..., Any]:
 def _make_binary_(name: str) -> Callable[..., Any]:
     foreach = _foreach(f"{name}_")
     if hasattr(torch.Tensor, f"{name}_"):
+
         def write(a: Any, b: Any, **kwargs: Any) -> Any:
             return getattr(a, f"{name}_")(b, **kwargs)
     else:  # e.g. maximum/minimum: no Tensor method, but an ``out=`` form
@@ -430,16 +547,23 @@ def _make_binary_(name: str) -> Callable[..., Any]:
             return map_inplace(self, name, partial(inplace, alpha=alpha), other)
         if td_other:
             return map_inplace(self, name, inplace, other, foreach=foreach)
-        return map_inplace(self, name, inplace, other,
-                           foreach=None if isinstance(other, torch.Tensor) else number_foreach)
+        return map_inplace(
+            self, name, inplace, other, foreach=None if isinstance(other, torch.Tensor) else number_foreach
+        )
 
     method.__name__ = f"{name}_"
     method.__doc__ = f"In-place :func:`torch.{name}` leaf-wise with ``other``. Returns self."
     return method
 
 
-def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, foreach: Any = None,
-                check: Callable[[Any, list[Any]], None] | None = None) -> Any:
+def map_inplace(
+    td: Any,
+    name: str,
+    write: Callable[..., Any],
+    *operands: Any,
+    foreach: Any = None,
+    check: Callable[[Any, list[Any]], None] | None = None,
+) -> Any:
     """In-place ``write(leaf, *operand_leaves)`` on every leaf, once every leaf is known to take it; returns ``td``.
 
     The one in-place engine of the binary table ops and of ``lerp_``, ``addcmul_``, ``addcdiv_``,
@@ -469,8 +593,12 @@ def map_inplace(td: Any, name: str, write: Callable[..., Any], *operands: Any, f
         >>> td["a"]
         tensor([1., 1.])
     """
-    if dynamo_compiling() and len(operands) == 1 and check is None and _lean_inplace(td, write, operands[0], foreach,
-                                                                                     foreach):
+    if (
+        dynamo_compiling()
+        and len(operands) == 1
+        and check is None
+        and _lean_inplace(td, write, operands[0], foreach, foreach)
+    ):
         return td
     leaves = flat_leaves(td)
     if len(operands) == 1:  # the binary twins, a hot path: no loops over the operands
@@ -527,8 +655,9 @@ def _lean_inplace(td: Any, write: Callable[..., Any], other: Any, foreach: Any, 
     return True
 
 
-def _note_first_failure(td: Any, err: BaseException, write: Callable[..., Any], rhs: list[list[Any]],
-                        what: str) -> None:
+def _note_first_failure(
+    td: Any, err: BaseException, write: Callable[..., Any], rhs: list[list[Any]], what: str
+) -> None:
     """Name the first leaf on which ``write`` fails (tried on copies, so no leaf is written twice)."""
     for (path, leaf), *row in zip(named_leaves(td), *rhs, strict=False):
         try:
@@ -557,9 +686,15 @@ def _make_reflected(torch_name: str) -> Callable[..., Any]:
 
 # The dedicated tensor methods (``x.double()``) skip ``to``'s argument parsing: ~30% cheaper per leaf.
 _CAST_METHODS: dict[torch.dtype, Callable[[torch.Tensor], torch.Tensor]] = {
-    torch.float64: torch.Tensor.double, torch.float32: torch.Tensor.float, torch.float16: torch.Tensor.half,
-    torch.bfloat16: torch.Tensor.bfloat16, torch.int64: torch.Tensor.long, torch.int32: torch.Tensor.int,
-    torch.int16: torch.Tensor.short, torch.int8: torch.Tensor.char, torch.uint8: torch.Tensor.byte,
+    torch.float64: torch.Tensor.double,
+    torch.float32: torch.Tensor.float,
+    torch.float16: torch.Tensor.half,
+    torch.bfloat16: torch.Tensor.bfloat16,
+    torch.int64: torch.Tensor.long,
+    torch.int32: torch.Tensor.int,
+    torch.int16: torch.Tensor.short,
+    torch.int8: torch.Tensor.char,
+    torch.uint8: torch.Tensor.byte,
     torch.bool: torch.Tensor.bool,
 }
 
@@ -567,8 +702,10 @@ _CAST_METHODS: dict[torch.dtype, Callable[[torch.Tensor], torch.Tensor]] = {
 def cast(td: Any, dtype: torch.dtype, cast_filter: Callable[..., bool] | None = None) -> Any:
     """Cast every leaf to ``dtype`` (only those for which ``cast_filter(key_path, leaf)`` is true, if given)."""
     if cast_filter is not None:
-        leaves = [leaf.to(dtype) if isinstance(leaf, torch.Tensor) and cast_filter(path, leaf) else leaf
-                  for path, leaf in named_leaves(td)]
+        leaves = [
+            leaf.to(dtype) if isinstance(leaf, torch.Tensor) and cast_filter(path, leaf) else leaf
+            for path, leaf in named_leaves(td)
+        ]
         return from_leaves(td, leaves)
     method = _CAST_METHODS.get(dtype)
     if method is not None:
@@ -642,16 +779,23 @@ def clamp_(self: Any, min: Any = None, max: Any = None) -> Any:
 
 
 EXTRA: dict[str, Callable[..., Any]] = {
-    "lerp": lerp, "lerp_": lerp_, "addcmul": addcmul, "addcmul_": addcmul_, "addcdiv": addcdiv,
-    "addcdiv_": addcdiv_, "clamp": clamp, "clamp_": clamp_,
+    "lerp": lerp,
+    "lerp_": lerp_,
+    "addcmul": addcmul,
+    "addcmul_": addcmul_,
+    "addcdiv": addcdiv,
+    "addcdiv_": addcdiv_,
+    "clamp": clamp,
+    "clamp_": clamp_,
 }
 
 
 _COMPARISONS = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"})
 
 
-def _operator(method: Callable[..., Any], mappings: bool = False, lean: tuple[Any, bool] | None = None
-              ) -> Callable[..., Any]:
+def _operator(
+    method: Callable[..., Any], mappings: bool = False, lean: tuple[Any, bool] | None = None
+) -> Callable[..., Any]:
     """Python operator form: NotImplemented for operands we don't know (``td == "x"`` is False).
 
     With ``mappings`` (the comparisons), a dict is compared leaf-wise, as tensordict does:
@@ -685,8 +829,13 @@ def _mapping_operand(td: Any, mapping: Mapping[Any, Any]) -> Any:
     mine = dict(named_leaves(td))
     if mine.keys() != theirs.keys():
         raise key_sets_differ((), (str(key_of(p)) for p in mine), (str(key_of(p)) for p in theirs))
-    return from_leaves(td, [v if isinstance(v, torch.Tensor) or is_td(v) else torch.as_tensor(v, device=leaf.device)
-                            for (path, leaf), v in zip(mine.items(), (theirs[p] for p in mine), strict=True)])
+    return from_leaves(
+        td,
+        [
+            v if isinstance(v, torch.Tensor) or is_td(v) else torch.as_tensor(v, device=leaf.device)
+            for (path, leaf), v in zip(mine.items(), (theirs[p] for p in mine), strict=True)
+        ],
+    )
 
 
 # ---------------------------------------------------------------- what the table gives, for every consumer
@@ -694,14 +843,21 @@ def _mapping_operand(td: Any, mapping: Mapping[Any, Any]) -> Any:
 # lists and ``HANDLED``: each derives its names from these, none keeps its own list)
 
 METHODS: tuple[str, ...] = (
-    *UNARY, *BINARY, *(n for n in EXTRA if not n.endswith("_")), *CASTS, *ALIASES,
+    *UNARY,
+    *BINARY,
+    *(n for n in EXTRA if not n.endswith("_")),
+    *CASTS,
+    *ALIASES,
 )
 """Every out-of-place method the table installs (aliases included)."""
 
 INPLACE: dict[str, str] = {
     f"{n}_": n
-    for n in (*(n for n, twin in UNARY.items() if twin), *(n for n, (_, twin) in BINARY.items() if twin),
-              *(n[:-1] for n in EXTRA if n.endswith("_")))
+    for n in (
+        *(n for n, twin in UNARY.items() if twin),
+        *(n for n, (_, twin) in BINARY.items() if twin),
+        *(n[:-1] for n in EXTRA if n.endswith("_")),
+    )
 }
 """Every in-place method the table installs -> its out-of-place twin."""
 

@@ -92,7 +92,7 @@ def _narrow(t: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     if t.layout is torch.jagged and t._ragged_idx == 1 and t.lengths() is None:  # type: ignore[attr-defined]
         offsets = t.offsets()  # type: ignore[attr-defined]  # a jagged NestedTensor's
         lo, hi = int(offsets[start]), int(offsets[stop])
-        return torch.nested.nested_tensor_from_jagged(t.values()[lo:hi], offsets[start:stop + 1] - lo)
+        return torch.nested.nested_tensor_from_jagged(t.values()[lo:hi], offsets[start : stop + 1] - lo)
     return _from_rows(t, torch.arange(start, stop))
 
 
@@ -106,8 +106,10 @@ def _rows_of(index: Any, n: int) -> torch.Tensor:
             raise IndexError(f"a mask of shape {list(rows.shape)} cannot index a nested tensor of {n} components")
         return rows.nonzero().squeeze(-1)
     if rows.is_floating_point() or rows.ndim != 1:
-        raise IndexError("a nested tensor is indexed along its batch dim by an int, a slice, a 1-d list "
-                         "or tensor of ints, or a 1-d mask")
+        raise IndexError(
+            "a nested tensor is indexed along its batch dim by an int, a slice, a 1-d list "
+            "or tensor of ints, or a 1-d mask"
+        )
     rows = rows.to(_LONG)
     if len(rows):
         lo, hi = (int(v) for v in torch.aminmax(rows))
@@ -211,8 +213,11 @@ def to_flat(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         sizes[:, 0] = lengths.cpu()
         sizes[:, 1:] = torch.tensor(values.shape[1:], dtype=_LONG)
         n = values.shape[0]
-        if t.lengths() is None and values.is_contiguous() and (not len(starts) or (  # type: ignore[attr-defined]
-                int(starts[0]) == 0 and int(starts[-1] + lengths[-1]) == n)):
+        if (
+            t.lengths() is None  # type: ignore[attr-defined]
+            and values.is_contiguous()
+            and (not len(starts) or (int(starts[0]) == 0 and int(starts[-1] + lengths[-1]) == n))
+        ):
             return values.reshape(-1), sizes  # the values already are the components one after the other
         return _joined(values, starts, lengths).values().reshape(-1), sizes
     sizes = t._nested_tensor_size()

@@ -32,17 +32,23 @@ def batch_dims_of(td: Any, dim: Any) -> tuple[int, ...]:
     out = []
     for d in dims:
         if not -nd <= d < nd:
-            raise IndexError(
-                f"dim {d} is out of range for batch_size {list(td.batch_size)} ({nd} batch dims)"
-            )
+            raise IndexError(f"dim {d} is out of range for batch_size {list(td.batch_size)} ({nd} batch dims)")
         out.append(d % nd)
     if len(set(out)) != len(out):
         raise ValueError(f"dim {dim!r} repeats a dimension")
     return tuple(sorted(out))
 
 
-def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, reduce: bool = False,
-           return_indices: bool = True, **kwargs: Any) -> Any:
+def reduce(
+    td: Any,
+    name: str,
+    dim: Any = NO_DEFAULT,
+    keepdim: bool = False,
+    *,
+    reduce: bool = False,
+    return_indices: bool = True,
+    **kwargs: Any,
+) -> Any:
     """Reduce every leaf of ``td`` with ``torch.<name>``; see the module docstring."""
     op = getattr(torch, name)
     if type(dim) is str:
@@ -57,12 +63,14 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
         if reduce:
             leaves = [leaf.reshape(-1) for leaf in flat_leaves(td)]
             return _call(op, name, torch.cat(leaves) if leaves else torch.zeros(0), None, False, kwargs)
-        return map_leaves(td, _leaf_fn(op, name, None, False, kwargs), batch_size=_Size(()),
-                          what=f"reducing with {name!r}")
+        return map_leaves(
+            td, _leaf_fn(op, name, None, False, kwargs), batch_size=_Size(()), what=f"reducing with {name!r}"
+        )
     dims = batch_dims_of(td, dim)
     bs = td.batch_size
-    new_bs = _Size([1 if i in dims else s for i, s in enumerate(bs)] if keepdim else
-                   [s for i, s in enumerate(bs) if i not in dims])
+    new_bs = _Size(
+        [1 if i in dims else s for i, s in enumerate(bs)] if keepdim else [s for i, s in enumerate(bs) if i not in dims]
+    )
     names = td._maybe_names()  # the reduced dims' names go, the others stay (kept dims keep theirs)
     if names is not None:
         names = names if keepdim else tuple(n for i, n in enumerate(names) if i not in dims)
@@ -75,8 +83,9 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
             return result[0]  # type: ignore[no-any-return]  # a (values, indices) pair
 
         # one reduction per leaf: the indices, collected in walk order, fill a tree of the same shape
-        values = apply_leaves(td, values_keeping_indices, batch_size=new_bs, names=names,
-                              what=f"reducing with {name!r}")
+        values = apply_leaves(
+            td, values_keeping_indices, batch_size=new_bs, names=names, what=f"reducing with {name!r}"
+        )
         if reduce:
             return _fold(op, name, values)
         if not return_indices:
@@ -84,13 +93,15 @@ def reduce(td: Any, name: str, dim: Any = NO_DEFAULT, keepdim: bool = False, *, 
         found = iter(indices)  # an unbatched leaf was passed through, not reduced: it stands for its indices
         indices = [leaf if is_unbatched(leaf) else next(found) for leaf in flat_leaves(values)]
         return getattr(torch.return_types, name)((values, from_leaves(values, indices)))
-    result = map_leaves(td, _leaf_fn(op, name, dims, keepdim, kwargs), batch_size=new_bs, names=names,
-                        what=f"reducing with {name!r}")
+    result = map_leaves(
+        td, _leaf_fn(op, name, dims, keepdim, kwargs), batch_size=new_bs, names=names, what=f"reducing with {name!r}"
+    )
     return _fold(op, name, result) if reduce else result
 
 
-def _leaf_fn(op: Callable[..., Any], name: str, dims: Any, keepdim: bool,
-             kwargs: dict[str, Any]) -> Callable[[torch.Tensor], Any]:
+def _leaf_fn(
+    op: Callable[..., Any], name: str, dims: Any, keepdim: bool, kwargs: dict[str, Any]
+) -> Callable[[torch.Tensor], Any]:
     """The per-leaf reduction: a plain ``partial`` of the torch op in the common case (no Python frame)."""
     if name in _SIMPLE and not kwargs:
         if dims is None:
@@ -114,8 +125,7 @@ def _reduce_features(td: Any, name: str, keepdim: bool, kwargs: dict[str, Any]) 
     return apply_leaves(td, fn, what=f"reducing features with {name!r}")
 
 
-def _call(op: Callable[..., Any], name: str, x: torch.Tensor, dims: Any, keepdim: bool,
-          kwargs: dict[str, Any]) -> Any:
+def _call(op: Callable[..., Any], name: str, x: torch.Tensor, dims: Any, keepdim: bool, kwargs: dict[str, Any]) -> Any:
     if name == "norm":
         return torch.linalg.vector_norm(x, dim=dims, keepdim=keepdim, **kwargs)
     if dims is None:
@@ -147,8 +157,15 @@ def _fold(op: Callable[..., Any], name: str, td: Any) -> torch.Tensor:
 def make(name: str) -> Callable[..., Any]:
     """A reduction method for ``name``."""
 
-    def method(self: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, reduce: bool = False,
-               key_transform: Callable[[Any], Any] | None = None, **kwargs: Any) -> Any:
+    def method(
+        self: Any,
+        dim: Any = NO_DEFAULT,
+        keepdim: bool = False,
+        *,
+        reduce: bool = False,
+        key_transform: Callable[[Any], Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
         result = _reduce(self, name, dim, keepdim, reduce=reduce, **kwargs)
         return result if key_transform is None else _renamed_keys(result, key_transform)
 
@@ -168,8 +185,10 @@ _reduce = reduce
 def _one_dim(td: Any, dim: int) -> int:
     nd = td.batch_dims
     if type(dim) is not int or not -nd <= dim < nd:  # "Incompatible dim": tensordict's phrase
-        raise IndexError(f"dim {dim} is out of range for batch_size {list(td.batch_size)}: Incompatible dim {dim} "
-                         f"for tensordict with shape {td.batch_size}")
+        raise IndexError(
+            f"dim {dim} is out of range for batch_size {list(td.batch_size)}: Incompatible dim {dim} "
+            f"for tensordict with shape {td.batch_size}"
+        )
     return dim % nd  # type: ignore[no-any-return]  # ``td`` is Any
 
 
@@ -187,13 +206,15 @@ def logsumexp(td: Any, dim: Any = None, keepdim: bool = False, *, out: Any = Non
     except IndexError as err:
         raise ValueError(f"logsumexp: {err.args[0]}") from None
     bs = td.batch_size
-    new_bs = _Size([1 if i in dims else s for i, s in enumerate(bs)] if keepdim else
-                   [s for i, s in enumerate(bs) if i not in dims])
+    new_bs = _Size(
+        [1 if i in dims else s for i, s in enumerate(bs)] if keepdim else [s for i, s in enumerate(bs) if i not in dims]
+    )
     names = td._maybe_names()
     if names is not None and not keepdim:
         names = tuple(n for i, n in enumerate(names) if i not in dims)
-    result = map_leaves(td, lambda x: torch.logsumexp(x, dims, keepdim), batch_size=new_bs, names=names,
-                        what="logsumexp")
+    result = map_leaves(
+        td, lambda x: torch.logsumexp(x, dims, keepdim), batch_size=new_bs, names=names, what="logsumexp"
+    )
     return result if out is None else out.update_(result)
 
 
@@ -245,16 +266,26 @@ def _scan_method(name: str) -> Callable[..., Any]:
         return scan(self, name, dim, reduce=reduce, return_indices=return_indices)
 
     method.__name__ = name
-    method.__doc__ = (f":func:`torch.{name}` of every leaf along batch dim ``dim``: a ``(values, indices)`` pair of "
-                      "TensorDicts (values only with ``return_indices=False``).")
+    method.__doc__ = (
+        f":func:`torch.{name}` of every leaf along batch dim ``dim``: a ``(values, indices)`` pair of "
+        "TensorDicts (values only with ``return_indices=False``)."
+    )
     return method
 
 
 cummax, cummin = _scan_method("cummax"), _scan_method("cummin")
 
 
-def quantile(td: Any, q: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, interpolation: str = "linear",
-             reduce: bool | None = None, key_transform: Callable[[Any], Any] | None = None) -> Any:
+def quantile(
+    td: Any,
+    q: Any,
+    dim: Any = NO_DEFAULT,
+    keepdim: bool = False,
+    *,
+    interpolation: str = "linear",
+    reduce: bool | None = None,
+    key_transform: Callable[[Any], Any] | None = None,
+) -> Any:
     """:func:`torch.quantile` of every leaf, over all its elements, batch dims or feature dims.
 
     Without ``dim``: over all the leaf's elements; with ``dim``: over those batch dims; with
@@ -279,14 +310,17 @@ def quantile(td: Any, q: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, i
         if reduce:
             return torch.quantile(_folded(td, None), q_t, **kwargs)
         # batch size [] even for a 1-d q (as tensordict): the q dim stays a feature dim
-        result = map_leaves(td, lambda x: _quantile(x, q_t, None, False, kwargs), batch_size=_Size(()),
-                            what="quantile")
+        result = map_leaves(td, lambda x: _quantile(x, q_t, None, False, kwargs), batch_size=_Size(()), what="quantile")
     elif type(dim) is str:
         if dim != "feature":
             raise ValueError(f"quantile: dim must be an int, a tuple of ints or 'feature', got {dim!r}")
         nd = td.batch_dims
-        result = map_leaves(td, lambda x: _quantile(x.reshape(*x.shape[:nd], -1), q_t, -1, keepdim, kwargs),
-                            batch_size=_Size(lead + tuple(td.batch_size)), what="quantile")
+        result = map_leaves(
+            td,
+            lambda x: _quantile(x.reshape(*x.shape[:nd], -1), q_t, -1, keepdim, kwargs),
+            batch_size=_Size(lead + tuple(td.batch_size)),
+            what="quantile",
+        )
     else:
         dims = (_one_dim(td, dim),) if type(dim) is int else batch_dims_of(td, dim)
         if reduce:
@@ -294,10 +328,17 @@ def quantile(td: Any, q: Any, dim: Any = NO_DEFAULT, keepdim: bool = False, *, i
                 raise ValueError(f"quantile: reduce=True takes one dim, got {dim!r}")
             return torch.quantile(_folded(td, dims[0]), q_t, dims[0], keepdim, **kwargs)
         bs = td.batch_size
-        kept = [1 if i in dims else s for i, s in enumerate(bs)] if keepdim else [
-            s for i, s in enumerate(bs) if i not in dims]
-        result = map_leaves(td, lambda x: _quantile_dims(x, q_t, dims, keepdim, kwargs),
-                            batch_size=_Size(lead + tuple(kept)), what="quantile")
+        kept = (
+            [1 if i in dims else s for i, s in enumerate(bs)]
+            if keepdim
+            else [s for i, s in enumerate(bs) if i not in dims]
+        )
+        result = map_leaves(
+            td,
+            lambda x: _quantile_dims(x, q_t, dims, keepdim, kwargs),
+            batch_size=_Size(lead + tuple(kept)),
+            what="quantile",
+        )
     if key_transform is not None:
         result = _renamed_keys(result, key_transform)
     return result
@@ -307,8 +348,9 @@ def _quantile(x: torch.Tensor, q: torch.Tensor, dim: int | None, keepdim: bool, 
     return torch.quantile(x, q.to(x.dtype) if x.is_floating_point() else q, dim, keepdim, **kwargs)
 
 
-def _quantile_dims(x: torch.Tensor, q: torch.Tensor, dims: tuple[int, ...], keepdim: bool,
-                   kwargs: dict[str, Any]) -> Any:
+def _quantile_dims(
+    x: torch.Tensor, q: torch.Tensor, dims: tuple[int, ...], keepdim: bool, kwargs: dict[str, Any]
+) -> Any:
     if len(dims) == 1:
         return _quantile(x, q, dims[0], keepdim, kwargs)
     rest = [i for i in range(x.ndim) if i not in dims]
@@ -324,6 +366,7 @@ def _renamed_keys(td: Any, transform: Callable[[Any], Any]) -> Any:
     """A copy of ``td`` with ``transform`` applied to every key at every level."""
     out = td.empty()
     for key, value in td._items_str():
-        out._set_str(transform(key), _renamed_keys(value, transform) if is_td(value) else value,
-                     inplace=False, validated=True)
+        out._set_str(
+            transform(key), _renamed_keys(value, transform) if is_td(value) else value, inplace=False, validated=True
+        )
     return out

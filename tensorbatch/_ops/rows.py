@@ -51,8 +51,15 @@ class RowPlan:
 
     __slots__ = ("_rows", "index", "inverse", "kind", "shape", "size")
 
-    def __init__(self, kind: str, size: int, index: Any, rows: _Tensor | None = None,
-                 inverse: _Tensor | None = None, shape: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        kind: str,
+        size: int,
+        index: Any,
+        rows: _Tensor | None = None,
+        inverse: _Tensor | None = None,
+        shape: tuple[int, ...] = (),
+    ) -> None:
         self.kind = kind
         self.size = size
         self.index = index

@@ -44,8 +44,10 @@ def _infer_shape(td: Any, shape: tuple[int, ...], what: str) -> torch.Size:
     known = math.prod([s for s in shape if s != -1])  # a list: dynamo cannot trace a generator here
     if -1 in shape:
         if known == 0 or numel % known:
-            raise RuntimeError(f"{what}: shape {list(shape)} is invalid for batch_size {list(td.batch_size)}"
-                               f" (invalid shape {list(shape)} for a batch of {numel} elements)")
+            raise RuntimeError(
+                f"{what}: shape {list(shape)} is invalid for batch_size {list(td.batch_size)}"
+                f" (invalid shape {list(shape)} for a batch of {numel} elements)"
+            )
         shape = tuple(numel // known if s == -1 else s for s in shape)
     elif known != numel:
         raise RuntimeError(  # "invalid shape ... for a batch of N elements": tensordict's phrase
@@ -96,8 +98,13 @@ def reshape(td: Any, *shape: Any, size: Any = None, inplace: bool = False) -> An
     except RuntimeError:  # a strided nested tensor has no .shape: it keeps the batch size it has, or refuses
         if new != td.batch_size or not any(map(ragged.is_ragged, flat_leaves(td))):
             raise
-    return td._map(lambda x: x if x.is_nested else x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new,
-                   names=names, follow=True)
+    return td._map(
+        lambda x: x if x.is_nested else x.reshape(*new, *x.shape[nd:]),
+        "reshape",
+        batch_size=new,
+        names=names,
+        follow=True,
+    )
 
 
 def permute(td: Any, *dims: Any, **kwargs: Any) -> Any:
@@ -110,8 +117,10 @@ def permute(td: Any, *dims: Any, **kwargs: Any) -> Any:
     """
     if kwargs:
         if dims or set(kwargs) != {"dims"}:
-            raise TypeError(f"permute takes the dims as integers, one sequence, or the keyword dims; got "
-                            f"args={dims} and kwargs={kwargs}")
+            raise TypeError(
+                f"permute takes the dims as integers, one sequence, or the keyword dims; got "
+                f"args={dims} and kwargs={kwargs}"
+            )
         dims = (kwargs["dims"],)
     bs = td.batch_size
     nd = len(bs)
@@ -120,16 +129,18 @@ def permute(td: Any, *dims: Any, **kwargs: Any) -> Any:
     if sorted(order) != list(identity):  # a dim out of range, repeated or missing
         for d in _shape_args(dims):
             _dim(td, d, error=ValueError)  # raises for a dim out of range
-        raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {nd} batch dims "
-                         "(Cannot compute the permutation)")  # tensordict's phrase, which users match on
+        raise ValueError(
+            f"permute: dims {list(dims)} are not a permutation of the {nd} batch dims (Cannot compute the permutation)"
+        )  # tensordict's phrase, which users match on
     if order == identity:
         return td
     new = _Size([bs[d] for d in order])
     names = _renamed(td, lambda n: [n[d] for d in order])
     swapped = [d for d in identity if order[d] != d]
     if len(swapped) == 2:  # a swap of two dims: one transpose fits leaves of every ndim
-        return map_leaves(td, operator.methodcaller("transpose", *swapped), what="permute", batch_size=new,
-                          names=names, follow=True)
+        return map_leaves(
+            td, operator.methodcaller("transpose", *swapped), what="permute", batch_size=new, names=names, follow=True
+        )
     perms: dict[int, tuple[int, ...]] = {}  # leaf ndim -> full permutation (feature dims stay in place)
 
     def fn(x: torch.Tensor) -> torch.Tensor:
@@ -213,8 +224,7 @@ def unflatten(td: Any, dim: int, unflattened_size: Sequence[int], *, inplace: bo
         raise RuntimeError(f"unflatten: sizes {list(unflattened_size)} don't multiply to dim {dim} of size {bs[d]}")
     new = [*bs[:d], *sizes, *bs[d + 1 :]]
     names = _renamed(td, lambda n: [*n[:d], *[None] * (len(sizes) - 1), *n[d:]])  # the last new dim keeps it
-    return td._map(operator.methodcaller("unflatten", d, sizes), "unflatten", batch_size=new, names=names,
-                   follow=True)
+    return td._map(operator.methodcaller("unflatten", d, sizes), "unflatten", batch_size=new, names=names, follow=True)
 
 
 def expand(td: Any, *shape: Any) -> Any:
@@ -233,13 +243,15 @@ def expanded_size(td: Any, shape: Any) -> tuple[torch.Size, int]:
     if len(shape) < nd:
         raise RuntimeError(  # the second sentence is tensordict's, which users match on
             f"expand: shape {list(shape)} has fewer dims than batch_size {list(bs)}: the number of sizes provided "
-            f"({len(shape)}) must be greater or equal to the number of dimensions in the TensorDict ({nd})")
+            f"({len(shape)}) must be greater or equal to the number of dimensions in the TensorDict ({nd})"
+        )
     lead = len(shape) - nd
     new = _Size(bs[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(shape))
     for i in range(nd):
         if bs[i] != 1 and bs[i] != new[lead + i]:
-            raise RuntimeError(f"expand: batch_size {list(bs)} cannot be expanded to {list(new)} "
-                               "(Incompatible expanded shape)")  # tensordict's phrase, which users match on
+            raise RuntimeError(
+                f"expand: batch_size {list(bs)} cannot be expanded to {list(new)} (Incompatible expanded shape)"
+            )  # tensordict's phrase, which users match on
     return new, lead
 
 
@@ -263,21 +275,31 @@ def expand_as(td: Any, other: Any) -> Any:
     if missing:
         raise KeyError(f"expand_as: key {fmt_path(missing[0])} not found in the TensorDict to expand to")
     out = expand(td, *other.batch_size)
-    return from_leaves(out, [
-        leaf.expand_as(targets[path]) if type(leaf) is torch.Tensor and isinstance(targets[path], torch.Tensor)
-        else leaf for path, leaf in named_leaves(out)])
+    return from_leaves(
+        out,
+        [
+            leaf.expand_as(targets[path])
+            if type(leaf) is torch.Tensor and isinstance(targets[path], torch.Tensor)
+            else leaf
+            for path, leaf in named_leaves(out)
+        ],
+    )
 
 
 def _split_leaves(td: Any, d: int, pieces: list[list[Any]], sizes: list[int]) -> tuple[Any, ...]:
     bs = td.batch_size
     names = td._maybe_names()
-    dropped = None if names is None or not any(n is not None for i, n in enumerate(names) if i != d) else (
-        *names[:d], *names[d + 1:])
+    dropped = (
+        None
+        if names is None or not any(n is not None for i, n in enumerate(names) if i != d)
+        else (*names[:d], *names[d + 1 :])
+    )
     outs = []
     for i, size in enumerate(sizes):
         new = _Size([*bs[:d], size, *bs[d + 1 :]]) if size >= 0 else _Size([*bs[:d], *bs[d + 1 :]])
-        outs.append(from_leaves(td, [p[i] for p in pieces], batch_size=new, names=names if size >= 0 else dropped,
-                                follow=True))
+        outs.append(
+            from_leaves(td, [p[i] for p in pieces], batch_size=new, names=names if size >= 0 else dropped, follow=True)
+        )
     return tuple(outs)
 
 
@@ -300,8 +322,10 @@ def split(td: Any, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, 
     else:
         sizes = list(split_size)
         if sum(sizes) != total:
-            raise RuntimeError(f"split: sizes {sizes} don't sum to dim {dim} of size {total} "
-                               f"(split_with_sizes expects split_sizes to sum exactly to {total})")
+            raise RuntimeError(
+                f"split: sizes {sizes} don't sum to dim {dim} of size {total} "
+                f"(split_with_sizes expects split_sizes to sum exactly to {total})"
+            )
     leaves = flat_leaves(td, follow=True)
     try:
         pieces = [leaf.split(sizes, d) for leaf in leaves]
@@ -330,12 +354,18 @@ def repeat(td: Any, *repeats: Any, inplace: bool = False) -> Any:
         raise ValueError(f"repeat: got {len(reps)} repeats for batch_size {list(td.batch_size)} ({nd} dims)")
     bs = [1] * (len(reps) - nd) + list(td.batch_size)
     new = [b * r for b, r in zip(bs, reps, strict=True)]
-    return td._map(lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))), "repeat", batch_size=new,
-                   names=td._maybe_names(), follow=True)
+    return td._map(
+        lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))),
+        "repeat",
+        batch_size=new,
+        names=td._maybe_names(),
+        follow=True,
+    )
 
 
-def repeat_interleave(td: Any, repeats: Any, dim: int | None = None, *, output_size: int | None = None,
-                      inplace: bool = False) -> Any:
+def repeat_interleave(
+    td: Any, repeats: Any, dim: int | None = None, *, output_size: int | None = None, inplace: bool = False
+) -> Any:
     """Repeat each element along batch dim ``dim`` (flattened batch when ``dim`` is None)."""
     if inplace:
         return td._take_result(repeat_interleave(td, repeats, dim, output_size=output_size))
@@ -412,8 +442,9 @@ def flipud(td: Any) -> Any:
     return flip(td, 0)
 
 
-def roll(td: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None, *,
-         inplace: bool = False) -> Any:
+def roll(
+    td: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None, *, inplace: bool = False
+) -> Any:
     """Roll the elements along batch dims (over the flattened batch when ``dims`` is None).
 
     Examples:
@@ -424,6 +455,7 @@ def roll(td: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None 
     """
     nd = td.batch_dims
     if dims is None:
+
         def fn(x: torch.Tensor) -> torch.Tensor:
             return x.reshape(-1, *x.shape[nd:]).roll(shifts, 0).reshape(x.shape)
     else:
@@ -431,14 +463,16 @@ def roll(td: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None 
 
         def fn(x: torch.Tensor) -> torch.Tensor:
             return x.roll(shifts, d)
+
     return _done(td, td._map(fn, "roll", names=td._maybe_names(), follow=True), inplace)
 
 
 def _order_moving(nd: int, source: tuple[int, ...], destination: tuple[int, ...]) -> list[int]:
     """The permutation of :func:`torch.movedim`: sources land at their destinations, the rest keep their order."""
     if len(source) != len(destination):
-        raise RuntimeError(f"movedim: source {list(source)} and destination {list(destination)} must have the "
-                           "same number of dims")
+        raise RuntimeError(
+            f"movedim: source {list(source)} and destination {list(destination)} must have the same number of dims"
+        )
     order: list[int | None] = [None] * nd
     for s, d in zip(source, destination, strict=True):
         order[d] = s
@@ -475,11 +509,12 @@ def narrow(td: Any, dim: int, start: int, length: int) -> Any:
     size = td.batch_size[d]
     first = start + size if start < 0 else start
     if not 0 <= first <= size or length < 0 or first + length > size:
-        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) of batch "
-                           f"dim {dim} of batch_size {list(td.batch_size)}")
-    new = _Size([*td.batch_size[:d], length, *td.batch_size[d + 1:]])
-    return td._map(lambda x: x.narrow(d, first, length), "narrow", batch_size=new, names=td._maybe_names(),
-                   follow=True)
+        raise RuntimeError(
+            f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}) of batch "
+            f"dim {dim} of batch_size {list(td.batch_size)}"
+        )
+    new = _Size([*td.batch_size[:d], length, *td.batch_size[d + 1 :]])
+    return td._map(lambda x: x.narrow(d, first, length), "narrow", batch_size=new, names=td._maybe_names(), follow=True)
 
 
 def tile(td: Any, dims: Sequence[int]) -> Any:
@@ -497,8 +532,7 @@ def tile(td: Any, dims: Sequence[int]) -> Any:
     bs = td.batch_size
     new = _Size([*reps[:lead], *(b * r for b, r in zip(bs, reps[lead:], strict=True))])
     names = _renamed(td, lambda n: [None] * lead + n)
-    return td._map(lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))), "tile", batch_size=new, names=names,
-                   follow=True)
+    return td._map(lambda x: x.repeat(*reps, *([1] * (x.ndim - nd))), "tile", batch_size=new, names=names, follow=True)
 
 
 def tensor_split(td: Any, indices_or_sections: Any, dim: int = 0) -> tuple[Any, ...]:
@@ -547,8 +581,9 @@ def _atleast(n: int) -> Any:
         return td
 
     atleast.__name__ = f"atleast_{n}d"
-    atleast.__doc__ = (f"The TensorDict with leading batch dims of size 1 added up to {n} batch dims "
-                       "(itself if it has them).")
+    atleast.__doc__ = (
+        f"The TensorDict with leading batch dims of size 1 added up to {n} batch dims (itself if it has them)."
+    )
     return atleast
 
 

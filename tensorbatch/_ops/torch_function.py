@@ -65,18 +65,19 @@ def _check_same_batch(tds: Sequence[Any], what: str, skip_dim: int | None = None
         if all(len(td.batch_size) == 1 for td in tds):
             return
     else:
-        head, tail = first[:skip_dim], first[skip_dim + 1:]
+        head, tail = first[:skip_dim], first[skip_dim + 1 :]
         n = len(first)
-        if all(len(bs) == n and bs[:skip_dim] == head and bs[skip_dim + 1:] == tail
-               for bs in sizes):
+        if all(len(bs) == n and bs[:skip_dim] == head and bs[skip_dim + 1 :] == tail for bs in sizes):
             return
     for i, td in enumerate(tds):
         bs = td.batch_size
-        if len(bs) != len(first) or any(a != b for d, (a, b) in enumerate(zip(bs, first, strict=False))
-                                         if d != skip_dim):
+        if len(bs) != len(first) or any(
+            a != b for d, (a, b) in enumerate(zip(bs, first, strict=False)) if d != skip_dim
+        ):
             raise RuntimeError(  # "congruent batch sizes": tensordict's phrase for stack, which users match on
                 f"{what}: TensorDict {i} has batch_size {fmt_shape(bs)} but TensorDict 0 has "
-                f"{fmt_shape(first)}" + ("" if skip_dim is None else f" (they may differ only in dim {skip_dim})")
+                f"{fmt_shape(first)}"
+                + ("" if skip_dim is None else f" (they may differ only in dim {skip_dim})")
                 + ("; stacking tensordicts requires them to have congruent batch sizes" if what == "stack" else "")
             )
 
@@ -141,8 +142,10 @@ def _unbatched_column(col: list[Any], what: str, path: tuple[str, ...]) -> list[
 
 def _keys_differ(what: str, detail: str) -> RuntimeError:
     # the first sentence is tensordict's stack message, which users match on
-    return RuntimeError(f"{what}: The sets of keys in the tensordicts to stack are exclusive; "
-                        f"the TensorDicts have different keys ({detail})")
+    return RuntimeError(
+        f"{what}: The sets of keys in the tensordicts to stack are exclusive; "
+        f"the TensorDicts have different keys ({detail})"
+    )
 
 
 def _per_column(fn: Callable[..., Any], cols: list[list[Any]], dim: int, first: Any, what: str) -> list[Any]:
@@ -187,8 +190,15 @@ def _ragged_column(col: list[Any], dim: int, what: str, path: tuple[str, ...], e
 
 
 @implements(torch.stack)
-def stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, device: Any = None, strict: bool = False,
-          contiguous: bool = False) -> Any:
+def stack(
+    input: Sequence[Any],
+    dim: int = 0,
+    *,
+    out: Any = None,
+    device: Any = None,
+    strict: bool = False,
+    contiguous: bool = False,
+) -> Any:
     """Stack TensorDicts with equal batch sizes and keys along a new batch dim.
 
     The result is always dense (``contiguous=True`` asks for that; the keys must always match, as
@@ -234,8 +244,10 @@ def _stack_into(tds: list[Any], dim: int, out: Any, batch_size: torch.Size) -> A
     rollout into a buffer that has more keys than each step), entries only the TensorDicts hold are not written.
     """
     if out.batch_size != batch_size:
-        raise RuntimeError(f"out.batch_size and stacked batch size must match, got out.batch_size={out.batch_size} "
-                           f"and batch_size={batch_size}")
+        raise RuntimeError(
+            f"out.batch_size and stacked batch size must match, got out.batch_size={out.batch_size} "
+            f"and batch_size={batch_size}"
+        )
     for path, target in named_leaves(out):
         key = path[0] if len(path) == 1 else path
         col = [td.get(key, None) for td in tds]
@@ -262,8 +274,10 @@ def cat(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         raise RuntimeError("cat expects a non-empty sequence of TensorDicts")
     nd = tds[0].batch_dims
     if not -nd <= dim < nd:
-        raise RuntimeError(f"cat: dim {dim} is out of range for batch_size {fmt_shape(tds[0].batch_size)} "
-                           f"(dim must be in the range 0 <= dim < len(batch_size), got dim={dim})")
+        raise RuntimeError(
+            f"cat: dim {dim} is out of range for batch_size {fmt_shape(tds[0].batch_size)} "
+            f"(dim must be in the range 0 <= dim < len(batch_size), got dim={dim})"
+        )
     d = dim % nd
     dicts = _dense_dicts(tds, d)
     if dicts is None:
@@ -294,12 +308,55 @@ def _method(name: str) -> Callable[..., Any]:
     return call
 
 
-for _name in ("unbind", "split", "chunk", "permute", "reshape", "squeeze", "unsqueeze", "flatten",
-              "unflatten", "transpose", "gather", "clone", "masked_select", "masked_fill",
-              "sum", "mean", "nansum", "nanmean", "prod", "std", "var", "amax", "amin", "all", "any",
-              "repeat_interleave", "flip", "fliplr", "flipud", "roll", "movedim", "moveaxis", "swapaxes",
-              "swapdims", "narrow", "tile", "tensor_split", "rot90", "broadcast_to", "atleast_1d", "atleast_2d",
-              "atleast_3d", "softmax", "logsumexp", "cummax", "cummin", "quantile"):
+for _name in (
+    "unbind",
+    "split",
+    "chunk",
+    "permute",
+    "reshape",
+    "squeeze",
+    "unsqueeze",
+    "flatten",
+    "unflatten",
+    "transpose",
+    "gather",
+    "clone",
+    "masked_select",
+    "masked_fill",
+    "sum",
+    "mean",
+    "nansum",
+    "nanmean",
+    "prod",
+    "std",
+    "var",
+    "amax",
+    "amin",
+    "all",
+    "any",
+    "repeat_interleave",
+    "flip",
+    "fliplr",
+    "flipud",
+    "roll",
+    "movedim",
+    "moveaxis",
+    "swapaxes",
+    "swapdims",
+    "narrow",
+    "tile",
+    "tensor_split",
+    "rot90",
+    "broadcast_to",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "softmax",
+    "logsumexp",
+    "cummax",
+    "cummin",
+    "quantile",
+):
     HANDLED[getattr(torch, _name)] = _method(_name)
 for _fn, _name in TORCH_FUNCTIONS.items():  # every pointwise table method torch has as a function
     HANDLED[_fn] = _method(_name)
@@ -310,15 +367,36 @@ for _fn, _name in TORCH_FUNCTIONS.items():  # every pointwise table method torch
 # operator); dynamo does not, and calls the tensor's method for ``td * tensor`` too (``Tensor.mul(tensor, td)``,
 # ``Tensor.__rsub__(tensor, td)`` for ``td - tensor``).
 TENSOR_METHODS: dict[str, str] = {
-    "add": "__radd__", "sub": "__rsub__", "mul": "__rmul__", "div": "__rtruediv__", "true_divide": "__rtruediv__",
-    "floor_divide": "__rfloordiv__", "remainder": "__rmod__", "pow": "__rpow__", "bitwise_and": "__rand__",
-    "bitwise_or": "__ror__", "bitwise_xor": "__rxor__", "eq": "__eq__", "ne": "__ne__", "lt": "__gt__",
-    "gt": "__lt__", "le": "__ge__", "ge": "__le__",
-    **{f"__{op}__": f"__r{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or",
-                                             "xor")},
-    **{f"__r{op}__": f"__{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or",
-                                             "xor")},
-    "__eq__": "__eq__", "__ne__": "__ne__", "__lt__": "__gt__", "__gt__": "__lt__", "__le__": "__ge__",
+    "add": "__radd__",
+    "sub": "__rsub__",
+    "mul": "__rmul__",
+    "div": "__rtruediv__",
+    "true_divide": "__rtruediv__",
+    "floor_divide": "__rfloordiv__",
+    "remainder": "__rmod__",
+    "pow": "__rpow__",
+    "bitwise_and": "__rand__",
+    "bitwise_or": "__ror__",
+    "bitwise_xor": "__rxor__",
+    "eq": "__eq__",
+    "ne": "__ne__",
+    "lt": "__gt__",
+    "gt": "__lt__",
+    "le": "__ge__",
+    "ge": "__le__",
+    **{
+        f"__{op}__": f"__r{op}__"
+        for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor")
+    },
+    **{
+        f"__r{op}__": f"__{op}__"
+        for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor")
+    },
+    "__eq__": "__eq__",
+    "__ne__": "__ne__",
+    "__lt__": "__gt__",
+    "__gt__": "__lt__",
+    "__le__": "__ge__",
     "__ge__": "__le__",
 }
 
@@ -370,8 +448,7 @@ def _like(name: str) -> Callable[..., Any]:
     return like
 
 
-for _name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
-              "randint_like"):
+for _name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"):
     HANDLED[getattr(torch, _name)] = _like(_name)
 
 
@@ -395,11 +472,18 @@ def _loss(fn: Callable[..., Any]) -> Callable[..., Any]:
         if reduction not in _REDUCTIONS:
             raise ValueError(f"{fn.__name__}: invalid reduction {reduction!r}; expected one of {list(_REDUCTIONS)}")
         if not is_td(input) or not is_td(target):
-            raise TypeError(f"{fn.__name__} of a TensorDict needs a TensorDict target (and input), got "
-                            f"{type(input).__name__} and {type(target).__name__}")
+            raise TypeError(
+                f"{fn.__name__} of a TensorDict needs a TensorDict target (and input), got "
+                f"{type(input).__name__} and {type(target).__name__}"
+            )
         batch_size = None if reduction == "none" else torch.Size(())
-        return map_leaves(input, lambda x, y: fn(x, y, *args, reduction=reduction, **kwargs), target,
-                          what=fn.__name__, batch_size=batch_size)
+        return map_leaves(
+            input,
+            lambda x, y: fn(x, y, *args, reduction=reduction, **kwargs),
+            target,
+            what=fn.__name__,
+            batch_size=batch_size,
+        )
 
     loss.__name__ = fn.__name__
     return loss
@@ -414,12 +498,12 @@ def _one_td(value: Any, what: str) -> Any:
     """``value`` or the only member of a 1-tuple, which must be a TensorDict (tensordict's rule)."""
     if isinstance(value, (tuple, list)):
         if len(value) != 1:
-            raise ValueError(f"torch.autograd.grad for TensorDict only supports a single {what} "
-                             f"(got {len(value)})")
+            raise ValueError(f"torch.autograd.grad for TensorDict only supports a single {what} (got {len(value)})")
         value = value[0]
     if not is_td(value):
-        raise ValueError(f"torch.autograd.grad for TensorDict only supports TensorDictBase as {what} "
-                         f"(got {type(value).__name__})")
+        raise ValueError(
+            f"torch.autograd.grad for TensorDict only supports TensorDictBase as {what} (got {type(value).__name__})"
+        )
     return value
 
 

@@ -66,8 +66,9 @@ def _leaves(td: Any, other: Any, dense: Any, leaves: list[Any], rhs: list[Any]) 
                     return False
                 rhs.append(mate)
             leaves.append(value)
-        elif type(value) is not dense or not _leaves(value, None if other is None else theirs.get(key), dense,
-                                                      leaves, rhs):
+        elif type(value) is not dense or not _leaves(
+            value, None if other is None else theirs.get(key), dense, leaves, rhs
+        ):
             return False
     return True
 
@@ -139,6 +140,7 @@ def binary(td: Any, other: Any, op: Callable[..., Any], numbers: bool) -> Any:
 # The walks, one per kind of call: a test per leaf less than one walk with options. Each node is built inline
 # (TensorDict._new_node's body: an inlined call less per node). None: not a plain tree (or a result that
 # does not fit), for the generic engine.
+
 
 def _each(td: Any, fn: Callable[..., Any], dense: Any) -> Any:
     out: dict[str, Any] = {}

@@ -134,8 +134,11 @@ def unfit_keys(source: dict[Any, Any], batch_size: torch.Size, device: torch.dev
             for key, value in source.items():
                 if type(key) is not str:
                     return None
-                if type(value) is not _Tensor or (device is not None and value.device != device) or (
-                        value.shape[:n] != batch_size):
+                if (
+                    type(value) is not _Tensor
+                    or (device is not None and value.device != device)
+                    or (value.shape[:n] != batch_size)
+                ):
                     unfit.append(key)
     except RuntimeError:  # a strided nested tensor has no .shape: validate every entry (no cost without one)
         return list(source) if all(type(key) is str for key in source) else None
@@ -170,7 +173,10 @@ def source_items(source: Any, what: str) -> Any:
 
 
 def named_nodes(
-    td: TensorDictBase, *, post_order: bool = False, is_leaf: Callable[[type], bool] | None = None,
+    td: TensorDictBase,
+    *,
+    post_order: bool = False,
+    is_leaf: Callable[[type], bool] | None = None,
     members: bool = False,
 ) -> list[tuple[tuple[str, ...], Any]]:
     """``(path, node)`` for ``td`` (path ``()``) and every TensorDict node below it, depth first.
@@ -199,8 +205,14 @@ def named_nodes(
     return out
 
 
-def _nodes(td: Any, prefix: tuple[str, ...], post_order: bool, is_leaf: Any, members: bool,
-           out: list[tuple[tuple[str, ...], Any]]) -> None:
+def _nodes(
+    td: Any,
+    prefix: tuple[str, ...],
+    post_order: bool,
+    is_leaf: Any,
+    members: bool,
+    out: list[tuple[tuple[str, ...], Any]],
+) -> None:
     # one list, filled by a plain recursion: nested generators cost ~0.5 us a level (lock_ is hot)
     if not post_order:
         out.append((prefix, td))
@@ -227,8 +239,13 @@ def stacked_members(node: Any) -> tuple[int, list[Any]] | None:
 
 
 def named_entries(
-    td: TensorDictBase, *, include_nested: bool = True, leaves_only: bool = False,
-    is_leaf: Callable[[type], bool] | None = None, post_order: bool = False, meta: bool = False,
+    td: TensorDictBase,
+    *,
+    include_nested: bool = True,
+    leaves_only: bool = False,
+    is_leaf: Callable[[type], bool] | None = None,
+    post_order: bool = False,
+    meta: bool = False,
 ) -> list[tuple[tuple[str, ...], Any]]:
     """``(path, value)`` for every entry below ``td``, leaves and nodes, depth first.
 
@@ -257,9 +274,17 @@ def named_entries(
     return out
 
 
-def _entries(td: Any, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool, is_leaf: Any,
-             post_order: bool, out: list[tuple[tuple[str, ...], Any]], meta: bool = False) -> None:
-    for key, value in (td._meta_items() if meta else td._items_str()):
+def _entries(
+    td: Any,
+    prefix: tuple[str, ...],
+    include_nested: bool,
+    leaves_only: bool,
+    is_leaf: Any,
+    post_order: bool,
+    out: list[tuple[tuple[str, ...], Any]],
+    meta: bool = False,
+) -> None:
+    for key, value in td._meta_items() if meta else td._items_str():
         path = (*prefix, key)
         if type(value) is _Tensor or not is_td(value) or (is_leaf is not None and is_leaf(type(value))):
             out.append((path, value))
@@ -272,8 +297,12 @@ def _entries(td: Any, prefix: tuple[str, ...], include_nested: bool, leaves_only
             out.append((path, value))
 
 
-def entry_keys(td: TensorDictBase, include_nested: bool = True, leaves_only: bool = False,
-               is_leaf: Callable[[type], bool] | None = None) -> list[Any]:
+def entry_keys(
+    td: TensorDictBase,
+    include_nested: bool = True,
+    leaves_only: bool = False,
+    is_leaf: Callable[[type], bool] | None = None,
+) -> list[Any]:
     """``keys(include_nested, leaves_only, is_leaf)``: :func:`named_entries` in post order, as keys.
 
     First-level keys are strings, deeper ones tuples (no path tuple is built for them: this is the
@@ -291,8 +320,9 @@ def entry_keys(td: TensorDictBase, include_nested: bool = True, leaves_only: boo
     return out
 
 
-def _keys(td: Any, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool, is_leaf: Any,
-          out: list[Any]) -> None:
+def _keys(
+    td: Any, prefix: tuple[str, ...], include_nested: bool, leaves_only: bool, is_leaf: Any, out: list[Any]
+) -> None:
     for key, value in td._meta_items():  # no leaf read (a TensorDict's _meta_items is its _items_str)
         if type(value) is _Tensor:
             out.append((*prefix, key) if prefix else key)
@@ -320,8 +350,12 @@ def flat_into(td: Any, prefix: str, separator: str, is_leaf: Any, out: dict[str,
         items = list(items)
         written = len(items)
     for key, value in items:
-        if type(value) is _Tensor or (cls := type(value)) not in COLLECTION_TYPES or cls in NON_TENSOR_TYPES or (
-                is_leaf is not None and is_leaf(cls)):
+        if (
+            type(value) is _Tensor
+            or (cls := type(value)) not in COLLECTION_TYPES
+            or cls in NON_TENSOR_TYPES
+            or (is_leaf is not None and is_leaf(cls))
+        ):
             out[prefix + key] = value
         else:
             written += flat_into(value, prefix + key + separator, separator, is_leaf, out) - 1
@@ -333,8 +367,10 @@ def raise_collision(td: Any, separator: str, is_leaf: Any) -> None:
     seen: set[str] = set()
     for flat in _flat_keys(td, "", separator, is_leaf):
         if flat in seen:
-            raise KeyError(f"Flattening keys in tensordict causes keys [{flat!r}] to collide: "
-                           f"two leaves become {flat!r} with separator {separator!r}")
+            raise KeyError(
+                f"Flattening keys in tensordict causes keys [{flat!r}] to collide: "
+                f"two leaves become {flat!r} with separator {separator!r}"
+            )
         seen.add(flat)
 
 
@@ -369,8 +405,9 @@ def copy_nodes(td: TensorDictBase) -> TensorDictBase:
     return _result(td, out, None, NO_DEFAULT, NO_DEFAULT)  # type: ignore[no-any-return]  # built with _dense_cls
 
 
-def source_leaves(source: Any, what: str, enter: Callable[[tuple[str, ...], Any], bool] | None = None,
-                  prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+def source_leaves(
+    source: Any, what: str, enter: Callable[[tuple[str, ...], Any], bool] | None = None, prefix: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], Any]]:
     """``(path, value)`` for the leaves of a source: a TensorDict or a mapping (``update``'s argument).
 
     Args:
@@ -387,8 +424,9 @@ def source_leaves(source: Any, what: str, enter: Callable[[tuple[str, ...], Any]
     return out
 
 
-def _source(source: Any, what: str, enter: Any, prefix: tuple[str, ...],
-            out: list[tuple[tuple[str, ...], Any]]) -> None:
+def _source(
+    source: Any, what: str, enter: Any, prefix: tuple[str, ...], out: list[tuple[tuple[str, ...], Any]]
+) -> None:
     for key, value in source_items(source, what):
         path = (*prefix, key) if type(key) is str else (*prefix, *key_tuple(key))
         nested = (is_td(value) and type(value) not in NON_TENSOR_TYPES) or isinstance(value, Mapping)
@@ -421,15 +459,21 @@ def paired_leaves(target: Any, source: Any, what: str) -> list[tuple[tuple[str, 
 def _paired(target: Any, source: Any, what: str, prefix: tuple[str, ...], out: list[Any]) -> None:
     for key, value in source_items(source, what):
         entry = MISSING if target is None else target._get_str(key, MISSING)
-        if (type(value) is not _Tensor and (is_node(value) or isinstance(value, Mapping))
-                and (entry is MISSING or (type(entry) is not _Tensor and is_node(entry)))):
+        if (
+            type(value) is not _Tensor
+            and (is_node(value) or isinstance(value, Mapping))
+            and (entry is MISSING or (type(entry) is not _Tensor and is_node(entry)))
+        ):
             _paired(None if entry is MISSING else entry, value, what, (*prefix, key), out)
         else:
             out.append((prefix, key, entry, value, source))
 
 
 def named_leaves(
-    td: TensorDictBase, *, include_nested: bool = True, is_leaf: Callable[[type], bool] | None = None,
+    td: TensorDictBase,
+    *,
+    include_nested: bool = True,
+    is_leaf: Callable[[type], bool] | None = None,
 ) -> list[tuple[tuple[str, ...], Any]]:
     """``(path, leaf)`` for every leaf, depth first, in insertion order.
 
@@ -508,8 +552,13 @@ def _write_back(td: Any, it: Iterator[Any]) -> None:
             td._set_str(key, leaf, inplace=True, validated=True)
 
 
-def flat_leaves_like(other: TensorDictBase, like: TensorDictBase, out: list[Any] | None = None,
-                     prefix: tuple[str, ...] = (), nodes: bool = False) -> list[Any]:
+def flat_leaves_like(
+    other: TensorDictBase,
+    like: TensorDictBase,
+    out: list[Any] | None = None,
+    prefix: tuple[str, ...] = (),
+    nodes: bool = False,
+) -> list[Any]:
     """Leaves of ``other`` in the walk order of ``like``; key sets must match exactly.
 
     With ``nodes``, non-tensor leaves are included as they are (for stack and cat).
@@ -552,8 +601,9 @@ def index_dense(td: Any, index: Any, batch_size: torch.Size) -> Any:
             out[key] = value[index]
         elif type(value) is dense and value._names is None:
             vbs = value._batch_size  # (the common case, the same batch size, builds no Size)
-            sub = index_dense(value, index, batch_size if vbs == td._batch_size
-                              else batch_size + vbs[len(td._batch_size):])
+            sub = index_dense(
+                value, index, batch_size if vbs == td._batch_size else batch_size + vbs[len(td._batch_size) :]
+            )
             if sub is None:
                 return None
             out[key] = sub
@@ -601,8 +651,14 @@ def _differ(dicts: list[dict[str, Any]], prefix: tuple[str, ...]) -> KeyError:
     return key_sets_differ(prefix, dicts[0].keys(), other.keys())
 
 
-def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None = None,
-                device: Any = NO_DEFAULT, names: Any = None, follow: bool = False) -> TensorDictBase:
+def from_leaves(
+    spec: TensorDictBase,
+    leaves: Any,
+    batch_size: torch.Size | None = None,
+    device: Any = NO_DEFAULT,
+    names: Any = None,
+    follow: bool = False,
+) -> TensorDictBase:
     """Rebuild an in-memory TensorDict shaped like ``spec`` from leaves in walk order.
 
     Args:
@@ -613,8 +669,14 @@ def from_leaves(spec: TensorDictBase, leaves: Any, batch_size: torch.Size | None
         names: the root's dim names when ``batch_size`` is given (else ``spec``'s are kept).
         follow: the leaves came from ``flat_leaves(..., follow=True)`` (non-tensor positions included).
     """
-    return _rebuild(spec, iter(leaves), batch_size, device, follow,  # type: ignore[no-any-return]  # _dense_cls
-                    NO_DEFAULT if names is None else tuple(names))
+    return _rebuild(  # type: ignore[no-any-return]  # _dense_cls
+        spec,
+        iter(leaves),
+        batch_size,
+        device,
+        follow,
+        NO_DEFAULT if names is None else tuple(names),
+    )
 
 
 def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow: bool, names: Any = NO_DEFAULT) -> Any:
@@ -757,16 +819,49 @@ def apply_leaves(
     """
     if batch_size is not None and type(batch_size) is not torch.Size:
         batch_size = torch.Size(batch_size)
-    out: TensorDictBase = map_leaves(td, fn, NO_DEFAULT, what, batch_size, names, device, follow, others, inplace,
-                                     is_leaf, filter_empty, default, check, exact, (), named, call_on_unbatched)
+    out: TensorDictBase = map_leaves(
+        td,
+        fn,
+        NO_DEFAULT,
+        what,
+        batch_size,
+        names,
+        device,
+        follow,
+        others,
+        inplace,
+        is_leaf,
+        filter_empty,
+        default,
+        check,
+        exact,
+        (),
+        named,
+        call_on_unbatched,
+    )
     return out
 
 
-def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: str = "mapping",
-               batch_size: torch.Size | None = None, names: Any = NO_DEFAULT, device: Any = NO_DEFAULT,
-               follow: bool = False, others: Any = (), inplace: bool = False, is_leaf: Any = None,
-               filter_empty: bool = False, default: Any = NO_DEFAULT, check: bool = False, exact: bool = True,
-               prefix: tuple[str, ...] = (), named: Any = None, call_on_unbatched: bool = False) -> TensorDictBase:
+def map_leaves(
+    td: Any,
+    fn: Callable[..., Any],
+    other: Any = NO_DEFAULT,
+    what: str = "mapping",
+    batch_size: torch.Size | None = None,
+    names: Any = NO_DEFAULT,
+    device: Any = NO_DEFAULT,
+    follow: bool = False,
+    others: Any = (),
+    inplace: bool = False,
+    is_leaf: Any = None,
+    filter_empty: bool = False,
+    default: Any = NO_DEFAULT,
+    check: bool = False,
+    exact: bool = True,
+    prefix: tuple[str, ...] = (),
+    named: Any = None,
+    call_on_unbatched: bool = False,
+) -> TensorDictBase:
     """THE mapping engine: ``fn(leaf, *other_leaves)`` per leaf; library ops call it with one ``other``.
 
     :func:`apply_leaves` (its keyed form) describes every argument. Tensor leaves of unary maps and
@@ -809,8 +904,10 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
                 raise
             if result is not None:
                 try:  # (a strided nested tensor has no .shape: _check_one reads its sizes)
-                    fits = not check or (type(result) is _Tensor and (
-                        shape[0] == b0 if b0 >= 0 and (shape := result.shape) else result.shape[:nd] == bs))
+                    fits = not check or (
+                        type(result) is _Tensor
+                        and (shape[0] == b0 if b0 >= 0 and (shape := result.shape) else result.shape[:nd] == bs)
+                    )
                 except RuntimeError:
                     fits = False
                 if not fits:
@@ -835,8 +932,27 @@ def map_leaves(td: Any, fn: Callable[..., Any], other: Any = NO_DEFAULT, what: s
             subs: Any = (theirs,)
         else:
             subs = [_other_entry(o, td, key, default, prefix, exact) for o in others] if others else ()
-        result = _entry(td, key, value, subs, fn, what, batch_size, names, device, follow, inplace, is_leaf,
-                        filter_empty, default, check, exact, prefix, named, call_on_unbatched)
+        result = _entry(
+            td,
+            key,
+            value,
+            subs,
+            fn,
+            what,
+            batch_size,
+            names,
+            device,
+            follow,
+            inplace,
+            is_leaf,
+            filter_empty,
+            default,
+            check,
+            exact,
+            prefix,
+            named,
+            call_on_unbatched,
+        )
         if result is not _DROP:
             out[key] = result
     if inplace:
@@ -857,9 +973,27 @@ def _same_key_count(td: Any, others: Any, prefix: tuple[str, ...]) -> None:
 _DROP: Any = object()  # ``_entry``'s "no key in the result"
 
 
-def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_size: Any, names: Any, device: Any,
-           follow: bool, inplace: bool, is_leaf: Any, filter_empty: bool, default: Any, check: bool, exact: bool,
-           prefix: tuple[str, ...], named: Any, call_on_unbatched: bool) -> Any:
+def _entry(
+    td: Any,
+    key: str,
+    value: Any,
+    subs: Any,
+    fn: Any,
+    what: str,
+    batch_size: Any,
+    names: Any,
+    device: Any,
+    follow: bool,
+    inplace: bool,
+    is_leaf: Any,
+    filter_empty: bool,
+    default: Any,
+    check: bool,
+    exact: bool,
+    prefix: tuple[str, ...],
+    named: Any,
+    call_on_unbatched: bool,
+) -> Any:
     """One entry of :func:`map_leaves` off its lean paths: a node, another leaf type, others, in place."""
     result: Any
     if type(value) is not _Tensor and is_td(value) and (is_leaf is None or not is_leaf(type(value))):
@@ -875,13 +1009,52 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
         if stacked is not None and value._ragged():  # a lazy stack whose leaves cannot stack: member by member
             dim, members = stacked
             split = [_member_args(o, dim, len(members), default) for o in subs]
-            result = value._restack([
-                map_leaves(m, fn, NO_DEFAULT, what, None, NO_DEFAULT, device, follow, [s[i] for s in split],
-                           inplace, is_leaf, filter_empty, default, check, exact, (*prefix, key), named,
-                           call_on_unbatched) for i, m in enumerate(members)])
+            result = value._restack(
+                [
+                    map_leaves(
+                        m,
+                        fn,
+                        NO_DEFAULT,
+                        what,
+                        None,
+                        NO_DEFAULT,
+                        device,
+                        follow,
+                        [s[i] for s in split],
+                        inplace,
+                        is_leaf,
+                        filter_empty,
+                        default,
+                        check,
+                        exact,
+                        (*prefix, key),
+                        named,
+                        call_on_unbatched,
+                    )
+                    for i, m in enumerate(members)
+                ]
+            )
         else:
-            result = map_leaves(value, fn, NO_DEFAULT, what, sub_bs, sub, device, follow, subs, inplace, is_leaf,
-                                filter_empty, default, check, exact, (*prefix, key), named, call_on_unbatched)
+            result = map_leaves(
+                value,
+                fn,
+                NO_DEFAULT,
+                what,
+                sub_bs,
+                sub,
+                device,
+                follow,
+                subs,
+                inplace,
+                is_leaf,
+                filter_empty,
+                default,
+                check,
+                exact,
+                (*prefix, key),
+                named,
+                call_on_unbatched,
+            )
         if filter_empty and not inplace and not len(result._keys_str()) and len(value._keys_str()):
             return _DROP
         if not inplace and type(value) in REWRAP_TYPES:
@@ -893,8 +1066,11 @@ def _entry(td: Any, key: str, value: Any, subs: Any, fn: Any, what: str, batch_s
         try:
             if (follow or batch_size is not None) and isinstance(value, UnbatchedTensor) and not call_on_unbatched:
                 # a batch op (or a map that changes the batch size: a reduction) leaves its data alone
-                result = (value._from_positions(fn(value._positions(), *subs)) if follow
-                          else value._with_batch_size(batch_size))
+                result = (
+                    value._from_positions(fn(value._positions(), *subs))
+                    if follow
+                    else value._with_batch_size(batch_size)
+                )
             elif named is not None:
                 result = fn(named((*prefix, key)), value, *subs)
             else:

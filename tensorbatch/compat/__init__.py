@@ -31,9 +31,13 @@ _hook: _finder.Finder | None = None
 
 
 def _real_tensordict() -> list[str]:
-    return sorted(name for name, module in list(sys.modules.items())
-                  if (name == _finder.PREFIX or name.startswith(_finder.PREFIX + ".")) and module is not None
-                  and not _finder.is_alias(module))
+    return sorted(
+        name
+        for name, module in list(sys.modules.items())
+        if (name == _finder.PREFIX or name.startswith(_finder.PREFIX + "."))
+        and module is not None
+        and not _finder.is_alias(module)
+    )
 
 
 def install() -> None:
@@ -56,7 +60,8 @@ def install() -> None:
         raise RuntimeError(
             f"tensorbatch.compat.install() must run before tensordict is imported, but the real tensordict is "
             f"already imported ({', '.join(real[:3])}{'...' if len(real) > 3 else ''}). Call it first, before "
-            f"importing tensordict or any library that imports it (such as torchrl).")
+            f"importing tensordict or any library that imports it (such as torchrl)."
+        )
     _hook = _finder.Finder()
     sys.meta_path.insert(0, _hook)
     _methods.attach()

@@ -39,7 +39,7 @@ def target_name(fullname: str) -> str | None:
     """The tensorbatch module behind ``fullname`` (``tensordict...``), None for a compat-only module."""
     if fullname in TARGETS:
         return TARGETS[fullname]
-    return "tensorbatch" + fullname[len(PREFIX):]
+    return "tensorbatch" + fullname[len(PREFIX) :]
 
 
 def is_alias(module: Any) -> bool:
@@ -50,8 +50,9 @@ def is_alias(module: Any) -> bool:
 class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds ``tensordict`` and its submodules and loads them as alias modules."""
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
-                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname != PREFIX and not fullname.startswith(PREFIX + "."):
             return None
         source = target_name(fullname)
@@ -117,7 +118,7 @@ def _is_tensorbatch_module(value: Any) -> bool:
 def _aliased(value: Any) -> Any:
     """A tensorbatch module held by a module is served as its alias (``tensordict.nn.utils``), imported then."""
     if _is_tensorbatch_module(value):
-        return importlib.import_module(PREFIX + value.__name__[len("tensorbatch"):])
+        return importlib.import_module(PREFIX + value.__name__[len("tensorbatch") :])
     return value
 
 
@@ -130,7 +131,9 @@ def _fallback(fullname: str, source: types.ModuleType | None) -> Callable[[str],
                 return _aliased(getattr(source, name))
             except AttributeError:
                 pass
-        raise AttributeError(f"module {fullname!r} has no attribute {name!r} (tensordict resolves to "
-                             f"tensorbatch through tensorbatch.compat; this name has no counterpart there)")
+        raise AttributeError(
+            f"module {fullname!r} has no attribute {name!r} (tensordict resolves to "
+            f"tensorbatch through tensorbatch.compat; this name has no counterpart there)"
+        )
 
     return __getattr__

@@ -18,21 +18,48 @@ _MISSING = object()
 _saved: list[tuple[type, str, Any]] = []  # (class, name, previous value or _MISSING), in attach order
 
 
-def _fast_apply(self: Any, fn: Callable[..., Any], *others: Any, batch_size: Any = None, device: Any = NO_DEFAULT,
-                names: Any = NO_DEFAULT, inplace: bool = False, call_on_nested: bool = False,
-                default: Any = NO_DEFAULT, named: bool = False, nested_keys: bool = False,
-                filter_empty: bool | None = False, is_leaf: Callable[[type], bool] | None = None,
-                propagate_lock: bool = False, out: Any = None, num_threads: int = 0, checked: bool = True,
-                **constructor_kwargs: Any) -> Any:
+def _fast_apply(
+    self: Any,
+    fn: Callable[..., Any],
+    *others: Any,
+    batch_size: Any = None,
+    device: Any = NO_DEFAULT,
+    names: Any = NO_DEFAULT,
+    inplace: bool = False,
+    call_on_nested: bool = False,
+    default: Any = NO_DEFAULT,
+    named: bool = False,
+    nested_keys: bool = False,
+    filter_empty: bool | None = False,
+    is_leaf: Callable[[type], bool] | None = None,
+    propagate_lock: bool = False,
+    out: Any = None,
+    num_threads: int = 0,
+    checked: bool = True,
+    **constructor_kwargs: Any,
+) -> Any:
     """The unchecked ``apply`` of tensordict: tensorbatch's ``apply``.
 
     The same keywords; ``num_threads`` and ``checked`` are accepted and have no effect.
     """
     if constructor_kwargs:
         raise TypeError(f"_fast_apply got unexpected keyword arguments {sorted(constructor_kwargs)}")
-    return self.apply(fn, *others, batch_size=batch_size, device=device, names=names, inplace=inplace,
-                      call_on_nested=call_on_nested, default=default, named=named, nested_keys=nested_keys,
-                      filter_empty=filter_empty, is_leaf=is_leaf, propagate_lock=propagate_lock, out=out)
+    return self.apply(
+        fn,
+        *others,
+        batch_size=batch_size,
+        device=device,
+        names=names,
+        inplace=inplace,
+        call_on_nested=call_on_nested,
+        default=default,
+        named=named,
+        nested_keys=nested_keys,
+        filter_empty=filter_empty,
+        is_leaf=is_leaf,
+        propagate_lock=propagate_lock,
+        out=out,
+    )
 
 
 def _has_names(self: Any) -> bool:
@@ -55,8 +82,16 @@ def _has_exclusive_keys(self: Any) -> bool:
 
 def _accept_non_blocking(set_str: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(set_str)
-    def _set_str(self: Any, key: str, value: Any, *, inplace: bool, validated: bool,
-                 non_blocking: bool = False, ignore_lock: bool = False) -> None:
+    def _set_str(
+        self: Any,
+        key: str,
+        value: Any,
+        *,
+        inplace: bool,
+        validated: bool,
+        non_blocking: bool = False,
+        ignore_lock: bool = False,
+    ) -> None:
         set_str(self, key, value, inplace=inplace, validated=validated)
 
     _set_str.__tensorbatch_compat__ = True  # type: ignore[attr-defined]
@@ -86,8 +121,12 @@ def attach() -> None:
     from .._lazy import LazyStackedTensorDict
     from ..base import TensorDictBase
 
-    for name, method in (("_fast_apply", _fast_apply), ("_apply_nest", _fast_apply), ("_has_names", _has_names),
-                         ("_stack_onto_", _stack_onto_)):
+    for name, method in (
+        ("_fast_apply", _fast_apply),
+        ("_apply_nest", _fast_apply),
+        ("_has_names", _has_names),
+        ("_stack_onto_", _stack_onto_),
+    ):
         if name not in TensorDictBase.__dict__:
             _put(TensorDictBase, name, method)
     _put(LazyStackedTensorDict, "_has_exclusive_keys", property(_has_exclusive_keys))

@@ -115,37 +115,65 @@ class _exclude_td_from_pytree:  # (tensordict's name)
 
 
 def _utils() -> dict[str, Any]:
-    return {"_zip_strict": _zip_strict, "_unravel_key_to_tuple": _unravel_key_to_tuple, "_shape": _shape,
-            "_getitem_batch_size": _getitem_batch_size, "_maybe_correct_neg_dim": _maybe_correct_neg_dim,
-            "_is_non_tensor": _is_non_tensor, "_is_tensorclass": _is_tensorclass}
+    return {
+        "_zip_strict": _zip_strict,
+        "_unravel_key_to_tuple": _unravel_key_to_tuple,
+        "_shape": _shape,
+        "_getitem_batch_size": _getitem_batch_size,
+        "_maybe_correct_neg_dim": _maybe_correct_neg_dim,
+        "_is_non_tensor": _is_non_tensor,
+        "_is_tensorclass": _is_tensorclass,
+    }
 
 
 # Public names of tensordict.base that are re-exports there: tensorbatch.base imports no backend (DESIGN.md), so
 # only the alias module carries them.
-_BASE_REEXPORTS = ("from_any", "from_csv", "from_dict", "from_h5", "from_json", "from_namedtuple", "from_pandas",
-                   "from_parquet", "from_struct_array", "from_tuple", "get_defaults_to_none", "is_tensor_collection",
-                   "set_get_defaults_to_none")
+_BASE_REEXPORTS = (
+    "from_any",
+    "from_csv",
+    "from_dict",
+    "from_h5",
+    "from_json",
+    "from_namedtuple",
+    "from_pandas",
+    "from_parquet",
+    "from_struct_array",
+    "from_tuple",
+    "get_defaults_to_none",
+    "is_tensor_collection",
+    "set_get_defaults_to_none",
+)
 
 
 def _base() -> dict[str, Any]:
     import tensorbatch
 
     from ..base import TensorDictBase
-    return {**{name: getattr(tensorbatch, name) for name in _BASE_REEXPORTS},
-            "_ACCEPTED_CLASSES": (torch.Tensor, TensorDictBase), "_NESTED_TENSORS_AS_LISTS": _NESTED_TENSORS_AS_LISTS,
-            "_NESTED_TENSORS_AS_LISTS_NONTENSOR": _NESTED_TENSORS_AS_LISTS_NONTENSOR,
-            "_default_is_leaf": default_is_leaf, "_is_leaf_nontensor": is_leaf_nontensor,
-            "_is_tensor_collection": is_tensor_collection}
+
+    return {
+        **{name: getattr(tensorbatch, name) for name in _BASE_REEXPORTS},
+        "_ACCEPTED_CLASSES": (torch.Tensor, TensorDictBase),
+        "_NESTED_TENSORS_AS_LISTS": _NESTED_TENSORS_AS_LISTS,
+        "_NESTED_TENSORS_AS_LISTS_NONTENSOR": _NESTED_TENSORS_AS_LISTS_NONTENSOR,
+        "_default_is_leaf": default_is_leaf,
+        "_is_leaf_nontensor": is_leaf_nontensor,
+        "_is_tensor_collection": is_tensor_collection,
+    }
 
 
 def _functional() -> dict[str, Any]:
     from .._collate import collate  # (tensorbatch.functional cannot import it: _collate imports functional)
+
     return {"collate": collate}
 
 
 def _c() -> dict[str, Any]:
-    return {"unravel_keys": unravel_key, "unravel_key": unravel_key, "unravel_key_list": unravel_key_list,
-            "_unravel_key_to_tuple": _unravel_key_to_tuple}
+    return {
+        "unravel_keys": unravel_key,
+        "unravel_key": unravel_key,
+        "unravel_key_list": unravel_key_list,
+        "_unravel_key_to_tuple": _unravel_key_to_tuple,
+    }
 
 
 def _functional_modules() -> dict[str, Any]:

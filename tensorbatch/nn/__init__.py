@@ -52,8 +52,13 @@ from .utils import skip_existing as skip_existing
 _modules.install()
 
 
-def from_module(module: nn.Module, as_module: bool = False, lock: bool = True, use_state_dict: bool = False,
-                filter_empty: bool = True) -> Any:
+def from_module(
+    module: nn.Module,
+    as_module: bool = False,
+    lock: bool = True,
+    use_state_dict: bool = False,
+    filter_empty: bool = True,
+) -> Any:
     """:meth:`TensorDict.from_module <tensorbatch.TensorDict.from_module>`, locking the result by default.
 
     Examples:
@@ -63,12 +68,19 @@ def from_module(module: nn.Module, as_module: bool = False, lock: bool = True, u
         >>> params.is_locked, params["weight"].shape
         (True, torch.Size([3, 2]))
     """
-    return _modules.from_module(TensorDict, module, as_module=as_module, lock=lock, use_state_dict=use_state_dict,
-                                filter_empty=filter_empty)
+    return _modules.from_module(
+        TensorDict, module, as_module=as_module, lock=lock, use_state_dict=use_state_dict, filter_empty=filter_empty
+    )
 
 
-def from_modules(*modules: nn.Module, as_module: bool = False, lock: bool = True, use_state_dict: bool = False,
-                 lazy_stack: bool = False, expand_identical: bool = False) -> Any:
+def from_modules(
+    *modules: nn.Module,
+    as_module: bool = False,
+    lock: bool = True,
+    use_state_dict: bool = False,
+    lazy_stack: bool = False,
+    expand_identical: bool = False,
+) -> Any:
     """:meth:`TensorDict.from_modules <tensorbatch.TensorDict.from_modules>` as a function.
 
     Examples:
@@ -77,17 +89,50 @@ def from_modules(*modules: nn.Module, as_module: bool = False, lock: bool = True
         >>> from_modules(torch.nn.Linear(2, 3), torch.nn.Linear(2, 3))["weight"].shape
         torch.Size([2, 3, 2])
     """
-    return _modules.from_modules(TensorDict, *modules, as_module=as_module, lock=lock, use_state_dict=use_state_dict,
-                                 lazy_stack=lazy_stack, expand_identical=expand_identical)
+    return _modules.from_modules(
+        TensorDict,
+        *modules,
+        as_module=as_module,
+        lock=lock,
+        use_state_dict=use_state_dict,
+        lazy_stack=lazy_stack,
+        expand_identical=expand_identical,
+    )
 
 
 __all__ = [
-    "AddStateIndependentNormalScale", "CompositeDistribution", "CudaGraphModule", "EnsembleModule", "InteractionType",
-    "NormalParamExtractor", "OneHotCategorical", "ProbabilisticTensorDictModule", "ProbabilisticTensorDictSequential",
-    "TensorClassModuleBase", "TensorClassModuleWrapper",
-    "TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper", "TensorDictParams",
-    "TensorDictSequential", "TruncatedNormal", "WrapModule", "add_custom_mapping", "as_tensordict_module",
-    "biased_softplus", "composite_lp_aggregate", "dispatch", "from_module", "from_modules", "interaction_type",
-    "inv_softplus", "make_tensordict", "mappings", "rand_one_hot", "set_composite_lp_aggregate", "set_interaction_type",
-    "set_skip_existing", "skip_existing",
+    "AddStateIndependentNormalScale",
+    "CompositeDistribution",
+    "CudaGraphModule",
+    "EnsembleModule",
+    "InteractionType",
+    "NormalParamExtractor",
+    "OneHotCategorical",
+    "ProbabilisticTensorDictModule",
+    "ProbabilisticTensorDictSequential",
+    "TensorClassModuleBase",
+    "TensorClassModuleWrapper",
+    "TensorDictModule",
+    "TensorDictModuleBase",
+    "TensorDictModuleWrapper",
+    "TensorDictParams",
+    "TensorDictSequential",
+    "TruncatedNormal",
+    "WrapModule",
+    "add_custom_mapping",
+    "as_tensordict_module",
+    "biased_softplus",
+    "composite_lp_aggregate",
+    "dispatch",
+    "from_module",
+    "from_modules",
+    "interaction_type",
+    "inv_softplus",
+    "make_tensordict",
+    "mappings",
+    "rand_one_hot",
+    "set_composite_lp_aggregate",
+    "set_interaction_type",
+    "set_skip_existing",
+    "skip_existing",
 ]

@@ -29,8 +29,12 @@ _EXTRA_STATE = "_extra_state"  # the state-dict name of what a module's get_extr
 # ----------------------------------------------------------------------------------- extra state
 def _is_extra_state(module: nn.Module, key: str) -> bool:
     """``key`` names the module's extra state (its class defines ``get_extra_state``)."""
-    return (key == _EXTRA_STATE and type(module).get_extra_state is not nn.Module.get_extra_state
-            and key not in module._parameters and key not in module._buffers)
+    return (
+        key == _EXTRA_STATE
+        and type(module).get_extra_state is not nn.Module.get_extra_state
+        and key not in module._parameters
+        and key not in module._buffers
+    )
 
 
 def _extra_entry(state: Any) -> Any:
@@ -97,8 +101,14 @@ def _state_dict_tree(module: nn.Module, filter_empty: bool) -> TensorDict:
     return out
 
 
-def from_module(cls: Any, module: nn.Module, as_module: bool = False, lock: bool = False,
-                use_state_dict: bool = False, filter_empty: bool = True) -> Any:
+def from_module(
+    cls: Any,
+    module: nn.Module,
+    as_module: bool = False,
+    lock: bool = False,
+    use_state_dict: bool = False,
+    filter_empty: bool = True,
+) -> Any:
     """A TensorDict of a module's parameters and buffers (the module's own tensors), nested by submodule.
 
     Args:
@@ -151,8 +161,15 @@ def _stack_leaf(values: list[Any], expand_identical: bool) -> Any:
     return stacked
 
 
-def from_modules(cls: Any, *modules: nn.Module, as_module: bool = False, lock: bool = True,
-                 use_state_dict: bool = False, lazy_stack: bool = False, expand_identical: bool = False) -> Any:
+def from_modules(
+    cls: Any,
+    *modules: nn.Module,
+    as_module: bool = False,
+    lock: bool = True,
+    use_state_dict: bool = False,
+    lazy_stack: bool = False,
+    expand_identical: bool = False,
+) -> Any:
     """The parameters of several modules of one structure, stacked along a new first dim (for ``torch.vmap``).
 
     Args:
@@ -183,8 +200,9 @@ def from_modules(cls: Any, *modules: nn.Module, as_module: bool = False, lock: b
     if not modules:
         raise ValueError("from_modules needs at least one module")
     if lazy_stack and as_module:
-        raise RuntimeError("from_modules: lazy_stack and as_module are exclusive (a TensorDictParams cannot "
-                           "hold a lazy stack)")
+        raise RuntimeError(
+            "from_modules: lazy_stack and as_module are exclusive (a TensorDictParams cannot hold a lazy stack)"
+        )
     tds = [from_module(cls, m, use_state_dict=use_state_dict) for m in modules]
     if lazy_stack:
         from .._lazy import lazy_stack as _lazy_stack
@@ -222,8 +240,9 @@ def _check(td: Any, module: nn.Module, path: tuple[str, ...]) -> None:
                 raise KeyError(f"to_module: key {(*path, key)!r} names no submodule of {type(module).__name__}")
             _check(value, child, (*path, key))
         elif key not in module._parameters and key not in module._buffers and key not in module.__dict__:
-            raise KeyError(f"to_module: key {(*path, key)!r} names no parameter, buffer or attribute of "
-                            f"{type(module).__name__}")
+            raise KeyError(
+                f"to_module: key {(*path, key)!r} names no parameter, buffer or attribute of {type(module).__name__}"
+            )
 
 
 def _flat_state(td: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -243,8 +262,9 @@ def _through_load_hooks(td: Any, module: nn.Module) -> Any:
     the values as one flat state dict with dotted names and the submodule's prefix, as in
     ``load_state_dict``; what they leave is nested again.
     """
-    hooked = [(name, sub) for name, sub in module.named_modules(remove_duplicate=False)
-              if sub._load_state_dict_pre_hooks]
+    hooked = [
+        (name, sub) for name, sub in module.named_modules(remove_duplicate=False) if sub._load_state_dict_pre_hooks
+    ]
     if not hooked:
         return td
     state: dict[str, Any] = {}
@@ -256,8 +276,7 @@ def _through_load_hooks(td: Any, module: nn.Module) -> Any:
         for hook in sub._load_state_dict_pre_hooks.values():
             hook(state, f"{name}." if name else "", {}, True, missing, unexpected, errors)
     if errors:
-        raise RuntimeError("to_module(use_state_dict=True): a load_state_dict pre-hook reported: "
-                           + "; ".join(errors))
+        raise RuntimeError("to_module(use_state_dict=True): a load_state_dict pre-hook reported: " + "; ".join(errors))
     out = TensorDict()
     for key, value in state.items():
         path = tuple(key.split("."))
@@ -290,14 +309,18 @@ def _for_slot(value: Any, old: Any, parameter: bool) -> Any:
         return value
     if not parameter:
         return value.detach().requires_grad_(value.requires_grad) if _is_parameter(value) else value
-    if (old is not None and (not _is_parameter(value) or value.requires_grad != old.requires_grad)
-            and not _tracks_gradients(value)):
+    if (
+        old is not None
+        and (not _is_parameter(value) or value.requires_grad != old.requires_grad)
+        and not _tracks_gradients(value)
+    ):
         return _Parameter(value, requires_grad=old.requires_grad)
     return value
 
 
-def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool | str, non_blocking: bool,
-         keep: bool = True) -> Any:
+def _put(
+    module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool | str, non_blocking: bool, keep: bool = True
+) -> Any:
     """Write one leaf into ``module`` and return what it replaces (``preserve``: True, False or ``_RESTORE``).
 
     ``keep=False`` (no swap wanted): an in-place write makes no copy of the old values.
@@ -334,8 +357,15 @@ def _put(module: nn.Module, name: str, value: Any, inplace: bool, preserve: bool
     return old
 
 
-def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool | str, non_blocking: bool,
-           memo: dict[int, Any], keep: bool = True) -> Any:
+def _write(
+    td: Any,
+    module: nn.Module,
+    inplace: bool,
+    preserve: bool | str,
+    non_blocking: bool,
+    memo: dict[int, Any],
+    keep: bool = True,
+) -> Any:
     if is_td(module):
         return _write_params(td, module, inplace, preserve, non_blocking, keep)
     out: dict[str, Any] = {}
@@ -353,8 +383,9 @@ def _write(td: Any, module: nn.Module, inplace: bool, preserve: bool | str, non_
     return out
 
 
-def _write_params(td: Any, params: Any, inplace: bool, preserve: bool | str, non_blocking: bool,
-                  keep: bool = True) -> TensorDict:
+def _write_params(
+    td: Any, params: Any, inplace: bool, preserve: bool | str, non_blocking: bool, keep: bool = True
+) -> TensorDict:
     """Write the leaves into the entries of a TensorDictParams (a module's, or the module); the swap is a TensorDict.
 
     Each entry keeps its registration (a parameter's stays in ``parameters()``, a buffer's in ``buffers()``);
@@ -386,9 +417,18 @@ def _as_td(swap: Any) -> Any:
     return TensorDict._new_unsafe({k: _as_td(v) for k, v in swap.items()}, _NO_DIMS)
 
 
-def to_module(self: TensorDictBase, module: nn.Module, *, inplace: bool | None = None, return_swap: bool = True,
-              swap_dest: Any = None, use_state_dict: bool = False, non_blocking: bool = False,
-              preserve_module_state: bool = True, memo: Any = None) -> Any:
+def to_module(
+    self: TensorDictBase,
+    module: nn.Module,
+    *,
+    inplace: bool | None = None,
+    return_swap: bool = True,
+    swap_dest: Any = None,
+    use_state_dict: bool = False,
+    non_blocking: bool = False,
+    preserve_module_state: bool = True,
+    memo: Any = None,
+) -> Any:
     """Write the leaves into a module's parameters and buffers (nested keys are submodules).
 
     Args:

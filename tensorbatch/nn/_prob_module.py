@@ -58,9 +58,11 @@ def _use_generator(generator: torch.Generator | None) -> Iterator[None]:
     device = generator.device
     cuda = device.type == "cuda"
     read: Callable[[], torch.Tensor] = (
-        functools.partial(torch.cuda.get_rng_state, device) if cuda else torch.get_rng_state)
+        functools.partial(torch.cuda.get_rng_state, device) if cuda else torch.get_rng_state
+    )
     write: Callable[[torch.Tensor], None] = (
-        functools.partial(torch.cuda.set_rng_state, device=device) if cuda else torch.set_rng_state)
+        functools.partial(torch.cuda.set_rng_state, device=device) if cuda else torch.set_rng_state
+    )
     with torch.random.fork_rng(devices=[device.index] if cuda else []):
         write(generator.get_state())
         try:
@@ -81,7 +83,7 @@ def _user_stacklevel() -> int:
 def _is_inside(key: NestedKey, other: NestedKey) -> bool:
     key = (key,) if isinstance(key, str) else key
     other = (other,) if isinstance(other, str) else other
-    return len(key) > len(other) and key[:len(other)] == other
+    return len(key) > len(other) and key[: len(other)] == other
 
 
 def _rename_entries(tensordict: TensorDictBase, renames: list[tuple[NestedKey, NestedKey]]) -> None:
@@ -161,17 +163,27 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
     """
 
     _warn_default_out_key = False  # out_keys defaulted to "_": warn at the first write there
-    _CHANGE_IN_C_LP_A = ("The value returned by composite_lp_aggregate changed between init of {} and its execution "
-                         "({} -> {}). Make sure the mode matches.")
+    _CHANGE_IN_C_LP_A = (
+        "The value returned by composite_lp_aggregate changed between init of {} and its execution "
+        "({} -> {}). Make sure the mode matches."
+    )
 
-    def __init__(self, in_keys: NestedKey | list[NestedKey] | dict[str, NestedKey],
-                 out_keys: NestedKey | list[NestedKey] | None = None, *,
-                 default_interaction_type: InteractionType | str = InteractionType.DETERMINISTIC,
-                 distribution_class: Any = Delta, distribution_kwargs: Any = None, return_log_prob: bool = False,
-                 log_prob_keys: list[NestedKey] | None = None, log_prob_key: NestedKey | None = None,
-                 cache_dist: bool = False, n_empirical_estimate: int = 1000,
-                 num_samples: int | torch.Size | None = None,
-                 generator: torch.Generator | int | NestedKey | None = None) -> None:
+    def __init__(
+        self,
+        in_keys: NestedKey | list[NestedKey] | dict[str, NestedKey],
+        out_keys: NestedKey | list[NestedKey] | None = None,
+        *,
+        default_interaction_type: InteractionType | str = InteractionType.DETERMINISTIC,
+        distribution_class: Any = Delta,
+        distribution_kwargs: Any = None,
+        return_log_prob: bool = False,
+        log_prob_keys: list[NestedKey] | None = None,
+        log_prob_key: NestedKey | None = None,
+        cache_dist: bool = False,
+        n_empirical_estimate: int = 1000,
+        num_samples: int | torch.Size | None = None,
+        generator: torch.Generator | int | NestedKey | None = None,
+    ) -> None:
         super().__init__()
         distribution_kwargs = {} if distribution_kwargs is None else distribution_kwargs
         if isinstance(in_keys, (str, tuple)):
@@ -181,8 +193,10 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         if isinstance(in_keys, dict):
             dist_keys, in_keys = tuple(in_keys), list(in_keys.values())
             if set(map(type, dist_keys)) != {str}:
-                raise ValueError("If in_keys is dict, its keys must be strings matching to the distribution kwargs."
-                                 f"{type(self).__name__} got {dist_keys}")
+                raise ValueError(
+                    "If in_keys is dict, its keys must be strings matching to the distribution kwargs."
+                    f"{type(self).__name__} got {dist_keys}"
+                )
         else:
             dist_keys = in_keys
         self._out_keys = [unravel_key(k) for k in out_keys]
@@ -208,8 +222,11 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         self.n_empirical_estimate = n_empirical_estimate
         self._dist = None
         if cache_dist:
-            warnings.warn("ProbabilisticTensorDictModule(cache_dist=True) is deprecated and will be removed in "
-                          "TensorDict 0.17.", DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                "ProbabilisticTensorDictModule(cache_dist=True) is deprecated and will be removed in TensorDict 0.17.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.cache_dist = cache_dist if hasattr(distribution_class, "update") else False
         self.return_log_prob = return_log_prob
         if isinstance(num_samples, (int, torch.SymInt)):
@@ -226,8 +243,9 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         elif isinstance(generator, (str, tuple)):
             self._generator_key = unravel_key(generator)
         elif generator is not None:
-            raise TypeError(f"generator must be a torch.Generator, int, NestedKey, or None; "
-                            f"got {type(generator).__name__}.")
+            raise TypeError(
+                f"generator must be a torch.Generator, int, NestedKey, or None; got {type(generator).__name__}."
+            )
 
     def _default_out_keys(self, out_keys: Any, distribution_class: Any, distribution_kwargs: Any) -> list[Any]:
         if isinstance(out_keys, (str, tuple)):
@@ -239,18 +257,23 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             return ["_"]
         distribution_map = distribution_kwargs.get("distribution_map")
         if distribution_map is None:
-            raise KeyError("'distribution_map' must be provided within distribution_kwargs whenever the "
-                           "distribution is of type CompositeDistribution.")
+            raise KeyError(
+                "'distribution_map' must be provided within distribution_kwargs whenever the "
+                "distribution is of type CompositeDistribution."
+            )
         name_map = distribution_kwargs.get("name_map")
         if name_map is None:
             return list(distribution_map.keys())
         mapped = {unravel_key(name) for name in name_map}
         if any(unravel_key(name) not in mapped for name in distribution_map):
-            warnings.warn("ProbabilisticTensorDictModule got a name_map that leaves out components of "
-                          "distribution_map and no out_keys: these components are written but are not in "
-                          "out_keys. Starting with TensorDict 0.17, the default will change to out_keys that "
-                          "include them. Pass out_keys to keep the current keys.", FutureWarning,
-                          stacklevel=_user_stacklevel())
+            warnings.warn(
+                "ProbabilisticTensorDictModule got a name_map that leaves out components of "
+                "distribution_map and no out_keys: these components are written but are not in "
+                "out_keys. Starting with TensorDict 0.17, the default will change to out_keys that "
+                "include them. Pass out_keys to keep the current keys.",
+                FutureWarning,
+                stacklevel=_user_stacklevel(),
+            )
         return list(name_map.values())
 
     def _lp_keys(self, out_keys: list[Any], log_prob_keys: Any, log_prob_key: Any, aggregate: bool) -> Any:
@@ -263,16 +286,20 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             else:
                 log_prob_keys = [_add_suffix(key, "_log_prob") for key in self._out_keys]
         elif aggregate:
-            raise RuntimeError("composite_lp_aggregate is set to True but log_prob_keys were passed. When "
-                               "composite_lp_aggregate() returns ``True``, log_prob_key must be used instead.")
+            raise RuntimeError(
+                "composite_lp_aggregate is set to True but log_prob_keys were passed. When "
+                "composite_lp_aggregate() returns ``True``, log_prob_key must be used instead."
+            )
         if log_prob_key is None:
             if aggregate:
                 log_prob_key = "sample_log_prob"
             elif len(out_keys) == 1:
                 log_prob_key = _add_suffix(out_keys[0], "_log_prob")
         elif len(out_keys) > 1 and not aggregate:
-            raise RuntimeError("composite_lp_aggregate is set to `False` but a `log_prob_key` was passed. When "
-                               "composite_lp_aggregate() returns ``False``, log_prob_keys must be used instead.")
+            raise RuntimeError(
+                "composite_lp_aggregate is set to `False` but a `log_prob_key` was passed. When "
+                "composite_lp_aggregate() returns ``False``, log_prob_keys must be used instead."
+            )
         return log_prob_keys, log_prob_key
 
     def _check_log_prob_keys(self, log_prob_keys: Any, log_prob_key: Any) -> None:
@@ -287,31 +314,39 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             distribution_map = self.distribution_kwargs.get("distribution_map")
             if distribution_map is None:
                 return
-            sample_keys = list(_resolve_name_map(self.distribution_kwargs.get("name_map"),
-                                                 distribution_map).values())
+            sample_keys = list(_resolve_name_map(self.distribution_kwargs.get("name_map"), distribution_map).values())
         else:
             sample_keys = self._out_keys
         defaults = {_add_suffix(key, "_log_prob") for key in [*self._out_keys, *sample_keys]} | {"sample_log_prob"}
         candidates = log_prob_keys if log_prob_keys is not None else [log_prob_key]
-        clashes = [(lp_key, sample_key)
-                   for lp_key in (unravel_key(k) for k in candidates if isinstance(k, (str, tuple)))
-                   if lp_key not in defaults
-                   for sample_key in sample_keys
-                   if lp_key == sample_key or _is_inside(lp_key, sample_key) or _is_inside(sample_key, lp_key)]
+        clashes = [
+            (lp_key, sample_key)
+            for lp_key in (unravel_key(k) for k in candidates if isinstance(k, (str, tuple)))
+            if lp_key not in defaults
+            for sample_key in sample_keys
+            if lp_key == sample_key or _is_inside(lp_key, sample_key) or _is_inside(sample_key, lp_key)
+        ]
         if clashes:
-            raise ValueError("A custom log-probability key cannot be a sample key, lie inside one or hold one, since "
-                             "writing the log-probability would overwrite the sample. Got "
-                             + ", ".join(f"log-probability key {lp!r} for sample key {sk!r}" for lp, sk in clashes)
-                             + ".")
+            raise ValueError(
+                "A custom log-probability key cannot be a sample key, lie inside one or hold one, since "
+                "writing the log-probability would overwrite the sample. Got "
+                + ", ".join(f"log-probability key {lp!r} for sample key {sk!r}" for lp, sk in clashes)
+                + "."
+            )
 
     def __repr__(self) -> str:
-        fields = [f"in_keys={self.in_keys}", f"out_keys={self.out_keys}",
-                  f"distribution_class={self.distribution_class}",
-                  f"distribution_kwargs={self.distribution_kwargs})",
-                  f"default_interaction_type={self.default_interaction_type})", f"num_samples={self.num_samples})"]
+        fields = [
+            f"in_keys={self.in_keys}",
+            f"out_keys={self.out_keys}",
+            f"distribution_class={self.distribution_class}",
+            f"distribution_kwargs={self.distribution_kwargs})",
+            f"default_interaction_type={self.default_interaction_type})",
+            f"num_samples={self.num_samples})",
+        ]
         separators = [",", ",", ", ", ",", ",", ")"]
         return f"{type(self).__name__}(" + "".join(
-            f"\n{indent(field, 4 * ' ')}{sep}" for field, sep in zip(fields, separators, strict=True))
+            f"\n{indent(field, 4 * ' ')}{sep}" for field, sep in zip(fields, separators, strict=True)
+        )
 
     @property  # type: ignore[misc]
     def out_keys(self) -> list[NestedKey]:
@@ -319,7 +354,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         out_keys = list(self._out_keys)
         if self.return_log_prob:
             if not composite_lp_aggregate():
-                if out_keys[-len(self.log_prob_keys):] != self.log_prob_keys:
+                if out_keys[-len(self.log_prob_keys) :] != self.log_prob_keys:
                     out_keys.extend(self.log_prob_keys)
             elif self.log_prob_key not in out_keys:
                 out_keys.append(self.log_prob_key)
@@ -328,8 +363,10 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
     def _check_aggregate(self, what: str) -> bool:
         aggregate = composite_lp_aggregate()
         if aggregate != self._composite_lp_aggreate_at_init:
-            raise RuntimeError(f"composite_lp_aggregate is set to `{aggregate}`, but the class was instantiated "
-                               f"with `{self._composite_lp_aggreate_at_init}` which may affect the {what} property.")
+            raise RuntimeError(
+                f"composite_lp_aggregate is set to `{aggregate}`, but the class was instantiated "
+                f"with `{self._composite_lp_aggreate_at_init}` which may affect the {what} property."
+            )
         return aggregate
 
     @property
@@ -346,7 +383,8 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 f"composite_lp_aggregate is set to ``False``, hence {type(self).__name__}.log_prob_key cannot be "
                 f"accessed unless there is one and only one element in log_prob_keys (got "
                 f"log_prob_keys={self.log_prob_keys}). When composite_lp_aggregate() returns ``False``, try to use "
-                f"{type(self).__name__}.log_prob_keys instead.")
+                f"{type(self).__name__}.log_prob_keys instead."
+            )
         return cast(NestedKey, self._log_prob_key)
 
     @property
@@ -393,12 +431,16 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             dist: D.Distribution = self.distribution_class(**kwargs, **_plain_kwargs(self.distribution_kwargs))
         except TypeError as err:
             if "an unexpected keyword argument" in str(err):
-                raise TypeError("distribution keywords and tensordict keys indicated by "
-                                "ProbabilisticTensorDictModule.dist_keys must match. Got this error message: \n"
-                                f"{indent(str(err), 4 * ' ')}\nwith dist_keys={self.dist_keys}") from None
+                raise TypeError(
+                    "distribution keywords and tensordict keys indicated by "
+                    "ProbabilisticTensorDictModule.dist_keys must match. Got this error message: \n"
+                    f"{indent(str(err), 4 * ' ')}\nwith dist_keys={self.dist_keys}"
+                ) from None
             if re.search(r"missing.*required positional arguments", str(err)):
-                raise TypeError(f"TensorDict with keys {tensordict.keys()} does not match the distribution "
-                                f"{self.distribution_class} keywords.") from None
+                raise TypeError(
+                    f"TensorDict with keys {tensordict.keys()} does not match the distribution "
+                    f"{self.distribution_class} keywords."
+                ) from None
             raise
         return dist
 
@@ -420,8 +462,9 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             return dist.log_prob(tensordict.get(self.out_keys[0]))
         aggregate = composite_lp_aggregate()
         if aggregate != self._composite_lp_aggreate_at_init:
-            raise RuntimeError(self._CHANGE_IN_C_LP_A.format(type(self).__name__,
-                                                             self._composite_lp_aggreate_at_init, aggregate))
+            raise RuntimeError(
+                self._CHANGE_IN_C_LP_A.format(type(self).__name__, self._composite_lp_aggreate_at_init, aggregate)
+            )
         lp: Any
         if aggregate:
             with set_composite_lp_aggregate(False):
@@ -441,8 +484,9 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             _rename_entries(lp, renames)
 
     @_module_forward
-    def forward(self, tensordict: TensorDictBase, tensordict_out: TensorDictBase | None = None,
-                _requires_sample: bool = True) -> TensorDictBase:
+    def forward(
+        self, tensordict: TensorDictBase, tensordict_out: TensorDictBase | None = None, _requires_sample: bool = True
+    ) -> TensorDictBase:
         """Builds the distribution and writes its value (and log-probability) at ``out_keys``.
 
         Args:
@@ -462,8 +506,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             self._write_log_prob_of_input(dist, tensordict, tensordict_out)
         return tensordict_out
 
-    def _write_sample(self, dist: Any, tensordict: TensorDictBase,
-                      tensordict_out: TensorDictBase) -> TensorDictBase:
+    def _write_sample(self, dist: Any, tensordict: TensorDictBase, tensordict_out: TensorDictBase) -> TensorDictBase:
         generator, writeback = self._resolve_generator(tensordict)
         log_prob = None
         joint = None
@@ -471,8 +514,10 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             joint = _joint_sampler(dist)
         if joint is not None:  # score the draw itself, not a value recovered from it (a saturated tanh)
             composite = isinstance(dist, CompositeDistribution)
-            with _use_generator(generator), (set_composite_lp_aggregate(False) if composite
-                                             else contextlib.nullcontext()):
+            with (
+                _use_generator(generator),
+                set_composite_lp_aggregate(False) if composite else contextlib.nullcontext(),
+            ):
                 out, log_prob = joint(self.num_samples or torch.Size(()))
         else:
             out = self._dist_sample(dist, interaction_type=interaction_type(), generator=generator)
@@ -484,8 +529,11 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             if self.return_log_prob:
                 aggregate = composite_lp_aggregate()
                 if aggregate != self._composite_lp_aggreate_at_init:
-                    raise RuntimeError(self._CHANGE_IN_C_LP_A.format(
-                        type(self).__name__, self._composite_lp_aggreate_at_init, aggregate))
+                    raise RuntimeError(
+                        self._CHANGE_IN_C_LP_A.format(
+                            type(self).__name__, self._composite_lp_aggreate_at_init, aggregate
+                        )
+                    )
                 if aggregate:
                     if log_prob is None:
                         with set_composite_lp_aggregate(False):
@@ -503,20 +551,23 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         values = (out,) if isinstance(out, torch.Tensor) else tuple(out)
         if self._warn_default_out_key and not torch.compiler.is_dynamo_compiling():
             self._warn_default_out_key = False
-            warnings.warn('ProbabilisticTensorDictModule got no out_keys and writes its sample at "_". Starting '
-                          'with TensorDict 0.17, the default will change to not writing the sample at "_". Pass '
-                          "out_keys to write the sample at a key of your choice and silence this warning.",
-                          FutureWarning, stacklevel=_user_stacklevel())
+            warnings.warn(
+                'ProbabilisticTensorDictModule got no out_keys and writes its sample at "_". Starting '
+                'with TensorDict 0.17, the default will change to not writing the sample at "_". Pass '
+                "out_keys to write the sample at a key of your choice and silence this warning.",
+                FutureWarning,
+                stacklevel=_user_stacklevel(),
+            )
         tensordict_out.update(dict(zip(self.dist_sample_keys, values, strict=True)))
         if self.return_log_prob:
             tensordict_out.set(self.log_prob_key, dist.log_prob(*values) if log_prob is None else log_prob)
         return tensordict_out
 
-    def _write_log_prob_of_input(self, dist: D.Distribution, tensordict: TensorDictBase,
-                                 tensordict_out: TensorDictBase) -> None:
+    def _write_log_prob_of_input(
+        self, dist: D.Distribution, tensordict: TensorDictBase, tensordict_out: TensorDictBase
+    ) -> None:
         values = [tensordict.get(key) for key in self.out_keys if key not in self.log_prob_keys]
-        if isinstance(dist, CompositeDistribution) and not (len(values) == 1 and isinstance(values[0],
-                                                                                             TensorDictBase)):
+        if isinstance(dist, CompositeDistribution) and not (len(values) == 1 and isinstance(values[0], TensorDictBase)):
             log_prob = self.log_prob(tensordict, dist=dist)  # a composite scores the samples in the input
             if isinstance(log_prob, TensorDictBase):
                 tensordict_out.update(log_prob)
@@ -539,14 +590,18 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             return value, None
         if isinstance(value, torch.Tensor):
             if value.numel() != 1:
-                raise ValueError(f"Generator key {self._generator_key!r} resolved to a tensor of {value.numel()} "
-                                 "elements; expected a scalar seed.")
+                raise ValueError(
+                    f"Generator key {self._generator_key!r} resolved to a tensor of {value.numel()} "
+                    "elements; expected a scalar seed."
+                )
             seed, device, as_tensor = int(value.item()), value.device, True
         elif isinstance(value, int) and not isinstance(value, bool):
             seed, device, as_tensor = value, self._infer_param_device(tensordict), False
         else:
-            raise TypeError(f"Generator key {self._generator_key!r} resolved to a value of type "
-                            f"{type(value).__name__}; expected torch.Generator, int, or scalar Tensor.")
+            raise TypeError(
+                f"Generator key {self._generator_key!r} resolved to a value of type "
+                f"{type(value).__name__}; expected torch.Generator, int, or scalar Tensor."
+            )
         local = torch.Generator(device=device)
         local.manual_seed(seed)
         key = self._generator_key
@@ -569,8 +624,13 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 return value.device
         return torch.device("cpu")
 
-    def _dist_sample(self, dist: D.Distribution, interaction_type: InteractionType | None = None, *,
-                     generator: torch.Generator | None = None) -> Any:
+    def _dist_sample(
+        self,
+        dist: D.Distribution,
+        interaction_type: InteractionType | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> Any:
         if interaction_type is None:
             interaction_type = self.default_interaction_type
         sample = self._draw_dist_sample(dist, interaction_type, generator=generator)
@@ -582,14 +642,22 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             return sample.expand(num_samples + sample.shape)
         return sample
 
-    def _draw_dist_sample(self, dist: D.Distribution, interaction_type: InteractionType | None = None, *,
-                          generator: torch.Generator | None = None) -> Any:
+    def _draw_dist_sample(
+        self,
+        dist: D.Distribution,
+        interaction_type: InteractionType | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> Any:
         if not isinstance(dist, D.Distribution):
             raise TypeError(f"Expected Distribution, but got {type(dist)}")
         if interaction_type is None:
             interaction_type = self.default_interaction_type
         if isinstance(dist, D.LKJCholesky) and interaction_type in (
-                InteractionType.DETERMINISTIC, InteractionType.MEAN, InteractionType.MODE):
+            InteractionType.DETERMINISTIC,
+            InteractionType.MEAN,
+            InteractionType.MODE,
+        ):
             raise RuntimeError(f"DETERMINISTIC, MEAN and MODE are not implemented for {type(dist).__name__}.")
         if interaction_type is InteractionType.DETERMINISTIC:
             value = _deterministic.deterministic_sample(dist)
@@ -633,8 +701,12 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             fallback = "mean" if isinstance(dist.support, _REAL) else "mode"
         except NotImplementedError:
             fallback = "mean"  # custom distributions without a support
-        warnings.warn(f"deterministic_sample wasn't found when queried on {type(dist)}. {type(self).__name__} is "
-                      f"falling back on {fallback} instead. For better code quality and efficiency, make sure to "
-                      "either provide a distribution with a deterministic_sample attribute or to change the "
-                      "InteractionMode to the desired value.", UserWarning, stacklevel=_user_stacklevel())
+        warnings.warn(
+            f"deterministic_sample wasn't found when queried on {type(dist)}. {type(self).__name__} is "
+            f"falling back on {fallback} instead. For better code quality and efficiency, make sure to "
+            "either provide a distribution with a deterministic_sample attribute or to change the "
+            "InteractionMode to the desired value.",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
+        )
         return InteractionType.MEAN if fallback == "mean" else InteractionType.MODE

@@ -21,11 +21,15 @@ from .sequence import TensorDictSequential
 
 __all__ = ["ProbabilisticTensorDictSequential"]
 
-_EMPTY = ("ProbabilisticTensorDictSequential must consist of zero or more TensorDictModules followed by a "
-          "ProbabilisticTensorDictModule")
-_LAST = ("The final module passed to ProbabilisticTensorDictSequential must be an instance of "
-         "ProbabilisticTensorDictModule or another ProbabilisticTensorDictSequential (unless return_composite is "
-         "set to ``True``).")
+_EMPTY = (
+    "ProbabilisticTensorDictSequential must consist of zero or more TensorDictModules followed by a "
+    "ProbabilisticTensorDictModule"
+)
+_LAST = (
+    "The final module passed to ProbabilisticTensorDictSequential must be an instance of "
+    "ProbabilisticTensorDictModule or another ProbabilisticTensorDictSequential (unless return_composite is "
+    "set to ``True``)."
+)
 
 
 def _is_probabilistic(module: Any) -> bool:
@@ -69,8 +73,14 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         (torch.Size([5, 2]), torch.Size([5, 2]), 'Normal')
     """
 
-    def __init__(self, *modules: Any, partial_tolerant: bool = False, return_composite: bool | None = None,
-                 selected_out_keys: list[NestedKey] | None = None, inplace: bool | str | None = None) -> None:
+    def __init__(
+        self,
+        *modules: Any,
+        partial_tolerant: bool = False,
+        return_composite: bool | None = None,
+        selected_out_keys: list[NestedKey] | None = None,
+        inplace: bool | str | None = None,
+    ) -> None:
         if not modules:
             raise ValueError(_EMPTY)
         self._ordered_dict = len(modules) == 1 and isinstance(modules[0], dict)
@@ -86,8 +96,10 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         if return_composite is False and not _is_probabilistic(listed[-1]):
             raise TypeError(_LAST)
         if return_composite is None:
-            return_composite = (not _is_probabilistic(listed[-1])
-                                or sum(isinstance(m, ProbabilisticTensorDictModule) for m in listed) > 1)
+            return_composite = (
+                not _is_probabilistic(listed[-1])
+                or sum(isinstance(m, ProbabilisticTensorDictModule) for m in listed) > 1
+            )
         kwargs: dict[str, Any] = {"partial_tolerant": partial_tolerant, "inplace": inplace}
         if selected_out_keys is not None:
             kwargs["selected_out_keys"] = selected_out_keys
@@ -116,8 +128,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         def checked(container: Any) -> None:
             edit(container)
             if container is not self.module:  # the trial copy: refuse before the real edit
-                self._check_modules(list(container.values() if isinstance(container, nn.ModuleDict)
-                                         else container))
+                self._check_modules(list(container.values() if isinstance(container, nn.ModuleDict) else container))
 
         super()._edit_modules(checked)
         modules = list(self._module_iter())
@@ -126,8 +137,11 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             self.__dict__["_det_part"] = None
             return
         self._requires_sample = self._needs_sample(modules)
-        items = (collections.OrderedDict(cast(nn.ModuleDict, self.module).items()),) if self._ordered_dict else (
-            tuple(modules))
+        items = (
+            (collections.OrderedDict(cast(nn.ModuleDict, self.module).items()),)
+            if self._ordered_dict
+            else (tuple(modules))
+        )
         self.__dict__["_det_part"] = self._deterministic_part(items, modules)
 
     def _check_modules(self, modules: list[Any]) -> None:
@@ -153,16 +167,20 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
     @property
     def det_part(self) -> Any:
         """The modules computing the parameters (deprecated: use :meth:`get_dist_params`)."""
-        warnings.warn("ProbabilisticTensorDictSequential.det_part is deprecated and will be removed in TensorDict "
-                      "0.17. Use ProbabilisticTensorDictSequential.get_dist_params() instead.", DeprecationWarning,
-                      stacklevel=2)
+        warnings.warn(
+            "ProbabilisticTensorDictSequential.det_part is deprecated and will be removed in TensorDict "
+            "0.17. Use ProbabilisticTensorDictSequential.get_dist_params() instead.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.__dict__["_det_part"]
 
     def _modules_list(self) -> list[Any]:
         return list(self._module_iter())
 
-    def get_dist_params(self, tensordict: TensorDictBase, tensordict_out: TensorDictBase | None = None,
-                        **kwargs: Any) -> TensorDictBase:
+    def get_dist_params(
+        self, tensordict: TensorDictBase, tensordict_out: TensorDictBase | None = None, **kwargs: Any
+    ) -> TensorDictBase:
         """Runs every module but the last (with the sequence's interaction type) and returns the parameters.
 
         Args:
@@ -187,8 +205,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
                 return part(tensordict, tensordict_out)  # type: ignore[no-any-return]
             work = tensordict if tensordict_out is None else tensordict.copy()
             for module in part._module_iter():
-                work = part._run_module(module, work,
-                                        **({} if isinstance(module, ProbabilisticTensorDictModule) else kwargs))
+                work = part._run_module(
+                    module, work, **({} if isinstance(module, ProbabilisticTensorDictModule) else kwargs)
+                )
             if tensordict_out is None:
                 return work
             return tensordict_out.update(work, keys_to_update=part.out_keys)
@@ -217,8 +236,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             raise AttributeError("log_prob_key") from err
         if len(keys) == 1:
             return keys[0]
-        raise AttributeError(f"log_prob_key needs exactly one log-probability key, got {keys}. Use log_prob_keys "
-                             "instead.")
+        raise AttributeError(
+            f"log_prob_key needs exactly one log-probability key, got {keys}. Use log_prob_keys instead."
+        )
 
     @property
     def dist_params_keys(self) -> list[NestedKey]:
@@ -267,8 +287,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
     def _last_module(self) -> Any:
         return self._modules_list()[-1]
 
-    def get_dist(self, tensordict: TensorDictBase, tensordict_out: TensorDictBase | None = None,
-                 **kwargs: Any) -> D.Distribution:
+    def get_dist(
+        self, tensordict: TensorDictBase, tensordict_out: TensorDictBase | None = None, **kwargs: Any
+    ) -> D.Distribution:
         """The distribution the sequence samples from.
 
         Without ``return_composite``: the last module's, after running the others on ``tensordict`` (or into
@@ -300,8 +321,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
 
     def _draw_into(self, module: Any, dist: D.Distribution, work: TensorDictBase) -> TensorDictBase:
         """Draw ``module``'s value from ``dist`` into ``work`` (for the modules after it)."""
-        generator, writeback = (module._resolve_generator(work) if isinstance(module, ProbabilisticTensorDictModule)
-                                else (None, None))
+        generator, writeback = (
+            module._resolve_generator(work) if isinstance(module, ProbabilisticTensorDictModule) else (None, None)
+        )
         sample = module._dist_sample(dist, interaction_type=interaction_type(), generator=generator)
         if writeback is not None:
             writeback(generator)
@@ -316,8 +338,14 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             work.update(sample)
         return work
 
-    def log_prob(self, tensordict: TensorDictBase, tensordict_out: TensorDictBase | None = None, *,
-                 dist: D.Distribution | None = None, **kwargs: Any) -> Any:
+    def log_prob(
+        self,
+        tensordict: TensorDictBase,
+        tensordict_out: TensorDictBase | None = None,
+        *,
+        dist: D.Distribution | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """The log-probability of the sampled values in ``tensordict``.
 
         With ``return_composite``: the composite's ``log_prob`` (a TensorDict at the keys a call writes, or the
@@ -372,8 +400,13 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         raise RuntimeError("Could not find any ProbabilisticTensorDictModule in the sequence.")
 
     @_module_forward
-    def forward(self, tensordict: TensorDictBase, tensordict_out: TensorDictBase | None = None,
-                _requires_sample: bool | None = None, **kwargs: Any) -> TensorDictBase:
+    def forward(
+        self,
+        tensordict: TensorDictBase,
+        tensordict_out: TensorDictBase | None = None,
+        _requires_sample: bool | None = None,
+        **kwargs: Any,
+    ) -> TensorDictBase:
         """Runs the modules in order (the last one does not sample again what the others wrote).
 
         Args:
@@ -385,8 +418,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         Returns:
             The TensorDict holding the outputs (see ``inplace``).
         """
-        requires = self._requires_sample if _requires_sample is None else (_requires_sample
-                                                                            and self._requires_sample)
+        requires = self._requires_sample if _requires_sample is None else (_requires_sample and self._requires_sample)
         work = self._work_on(tensordict, tensordict_out)
         if self.return_composite:
             work = self._run_all(work, requires, kwargs)
@@ -410,12 +442,15 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             try:
                 if _is_probabilistic(module):
                     # only the last module may keep a sample its prefix wrote; a nested sequence gets **kwargs
-                    work = module(work, _requires_sample=requires if i == last else True,
-                                  **(kwargs if isinstance(module, ProbabilisticTensorDictSequential) else {}))
+                    work = module(
+                        work,
+                        _requires_sample=requires if i == last else True,
+                        **(kwargs if isinstance(module, ProbabilisticTensorDictSequential) else {}),
+                    )
                 else:
                     work = module(work, **kwargs)
             except Exception as err:
-                raise RuntimeError(f"Failed while executing module '{self._get_module_num_or_key(module)}'. Scroll "
-                                   "up for more info.") from err
+                raise RuntimeError(
+                    f"Failed while executing module '{self._get_module_num_or_key(module)}'. Scroll up for more info."
+                ) from err
         return work
-

@@ -60,6 +60,7 @@ class _Block:
         if inspect.isclass(func):
             raise RuntimeError(f"{type(self).__name__} cannot decorate a class: decorate its methods")
         if inspect.isgeneratorfunction(func):
+
             @functools.wraps(func)
             def steps(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
                 gen = func(*args, **kwargs)
@@ -175,8 +176,9 @@ class set_interaction_type(_Block):
 
     _MODE = _INTERACTION
 
-    def __init__(self, type: InteractionType | str | None = InteractionType.DETERMINISTIC, *,
-                 thread_local: bool = False) -> None:
+    def __init__(
+        self, type: InteractionType | str | None = InteractionType.DETERMINISTIC, *, thread_local: bool = False
+    ) -> None:
         if type is not None and not isinstance(type, InteractionType):
             if not isinstance(type, str):
                 raise ValueError(f"{type} is not a valid InteractionType")

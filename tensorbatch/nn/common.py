@@ -25,8 +25,14 @@ from .._td import TensorDict
 from ..base import TensorDictBase
 from .utils import _DISPATCH, _SKIP_EXISTING, _set_skip_existing_None
 
-__all__ = ["TensorDictModule", "TensorDictModuleBase", "TensorDictModuleWrapper", "WrapModule",
-           "as_tensordict_module", "dispatch"]
+__all__ = [
+    "TensorDictModule",
+    "TensorDictModuleBase",
+    "TensorDictModuleWrapper",
+    "WrapModule",
+    "as_tensordict_module",
+    "dispatch",
+]
 
 _Tensor = torch.Tensor
 _PLAIN = (TensorDict,)
@@ -71,8 +77,13 @@ class dispatch:
     DEFAULT_SOURCE = "in_keys"
     DEFAULT_DEST = "out_keys"
 
-    def __new__(cls, separator: Any = DEFAULT_SEPARATOR, source: str | list[NestedKey] = DEFAULT_SOURCE,
-                dest: str | list[NestedKey] = DEFAULT_DEST, auto_batch_size: bool = True) -> Any:
+    def __new__(
+        cls,
+        separator: Any = DEFAULT_SEPARATOR,
+        source: str | list[NestedKey] = DEFAULT_SOURCE,
+        dest: str | list[NestedKey] = DEFAULT_DEST,
+        auto_batch_size: bool = True,
+    ) -> Any:
         """The decorator; used bare (``@dispatch``), the decorated function itself."""
         if callable(separator):  # used bare, as @dispatch
             self = super().__new__(cls)
@@ -80,8 +91,13 @@ class dispatch:
             return self(separator)
         return super().__new__(cls)
 
-    def __init__(self, separator: str = DEFAULT_SEPARATOR, source: str | list[NestedKey] = DEFAULT_SOURCE,
-                 dest: str | list[NestedKey] = DEFAULT_DEST, auto_batch_size: bool = True) -> None:
+    def __init__(
+        self,
+        separator: str = DEFAULT_SEPARATOR,
+        source: str | list[NestedKey] = DEFAULT_SOURCE,
+        dest: str | list[NestedKey] = DEFAULT_DEST,
+        auto_batch_size: bool = True,
+    ) -> None:
         self.separator = separator
         self.source = source
         self.dest = dest
@@ -94,8 +110,9 @@ class dispatch:
         is_method = bound is None and bool(names) and names[0] == "self"
         first = names[1] if is_method else (names[0] if names else None)
         if first is not None and first != "tensordict":
-            raise RuntimeError("the first argument of the wrapped function must be named 'tensordict'. "
-                               f"Got {first} instead.")
+            raise RuntimeError(
+                f"the first argument of the wrapped function must be named 'tensordict'. Got {first} instead."
+            )
         if not _DISPATCH.get():
             return func
 
@@ -121,15 +138,19 @@ class dispatch:
             return getattr(owner, keys)  # type: ignore[no-any-return]
         return keys
 
-    def _dispatch(self, func: Callable[..., Any], bound: Any, is_method: bool, args: tuple[Any, ...],
-                  kwargs: dict[str, Any]) -> Any:
+    def _dispatch(
+        self, func: Callable[..., Any], bound: Any, is_method: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         owner, args = (args[0], args[1:]) if is_method else (bound, args)
         source = self._keys(owner, self.source)
         tensordict = None
         if args and _is_collection(args[0]):
             tensordict, args = args[0], args[1:]
-        elif not args and _is_collection(kwargs.get("tensordict")) and all(
-                _key_name(key, self.separator) != "tensordict" for key in source):
+        elif (
+            not args
+            and _is_collection(kwargs.get("tensordict"))
+            and all(_key_name(key, self.separator) != "tensordict" for key in source)
+        ):
             tensordict = kwargs.pop("tensordict")  # the positional call, by keyword
         if tensordict is not None:
             return func(owner, tensordict, *args, **kwargs) if is_method else func(tensordict, *args, **kwargs)
@@ -145,8 +166,9 @@ class dispatch:
                 values[key] = kwargs.pop(name)
         from ..functional import make_tensordict
 
-        td = make_tensordict(values, batch_size=None if self.auto_batch_size else torch.Size([]),
-                             auto_batch_size=self.auto_batch_size)
+        td = make_tensordict(
+            values, batch_size=None if self.auto_batch_size else torch.Size([]), auto_batch_size=self.auto_batch_size
+        )
         out = func(owner, td, *args, **kwargs) if is_method else func(td, *args, **kwargs)
         result = tuple(out[key] for key in dest if key != "_")  # "_" marks an output that is not kept
         return result[0] if len(result) == 1 else result
@@ -174,8 +196,11 @@ def _module_forward(func: Callable[..., Any]) -> Callable[..., Any]:
     def forward(self: Any, tensordict: Any = None, *args: Any, **kwargs: Any) -> Any:
         # (the mode is read as a global, not through a closure cell: dynamo guards a closure cell that aliases a
         # global with a Python guard that copies the class dict on every call of a compiled module)
-        if (not _SKIP_EXISTING.value and not _SKIP_EXISTING._threads
-                and getattr(type(tensordict), "_is_tensor_collection", False)):
+        if (
+            not _SKIP_EXISTING.value
+            and not _SKIP_EXISTING._threads
+            and getattr(type(tensordict), "_is_tensor_collection", False)
+        ):
             return func(self, tensordict, *args, **kwargs)
         if tensordict is None:  # a call by keywords only
             return slow(self, *args, **kwargs)
@@ -200,8 +225,9 @@ class _OutKeysSelect:
     def _init(self, module: Any) -> None:
         missing = [key for key in self.out_keys if key not in module.out_keys]
         if missing:
-            raise _OutKeyNotFoundError(f"Can't select non existent keys: {missing}. "
-                                       f"The module out_keys are {module.out_keys}.")
+            raise _OutKeyNotFoundError(
+                f"Can't select non existent keys: {missing}. The module out_keys are {module.out_keys}."
+            )
         self.source = list(module.out_keys)
         setter = type(module).out_keys.fset
         if setter is None:
@@ -347,12 +373,17 @@ class TensorDictModuleBase(nn.Module):
         """
         if parameters is None:
             if not self._reset_parameters(self):
-                warnings.warn("reset_parameters_recursive was called without the parameters argument and did "
-                              "not find any parameters to reset", stacklevel=2)
+                warnings.warn(
+                    "reset_parameters_recursive was called without the parameters argument and did "
+                    "not find any parameters to reset",
+                    stacklevel=2,
+                )
             return None
         if parameters.ndim:
-            raise RuntimeError("reset_parameters_recursive does not support batched TensorDicts, ensure "
-                               "`batch_size` is empty and the parameters shape match their original shape.")
+            raise RuntimeError(
+                "reset_parameters_recursive does not support batched TensorDicts, ensure "
+                "`batch_size` is empty and the parameters shape match their original shape."
+            )
         fresh: Any = parameters.apply(lambda x: x.detach().requires_grad_(), inplace=False)
         with fresh.to_module(self, preserve_module_state=False):
             self._reset_parameters(self)
@@ -430,11 +461,19 @@ class TensorDictModule(TensorDictModuleBase):
     _IN_KEY_ERR = "in_keys must be of type list, str or tuples of str, or dict."
     _OUT_KEY_ERR = "out_keys must be of type list, str or tuples of str."
 
-    def __init__(self, module: Callable[..., Any], in_keys: NestedKey | list[NestedKey] | dict[Any, Any],
-                 out_keys: NestedKey | list[NestedKey], *, out_to_in_map: bool | None = None,
-                 inplace: bool | str | None = True, method: str | None = None,
-                 method_kwargs: dict[str, Any] | None = None, strict: bool = False,
-                 get_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        module: Callable[..., Any],
+        in_keys: NestedKey | list[NestedKey] | dict[Any, Any],
+        out_keys: NestedKey | list[NestedKey],
+        *,
+        out_to_in_map: bool | None = None,
+        inplace: bool | str | None = True,
+        method: str | None = None,
+        method_kwargs: dict[str, Any] | None = None,
+        strict: bool = False,
+        get_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__()
         if out_to_in_map is not None and not isinstance(in_keys, dict):
             warnings.warn("out_to_in_map is not None but is only used when in_key is a dictionary.", stacklevel=2)
@@ -460,12 +499,16 @@ class TensorDictModule(TensorDictModuleBase):
         except Exception as err:
             raise ValueError(self._OUT_KEY_ERR) from err
         if type(module) is type or (method is None and not callable(module)):
-            raise ValueError(f"Module {module} if type {type(module)} is not callable. Typical accepted types are "
-                             "nn.Module or TensorDictModule. If you need to call a specific method from your "
-                             "module, pass the `method` keyword argument to the TensorDictModule constructor.")
+            raise ValueError(
+                f"Module {module} if type {type(module)} is not callable. Typical accepted types are "
+                "nn.Module or TensorDictModule. If you need to call a specific method from your "
+                "module, pass the `method` keyword argument to the TensorDictModule constructor."
+            )
         if inplace not in (None, True, False, "empty"):
-            raise ValueError("The only accepted valued for inplace is `None`, `True`, `False`, or `'empty'`. Got "
-                             f"inplace={inplace} instead.")
+            raise ValueError(
+                "The only accepted valued for inplace is `None`, `True`, `False`, or `'empty'`. Got "
+                f"inplace={inplace} instead."
+            )
         self.out_keys = out_list
         self.in_keys = in_list
         self.strict = strict
@@ -487,8 +530,13 @@ class TensorDictModule(TensorDictModuleBase):
             value = tensordict.get(key, default)
         return value._value() if type(value) in NON_TENSOR_TYPES else value
 
-    def _write_to_tensordict(self, tensordict: Any, tensors: tuple[Any, ...], tensordict_out: Any = None,
-                             out_keys: list[NestedKey] | None = None) -> Any:
+    def _write_to_tensordict(
+        self,
+        tensordict: Any,
+        tensors: tuple[Any, ...],
+        tensordict_out: Any = None,
+        out_keys: list[NestedKey] | None = None,
+    ) -> Any:
         keys = self._out_keys if out_keys is None else out_keys
         if tensordict_out is None:
             if self.inplace is True:
@@ -499,8 +547,9 @@ class TensorDictModule(TensorDictModuleBase):
                 tensordict_out = TensorDict()
         if len(tensors) != len(keys):
             if len(tensors) > len(keys):
-                raise RuntimeError(f"There are more tensors (len(tensors)={len(tensors)}) than out_keys "
-                                   f"(out_keys={keys}).")
+                raise RuntimeError(
+                    f"There are more tensors (len(tensors)={len(tensors)}) than out_keys (out_keys={keys})."
+                )
             raise RuntimeError("There are more out_keys than tensors.")
         plain = type(tensordict_out) in _PLAIN and not tensordict_out.is_locked
         for key, value in zip(keys, tensors, strict=True):
@@ -509,8 +558,7 @@ class TensorDictModule(TensorDictModuleBase):
             if type(value) is not _Tensor and not isinstance(value, _Tensor):
                 value = TensorDict.from_any(value)
             if plain and type(key) is str:  # set(key, value) without the nested-key resolution
-                tensordict_out._set_str(key, tensordict_out._validate(value, (key,)), inplace=False,
-                                        validated=True)
+                tensordict_out._set_str(key, tensordict_out._validate(value, (key,)), inplace=False, validated=True)
             else:
                 tensordict_out.set(key, value)
         return tensordict_out
@@ -543,8 +591,12 @@ class TensorDictModule(TensorDictModuleBase):
             default = NO_DEFAULT if self.strict else None
             read = self._read
             if self._kwargs is not None:
-                kwargs.update({name: read(tensordict, key, default)
-                               for name, key in zip(self._kwargs, self._in_keys, strict=True)})
+                kwargs.update(
+                    {
+                        name: read(tensordict, key, default)
+                        for name, key in zip(self._kwargs, self._in_keys, strict=True)
+                    }
+                )
                 tensors: tuple[Any, ...] = ()
             elif type(tensordict) is TensorDict and not self._get_kwargs:  # the common case, without calls
                 entries = tensordict._tensordict
@@ -562,9 +614,10 @@ class TensorDictModule(TensorDictModuleBase):
             except Exception as err:
                 if any(t is None for t in tensors) and "None" in str(err):
                     missing = {key for key, t in zip(self.in_keys, tensors, strict=True) if t is None}
-                    raise KeyError("Some tensors that are necessary for the module call may not have not been "
-                                   f"found in the input tensordict: the following inputs are None: {missing}."
-                                   ) from err
+                    raise KeyError(
+                        "Some tensors that are necessary for the module call may not have not been "
+                        f"found in the input tensordict: the following inputs are None: {missing}."
+                    ) from err
                 raise
             if type(out) is not tuple:
                 if type(out) is _Tensor:
@@ -574,8 +627,12 @@ class TensorDictModule(TensorDictModuleBase):
                 else:
                     out = self._outputs_of(out)
             keys = self._out_keys
-            if (tensordict_out is None and self.inplace is True and type(tensordict) is TensorDict
-                    and len(out) == len(keys)):  # the common case: plain tensors written under str keys
+            if (
+                tensordict_out is None
+                and self.inplace is True
+                and type(tensordict) is TensorDict
+                and len(out) == len(keys)
+            ):  # the common case: plain tensors written under str keys
                 for key, value in zip(keys, out):  # noqa: B905  (lengths checked)
                     if type(key) is not str or type(value) is not _Tensor or key == "_":
                         break
@@ -589,8 +646,10 @@ class TensorDictModule(TensorDictModuleBase):
             if not isinstance(module, nn.Module):
                 with contextlib.suppress(OSError, TypeError):
                     module = inspect.getsource(module)  # type: ignore[assignment]
-            err.add_note(f"TensorDictModule failed with operation\n{indent(str(module), '    ')}\n"
-                         f"    in_keys={self.in_keys}\n    out_keys={self.out_keys}.")
+            err.add_note(
+                f"TensorDictModule failed with operation\n{indent(str(module), '    ')}\n"
+                f"    in_keys={self.in_keys}\n    out_keys={self.out_keys}."
+            )
             raise
 
     def _outputs_of(self, out: Any) -> tuple[Any, ...]:
@@ -606,9 +665,13 @@ class TensorDictModule(TensorDictModuleBase):
     @property
     def device(self) -> torch.device:
         """The device of the first parameter (deprecated in tensordict 0.15; ``cpu`` without parameters)."""
-        warnings.warn("TensorDictModule.device is deprecated and will be removed in TensorDict 0.17. Modules "
-                      "may contain parameters and buffers on multiple devices; inspect the relevant module state "
-                      "explicitly instead.", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "TensorDictModule.device is deprecated and will be removed in TensorDict 0.17. Modules "
+            "may contain parameters and buffers on multiple devices; inspect the relevant module state "
+            "explicitly instead.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         for p in self.parameters():
             return p.device
         return torch.device("cpu")
@@ -719,8 +782,14 @@ class WrapModule(TensorDictModuleBase):
     in_keys: list[NestedKey] = []  # noqa: RUF012  (made a property by TensorDictModuleBase.__new__)
     out_keys: list[NestedKey] = []  # noqa: RUF012
 
-    def __init__(self, func: Callable[[Any], Any], *, inplace: bool = False,
-                 in_keys: list[NestedKey] | None = None, out_keys: list[NestedKey] | None = None) -> None:
+    def __init__(
+        self,
+        func: Callable[[Any], Any],
+        *,
+        inplace: bool = False,
+        in_keys: list[NestedKey] | None = None,
+        out_keys: list[NestedKey] | None = None,
+    ) -> None:
         super().__init__()
         self.func = func
         self.inplace = inplace
@@ -762,9 +831,11 @@ class as_tensordict_module:
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         """``func`` run through one ``TensorDictModule``, made on first call (a method: shared by its instances)."""
         holder: list[TensorDictModule] = []
-        is_method = inspect.ismethod(func) or (inspect.isfunction(func)
-                                               and "self" in inspect.signature(func).parameters)
+        is_method = inspect.ismethod(func) or (
+            inspect.isfunction(func) and "self" in inspect.signature(func).parameters
+        )
         if is_method:
+
             def call(*args: Any, _as_tensordict_module_self: Any, **kwargs: Any) -> Any:
                 return func(_as_tensordict_module_self, *args, **kwargs)
 

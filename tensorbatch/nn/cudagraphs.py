@@ -26,9 +26,11 @@ from .common import _is_collection, dispatch
 
 __all__ = ["CudaGraphModule"]
 
-_GRAD_ERROR = ("CudaGraphModule cannot be part of a graph (or leaves variables). If you need tensors to require "
-               "gradients, please pass them as constant inputs to the module instead (e.g. `def func(a, b, c=c): "
-               "...` where c is the tensor requiring gradients).")
+_GRAD_ERROR = (
+    "CudaGraphModule cannot be part of a graph (or leaves variables). If you need tensors to require "
+    "gradients, please pass them as constant inputs to the module instead (e.g. `def func(a, b, c=c): "
+    "...` where c is the tensor requiring gradients)."
+)
 
 
 def _clone(x: Any) -> Any:
@@ -73,13 +75,22 @@ class CudaGraphModule:
         tensor([1., 1.])
     """
 
-    def __init__(self, module: Callable[..., Any], warmup: int = 2, in_keys: list[NestedKey] | None = None,
-                 out_keys: list[NestedKey] | None = None, device: torch.device | None = None) -> None:
+    def __init__(
+        self,
+        module: Callable[..., Any],
+        warmup: int = 2,
+        in_keys: list[NestedKey] | None = None,
+        out_keys: list[NestedKey] | None = None,
+        device: torch.device | None = None,
+    ) -> None:
         self._has_cuda = torch.cuda.is_available()
         if not self._has_cuda:
-            warnings.warn("This module is instantiated on a machine without CUDA device available. We permit this "
-                          "usage, but calls to this instance will just pass through it and execute the provided "
-                          "function without additional performance gain.", stacklevel=2)
+            warnings.warn(
+                "This module is instantiated on a machine without CUDA device available. We permit this "
+                "usage, but calls to this instance will just pass through it and execute the provided "
+                "function without additional performance gain.",
+                stacklevel=2,
+            )
         if not isinstance(warmup, int) or warmup < 1:
             raise ValueError("warmup must be an integer greater than 0.")
         self.module = module
@@ -96,12 +107,15 @@ class CudaGraphModule:
         self._graph_types: list[Any] = []
         me = weakref.proxy(self)
         if self.in_keys is not None:
+
             @dispatch(source=self.in_keys, dest=self.out_keys, auto_batch_size=False)
             def call(tensordict: Any, *args: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
                 return me._call_td(tensordict, args, kwargs, tensordict_out)
         else:
+
             def call(*args: Any, **kwargs: Any) -> Any:
                 return me._call_tensors(args, kwargs)
+
         self._call_func = functools.wraps(module)(call)
 
     def _side_stream(self) -> Any:
@@ -133,10 +147,14 @@ class CudaGraphModule:
         if self._prob_modules and self._interaction_types() != self._graph_types:
             now = [str(t) for t in self._interaction_types()]
             self._prob_modules = []
-            warnings.warn(f"{type(self).__name__} was captured with the interaction types "
-                          f"{[str(t) for t in self._graph_types]} but is called with {now}. The replay ignores the "
-                          f"interaction type and repeats the captured branch. Capture one {type(self).__name__} per "
-                          "interaction type.", UserWarning, stacklevel=4)
+            warnings.warn(
+                f"{type(self).__name__} was captured with the interaction types "
+                f"{[str(t) for t in self._graph_types]} but is called with {now}. The replay ignores the "
+                f"interaction type and repeats the captured branch. Capture one {type(self).__name__} per "
+                "interaction type.",
+                UserWarning,
+                stacklevel=4,
+            )
 
     # -- TensorDict callables ------------------------------------------------------------------------
     def _call_td(self, tensordict: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tensordict_out: Any) -> Any:
@@ -145,11 +163,13 @@ class CudaGraphModule:
         if tensordict_out is not None:
             kwargs["tensordict_out"] = tensordict_out
         if not self._has_cuda or self.counter < self._warmup - 1:
+
             def run() -> Any:
                 tensordict.update(tensordict.apply(_clone))
                 out = self.module(tensordict, *args, **kwargs)
                 self._out_is_input = out is tensordict
                 return out
+
             return self._eager(run)
         return self._capture_td(tensordict, args, kwargs, tensordict_out)
 
@@ -175,34 +195,42 @@ class CudaGraphModule:
                 kwargs["tensordict_out"] = saved_out
             out = self.module(self._inputs, *args, **kwargs)
         if out is not None and not _is_collection(out):
-            raise RuntimeError("The output of the function must be a tensordict, a tensorclass or None. Got "
-                               f"type(out)={type(out)}.")
+            raise RuntimeError(
+                f"The output of the function must be a tensordict, a tensorclass or None. Got type(out)={type(out)}."
+            )
         if out is not None:
             out.lock_()
         self._out = out
         self._out_is_input = out is self._inputs
         if self._out_is_input:  # the entries the module wrote: its out_keys, or those no longer the inputs'
-            self._written = list(self.out_keys) if self.out_keys else [
-                key for key, value in out.items(True, True)
-                if value is not self._graph_inputs.get(key, None)]
+            self._written = (
+                list(self.out_keys)
+                if self.out_keys
+                else [key for key, value in out.items(True, True) if value is not self._graph_inputs.get(key, None)]
+            )
         self.counter += 1
         return this_out
 
     def _replay_td(self, tensordict: Any, tensordict_out: Any) -> Any:
         self._check_interaction_types()
         if tensordict.batch_size != self._graph_inputs.batch_size:
-            raise ValueError(f"{type(self).__name__} was captured with batch_size={self._graph_inputs.batch_size} "
-                             f"but got batch_size={tensordict.batch_size}. CUDA graphs replay fixed shapes.")
+            raise ValueError(
+                f"{type(self).__name__} was captured with batch_size={self._graph_inputs.batch_size} "
+                f"but got batch_size={tensordict.batch_size}. CUDA graphs replay fixed shapes."
+            )
         graph_keys = set(self._graph_inputs.keys(True, True))
         missing = [key for key in self.in_keys if key in graph_keys and key not in tensordict.keys(True)]
         if missing:
-            raise KeyError(f"{type(self).__name__} input is missing the in_keys {missing} that the captured graph "
-                           "reads.")
+            raise KeyError(
+                f"{type(self).__name__} input is missing the in_keys {missing} that the captured graph reads."
+            )
         for key, value in tensordict.items(True, True):
             if key in graph_keys and value.shape != self._graph_inputs.get(key).shape:
-                raise ValueError(f"{type(self).__name__} was captured with the entry {key!r} of shape "
-                                 f"{self._graph_inputs.get(key).shape} but got shape {value.shape}. CUDA graphs "
-                                 "replay fixed shapes.")
+                raise ValueError(
+                    f"{type(self).__name__} was captured with the entry {key!r} of shape "
+                    f"{self._graph_inputs.get(key).shape} but got shape {value.shape}. CUDA graphs "
+                    "replay fixed shapes."
+                )
         self._graph_inputs.update_(tensordict.select(*graph_keys, strict=False))
         self.graph.replay()
         if self._out_is_input:
@@ -240,10 +268,13 @@ class CudaGraphModule:
         self._out, self._out_spec = tree_flatten(out, is_leaf=_is_collection)
         inputs = self._flat
         if any(isinstance(x, torch.Tensor) and any(x is o for o in self._out) for x in inputs):
-            warnings.warn("An input tensor is also present in the output of the wrapped function. "
-                          f"{type(self).__name__} will not copy tensors in place: the output will be cloned and the "
-                          "identity between input and output will not match anymore. Make sure you don't rely on "
-                          "input-output identity further in the code.", stacklevel=3)
+            warnings.warn(
+                "An input tensor is also present in the output of the wrapped function. "
+                f"{type(self).__name__} will not copy tensors in place: the output will be cloned and the "
+                "identity between input and output will not match anymore. Make sure you don't rely on "
+                "input-output identity further in the code.",
+                stacklevel=3,
+            )
         self._unchanged = not self._out
         self._out = [o.lock_() if _is_collection(o) else o for o in self._out]
         self.counter += 1
@@ -255,14 +286,18 @@ class CudaGraphModule:
         for src, dest in zip(_leaves((args, kwargs)), self._flat, strict=True):
             if isinstance(src, torch.Tensor):
                 if src.shape != dest.shape:
-                    raise ValueError(f"CudaGraphModule was captured with an input of shape {dest.shape} but got "
-                                     f"shape {src.shape}. CUDA graphs replay fixed shapes.")
+                    raise ValueError(
+                        f"CudaGraphModule was captured with an input of shape {dest.shape} but got "
+                        f"shape {src.shape}. CUDA graphs replay fixed shapes."
+                    )
                 srcs.append(src)
                 dests.append(dest)
             elif _is_collection(src):
                 if src.batch_size != dest.batch_size:
-                    raise ValueError(f"CudaGraphModule was captured with batch_size={dest.batch_size} but got "
-                                     f"batch_size={src.batch_size}. CUDA graphs replay fixed shapes.")
+                    raise ValueError(
+                        f"CudaGraphModule was captured with batch_size={dest.batch_size} but got "
+                        f"batch_size={src.batch_size}. CUDA graphs replay fixed shapes."
+                    )
                 dest.copy_(src)
             elif src != dest:
                 raise ValueError("Varying inputs must be torch.Tensor subclasses.")
@@ -279,8 +314,12 @@ class CudaGraphModule:
         return self._call_func(*args, **kwargs)
 
     def __repr__(self) -> str:
-        fields = [f"module={self.module}", f"warmup={self._warmup}", f"in_keys={self.in_keys}",
-                  f"out_keys={self.out_keys}"]
+        fields = [
+            f"module={self.module}",
+            f"warmup={self._warmup}",
+            f"in_keys={self.in_keys}",
+            f"out_keys={self.out_keys}",
+        ]
         return f"{type(self).__name__}(\n" + ", \n".join(indent(f, "    ") for f in fields) + "\n)"
 
     def state_dict(self) -> Any:

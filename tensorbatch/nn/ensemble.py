@@ -62,15 +62,22 @@ class EnsembleModule(TensorDictModuleBase):
             The reset parameters (a lazy stack of the copies when batched).
         """
         if parameters is None:
-            raise ValueError("Ensembles are functional and require passing a TensorDict of parameters to "
-                             "reset_parameters_recursive")
+            raise ValueError(
+                "Ensembles are functional and require passing a TensorDict of parameters to reset_parameters_recursive"
+            )
         if parameters.ndim:
-            copies = [parameters[i] for i in range(parameters.shape[0])] if parameters.ndim > 1 \
+            copies = (
+                [parameters[i] for i in range(parameters.shape[0])]
+                if parameters.ndim > 1
                 else list(parameters.unbind(0))
+            )
             for copy in copies:
                 self.reset_parameters_recursive(copy)
             return LazyStackedTensorDict.lazy_stack(copies, 0)  # type: ignore[no-any-return]
         if any(name not in ("module", "ensemble_parameters", "params_td") for name, _ in self.named_children()):
-            warnings.warn("EnsembleModule.reset_parameters_recursive() only resets parameters of self.module, but "
-                          "other parameters were detected. These parameters will not be reset.", stacklevel=2)
+            warnings.warn(
+                "EnsembleModule.reset_parameters_recursive() only resets parameters of self.module, but "
+                "other parameters were detected. These parameters will not be reset.",
+                stacklevel=2,
+            )
         return self.module.reset_parameters_recursive(parameters)

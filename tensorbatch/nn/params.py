@@ -152,8 +152,10 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]  # appl
     def _write(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """A forwarded write that may add or replace entries: unlock the content if needed, then sync."""
         if self._locked:
-            raise RuntimeError("Cannot modify locked TensorDict. For in-place modification, consider using "
-                               "the `set_()` method and make sure the key is present.")
+            raise RuntimeError(
+                "Cannot modify locked TensorDict. For in-place modification, consider using "
+                "the `set_()` method and make sure the key is present."
+            )
         for value in (*args, *kwargs.values()):
             if value is self:
                 raise ValueError("a TensorDictParams cannot hold itself")
@@ -162,8 +164,9 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]  # appl
         if relock:
             td.unlock_()
         try:
-            out = getattr(td, name)(*(_delegation.unwrap(a) for a in args),
-                                    **{k: _delegation.unwrap(v) for k, v in kwargs.items()})
+            out = getattr(td, name)(
+                *(_delegation.unwrap(a) for a in args), **{k: _delegation.unwrap(v) for k, v in kwargs.items()}
+            )
         finally:
             if relock:
                 td.lock_()
@@ -286,8 +289,14 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]  # appl
 
     def cuda(self, device: Any = None, **kwargs: Any) -> Any:
         """``to("cuda")``."""
-        return self.to(torch.device("cuda") if device is None else torch.device("cuda", device)
-                       if isinstance(device, int) else device, **kwargs)
+        return self.to(
+            torch.device("cuda")
+            if device is None
+            else torch.device("cuda", device)
+            if isinstance(device, int)
+            else device,
+            **kwargs,
+        )
 
     def __deepcopy__(self, memo: Any = None) -> TensorDictParams:
         td = copy.deepcopy(self._param_td, memo)
@@ -305,14 +314,21 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]  # appl
             if value is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = value if keep_vars else value.detach()
 
-    def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any, strict: bool,
-                              missing_keys: list[str], unexpected_keys: list[str], error_msgs: list[str]) -> None:
+    def _load_from_state_dict(
+        self,
+        state_dict: Any,
+        prefix: str,
+        local_metadata: Any,
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
         # nn.Module takes "0.weight" for submodule "0": the names here are flat, so unexpected keys are found here
-        nn.Module._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, [],
-                                        error_msgs)
+        nn.Module._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, [], error_msgs)
         if strict:
             known = self._keys_of
-            unexpected_keys.extend(k for k in state_dict if k.startswith(prefix) and k[len(prefix):] not in known)
+            unexpected_keys.extend(k for k in state_dict if k.startswith(prefix) and k[len(prefix) :] not in known)
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -348,8 +364,18 @@ def _on_data(name: str) -> Any:
 
 
 # writes that may add, remove or replace entries
-for _name in ("set", "update", "setdefault", "set_non_tensor", "pop", "popitem", "del_", "__delitem__", "clear",
-              "rename_key_"):
+for _name in (
+    "set",
+    "update",
+    "setdefault",
+    "set_non_tensor",
+    "pop",
+    "popitem",
+    "del_",
+    "__delitem__",
+    "clear",
+    "rename_key_",
+):
     setattr(TensorDictParams, _name, _writer(_name))
 # in-place writes of values
 for _name in ("zero_", "fill_", "set_", "set_at_", "update_", "update_at_", "apply_", "copy_"):

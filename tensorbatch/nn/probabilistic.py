@@ -32,8 +32,11 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "DETERMINISTIC_REGISTER":  # deprecated in tensordict 0.15
-        warnings.warn(f"{__name__}.DETERMINISTIC_REGISTER is deprecated and will be removed in "
-                      "TensorDict 0.17. Use a deterministic_sample attribute on the distribution instead.",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{__name__}.DETERMINISTIC_REGISTER is deprecated and will be removed in "
+            "TensorDict 0.17. Use a deterministic_sample attribute on the distribution instead.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return _deterministic.REGISTER
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

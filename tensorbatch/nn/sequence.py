@@ -56,11 +56,17 @@ class TensorDictSequential(TensorDictModule):
         _BASE_OUT_KEYS.fset(self, value)
         self._complete_out_keys = list(self._out_keys)  # what reset_out_keys goes back to
 
-    out_keys = property(_BASE_OUT_KEYS.fget, _set_out_keys,
-                        doc="The keys written (only the selected ones after ``select_out_keys``).")
+    out_keys = property(
+        _BASE_OUT_KEYS.fget, _set_out_keys, doc="The keys written (only the selected ones after ``select_out_keys``)."
+    )
 
-    def __init__(self, *modules: Any, partial_tolerant: bool = False,
-                 selected_out_keys: list[NestedKey] | None = None, inplace: bool | str | None = None) -> None:
+    def __init__(
+        self,
+        *modules: Any,
+        partial_tolerant: bool = False,
+        selected_out_keys: list[NestedKey] | None = None,
+        inplace: bool | str | None = None,
+    ) -> None:
         container: nn.Module
         if len(modules) == 1 and isinstance(modules[0], dict):
             converted = self._convert_modules(list(modules[0].values()))
@@ -103,7 +109,7 @@ class TensorDictSequential(TensorDictModule):
                 if key not in written and key not in in_keys:
                     in_keys.append(key)
             written += module.out_keys
-        out_keys = [key for i, key in enumerate(written) if key not in written[i + 1:]]
+        out_keys = [key for i, key in enumerate(written) if key not in written[i + 1 :]]
         return in_keys, out_keys
 
     def select_out_keys(self, *selected_out_keys: NestedKey) -> TensorDictSequential:
@@ -121,8 +127,9 @@ class TensorDictSequential(TensorDictModule):
         self._select(selected_out_keys)
         return self
 
-    def select_subsequence(self, in_keys: Iterable[NestedKey] | None = None,
-                           out_keys: Iterable[NestedKey] | None = None) -> TensorDictSequential:
+    def select_subsequence(
+        self, in_keys: Iterable[NestedKey] | None = None, out_keys: Iterable[NestedKey] | None = None
+    ) -> TensorDictSequential:
         """The sub-sequence of modules that run from ``in_keys`` and contribute to ``out_keys``.
 
         Args:
@@ -195,8 +202,9 @@ class TensorDictSequential(TensorDictModule):
             yield from self.module  # type: ignore[misc]
 
     def _get_module_num_or_key(self, mod: nn.Module) -> int | str:
-        items: Iterable[tuple[Any, Any]] = (self.module.named_children() if isinstance(self.module, nn.ModuleDict)
-                                            else enumerate(self._module_iter()))
+        items: Iterable[tuple[Any, Any]] = (
+            self.module.named_children() if isinstance(self.module, nn.ModuleDict) else enumerate(self._module_iter())
+        )
         for name, module in items:
             if module is mod:
                 return name  # type: ignore[no-any-return]
@@ -215,8 +223,10 @@ class TensorDictSequential(TensorDictModule):
             The input with the outputs written (see ``inplace``), or ``tensordict_out``.
         """
         if kwargs:
-            raise RuntimeError("TensorDictSequential does not support keyword arguments other than "
-                               f"'tensordict_out' or in_keys: {self.in_keys}. Got {kwargs.keys()} instead.")
+            raise RuntimeError(
+                "TensorDictSequential does not support keyword arguments other than "
+                f"'tensordict_out' or in_keys: {self.in_keys}. Got {kwargs.keys()} instead."
+            )
         work = self._work_on(tensordict, tensordict_out)
         if tensordict_out is None:
             tensordict_out = self._inplace_target(tensordict)
@@ -232,8 +242,9 @@ class TensorDictSequential(TensorDictModule):
 
     def _work_on(self, tensordict: Any, tensordict_out: Any) -> Any:
         """What the modules run on: the input, or a shallow copy when the outputs go elsewhere or are selected."""
-        copy_first = (tensordict_out is not None or self._select_before_return or self.inplace is False
-                      or self.inplace == "empty")
+        copy_first = (
+            tensordict_out is not None or self._select_before_return or self.inplace is False or self.inplace == "empty"
+        )
         return tensordict.copy() if copy_first else tensordict
 
     def _inplace_target(self, tensordict: Any) -> Any:
@@ -289,8 +300,10 @@ class TensorDictSequential(TensorDictModule):
             _, out_keys = self._compute_in_and_out_keys(modules)
             missing = [key for key in self._out_keys_apparent if key not in out_keys]
             if missing:
-                raise ValueError(f"The edit would remove the selected out_keys {missing}. Call reset_out_keys() "
-                                 "before the edit, or select other keys.")
+                raise ValueError(
+                    f"The edit would remove the selected out_keys {missing}. Call reset_out_keys() "
+                    "before the edit, or select other keys."
+                )
         edit(self.module)
         in_keys, out_keys = self._compute_in_and_out_keys(list(self._module_iter()))
         selected = self._out_keys_apparent if self._select_before_return else None

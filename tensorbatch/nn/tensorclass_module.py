@@ -82,12 +82,16 @@ class TensorClassModuleBase(Generic[InputClass, OutputClass], ABC, nn.Module):
         input_type = getattr(self, "input_type", None)
         output_type = getattr(self, "output_type", None)
         if not (isinstance(input_type, type) and isinstance(output_type, type)):
-            raise ValueError("Generic input/output types not set in TensorClassModuleBase. To convert "
-                             f"{type(self).__name__} to TensorDictModule, subclass TensorClassModuleBase[InputClass, "
-                             "OutputClass] directly, with a class for each type.")
+            raise ValueError(
+                "Generic input/output types not set in TensorClassModuleBase. To convert "
+                f"{type(self).__name__} to TensorDictModule, subclass TensorClassModuleBase[InputClass, "
+                "OutputClass] directly, with a class for each type."
+            )
         if not (_is_tensorclass(input_type) and _is_tensorclass(output_type)):
-            raise ValueError("Only TensorClassModuleBase implementations with both input and output type as "
-                             "TensorClass can be converted to TensorDictModule")
+            raise ValueError(
+                "Only TensorClassModuleBase implementations with both input and output type as "
+                "TensorClass can be converted to TensorDictModule"
+            )
         return TensorClassModuleWrapper(self)
 
 
@@ -110,10 +114,13 @@ class TensorClassModuleWrapper(TensorDictModuleBase):
         """Build the input class from ``tensordict`` (extra keys dropped), call, return a TensorDict."""
         if args or kwargs:
             ignored = (["positional arguments"] if args else []) + [repr(name) for name in kwargs]
-            warnings.warn(f"TensorClassModuleWrapper ignores {', '.join(ignored)}. Starting with TensorDict 0.17, "
-                          "the default will change to writing the outputs into tensordict_out and returning it, as "
-                          "TensorDictModule does, and to raising a TypeError for the other arguments.",
-                          FutureWarning, stacklevel=2)
+            warnings.warn(
+                f"TensorClassModuleWrapper ignores {', '.join(ignored)}. Starting with TensorDict 0.17, "
+                "the default will change to writing the outputs into tensordict_out and returning it, as "
+                "TensorDictModule does, and to raising a TypeError for the other arguments.",
+                FutureWarning,
+                stacklevel=2,
+            )
         input_type: Any = self.tc_module.input_type
         fields = {f.name for f in dataclasses.fields(input_type)}
         extra = [key for key in tensordict.keys() if key not in fields]

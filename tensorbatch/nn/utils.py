@@ -25,8 +25,15 @@ from .._options import _env_mode
 
 __all__ = [
     # (the mappings and the aggregation mode come from the module ``__getattr__`` below)
-    "add_custom_mapping", "biased_softplus", "composite_lp_aggregate", "expln", "inv_softplus", "mappings",  # noqa: F822
-    "set_composite_lp_aggregate", "set_skip_existing", "skip_existing",  # noqa: F822
+    "add_custom_mapping",  # noqa: F822
+    "biased_softplus",  # noqa: F822
+    "composite_lp_aggregate",  # noqa: F822
+    "expln",  # noqa: F822
+    "inv_softplus",  # noqa: F822
+    "mappings",  # noqa: F822
+    "set_composite_lp_aggregate",  # noqa: F822
+    "set_skip_existing",
+    "skip_existing",
 ]
 
 _UNSET = object()
@@ -143,8 +150,14 @@ class set_skip_existing(DecoratorContextManager):
         tensor([1., 1.])
     """
 
-    def __init__(self, mode: bool | list[NestedKey] | None = True, in_key_attr: str = "in_keys",
-                 out_key_attr: str = "out_keys", *, thread_local: bool = False) -> None:
+    def __init__(
+        self,
+        mode: bool | list[NestedKey] | None = True,
+        in_key_attr: str = "in_keys",
+        out_key_attr: str = "out_keys",
+        *,
+        thread_local: bool = False,
+    ) -> None:
         self.mode = unravel_key_list(mode) if isinstance(mode, list) else mode
         self.in_key_attr = in_key_attr
         self.out_key_attr = out_key_attr
@@ -200,8 +213,10 @@ class set_skip_existing(DecoratorContextManager):
             else:
                 _SKIP_EXISTING.set(self.mode)
         elif not self._called:
-            raise RuntimeError(f"It seems you are using {type(self).__name__} as a context manager with ``None`` "
-                               "input. This behaviour is not allowed.")
+            raise RuntimeError(
+                f"It seems you are using {type(self).__name__} as a context manager with ``None`` "
+                "input. This behaviour is not allowed."
+            )
 
     def __exit__(self, *exc: Any) -> None:
         if self.thread_local:
@@ -263,4 +278,3 @@ def __getattr__(name: str) -> Any:
     if name in ("composite_lp_aggregate", "set_composite_lp_aggregate"):
         return getattr(importlib.import_module(f"{__package__}.probabilistic"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-

@@ -21,9 +21,16 @@ if TYPE_CHECKING:
     from ._file import ReadOnlyError
 
 
-def from_h5(h5_file: str | os.PathLike[str], mode: str = "r", *, batch_size: Any = None,
-            batch_dims: int | None = None, auto_batch_size: bool = False, non_tensor_as_stack: bool = False,
-            **kwargs: Any) -> PersistentTensorDict:
+def from_h5(
+    h5_file: str | os.PathLike[str],
+    mode: str = "r",
+    *,
+    batch_size: Any = None,
+    batch_dims: int | None = None,
+    auto_batch_size: bool = False,
+    non_tensor_as_stack: bool = False,
+    **kwargs: Any,
+) -> PersistentTensorDict:
     """Open an HDF5 file as a :class:`PersistentTensorDict` (reads metadata only).
 
     Without ``batch_size``, the batch sizes recorded by ``to_h5``/``from_dict`` are used; a file without
@@ -44,20 +51,44 @@ def from_h5(h5_file: str | os.PathLike[str], mode: str = "r", *, batch_size: Any
     """
     from ._build import from_h5 as build
 
-    return build(h5_file, mode, batch_size=batch_size, batch_dims=batch_dims, auto_batch_size=auto_batch_size,
-                 non_tensor_as_stack=non_tensor_as_stack, **kwargs)
+    return build(
+        h5_file,
+        mode,
+        batch_size=batch_size,
+        batch_dims=batch_dims,
+        auto_batch_size=auto_batch_size,
+        non_tensor_as_stack=non_tensor_as_stack,
+        **kwargs,
+    )
 
 
-def _from_h5(cls: Any, /, filename: str | os.PathLike[str], mode: str = "r", *, batch_size: Any = None,
-             batch_dims: int | None = None, auto_batch_size: bool = False, non_tensor_as_stack: bool = False,
-             **kwargs: Any) -> PersistentTensorDict:
+def _from_h5(
+    cls: Any,
+    /,
+    filename: str | os.PathLike[str],
+    mode: str = "r",
+    *,
+    batch_size: Any = None,
+    batch_dims: int | None = None,
+    auto_batch_size: bool = False,
+    non_tensor_as_stack: bool = False,
+    **kwargs: Any,
+) -> PersistentTensorDict:
     """Open an HDF5 file as a :class:`PersistentTensorDict` (see :func:`tensorbatch.from_h5`)."""
-    return from_h5(filename, mode, batch_size=batch_size, batch_dims=batch_dims, auto_batch_size=auto_batch_size,
-                   non_tensor_as_stack=non_tensor_as_stack, **kwargs)
+    return from_h5(
+        filename,
+        mode,
+        batch_size=batch_size,
+        batch_dims=batch_dims,
+        auto_batch_size=auto_batch_size,
+        non_tensor_as_stack=non_tensor_as_stack,
+        **kwargs,
+    )
 
 
-def from_dict(input_dict: Any, filename: str | os.PathLike[str], batch_size: Any = None, device: Any = None,
-              **kwargs: Any) -> PersistentTensorDict:
+def from_dict(
+    input_dict: Any, filename: str | os.PathLike[str], batch_size: Any = None, device: Any = None, **kwargs: Any
+) -> PersistentTensorDict:
     """Write a dict or TensorDict to a new HDF5 file (atomically) and return it open read-write.
 
     See :meth:`PersistentTensorDict.from_dict`.

@@ -16,9 +16,17 @@ from ._format import write_batch_attrs
 from ._node import PersistentTensorDict as PersistentTensorDict
 
 
-def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: Any = None,
-            batch_dims: int | None = None, auto_batch_size: bool = False, non_tensor_as_stack: bool = False,
-            file_options: dict[str, Any] | None = None, **kwargs: Any) -> PersistentTensorDict:
+def from_h5(
+    filename: str | os.PathLike[str],
+    mode: str = "r",
+    *,
+    batch_size: Any = None,
+    batch_dims: int | None = None,
+    auto_batch_size: bool = False,
+    non_tensor_as_stack: bool = False,
+    file_options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> PersistentTensorDict:
     """Open an HDF5 file as a :class:`PersistentTensorDict` (nothing is read but metadata).
 
     Without ``batch_size``, the batch sizes recorded by ``to_h5``/``from_dict`` are used; a file without them
@@ -38,8 +46,14 @@ def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: An
     """
     if batch_size is not None and auto_batch_size:
         raise TypeError("pass batch_size or auto_batch_size=True, not both")
-    out = PersistentTensorDict(filename=filename, mode=mode, batch_size=batch_size, file_options=file_options,
-                               non_tensor_as_stack=non_tensor_as_stack, **kwargs)
+    out = PersistentTensorDict(
+        filename=filename,
+        mode=mode,
+        batch_size=batch_size,
+        file_options=file_options,
+        non_tensor_as_stack=non_tensor_as_stack,
+        **kwargs,
+    )
     if batch_size is None and (not out._shared.recorded or auto_batch_size or batch_dims is not None):
         # inferred from the datasets' shapes at the first use of a batch size: opening stays cheap
         out._shared.batch.clear()
@@ -48,10 +62,18 @@ def from_h5(filename: str | os.PathLike[str], mode: str = "r", *, batch_size: An
     return out
 
 
-def from_dict(input_dict: Any, filename: str | os.PathLike[str], batch_size: Any = None, device: Any = None,
-              *, batch_dims: int | None = None, auto_batch_size: bool = False,
-              file_options: dict[str, Any] | None = None, progress: bool | None = None,
-              **kwargs: Any) -> PersistentTensorDict:
+def from_dict(
+    input_dict: Any,
+    filename: str | os.PathLike[str],
+    batch_size: Any = None,
+    device: Any = None,
+    *,
+    batch_dims: int | None = None,
+    auto_batch_size: bool = False,
+    file_options: dict[str, Any] | None = None,
+    progress: bool | None = None,
+    **kwargs: Any,
+) -> PersistentTensorDict:
     """Write a dict or a TensorDict to a new HDF5 file and return it open (mode ``"r+"``).
 
     The file is written under a temporary name next to ``filename``, then renamed onto it: a process killed
@@ -93,8 +115,7 @@ def from_dict(input_dict: Any, filename: str | os.PathLike[str], batch_size: Any
                 out._set_str(key, value, inplace=False, validated=True)
         finally:
             file.close()
-    out = PersistentTensorDict(filename=filename, mode="r+", device=device, file_options=options,
-                               **dataset_kwargs)
+    out = PersistentTensorDict(filename=filename, mode="r+", device=device, file_options=options, **dataset_kwargs)
     _load_recorded(out)
     return out
 
@@ -109,8 +130,9 @@ def _load_recorded(out: PersistentTensorDict) -> None:
         out._shared.names[out._name] = names
 
 
-def clone(self: PersistentTensorDict, recurse: bool = True, *, filename: str | os.PathLike[str] | None = None,
-          **kwargs: Any) -> Any:
+def clone(
+    self: PersistentTensorDict, recurse: bool = True, *, filename: str | os.PathLike[str] | None = None, **kwargs: Any
+) -> Any:
     """A copy of a PersistentTensorDict.
 
     ``recurse=True`` copies the data to a new file (``filename``, else a temporary file removed on
@@ -120,8 +142,15 @@ def clone(self: PersistentTensorDict, recurse: bool = True, *, filename: str | o
         shared = self._shared
         from ._file import Shared
 
-        copy = Shared(shared.file, shared.mode, shared.device, shared.dataset_kwargs, shared.file_options,
-                      shared.non_tensor_as_stack, shared.allow_external)
+        copy = Shared(
+            shared.file,
+            shared.mode,
+            shared.device,
+            shared.dataset_kwargs,
+            shared.file_options,
+            shared.non_tensor_as_stack,
+            shared.allow_external,
+        )
         copy.batch.update(shared.batch)
         copy.names.update(shared.names)
         # one cache per open file (writes drop entries)
@@ -132,8 +161,13 @@ def clone(self: PersistentTensorDict, recurse: bool = True, *, filename: str | o
     if filename is None:
         fd, filename = tempfile.mkstemp(suffix=".h5", prefix="tensorbatch-clone-")
         os.close(fd)
-    out = from_dict(self, filename, device=self.device, file_options=self._shared.file_options,
-                    **{**self._shared.dataset_kwargs, **kwargs})
+    out = from_dict(
+        self,
+        filename,
+        device=self.device,
+        file_options=self._shared.file_options,
+        **{**self._shared.dataset_kwargs, **kwargs},
+    )
     out._shared.owned = owned
     return out
 
@@ -151,9 +185,15 @@ def replace(self: PersistentTensorDict, *args: Any, **kwargs: Any) -> Any:
     return generic(self.to_tensordict(), *args, **kwargs)
 
 
-def from_schema(schema: Mapping[Any, tuple[Any, torch.dtype]], filename: str | os.PathLike[str], *,
-                batch_size: Any = None, device: Any = None, file_options: dict[str, Any] | None = None,
-                **kwargs: Any) -> PersistentTensorDict:
+def from_schema(
+    schema: Mapping[Any, tuple[Any, torch.dtype]],
+    filename: str | os.PathLike[str],
+    *,
+    batch_size: Any = None,
+    device: Any = None,
+    file_options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> PersistentTensorDict:
     """A new HDF5 file with a zero-filled leaf per schema entry, allocated without writing data.
 
     ``schema`` maps keys (strings or tuples of strings) to ``(element_shape, dtype)``; each leaf has the
@@ -172,8 +212,9 @@ def from_schema(schema: Mapping[Any, tuple[Any, torch.dtype]], filename: str | o
     from .._keys import key_tuple
 
     size = torch.Size(() if batch_size is None else batch_size)
-    out = PersistentTensorDict(filename=filename, mode="w", batch_size=size, device=device,
-                               file_options=file_options, **kwargs)
+    out = PersistentTensorDict(
+        filename=filename, mode="w", batch_size=size, device=device, file_options=file_options, **kwargs
+    )
     write_batch_attrs(out._group, size, None)
     for key, (shape, dtype) in schema.items():
         path = key_tuple(key)
@@ -187,8 +228,9 @@ def _from_h5_method(cls: Any, /, filename: str | os.PathLike[str], mode: str = "
     return from_h5(filename, mode, **kwargs)
 
 
-def _from_dict_method(cls: Any, /, input_dict: Any, filename: Any = None, batch_size: Any = None, device: Any = None,
-                      **kwargs: Any) -> Any:
+def _from_dict_method(
+    cls: Any, /, input_dict: Any, filename: Any = None, batch_size: Any = None, device: Any = None, **kwargs: Any
+) -> Any:
     """Write a dict or TensorDict to a new HDF5 file and open it (see :func:`from_dict`)."""
     return from_dict(input_dict, filename, batch_size, device, **kwargs)
 
@@ -199,6 +241,11 @@ def _from_schema_method(cls: Any, /, schema: Any, filename: str | os.PathLike[st
 
 
 # The constructors and copies of the class live here (they need the file machinery, not the node's):
-for _name, _value in (("from_h5", classmethod(_from_h5_method)), ("from_dict", classmethod(_from_dict_method)),
-                      ("from_schema", classmethod(_from_schema_method)), ("clone", clone), ("replace", replace)):
+for _name, _value in (
+    ("from_h5", classmethod(_from_h5_method)),
+    ("from_dict", classmethod(_from_dict_method)),
+    ("from_schema", classmethod(_from_schema_method)),
+    ("clone", clone),
+    ("replace", replace),
+):
     setattr(PersistentTensorDict, _name, _value)

@@ -17,11 +17,29 @@ else:
     from ._h5 import h5py  # (imported on first use)
 
 # h5py.File options (the rest of a PersistentTensorDict's keyword arguments are dataset options)
-FILE_OPTIONS = frozenset({
-    "driver", "libver", "userblock_size", "swmr", "rdcc_nslots", "rdcc_nbytes", "rdcc_w0", "track_order",
-    "fs_strategy", "fs_persist", "fs_threshold", "fs_page_size", "page_buf_size", "min_meta_keep",
-    "min_raw_keep", "locking", "alignment_threshold", "alignment_interval", "meta_block_size",
-})
+FILE_OPTIONS = frozenset(
+    {
+        "driver",
+        "libver",
+        "userblock_size",
+        "swmr",
+        "rdcc_nslots",
+        "rdcc_nbytes",
+        "rdcc_w0",
+        "track_order",
+        "fs_strategy",
+        "fs_persist",
+        "fs_threshold",
+        "fs_page_size",
+        "page_buf_size",
+        "min_meta_keep",
+        "min_raw_keep",
+        "locking",
+        "alignment_threshold",
+        "alignment_interval",
+        "meta_block_size",
+    }
+)
 
 
 class ReadOnlyError(PermissionError):
@@ -38,13 +56,39 @@ class OutsideDataError(PermissionError):
 class Shared:
     """What the nodes of one file share: the h5py file, its options, and per-node batch sizes and locks."""
 
-    __slots__ = ("allow_external", "auto", "batch", "chunk_cache_off", "dataset_kwargs", "device", "direct",
-                 "entries", "file", "file_options", "filename", "fileno", "keys", "locked", "mode", "names",
-                 "non_tensor_as_stack", "owned", "recorded", "tables")
+    __slots__ = (
+        "allow_external",
+        "auto",
+        "batch",
+        "chunk_cache_off",
+        "dataset_kwargs",
+        "device",
+        "direct",
+        "entries",
+        "file",
+        "file_options",
+        "filename",
+        "fileno",
+        "keys",
+        "locked",
+        "mode",
+        "names",
+        "non_tensor_as_stack",
+        "owned",
+        "recorded",
+        "tables",
+    )
 
-    def __init__(self, file: h5py.File, mode: str, device: torch.device | None, dataset_kwargs: dict[str, Any],
-                 file_options: dict[str, Any], non_tensor_as_stack: bool = False,
-                 allow_external: bool = False) -> None:
+    def __init__(
+        self,
+        file: h5py.File,
+        mode: str,
+        device: torch.device | None,
+        dataset_kwargs: dict[str, Any],
+        file_options: dict[str, Any],
+        non_tensor_as_stack: bool = False,
+        allow_external: bool = False,
+    ) -> None:
         self.file = file
         self.allow_external = allow_external  # follow external links and external / virtual storage
         self.fileno = file.id.fileno  # (HDF5's number of the open file: objects of other files have another)
@@ -76,8 +120,10 @@ class Shared:
         if not self.file:
             raise ValueError(f"cannot write {name!r}: the HDF5 file {self.filename!r} is closed")
         if self.file.mode == "r":
-            raise ReadOnlyError(f"cannot write {name!r}: the HDF5 file {self.filename!r} is open read-only "
-                                "(open it with mode='r+' or 'a' to write)")
+            raise ReadOnlyError(
+                f"cannot write {name!r}: the HDF5 file {self.filename!r} is open read-only "
+                "(open it with mode='r+' or 'a' to write)"
+            )
 
     def close(self) -> None:
         self.tables.clear()
@@ -119,13 +165,14 @@ def outside(group: h5py.Group, key: str, obj: Any, fileno: Any) -> str | None:
 
 
 def refuse_outside(shared: Shared, name: str, why: str) -> OutsideDataError:
-    return OutsideDataError(f"refusing to open {name!r} of the HDF5 file {shared.filename!r}: {why}, outside this "
-                            "file; pass allow_external=True (from_h5, PersistentTensorDict) to read and write "
-                            "outside files through it (only for files you trust)")
+    return OutsideDataError(
+        f"refusing to open {name!r} of the HDF5 file {shared.filename!r}: {why}, outside this "
+        "file; pass allow_external=True (from_h5, PersistentTensorDict) to read and write "
+        "outside files through it (only for files you trust)"
+    )
 
 
-def split_options(kwargs: dict[str, Any], file_options: dict[str, Any] | None) -> tuple[dict[str, Any],
-                                                                                      dict[str, Any]]:
+def split_options(kwargs: dict[str, Any], file_options: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(file options, dataset options)``: file options come from ``file_options``, the rest are datasets'."""
     options = dict(file_options or {})
     unknown = set(options) - FILE_OPTIONS
@@ -133,8 +180,10 @@ def split_options(kwargs: dict[str, Any], file_options: dict[str, Any] | None) -
         raise TypeError(f"unknown h5py.File options {sorted(unknown)}; h5py.File takes {sorted(FILE_OPTIONS)}")
     misplaced = set(kwargs) & (FILE_OPTIONS - {"track_order"})
     if misplaced:
-        raise TypeError(f"{sorted(misplaced)} are h5py.File options: pass them as file_options={{...}} "
-                        "(the other keyword arguments go to create_dataset)")
+        raise TypeError(
+            f"{sorted(misplaced)} are h5py.File options: pass them as file_options={{...}} "
+            "(the other keyword arguments go to create_dataset)"
+        )
     return options, kwargs
 
 
@@ -147,8 +196,9 @@ def open_file(filename: str | os.PathLike[str], mode: str, options: dict[str, An
         return h5py.File(filename, mode, **options)
     except OSError as err:
         if mode in ("r", "r+") and os.path.exists(filename):
-            raise OSError(f"cannot open {os.fspath(filename)!r} as an HDF5 file (truncated or corrupt?): "
-                          f"{err}") from err
+            raise OSError(
+                f"cannot open {os.fspath(filename)!r} as an HDF5 file (truncated or corrupt?): {err}"
+            ) from err
         err.add_note(f"while opening the HDF5 file {os.fspath(filename)!r} with mode {mode!r}")
         raise
 
@@ -168,5 +218,3 @@ def add_h5_note(err: BaseException, shared: Shared, name: str) -> None:
     note = f"(HDF5 file {shared.filename!r}, object {name!r})"
     if note not in getattr(err, "__notes__", ()):
         err.add_note(note)
-
-

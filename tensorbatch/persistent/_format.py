@@ -27,10 +27,19 @@ STR_ATTR = "__tensordict_str__"  # tensordict's mark of the strings it wrote
 STACK_ATTR = "__tensordict_stack__"  # tensordict's mark of a NonTensorStack's array, with its shape
 
 _NUMPY_OF: dict[torch.dtype, Any] = {
-    torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16,
-    torch.int64: np.int64, torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8,
-    torch.uint8: np.uint8, torch.bool: np.bool_, torch.complex64: np.complex64,
-    torch.complex128: np.complex128, torch.uint16: np.uint16, torch.uint32: np.uint32,
+    torch.float64: np.float64,
+    torch.float32: np.float32,
+    torch.float16: np.float16,
+    torch.int64: np.int64,
+    torch.int32: np.int32,
+    torch.int16: np.int16,
+    torch.int8: np.int8,
+    torch.uint8: np.uint8,
+    torch.bool: np.bool_,
+    torch.complex64: np.complex64,
+    torch.complex128: np.complex128,
+    torch.uint16: np.uint16,
+    torch.uint32: np.uint32,
     torch.uint64: np.uint64,
 }
 TORCH_OF: dict[Any, torch.dtype] = {np.dtype(v): k for k, v in _NUMPY_OF.items()}
@@ -50,8 +59,9 @@ def check_key(key: str) -> None:
     if type(key) is not str:
         raise TypeError(f"PersistentTensorDict keys are strings, got {type(key).__name__} {key!r}")
     if "/" in key or key in BAD_KEYS:
-        raise ValueError(f"invalid key {key!r} for an HDF5 file: a key cannot be '', '.', '..' or hold '/' "
-                         "(HDF5 reads it as a path)")
+        raise ValueError(
+            f"invalid key {key!r} for an HDF5 file: a key cannot be '', '.', '..' or hold '/' (HDF5 reads it as a path)"
+        )
 
 
 def stored_dtype(dtype: torch.dtype) -> tuple[Any, str | None]:
@@ -116,8 +126,13 @@ def read_non_tensor(ds: h5py.Dataset, batch_size: torch.Size, as_stack: bool) ->
     from .._nontensor import NonTensorData, NonTensorStack
 
     shape = stack_shape(ds)
-    if shape is None and as_stack and batch_size and ds.shape[: len(batch_size)] == tuple(batch_size) \
-            and not h5py.check_opaque_dtype(ds.dtype):
+    if (
+        shape is None
+        and as_stack
+        and batch_size
+        and ds.shape[: len(batch_size)] == tuple(batch_size)
+        and not h5py.check_opaque_dtype(ds.dtype)
+    ):
         shape = batch_size  # a foreign column with one element per row
     if shape is not None:
         values = _decode(ds, ds[()])
@@ -156,8 +171,10 @@ def write_non_tensor(group: h5py.Group, key: str, value: Any, kwargs: dict[str, 
         elif any(all(type(v) is t for v in flat) for t in (bytes, bool, int, float)):
             array = _opaque(values)
         else:
-            raise TypeError(f"cannot write the NonTensorStack {key!r} to HDF5: its elements must be all str, "
-                            "bytes, bool, int or float, of one type")
+            raise TypeError(
+                f"cannot write the NonTensorStack {key!r} to HDF5: its elements must be all str, "
+                "bytes, bool, int or float, of one type"
+            )
         group.create_dataset(key, data=array, **kwargs).attrs[STACK_ATTR] = list(shape)
         return
     data = value.data if hasattr(value, "data") else value
@@ -167,8 +184,10 @@ def write_non_tensor(group: h5py.Group, key: str, value: Any, kwargs: dict[str, 
     try:
         group.create_dataset(key, data=_opaque(data))
     except (TypeError, ValueError) as err:
-        raise TypeError(f"cannot write the non-tensor value {key!r} of type {type(data).__name__} to HDF5: "
-                        "only str, bytes, numbers and arrays of them can be stored") from err
+        raise TypeError(
+            f"cannot write the non-tensor value {key!r} of type {type(data).__name__} to HDF5: "
+            "only str, bytes, numbers and arrays of them can be stored"
+        ) from err
 
 
 def _opaque(value: Any) -> np.ndarray:

@@ -16,9 +16,11 @@ class _LazyModule(types.ModuleType):
         try:
             module = importlib.import_module(self.__name__)
         except ImportError as err:
-            raise ModuleNotFoundError(f"PersistentTensorDict needs {self.__name__}, which is not installed "
-                                      f"(pip install {self.__name__}, or the 'h5' extra)",
-                                      name=self.__name__) from err
+            raise ModuleNotFoundError(
+                f"PersistentTensorDict needs {self.__name__}, which is not installed "
+                f"(pip install {self.__name__}, or the 'h5' extra)",
+                name=self.__name__,
+            ) from err
         self.__dict__.update(module.__dict__)
         return getattr(module, name)
 

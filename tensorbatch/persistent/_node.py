@@ -93,20 +93,32 @@ class PersistentTensorDict(TensorDictBase):
             return from_zarr(where if where is not None else group, **kwargs)
         return super().__new__(cls)
 
-    def __init__(self, *, batch_size: Any = None, filename: str | os.PathLike[str] | None = None,
-                 group: h5py.Group | None = None, mode: str = "r", backend: str = "h5", device: Any = None,
-                 file_options: dict[str, Any] | None = None, non_tensor_as_stack: bool = False,
-                 allow_external: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        batch_size: Any = None,
+        filename: str | os.PathLike[str] | None = None,
+        group: h5py.Group | None = None,
+        mode: str = "r",
+        backend: str = "h5",
+        device: Any = None,
+        file_options: dict[str, Any] | None = None,
+        non_tensor_as_stack: bool = False,
+        allow_external: bool = False,
+        **kwargs: Any,
+    ) -> None:
         if backend != "h5":
             raise NotImplementedError(f"unknown backend {backend!r}: PersistentTensorDict supports 'h5' and 'zarr'")
         options, dataset_kwargs = split_options(kwargs, file_options)
         if (filename is None) == (group is None):
-            raise RuntimeError(f"pass either group or filename, not both: got group={group!r} and "
-                               f"filename={filename!r}")
+            raise RuntimeError(
+                f"pass either group or filename, not both: got group={group!r} and filename={filename!r}"
+            )
         root: Any = open_file(filename, mode, options) if filename is not None else group
         file = root if filename is not None else root.file  # (``.file`` builds a new File object each time)
-        self._shared = Shared(file, file.mode, as_device(device), dataset_kwargs, options, non_tensor_as_stack,
-                              allow_external)
+        self._shared = Shared(
+            file, file.mode, as_device(device), dataset_kwargs, options, non_tensor_as_stack, allow_external
+        )
         self._group = root
         self._name: str = root.name  # (h5py looks the name up at each ``.name``)
         size = _Size(() if batch_size is None else batch_size)
@@ -300,7 +312,8 @@ class PersistentTensorDict(TensorDictBase):
             raise NotImplementedError(
                 f"PersistentTensorDict (HDF5) cannot store the UnbatchedTensor at "
                 f"{fmt_path((*(p for p in self._name.split('/') if p), key))}: "
-                "exclude it first (td.exclude(key)), or save the TensorDict with memmap or to_safetensors")
+                "exclude it first (td.exclude(key)), or save the TensorDict with memmap or to_safetensors"
+            )
         if not validated:
             value = self._validate(value, (key,))
         shared, group = self._shared, self._group
@@ -607,15 +620,33 @@ class PersistentTensorDict(TensorDictBase):
         if shared.file:
             shared.file.flush()
         mode = "r" if self.mode == "r" else "r+"
-        state = (shared.filename, mode, self._name, dict(shared.batch), dict(shared.names),
-                 shared.device, shared.dataset_kwargs, shared.file_options, shared.non_tensor_as_stack,
-                 dict(shared.locked))
+        state = (
+            shared.filename,
+            mode,
+            self._name,
+            dict(shared.batch),
+            dict(shared.names),
+            shared.device,
+            shared.dataset_kwargs,
+            shared.file_options,
+            shared.non_tensor_as_stack,
+            dict(shared.locked),
+        )
         return (_reopen, state)
 
 
-def _reopen(filename: str, mode: str, name: str, batch: dict[str, torch.Size], names: dict[str, Any],
-            device: Any, dataset_kwargs: dict[str, Any], file_options: dict[str, Any], as_stack: bool,
-            locked: dict[str, bool]) -> PersistentTensorDict:
+def _reopen(
+    filename: str,
+    mode: str,
+    name: str,
+    batch: dict[str, torch.Size],
+    names: dict[str, Any],
+    device: Any,
+    dataset_kwargs: dict[str, Any],
+    file_options: dict[str, Any],
+    as_stack: bool,
+    locked: dict[str, bool],
+) -> PersistentTensorDict:
     file = open_file(filename, mode, file_options)
     shared = Shared(file, mode, device, dataset_kwargs, file_options, as_stack)
     shared.batch.update(batch)

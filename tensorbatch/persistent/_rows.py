@@ -84,8 +84,12 @@ def block_budget(total: int) -> int:
     return min(BLOCK_BYTES, max(total // 4, MIN_BLOCK_BYTES))
 
 
-def read_rows(ds: h5py.Dataset, plan: RowPlan, budget: int | None = None, direct: DirectRows | None = None,
-              ) -> np.ndarray:
+def read_rows(
+    ds: h5py.Dataset,
+    plan: RowPlan,
+    budget: int | None = None,
+    direct: DirectRows | None = None,
+) -> np.ndarray:
     """``ds[plan.index]`` as a numpy array of shape ``plan.target_shape(ds.shape)``.
 
     ``budget`` bounds the bytes of a read buffer beyond the result (default: from this result alone);
@@ -108,7 +112,7 @@ def read_rows(ds: h5py.Dataset, plan: RowPlan, budget: int | None = None, direct
         if out is not None:
             return out
     if inverse is None and how == "range":
-        return np.asarray(ds[int(rows[0]):int(rows[-1]) + 1])
+        return np.asarray(ds[int(rows[0]) : int(rows[-1]) + 1])
     if inverse is None and how == "select":  # the rows in the requested order: the selection is the result
         return np.asarray(ds[rows])
     if budget is None:
@@ -183,8 +187,13 @@ class DirectRows:
         offsets += (rows - chunks * step) * rb
         return offsets
 
-    def read(self, rows: np.ndarray, inverse: np.ndarray | None, shape: tuple[int, ...], budget: int,
-             ) -> np.ndarray | None:
+    def read(
+        self,
+        rows: np.ndarray,
+        inverse: np.ndarray | None,
+        shape: tuple[int, ...],
+        budget: int,
+    ) -> np.ndarray | None:
         """The rows ``rows[inverse]`` (sorted unique ``rows``) in an array of shape ``(*shape, *rest)``.
 
         Rows close together in the file (gaps under ROW_COST_BYTES, one chunk) are read as one run into a
@@ -220,7 +229,7 @@ class DirectRows:
             if b - a < MIN_RUN_ROWS:  # rows read one by one, each into its place
                 for i in range(a, b):
                     p = places[i] * rb
-                    if preadv(fd, [view[p:p + rb]], offs[i]) != rb:
+                    if preadv(fd, [view[p : p + rb]], offs[i]) != rb:
                         raise _short_read(offs[i])
                 continue
             if scratch is None:
@@ -238,7 +247,7 @@ class DirectRows:
             todo = np.flatnonzero(first != np.arange(len(inverse)))
             per_block = max(1, budget // rb)
             for i in range(0, len(todo), per_block):
-                some = todo[i:i + per_block]
+                some = todo[i : i + per_block]
                 flat[some] = flat[first[some]]
         return out
 
@@ -252,9 +261,17 @@ def direct_rows(ds: h5py.Dataset, file: h5py.File) -> DirectRows | None:
     try:
         file_id = file.id
         dt = ds.dtype
-        if (not hasattr(os, "preadv") or file_id.get_intent() != h5py.h5f.ACC_RDONLY or file.driver != "sec2"
-                or dt.kind not in "iuf" or not dt.isnative or not ds.shape or ds._filters or ds.is_virtual
-                or ds.id.fileno != file_id.fileno):  # (a dataset of another file: its offsets are not this file's)
+        if (
+            not hasattr(os, "preadv")
+            or file_id.get_intent() != h5py.h5f.ACC_RDONLY
+            or file.driver != "sec2"
+            or dt.kind not in "iuf"
+            or not dt.isnative
+            or not ds.shape
+            or ds._filters
+            or ds.is_virtual
+            or ds.id.fileno != file_id.fileno
+        ):  # (a dataset of another file: its offsets are not this file's)
             return None
         dsid = ds.id
         if not dsid.get_type().equal(h5py.h5t.py_create(dt)):  # the bytes in the file are numpy's
@@ -330,7 +347,7 @@ def _pieces(ds: h5py.Dataset, rows: np.ndarray, how: str, block_rows: int) -> It
         i0 = 0
         for r0, i1 in zip(starts.tolist(), ends.tolist(), strict=True):
             if i1 > i0:
-                block = ds[r0:min(r0 + block_rows, last + 1)]
+                block = ds[r0 : min(r0 + block_rows, last + 1)]
                 piece = block[local[i0:i1]]
                 del block
                 yield i0, i1, piece
@@ -357,7 +374,7 @@ def write_rows(ds: h5py.Dataset, plan: RowPlan, value: np.ndarray) -> None:
         flat = flat[positions.numpy()]
     first, last = int(rows[0]), int(rows[-1])
     if last - first + 1 == len(rows):
-        ds[first:last + 1] = flat
+        ds[first : last + 1] = flat
     else:
         ds[rows] = np.ascontiguousarray(flat)
 

@@ -14,22 +14,45 @@ from typing import Any
 from ..base import TensorDictBase
 
 
-def to_store(self: TensorDictBase, *, backend: str = "redis", host: str = "localhost", port: int = 6379, db: int = 0,
-             unix_socket_path: str | None = None, prefix: str = "tensordict", device: Any = None,
-             **kwargs: Any) -> Any:
+def to_store(
+    self: TensorDictBase,
+    *,
+    backend: str = "redis",
+    host: str = "localhost",
+    port: int = 6379,
+    db: int = 0,
+    unix_socket_path: str | None = None,
+    prefix: str = "tensordict",
+    device: Any = None,
+    **kwargs: Any,
+) -> Any:
     """Upload this TensorDict to a Redis-compatible server; a ``TensorDictStore`` over the copy.
 
     Other keyword arguments are ``TensorDictStore``'s (``td_id``, ``cache_metadata``, client options).
     """
     from ._build import to_store as build
 
-    return build(self, backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
-                 prefix=prefix, device=device, **kwargs)
+    return build(
+        self,
+        backend=backend,
+        host=host,
+        port=port,
+        db=db,
+        unix_socket_path=unix_socket_path,
+        prefix=prefix,
+        device=device,
+        **kwargs,
+    )
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("TensorDictStore", "LazyStackedTensorDictStore", "StoreConnectionError", "StoreTimeoutError",
-                "StoreLostError"):
+    if name in (
+        "TensorDictStore",
+        "LazyStackedTensorDictStore",
+        "StoreConnectionError",
+        "StoreTimeoutError",
+        "StoreLostError",
+    ):
         from . import (
             _build,  # noqa: F401  # attaches the constructors
             _conn,
@@ -43,5 +66,10 @@ def __getattr__(name: str) -> Any:
 
 setattr(TensorDictBase, "to_store", to_store)  # noqa: B010  # attached here: base.py imports no feature (mypy: no method-assign)
 
-__all__ = ["LazyStackedTensorDictStore", "StoreConnectionError", "StoreLostError", "StoreTimeoutError",
-           "TensorDictStore"]
+__all__ = [
+    "LazyStackedTensorDictStore",
+    "StoreConnectionError",
+    "StoreLostError",
+    "StoreTimeoutError",
+    "TensorDictStore",
+]

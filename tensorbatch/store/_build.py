@@ -31,6 +31,7 @@ def defined_tensorclass(name: str) -> type | None:
 
     return lookup(name)
 
+
 _CONNECT = ("backend", "host", "port", "db", "unix_socket_path", "prefix", "allow_pickle")
 
 
@@ -45,8 +46,9 @@ def tensorclass_path(value: Any) -> str | None:
     return f"{cls.__module__}.{cls.__qualname__}" if is_tensorclass(cls) else None
 
 
-def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, progress: bool | None = None,
-                    **kwargs: Any) -> TensorDictStore:
+def from_tensordict(
+    cls: Any, /, td: Any, *, device: Any = None, progress: bool | None = None, **kwargs: Any
+) -> TensorDictStore:
     """A new store holding a copy of ``td`` (a TensorDict, TensorClass or TypedTensorDict).
 
     Written in one atomic round trip. A TensorClass's class is recorded: :func:`from_store` gives it back.
@@ -85,21 +87,39 @@ def _forget(store: TensorDictStore) -> None:
             conn.client.delete(*keys)
 
 
-def from_dict(cls: Any, /, input_dict: Any, *, auto_batch_size: bool = False, batch_size: Any = None,
-              device: Any = None, batch_dims: int | None = None, names: Any = None, **kwargs: Any) -> TensorDictStore:
+def from_dict(
+    cls: Any,
+    /,
+    input_dict: Any,
+    *,
+    auto_batch_size: bool = False,
+    batch_size: Any = None,
+    device: Any = None,
+    batch_dims: int | None = None,
+    names: Any = None,
+    **kwargs: Any,
+) -> TensorDictStore:
     """A new store holding the entries of a dict or TensorDict (batch size as ``TensorDict.from_dict``)."""
     from .._convert import from_dict as build
 
     if is_td(input_dict) and batch_size is None and not auto_batch_size and batch_dims is None:
         td = input_dict
     else:
-        td = build(input_dict, auto_batch_size=auto_batch_size, batch_size=batch_size, batch_dims=batch_dims,
-                   names=names)
+        td = build(
+            input_dict, auto_batch_size=auto_batch_size, batch_size=batch_size, batch_dims=batch_dims, names=names
+        )
     return from_tensordict(cls, td, device=device, **kwargs)
 
 
-def from_schema(cls: Any, /, schema: Mapping[Any, tuple[Any, torch.dtype]], *, batch_size: Any = None,
-                device: Any = None, **kwargs: Any) -> TensorDictStore:
+def from_schema(
+    cls: Any,
+    /,
+    schema: Mapping[Any, tuple[Any, torch.dtype]],
+    *,
+    batch_size: Any = None,
+    device: Any = None,
+    **kwargs: Any,
+) -> TensorDictStore:
     """A new store with zero-filled leaves ``[*batch_size, *shape]`` from ``{key: (shape, dtype)}``.
 
     Allocated by the server (SETRANGE of each leaf's last byte): no tensor data goes through Python. The
@@ -128,8 +148,17 @@ def schema_store(schema: Mapping[Any, tuple[Any, torch.dtype]], **kwargs: Any) -
     return from_schema(TensorDictStore, schema, **kwargs)
 
 
-def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: Any = None,
-               tensorclass_cls: Any = None, allow_pickle: bool = False, **kwargs: Any) -> Any:
+def from_store(
+    cls: Any,
+    /,
+    *,
+    td_id: str,
+    prefix: str = "tensordict",
+    device: Any = None,
+    tensorclass_cls: Any = None,
+    allow_pickle: bool = False,
+    **kwargs: Any,
+) -> Any:
     """Connect to the store ``td_id`` that another handle (any process, any machine) wrote.
 
     Reads its batch size, device and layout. Returns the recorded TensorClass around it when there is one:
@@ -151,11 +180,19 @@ def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: A
         LookupError: when the server names a TensorClass that this process has not defined.
     """
     options = {k: v for k, v in kwargs.items() if k not in (*_CONNECT, "client", "cache_metadata")}
-    conn = Connection(backend=kwargs.get("backend", "redis"), host=kwargs.get("host", "localhost"),
-                      port=kwargs.get("port", 6379), db=kwargs.get("db", 0),
-                      unix_socket_path=kwargs.get("unix_socket_path"), namespace=prefix, td_id=td_id, device=None,
-                      cache_metadata=kwargs.get("cache_metadata", True), options=options,
-                      client=kwargs.get("client"))
+    conn = Connection(
+        backend=kwargs.get("backend", "redis"),
+        host=kwargs.get("host", "localhost"),
+        port=kwargs.get("port", 6379),
+        db=kwargs.get("db", 0),
+        unix_socket_path=kwargs.get("unix_socket_path"),
+        namespace=prefix,
+        td_id=td_id,
+        device=None,
+        cache_metadata=kwargs.get("cache_metadata", True),
+        options=options,
+        client=kwargs.get("client"),
+    )
     conn.allow_pickle = bool(allow_pickle)
     epoch = conn.new_epoch()
 
@@ -167,12 +204,12 @@ def from_store(cls: Any, /, *, td_id: str, prefix: str = "tensordict", device: A
 
     kind, raw_batch, raw_device, raw_tc, _, conn.epoch = conn.read("from_store", fill)
     if kind == b"lazy_stack":  # a lazy stack: its own class (as tensordict's from_store)
-        return LazyStackedTensorDictStore.from_store(td_id=td_id, prefix=prefix, device=device,
-                                                     allow_pickle=allow_pickle, **kwargs)
+        return LazyStackedTensorDictStore.from_store(
+            td_id=td_id, prefix=prefix, device=device, allow_pickle=allow_pickle, **kwargs
+        )
     if raw_batch is None:
         conn.write("from_store", [("DEL", [conn.key("__epoch__")], [])]) if conn.epoch == epoch else None
-        raise KeyError(f"no TensorDictStore with td_id={td_id!r} at {conn.address} db={conn.db} "
-                       f"(prefix={prefix!r})")
+        raise KeyError(f"no TensorDictStore with td_id={td_id!r} at {conn.address} db={conn.db} (prefix={prefix!r})")
     if device is None and raw_device:
         device = raw_device.decode()
     conn.device = None if device is None else torch.device(device)
@@ -209,18 +246,39 @@ def _recorded_class(name: str, conn: Connection) -> Any:
     """The TensorClass a store's ``__tensorclass__`` names, among those defined in this process (never imported)."""
     found = defined_tensorclass(name)
     if found is None:
-        raise LookupError(f"{conn.where()} records the TensorClass {name!r}, which this process has not defined: "
-                          "import or define it before from_store, or pass tensorclass_cls=TheClass (the module "
-                          "the server names is never imported: that would run code the server's data chose)")
+        raise LookupError(
+            f"{conn.where()} records the TensorClass {name!r}, which this process has not defined: "
+            "import or define it before from_store, or pass tensorclass_cls=TheClass (the module "
+            "the server names is never imported: that would run code the server's data chose)"
+        )
     return found
 
 
-def to_store(self: Any, *, backend: str = "redis", host: str = "localhost", port: int = 6379, db: int = 0,
-             unix_socket_path: str | None = None, prefix: str = "tensordict", device: Any = None,
-             **kwargs: Any) -> TensorDictStore:
+def to_store(
+    self: Any,
+    *,
+    backend: str = "redis",
+    host: str = "localhost",
+    port: int = 6379,
+    db: int = 0,
+    unix_socket_path: str | None = None,
+    prefix: str = "tensordict",
+    device: Any = None,
+    **kwargs: Any,
+) -> TensorDictStore:
     """Upload this TensorDict to a Redis-compatible server; a :class:`TensorDictStore` over the copy."""
-    return from_tensordict(TensorDictStore, self, backend=backend, host=host, port=port, db=db,
-                           unix_socket_path=unix_socket_path, prefix=prefix, device=device, **kwargs)
+    return from_tensordict(
+        TensorDictStore,
+        self,
+        backend=backend,
+        host=host,
+        port=port,
+        db=db,
+        unix_socket_path=unix_socket_path,
+        prefix=prefix,
+        device=device,
+        **kwargs,
+    )
 
 
 def clone(self: TensorDictStore, recurse: bool = True, **kwargs: Any) -> Any:
@@ -233,7 +291,11 @@ def clone(self: TensorDictStore, recurse: bool = True, **kwargs: Any) -> Any:
     return TensorDictStore._view(self._conn, self._path)
 
 
-for _name, _value in (("from_tensordict", classmethod(from_tensordict)), ("from_dict", classmethod(from_dict)),
-                      ("from_schema", classmethod(from_schema)), ("from_store", classmethod(from_store))):
+for _name, _value in (
+    ("from_tensordict", classmethod(from_tensordict)),
+    ("from_dict", classmethod(from_dict)),
+    ("from_schema", classmethod(from_schema)),
+    ("from_store", classmethod(from_store)),
+):
     setattr(TensorDictStore, _name, _value)
 del Tree

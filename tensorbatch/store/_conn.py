@@ -177,15 +177,20 @@ STAGE_TTL_MS = 600_000
 CONFLICT_RETRIES = 1000
 
 # redis-py < 5.3 requires a command name here; later versions warn when given one
-_POOL_ARGS = () if inspect.signature(redis.ConnectionPool.get_connection).parameters["command_name"].default is None \
-    else ("_",)
+_POOL_ARGS = (
+    () if inspect.signature(redis.ConnectionPool.get_connection).parameters["command_name"].default is None else ("_",)
+)
 _NO_RETRY = Retry(NoBackoff(), 0)  # one object: clients are cached by the repr of their options
 _CLIENTS: dict[Any, Any] = {}  # (pid, settings) -> redis.Redis: handles of one process share a pool
 
 
 def make_client(host: str, port: int, db: int, unix_socket_path: str | None, options: dict[str, Any]) -> Any:
-    kwargs = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": SOCKET_TIMEOUT, "retry": _NO_RETRY,
-              **options}
+    kwargs = {
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": SOCKET_TIMEOUT,
+        "retry": _NO_RETRY,
+        **options,
+    }
     if unix_socket_path is not None:
         kwargs["unix_socket_path"] = unix_socket_path
     else:
@@ -234,9 +239,21 @@ def _ssl_parameters() -> frozenset[str]:
 class Connection:
     """What the handles of one store share: the server address, the store's keys, its cached layout."""
 
-    def __init__(self, *, backend: str, host: str, port: int, db: int, unix_socket_path: str | None,
-                 namespace: str, td_id: str, device: Any, cache_metadata: bool, options: dict[str, Any],
-                 client: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        backend: str,
+        host: str,
+        port: int,
+        db: int,
+        unix_socket_path: str | None,
+        namespace: str,
+        td_id: str,
+        device: Any,
+        cache_metadata: bool,
+        options: dict[str, Any],
+        client: Any = None,
+    ) -> None:
         self.backend, self.host, self.port, self.db = backend, host, port, db
         self.unix_socket_path, self.namespace, self.td_id = unix_socket_path, namespace, td_id
         self.device, self.cache_metadata, self.options = device, cache_metadata, options
@@ -270,7 +287,7 @@ class Connection:
         Never the credentials.
         """
         key = f", key {tuple(path.split(fmt.SEP))!r}" if path else ""
-        return (f"TensorDictStore {self.td_id!r} at {self.address}/{self.db} (prefix {self.namespace!r}{key})")
+        return f"TensorDictStore {self.td_id!r} at {self.address}/{self.db} (prefix {self.namespace!r}{key})"
 
     def key(self, suffix: str) -> str:
         return fmt.server_key(self.namespace, self.td_id, suffix)
@@ -319,9 +336,11 @@ class Connection:
         raise e
 
     def lost(self, operation: str) -> StoreLostError:
-        return StoreLostError(f"TensorDictStore {self.td_id!r} (prefix {self.namespace!r}) at {self.address}: its "
-                              f"data is gone from the server (restarted without persistence, or flushed), "
-                              f"noticed during {operation}; nothing was read or written")
+        return StoreLostError(
+            f"TensorDictStore {self.td_id!r} (prefix {self.namespace!r}) at {self.address}: its "
+            f"data is gone from the server (restarted without persistence, or flushed), "
+            f"noticed during {operation}; nothing was read or written"
+        )
 
     # ------------------------------------------------------------------ operations
     def run(self, operation: str, commands: Sequence[Command]) -> list[Any]:
@@ -414,11 +433,17 @@ class Connection:
             except BaseException:
                 self.tree = None
                 raise
-        raise RuntimeError(f"TensorDictStore {self.td_id!r} at {self.address}: {operation} kept conflicting with "
-                           f"other writers ({CONFLICT_RETRIES} attempts); nothing was written")
+        raise RuntimeError(
+            f"TensorDictStore {self.td_id!r} at {self.address}: {operation} kept conflicting with "
+            f"other writers ({CONFLICT_RETRIES} attempts); nothing was written"
+        )
 
-    def _guarded(self, operation: str, commands: Sequence[tuple[str, Sequence[str], Sequence[Any]]],
-                 checks: Sequence[tuple[str, str]]) -> None:
+    def _guarded(
+        self,
+        operation: str,
+        commands: Sequence[tuple[str, Sequence[str], Sequence[Any]]],
+        checks: Sequence[tuple[str, str]],
+    ) -> None:
         if not commands:
             return
         staging: list[Any] = []

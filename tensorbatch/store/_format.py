@@ -30,8 +30,15 @@ import torch
 
 SEP = "."
 BIG = 1 << 14  # buffers at least this long go to the socket uncopied
-GLOBAL_SUFFIXES = ("__batch_size__", "__device__", "__tensorclass__", "__epoch__", "__nodes__", "__order__",
-                   "__names__")
+GLOBAL_SUFFIXES = (
+    "__batch_size__",
+    "__device__",
+    "__tensorclass__",
+    "__epoch__",
+    "__nodes__",
+    "__order__",
+    "__names__",
+)
 
 
 def server_key(namespace: str, td_id: str, suffix: str) -> str:
@@ -41,8 +48,9 @@ def server_key(namespace: str, td_id: str, suffix: str) -> str:
 def check_key(key: str, path: tuple[str, ...] = ()) -> None:
     """A key holding the path separator would become a nested key on the server: refused, naming it."""
     if SEP in key:
-        raise ValueError(f"TensorDictStore keys cannot contain {SEP!r} (the server joins nested keys with it): "
-                         f"got {(*path, key)!r}")
+        raise ValueError(
+            f"TensorDictStore keys cannot contain {SEP!r} (the server joins nested keys with it): got {(*path, key)!r}"
+        )
 
 
 def dtype_str(dtype: torch.dtype) -> str:
@@ -97,8 +105,9 @@ def tensor_meta(shape: Any, dtype: torch.dtype) -> dict[str, str]:
 
 
 def decode(raw: dict[Any, Any]) -> dict[str, str]:
-    return {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in raw.items()}
+    return {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()
+    }
 
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
@@ -121,9 +130,11 @@ class PickleRefused(RuntimeError):
 
 def _pickled(value: Any, allow_pickle: bool, where: str) -> bytes:
     if not allow_pickle:
-        raise TypeError(f"{where}: the non-tensor value ({type(value).__name__}) is not a JSON value; pass "
-                        "allow_pickle=True to the store to keep it with pickle (reading it back will need "
-                        "allow_pickle=True too)")
+        raise TypeError(
+            f"{where}: the non-tensor value ({type(value).__name__}) is not a JSON value; pass "
+            "allow_pickle=True to the store to keep it with pickle (reading it back will need "
+            "allow_pickle=True too)"
+        )
     return pickle.dumps(value)
 
 
@@ -158,8 +169,14 @@ def encode_non_tensor(value: Any, allow_pickle: bool = False, where: str = "") -
     return _pickled(data, allow_pickle, where), {**meta, "encoding": "pickle"}
 
 
-def decode_non_tensor(data: bytes | None, meta: dict[str, str], batch_size: torch.Size, device: Any,
-                      allow_pickle: bool = False, where: str = "") -> Any:
+def decode_non_tensor(
+    data: bytes | None,
+    meta: dict[str, str],
+    batch_size: torch.Size,
+    device: Any,
+    allow_pickle: bool = False,
+    where: str = "",
+) -> Any:
     """The non-tensor leaf of ``data`` and its metadata hash.
 
     A ``pickle`` encoding is unpickled only with ``allow_pickle`` (else :class:`PickleRefused` naming
@@ -170,17 +187,21 @@ def decode_non_tensor(data: bytes | None, meta: dict[str, str], batch_size: torc
     encoding = meta.get("encoding", "json")
     if encoding == "pickle" and data is not None:
         if not allow_pickle:
-            raise PickleRefused(f"{where} holds a pickled value (encoding=pickle); unpickling runs whatever code "
-                                "the writer of the server's data chose, so reading it needs allow_pickle=True "
-                                "(TensorDictStore(..., allow_pickle=True) or from_store(..., allow_pickle=True)); "
-                                "only for a server whose writers you trust")
+            raise PickleRefused(
+                f"{where} holds a pickled value (encoding=pickle); unpickling runs whatever code "
+                "the writer of the server's data chose, so reading it needs allow_pickle=True "
+                "(TensorDictStore(..., allow_pickle=True) or from_store(..., allow_pickle=True)); "
+                "only for a server whose writers you trust"
+            )
         value: Any = pickle.loads(data)  # allowed explicitly by the caller
     else:
         try:
             value = None if data is None else json.loads(data)
         except ValueError:  # (UnicodeDecodeError too)
-            raise ValueError(f"{where} holds data that is not JSON (its metadata says encoding={encoding!r}): "
-                             "written by another client meanwhile?") from None
+            raise ValueError(
+                f"{where} holds data that is not JSON (its metadata says encoding={encoding!r}): "
+                "written by another client meanwhile?"
+            ) from None
     if encoding == "json_array":
         out = NonTensorStack.from_list(value or [], device=device, depth=1) if value else NonTensorData(None, [0])
         return out if len(batch_size) <= 1 or out.batch_size == batch_size else out._follow(batch_size)

@@ -68,13 +68,22 @@ class State:
     def load(self, operation: str) -> None:
         """Read the layout: the leaf paths and order, then every leaf's metadata and offsets (2 round trips)."""
         conn = self.conn
-        raw_keys, raw_order = conn.read(operation, lambda pipe: (pipe.smembers(conn.key("__keys__")),
-                                                                 pipe.zrange(conn.key("__order__"), 0, -1,
-                                                                             withscores=True)))
+        raw_keys, raw_order = conn.read(
+            operation,
+            lambda pipe: (
+                pipe.smembers(conn.key("__keys__")),
+                pipe.zrange(conn.key("__order__"), 0, -1, withscores=True),
+            ),
+        )
         order = {k.decode(): score for k, score in raw_order}
         paths = sorted((k.decode() for k in raw_keys), key=lambda p: (order.get(p, float("inf")), p))
-        found = conn.read(operation, lambda pipe: [(pipe.hgetall(conn.meta_key(p)), pipe.get(self.idx_key(p)))
-                                                   for p in paths]) if paths else []
+        found = (
+            conn.read(
+                operation, lambda pipe: [(pipe.hgetall(conn.meta_key(p)), pipe.get(self.idx_key(p))) for p in paths]
+            )
+            if paths
+            else []
+        )
         self.leaves, self.tree = {}, Tree(self.inner)
         for i, path in enumerate(paths):
             meta, idx = fmt.decode(found[2 * i]), found[2 * i + 1]
@@ -84,9 +93,11 @@ class State:
             shape = json.loads(meta["shape"])
             if meta.get("homogeneous", "1") == "1":
                 if meta.get("layout") == "batch" and self.stack_dim and shape[:1] != [self.count]:
-                    raise NotImplementedError(f"{path!r} of the stored lazy stack is in the batch layout (written "
-                                              f"by tensordict's set() with stack_dim={self.stack_dim}): not read "
-                                              f"here")
+                    raise NotImplementedError(
+                        f"{path!r} of the stored lazy stack is in the batch layout (written "
+                        f"by tensordict's set() with stack_dim={self.stack_dim}): not read "
+                        f"here"
+                    )
                 shapes = (_Size(shape[1:]),) * self.count
                 size = dtype.itemsize * math.prod(shape[1:])
                 offsets = tuple(i * size for i in range(self.count + 1))
@@ -129,8 +140,10 @@ class State:
         joined = fmt.SEP.join(path)
         dtypes = {t.dtype for t in elements}
         if len(dtypes) != 1 or len(elements) != self.count:
-            raise ValueError(f"the elements of {path!r} must be {self.count} tensors of one dtype, got "
-                             f"{len(elements)} of {sorted(map(str, dtypes))}")
+            raise ValueError(
+                f"the elements of {path!r} must be {self.count} tensors of one dtype, got "
+                f"{len(elements)} of {sorted(map(str, dtypes))}"
+            )
         dtype = elements[0].dtype
         shapes = tuple(t.shape for t in elements)
         sizes = [dtype.itemsize * t.numel() for t in elements]
@@ -160,8 +173,12 @@ class State:
             commands.append(("SETRANGE", [conn.data_key(joined)], [size * self.count - 1, b"\x00"]))
         else:
             commands.append(("SET", [conn.data_key(joined)], [b""]))
-        meta = {"shape": json.dumps([self.count, *shape]), "dtype": fmt.dtype_str(dtype), "homogeneous": "1",
-                "layout": "stack"}
+        meta = {
+            "shape": json.dumps([self.count, *shape]),
+            "dtype": fmt.dtype_str(dtype),
+            "homogeneous": "1",
+            "layout": "stack",
+        }
         self._emit_meta(joined, meta, commands)
         self.leaves[joined] = Leaf(dtype, (_Size(shape),) * self.count, tuple(i * size for i in range(self.count + 1)))
         self.tree.add(path, TENSOR)
@@ -183,8 +200,10 @@ class State:
                 raise KeyError(f"{joined!r}: its data is missing on the server (deleted by another handle?)")
             leaf = self.leaves[joined]
             buffer = bytearray(data)
-            elements = [fmt.from_bytes(memoryview(buffer)[start:stop], shape, leaf.dtype)
-                        for start, stop, shape in zip(leaf.offsets[:-1], leaf.offsets[1:], leaf.shapes, strict=True)]
+            elements = [
+                fmt.from_bytes(memoryview(buffer)[start:stop], shape, leaf.dtype)
+                for start, stop, shape in zip(leaf.offsets[:-1], leaf.offsets[1:], leaf.shapes, strict=True)
+            ]
             out[joined] = elements if device is None or device.type == "cpu" else [t.to(device) for t in elements]
         return out
 
@@ -216,8 +235,9 @@ class _StoreElement(TensorDictBase):
             for shape in leaf.shapes:
                 if tuple(shape[: len(new_size)]) != tuple(new_size):
                     raise batch_mismatch(new_size, tuple(joined.split(fmt.SEP)), shape)
-        state.write("setting the batch size", [("SET", [state.conn.key("__inner_batch_size__")],
-                                                     [json.dumps(list(new_size))])])
+        state.write(
+            "setting the batch size", [("SET", [state.conn.key("__inner_batch_size__")], [json.dumps(list(new_size))])]
+        )
         state.inner = state.tree.batch = new_size
 
     @property
@@ -292,16 +312,24 @@ class _StoreElement(TensorDictBase):
             try:
                 value = value.expand(shape)
             except RuntimeError:
-                raise ValueError(f"cannot write a value of shape {list(value.shape)} into {path!r} of element "
-                                 f"{self._index} of a stored lazy stack, whose shape there is {list(shape)} (the "
-                                 f"server keeps each element's shape: set the key on the stack to reshape it)"
-                                 ) from None
-        commands.append(("SETRANGE", [self._state.conn.data_key(joined)],
-                         [leaf.offsets[self._index], fmt.to_bytes(value.to(leaf.dtype))]))
+                raise ValueError(
+                    f"cannot write a value of shape {list(value.shape)} into {path!r} of element "
+                    f"{self._index} of a stored lazy stack, whose shape there is {list(shape)} (the "
+                    f"server keeps each element's shape: set the key on the stack to reshape it)"
+                ) from None
+        commands.append(
+            (
+                "SETRANGE",
+                [self._state.conn.data_key(joined)],
+                [leaf.offsets[self._index], fmt.to_bytes(value.to(leaf.dtype))],
+            )
+        )
 
     def _del_str(self, key: str) -> None:
-        raise RuntimeError(f"cannot delete {(*self._path, key)!r} from one element of a stored lazy stack (the "
-                           f"server keeps one set of keys for all): delete it from the stack")
+        raise RuntimeError(
+            f"cannot delete {(*self._path, key)!r} from one element of a stored lazy stack (the "
+            f"server keeps one set of keys for all): delete it from the stack"
+        )
 
     # ------------------------------------------------------------------ storage hooks
     def _leaf_meta(self, key: str) -> LeafMeta:
@@ -339,10 +367,13 @@ class _StoreElement(TensorDictBase):
         at, device = 0, conn.device
         for path, count, step in zip(wanted, counts, steps, strict=True):
             leaf = state.leaves[fmt.SEP.join(path)]
-            parts, at = results[at:at + count], at + count
+            parts, at = results[at : at + count], at + count
             shape = leaf.shapes[self._index]
-            value = (fmt.from_bytes(b"".join(parts), shape, leaf.dtype) if plan is None
-                     else rows.assemble(parts or [b""], shape, leaf.dtype, plan, step))
+            value = (
+                fmt.from_bytes(b"".join(parts), shape, leaf.dtype)
+                if plan is None
+                else rows.assemble(parts or [b""], shape, leaf.dtype, plan, step)
+            )
             values[path] = value if device is None or device.type == "cpu" else value.to(device)
         return self._build(plan, keys, values)
 
@@ -382,8 +413,9 @@ class _StoreElement(TensorDictBase):
             if value.shape != target:
                 check_fits(path, value.shape, target)
                 value = value.expand(target)
-            for name, keys, args in rows.write_commands(state.conn.data_key(fmt.SEP.join(full)), shape, plan,
-                                                        value.to(leaf.dtype)):
+            for name, keys, args in rows.write_commands(
+                state.conn.data_key(fmt.SEP.join(full)), shape, plan, value.to(leaf.dtype)
+            ):
                 commands.append((name, keys, [a + base if i % 2 == 0 else a for i, a in enumerate(args)]))
         state.write("writing rows of an element of a stored lazy stack", commands)
 
@@ -398,8 +430,10 @@ class _StoreElement(TensorDictBase):
         return (_element_of, (stack, self._index, self._path))
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(element={self._index}, path={self._path!r}, keys={list(self._keys_str())}, "
-                f"batch_size={self.batch_size}, td_id={self._state.conn.td_id!r})")
+        return (
+            f"{type(self).__name__}(element={self._index}, path={self._path!r}, keys={list(self._keys_str())}, "
+            f"batch_size={self.batch_size}, td_id={self._state.conn.td_id!r})"
+        )
 
 
 def _element_of(stack: LazyStackedTensorDictStore, index: int, path: tuple[str, ...]) -> _StoreElement:
@@ -435,21 +469,51 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
 
     __slots__ = ("_path", "_state")
 
-    def __init__(self, *, backend: str = "redis", host: str = "localhost", port: int = 6379, db: int = 0,
-                 unix_socket_path: str | None = None, prefix: str = "tensordict", count: int, stack_dim: int = 0,
-                 inner_batch_size: Any, device: Any = None, client: Any = None, td_id: str | None = None,
-                 cache_metadata: bool = True, allow_pickle: bool = False, **client_kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        backend: str = "redis",
+        host: str = "localhost",
+        port: int = 6379,
+        db: int = 0,
+        unix_socket_path: str | None = None,
+        prefix: str = "tensordict",
+        count: int,
+        stack_dim: int = 0,
+        inner_batch_size: Any,
+        device: Any = None,
+        client: Any = None,
+        td_id: str | None = None,
+        cache_metadata: bool = True,
+        allow_pickle: bool = False,
+        **client_kwargs: Any,
+    ) -> None:
         inner = _Size(inner_batch_size)
         if not -len(inner) - 1 <= stack_dim <= len(inner):
             raise IndexError(f"stack_dim {stack_dim} is out of range for elements with {len(inner)} batch dims")
-        conn = Connection(backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
-                          namespace=prefix, td_id=td_id or str(uuid.uuid4()), device=as_device(device),
-                          cache_metadata=cache_metadata, options=client_kwargs, client=client)
+        conn = Connection(
+            backend=backend,
+            host=host,
+            port=port,
+            db=db,
+            unix_socket_path=unix_socket_path,
+            namespace=prefix,
+            td_id=td_id or str(uuid.uuid4()),
+            device=as_device(device),
+            cache_metadata=cache_metadata,
+            options=client_kwargs,
+            client=client,
+        )
         conn.allow_pickle = bool(allow_pickle)  # (its leaves are tensors: kept for the handle's copies)
         epoch = conn.new_epoch()
         stack_dim %= len(inner) + 1
-        values = ("lazy_stack", str(count), str(stack_dim), json.dumps(list(inner)),
-                  "" if conn.device is None else str(conn.device))
+        values = (
+            "lazy_stack",
+            str(count),
+            str(stack_dim),
+            json.dumps(list(inner)),
+            "" if conn.device is None else str(conn.device),
+        )
 
         def fill(pipe: Any) -> None:  # one round trip: adopt the store's epoch or start one, record the stack
             pipe.set(conn.key("__epoch__"), epoch, nx=True)
@@ -492,17 +556,19 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         leaves = [dict(named_leaves(td)) for td in members]
         for i, found in enumerate(leaves):
             if set(found) != set(leaves[0]):
-                raise ValueError(f"member {i} of the lazy stack holds keys {sorted(found)}, member 0 "
-                                 f"{sorted(leaves[0])}: a stored lazy stack keeps one set of keys")
+                raise ValueError(
+                    f"member {i} of the lazy stack holds keys {sorted(found)}, member 0 "
+                    f"{sorted(leaves[0])}: a stored lazy stack keeps one set of keys"
+                )
             for path, value in found.items():
                 if not isinstance(value, torch.Tensor):
-                    raise TypeError(f"a stored lazy stack holds tensors only: {path!r} of member {i} is a "
-                                    f"{type(value).__name__}")
+                    raise TypeError(
+                        f"a stored lazy stack holds tensors only: {path!r} of member {i} is a {type(value).__name__}"
+                    )
         if device is None:
             device = lazy_td.device
         inner = members[0].batch_size if members else _Size(lazy_td.batch_size[1:])
-        store = cls(count=len(members), stack_dim=lazy_td.stack_dim, inner_batch_size=inner, device=device,
-                    **kwargs)
+        store = cls(count=len(members), stack_dim=lazy_td.stack_dim, inner_batch_size=inner, device=device, **kwargs)
         commands: Commands = []
         for path in leaves[0] if leaves else ():
             for i, part in enumerate(path):
@@ -512,20 +578,32 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         return store
 
     @classmethod
-    def from_store(cls, *, td_id: str, prefix: str = "tensordict", device: Any = None, allow_pickle: bool = False,
-                   **kwargs: Any) -> LazyStackedTensorDictStore:
+    def from_store(
+        cls, *, td_id: str, prefix: str = "tensordict", device: Any = None, allow_pickle: bool = False, **kwargs: Any
+    ) -> LazyStackedTensorDictStore:
         """Connect to the stored lazy stack ``td_id`` (written by any process, or by tensordict).
 
         Raises:
             KeyError: when the server has no lazy stack with this ``td_id``.
         """
-        options = {k: v for k, v in kwargs.items()
-                   if k not in ("backend", "host", "port", "db", "unix_socket_path", "client", "cache_metadata")}
-        conn = Connection(backend=kwargs.get("backend", "redis"), host=kwargs.get("host", "localhost"),
-                          port=kwargs.get("port", 6379), db=kwargs.get("db", 0),
-                          unix_socket_path=kwargs.get("unix_socket_path"), namespace=prefix, td_id=td_id,
-                          device=None, cache_metadata=kwargs.get("cache_metadata", True), options=options,
-                          client=kwargs.get("client"))
+        options = {
+            k: v
+            for k, v in kwargs.items()
+            if k not in ("backend", "host", "port", "db", "unix_socket_path", "client", "cache_metadata")
+        }
+        conn = Connection(
+            backend=kwargs.get("backend", "redis"),
+            host=kwargs.get("host", "localhost"),
+            port=kwargs.get("port", 6379),
+            db=kwargs.get("db", 0),
+            unix_socket_path=kwargs.get("unix_socket_path"),
+            namespace=prefix,
+            td_id=td_id,
+            device=None,
+            cache_metadata=kwargs.get("cache_metadata", True),
+            options=options,
+            client=kwargs.get("client"),
+        )
         conn.allow_pickle = bool(allow_pickle)
         epoch = conn.new_epoch()
 
@@ -539,8 +617,9 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         if kind != b"lazy_stack":
             if conn.epoch == epoch:
                 conn.write("from_store", [("DEL", [conn.key("__epoch__")], [])])
-            raise KeyError(f"no LazyStackedTensorDictStore with td_id={td_id!r} at {conn.address} db={conn.db} "
-                           f"(prefix={prefix!r})")
+            raise KeyError(
+                f"no LazyStackedTensorDictStore with td_id={td_id!r} at {conn.address} db={conn.db} (prefix={prefix!r})"
+            )
         if device is None and raw_device:
             device = raw_device.decode()
         conn.device = as_device(device)
@@ -551,8 +630,9 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
     @classmethod
     def from_dict(cls, *args: Any, **kwargs: Any) -> Any:
         """Not supported (as in tensordict): build the store with :meth:`from_lazy_stack`."""
-        raise NotImplementedError(f"{cls.__name__}.from_dict is not supported: use "
-                                  f"{cls.__name__}.from_lazy_stack(lazy_td, ...)")
+        raise NotImplementedError(
+            f"{cls.__name__}.from_dict is not supported: use {cls.__name__}.from_lazy_stack(lazy_td, ...)"
+        )
 
     # ------------------------------------------------------------------ whole leaves: one round trip
     def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
@@ -572,8 +652,10 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
             value = self._validate(value, (key,))
         state, full = self._state, (*self._path, key)
         if inplace and key in state.tree.children.get(self._path, {}):  # the elements keep their shapes
-            state.atomic(f"writing {full!r}", lambda: LazyStackedTensorDict._set_str(
-                self, key, value, inplace=True, validated=True))
+            state.atomic(
+                f"writing {full!r}",
+                lambda: LazyStackedTensorDict._set_str(self, key, value, inplace=True, validated=True),
+            )
             return
         pieces = _unbind(value, self._stack_dim)
         if is_td(value) and type(value) not in NON_TENSOR_TYPES:
@@ -616,7 +698,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         read = state.read_whole(f"renaming {old!r}", list(moved))
         commands = state.drop(old) + state.drop(new)
         for joined, path in moved.items():
-            state.emit_whole((*new, *path[len(old):]), read[joined], commands)
+            state.emit_whole((*new, *path[len(old) :]), read[joined], commands)
         self._write(f"renaming {old!r} to {new!r}", commands)
         return self
 
@@ -631,8 +713,11 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         state, n = self._state, len(self._path)
         if not recurse:
             return LazyStackedTensorDict.clone(self, False, **kwargs)
-        paths = {joined: tuple(joined.split(fmt.SEP))[n:] for joined in state.leaves
-                 if tuple(joined.split(fmt.SEP))[:n] == self._path}
+        paths = {
+            joined: tuple(joined.split(fmt.SEP))[n:]
+            for joined in state.leaves
+            if tuple(joined.split(fmt.SEP))[:n] == self._path
+        }
         read = state.read_whole("clone", list(paths))
         members = []
         for i in range(state.count):
@@ -664,7 +749,8 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
             raise NotImplementedError(
                 f"an in-place op changing the batch size {list(self._batch_size)} to {list(other.batch_size)} is "
                 "not supported on a lazy stack (its leaves live in its members): call to_tensordict() first or "
-                "use inplace=False")
+                "use inplace=False"
+            )
         state = self._state
         found = [dict(named_leaves(piece)) for piece in other.unbind(self._stack_dim)]
         commands: Commands = []
@@ -713,22 +799,63 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
     def __reduce__(self) -> Any:
         """Pickled as the server, the store's identity and its shape: unpickling reconnects to the data."""
         state, conn = self._state, self._state.conn
-        return (_reconnect, (conn.backend, conn.host, conn.port, conn.db, conn.unix_socket_path, conn.namespace,
-                             conn.td_id, conn.device, conn.options, conn.epoch, state.count, state.stack_dim,
-                             tuple(state.inner), self._path))
+        return (
+            _reconnect,
+            (
+                conn.backend,
+                conn.host,
+                conn.port,
+                conn.db,
+                conn.unix_socket_path,
+                conn.namespace,
+                conn.td_id,
+                conn.device,
+                conn.options,
+                conn.epoch,
+                state.count,
+                state.stack_dim,
+                tuple(state.inner),
+                self._path,
+            ),
+        )
 
     def __repr__(self) -> str:
         state, conn = self._state, self._state.conn
-        return (f"LazyStackedTensorDictStore(td_id={conn.td_id!r}, address={conn.address!r}, "
-                f"prefix={conn.namespace!r}, path={self._path!r}, count={state.count}, stack_dim={state.stack_dim}, "
-                f"batch_size={self.batch_size}, keys={list(self._keys_str())}, device={conn.device})")
+        return (
+            f"LazyStackedTensorDictStore(td_id={conn.td_id!r}, address={conn.address!r}, "
+            f"prefix={conn.namespace!r}, path={self._path!r}, count={state.count}, stack_dim={state.stack_dim}, "
+            f"batch_size={self.batch_size}, keys={list(self._keys_str())}, device={conn.device})"
+        )
 
 
-def _reconnect(backend: str, host: str, port: int, db: int, unix_socket_path: str | None, namespace: str,
-               td_id: str, device: Any, options: dict[str, Any], epoch: bytes | None, count: int, stack_dim: int,
-               inner: tuple[int, ...], path: tuple[str, ...] = ()) -> LazyStackedTensorDictStore:
-    conn = Connection(backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
-                      namespace=namespace, td_id=td_id, device=device, cache_metadata=True, options=options)
+def _reconnect(
+    backend: str,
+    host: str,
+    port: int,
+    db: int,
+    unix_socket_path: str | None,
+    namespace: str,
+    td_id: str,
+    device: Any,
+    options: dict[str, Any],
+    epoch: bytes | None,
+    count: int,
+    stack_dim: int,
+    inner: tuple[int, ...],
+    path: tuple[str, ...] = (),
+) -> LazyStackedTensorDictStore:
+    conn = Connection(
+        backend=backend,
+        host=host,
+        port=port,
+        db=db,
+        unix_socket_path=unix_socket_path,
+        namespace=namespace,
+        td_id=td_id,
+        device=device,
+        cache_metadata=True,
+        options=options,
+    )
     conn.epoch = epoch
     state = State(conn, count, stack_dim, _Size(inner))
     state.load("unpickling")

@@ -64,14 +64,37 @@ class TensorDictStore(TensorDictBase):
     __slots__ = ("__weakref__", "_conn", "_path")
     _leaves_in_memory = False
 
-    def __init__(self, *, backend: str = "redis", host: str = "localhost", port: int = 6379, db: int = 0,
-                 unix_socket_path: str | None = None, prefix: str = "tensordict", batch_size: Any = None,
-                 device: Any = None, client: Any = None, td_id: str | None = None, cache_metadata: bool = True,
-                 allow_pickle: bool = False, **client_kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        backend: str = "redis",
+        host: str = "localhost",
+        port: int = 6379,
+        db: int = 0,
+        unix_socket_path: str | None = None,
+        prefix: str = "tensordict",
+        batch_size: Any = None,
+        device: Any = None,
+        client: Any = None,
+        td_id: str | None = None,
+        cache_metadata: bool = True,
+        allow_pickle: bool = False,
+        **client_kwargs: Any,
+    ) -> None:
         size = _Size(() if batch_size is None else batch_size)
-        conn = Connection(backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
-                          namespace=prefix, td_id=td_id or str(uuid.uuid4()), device=as_device(device),
-                          cache_metadata=cache_metadata, options=client_kwargs, client=client)
+        conn = Connection(
+            backend=backend,
+            host=host,
+            port=port,
+            db=db,
+            unix_socket_path=unix_socket_path,
+            namespace=prefix,
+            td_id=td_id or str(uuid.uuid4()),
+            device=as_device(device),
+            cache_metadata=cache_metadata,
+            options=client_kwargs,
+            client=client,
+        )
         conn.allow_pickle = bool(allow_pickle)
         self._conn: Connection = conn
         self._path: tuple[str, ...] = ()
@@ -367,7 +390,7 @@ class TensorDictStore(TensorDictBase):
         on_cpu = device is None or device.type == "cpu"
         for (path, joined), count, step in zip(wanted, counts, steps, strict=True):
             kind, shape, dtype, _ = leaves[joined]
-            parts = results[at:at + count]
+            parts = results[at : at + count]
             at += count
             if kind == NON_TENSOR:
                 node = TensorDictStore._view(conn, path[:-1])
@@ -407,8 +430,9 @@ class TensorDictStore(TensorDictBase):
     def _are_tensor_leaves(self, paths: Iterable[tuple[str, ...]]) -> bool:
         tree, conn, base = self._tree(), self._conn, self._path
         cached = tree.rows
-        return all((base + path if base else path) in cached or tree.row_leaf(base + path, conn) is not None
-                   for path in paths)
+        return all(
+            (base + path if base else path) in cached or tree.row_leaf(base + path, conn) is not None for path in paths
+        )
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
         conn, tree, base = self._conn, self._tree(), self._path
@@ -446,8 +470,9 @@ class TensorDictStore(TensorDictBase):
         def merge() -> None:
             data, meta = conn.read(operation, lambda pipe: (pipe.get(data_key), pipe.hgetall(meta_key)))
             conn.check(data_key, data)
-            current = fmt.decode_non_tensor(data, fmt.decode(meta), self.batch_size, conn.device, conn.allow_pickle,
-                                            conn.where(joined))
+            current = fmt.decode_non_tensor(
+                data, fmt.decode(meta), self.batch_size, conn.device, conn.allow_pickle, conn.where(joined)
+            )
             self._set_str(key, current._written(index, value), inplace=False, validated=True)
 
         conn.atomic(operation, merge)
@@ -494,25 +519,61 @@ class TensorDictStore(TensorDictBase):
     def __reduce__(self) -> Any:
         """Pickled as the server, the store's identity and the node path: unpickling reconnects to the data."""
         conn = self._conn
-        state = (conn.backend, conn.host, conn.port, conn.db, conn.unix_socket_path, conn.namespace, conn.td_id,
-                 conn.device, conn.cache_metadata, conn.options, conn.epoch, self._path, dict(conn.locked),
-                 conn.allow_pickle)
+        state = (
+            conn.backend,
+            conn.host,
+            conn.port,
+            conn.db,
+            conn.unix_socket_path,
+            conn.namespace,
+            conn.td_id,
+            conn.device,
+            conn.cache_metadata,
+            conn.options,
+            conn.epoch,
+            self._path,
+            dict(conn.locked),
+            conn.allow_pickle,
+        )
         return (_reconnect, state)
 
     def __repr__(self) -> str:
         conn = self._conn
-        return (f"TensorDictStore(td_id={conn.td_id!r}, address={conn.address!r}, prefix={conn.namespace!r}, "
-                f"path={self._path!r}, keys={list(self._keys_str())}, batch_size={self.batch_size}, "
-                f"device={conn.device})")
+        return (
+            f"TensorDictStore(td_id={conn.td_id!r}, address={conn.address!r}, prefix={conn.namespace!r}, "
+            f"path={self._path!r}, keys={list(self._keys_str())}, batch_size={self.batch_size}, "
+            f"device={conn.device})"
+        )
 
 
-def _reconnect(backend: str, host: str, port: int, db: int, unix_socket_path: str | None, namespace: str,
-               td_id: str, device: Any, cache_metadata: bool, options: dict[str, Any], epoch: bytes | None,
-               path: tuple[str, ...], locked: dict[tuple[str, ...], bool],
-               allow_pickle: bool = False) -> TensorDictStore:
-    conn = Connection(backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
-                      namespace=namespace, td_id=td_id, device=device, cache_metadata=cache_metadata,
-                      options=options)
+def _reconnect(
+    backend: str,
+    host: str,
+    port: int,
+    db: int,
+    unix_socket_path: str | None,
+    namespace: str,
+    td_id: str,
+    device: Any,
+    cache_metadata: bool,
+    options: dict[str, Any],
+    epoch: bytes | None,
+    path: tuple[str, ...],
+    locked: dict[tuple[str, ...], bool],
+    allow_pickle: bool = False,
+) -> TensorDictStore:
+    conn = Connection(
+        backend=backend,
+        host=host,
+        port=port,
+        db=db,
+        unix_socket_path=unix_socket_path,
+        namespace=namespace,
+        td_id=td_id,
+        device=device,
+        cache_metadata=cache_metadata,
+        options=options,
+    )
     conn.allow_pickle = allow_pickle
     conn.epoch = epoch
     conn.locked.update(locked)

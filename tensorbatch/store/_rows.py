@@ -73,8 +73,9 @@ def assemble(parts: list[bytes], shape: torch.Size, dtype: torch.dtype, plan: Ro
     return out.reshape(*plan.shape, *rest) if plan.inverse is None else out
 
 
-def write_commands(key: str, shape: torch.Size, plan: RowPlan, value: torch.Tensor,
-                   row_bytes: int | None = None) -> list[tuple[str, list[str], list[Any]]]:
+def write_commands(
+    key: str, shape: torch.Size, plan: RowPlan, value: torch.Tensor, row_bytes: int | None = None
+) -> list[tuple[str, list[str], list[Any]]]:
     """The SETRANGES entry (``(offset, bytes)`` pairs) writing ``value`` at ``plan``'s rows of the leaf ``key``.
 
     ``value`` is already broadcast to ``plan.target_shape(shape)``; for repeated rows, the last value wins.
@@ -100,6 +101,6 @@ def write_commands(key: str, shape: torch.Size, plan: RowPlan, value: torch.Tens
     at = 0
     for first, count in runs(plan.rows):
         size = count * row_bytes
-        args += (first * row_bytes, data[at:at + size])
+        args += (first * row_bytes, data[at : at + size])
         at += size
     return [("SETRANGES", [key], args)] if args else []  # one command per leaf: the guard script loops

@@ -102,8 +102,13 @@ class Tree:
             if entry is None or entry[0] != TENSOR or self.children.get(path[:-1], {}).get(path[-1]) != TENSOR:
                 return None
             _, shape, dtype, _ = entry
-            found = self.rows[path] = RowLeaf(conn.data_key(joined), joined, shape, dtype,  # type: ignore[arg-type]
-                                              dtype.itemsize * math.prod(shape[1:]))  # type: ignore[union-attr,index]
+            found = self.rows[path] = RowLeaf(
+                conn.data_key(joined),
+                joined,
+                shape,  # type: ignore[arg-type]
+                dtype,  # type: ignore[arg-type]
+                dtype.itemsize * math.prod(shape[1:]),  # type: ignore[union-attr,index]
+            )
         return found
 
     def node_batch(self, path: tuple[str, ...]) -> torch.Size:
@@ -117,6 +122,7 @@ class Tree:
 
 def load(conn: Connection, operation: str) -> Tree:
     """Read the layout of the store: 2 round trips (global keys, then every leaf's metadata)."""
+
     def first(pipe: Any) -> None:
         pipe.smembers(conn.key("__keys__"))
         pipe.hgetall(conn.key("__nodes__"))
@@ -141,8 +147,10 @@ def load(conn: Connection, operation: str) -> Tree:
             if meta.get("is_non_tensor") == "1":
                 tree.put(tuple(path.split(fmt.SEP)), (NON_TENSOR, None, None, meta))
             else:
-                tree.put(tuple(path.split(fmt.SEP)), (TENSOR, torch.Size(json.loads(meta["shape"])),
-                                                      fmt.str_dtype(meta["dtype"]), meta))
+                tree.put(
+                    tuple(path.split(fmt.SEP)),
+                    (TENSOR, torch.Size(json.loads(meta["shape"])), fmt.str_dtype(meta["dtype"]), meta),
+                )
             continue
         tree.add(tuple(path.split(fmt.SEP)), kind)
     tree.nodes.update(nodes)

@@ -105,8 +105,9 @@ class StoredTensorDict(TensorDictBase):
     __slots__ = ("_path", "_state")
     _leaves_in_memory = False
 
-    def __init__(self, dialect: Dialect, *, batch_size: Any = None, batch_dims: int | None = None,
-                 auto_batch_size: bool = False) -> None:
+    def __init__(
+        self, dialect: Dialect, *, batch_size: Any = None, batch_dims: int | None = None, auto_batch_size: bool = False
+    ) -> None:
         self._state = State(dialect, batch_dims, auto_batch_size)
         self._path: Path = ()
         if batch_size is not None:
@@ -145,14 +146,27 @@ class StoredTensorDict(TensorDictBase):
     def _check_writable(self, key: Any) -> None:
         dialect = self._state.dialect
         if not dialect.writable:
-            raise ReadOnlyStorageError(f"cannot write {key!r}: {dialect.describe(self._path)} is open read-only "
-                                       "(open it with mode='r+' or 'a' to write)")
+            raise ReadOnlyStorageError(
+                f"cannot write {key!r}: {dialect.describe(self._path)} is open read-only "
+                "(open it with mode='r+' or 'a' to write)"
+            )
 
     def __reduce__(self) -> Any:
         """Pickled as its dialect (which pickles as what reopens it) and its path."""
         state = self._state
-        return (_reopen, (type(self), state.dialect, self._path, state.batch_dims, state.infer, dict(state.batch),
-                          dict(state.names), dict(state.locked)))
+        return (
+            _reopen,
+            (
+                type(self),
+                state.dialect,
+                self._path,
+                state.batch_dims,
+                state.infer,
+                dict(state.batch),
+                dict(state.names),
+                dict(state.locked),
+            ),
+        )
 
     # ------------------------------------------------------------------ primitives
     @property
@@ -327,8 +341,12 @@ class StoredTensorDict(TensorDictBase):
                 out[key] = self._get_str(key)[plan.index]
             else:
                 raise missing_key((*self._path, key), self._keys_str(), type(self).__name__)
-        result: TensorDictBase = self._dense_cls(out, batch_size=plan.target_shape(self.batch_size), device=_CPU,
-                                                 names=self._maybe_names() if plan.kind != "int" else None)
+        result: TensorDictBase = self._dense_cls(
+            out,
+            batch_size=plan.target_shape(self.batch_size),
+            device=_CPU,
+            names=self._maybe_names() if plan.kind != "int" else None,
+        )
         return result
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
@@ -370,12 +388,21 @@ class StoredTensorDict(TensorDictBase):
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
         self._check_writable(key)
         state, path = self._state, (*self._path, key)
-        self._replace(key, state.entries(self._path).get(key), TENSOR,
-                      lambda: state.dialect.alloc(path, torch.Size(shape), dtype))
+        self._replace(
+            key, state.entries(self._path).get(key), TENSOR, lambda: state.dialect.alloc(path, torch.Size(shape), dtype)
+        )
 
 
-def _reopen(cls: type[StoredTensorDict], dialect: Dialect, path: Path, batch_dims: int | None, infer: bool,
-            batch: dict[Path, torch.Size], names: dict[Path, Any], locked: dict[Path, bool]) -> StoredTensorDict:
+def _reopen(
+    cls: type[StoredTensorDict],
+    dialect: Dialect,
+    path: Path,
+    batch_dims: int | None,
+    infer: bool,
+    batch: dict[Path, torch.Size],
+    names: dict[Path, Any],
+    locked: dict[Path, bool],
+) -> StoredTensorDict:
     state = State(dialect, batch_dims, infer)
     state.batch.update(batch)
     state.names.update(names)

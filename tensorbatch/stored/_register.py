@@ -18,8 +18,9 @@ from ..base import TensorDictBase
 STORAGES: dict[str, dict[str, Callable[..., Any]]] = {}  # name -> {"to", "from", "schema"}
 
 
-def register_storage(name: str, *, to: Callable[..., Any], opener: Callable[..., Any],
-                     schema: Callable[..., Any] | str | None = None) -> None:
+def register_storage(
+    name: str, *, to: Callable[..., Any], opener: Callable[..., Any], schema: Callable[..., Any] | str | None = None
+) -> None:
     """Make the storage ``name`` known everywhere.
 
     Args:
@@ -43,7 +44,8 @@ def register_storage(name: str, *, to: Callable[..., Any], opener: Callable[...,
 
     parameters = list(inspect.signature(opener).parameters.values())  # (the opener's, for help() and checks)
     from_storage.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("cls", inspect.Parameter.POSITIONAL_ONLY), *parameters])
+        [inspect.Parameter("cls", inspect.Parameter.POSITIONAL_ONLY), *parameters]
+    )
     from_storage.__name__ = f"from_{name}"
     from_storage.__qualname__ = f"TensorDictBase.from_{name}"
     from_storage.__doc__ = opener.__doc__

@@ -59,15 +59,16 @@ class IndexedView(TensorDictBase):
 
     def _change_batch_size(self, new_size: torch.Size) -> None:
         if new_size != self._bs:
-            raise RuntimeError("cannot change the batch size of an indexed view of a PersistentTensorDict "
-                               "(call to_tensordict() first)")
+            raise RuntimeError(
+                "cannot change the batch size of an indexed view of a PersistentTensorDict (call to_tensordict() first)"
+            )
 
     @property
     def device(self) -> torch.device | None:
         return self._source.device
 
     def _sub_size(self, shape: Any) -> torch.Size:
-        return _Size((*self._bs, *shape[self._source.batch_dims:]))
+        return _Size((*self._bs, *shape[self._source.batch_dims :]))
 
     def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
         if not self._source._has_str(key):
@@ -127,7 +128,8 @@ class IndexedView(TensorDictBase):
             data = data.select(*keys)
         n = self._bs[0]
         if (plan.kind == "rows" and plan.inverse is None and len(plan.rows) == n) or (
-                plan.kind == "slice" and len(range(*plan.index.indices(n))) == n):
+            plan.kind == "slice" and len(range(*plan.index.indices(n))) == n
+        ):
             return data  # every row, in order (to_tensordict): already new memory
         return index_leaves(data, plan.index)  # type: ignore[no-any-return]
 

@@ -32,13 +32,33 @@ NON_TENSOR_ATTR = "__tensordict_non_tensor__"
 STACK_ATTR = "__tensordict_stack__"
 DTYPE_ATTR = "tensorbatch_dtype"
 
-_TORCH_OF: dict[Any, torch.dtype] = {np.dtype(k): v for k, v in {
-    "float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "int64": torch.int64,
-    "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
-    "complex64": torch.complex64, "complex128": torch.complex128, "uint16": torch.uint16,
-    "uint32": torch.uint32, "uint64": torch.uint64}.items()}
-_BITS = {torch.bfloat16: torch.int16, **{getattr(torch, n): torch.uint8 for n in (
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz") if hasattr(torch, n)}}
+_TORCH_OF: dict[Any, torch.dtype] = {
+    np.dtype(k): v
+    for k, v in {
+        "float64": torch.float64,
+        "float32": torch.float32,
+        "float16": torch.float16,
+        "int64": torch.int64,
+        "int32": torch.int32,
+        "int16": torch.int16,
+        "int8": torch.int8,
+        "uint8": torch.uint8,
+        "bool": torch.bool,
+        "complex64": torch.complex64,
+        "complex128": torch.complex128,
+        "uint16": torch.uint16,
+        "uint32": torch.uint32,
+        "uint64": torch.uint64,
+    }.items()
+}
+_BITS = {
+    torch.bfloat16: torch.int16,
+    **{
+        getattr(torch, n): torch.uint8
+        for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+        if hasattr(torch, n)
+    },
+}
 _BY_NAME = {str(d).removeprefix("torch."): d for d in _BITS}
 
 
@@ -47,8 +67,10 @@ def zarr_module() -> Any:
     try:
         zarr = importlib.import_module("zarr")
     except ImportError as err:
-        raise ModuleNotFoundError("zarr storage needs zarr >= 3, which is not installed (pip install 'zarr>=3', or "
-                                  "the 'zarr' extra)", name="zarr") from err
+        raise ModuleNotFoundError(
+            "zarr storage needs zarr >= 3, which is not installed (pip install 'zarr>=3', or the 'zarr' extra)",
+            name="zarr",
+        ) from err
     if int(zarr.__version__.split(".")[0]) < 3:
         raise ImportError(f"zarr storage needs zarr >= 3, found zarr {zarr.__version__} (pip install -U zarr)")
     return zarr
@@ -70,8 +92,15 @@ class ZarrDialect(Dialect):
     name = "zarr"
     copy_reads = True
 
-    def __init__(self, where: Any, mode: str = "r", *, storage_options: dict[str, Any] | None = None,
-                 allow_pickle: bool = False, array_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        where: Any,
+        mode: str = "r",
+        *,
+        storage_options: dict[str, Any] | None = None,
+        allow_pickle: bool = False,
+        array_options: dict[str, Any] | None = None,
+    ) -> None:
         zarr = zarr_module()
         self.where, self.mode = os.fspath(where) if isinstance(where, os.PathLike) else where, mode
         self.storage_options = dict(storage_options or {})
@@ -100,11 +129,18 @@ class ZarrDialect(Dialect):
     def __getstate__(self) -> dict[str, Any]:
         """Pickled as what reopens it: never ``"w"``, which would erase it."""
         if not isinstance(self.where, str):
-            raise TypeError(f"a zarr TensorDict over a {type(self.where).__name__} store cannot be pickled (open it "
-                            "from a path or a URL to pickle it)")
+            raise TypeError(
+                f"a zarr TensorDict over a {type(self.where).__name__} store cannot be pickled (open it "
+                "from a path or a URL to pickle it)"
+            )
         mode = "r" if self.mode == "r" else "r+"
-        return {"where": self.where, "mode": mode, "storage_options": self.storage_options,
-                "allow_pickle": self.allow_pickle, "array_options": self.array_options}
+        return {
+            "where": self.where,
+            "mode": mode,
+            "storage_options": self.storage_options,
+            "allow_pickle": self.allow_pickle,
+            "array_options": self.array_options,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state.pop("where"), state.pop("mode"), **state)  # type: ignore[misc]
@@ -139,8 +175,7 @@ class ZarrDialect(Dialect):
                 self._arrays[(*path, key)] = member
                 attrs = member.attrs
                 plain = np.dtype(member.dtype) in _TORCH_OF if _numpy_dtype(member) else False
-                out[key] = TENSOR if plain and NON_TENSOR_ATTR not in attrs and STACK_ATTR not in attrs \
-                    else NON_TENSOR
+                out[key] = TENSOR if plain and NON_TENSOR_ATTR not in attrs and STACK_ATTR not in attrs else NON_TENSOR
         return out
 
     def tensor_meta(self, path: Path) -> tuple[torch.Size, torch.dtype]:
@@ -198,7 +233,7 @@ class ZarrDialect(Dialect):
             array[plan.index] = data
             return
         positions = plan.last_positions()  # the last repeat of a row wins
-        flat = data.reshape(-1, *data.shape[len(plan.shape):])
+        flat = data.reshape(-1, *data.shape[len(plan.shape) :])
         array.oindex[plan.rows.numpy()] = flat if positions is None else flat[positions.numpy()]
 
     def alloc(self, path: Path, shape: torch.Size, dtype: torch.dtype) -> None:
@@ -216,9 +251,10 @@ class ZarrDialect(Dialect):
         chunks = options.pop("chunks", None)
         if shape:  # one chunk per leaf, or ``chunks`` over the leading dims and the others whole
             lead = () if chunks is None else ((chunks,) if isinstance(chunks, int) else tuple(chunks))[: len(shape)]
-            options["chunks"] = tuple(max(1, int(c)) for c in (*lead, *shape[len(lead):]))
-        array = self._node(path[:-1]).create_array(path[-1], shape=shape, dtype=_NUMPY_NAME[dtype], fill_value=0,
-                                                   attributes=attributes, **options)
+            options["chunks"] = tuple(max(1, int(c)) for c in (*lead, *shape[len(lead) :]))
+        array = self._node(path[:-1]).create_array(
+            path[-1], shape=shape, dtype=_NUMPY_NAME[dtype], fill_value=0, attributes=attributes, **options
+        )
         self._arrays[path] = array
         self._serials[path] = next(self._count)
         self._structure_changed()
@@ -253,8 +289,10 @@ class ZarrDialect(Dialect):
         if encoding != "pickle":
             raise ValueError(f"{self.describe(path)}: unknown non-tensor encoding {encoding!r}")
         if not self.allow_pickle:
-            raise PermissionError(f"{self.describe(path)} holds a pickled value: unpickling runs code, so it is read "
-                                  "only when the store is opened with allow_pickle=True (trusted data only)")
+            raise PermissionError(
+                f"{self.describe(path)} holds a pickled value: unpickling runs code, so it is read "
+                "only when the store is opened with allow_pickle=True (trusted data only)"
+            )
         return pickle.loads(payload)  # (the caller's opt-in above)
 
     def object_shape(self, path: Path, batch_size: torch.Size) -> torch.Size:
@@ -272,8 +310,14 @@ class ZarrDialect(Dialect):
             flat = np.array(data, dtype=object).ravel().tolist() if value.batch_size else [data]
             if all(type(v) is str for v in flat):
                 strings = np.array(data, dtype=str)
-                array = parent.create_array(name, shape=strings.shape, dtype=str, attributes=attributes,
-                                            chunks=strings.shape or None, compressors=None)
+                array = parent.create_array(
+                    name,
+                    shape=strings.shape,
+                    dtype=str,
+                    attributes=attributes,
+                    chunks=strings.shape or None,
+                    compressors=None,
+                )
                 array[...] = strings
                 self._arrays[path] = array
                 self._structure_changed()
@@ -289,8 +333,9 @@ class ZarrDialect(Dialect):
             payload, encoding = pickle.dumps(data), "pickle"
         attributes[NON_TENSOR_ATTR] = {"encoding": encoding}
         raw = np.frombuffer(payload, dtype=np.uint8)
-        array = parent.create_array(name, shape=raw.shape, dtype="uint8", attributes=attributes,
-                                    chunks=(max(1, raw.size),), compressors=None)
+        array = parent.create_array(
+            name, shape=raw.shape, dtype="uint8", attributes=attributes, chunks=(max(1, raw.size),), compressors=None
+        )
         array[...] = raw
         self._arrays[path] = array
         self._structure_changed()

@@ -14,9 +14,17 @@ from ._register import register_storage
 from ._zarr import ZarrDialect, check_dtype
 
 
-def from_zarr(zarr_file: Any, *, mode: str = "r", auto_batch_size: bool = False, batch_dims: int | None = None,
-              batch_size: Any = None, non_tensor_as_stack: bool = False, allow_pickle: bool | None = None,
-              storage_options: dict[str, Any] | None = None) -> StoredTensorDict:
+def from_zarr(
+    zarr_file: Any,
+    *,
+    mode: str = "r",
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    batch_size: Any = None,
+    non_tensor_as_stack: bool = False,
+    allow_pickle: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> StoredTensorDict:
     """Open a zarr group (a path, an fsspec URL or a zarr store) as a TensorDict read on access.
 
     Batch sizes are those ``to_zarr`` recorded (tensordict's layout); a group that records none gets the
@@ -40,17 +48,38 @@ def from_zarr(zarr_file: Any, *, mode: str = "r", auto_batch_size: bool = False,
     return StoredTensorDict(dialect, batch_size=batch_size, batch_dims=batch_dims, auto_batch_size=auto_batch_size)
 
 
-def _open(filename: Any, *, mode: str = "r", auto_batch_size: bool = False, batch_dims: int | None = None,
-          batch_size: Any = None, non_tensor_as_stack: bool = False, allow_pickle: bool | None = None,
-          storage_options: dict[str, Any] | None = None) -> StoredTensorDict:
+def _open(
+    filename: Any,
+    *,
+    mode: str = "r",
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    batch_size: Any = None,
+    non_tensor_as_stack: bool = False,
+    allow_pickle: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> StoredTensorDict:
     """Open a zarr group as a TensorDict read on access (see :func:`tensorbatch.from_zarr`)."""
-    return from_zarr(filename, mode=mode, auto_batch_size=auto_batch_size, batch_dims=batch_dims,
-                     batch_size=batch_size, non_tensor_as_stack=non_tensor_as_stack, allow_pickle=allow_pickle,
-                     storage_options=storage_options)
+    return from_zarr(
+        filename,
+        mode=mode,
+        auto_batch_size=auto_batch_size,
+        batch_dims=batch_dims,
+        batch_size=batch_size,
+        non_tensor_as_stack=non_tensor_as_stack,
+        allow_pickle=allow_pickle,
+        storage_options=storage_options,
+    )
 
 
-def to_zarr(self: TensorDictBase, filename: Any, *, allow_pickle: bool | None = None,
-            storage_options: dict[str, Any] | None = None, **kwargs: Any) -> StoredTensorDict:
+def to_zarr(
+    self: TensorDictBase,
+    filename: Any,
+    *,
+    allow_pickle: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> StoredTensorDict:
     """Write this TensorDict to a new zarr group (replacing what is there) and return it open read-write.
 
     The layout is tensordict 0.15.3's (each library reads the other's). ``kwargs`` go to
@@ -69,8 +98,9 @@ def to_zarr(self: TensorDictBase, filename: Any, *, allow_pickle: bool | None = 
     for key, value in self.items(include_nested=True, leaves_only=True):  # every dtype checked before a write
         if isinstance(value, torch.Tensor):
             check_dtype(key if isinstance(key, tuple) else (key,), value.dtype)
-    dialect = ZarrDialect(filename, "w", storage_options=storage_options, allow_pickle=allow_pickle is not False,
-                          array_options=kwargs)
+    dialect = ZarrDialect(
+        filename, "w", storage_options=storage_options, allow_pickle=allow_pickle is not False, array_options=kwargs
+    )
     out = StoredTensorDict(dialect)
     out.batch_size = self.batch_size
     names = self._maybe_names()
@@ -83,8 +113,14 @@ def to_zarr(self: TensorDictBase, filename: Any, *, allow_pickle: bool | None = 
     return out
 
 
-def from_schema(schema: Mapping[Any, tuple[Any, torch.dtype]], filename: str | os.PathLike[str] | None = None, *,
-                batch_size: Any = None, device: Any = None, **kwargs: Any) -> StoredTensorDict:
+def from_schema(
+    schema: Mapping[Any, tuple[Any, torch.dtype]],
+    filename: str | os.PathLike[str] | None = None,
+    *,
+    batch_size: Any = None,
+    device: Any = None,
+    **kwargs: Any,
+) -> StoredTensorDict:
     """Zero-filled leaves in a new zarr group, written without data (unwritten chunks read as 0)."""
     if filename is None:
         raise TypeError("from_schema(storage='zarr') needs filename= (a path or a URL)")

@@ -27,9 +27,17 @@ from tensorbatch._ops.rows import RowPlan
 from tensorbatch.stored import Dialect, StoredTensorDict
 
 _NUMPY_OF = {  # the dtypes numpy can store (numpy has no bfloat16, no complex32)
-    torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16,
-    torch.int64: np.int64, torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8,
-    torch.uint8: np.uint8, torch.bool: np.bool_, torch.complex64: np.complex64, torch.complex128: np.complex128,
+    torch.float64: np.float64,
+    torch.float32: np.float32,
+    torch.float16: np.float16,
+    torch.int64: np.int64,
+    torch.int32: np.int32,
+    torch.int16: np.int16,
+    torch.int8: np.int8,
+    torch.uint8: np.uint8,
+    torch.bool: np.bool_,
+    torch.complex64: np.complex64,
+    torch.complex128: np.complex128,
 }
 _TORCH_OF = {np.dtype(v): k for k, v in _NUMPY_OF.items()}
 Path = tuple[str, ...]
@@ -109,7 +117,7 @@ class NumpyDialect(Dialect):
             array[plan.index] = value
             return
         positions = plan.last_positions()  # the last repeat of a row wins
-        flat = value.reshape(-1, *value.shape[len(plan.shape):])
+        flat = value.reshape(-1, *value.shape[len(plan.shape) :])
         array[plan.rows.numpy()] = flat if positions is None else flat[positions.numpy()]
 
     def alloc(self, path: Path, shape: torch.Size, dtype: torch.dtype) -> None:

@@ -171,10 +171,16 @@ def test_batch_size_checks_use_metadata(store):
 
 
 def test_keys_repr_entry_class_and_shapes_read_no_leaf(store):
-    assert store.keys(include_nested=True, leaves_only=True) == ["a", "b", "c", ("nested", "d"),
-                                                                 ("nested", "deep", "e")]
+    assert store.keys(include_nested=True, leaves_only=True) == [
+        "a",
+        "b",
+        "c",
+        ("nested", "d"),
+        ("nested", "deep", "e"),
+    ]
     assert sorted(store.keys(True), key=str) == sorted(
-        ["a", "b", "c", "nested", ("nested", "d"), ("nested", "deep"), ("nested", "deep", "e")], key=str)
+        ["a", "b", "c", "nested", ("nested", "d"), ("nested", "deep"), ("nested", "deep", "e")], key=str
+    )
     text = repr(store)
     assert "d: Tensor(shape=[3, 4, 2], dtype=float32, device=cpu)" in text
     assert "deep: NumpyStore(batch_size=[3, 4])" in text

@@ -8,13 +8,33 @@ import pytest
 from ._run import check_output, run_python
 
 # tensordict modules that resolve under the switch (the ones TorchRL 0.14 imports among them)
-MODULES = ["tensordict", "tensordict.utils", "tensordict.base", "tensordict.tensorclass", "tensordict.memmap",
-           "tensordict._tensorcollection", "tensordict._C", "tensordict.store", "tensordict._td", "tensordict._lazy",
-           "tensordict.tensordict", "tensordict._pytree", "tensordict.functional", "tensordict.persistent",
-           "tensordict.nn", "tensordict.nn.params", "tensordict.nn.functional_modules", "tensordict.nn.common",
-           "tensordict.nn.sequence", "tensordict.nn.utils", "tensordict.nn.probabilistic",
-           "tensordict.nn.distributions", "tensordict.nn.ensemble", "tensordict.nn.cudagraphs",
-           "tensordict.nn.tensorclass_module"]
+MODULES = [
+    "tensordict",
+    "tensordict.utils",
+    "tensordict.base",
+    "tensordict.tensorclass",
+    "tensordict.memmap",
+    "tensordict._tensorcollection",
+    "tensordict._C",
+    "tensordict.store",
+    "tensordict._td",
+    "tensordict._lazy",
+    "tensordict.tensordict",
+    "tensordict._pytree",
+    "tensordict.functional",
+    "tensordict.persistent",
+    "tensordict.nn",
+    "tensordict.nn.params",
+    "tensordict.nn.functional_modules",
+    "tensordict.nn.common",
+    "tensordict.nn.sequence",
+    "tensordict.nn.utils",
+    "tensordict.nn.probabilistic",
+    "tensordict.nn.distributions",
+    "tensordict.nn.ensemble",
+    "tensordict.nn.cudagraphs",
+    "tensordict.nn.tensorclass_module",
+]
 
 
 def test_modules_resolve_to_tensorbatch() -> None:
@@ -155,8 +175,13 @@ def test_private_methods() -> None:
         print(dest["a"].tolist())
     """)
     assert out.splitlines() == [
-        "[('b', 'c')]", "[\"('b', 'c')\", 'a', 's']", "['s']", "[1.0, 1.0] False True", "True False",
-        "[[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]"]
+        "[('b', 'c')]",
+        "[\"('b', 'c')\", 'a', 's']",
+        "['s']",
+        "[1.0, 1.0] False True",
+        "True False",
+        "[[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]",
+    ]
 
 
 @pytest.mark.parametrize("flag", ["--reference", "--switch"])
@@ -180,9 +205,9 @@ def test_private_methods_match_tensordict(flag: str) -> None:
         print(td.exclude("s")._fast_apply(lambda x: None, filter_empty=True))
         print(td._fast_apply(lambda x: x, call_on_nested=True, filter_empty=True).batch_size)
     """
-    done = run_python(code.replace('sys.argv[1]', repr(flag)))
+    done = run_python(code.replace("sys.argv[1]", repr(flag)))
     assert done.returncode == 0, done.stderr[-3000:]
-    reference = run_python(code.replace('sys.argv[1]', repr("--reference")))
+    reference = run_python(code.replace("sys.argv[1]", repr("--reference")))
     assert done.stdout == reference.stdout
 
 

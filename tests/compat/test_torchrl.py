@@ -14,15 +14,26 @@ import pytest
 
 from ._run import SCRIPTS, check_output, run_scripts_in_parallel
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torchrl") is None,
-                                reason="torchrl (0.14.1, installed with --no-deps by scripts/test.sh) is missing")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("torchrl") is None,
+    reason="torchrl (0.14.1, installed with --no-deps by scripts/test.sh) is missing",
+)
 
-TORCHRL_PACKAGES = ["torchrl", "torchrl.data", "torchrl.envs", "torchrl.modules", "torchrl.collectors",
-                    "torchrl.objectives", "torchrl.objectives.value", "torchrl.trainers"]
+TORCHRL_PACKAGES = [
+    "torchrl",
+    "torchrl.data",
+    "torchrl.envs",
+    "torchrl.modules",
+    "torchrl.collectors",
+    "torchrl.objectives",
+    "torchrl.objectives.value",
+    "torchrl.trainers",
+]
 
 
 def test_import_torchrl() -> None:
-    out = check_output(f"""
+    out = check_output(
+        f"""
         import importlib, sys
         import tensorbatch.compat
         tensorbatch.compat.install()
@@ -33,7 +44,9 @@ def test_import_torchrl() -> None:
         real = [n for n, m in sys.modules.items() if n.startswith("tensordict") and "site-packages" in str(
             getattr(m, "__file__", "") or "")]
         print("real tensordict modules:", real)
-    """, timeout=180)
+    """,
+        timeout=180,
+    )
     assert out.strip() == "real tensordict modules: []"
 
 

@@ -44,15 +44,17 @@ def _gen(seed: int = 0) -> torch.Generator:
 
 def make_td(n: int = 4) -> TensorDict:
     g = _gen()
-    return TensorDict({"a": torch.randn(n, 3, generator=g), "nested": {"b": torch.randn(n, 2, generator=g)}},
-                      batch_size=[n])
+    return TensorDict(
+        {"a": torch.randn(n, 3, generator=g), "nested": {"b": torch.randn(n, 2, generator=g)}}, batch_size=[n]
+    )
 
 
 def make_td2(n: int = 3) -> TensorDict:
     """Two batch dims ``[n, 4]``."""
     g = _gen(1)
-    return TensorDict({"a": torch.randn(n, 4, 3, generator=g), "nested": {"b": torch.randn(n, 4, generator=g)}},
-                      batch_size=[n, 4])
+    return TensorDict(
+        {"a": torch.randn(n, 4, 3, generator=g), "nested": {"b": torch.randn(n, 4, generator=g)}}, batch_size=[n, 4]
+    )
 
 
 def make_pair(n: int = 4) -> Pair:
@@ -71,8 +73,10 @@ def make_labelled(n: int = 4) -> Labelled:
 
 def make_lazy(n: int = 4) -> LazyStackedTensorDict:
     g = _gen(5)
-    members = [TensorDict({"a": torch.randn(n, 3, generator=g), "nested": {"b": torch.randn(n, generator=g)}},
-                          batch_size=[n]) for _ in range(2)]
+    members = [
+        TensorDict({"a": torch.randn(n, 3, generator=g), "nested": {"b": torch.randn(n, generator=g)}}, batch_size=[n])
+        for _ in range(2)
+    ]
     return LazyStackedTensorDict(*members, stack_dim=0)
 
 

@@ -38,14 +38,16 @@ SIZES = (4, 6, 8)
 
 def make(n: int) -> TensorDict:
     g = torch.Generator().manual_seed(n)
-    return TensorDict({"a": torch.randn(n, 3, generator=g), "nested": {"b": torch.randn(n, 2, generator=g)}},
-                      batch_size=[n])
+    return TensorDict(
+        {"a": torch.randn(n, 3, generator=g), "nested": {"b": torch.randn(n, 2, generator=g)}}, batch_size=[n]
+    )
 
 
 def make2(n: int, m: int = 5) -> TensorDict:
     g = torch.Generator().manual_seed(n)
-    return TensorDict({"a": torch.randn(n, m, 3, generator=g), "nested": {"b": torch.randn(n, m, generator=g)}},
-                      batch_size=[n, m])
+    return TensorDict(
+        {"a": torch.randn(n, m, 3, generator=g), "nested": {"b": torch.randn(n, m, generator=g)}}, batch_size=[n, m]
+    )
 
 
 def _set_rows(td: TensorDict, index: Any, value: Any) -> TensorDict:
@@ -81,8 +83,9 @@ CASES: dict[str, tuple[Callable[[int], Any], Callable[..., Any]]] = {
 }
 
 
-def _frames_over_sizes(fn: Callable[..., Any], maker: Callable[[int], Any], dynamic: bool | None,
-                       backend: str = "eager") -> tuple[int, int]:
+def _frames_over_sizes(
+    fn: Callable[..., Any], maker: Callable[[int], Any], dynamic: bool | None, backend: str = "eager"
+) -> tuple[int, int]:
     torch._dynamo.reset()
     counters.clear()
     counter = counter_for(backend)
@@ -147,8 +150,9 @@ class Named(torch.nn.Module):
     """Returns a TensorDict with dim names (its output spec is recorded with the traced, symbolic size)."""
 
     def forward(self, td: TensorDict) -> TensorDict:
-        return TensorDict({"x": td["a"] * 2, "s": {"y": td["nested", "b"][:, 0]}}, batch_size=td.batch_size,
-                          names=["n"])
+        return TensorDict(
+            {"x": td["a"] * 2, "s": {"y": td["nested", "b"][:, 0]}}, batch_size=td.batch_size, names=["n"]
+        )
 
 
 def test_export_output_rebuilt_for_another_size() -> None:
@@ -185,10 +189,12 @@ class Double(torch.nn.Module):
 
 
 @pytest.mark.xfail(
-    strict=True, raises=ValueError,
+    strict=True,
+    raises=ValueError,
     reason="LIMITATION (README, Differences): a lazy stack's tree spec holds its batch size, and its leaves are "
-           "stacked anew at each flatten (export finds a dynamic dim by its tensor): an exported program takes "
-           "a lazy stack of the traced size only ('Trying to flatten user inputs with exported input tree spec')")
+    "stacked anew at each flatten (export finds a dynamic dim by its tensor): an exported program takes "
+    "a lazy stack of the traced size only ('Trying to flatten user inputs with exported input tree spec')",
+)
 def test_export_lazy_stack_with_dynamic_batch() -> None:
     dim = Dim("inner", min=2, max=64)
     ep = export(Double(), (make_lazy(4),), dynamic_shapes=([[{1: dim}, {1: dim}]],))

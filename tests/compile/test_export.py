@@ -26,20 +26,24 @@ from tensorbatch.nn import TensorDictParams
 
 def make_td(*shape: int) -> TensorDict:
     g = torch.Generator().manual_seed(sum(shape))
-    return TensorDict({"a": torch.randn(*shape, 3, generator=g), "nested": {"b": torch.randn(*shape, generator=g)}},
-                      batch_size=list(shape))
+    return TensorDict(
+        {"a": torch.randn(*shape, 3, generator=g), "nested": {"b": torch.randn(*shape, generator=g)}},
+        batch_size=list(shape),
+    )
 
 
 def make_pair(*shape: int) -> Pair:
     g = torch.Generator().manual_seed(sum(shape))
-    return Pair(obs=torch.randn(*shape, 3, generator=g), reward=torch.randn(*shape, generator=g),
-                batch_size=list(shape))
+    return Pair(
+        obs=torch.randn(*shape, 3, generator=g), reward=torch.randn(*shape, generator=g), batch_size=list(shape)
+    )
 
 
 def make_state(*shape: int) -> State:
     g = torch.Generator().manual_seed(sum(shape))
-    return State(obs=torch.randn(*shape, 3, generator=g), reward=torch.randn(*shape, generator=g),
-                 batch_size=list(shape))
+    return State(
+        obs=torch.randn(*shape, 3, generator=g), reward=torch.randn(*shape, generator=g), batch_size=list(shape)
+    )
 
 
 KINDS: dict[str, Callable[..., Any]] = {"tensordict": make_td, "tensorclass": make_pair, "typed": make_state}
@@ -115,8 +119,7 @@ def test_export_nested_list_dynamic_shapes_and_names() -> None:
     # our own form of dynamic_shapes (a TensorDict is one node: its leaves in order), and dim names kept
     class Named(torch.nn.Module):
         def forward(self, td: TensorDict) -> TensorDict:
-            return TensorDict({"x": td["a"] * 2, "s": {"y": td["nested", "b"]}}, batch_size=td.batch_size,
-                              names=["n"])
+            return TensorDict({"x": td["a"] * 2, "s": {"y": td["nested", "b"]}}, batch_size=td.batch_size, names=["n"])
 
     dim = Dim("n", min=2, max=64)
     ep = export(Named(), (make_td(4),), strict=True, dynamic_shapes=([{0: dim}, {0: dim}],))

@@ -353,26 +353,40 @@ NON_TENSOR: dict[str, Case] = {
     "get_non_tensor": (make_with_text, lambda td: td["a"] * (2 if td.get_non_tensor("text") == "hello" else 3)),
     "metadata": (make_td, lambda td: td.set("m", MetaData("x", batch_size=[4])).set("c", td["a"] * 2)),
     "stack_same": (make_with_text, lambda td: torch.stack([td, td * 2])),
-    "stack_different": (make_td, lambda td: torch.stack([td.set_non_tensor("t", "x"),
-                                                         (td * 2).set_non_tensor("t", "y")])),
+    "stack_different": (
+        make_td,
+        lambda td: torch.stack([td.set_non_tensor("t", "x"), (td * 2).set_non_tensor("t", "y")]),
+    ),
     "in_apply": (make_with_text, lambda td: td.apply(torch.relu)),
     "in_reshape": (make_with_text, lambda td: td.reshape(2, 2) * 1),
     "in_clone": (make_with_text, lambda td: td.clone() * 1),
     "tc_field": (make_labelled, lambda t: t[1:].obs * (2 if t.label == "hi" else 3)),
 }
 
-GROUPS = {"build": BUILD, "get_set": GET_SET, "index": INDEX, "pointwise": POINTWISE, "reduce": REDUCE,
-          "stack_cat": STACK_CAT, "apply": APPLY, "shape": SHAPE, "wrappers": WRAPPERS, "lazy": LAZY,
-          "non_tensor": NON_TENSOR}
+GROUPS = {
+    "build": BUILD,
+    "get_set": GET_SET,
+    "index": INDEX,
+    "pointwise": POINTWISE,
+    "reduce": REDUCE,
+    "stack_cat": STACK_CAT,
+    "apply": APPLY,
+    "shape": SHAPE,
+    "wrappers": WRAPPERS,
+    "lazy": LAZY,
+    "non_tensor": NON_TENSOR,
+}
 ALL: dict[str, Case] = {f"{group}-{name}": case for group, cases in GROUPS.items() for name, case in cases.items()}
 
 # What dynamo cannot trace, with the reason (a strict xfail; README, Differences).
 BROKEN: dict[str, pytest.MarkDecorator] = {
     "index-setitem_mask_td": pytest.mark.xfail(
-        strict=True, raises=torch._dynamo.exc.UserError,
+        strict=True,
+        raises=torch._dynamo.exc.UserError,
         reason="LIMITATION (README, Differences): td[mask] = other_td under compile: the rows the mask selects "
-               "and the other's rows are two data-dependent sizes, and checking that they agree cannot be traced "
-               "(a number, td[mask] = 0.0, compiles)"),
+        "and the other's rows are two data-dependent sizes, and checking that they agree cannot be traced "
+        "(a number, td[mask] = 0.0, compiles)",
+    ),
 }
 
 
@@ -383,10 +397,27 @@ def test_fullgraph(case: Case, backend: str) -> None:
     check_fullgraph(fn, make, backend)
 
 
-INDUCTOR = ["build-tensorclass", "build-typed", "get_set-set_nested", "index-bool_mask", "index-tuple",
-            "pointwise-add_inplace_scalar", "pointwise-mul_td", "reduce-sum_dim", "stack_cat-stack_1",
-            "apply-relu", "shape-permute", "wrappers-tc_mul", "wrappers-typed_index", "lazy-in_mul", "lazy-out",
-            "non_tensor-in_mul", "pointwise-chain_tensor_operators", "wrappers-tc_cat", "lazy-in_inplace"]
+INDUCTOR = [
+    "build-tensorclass",
+    "build-typed",
+    "get_set-set_nested",
+    "index-bool_mask",
+    "index-tuple",
+    "pointwise-add_inplace_scalar",
+    "pointwise-mul_td",
+    "reduce-sum_dim",
+    "stack_cat-stack_1",
+    "apply-relu",
+    "shape-permute",
+    "wrappers-tc_mul",
+    "wrappers-typed_index",
+    "lazy-in_mul",
+    "lazy-out",
+    "non_tensor-in_mul",
+    "pointwise-chain_tensor_operators",
+    "wrappers-tc_cat",
+    "lazy-in_inplace",
+]
 
 
 @SKIP_INDUCTOR

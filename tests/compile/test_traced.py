@@ -23,10 +23,13 @@ pytestmark = pytest.mark.slow
 def make_td() -> TensorDict:
     g = torch.Generator().manual_seed(0)
     return TensorDict(
-        {"a": torch.randn(4, 3, generator=g), "n": {"b": torch.randn(4, 2, generator=g),
-                                                    "m": {"c": torch.randn(4, 5, 1, generator=g)}},
-         "d": torch.randn(4, generator=g)},
-        batch_size=[4], names=["rows"],
+        {
+            "a": torch.randn(4, 3, generator=g),
+            "n": {"b": torch.randn(4, 2, generator=g), "m": {"c": torch.randn(4, 5, 1, generator=g)}},
+            "d": torch.randn(4, generator=g),
+        },
+        batch_size=[4],
+        names=["rows"],
     )
 
 
@@ -82,6 +85,7 @@ def test_plain_trees_skip_the_generic_engine(name: str, monkeypatch: pytest.Monk
         monkeypatch.setattr(traverse, walk, refuse)
     import tensorbatch._base.values as values
     import tensorbatch._ops.pointwise as pointwise
+
     for module in (values, pointwise):
         for walk in ("map_leaves", "flat_leaves", "flat_leaves_like", "apply_leaves", "from_leaves"):
             if hasattr(module, walk):

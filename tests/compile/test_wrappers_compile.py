@@ -86,6 +86,8 @@ def test_attribute_reads_of_a_memory_mapped_tensor_in_a_compiled_torch_function(
     mapped = MemoryMappedTensor.from_tensor(torch.randn(4, 3), filename=tmp_path / "x.memmap")
     override = torch.compile(MemoryMappedTensor.__torch_function__.__func__, backend="eager")
     torch._dynamo.reset()
-    reads = [override(MemoryMappedTensor, getter.__get__, (MemoryMappedTensor,), (mapped,))
-             for getter in (torch.Tensor.is_nested, torch.Tensor.shape, torch.Tensor.dtype)]
+    reads = [
+        override(MemoryMappedTensor, getter.__get__, (MemoryMappedTensor,), (mapped,))
+        for getter in (torch.Tensor.is_nested, torch.Tensor.shape, torch.Tensor.dtype)
+    ]
     assert reads == [False, torch.Size([4, 3]), torch.float32]

@@ -31,8 +31,11 @@ OPS = {
     "rot90": (lambda td: td.rot90(), lambda x: x.rot90(1, (0, 1)), [4, 3]),
     "broadcast_to": (lambda td: td.broadcast_to((2, 3, 4)), lambda x: x.expand(2, *x.shape), [2, 3, 4]),
     "atleast_3d": (lambda td: td.atleast_3d(), lambda x: x[None], [1, 3, 4]),
-    "pad": (lambda td: td.float().pad([0, 1, 1, 0]),
-            lambda x: torch.nn.functional.pad(x.float(), [0, 0] * (x.ndim - 2) + [1, 0, 0, 1]), [4, 5]),
+    "pad": (
+        lambda td: td.float().pad([0, 1, 1, 0]),
+        lambda x: torch.nn.functional.pad(x.float(), [0, 0] * (x.ndim - 2) + [1, 0, 0, 1]),
+        [4, 5],
+    ),
     "softmax": (lambda td: td.float().softmax(0), lambda x: x.float().softmax(0), [3, 4]),
     "logsumexp": (lambda td: td.float().logsumexp(1), lambda x: x.float().logsumexp(1), [3]),
     "cummax_values": (lambda td: td.float().cummax(1).values, lambda x: x.float().cummax(1).values, [3, 4]),
@@ -69,8 +72,14 @@ def test_tensor_split(tdf):
 
 def test_bad_dims_raise(tdf):
     td = tdf
-    for call in (lambda: td.flip(2), lambda: td.roll(1, 2), lambda: td.narrow(2, 0, 1), lambda: td.softmax(-3),
-                 lambda: td.movedim(0, 2), lambda: td.to_lazystack(2)):
+    for call in (
+        lambda: td.flip(2),
+        lambda: td.roll(1, 2),
+        lambda: td.narrow(2, 0, 1),
+        lambda: td.softmax(-3),
+        lambda: td.movedim(0, 2),
+        lambda: td.to_lazystack(2),
+    ):
         with pytest.raises(IndexError, match="Incompatible dim"):
             call()
     with pytest.raises(RuntimeError, match="exceeds dimension size"):
@@ -118,10 +127,16 @@ def test_inplace(flavour, tdf, case):
             td.reshape(-1, inplace=True)
         assert_same_content(td)
         return
-    call = {"reshape": lambda t: t.reshape(-1, inplace=True), "roll": lambda t: t.roll(1, 0, inplace=True),
-            "to": lambda t: t.to(torch.float64, inplace=True)}[case]
-    leaf = {"reshape": lambda x: x.reshape(12, *x.shape[2:]), "roll": lambda x: x.roll(1, 0),
-            "to": lambda x: x.to(torch.float64)}[case]
+    call = {
+        "reshape": lambda t: t.reshape(-1, inplace=True),
+        "roll": lambda t: t.roll(1, 0, inplace=True),
+        "to": lambda t: t.to(torch.float64, inplace=True),
+    }[case]
+    leaf = {
+        "reshape": lambda x: x.reshape(12, *x.shape[2:]),
+        "roll": lambda x: x.roll(1, 0),
+        "to": lambda x: x.to(torch.float64),
+    }[case]
     assert call(td) is td
     assert_leaves(before, leaf, td)
 
@@ -129,8 +144,11 @@ def test_inplace(flavour, tdf, case):
 def test_inplace_locked(flavour, tdf):
     requires(flavour, "lock")
     td = tdf.lock_()
-    for call in (lambda: td.reshape(-1, inplace=True), lambda: td.roll(1, inplace=True),
-                 lambda: td.to(torch.float64, inplace=True)):
+    for call in (
+        lambda: td.reshape(-1, inplace=True),
+        lambda: td.roll(1, inplace=True),
+        lambda: td.to(torch.float64, inplace=True),
+    ):
         with pytest.raises(RuntimeError, match="locked"):
             call()
     td.unlock_()

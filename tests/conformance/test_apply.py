@@ -169,9 +169,7 @@ def test_named_apply_nested_keys(flavour, tdf):
     requires(flavour, "uniform_members")
     seen = []
     out = tdf.named_apply(lambda key, x: seen.append(key) or x, nested_keys=True)
-    assert sorted(set(seen), key=str) == sorted(
-        ["a", "b", "c", ("nested", "d"), ("nested", "deep", "e")], key=str
-    )
+    assert sorted(set(seen), key=str) == sorted(["a", "b", "c", ("nested", "d"), ("nested", "deep", "e")], key=str)
     if "whole_leaf_apply" in flavour.caps:  # else once per lazy stack member
         assert len(seen) == 5
     assert_leaves(tdf, lambda x: x, out)

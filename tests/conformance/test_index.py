@@ -84,9 +84,7 @@ def test_slice_is_a_view(flavour, tdf):
         assert not (tdf.get("a")[0] == -2).any()
 
 
-@pytest.mark.parametrize(
-    "idx", [3, -4, (0, 4), (slice(None), slice(None), 0)], ids=["row", "neg", "col", "extra"]
-)
+@pytest.mark.parametrize("idx", [3, -4, (0, 4), (slice(None), slice(None), 0)], ids=["row", "neg", "col", "extra"])
 def test_getitem_out_of_range(tdf, idx):
     with pytest.raises(IndexError):
         tdf[idx]

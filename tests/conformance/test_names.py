@@ -28,57 +28,113 @@ import tensorbatch
 
 from . import _names
 
-_QUANT = ("torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) raises: a quantized tensor needs a "
-          "scale and a zero point); deprecated upstream, removed in 0.18: use td.apply(torch.quantize_per_tensor...)")
+_QUANT = (
+    "torch cannot cast a tensor to a quantized dtype (x.to(torch.qint8) raises: a quantized tensor needs a "
+    "scale and a zero point); deprecated upstream, removed in 0.18: use td.apply(torch.quantize_per_tensor...)"
+)
 
 # (group, name) -> why our counterpart lacks the name (or has another kind)
 EXCLUDED: dict[tuple[str, str], str] = {
     # out of scope
     ("*", "to_mds"): "MosaicML streaming (MDS) export is out of scope: it needs the mosaicml-streaming package",
     ("*", "asend"): "UCXX transport (asynchronous send over UCX) is out of scope: send/isend use torch.distributed",
-    ("*", "arecv"): "UCXX transport (asynchronous receive over UCX) is out of scope: recv/irecv use "
-                    "torch.distributed",
+    ("*", "arecv"): "UCXX transport (asynchronous receive over UCX) is out of scope: recv/irecv use torch.distributed",
     **{("*", name): _QUANT for name in ("qint8", "qint32", "quint8", "quint4x2")},
     # kinds
     ("MemoryMappedTensor", "index"): "ours is torch.Tensor.index (first-class dims); the reference shadows it "
-                                     "with a deprecated property internal to its pickling",
+    "with a deprecated property internal to its pickling",
 }
 
-_TC_TYPE = ("a private argument of the reference (the class named by import path): "
-            "TensorClass.from_remote_init builds the class on the receiving side")
+_TC_TYPE = (
+    "a private argument of the reference (the class named by import path): "
+    "TensorClass.from_remote_init builds the class on the receiving side"
+)
 
-_KEYWORD_ONLY = ("keyword-only here, as in torch and in the reference's own sibling methods (add_, addcmul, "
-                 "clamp_max...); the reference alone takes it positionally here")
+_KEYWORD_ONLY = (
+    "keyword-only here, as in torch and in the reference's own sibling methods (add_, addcmul, "
+    "clamp_max...); the reference alone takes it positionally here"
+)
 _THROUGH = "taken through **kwargs (called in test_through_kwargs)"
 
 # (group, method) -> (the reference's parameters our method takes through **kwargs, a call passing them all)
 THROUGH: dict[tuple[str, str], tuple[tuple[str, ...], Any]] = {
     ("LazyStackedTensorDict", "apply"): (
         ("device", "names", "default", "filter_empty", "propagate_lock", "call_on_nested", "is_leaf"),
-        lambda tb: _stack(tb).apply(lambda x: x + 1, device="cpu", names=None, default=None, filter_empty=False,
-                                    propagate_lock=False, call_on_nested=False, is_leaf=None)),
-    ("LazyStackedTensorDict", "empty"): (("device", "names"), lambda tb: _stack(tb).empty(device="cpu",
-                                                                                         names=None)),
+        lambda tb: _stack(tb).apply(
+            lambda x: x + 1,
+            device="cpu",
+            names=None,
+            default=None,
+            filter_empty=False,
+            propagate_lock=False,
+            call_on_nested=False,
+            is_leaf=None,
+        ),
+    ),
+    ("LazyStackedTensorDict", "empty"): (("device", "names"), lambda tb: _stack(tb).empty(device="cpu", names=None)),
     ("LazyStackedTensorDict", "lazy_stack"): (
-        ("device", "out", "stack_dim_name", "strict_shape", "as_list", "as_padded_tensor", "as_nested_tensor",
-         "padding_side", "layout", "padding_value"),
+        (
+            "device",
+            "out",
+            "stack_dim_name",
+            "strict_shape",
+            "as_list",
+            "as_padded_tensor",
+            "as_nested_tensor",
+            "padding_side",
+            "layout",
+            "padding_value",
+        ),
         lambda tb: tb.LazyStackedTensorDict.lazy_stack(
-            list(_stack(tb).tensordicts), 0, device="cpu", out=None, stack_dim_name="s", strict_shape=False,
-            as_list=False, as_padded_tensor=False, as_nested_tensor=False, padding_side="right", layout=None,
-            padding_value=0.0)),
+            list(_stack(tb).tensordicts),
+            0,
+            device="cpu",
+            out=None,
+            stack_dim_name="s",
+            strict_shape=False,
+            as_list=False,
+            as_padded_tensor=False,
+            as_nested_tensor=False,
+            padding_side="right",
+            layout=None,
+            padding_value=0.0,
+        ),
+    ),
     ("LazyStackedTensorDict", "update_at_"): (
         ("non_blocking", "keys_to_update"),
-        lambda tb: _stack(tb).update_at_({"a": torch.ones(3)}, 0, non_blocking=False, keys_to_update=["a"])),
-    ("TensorClass", "update"): (("clone", "inplace"), lambda tb: _tc(tb).update({"a": torch.ones(3)}, clone=True,
-                                                                               inplace=False)),
+        lambda tb: _stack(tb).update_at_({"a": torch.ones(3)}, 0, non_blocking=False, keys_to_update=["a"]),
+    ),
+    ("TensorClass", "update"): (
+        ("clone", "inplace"),
+        lambda tb: _tc(tb).update({"a": torch.ones(3)}, clone=True, inplace=False),
+    ),
     ("package", "memmap"): (
         ("num_threads", "return_early", "share_non_tensor", "existsok", "robust_key", "archive", "compression"),
-        lambda tb, path: tb.memmap(_td(tb), path, num_threads=0, return_early=False, share_non_tensor=False,
-                                   existsok=True, robust_key=None, archive=None, compression=None)),
+        lambda tb, path: tb.memmap(
+            _td(tb),
+            path,
+            num_threads=0,
+            return_early=False,
+            share_non_tensor=False,
+            existsok=True,
+            robust_key=None,
+            archive=None,
+            compression=None,
+        ),
+    ),
     ("package", "save"): (
         ("num_threads", "return_early", "share_non_tensor", "robust_key", "archive", "compression"),
-        lambda tb, path: tb.save(_td(tb), path, num_threads=0, return_early=False, share_non_tensor=False,
-                                 robust_key=None, archive=None, compression=None)),
+        lambda tb, path: tb.save(
+            _td(tb),
+            path,
+            num_threads=0,
+            return_early=False,
+            share_non_tensor=False,
+            robust_key=None,
+            archive=None,
+            compression=None,
+        ),
+    ),
 }
 
 # (group, "method(parameter)") -> why our method does not take that parameter ("method(#i parameter)": at that
@@ -88,10 +144,12 @@ SIGNATURES: dict[tuple[str, str], str] = {
     ("*", "sub_(#1 alpha)"): _KEYWORD_ONLY,
     ("*", "clamp_min(#1 default)"): _KEYWORD_ONLY,
     ("LazyStackedTensorDict", "from_dict(stack_dim)"): "from_dict builds a TensorDict here: a lazy stack of dicts "
-                                                       "is lazy_stack([TensorDict.from_dict(d) for d in dicts], dim)",
+    "is lazy_stack([TensorDict.from_dict(d) for d in dicts], dim)",
     ("LazyStackedTensorDict", "from_dict(stack_dim_name)"): "from_dict builds a TensorDict here (see stack_dim)",
-    **{("package", f"tensorclass({p})"): "a tensorclass decorator option not supported here"
-       for p in ("skip_post_init_on_rebuild", "cast_filter", "kw_only")},
+    **{
+        ("package", f"tensorclass({p})"): "a tensorclass decorator option not supported here"
+        for p in ("skip_post_init_on_rebuild", "cast_filter", "kw_only")
+    },
     **{(group, f"{fn}({p})"): _THROUGH for (group, fn), (params, _) in THROUGH.items() for p in params},
 }
 
@@ -169,16 +227,22 @@ def _forwarder(group: str, name: str) -> bool:
     return [k for _, k in OURS["signatures"][group][name]] == ["*args", "**kwargs"]
 
 
-SIGNED = [(g, n) for g, sigs in SNAPSHOT["signatures"].items() for n in sorted(sigs)
-          if n in OURS["signatures"][g] and not _forwarder(g, n)]
+SIGNED = [
+    (g, n)
+    for g, sigs in SNAPSHOT["signatures"].items()
+    for n in sorted(sigs)
+    if n in OURS["signatures"][g] and not _forwarder(g, n)
+]
 
 
 @pytest.mark.parametrize(("group", "name"), SIGNED, ids=[f"{g}.{n}" for g, n in SIGNED])
 def test_signature(group, name):
     ours = OURS["signatures"][group][name]
     problems = [m for m in _mismatches(SNAPSHOT["signatures"][group][name], ours, name) if not _listed(group, m)]
-    assert not problems, (f"{group}: the reference's parameters {problems} are not accepted here "
-                          f"(take them, or list them in SIGNATURES with the reason)")
+    assert not problems, (
+        f"{group}: the reference's parameters {problems} are not accepted here "
+        f"(take them, or list them in SIGNATURES with the reason)"
+    )
 
 
 def test_no_stale_exclusion():
@@ -194,8 +258,9 @@ def test_no_stale_exclusion():
         groups = CLASS_GROUPS if group == "*" else [group]
         live = [g for g in groups if name in OURS["signatures"][g] and name in SNAPSHOT["signatures"][g]]
         assert live, f"SIGNATURES lists {group}.{entry}, a method neither side signs here"
-        if all(entry not in _mismatches(SNAPSHOT["signatures"][g][name], OURS["signatures"][g][name], name)
-               for g in live):
+        if all(
+            entry not in _mismatches(SNAPSHOT["signatures"][g][name], OURS["signatures"][g][name], name) for g in live
+        ):
             stale.append(f"{group}.{entry}")
     assert not stale, f"excluded names or parameters that are now implemented (remove them from the table): {stale}"
 

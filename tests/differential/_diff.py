@@ -146,9 +146,7 @@ def _tree_map(fn: Callable[[torch.Tensor], torch.Tensor], x: Any) -> Any:
 
 def other_td(lib: Any, data: str = "float", shift: float = 1.0, batch_size: Any = (4, 5)) -> Any:
     """A TensorDict with the structure of ``data`` but other values (flipped, halved, shifted)."""
-    return lib.TensorDict(
-        _tree_map(lambda x: _shifted(x, shift), plain(data, batch_size)), batch_size=batch_size
-    )
+    return lib.TensorDict(_tree_map(lambda x: _shifted(x, shift), plain(data, batch_size)), batch_size=batch_size)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -204,9 +202,7 @@ def assert_same(r: Any, s: Any, ref: Any, tb: Any, where: str = "result") -> Non
         assert s.shape == r.shape, f"{where}: shape {tuple(s.shape)} != {tuple(r.shape)}"
         assert s.dtype == r.dtype, f"{where}: dtype {s.dtype} != {r.dtype}"
         assert s.device == r.device, f"{where}: device {s.device} != {r.device}"
-        assert s.requires_grad == r.requires_grad, (
-            f"{where}: requires_grad {s.requires_grad} != {r.requires_grad}"
-        )
+        assert s.requires_grad == r.requires_grad, f"{where}: requires_grad {s.requires_grad} != {r.requires_grad}"
         torch.testing.assert_close(s, r, equal_nan=True, msg=lambda m: f"{where}: {m}")
         return
     if isinstance(r, torch.Size):
@@ -263,9 +259,7 @@ def _call(fn: Callable, lib: Any, td: Any) -> tuple[Any, BaseException | None]:
 def _summary(obj: Any, ref: Any) -> str:
     if isinstance(obj, ref.TensorDictBase):
         leaves = ", ".join(
-            f"{k}:{tuple(v.shape)}:{str(v.dtype).removeprefix('torch.')}"
-            if isinstance(v, torch.Tensor)
-            else str(k)
+            f"{k}:{tuple(v.shape)}:{str(v.dtype).removeprefix('torch.')}" if isinstance(v, torch.Tensor) else str(k)
             for k, v in obj.items(include_nested=True, leaves_only=True)
         )
         return f"{type(obj).__name__}[{list(obj.batch_size)}]{{{leaves}}}"
@@ -327,9 +321,7 @@ def run_both(
                 f" if raising is tensordict's right behaviour, say so with raises={type(r_exc).__name__}"
             ) from r_exc
         if not isinstance(r_exc, raises):
-            raise AssertionError(
-                f"test premise: reference raised {type(r_exc).__name__}, not {raises}"
-            ) from r_exc
+            raise AssertionError(f"test premise: reference raised {type(r_exc).__name__}, not {raises}") from r_exc
         bases = builtin_bases(type(r_exc))
         names = "+".join(b.__name__ for b in bases)
         if s_exc is None:

@@ -71,7 +71,7 @@ def _compact(body: str, batch: tuple[str, ...], path: tuple[str, ...], out: dict
             extra = re.search(r"\[([^\]]*)\]", value[:brace])
             sub = batch + (_dims(extra.group(1)) if extra else ())
             out[here] = ("node", sub)
-            _compact(value[brace + 1:_closing(value, brace)], sub, here, out)
+            _compact(value[brace + 1 : _closing(value, brace)], sub, here, out)
             continue
         leaf = re.fullmatch(r"(\w*)\[([^\]]*)\](@.*)?", value.strip())
         out[here] = ("leaf", batch + _dims(leaf.group(2)), leaf.group(1)) if leaf else ("other",)
@@ -80,11 +80,11 @@ def _compact(body: str, batch: tuple[str, ...], path: tuple[str, ...], out: dict
 def _content_ref(text: str) -> dict[Any, Any] | None:
     """Leaves of tensordict's compact repr ("TensorDict(batch_size=[3], fields={x: f32[4], ...})")."""
     match = _TD_REPR.search(text)
-    if match is None or "fields={" not in text[match.end():]:
+    if match is None or "fields={" not in text[match.end() :]:
         return None
     start = text.index("fields={", match.end()) + len("fields=")
     out: dict[Any, Any] = {(): ("node", _dims(match.group(2)))}
-    _compact(text[start + 1:_closing(text, start)], _dims(match.group(2)), (), out)
+    _compact(text[start + 1 : _closing(text, start)], _dims(match.group(2)), (), out)
     return out
 
 
@@ -95,7 +95,7 @@ def _content_tb(text: str) -> dict[Any, Any] | None:
         return None
     out: dict[Any, Any] = {(): ("node", _dims(match.group(2)))}
     stack: list[str] = []
-    for line in text[match.end():].splitlines()[1:]:
+    for line in text[match.end() :].splitlines()[1:]:
         row = _TREE_LINE.match(line)
         if row is None:
             break
@@ -125,8 +125,12 @@ class Checker(doctest.OutputChecker):
         if super().check_output(want, got, optionflags):
             return True
         w_match, g_match = _TD_REPR.search(want), _TD_REPR.search(got)
-        if (w_match is None or g_match is None or w_match.group(1) != g_match.group(1)
-                or want[:w_match.start()] != got[:g_match.start()]):
+        if (
+            w_match is None
+            or g_match is None
+            or w_match.group(1) != g_match.group(1)
+            or want[: w_match.start()] != got[: g_match.start()]
+        ):
             return False
         w_content, g_content = _content_ref(want), _content_tb(got)
         return w_content is not None and g_content is not None and _same(w_content, g_content)
@@ -141,8 +145,9 @@ class _Runner(doctest.DocTestRunner):
         if self.first is None:
             self.first = {"source": example.source, "want": example.want, "got": got}
 
-    def report_unexpected_exception(self, out: Any, test: doctest.DocTest, example: doctest.Example,
-                                    exc_info: Any) -> None:
+    def report_unexpected_exception(
+        self, out: Any, test: doctest.DocTest, example: doctest.Example, exc_info: Any
+    ) -> None:
         if self.first is None:
             last = traceback.format_exception_only(exc_info[0], exc_info[1])[-1].strip()
             self.first = {"source": example.source, "want": example.want, "got": last[:300]}
@@ -163,11 +168,23 @@ def main() -> None:
             module = importlib.import_module(doc["module"])
             globs = dict(vars(module))
         except Exception as exc:  # the module itself does not import: every example fails
-            results[doc["name"]] = {"status": "failed", "source": "", "want": "",
-                                    "got": f"import {doc['module']}: {type(exc).__name__}"}
+            results[doc["name"]] = {
+                "status": "failed",
+                "source": "",
+                "want": "",
+                "got": f"import {doc['module']}: {type(exc).__name__}",
+            }
             continue
-        examples = [doctest.Example(e["source"], e["want"], e["exc_msg"], lineno=e["lineno"],
-                                    options={int(k): v for k, v in e["options"].items()}) for e in doc["examples"]]
+        examples = [
+            doctest.Example(
+                e["source"],
+                e["want"],
+                e["exc_msg"],
+                lineno=e["lineno"],
+                options={int(k): v for k, v in e["options"].items()},
+            )
+            for e in doc["examples"]
+        ]
         test = doctest.DocTest(examples, globs, doc["name"], None, 0, None)
         runner = _Runner()
         torch.manual_seed(0)

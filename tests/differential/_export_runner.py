@@ -48,8 +48,11 @@ def summary(out: Any, with_type: bool = True) -> Any:
     if isinstance(out, torch.Tensor):
         return out.tolist()
     leaves = out.to_dict() if hasattr(out, "to_dict") else out
-    return {"type": type(out).__name__ if with_type else None, "batch_size": list(out.batch_size),
-            "values": [x.tolist() for x in tree_leaves(leaves)]}
+    return {
+        "type": type(out).__name__ if with_type else None,
+        "batch_size": list(out.batch_size),
+        "values": [x.tolist() for x in tree_leaves(leaves)],
+    }
 
 
 class Scale(torch.nn.Module):
@@ -122,9 +125,10 @@ for _kind in MAKERS:
     for _shape in ((4,), (4, 5)):
         for _strict in (True, False):
             for _dynamic_dims in (False, True):
-                CASES[f"export-{_kind}-{len(_shape)}d-{'strict' if _strict else 'non_strict'}-"
-                      f"{'dynamic' if _dynamic_dims else 'static'}"] = (
-                    lambda k=_kind, s=_shape, st=_strict, d=_dynamic_dims: export_case(k, s, st, d))
+                CASES[
+                    f"export-{_kind}-{len(_shape)}d-{'strict' if _strict else 'non_strict'}-"
+                    f"{'dynamic' if _dynamic_dims else 'static'}"
+                ] = lambda k=_kind, s=_shape, st=_strict, d=_dynamic_dims: export_case(k, s, st, d)
 for _strict in (True, False):
     CASES[f"build-symint-batch-{'strict' if _strict else 'non_strict'}"] = lambda st=_strict: build_case(st)
 for _source in ("td", "lazy", "tc", "typed"):

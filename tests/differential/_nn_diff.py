@@ -25,8 +25,13 @@ def summary(value: Any) -> Any:
         leaves = {str(k): summary(v) for k, v in value.items(True, True)}
         return (type(value).__name__, tuple(value.batch_size), leaves)
     if isinstance(value, nn.Module):
-        return ("module", type(value).__name__, sorted(value._parameters), sorted(value._buffers),
-                {k: summary(v) for k, v in value.state_dict(keep_vars=True).items()})
+        return (
+            "module",
+            type(value).__name__,
+            sorted(value._parameters),
+            sorted(value._buffers),
+            {k: summary(v) for k, v in value.state_dict(keep_vars=True).items()},
+        )
     if isinstance(value, (list, tuple)):
         return [summary(v) for v in value]
     if isinstance(value, dict):
@@ -44,8 +49,11 @@ def run(lib: Any, fn: Any) -> Any:
             out = summary(fn(lib))
         except Exception as e:  # the error type and message are part of the behaviour
             out = ("raises", type(e).__name__, str(e).replace(f"{lib.__name__}.", "LIB."))
-    mine = [(w.category.__name__, str(w.message).replace(f"{lib.__name__}.", "LIB.")) for w in caught
-            if "tensordict" in w.filename or "tensorbatch" in w.filename or "test_vs" in w.filename]
+    mine = [
+        (w.category.__name__, str(w.message).replace(f"{lib.__name__}.", "LIB."))
+        for w in caught
+        if "tensordict" in w.filename or "tensorbatch" in w.filename or "test_vs" in w.filename
+    ]
     return out, mine
 
 

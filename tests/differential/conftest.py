@@ -70,7 +70,7 @@ DIFFERENCES: dict[str, str] = {
     "(tensordict: from the last batch dim); here the tensors' mapped sizes differ and vmap raises",
     "numel_zero_batch_quirk": "numel() of an empty batch is 0 (tensordict returns 1)",
     "test_getitem_2d[tuple_": "a tuple of ints inside an index is a list index, as torch: td[((0, 2),)] has "
-                              "batch [2, 5] (tensordict indexes the leaves the same way but reports batch [5])",
+    "batch [2, 5] (tensordict indexes the leaves the same way but reports batch [5])",
     "addcmul_tensor": "addcmul/addcdiv accept tensor operands (tensordict raises TypeError)",
     "test_arith_operator[//-": "// is supported (floor_divide); tensordict raises TypeError",
     "test_arith_operator_int[//]": "// is supported (floor_divide); tensordict raises TypeError",
@@ -173,10 +173,20 @@ DIFFERENCES: dict[str, str] = {
     "test_same_files[mm_empty_leaf]": "an empty leaf gets a 0-byte file (tensordict writes none)",
     "test_same_entries[mm_empty_leaf]": "an empty leaf gets a 0-byte archive entry (tensordict writes none)",
     # nested tensor leaves (test_vs_tensordict_nested.py)
-    **{f"test_nested_leaves[nst-{case}]": "strided nested leaves are indexed, split and chunked along the batch "
-       "dim (tensordict raises: torch cannot slice that layout)"
-       for case in ("index_slice", "index_slice_open", "index_list", "index_tensor", "index_mask", "split",
-                    "split_sizes", "chunk")},
+    **{
+        f"test_nested_leaves[nst-{case}]": "strided nested leaves are indexed, split and chunked along the batch "
+        "dim (tensordict raises: torch cannot slice that layout)"
+        for case in (
+            "index_slice",
+            "index_slice_open",
+            "index_list",
+            "index_tensor",
+            "index_mask",
+            "split",
+            "split_sizes",
+            "chunk",
+        )
+    },
     "test_nested_leaves[nst-consolidate": "strided nested leaves can be consolidated (tensordict: "
     "NotImplementedError, jagged only)",
     "test_nested_leaves[nst-update_]": "update_/copy_ copy nested leaves (tensordict: NotImplementedError, no "

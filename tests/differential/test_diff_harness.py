@@ -60,9 +60,7 @@ def test_assert_same_catches_plain(ref, r, s):
 
 
 def test_assert_same_accepts_equal(ref):
-    assert_same(
-        (build(ref), [1, "x"], None, float("nan")), (build(ref), [1, "x"], None, float("nan")), ref, ref
-    )
+    assert_same((build(ref), [1, "x"], None, float("nan")), (build(ref), [1, "x"], None, float("nan")), ref, ref)
 
 
 def test_builtin_bases(ref):

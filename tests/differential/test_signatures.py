@@ -19,16 +19,24 @@ from ._diff import SUBJECT_ENV
 
 pytestmark = [
     pytest.mark.differential,
-    pytest.mark.skipif(os.environ.get(SUBJECT_ENV, "tensorbatch") != "tensorbatch",
-                       reason="compares tensorbatch's signatures with the reference's"),
+    pytest.mark.skipif(
+        os.environ.get(SUBJECT_ENV, "tensorbatch") != "tensorbatch",
+        reason="compares tensorbatch's signatures with the reference's",
+    ),
 ]
 
 # method -> parameters our method takes through **kwargs (each is called in test_through_kwargs)
 THROUGH_KWARGS: dict[str, set[str]] = {
-    "mean": {"dtype"}, "nanmean": {"dtype"}, "nansum": {"dtype"}, "prod": {"dtype"}, "sum": {"dtype"},
+    "mean": {"dtype"},
+    "nanmean": {"dtype"},
+    "nansum": {"dtype"},
+    "prod": {"dtype"},
+    "sum": {"dtype"},
     "norm": {"out", "dtype"},
-    "std": {"correction"}, "var": {"correction"},
-    "max": {"return_indices"}, "min": {"return_indices"},
+    "std": {"correction"},
+    "var": {"correction"},
+    "max": {"return_indices"},
+    "min": {"return_indices"},
     "new_empty": {"dtype", "device", "requires_grad", "layout", "pin_memory", "empty_lazy"},
     "new_full": {"dtype", "device", "requires_grad", "layout", "pin_memory", "empty_lazy"},
     "new_ones": {"dtype", "device", "requires_grad", "layout", "pin_memory", "empty_lazy"},
@@ -37,8 +45,10 @@ THROUGH_KWARGS: dict[str, set[str]] = {
     "update": {"non_blocking", "keys_to_update", "is_leaf", "update_batch_size", "ignore_lock"},
 }
 
-_INPLACE_SHAPE = ("an in-place shape change (inplace=True changes the TensorDict's own batch size) is not "
-                  "supported: call the method and assign the result")
+_INPLACE_SHAPE = (
+    "an in-place shape change (inplace=True changes the TensorDict's own batch size) is not "
+    "supported: call the method and assign the result"
+)
 _ATOMIC = "atomic= is accepted and ignored: saves are always atomic (written aside, then renamed into place)"
 
 NOT_ACCEPTED: dict[str, dict[str, str]] = {
@@ -53,15 +63,22 @@ NOT_ACCEPTED: dict[str, dict[str, str]] = {
     "tolist": {"tolist_first": "an export-order option of the reference"},
     "update_at_": {"idx": "the index is the second positional argument (index)"},
     "where": {"update_batch_size": "where keeps the batch size of its inputs"},
-    **{name: {"_tensorclass_type": "a private argument of the reference (the class named by import path): "
-                                   "TensorClass.from_remote_init builds the class on the receiving side"}
-       for name in ("broadcast", "init_remote")},
+    **{
+        name: {
+            "_tensorclass_type": "a private argument of the reference (the class named by import path): "
+            "TensorClass.from_remote_init builds the class on the receiving side"
+        }
+        for name in ("broadcast", "init_remote")
+    },
 }
 
 
 def _params(fn: Any) -> dict[str, inspect.Parameter]:
-    return {n: p for n, p in inspect.signature(fn).parameters.items()
-            if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    return {
+        n: p
+        for n, p in inspect.signature(fn).parameters.items()
+        if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
 
 
 def _compared(ref: Any, tb: Any) -> list[str]:
@@ -98,24 +115,64 @@ def _td(tb: Any) -> Any:
 
 
 THROUGH_CALLS = {
-    "mean": lambda td: td.mean(dtype=torch.float64), "nanmean": lambda td: td.nanmean(dtype=torch.float64),
-    "nansum": lambda td: td.nansum(dtype=torch.float64), "prod": lambda td: td.prod(dtype=torch.float64),
+    "mean": lambda td: td.mean(dtype=torch.float64),
+    "nanmean": lambda td: td.nanmean(dtype=torch.float64),
+    "nansum": lambda td: td.nansum(dtype=torch.float64),
+    "prod": lambda td: td.prod(dtype=torch.float64),
     "sum": lambda td: td.sum(dtype=torch.float64),
     "norm": lambda td: td.norm(dtype=torch.float64),
-    "std": lambda td: td.std(correction=0), "var": lambda td: td.var(dim=0, correction=0),
-    "max": lambda td: td.max(dim=0, return_indices=False), "min": lambda td: td.min(dim=0, return_indices=False),
-    "new_empty": lambda td: td.new_empty(2, dtype=torch.float64, device="cpu", requires_grad=True,
-                                         layout=torch.strided, pin_memory=False, empty_lazy=True),
-    "new_full": lambda td: td.new_full((2,), 1.0, dtype=torch.float64, device="cpu", requires_grad=True,
-                                       layout=torch.strided, pin_memory=False, empty_lazy=True),
-    "new_ones": lambda td: td.new_ones(2, dtype=torch.float64, device="cpu", requires_grad=True,
-                                       layout=torch.strided, pin_memory=False, empty_lazy=True),
-    "new_zeros": lambda td: td.new_zeros(2, dtype=torch.float64, device="cpu", requires_grad=True,
-                                         layout=torch.strided, pin_memory=False, empty_lazy=True),
-    "new_tensor": lambda td: td.new_tensor([0.0, 1.0], dtype=torch.float64, device="cpu",
-                                           requires_grad=False, pin_memory=False),
-    "update": lambda td: td.update({"a": torch.zeros(4, 3)}, non_blocking=False, keys_to_update=["a"], is_leaf=None,
-                                   update_batch_size=False, ignore_lock=False),
+    "std": lambda td: td.std(correction=0),
+    "var": lambda td: td.var(dim=0, correction=0),
+    "max": lambda td: td.max(dim=0, return_indices=False),
+    "min": lambda td: td.min(dim=0, return_indices=False),
+    "new_empty": lambda td: td.new_empty(
+        2,
+        dtype=torch.float64,
+        device="cpu",
+        requires_grad=True,
+        layout=torch.strided,
+        pin_memory=False,
+        empty_lazy=True,
+    ),
+    "new_full": lambda td: td.new_full(
+        (2,),
+        1.0,
+        dtype=torch.float64,
+        device="cpu",
+        requires_grad=True,
+        layout=torch.strided,
+        pin_memory=False,
+        empty_lazy=True,
+    ),
+    "new_ones": lambda td: td.new_ones(
+        2,
+        dtype=torch.float64,
+        device="cpu",
+        requires_grad=True,
+        layout=torch.strided,
+        pin_memory=False,
+        empty_lazy=True,
+    ),
+    "new_zeros": lambda td: td.new_zeros(
+        2,
+        dtype=torch.float64,
+        device="cpu",
+        requires_grad=True,
+        layout=torch.strided,
+        pin_memory=False,
+        empty_lazy=True,
+    ),
+    "new_tensor": lambda td: td.new_tensor(
+        [0.0, 1.0], dtype=torch.float64, device="cpu", requires_grad=False, pin_memory=False
+    ),
+    "update": lambda td: td.update(
+        {"a": torch.zeros(4, 3)},
+        non_blocking=False,
+        keys_to_update=["a"],
+        is_leaf=None,
+        update_batch_size=False,
+        ignore_lock=False,
+    ),
 }
 
 

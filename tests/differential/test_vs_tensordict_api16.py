@@ -194,22 +194,34 @@ KEYS = [
     case("create_nested_replaces", lambda lib, td: td.create_nested("a")),
     case("filter_empty_", lambda lib, td: td.create_nested(("x", "y")).filter_empty_()),
     case("cat_tensors", lambda lib, td: td.cat_tensors("a", ("nested", "c"), out_key="z", dim=-1)),
-    case("cat_tensors_batch_dim", lambda lib, td: td.cat_tensors("b", ("nested", "deep", "d"), out_key="z", dim=1),
-         raises=RuntimeError),
-    case("cat_tensors_keep", lambda lib, td: td.cat_tensors("a", ("nested", "c"), out_key=("n", "z"), dim=-1,
-                                                             keep_entries=True)),
+    case(
+        "cat_tensors_batch_dim",
+        lambda lib, td: td.cat_tensors("b", ("nested", "deep", "d"), out_key="z", dim=1),
+        raises=RuntimeError,
+    ),
+    case(
+        "cat_tensors_keep",
+        lambda lib, td: td.cat_tensors("a", ("nested", "c"), out_key=("n", "z"), dim=-1, keep_entries=True),
+    ),
     case("cat_tensors_mismatch", lambda lib, td: td.cat_tensors("a", "b", out_key="z"), raises=RuntimeError),
-    case("cat_tensors_bad_batch", lambda lib, td: td.cat_tensors("a", ("nested", "c"), out_key="z", dim=0,
-                                                                  keep_entries=True), raises=RuntimeError),
+    case(
+        "cat_tensors_bad_batch",
+        lambda lib, td: td.cat_tensors("a", ("nested", "c"), out_key="z", dim=0, keep_entries=True),
+        raises=RuntimeError,
+    ),
     case("stack_tensors", lambda lib, td: td.stack_tensors("b", ("nested", "deep", "d"), out_key="z", dim=-1)),
     case("stack_tensors_keep", lambda lib, td: td.stack_tensors("b", "b", out_key="z", dim=2, keep_entries=True)),
     case("cat_from_tensordict", lambda lib, td: td.exclude("a", ("nested", "c")).cat_from_tensordict(1)),
-    case("cat_from_tensordict_sorted", lambda lib, td: td.select("a", ("nested", "c")).cat_from_tensordict(
-        -1, sorted=[("nested", "c"), "a"])),
+    case(
+        "cat_from_tensordict_sorted",
+        lambda lib, td: td.select("a", ("nested", "c")).cat_from_tensordict(-1, sorted=[("nested", "c"), "a"]),
+    ),
     case("cat_from_tensordict_bad", lambda lib, td: td.cat_from_tensordict(-1), raises=RuntimeError),
     case("stack_from_tensordict", lambda lib, td: td.exclude("a", ("nested", "c")).stack_from_tensordict(2)),
-    case("stack_from_tensordict_sorted", lambda lib, td: td.exclude("a", ("nested", "c")).stack_from_tensordict(
-        sorted=True)),
+    case(
+        "stack_from_tensordict_sorted",
+        lambda lib, td: td.exclude("a", ("nested", "c")).stack_from_tensordict(sorted=True),
+    ),
 ]
 
 
@@ -264,8 +276,7 @@ ROWS = [{"a": torch.arange(3.0) + i, "n": {"b": torch.tensor(i)}} for i in range
 STACKING = [
     case("from_list", lambda lib, _: lib.TensorDict.from_list(ROWS)),
     case("from_list_auto", lambda lib, _: lib.TensorDict.from_list(ROWS, auto_batch_size=True)),
-    case("from_list_batch_dims", lambda lib, _: lib.TensorDict.from_list([{"a": torch.zeros(3, 2)}] * 2,
-                                                                         batch_dims=2)),
+    case("from_list_batch_dims", lambda lib, _: lib.TensorDict.from_list([{"a": torch.zeros(3, 2)}] * 2, batch_dims=2)),
     case("from_list_batch_size", lambda lib, _: lib.TensorDict.from_list(ROWS, batch_size=[2])),
     case("from_list_names", lambda lib, _: lib.TensorDict.from_list(ROWS, names=["i"])),
     case("from_list_lazy", lambda lib, _: lib.TensorDict.from_list(ROWS, lazy=True)),
@@ -273,11 +284,14 @@ STACKING = [
     case("from_list_numbers", lambda lib, _: lib.TensorDict.from_list([{"a": 1}, {"a": 2}])),
     case("lazy_stack", lambda lib, td: lib.LazyStackedTensorDict.lazy_stack([td, td.clone()])),
     case("lazy_stack_dim", lambda lib, td: lib.LazyStackedTensorDict.lazy_stack([td, td.clone()], 1).stack_dim),
-    case("lazy_stack_name", lambda lib, td: lib.LazyStackedTensorDict.lazy_stack([td, td], 2,
-                                                                                  stack_dim_name="s").names),
-    case("lazy_stack_strict", lambda lib, td: lib.LazyStackedTensorDict.lazy_stack([td, td[:, :2]],
-                                                                                    strict_shape=True),
-         raises=RuntimeError),
+    case(
+        "lazy_stack_name", lambda lib, td: lib.LazyStackedTensorDict.lazy_stack([td, td], 2, stack_dim_name="s").names
+    ),
+    case(
+        "lazy_stack_strict",
+        lambda lib, td: lib.LazyStackedTensorDict.lazy_stack([td, td[:, :2]], strict_shape=True),
+        raises=RuntimeError,
+    ),
     case("lazy_stack_tensors", lambda lib, _: lib.LazyStackedTensorDict.lazy_stack([torch.zeros(2), torch.ones(2)])),
     case("lazy_stack_on_td", lambda lib, td: lib.TensorDict.lazy_stack([td, td])),
     case("maybe_dense_same", lambda lib, td: lib.TensorDict.maybe_dense_stack([td, td.clone()])),
@@ -319,16 +333,17 @@ LAZY = [
     case("api16_lz_bytes", lambda lib, td: (_lazy(lib, td).bytes(), _lazy(lib, td).param_count())),
     case("api16_lz_numpy", lambda lib, td: torch.as_tensor(_lazy(lib, td).numpy()["a"])),
     case("api16_lz_roll_inplace", lambda lib, td: (lambda s: (s.roll(1, 1, inplace=True) is s, s))(_lazy(lib, td))),
-    case("api16_lz_reshape_inplace", lambda lib, td: _lazy(lib, td).reshape(-1, inplace=True),
-         raises=RuntimeError),
+    case("api16_lz_reshape_inplace", lambda lib, td: _lazy(lib, td).reshape(-1, inplace=True), raises=RuntimeError),
     # shape ops that tensordict answers with a lazy stack: dense here (DIFFERENCES, like permute)
     case("api16_lz_movedim", lambda lib, td: _lazy(lib, td).movedim(0, 1)),
     case("api16_lz_swapaxes", lambda lib, td: _lazy(lib, td).swapaxes(0, 1)),
     case("api16_lz_tensor_split", lambda lib, td: _lazy(lib, td).tensor_split(2, 1)),
     case("api16_lz_atleast_3d", lambda lib, td: _lazy(lib, td).atleast_3d()),
     case("api16_lz_movedim_values", lambda lib, td: _lazy(lib, td).movedim(0, 1).to_tensordict()),
-    case("api16_lz_tensor_split_values", lambda lib, td: tuple(
-        t.to_tensordict() for t in _lazy(lib, td).tensor_split(2, 1))),
+    case(
+        "api16_lz_tensor_split_values",
+        lambda lib, td: tuple(t.to_tensordict() for t in _lazy(lib, td).tensor_split(2, 1)),
+    ),
 ]
 
 
@@ -366,8 +381,10 @@ INPLACE = [
     case("roll_flat", _in_place(lambda td: td.roll(2, inplace=True))),
     case("gather", _in_place(lambda td: td.gather(1, INDEX, inplace=True))),
     case("contiguous", _in_place(lambda td: td.contiguous(inplace=True))),
-    case("contiguous_permuted", lambda lib, td: (lambda p: (p.contiguous(inplace=True) is p,
-                                                             p.is_contiguous(), p))(td.permute(1, 0))),
+    case(
+        "contiguous_permuted",
+        lambda lib, td: (lambda p: (p.contiguous(inplace=True) is p, p.is_contiguous(), p))(td.permute(1, 0)),
+    ),
     case("to_dtype", _in_place(lambda td: td.to(torch.float64, inplace=True))),
     case("to_device", _in_place(lambda td: td.to("cpu", inplace=True))),
     case("ip_locked_reshape", lambda lib, td: td.lock_().reshape(-1, inplace=True), raises=RuntimeError),
@@ -401,18 +418,30 @@ def _plain(m):
 MEMMAP = [
     case("zeros_shape_kw", lambda lib, _: _plain(lib.MemoryMappedTensor.zeros(shape=(2, 3), device="cpu"))),
     case("ones_device", lambda lib, _: _plain(lib.MemoryMappedTensor.ones(2, 3, dtype=torch.int64, device="cpu"))),
-    case("full_device", lambda lib, _: _plain(lib.MemoryMappedTensor.full(2, 3, fill_value=4.0,
-                                                                           device=torch.device("cpu")))),
+    case(
+        "full_device",
+        lambda lib, _: _plain(lib.MemoryMappedTensor.full(2, 3, fill_value=4.0, device=torch.device("cpu"))),
+    ),
     case("empty_shape_kw", lambda lib, _: lib.MemoryMappedTensor.empty(shape=[4], dtype=torch.float64).shape),
     case("zeros_cuda", lambda lib, _: lib.MemoryMappedTensor.zeros(2, device="cuda"), raises=RuntimeError),
     case("zeros_like", lambda lib, _: _plain(lib.MemoryMappedTensor.zeros_like(torch.ones(2, 3)))),
     case("ones_like", lambda lib, _: _plain(lib.MemoryMappedTensor.ones_like(torch.ones(2, dtype=torch.int8)))),
     case("full_like", lambda lib, _: _plain(lib.MemoryMappedTensor.full_like(torch.ones(2, 3, dtype=torch.int32), 5))),
-    case("empty_like", lambda lib, _: (lambda m: (m.shape, m.dtype))(
-        lib.MemoryMappedTensor.empty_like(torch.ones(3, dtype=torch.float16)))),
+    case(
+        "empty_like",
+        lambda lib, _: (lambda m: (m.shape, m.dtype))(
+            lib.MemoryMappedTensor.empty_like(torch.ones(3, dtype=torch.float16))
+        ),
+    ),
     case("like_type", lambda lib, _: type(lib.MemoryMappedTensor.zeros_like(torch.ones(2))).__name__),
-    case("from_storage_device", lambda lib, _: _plain(lib.MemoryMappedTensor.from_storage(
-        torch.arange(6.0).untyped_storage(), shape=(2, 3), dtype=torch.float32, device="cpu"))),
+    case(
+        "from_storage_device",
+        lambda lib, _: _plain(
+            lib.MemoryMappedTensor.from_storage(
+                torch.arange(6.0).untyped_storage(), shape=(2, 3), dtype=torch.float32, device="cpu"
+            )
+        ),
+    ),
 ]
 
 
@@ -427,5 +456,6 @@ def test_memmap_like_to_file(ref, tb, tmp_path):
         m = lib.MemoryMappedTensor.full_like(torch.zeros(2, 2), 3.0, filename=path)
         assert m.filename == str(path)
         assert path.stat().st_size == 16
-        torch.testing.assert_close(lib.MemoryMappedTensor.from_filename(path, torch.float32, (2, 2)),
-                                   torch.full((2, 2), 3.0))
+        torch.testing.assert_close(
+            lib.MemoryMappedTensor.from_filename(path, torch.float32, (2, 2)), torch.full((2, 2), 3.0)
+        )

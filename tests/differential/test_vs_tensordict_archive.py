@@ -57,25 +57,33 @@ def test_same_entries(ref, tb, tmp_path, builder):
 
 def test_our_payloads_are_aligned(tb, tmp_path):
     """Each leaf's bytes start at a multiple of 64 in the file: loading views them in place, in any dtype."""
-    td = tb.TensorDict({"a": torch.arange(5, dtype=torch.float64), "é": torch.ones(3, dtype=torch.int8),
-                        "n": {"long_name" * 5: torch.zeros(2, 7, dtype=torch.complex64)}}, batch_size=[])
+    td = tb.TensorDict(
+        {
+            "a": torch.arange(5, dtype=torch.float64),
+            "é": torch.ones(3, dtype=torch.int8),
+            "n": {"long_name" * 5: torch.zeros(2, 7, dtype=torch.complex64)},
+        },
+        batch_size=[],
+    )
     td.memmap(tmp_path / "x.tdz")
     data = (tmp_path / "x.tdz").read_bytes()
     with zipfile.ZipFile(tmp_path / "x.tdz") as zf:
         leaves = [info for info in zf.infolist() if info.filename.endswith(".memmap")]
         assert len(leaves) == 3
         for info in leaves:
-            start = info.header_offset + 30 + int.from_bytes(data[info.header_offset + 26:info.header_offset + 28],
-                                                             "little") + int.from_bytes(
-                data[info.header_offset + 28:info.header_offset + 30], "little")
+            start = (
+                info.header_offset
+                + 30
+                + int.from_bytes(data[info.header_offset + 26 : info.header_offset + 28], "little")
+                + int.from_bytes(data[info.header_offset + 28 : info.header_offset + 30], "little")
+            )
             assert start % 64 == 0, info.filename
-            assert data[start:start + info.file_size] == zf.read(info)
+            assert data[start : start + info.file_size] == zf.read(info)
 
 
 @pytest.mark.parametrize("compression", [None, "deflate", "lzma"])
 def test_pack_and_unpack_across_libraries(ref, tb, tmp_path, compression):
-    td = ref.TensorDict({"a": torch.arange(6.0).view(3, 2), "n": {"b": torch.arange(3)}, "s": "text"},
-                        batch_size=[3])
+    td = ref.TensorDict({"a": torch.arange(6.0).view(3, 2), "n": {"b": torch.arange(3)}, "s": "text"}, batch_size=[3])
     save(ref, td, tmp_path / "ref")
     ref.pack_memmap(tmp_path / "ref", tmp_path / "by_ref.tdz", compression=compression)
     expected = summary(load(ref, tmp_path / "by_ref.tdz"))
@@ -112,8 +120,14 @@ def test_memmap_like_archive_matches_reference(ref, tb, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- append_memmap
 def _rows(lib: Any, start: int, n: int) -> Any:
-    return lib.TensorDict({"a": torch.arange(start, start + n, dtype=torch.float32)[:, None].expand(n, 2),
-                           "n": {"b": torch.arange(start, start + n)}, "s": "same"}, batch_size=[n])
+    return lib.TensorDict(
+        {
+            "a": torch.arange(start, start + n, dtype=torch.float32)[:, None].expand(n, 2),
+            "n": {"b": torch.arange(start, start + n)},
+            "s": "same",
+        },
+        batch_size=[n],
+    )
 
 
 @pytest.mark.parametrize(("writer", "appender"), [("ref", "tb"), ("tb", "ref"), ("tb", "tb")])
@@ -140,8 +154,10 @@ def test_append_refusals_match(ref, tb, tmp_path, bad):
         elif bad == "value":
             td["s"] = "other"
         else:
-            td = lib.TensorDict({"a": torch.zeros(2, 4, 2), "n": {"b": torch.zeros(2, 4, dtype=torch.long)},
-                                 "s": "same"}, batch_size=[2, 4])
+            td = lib.TensorDict(
+                {"a": torch.zeros(2, 4, 2), "n": {"b": torch.zeros(2, 4, dtype=torch.long)}, "s": "same"},
+                batch_size=[2, 4],
+            )
         return td
 
     for lib, name in ((ref, "r"), (tb, "s")):
@@ -163,12 +179,32 @@ def _st_cases(lib: Any) -> dict[str, Any]:
     return {
         "flat": lib.TensorDict({"w": torch.linspace(-1, 1, 12).view(3, 4), "b": torch.arange(3)}, batch_size=[3]),
         "nested": lib.TensorDict({"layer": {"w": torch.ones(2, 2), "sub": {"b": torch.zeros(2)}}}, batch_size=[2]),
-        "dtypes": lib.TensorDict({str(d).split(".")[1]: torch.arange(4).to(d) for d in (
-            torch.bfloat16, torch.float16, torch.float64, torch.int8, torch.uint8, torch.int16, torch.int32,
-            torch.bool, torch.complex64)}, batch_size=[4]),
+        "dtypes": lib.TensorDict(
+            {
+                str(d).split(".")[1]: torch.arange(4).to(d)
+                for d in (
+                    torch.bfloat16,
+                    torch.float16,
+                    torch.float64,
+                    torch.int8,
+                    torch.uint8,
+                    torch.int16,
+                    torch.int32,
+                    torch.bool,
+                    torch.complex64,
+                )
+            },
+            batch_size=[4],
+        ),
         "names": lib.TensorDict({"x": torch.zeros(2, 3)}, batch_size=[2, 3], names=["b", "t"]),
-        "non_tensor": lib.TensorDict({"x": torch.zeros(2), "meta": lib.NonTensorData({"lr": 0.1, "tags": ["a"]}),
-                                      "n": {"label": lib.NonTensorData("y")}}, batch_size=[2]),
+        "non_tensor": lib.TensorDict(
+            {
+                "x": torch.zeros(2),
+                "meta": lib.NonTensorData({"lr": 0.1, "tags": ["a"]}),
+                "n": {"label": lib.NonTensorData("y")},
+            },
+            batch_size=[2],
+        ),
         "lazy": lib.lazy_stack([lib.TensorDict({"x": torch.zeros(3)}), lib.TensorDict({"x": torch.ones(3)})], 0),
         "scalar": lib.TensorDict({"x": torch.tensor(3.0)}),
         "empty_leaf": lib.TensorDict({"x": torch.zeros(2, 0)}, batch_size=[2]),
@@ -200,10 +236,12 @@ def test_safetensors_same_tensors_and_metadata(ref, tb, tmp_path, safetensors):
 def test_plain_checkpoint_loads_alike(ref, tb, tmp_path, safetensors):
     from safetensors.torch import save_file
 
-    save_file({"0.weight": torch.ones(4, 3), "0.bias": torch.zeros(4), "scale": torch.tensor(2.0)},
-              tmp_path / "m.safetensors")
+    save_file(
+        {"0.weight": torch.ones(4, 3), "0.bias": torch.zeros(4), "scale": torch.tensor(2.0)}, tmp_path / "m.safetensors"
+    )
     assert summary(tb.from_safetensors(tmp_path / "m.safetensors")) == summary(
-        ref.from_safetensors(tmp_path / "m.safetensors"))
+        ref.from_safetensors(tmp_path / "m.safetensors")
+    )
 
 
 @pytest.mark.parametrize("bad", ["object", "nested_tensor", "dup_name", "non_tensor_root"])

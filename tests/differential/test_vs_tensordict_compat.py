@@ -36,9 +36,13 @@ def _make_data_field(lib: Any, base_flavour: str | None) -> Any:
 
     inner = lib.TensorDict(a=torch.arange(3.0), batch_size=[3])
     t = Trajectory(data=inner, batch_size=[3])
-    return (type(t.data).__name__, tuple(t[:2].data.batch_size), t[1].data["a"].item(),
-            sorted(t.to_tensordict().keys(True, True)),
-            tuple(Trajectory(data=torch.ones(2), batch_size=[2]).data.shape))
+    return (
+        type(t.data).__name__,
+        tuple(t[:2].data.batch_size),
+        t[1].data["a"].item(),
+        sorted(t.to_tensordict().keys(True, True)),
+        tuple(Trajectory(data=torch.ones(2), batch_size=[2]).data.shape),
+    )
 
 
 @pytest.mark.parametrize("flavour", [None, "nocast"])
@@ -114,14 +118,23 @@ def test_expand_right(ref: Any, tb: Any, shape: tuple[int, ...], dest: tuple[int
 def test_expand_as_right(ref: Any, tb: Any, shape: tuple[int, ...], dest: tuple[int, ...]) -> None:
     x = torch.arange(float(torch.Size(shape).numel())).reshape(shape)
     assert outcome(tb.utils.expand_as_right, x, torch.zeros(dest)) == outcome(
-        ref.utils.expand_as_right, x, torch.zeros(dest))
+        ref.utils.expand_as_right, x, torch.zeros(dest)
+    )
     td = {lib: lib.TensorDict(a=torch.zeros(dest), batch_size=dest) for lib in (ref, tb)}
     assert outcome(tb.utils.expand_as_right, x, td[tb]) == outcome(ref.utils.expand_as_right, x, td[ref])
 
 
 def test_utils_public_names(ref: Any, tb: Any) -> None:
-    for name in ("Buffer", "expand_right", "expand_as_right", "is_non_tensor", "is_tensorclass", "logger",
-                 "DeviceType", "IndexType"):
+    for name in (
+        "Buffer",
+        "expand_right",
+        "expand_as_right",
+        "is_non_tensor",
+        "is_tensorclass",
+        "logger",
+        "DeviceType",
+        "IndexType",
+    ):
         assert name in tb.utils.__all__ and hasattr(tb.utils, name), name
     assert tb.utils.Buffer is ref.utils.Buffer is torch.nn.Buffer
     data = {lib: (lib.NonTensorData("x"), lib.TensorDict(), torch.zeros(1)) for lib in (ref, tb)}
@@ -146,10 +159,21 @@ def test_private_unravel_key_to_tuple(ref: Any, key: Any) -> None:
     assert outcome(_private._unravel_key_to_tuple, key) == outcome(ref.utils._unravel_key_to_tuple, key)
 
 
-@pytest.mark.parametrize("index", [0, slice(1, 3), (slice(None), 0), (None, 1), ..., torch.tensor([0, 2]),
-                                   torch.tensor([True, False, True, True]),
-                                   (torch.tensor([0, 1]), torch.tensor([1, 2])),
-                                   (Ellipsis, None), [0, 1]])
+@pytest.mark.parametrize(
+    "index",
+    [
+        0,
+        slice(1, 3),
+        (slice(None), 0),
+        (None, 1),
+        ...,
+        torch.tensor([0, 2]),
+        torch.tensor([True, False, True, True]),
+        (torch.tensor([0, 1]), torch.tensor([1, 2])),
+        (Ellipsis, None),
+        [0, 1],
+    ],
+)
 def test_private_getitem_batch_size(ref: Any, index: Any) -> None:
     def shape(fn: Any) -> Any:
         out = outcome(fn, [4, 3, 2], index)
@@ -158,12 +182,14 @@ def test_private_getitem_batch_size(ref: Any, index: Any) -> None:
     assert shape(_private._getitem_batch_size) == shape(ref.utils._getitem_batch_size)
 
 
-@pytest.mark.parametrize(("dim", "shape", "ndim"), [(-1, (2, 3), None), (1, (2, 3), None), (2, (2, 3), None),
-                                                    (-3, None, 2), (0, None, 2)])
+@pytest.mark.parametrize(
+    ("dim", "shape", "ndim"), [(-1, (2, 3), None), (1, (2, 3), None), (2, (2, 3), None), (-3, None, 2), (0, None, 2)]
+)
 def test_private_maybe_correct_neg_dim(ref: Any, dim: int, shape: Any, ndim: Any) -> None:
     size = torch.Size(shape) if shape is not None else None
     assert outcome(_private._maybe_correct_neg_dim, dim, size, ndim) == outcome(
-        ref.utils._maybe_correct_neg_dim, dim, size, ndim)
+        ref.utils._maybe_correct_neg_dim, dim, size, ndim
+    )
 
 
 def test_private_shape_and_predicates(ref: Any, tb: Any) -> None:
@@ -187,8 +213,9 @@ def test_private_is_leaf_markers(ref: Any, tb: Any) -> None:
     assert bool(mine) is bool(theirs) is False
     for name in ("TensorDict", "NonTensorData", "LazyStackedTensorDict"):
         assert mine(getattr(tb, name)) == theirs(getattr(ref, name)), name
-        assert _private._NESTED_TENSORS_AS_LISTS_NONTENSOR(getattr(tb, name)) == \
-            ref_base._NESTED_TENSORS_AS_LISTS_NONTENSOR(getattr(ref, name)), name
+        assert _private._NESTED_TENSORS_AS_LISTS_NONTENSOR(
+            getattr(tb, name)
+        ) == ref_base._NESTED_TENSORS_AS_LISTS_NONTENSOR(getattr(ref, name)), name
     assert mine(torch.Tensor) == theirs(torch.Tensor)
 
 
@@ -205,13 +232,21 @@ def test_exclude_td_from_pytree(ref: Any, tb: Any) -> None:
 # ------------------------------------------------------------------------------ core behaviour TorchRL relies on
 def _stack_into_out(lib: Any, extra_in: bool) -> Any:
     td_cls = lib.TensorDict
-    out = td_cls(a=torch.zeros(2, 3), next=td_cls(b=torch.zeros(2, 3), steps=torch.full((2, 3), 7.0),
-                                                   batch_size=[2, 3]), batch_size=[2, 3])
+    out = td_cls(
+        a=torch.zeros(2, 3),
+        next=td_cls(b=torch.zeros(2, 3), steps=torch.full((2, 3), 7.0), batch_size=[2, 3]),
+        batch_size=[2, 3],
+    )
     nxt = {"b": torch.ones(3), **({"x": torch.ones(3)} if extra_in else {})}
     tds = [td_cls(a=torch.full((3,), float(i)), next=td_cls(nxt, batch_size=[3]), batch_size=[3]) for i in range(2)]
     result = torch.stack(tds, 0, out=out)
-    return (result is out, sorted(map(str, out.keys(True, True))), out["a"].tolist(), out["next", "b"].tolist(),
-            out["next", "steps"].tolist())
+    return (
+        result is out,
+        sorted(map(str, out.keys(True, True))),
+        out["a"].tolist(),
+        out["next", "b"].tolist(),
+        out["next", "steps"].tolist(),
+    )
 
 
 @pytest.mark.parametrize("extra_in", [False, True])
@@ -228,8 +263,15 @@ def test_stack_into_out_wrong_batch_size(ref: Any, tb: Any) -> None:
     assert outcome(run, tb) == outcome(run, ref) == ("raises", "RuntimeError")
 
 
-@pytest.mark.parametrize("kwargs", [{"as_padded_tensor": True}, {"as_padded_tensor": True, "padding_value": 1.0},
-                                    {"padding_side": "left"}, {"layout": torch.jagged}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"as_padded_tensor": True},
+        {"as_padded_tensor": True, "padding_value": 1.0},
+        {"padding_side": "left"},
+        {"layout": torch.jagged},
+    ],
+)
 def test_dense_get_takes_the_lazy_stack_keywords(ref: Any, tb: Any, kwargs: dict[str, Any]) -> None:
     def run(lib: Any) -> Any:
         td = lib.TensorDict(a=torch.arange(6.0).reshape(2, 3), batch_size=[2])
@@ -249,8 +291,12 @@ def test_dense_get_as_list_warns(ref: Any, tb: Any, flag: str) -> None:
 def test_module_names_torchrl_imports(ref: Any, tb: Any) -> None:
     import sys
 
-    for module, name in (("tensorclass", "is_non_tensor"), ("functional", "dense_stack_tds"),
-                         ("tensordict", "expand_right"), ("tensordict", "expand_as_right")):
+    for module, name in (
+        ("tensorclass", "is_non_tensor"),
+        ("functional", "dense_stack_tds"),
+        ("tensordict", "expand_right"),
+        ("tensordict", "expand_as_right"),
+    ):
         mine = getattr(sys.modules[f"tensorbatch.{module}"], name)
         theirs = getattr(sys.modules[f"tensordict.{module}"], name)
         assert callable(mine) and callable(theirs), (module, name)

@@ -20,11 +20,18 @@ KEYWORDS = [
     case("stack_input", lambda lib, td: lib.stack(input=[td, td], dim=1)),
     case("cat_input", lambda lib, td: lib.cat(input=[td, td], dim=0)),
     case("from_dict_d", lambda lib, td: lib.from_dict(d={"a": torch.zeros(3, 2)}, batch_size=[3])),
-    case("is_non_tensor_data", lambda lib, td: (lib.is_non_tensor(data=td), lib.is_non_tensor(
-        data=lib.NonTensorData("x")))),
-    case("is_tensor_collection_datatype", lambda lib, td: (lib.is_tensor_collection(datatype=td),
-                                                           lib.is_tensor_collection(datatype=type(td)),
-                                                           lib.is_tensor_collection(datatype=torch.zeros(1)))),
+    case(
+        "is_non_tensor_data",
+        lambda lib, td: (lib.is_non_tensor(data=td), lib.is_non_tensor(data=lib.NonTensorData("x"))),
+    ),
+    case(
+        "is_tensor_collection_datatype",
+        lambda lib, td: (
+            lib.is_tensor_collection(datatype=td),
+            lib.is_tensor_collection(datatype=type(td)),
+            lib.is_tensor_collection(datatype=torch.zeros(1)),
+        ),
+    ),
     case("extend_tensordict", lambda lib, td: (lambda s: (s.extend(tensordict=[td[0], td[1]]), s))(_lazy(lib, td))),
     case("extend_one_tensordict", lambda lib, td: (lambda s: (s.extend(td[:2]), s))(_lazy(lib, td))),
 ]
@@ -40,8 +47,11 @@ def test_from_h5_keywords(ref, tb, tmp_path):
     path = tmp_path / "data.h5"
     tb.TensorDict(a=torch.arange(3.0), batch_size=[3]).to_h5(path).close()
     for lib in (ref, tb):
-        opened = [lib.from_h5(h5_file=str(path)), lib.TensorDict.from_h5(filename=str(path), mode="r"),
-                  lib.TensorDictBase.from_h5(str(path))]
+        opened = [
+            lib.from_h5(h5_file=str(path)),
+            lib.TensorDict.from_h5(filename=str(path), mode="r"),
+            lib.TensorDictBase.from_h5(str(path)),
+        ]
         for data in opened:
             assert type(data).__name__ == "PersistentTensorDict", lib.__name__
             assert data["a"].tolist() == [0.0, 1.0, 2.0], lib.__name__
@@ -71,28 +81,51 @@ def _from_dict_instance(lib, td, **kwargs):
 
 
 CONSTRUCT = [
-    case("fromkeys_tensor", lambda lib, td: (lambda out: (out, out["a"] is out["b", "c"]))(
-        lib.TensorDict.fromkeys(["a", ("b", "c")], torch.zeros(3)))),
+    case(
+        "fromkeys_tensor",
+        lambda lib, td: (lambda out: (out, out["a"] is out["b", "c"]))(
+            lib.TensorDict.fromkeys(["a", ("b", "c")], torch.zeros(3))
+        ),
+    ),
     case("fromkeys_number", lambda lib, td: lib.TensorDictBase.fromkeys(["a", ("b", "c")], 1)),
     case("fromkeys_default", lambda lib, td: lib.LazyStackedTensorDict.fromkeys(["a"])),
     case("fromkeys_instance", lambda lib, td: td.fromkeys(["x"], 2.0)),
     case("from_dict_instance", lambda lib, td: _from_dict_instance(lib, td)),
     case("from_dict_instance_batch", lambda lib, td: _from_dict_instance(lib, td, batch_size=[4])),
     case("from_dict_instance_auto", lambda lib, td: _from_dict_instance(lib, td, auto_batch_size=True)),
-    case("from_dict_instance_lazy", lambda lib, td: _lazy(lib, td).from_dict_instance({"a": torch.ones(4, 5)},
-                                                                                      batch_size=[4])),
-    case("from_dict_instance_both", lambda lib, td: td.from_dict_instance({"a": torch.ones(4)}, batch_size=[4],
-                                                                          batch_dims=1), raises=ValueError),
-    case("from_schema_base", lambda lib, td: lib.TensorDictBase.from_schema(
-        {"obs": ([2], torch.uint8), ("n", "r"): ([], torch.float32)}, batch_size=[3])),
-    case("from_schema_lazy", lambda lib, td: lib.LazyStackedTensorDict.from_schema({"obs": ([2], torch.int64)},
-                                                                                   batch_size=[3])),
-    case("clear_device", lambda lib, td: (lambda t: (t.clear_device_() is t, t.device, t["nested"].device,
-                                                     t["a"].device))(td.to("cpu"))),
-    case("clear_device_lazy", lambda lib, td: (lambda s: (s.clear_device_() is s, s.device, [
-        m.device for m in s.tensordicts]))(_lazy(lib, td.to("cpu")))),
-    case("clear_device_tensorclass", lambda lib, td: (lambda t: (t.clear_device_() is t, t.device, t["p"].device))(
-        _with_point(lib, td).to("cpu"))),
+    case(
+        "from_dict_instance_lazy",
+        lambda lib, td: _lazy(lib, td).from_dict_instance({"a": torch.ones(4, 5)}, batch_size=[4]),
+    ),
+    case(
+        "from_dict_instance_both",
+        lambda lib, td: td.from_dict_instance({"a": torch.ones(4)}, batch_size=[4], batch_dims=1),
+        raises=ValueError,
+    ),
+    case(
+        "from_schema_base",
+        lambda lib, td: lib.TensorDictBase.from_schema(
+            {"obs": ([2], torch.uint8), ("n", "r"): ([], torch.float32)}, batch_size=[3]
+        ),
+    ),
+    case(
+        "from_schema_lazy",
+        lambda lib, td: lib.LazyStackedTensorDict.from_schema({"obs": ([2], torch.int64)}, batch_size=[3]),
+    ),
+    case(
+        "clear_device",
+        lambda lib, td: (lambda t: (t.clear_device_() is t, t.device, t["nested"].device, t["a"].device))(td.to("cpu")),
+    ),
+    case(
+        "clear_device_lazy",
+        lambda lib, td: (lambda s: (s.clear_device_() is s, s.device, [m.device for m in s.tensordicts]))(
+            _lazy(lib, td.to("cpu"))
+        ),
+    ),
+    case(
+        "clear_device_tensorclass",
+        lambda lib, td: (lambda t: (t.clear_device_() is t, t.device, t["p"].device))(_with_point(lib, td).to("cpu")),
+    ),
 ]
 
 
@@ -118,7 +151,8 @@ def test_tensorclass_constructors(ref, tb):
 # --------------------------------------------------------------------------------------------------
 def _ragged(lib):
     return lib.LazyStackedTensorDict.lazy_stack(
-        [lib.TensorDict(a=torch.zeros(4), b=torch.zeros(4)), lib.TensorDict(a=torch.ones(5))], 0)
+        [lib.TensorDict(a=torch.zeros(4), b=torch.zeros(4)), lib.TensorDict(a=torch.ones(5))], 0
+    )
 
 
 def _nested_values(t):
@@ -131,14 +165,20 @@ DEPRECATED = [
     case("hooks", lambda lib, td: (_lazy(lib, td).hook_in, _lazy(lib, td).hook_out)),
     case("get_nestedtensor", lambda lib, td: _nested_values(_ragged(lib).get_nestedtensor("a"))),
     case("get_nestedtensor_jagged", lambda lib, td: _ragged(lib).get_nestedtensor("a", layout=torch.jagged).layout),
-    case("get_nestedtensor_tensor_default", lambda lib, td: _nested_values(
-        _ragged(lib).get_nestedtensor("b", default=torch.ones(3)))),
+    case(
+        "get_nestedtensor_tensor_default",
+        lambda lib, td: _nested_values(_ragged(lib).get_nestedtensor("b", default=torch.ones(3))),
+    ),
     case("get_nestedtensor_other_default", lambda lib, td: _ragged(lib).get_nestedtensor("b", None)),
     case("get_nestedtensor_missing", lambda lib, td: _ragged(lib).get_nestedtensor("b"), raises=KeyError),
-    case("get_nestedtensor_nested_key", lambda lib, td: _nested_values(
-        _lazy(lib, td).get_nestedtensor(("nested", "c")))),
-    case("get_nestedtensor_stack_dim_1", lambda lib, td: lib.LazyStackedTensorDict.lazy_stack(
-        list(td.unbind(1)), 1).get_nestedtensor("a"), raises=RuntimeError),
+    case(
+        "get_nestedtensor_nested_key", lambda lib, td: _nested_values(_lazy(lib, td).get_nestedtensor(("nested", "c")))
+    ),
+    case(
+        "get_nestedtensor_stack_dim_1",
+        lambda lib, td: lib.LazyStackedTensorDict.lazy_stack(list(td.unbind(1)), 1).get_nestedtensor("a"),
+        raises=RuntimeError,
+    ),
 ]
 
 
@@ -177,32 +217,58 @@ PACKAGE = [
     case("from_module_unlocked", lambda lib, td: lib.from_module(_module(), lock=False).is_locked),
     case("from_module_as_module", lambda lib, td: type(lib.from_module(_module(), as_module=True)).__name__),
     case("from_modules", lambda lib, td: (lambda p: (p, p.is_locked))(lib.from_modules(_module(), _module()))),
-    case("from_modules_expand", lambda lib, td: lib.from_modules(_module(), _module(), expand_identical=True,
-                                                                 lock=False)),
-    case("tensordict_params", lambda lib, td: type(lib.TensorDictParams(lib.TensorDict(w=torch.zeros(2)))).__mro__[1]
-         .__name__),
+    case(
+        "from_modules_expand", lambda lib, td: lib.from_modules(_module(), _module(), expand_identical=True, lock=False)
+    ),
+    case(
+        "tensordict_params",
+        lambda lib, td: type(lib.TensorDictParams(lib.TensorDict(w=torch.zeros(2)))).__mro__[1].__name__,
+    ),
     case("collate_tds", lambda lib, td: lib.collate([td[0], td[1]])),
     case("collate_lazy", lambda lib, td: type(lib.collate([td[0], td[1, :2]])).__name__),
     case("collate_tuple", lambda lib, td: lib.collate([(td[0], 1), (td[1], 2)])),
     case("collate_mapping", lambda lib, td: lib.collate([{"x": td[0], "y": torch.zeros(2)}] * 3)),
     case("collate_not_a_list", lambda lib, td: lib.collate(td) is td),
-    case("collate_pad", lambda lib, td: lib.collate(
-        [lib.TensorDict(ids=torch.ones(n, dtype=torch.long), s=torch.tensor(float(n))) for n in (2, 3)],
-        pad_keys={"ids": 7}, mask_key="mask")),
-    case("collate_nested", lambda lib, td: (lambda b: (b["s"], b["p"].is_nested, [
-        x.tolist() for x in b["p"].unbind()]))(
-        lib.collate([lib.TensorDict(p=torch.ones(n, 2) * n, s=torch.tensor(float(n))) for n in (2, 3)],
-                    nested_keys=["p"]))),
+    case(
+        "collate_pad",
+        lambda lib, td: lib.collate(
+            [lib.TensorDict(ids=torch.ones(n, dtype=torch.long), s=torch.tensor(float(n))) for n in (2, 3)],
+            pad_keys={"ids": 7},
+            mask_key="mask",
+        ),
+    ),
+    case(
+        "collate_nested",
+        lambda lib, td: (lambda b: (b["s"], b["p"].is_nested, [x.tolist() for x in b["p"].unbind()]))(
+            lib.collate(
+                [lib.TensorDict(p=torch.ones(n, 2) * n, s=torch.tensor(float(n))) for n in (2, 3)], nested_keys=["p"]
+            )
+        ),
+    ),
     case("collate_mask_without_pad", lambda lib, td: lib.collate([td[0]], mask_key="m"), raises=ValueError),
     case("collate_pad_batch_dims", lambda lib, td: lib.collate([td[0]], pad_keys={"a": 0}), raises=ValueError),
-    case("collate_pad_and_nested", lambda lib, td: lib.collate([lib.TensorDict(a=torch.zeros(2))], pad_keys={"a": 0},
-                                                               nested_keys=["a"]), raises=ValueError),
-    case("collate_missing_key", lambda lib, td: lib.collate([lib.TensorDict(a=torch.zeros(2))], pad_keys={"b": 0}),
-         raises=KeyError),
-    case("collate_mask_is_entry", lambda lib, td: lib.collate([lib.TensorDict(a=torch.zeros(2))], pad_keys={"a": 0},
-                                                              mask_key="a"), raises=ValueError),
-    case("collate_nested_ragged_rest", lambda lib, td: lib.collate(
-        [lib.TensorDict(p=torch.ones(n), q=torch.ones(n)) for n in (2, 3)], nested_keys=["p"]), raises=ValueError),
+    case(
+        "collate_pad_and_nested",
+        lambda lib, td: lib.collate([lib.TensorDict(a=torch.zeros(2))], pad_keys={"a": 0}, nested_keys=["a"]),
+        raises=ValueError,
+    ),
+    case(
+        "collate_missing_key",
+        lambda lib, td: lib.collate([lib.TensorDict(a=torch.zeros(2))], pad_keys={"b": 0}),
+        raises=KeyError,
+    ),
+    case(
+        "collate_mask_is_entry",
+        lambda lib, td: lib.collate([lib.TensorDict(a=torch.zeros(2))], pad_keys={"a": 0}, mask_key="a"),
+        raises=ValueError,
+    ),
+    case(
+        "collate_nested_ragged_rest",
+        lambda lib, td: lib.collate(
+            [lib.TensorDict(p=torch.ones(n), q=torch.ones(n)) for n in (2, 3)], nested_keys=["p"]
+        ),
+        raises=ValueError,
+    ),
 ]
 
 
@@ -236,8 +302,7 @@ def test_alias_modules_and_stores(ref, tb):
 # --------------------------------------------------------------------------------------------------
 # NestedKey in isinstance checks; assert_close(intersection=, msg=, prefix=)
 # --------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("value", ["a", ("a", "b"), ("a", ("b",)), ("a", 1), (), ("a", ()), ["a"], b"a", 1],
-                         ids=repr)
+@pytest.mark.parametrize("value", ["a", ("a", "b"), ("a", ("b",)), ("a", 1), (), ("a", ()), ["a"], b"a", 1], ids=repr)
 def test_nested_key_isinstance(ref, tb, value):
     assert isinstance(value, tb.NestedKey) == isinstance(value, ref.NestedKey)
 
@@ -250,10 +315,15 @@ ASSERT_CLOSE = [
     case("assert_close", lambda lib, td: lib.assert_close(td, td.clone())),
     case("assert_close_keys_differ", lambda lib, td: lib.assert_close(*_pair(lib)), raises=KeyError),
     case("assert_close_intersection", lambda lib, td: lib.assert_close(*_pair(lib), intersection=True)),
-    case("assert_close_intersection_positional", lambda lib, td: lib.assert_allclose_td(*_pair(lib), None, None, True,
-                                                                                        True, "msg", ("p",))),
-    case("assert_close_values_differ", lambda lib, td: lib.assert_close(td, td + 1, prefix=("p",), msg="MSG"),
-         raises=AssertionError),
+    case(
+        "assert_close_intersection_positional",
+        lambda lib, td: lib.assert_allclose_td(*_pair(lib), None, None, True, True, "msg", ("p",)),
+    ),
+    case(
+        "assert_close_values_differ",
+        lambda lib, td: lib.assert_close(td, td + 1, prefix=("p",), msg="MSG"),
+        raises=AssertionError,
+    ),
     case("assert_close_tolerance", lambda lib, td: lib.assert_close(td, td + 0.01, atol=0.1, rtol=0)),
 ]
 

@@ -25,9 +25,7 @@ CONSTRUCT = [
     case("nested_dict_autowrap", lambda lib, _: lib.TensorDict(plain("float"), batch_size=[4, 5])["nested"]),
     case("nested_deep_is_td", lambda lib, _: lib.TensorDict(plain("float"), [4, 5])["nested", "deep"]),
     case("batch_int", lambda lib, _: lib.TensorDict(_ab(), batch_size=3)),
-    case(
-        "batch_list", lambda lib, _: lib.TensorDict({"a": torch.zeros(3, 4, 2)}, batch_size=[3, 4]).batch_size
-    ),
+    case("batch_list", lambda lib, _: lib.TensorDict({"a": torch.zeros(3, 4, 2)}, batch_size=[3, 4]).batch_size),
     case("bad_batch_list", lambda lib, _: lib.TensorDict(_ab(), batch_size=[3, 4]), raises=RuntimeError),
     case("batch_Size", lambda lib, _: lib.TensorDict(_ab(), batch_size=torch.Size([3]))),
     case("batch_tuple", lambda lib, _: lib.TensorDict(_ab(), batch_size=(3,))),
@@ -59,9 +57,7 @@ CONSTRUCT = [
     case("from_td", lambda lib, td: lib.TensorDict(td, batch_size=[4])),
     # bad input
     case("bad_batch_mismatch", lambda lib, _: lib.TensorDict(_ab(), batch_size=[4]), raises=RuntimeError),
-    case(
-        "bad_batch_too_long", lambda lib, _: lib.TensorDict(_ab(), batch_size=[3, 4, 1]), raises=RuntimeError
-    ),
+    case("bad_batch_too_long", lambda lib, _: lib.TensorDict(_ab(), batch_size=[3, 4, 1]), raises=RuntimeError),
     case(
         "bad_nested_batch",
         lambda lib, _: lib.TensorDict({"n": {"x": torch.zeros(2)}}, [3]),
@@ -112,18 +108,28 @@ BATCH = [
     case("from_dict_no_auto", lambda lib, _: lib.TensorDict.from_dict(plain("float"), auto_batch_size=False)),
     # values are converted as from_any does: a tuple becomes a node keyed "0", "1", ...
     case("from_dict_tuple", lambda lib, _: lib.from_dict({"t": (torch.zeros(3, 4), torch.ones(3))}, batch_dims=1)),
-    case("from_dict_tuple_cls", lambda lib, _: lib.TensorDict.from_dict({"t": (torch.zeros(3, 4), torch.ones(3))},
-                                                                         batch_dims=1)),
-    case("from_dict_nested_tuple_batch_size",
-         lambda lib, _: lib.from_dict({"n": {"x": torch.zeros(3, 4), "t": (torch.ones(3),)}}, batch_size=[3])),
-    case("from_dict_str_list", lambda lib, _: lib.from_dict({"s": ["a", "b", "c"], "x": torch.ones(3)},
-                                                            batch_dims=1).get("s").tolist()),
+    case(
+        "from_dict_tuple_cls",
+        lambda lib, _: lib.TensorDict.from_dict({"t": (torch.zeros(3, 4), torch.ones(3))}, batch_dims=1),
+    ),
+    case(
+        "from_dict_nested_tuple_batch_size",
+        lambda lib, _: lib.from_dict({"n": {"x": torch.zeros(3, 4), "t": (torch.ones(3),)}}, batch_size=[3]),
+    ),
+    case(
+        "from_dict_str_list",
+        lambda lib, _: lib.from_dict({"s": ["a", "b", "c"], "x": torch.ones(3)}, batch_dims=1).get("s").tolist(),
+    ),
     case("from_dict_td_as_is", lambda lib, td: lib.from_dict(td, batch_dims=1) is td),
     case("from_dict_cls_td_as_is", lambda lib, td: lib.TensorDict.from_dict(td, batch_dims=1) is td),
-    case("from_dict_names",
-         lambda lib, _: lib.from_dict({"x": torch.zeros(3, 4)}, batch_size=[3, 4], names=["a", "b"])),
-    case("from_dict_both_batch_args", lambda lib, _: lib.from_dict({"x": torch.zeros(3)}, batch_size=[3],
-                                                                   batch_dims=1), raises=ValueError),
+    case(
+        "from_dict_names", lambda lib, _: lib.from_dict({"x": torch.zeros(3, 4)}, batch_size=[3, 4], names=["a", "b"])
+    ),
+    case(
+        "from_dict_both_batch_args",
+        lambda lib, _: lib.from_dict({"x": torch.zeros(3)}, batch_size=[3], batch_dims=1),
+        raises=ValueError,
+    ),
     case("to_dict", lambda lib, td: td.to_dict()),
     case("to_dict_type", lambda lib, td: type(td.to_dict()["nested"]).__name__),
     case("fromkeys", lambda lib, _: lib.TensorDict.fromkeys(["a", "b"], 0)),
@@ -216,8 +222,10 @@ MAPPING = [
     ),
     case("update__missing", lambda lib, td: td.update_({"zz": torch.zeros(4, 5)}), raises=KeyError),
     case("replace", lambda lib, td: (td.replace({"nested": {"z": torch.ones(4, 5)}}, a=torch.zeros(4, 5, 3)), td)),
-    case("replace_td_and_kwargs", lambda lib, td: td.replace(lib.TensorDict({"z": torch.ones(4, 5)}, [4, 5]),
-                                                             b=torch.zeros(4, 5))),
+    case(
+        "replace_td_and_kwargs",
+        lambda lib, td: td.replace(lib.TensorDict({"z": torch.ones(4, 5)}, [4, 5]), b=torch.zeros(4, 5)),
+    ),
     case("replace_nothing_is_self", lambda lib, td: td.replace() is td),
     case("copy_at_", lambda lib, td: td.copy_at_(td[1:3].apply(lambda x: x * 0), slice(1, 3))),
     case("contains_str", lambda lib, td: ("a" in td, "zz" in td)),
@@ -268,11 +276,14 @@ KEYOPS = [
     # only the top level's keys split; a split key and a node of the same name merge; non-tensor leaves kept
     case("unflatten_keys_nested_kept", lambda lib, td: td.set(("nested", "x.y"), torch.ones(4, 5)).unflatten_keys()),
     case("unflatten_keys_merge", lambda lib, td: td.set("nested.z", torch.ones(4, 5)).unflatten_keys()),
-    case("unflatten_keys_merge_first", lambda lib, td: lib.TensorDict(
-        {"n.z": torch.ones(4), "n": lib.TensorDict({"c": torch.zeros(4, 2)}, [4, 2])}, [4]).unflatten_keys()),
+    case(
+        "unflatten_keys_merge_first",
+        lambda lib, td: lib.TensorDict(
+            {"n.z": torch.ones(4), "n": lib.TensorDict({"c": torch.zeros(4, 2)}, [4, 2])}, [4]
+        ).unflatten_keys(),
+    ),
     case("unflatten_keys_non_tensor", lambda lib, td: td.set_non_tensor("s.t", "text").unflatten_keys()),
-    case("unflatten_keys_over_leaf", lambda lib, td: td.set("a.b", torch.ones(4, 5)).unflatten_keys(),
-         raises=KeyError),
+    case("unflatten_keys_over_leaf", lambda lib, td: td.set("a.b", torch.ones(4, 5)).unflatten_keys(), raises=KeyError),
     case("rename_key", lambda lib, td: td.rename_key_("a", "z")),
     case("rename_key_nested", lambda lib, td: td.rename_key_(("nested", "c"), ("other", "c2"))),
     case("rename_key_missing", lambda lib, td: td.rename_key_("zz", "y"), raises=KeyError),

@@ -38,18 +38,24 @@ def summary(lib: Any, value: Any) -> Any:
 
 def _td(lib: Any) -> Any:
     idx = torch.arange(N)
-    return lib.TensorDict(idx=idx, a=idx[:, None] * 10.0 + torch.arange(3),
-                          n=lib.TensorDict(b=idx.to(torch.int16), batch_size=[N]), batch_size=[N])
+    return lib.TensorDict(
+        idx=idx,
+        a=idx[:, None] * 10.0 + torch.arange(3),
+        n=lib.TensorDict(b=idx.to(torch.int16), batch_size=[N]),
+        batch_size=[N],
+    )
 
 
 def _lazy(lib: Any) -> Any:
-    return lib.LazyStackedTensorDict(*[lib.TensorDict(idx=torch.tensor(i), a=torch.full((i % 3 + 1,), float(i)))
-                                       for i in range(N)])
+    return lib.LazyStackedTensorDict(
+        *[lib.TensorDict(idx=torch.tensor(i), a=torch.full((i % 3 + 1,), float(i))) for i in range(N)]
+    )
 
 
 def _lazy_dense(lib: Any) -> Any:
-    return lib.LazyStackedTensorDict(*[lib.TensorDict(idx=torch.tensor(i), a=torch.full((2,), float(i)))
-                                       for i in range(N)])
+    return lib.LazyStackedTensorDict(
+        *[lib.TensorDict(idx=torch.tensor(i), a=torch.full((2,), float(i))) for i in range(N)]
+    )
 
 
 _CLASSES: dict[str, type] = {}
@@ -57,6 +63,7 @@ _CLASSES: dict[str, type] = {}
 
 def _rows_cls(lib: Any) -> type:
     if lib.__name__ not in _CLASSES:
+
         @lib.tensorclass
         class Rows:
             idx: torch.Tensor
@@ -79,8 +86,9 @@ DATASETS = {"td": _td, "lazy": _lazy, "lazy_dense": _lazy_dense, "tc": _tc}
 def test_batches_alike(ref: Any, tb: Any, name: str, collate: str) -> None:
     def batches(lib: Any) -> list[Any]:
         kwargs: dict[str, Any] = {"collate_fn": (lambda b: b)} if collate == "identity" else {}
-        loader = DataLoader(DATASETS[name](lib), batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(3),
-                            **kwargs)
+        loader = DataLoader(
+            DATASETS[name](lib), batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(3), **kwargs
+        )
         return [summary(lib, batch) for batch in loader]
 
     assert batches(tb) == batches(ref)

@@ -25,8 +25,14 @@ def _keys(td: Any) -> list[Any]:
 
 def _sample(lib: Any) -> Any:
     td = lib.TensorDict
-    return td(a=torch.zeros(2), b=torch.ones(2), n=td(c=torch.zeros(2), d=torch.zeros(2, 3), batch_size=[2]),
-              e=td(batch_size=[2]), s="txt", batch_size=[2])
+    return td(
+        a=torch.zeros(2),
+        b=torch.ones(2),
+        n=td(c=torch.zeros(2), d=torch.zeros(2, 3), batch_size=[2]),
+        e=td(batch_size=[2]),
+        s="txt",
+        batch_size=[2],
+    )
 
 
 def test_rename_none_clears_every_name(ref: Any, tb: Any) -> None:
@@ -37,12 +43,17 @@ def test_rename_none_clears_every_name(ref: Any, tb: Any) -> None:
     assert td.names == [None, None]
 
 
-@pytest.mark.parametrize("mapping", [{("raw", "p"): "p"}, {("raw", "deep", "p"): "p"}, {("raw", "p"): ("raw", "z")},
-                                     {("raw", "p"): ("other", "z")}])
+@pytest.mark.parametrize(
+    "mapping",
+    [{("raw", "p"): "p"}, {("raw", "deep", "p"): "p"}, {("raw", "p"): ("raw", "z")}, {("raw", "p"): ("other", "z")}],
+)
 def test_rename_keys_drops_the_nodes_it_empties(ref: Any, tb: Any, mapping: dict[Any, Any]) -> None:
     def run(lib: Any) -> list[Any]:
-        source = {"raw": {"deep": {"p": torch.zeros(2)}}} if ("raw", "deep", "p") in mapping else {
-            "raw": {"p": torch.zeros(2)}}
+        source = (
+            {"raw": {"deep": {"p": torch.zeros(2)}}}
+            if ("raw", "deep", "p") in mapping
+            else {"raw": {"p": torch.zeros(2)}}
+        )
         return _keys(lib.TensorDict({**source, "e": {}}, [2]).rename_keys(mapping))
 
     mine, theirs = _both(ref, tb, run)
@@ -94,8 +105,9 @@ def test_split_keys_missing_keys(ref: Any, tb: Any) -> None:
             _sample(lib).split_keys(["zz"])
         with pytest.raises(KeyError, match='"a"'):  # a key an earlier set took is missing for the next one
             _sample(lib).split_keys(["a"], ["a"])
-    mine, theirs = _both(ref, tb, lambda lib: _sample(lib).split_keys(["zz", "a"], strict=False,
-                                                                     default=torch.full((2,), 7.0))[0])
+    mine, theirs = _both(
+        ref, tb, lambda lib: _sample(lib).split_keys(["zz", "a"], strict=False, default=torch.full((2,), 7.0))[0]
+    )
     assert _keys(mine) == _keys(theirs) == ["a", "zz"]
     assert torch.equal(mine["zz"], theirs["zz"])
 
@@ -116,8 +128,11 @@ def test_non_tensor_data_where_picks_per_element(ref: Any, tb: Any) -> None:
 def test_non_tensor_items_is_a_tuple(ref: Any, tb: Any) -> None:
     def run(lib: Any) -> tuple[type, list[Any], list[Any]]:
         td = lib.TensorDict(a=torch.zeros(2), s="x", n={"t": "y"}, batch_size=[2])
-        return (type(td.non_tensor_items()), [k for k, _ in td.non_tensor_items()],
-                [(k, v.data) for k, v in td.non_tensor_items(True)])
+        return (
+            type(td.non_tensor_items()),
+            [k for k, _ in td.non_tensor_items()],
+            [(k, v.data) for k, v in td.non_tensor_items(True)],
+        )
 
     mine, theirs = _both(ref, tb, run)
     assert mine == theirs
@@ -171,8 +186,14 @@ def test_maybe_to_stack(ref: Any, tb: Any) -> None:
         one = lib.NonTensorData("a", batch_size=[2, 2]).maybe_to_stack()
         bare = lib.NonTensorData("a")
         stack = lib.NonTensorStack("x", "y").maybe_to_stack()
-        return [type(one).__name__, one.tolist(), one.batch_size, bare.maybe_to_stack() is bare, type(stack).__name__,
-                stack.tolist()]
+        return [
+            type(one).__name__,
+            one.tolist(),
+            one.batch_size,
+            bare.maybe_to_stack() is bare,
+            type(stack).__name__,
+            stack.tolist(),
+        ]
 
     mine, theirs = _both(ref, tb, run)
     assert mine == theirs
@@ -189,10 +210,14 @@ def test_lazy_stack_names_its_dim(ref: Any, tb: Any) -> None:
 
 def test_reprs_of_leaves(ref: Any, tb: Any) -> None:
     def run(lib: Any) -> list[str]:
-        return [repr(lib.MemoryMappedTensor.from_tensor(torch.arange(3.0))),
-                repr(lib.MemoryMappedTensor.from_tensor(torch.zeros(2, 3))[1:]),
-                repr(lib.NonTensorData("a", batch_size=[2])), repr(lib.NonTensorData(["a"])), repr(lib.MetaData("m")),
-                repr(lib.NonTensorStack("a", "b"))]
+        return [
+            repr(lib.MemoryMappedTensor.from_tensor(torch.arange(3.0))),
+            repr(lib.MemoryMappedTensor.from_tensor(torch.zeros(2, 3))[1:]),
+            repr(lib.NonTensorData("a", batch_size=[2])),
+            repr(lib.NonTensorData(["a"])),
+            repr(lib.MetaData("m")),
+            repr(lib.NonTensorStack("a", "b")),
+        ]
 
     mine, theirs = _both(ref, tb, run)
     assert mine == theirs
@@ -210,13 +235,18 @@ def test_error_messages(ref: Any, tb: Any) -> None:
             a: torch.Tensor
 
         out = []
-        for call, kind in ((lambda: lib.MetaData[str](1), TypeError),
-                           (lambda: setattr(Frozen(a=torch.zeros(2), batch_size=[2]), "a", torch.ones(2)),
-                            dataclasses.FrozenInstanceError),
-                           (lambda: td(a=torch.zeros(2), batch_size=[2]) + td(b=torch.zeros(2), batch_size=[2]),
-                            KeyError),
-                           (lambda: utils.assert_close(td(a=torch.zeros(2), batch_size=[2]),
-                                                       td(a=torch.ones(2), batch_size=[2])), AssertionError)):
+        for call, kind in (
+            (lambda: lib.MetaData[str](1), TypeError),
+            (
+                lambda: setattr(Frozen(a=torch.zeros(2), batch_size=[2]), "a", torch.ones(2)),
+                dataclasses.FrozenInstanceError,
+            ),
+            (lambda: td(a=torch.zeros(2), batch_size=[2]) + td(b=torch.zeros(2), batch_size=[2]), KeyError),
+            (
+                lambda: utils.assert_close(td(a=torch.zeros(2), batch_size=[2]), td(a=torch.ones(2), batch_size=[2])),
+                AssertionError,
+            ),
+        ):
             with pytest.raises(kind) as info:
                 call()
             out.append(str(info.value))

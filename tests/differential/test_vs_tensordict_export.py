@@ -26,8 +26,9 @@ RUNNER = Path(__file__).with_name("_export_runner.py")
 
 def _run(lib: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(RUNNER), lib], capture_output=True, text=True, timeout=300, env=env,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, str(RUNNER), lib], capture_output=True, text=True, timeout=300, env=env, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result

@@ -91,7 +91,8 @@ PAD = [
         "pad_tensor_size",
         lambda lib, td: lib.functional.pad(td, torch.tensor([1, 1])),
         "a tensor pad_size is accepted (tensordict raises ValueError: step must be greater than zero)",
-        data="float", raises=ValueError,
+        data="float",
+        raises=ValueError,
     ),
     case("pad_empty_size", lambda lib, td: lib.functional.pad(td, []), data="float"),
     case("pad_inplace", lambda lib, td: lib.functional.pad(td, [1, 2], inplace=True), data="float"),
@@ -122,9 +123,7 @@ PAD = [
     case(
         "pad_nested_extra_dims",
         lambda lib, _: lib.functional.pad(
-            lib.TensorDict(
-                {"a": torch.ones(3), "n": lib.TensorDict({"b": torch.ones(3, 4, 2)}, [3, 4])}, [3]
-            ),
+            lib.TensorDict({"a": torch.ones(3), "n": lib.TensorDict({"b": torch.ones(3, 4, 2)}, [3, 4])}, [3]),
             [0, 2],
             value=7,
         ),
@@ -135,9 +134,7 @@ PAD = [
     ),
     case(
         "pad_non_tensor_inplace",
-        lambda lib, _: lib.functional.pad(
-            td_(lib, {"a": torch.zeros(2), "s": "hi"}, [2]), [0, 2], inplace=True
-        ),
+        lambda lib, _: lib.functional.pad(td_(lib, {"a": torch.zeros(2), "s": "hi"}, [2]), [0, 2], inplace=True),
     ),
 ]
 
@@ -218,9 +215,7 @@ PAD_SEQUENCE = [
     ),
     case(
         "ps_ndim_mismatch",
-        lambda lib, _: lib.functional.pad_sequence(
-            [_fd(lib, 2)[0], td_(lib, {"x": torch.ones(5, 2, 1)}, [5])]
-        ),
+        lambda lib, _: lib.functional.pad_sequence([_fd(lib, 2)[0], td_(lib, {"x": torch.ones(5, 2, 1)}, [5])]),
         raises=RuntimeError,
     ),
     case("ps_mask_collision", _ps(return_mask="a"), raises=RuntimeError),
@@ -235,9 +230,7 @@ PAD_SEQUENCE = [
         "ps_nested_extra_dims",
         lambda lib, _: lib.functional.pad_sequence(
             [
-                lib.TensorDict(
-                    {"a": torch.ones(n), "n": lib.TensorDict({"b": torch.ones(n, 4)}, [n, 4])}, [n]
-                )
+                lib.TensorDict({"a": torch.ones(n), "n": lib.TensorDict({"b": torch.ones(n, 4)}, [n, 4])}, [n])
                 for n in (2, 3)
             ],
             return_mask=True,
@@ -249,9 +242,7 @@ PAD_SEQUENCE = [
     ),
     case(
         "ps_empty_nested",
-        lambda lib, _: lib.functional.pad_sequence(
-            [td_(lib, {"a": torch.ones(n), "e": {}}, [n]) for n in (1, 2)]
-        ),
+        lambda lib, _: lib.functional.pad_sequence([td_(lib, {"a": torch.ones(n), "e": {}}, [n]) for n in (1, 2)]),
     ),
     case(
         "ps_names_dropped",
@@ -322,9 +313,7 @@ MERGE = [
     case("merge_reversed", lambda lib, _: lib.functional.merge_tensordicts(*_three(lib)[::-1])),
     case(
         "merge_callback",
-        lambda lib, _: lib.functional.merge_tensordicts(
-            *_three(lib), callback_exist=lambda *v: torch.stack(v, -1)
-        ),
+        lambda lib, _: lib.functional.merge_tensordicts(*_three(lib), callback_exist=lambda *v: torch.stack(v, -1)),
     ),
     case(
         "merge_callback_dict",
@@ -335,9 +324,7 @@ MERGE = [
     case("merge_one", lambda lib, _: lib.functional.merge_tensordicts(_three(lib)[0]), raises=RuntimeError),
     case(
         "merge_bad_callback",
-        lambda lib, _: lib.functional.merge_tensordicts(
-            *_three(lib)[:2], callback_exist=lambda *v: torch.zeros(5)
-        ),
+        lambda lib, _: lib.functional.merge_tensordicts(*_three(lib)[:2], callback_exist=lambda *v: torch.zeros(5)),
         raises=RuntimeError,
     ),
     case(
@@ -365,7 +352,8 @@ MERGE = [
         "merge_leaf_vs_node",
         lambda lib, _: lib.functional.merge_tensordicts(_three(lib)[0], td_(lib, {"n": torch.zeros(2)}, [2])),
         "a key that is a leaf in one input and a TensorDict in another raises a TypeError naming it "
-        "(tensordict raises AttributeError: 'Tensor' object has no attribute '_get_str')", raises=AttributeError,
+        "(tensordict raises AttributeError: 'Tensor' object has no attribute '_get_str')",
+        raises=AttributeError,
     ),
 ]
 
@@ -385,9 +373,7 @@ MAKE_GROUP = [
     case("make_kwargs", lambda lib, _: lib.functional.make_tensordict(a=torch.zeros(3, 4), b=torch.zeros(3))),
     case(
         "make_input_dict_wins",
-        lambda lib, _: lib.functional.make_tensordict(
-            {"a": torch.zeros(3)}, a=torch.ones(3, 4), batch_size=[3]
-        ),
+        lambda lib, _: lib.functional.make_tensordict({"a": torch.zeros(3)}, a=torch.ones(3, 4), batch_size=[3]),
     ),
     case(
         "make_auto",
@@ -408,7 +394,8 @@ MAKE_GROUP = [
     differ(
         "make_int_batch",
         lambda lib, _: lib.functional.make_tensordict(a=torch.zeros(3, 4), batch_size=3),
-        "an int batch_size is accepted, as the annotation says (tensordict raises TypeError)", raises=TypeError,
+        "an int batch_size is accepted, as the annotation says (tensordict raises TypeError)",
+        raises=TypeError,
     ),
     case(
         "group_tensor",
@@ -498,9 +485,7 @@ def _struct() -> np.ndarray:
 
 def _shares(lib: Any, x: np.ndarray, **kw: Any) -> Any:
     td = lib.TensorDict.from_struct_array(x, **kw)
-    return [
-        bool(np.shares_memory(td.get(k).numpy(), x)) for k in td.keys(include_nested=True, leaves_only=True)
-    ]
+    return [bool(np.shares_memory(td.get(k).numpy(), x)) for k in td.keys(include_nested=True, leaves_only=True)]
 
 
 def _warned(call: Any) -> Any:
@@ -523,9 +508,7 @@ CONVERSIONS = [
     ),
     case(
         "nt_batch_size",
-        lambda lib, _: lib.TensorDict.from_namedtuple(
-            Point(torch.zeros(3), {"k": torch.zeros(3)}), batch_size=[3]
-        ),
+        lambda lib, _: lib.TensorDict.from_namedtuple(Point(torch.zeros(3), {"k": torch.zeros(3)}), batch_size=[3]),
     ),
     case(
         "nt_batch_size_scalar_field",
@@ -561,9 +544,7 @@ CONVERSIONS = [
         "nt_device",
         lambda lib, _: lib.TensorDict.from_namedtuple(Point(torch.zeros(1), torch.ones(1)), device="cpu"),
     ),
-    case(
-        "nt_structseq", lambda lib, _: lib.TensorDict.from_namedtuple(torch.tensor([[2, 0], [1, 3]]).max(0))
-    ),
+    case("nt_structseq", lambda lib, _: lib.TensorDict.from_namedtuple(torch.tensor([[2, 0], [1, 3]]).max(0))),
     case("nt_mapping", lambda lib, _: lib.TensorDict.from_namedtuple({"a": torch.zeros(2)})),
     case("nt_none_field", lambda lib, _: lib.TensorDict.from_namedtuple(Point(torch.zeros(3), None))),
     case("nt_list_field", lambda lib, _: lib.TensorDict.from_namedtuple(Point(torch.zeros(3), [1, 2, 3]))),
@@ -571,8 +552,8 @@ CONVERSIONS = [
     differ(
         "nt_plain_tuple",
         lambda lib, _: lib.TensorDict.from_namedtuple((torch.zeros(2),)),
-        "a plain tuple raises a TypeError (tensordict raises AttributeError: 'tuple' object has no "
-        "attribute 'items')", raises=AttributeError,
+        "a plain tuple raises a TypeError (tensordict raises AttributeError: 'tuple' object has no attribute 'items')",
+        raises=AttributeError,
     ),
     case("tuple_plain", lambda lib, _: lib.TensorDict.from_tuple((torch.zeros(3, 4), 1))),
     case(
@@ -602,9 +583,7 @@ CONVERSIONS = [
     case("struct_packed_copy", lambda lib, _: _shares(lib, np.zeros(3, dtype=[("i", "i8"), ("f", "f4")]))),
     case(
         "struct_packed_values",
-        lambda lib, _: lib.TensorDict.from_struct_array(
-            np.array([(1, 2.5)], dtype=[("i", "i8"), ("f", "f4")])
-        ),
+        lambda lib, _: lib.TensorDict.from_struct_array(np.array([(1, 2.5)], dtype=[("i", "i8"), ("f", "f4")])),
     ),
     case(
         "struct_dtypes",
@@ -622,8 +601,7 @@ CONVERSIONS = [
     differ(
         "struct_scalar_nested",
         lambda lib, _: lib.TensorDict.from_struct_array(_struct()[0]),
-        "a nested field of one record becomes a nested TensorDict (tensordict stores the np.void as "
-        "NonTensorData)",
+        "a nested field of one record becomes a nested TensorDict (tensordict stores the np.void as NonTensorData)",
     ),
     case("struct_batch_size", lambda lib, _: lib.TensorDict.from_struct_array(_struct(), batch_size=[])),
     case("struct_auto", lambda lib, _: lib.TensorDict.from_struct_array(_struct(), auto_batch_size=True)),
@@ -631,7 +609,8 @@ CONVERSIONS = [
         "struct_device",
         lambda lib, _: lib.TensorDict.from_struct_array(_struct(), device="cpu"),
         "device='cpu' gives a TensorDict on the CPU (tensordict raises RuntimeError: Can only mark one "
-        "TensorDict at a time)", raises=RuntimeError,
+        "TensorDict at a time)",
+        raises=RuntimeError,
     ),
     case(
         "struct_batch_dims_warns",
@@ -647,16 +626,14 @@ CONVERSIONS = [
         "struct_strings",
         lambda lib, _: (
             type(
-                lib.TensorDict.from_struct_array(
-                    np.array([("Rex", 9)], dtype=[("name", "U10"), ("age", "i4")])
-                ).get("name")
+                lib.TensorDict.from_struct_array(np.array([("Rex", 9)], dtype=[("name", "U10"), ("age", "i4")])).get(
+                    "name"
+                )
             ).__name__
         ),
     ),
     case("struct_root_function", lambda lib, _: fn(lib, "from_struct_array")(_struct())),
-    case(
-        "to_struct_basic", lambda lib, td: _plain_array(td.exclude("nested").to_struct_array()), data="mixed"
-    ),
+    case("to_struct_basic", lambda lib, td: _plain_array(td.exclude("nested").to_struct_array()), data="mixed"),
     case(
         "to_struct_nested_extra_dims",
         lambda lib, _: _plain_array(
@@ -672,24 +649,18 @@ CONVERSIONS = [
     case("to_struct_2d", lambda lib, td: _plain_array(td.to_struct_array()), data="float"),
     case(
         "to_struct_0d",
-        lambda lib, _: _plain_array(
-            td_(lib, {"a": torch.tensor(3.0), "b": torch.arange(3)}).to_struct_array()
-        ),
+        lambda lib, _: _plain_array(td_(lib, {"a": torch.tensor(3.0), "b": torch.arange(3)}).to_struct_array()),
     ),
     case(
         "to_struct_strings",
-        lambda lib, _: _plain_array(
-            td_(lib, {"a": torch.arange(2), "s": "hello world long"}, [2]).to_struct_array()
-        ),
+        lambda lib, _: _plain_array(td_(lib, {"a": torch.arange(2), "s": "hello world long"}, [2]).to_struct_array()),
     ),
     case(
         "to_struct_round_trip",
         lambda lib, td: lib.TensorDict.from_struct_array(td.to_struct_array()),
         data="mixed",
     ),
-    case(
-        "to_struct_empty", lambda lib, _: lib.TensorDict(batch_size=[2]).to_struct_array(), raises=ValueError
-    ),
+    case("to_struct_empty", lambda lib, _: lib.TensorDict(batch_size=[2]).to_struct_array(), raises=ValueError),
     case(
         "to_struct_empty_nested",
         lambda lib, _: td_(lib, {"a": torch.ones(2), "n": {}}, [2]).to_struct_array(),
@@ -704,9 +675,9 @@ CONVERSIONS = [
     case("to_nt_empty_nested", lambda lib, _: td_(lib, {"a": torch.zeros(3), "e": {}}, [3]).to_namedtuple()),
     case(
         "to_nt_dest_cls",
-        lambda lib, _: td_(
-            lib, {"x": torch.zeros(1), "y": {"x": torch.ones(1), "y": torch.ones(1)}}
-        ).to_namedtuple(Point),
+        lambda lib, _: td_(lib, {"x": torch.zeros(1), "y": {"x": torch.ones(1), "y": torch.ones(1)}}).to_namedtuple(
+            Point
+        ),
     ),
     case(
         "to_nt_dict",
@@ -722,9 +693,7 @@ CONVERSIONS = [
         lambda lib, _: td_(lib, {"not valid": torch.ones(1)}).to_namedtuple(),
         raises=ValueError,
     ),
-    case(
-        "to_nt_round_trip", lambda lib, td: lib.TensorDict.from_namedtuple(td.to_namedtuple()), data="mixed"
-    ),
+    case("to_nt_round_trip", lambda lib, td: lib.TensorDict.from_namedtuple(td.to_namedtuple()), data="mixed"),
 ]
 
 
@@ -734,9 +703,7 @@ def test_conversions(run_both, case_fn, kwargs):
 
 
 FROM_ANY = [
-    case(
-        "any_dict", lambda lib, _: lib.TensorDict.from_any({"a": torch.zeros(2, 3), "b": (torch.zeros(2), 1)})
-    ),
+    case("any_dict", lambda lib, _: lib.TensorDict.from_any({"a": torch.zeros(2, 3), "b": (torch.zeros(2), 1)})),
     case(
         "any_dict_auto",
         lambda lib, _: lib.TensorDict.from_any(
@@ -745,9 +712,7 @@ FROM_ANY = [
     ),
     case(
         "any_dict_batch_wins",
-        lambda lib, _: lib.TensorDict.from_any(
-            {"a": torch.zeros(2, 3)}, auto_batch_size=True, batch_size=[2]
-        ),
+        lambda lib, _: lib.TensorDict.from_any({"a": torch.zeros(2, 3)}, auto_batch_size=True, batch_size=[2]),
     ),
     case(
         "any_dict_batch_dims",
@@ -764,21 +729,15 @@ FROM_ANY = [
     ),
     case(
         "any_dict_device",
-        lambda lib, _: lib.TensorDict.from_any(
-            {"a": torch.zeros(3), "b": {"c": torch.zeros(3, 2)}}, device="cpu"
-        ),
+        lambda lib, _: lib.TensorDict.from_any({"a": torch.zeros(3), "b": {"c": torch.zeros(3, 2)}}, device="cpu"),
     ),
     case("any_dict_nested_key", lambda lib, _: lib.TensorDict.from_any({("a", "b"): torch.zeros(3)})),
     case("any_dict_int_key", lambda lib, _: lib.TensorDict.from_any({1: torch.zeros(3)}), raises=KeyError),
     case("any_dict_array", lambda lib, _: lib.TensorDict.from_any({"a": np.ones(2), "l": [1, 2]})),
     case("any_userdict", lambda lib, _: lib.TensorDict.from_any(collections.UserDict({"a": torch.zeros(2)}))),
-    case(
-        "any_namedtuple", lambda lib, _: lib.TensorDict.from_any(Point(torch.zeros(2), {"k": torch.ones(2)}))
-    ),
+    case("any_namedtuple", lambda lib, _: lib.TensorDict.from_any(Point(torch.zeros(2), {"k": torch.ones(2)}))),
     case("any_tuple", lambda lib, _: lib.TensorDict.from_any((torch.zeros(2), (torch.ones(2),)))),
-    case(
-        "any_structseq", lambda lib, _: _warned(lambda: lib.TensorDict.from_any(torch.tensor([2, 0]).max(0)))
-    ),
+    case("any_structseq", lambda lib, _: _warned(lambda: lib.TensorDict.from_any(torch.tensor([2, 0]).max(0)))),
     case("any_struct_array", lambda lib, _: lib.TensorDict.from_any(_struct(), auto_batch_size=True)),
     case("any_list_numbers", lambda lib, _: lib.TensorDict.from_any([1, 2, 3])),
     case("any_list_nested", lambda lib, _: lib.TensorDict.from_any([[1.0, 2.0], [3.0, 4.0]])),
@@ -821,9 +780,7 @@ FROM_ANY = [
         lambda lib, _: lib.TensorDict.from_dataclass(Data(torch.zeros(2), ()), batch_size=[2]),
     ),
     case("dataclass_not", lambda lib, _: lib.TensorDict.from_dataclass(1), raises=TypeError),
-    case(
-        "any_root_function", lambda lib, _: fn(lib, "from_any")({"a": torch.zeros(3)}, auto_batch_size=True)
-    ),
+    case("any_root_function", lambda lib, _: fn(lib, "from_any")({"a": torch.zeros(3)}, auto_batch_size=True)),
 ]
 
 
@@ -842,9 +799,7 @@ PYTREES = [
         lambda lib, _: _round(lib, {"obs": torch.zeros(3, 4), "pair": (torch.zeros(3), torch.ones(3))}),
     ),
     case("pt_lists", lambda lib, _: _round(lib, [torch.arange(3), [torch.zeros(2), {"a": torch.ones(1)}]])),
-    case(
-        "pt_ordered", lambda lib, _: _round(lib, collections.OrderedDict(b=torch.ones(1), a=torch.zeros(1)))
-    ),
+    case("pt_ordered", lambda lib, _: _round(lib, collections.OrderedDict(b=torch.ones(1), a=torch.zeros(1)))),
     case("pt_namedtuple", lambda lib, _: _round(lib, Point(torch.zeros(2), {"k": torch.ones(2)}))),
     case("pt_namedtuple_tuple", lambda lib, _: _round(lib, Point(torch.zeros(2), (torch.ones(2), 3)))),
     case("pt_namedtuple_list", lambda lib, _: _round(lib, Point(torch.zeros(2), [1, 2]))),
@@ -860,9 +815,7 @@ PYTREES = [
     ),
     case(
         "pt_batch_size",
-        lambda lib, _: lib.TensorDict.from_pytree(
-            {"a": torch.zeros(3), "b": [torch.zeros(3)]}, batch_size=[3]
-        ),
+        lambda lib, _: lib.TensorDict.from_pytree({"a": torch.zeros(3), "b": [torch.zeros(3)]}, batch_size=[3]),
     ),
     case("pt_tensor", lambda lib, _: lib.TensorDict.from_pytree(torch.zeros(2))),
     case("pt_to_pytree_plain", lambda lib, td: td.to_pytree(), data="float"),

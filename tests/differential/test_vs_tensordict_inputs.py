@@ -103,13 +103,14 @@ INPUTS = [
     case("where_pad_empty_self", _where_pad(~_mask(), 1, flip=True), batch_size=(4,), data="mixed"),
     case("where_pad_empty_other", _where_pad(_mask(), -1), batch_size=(4,), data="mixed"),
     case("where_pad_part_other", _where_pad(_mask(), 0, part=("x",)), batch_size=(4,), data="mixed"),
-    case("where_pad_part_self", _where_pad(_mask(), 2, flip=True, part=("x", "nested")), batch_size=(4,),
-         data="mixed"),
-    case("where_no_pad_missing", _where_pad(_mask(), None, flip=True), batch_size=(4,), data="mixed",
-         raises=KeyError),
+    case("where_pad_part_self", _where_pad(_mask(), 2, flip=True, part=("x", "nested")), batch_size=(4,), data="mixed"),
+    case("where_no_pad_missing", _where_pad(_mask(), None, flip=True), batch_size=(4,), data="mixed", raises=KeyError),
     # torch.nn.functional losses
-    *[case(f"{fn.__name__}_{reduction}", _loss(fn, reduction=reduction))
-      for fn in (F.l1_loss, F.mse_loss, F.smooth_l1_loss) for reduction in ("none", "mean", "sum")],
+    *[
+        case(f"{fn.__name__}_{reduction}", _loss(fn, reduction=reduction))
+        for fn in (F.l1_loss, F.mse_loss, F.smooth_l1_loss)
+        for reduction in ("none", "mean", "sum")
+    ],
     case("l1_loss_default", _loss(F.l1_loss)),
     case("mse_loss_bad_reduction", _loss(F.mse_loss, reduction="max"), raises=ValueError),
     case("smooth_l1_loss_beta", _loss(F.smooth_l1_loss, reduction="none", beta=0.01)),
@@ -169,8 +170,10 @@ def _tc_case(make: Any) -> Any:
 TENSORCLASS_INIT = [
     case("custom_init_batch_kw", _tc_case(lambda C, CB, D, td: C(td["b"], batch_size=[4, 5]))),
     case("custom_init_batch_int", _tc_case(lambda C, CB, D, td: C(td["b"], batch_size=4))),
-    case("custom_init_device_names", _tc_case(
-        lambda C, CB, D, td: C(td["b"], batch_size=[4, 5], device="cpu", names=["x", "y"]).names)),
+    case(
+        "custom_init_device_names",
+        _tc_case(lambda C, CB, D, td: C(td["b"], batch_size=[4, 5], device="cpu", names=["x", "y"]).names),
+    ),
     case("custom_init_lock", _tc_case(lambda C, CB, D, td: C(td["b"], batch_size=[4], lock=True))),
     case("custom_init_empty_batch", _tc_case(lambda C, CB, D, td: D(td["a"], ()))),
     case("custom_init_declares_batch", _tc_case(lambda C, CB, D, td: CB(td["b"], td["a"], [4, 5]))),
@@ -189,14 +192,16 @@ def test_select_as_tensordict_on_tensorclass(ref, tb):
     """A TensorClass's ``select(..., as_tensordict=True)`` is the plain TensorDict (as the reference's)."""
     results = []
     for lib in (ref, tb):
+
         class TC(lib.TensorClass):
             a: torch.Tensor
             b: torch.Tensor
 
         tc = TC(a=torch.zeros(3, 2), b=torch.ones(3), batch_size=[3])
         plain, typed = tc.select("a", as_tensordict=True), tc.select("a")
-        results.append((type(plain).__name__, sorted(plain.keys()), type(typed).__name__,
-                        isinstance(plain, lib.TensorDict)))
+        results.append(
+            (type(plain).__name__, sorted(plain.keys()), type(typed).__name__, isinstance(plain, lib.TensorDict))
+        )
     assert results[0] == results[1] == [("TensorDict", ["a"], "TC", True)][0]
 
 

@@ -130,8 +130,11 @@ CONSTRUCT = [
         lambda lib, _: lib.LazyStackedTensorDict(_member(lib, 0), torch.zeros(3)),
         raises=TypeError,
     ),
-    case("lz_ctor_bad_stack_dim", lambda lib, _: lib.LazyStackedTensorDict(*_members(lib), stack_dim=3),
-         raises=RuntimeError),
+    case(
+        "lz_ctor_bad_stack_dim",
+        lambda lib, _: lib.LazyStackedTensorDict(*_members(lib), stack_dim=3),
+        raises=RuntimeError,
+    ),
     case("lz_ctor_ragged", lambda lib, _: _m(lib.LazyStackedTensorDict(_member(lib, 0, 3), _member(lib, 1, 4)))),
     case(
         "lz_ctor_ragged_sd1",
@@ -159,8 +162,12 @@ CONSTRUCT = [
     case("lz_homo_nested_lazy_sd1", lambda lib, _: _m(_homo(lib, 1)["n"])),
     case("lz_het_exclusive_in_members", lambda lib, _: [list(td.keys()) for td in _het(lib).tensordicts]),
     case("lz_names", lambda lib, _: _named(_homo(lib, 1))),
-    case("lz_names_clone", lambda lib, _: (lambda s: (s.clone().names, (s + 1).names, s.to_tensordict().names))(
-        _homo(lib).refine_names("x", "y"))),
+    case(
+        "lz_names_clone",
+        lambda lib, _: (lambda s: (s.clone().names, (s + 1).names, s.to_tensordict().names))(
+            _homo(lib).refine_names("x", "y")
+        ),
+    ),
 ]
 
 
@@ -413,11 +420,13 @@ WRITE = [
     case("lz_append_sd1", _written(lambda lib, s: s.append(_member(lib, 7)), lambda lib: _homo(lib, 1))),
     case(
         "lz_append_ragged",
-        _written(lambda lib, s: s.append(_member(lib, 7, 4))), raises=ValueError,
+        _written(lambda lib, s: s.append(_member(lib, 7, 4))),
+        raises=ValueError,
     ),
     case(
         "lz_append_batch_dims_differ",
-        _written(lambda lib, s: s.append(_member(lib, 7).unsqueeze(-1))), raises=ValueError,
+        _written(lambda lib, s: s.append(_member(lib, 7).unsqueeze(-1))),
+        raises=ValueError,
     ),
     case("lz_batch_size_setter", _written(lambda lib, s: setattr(s, "batch_size", [3])), raises=RuntimeError),
     # a key whose leaf shapes differ across members: tensordict checks existence without stacking

@@ -38,8 +38,9 @@ def test_from_filename_modes(ref, tb, tmp_path, mode):
     for name, lib in (("ref", ref), ("tb", tb)):
         file = tmp_path / f"{name}.memmap"
         file.write_bytes(torch.arange(4).numpy().tobytes())
-        x = _quiet(lambda lib=lib, file=file: lib.MemoryMappedTensor.from_filename(file, torch.int64, (4,),
-                                                                                   **_kw(mode)))
+        x = _quiet(
+            lambda lib=lib, file=file: lib.MemoryMappedTensor.from_filename(file, torch.int64, (4,), **_kw(mode))
+        )
         x[0] = 100
         x[2:].add_(10)
         y = pickle.loads(pickle.dumps(x))  # a pickled tensor maps the file again, with the same mode
@@ -140,6 +141,5 @@ def test_save_refuses_to_replace_a_user_file(ref, tb, tmp_path):
         folder = tmp_path / name
         folder.mkdir()
         (folder / "a.memmap").write_bytes(b"mine")
-        outcomes.append(_outcome(lambda lib=lib, folder=folder: sorted(os.listdir(_td(lib).memmap(folder)
-                                                                               .saved_path))))
+        outcomes.append(_outcome(lambda lib=lib, folder=folder: sorted(os.listdir(_td(lib).memmap(folder).saved_path))))
     assert outcomes[0] == outcomes[1]

@@ -63,12 +63,19 @@ def test_list_to_stack_off_stores_the_list_as_one_value(tb: Any, ref: Any) -> No
             inside = m.list_to_stack()
         td["s"] = ["a", "b"]
         x = td.get("x")
-        return (inside, m.list_to_stack(), type(x).__name__, list(td["x"]), list(x.batch_size),
-                type(td.get("n")).__name__, type(td.get("s")).__name__, list(td["s"]))
+        return (
+            inside,
+            m.list_to_stack(),
+            type(x).__name__,
+            list(td["x"]),
+            list(x.batch_size),
+            type(td.get("n")).__name__,
+            type(td.get("s")).__name__,
+            list(td["s"]),
+        )
 
     mine, theirs = run(tb), run(ref)
-    assert mine == theirs == (False, True, "NonTensorData", ["a", "b"], [2], "Tensor", "NonTensorStack",
-                              ["a", "b"])
+    assert mine == theirs == (False, True, "NonTensorData", ["a", "b"], [2], "Tensor", "NonTensorStack", ["a", "b"])
 
 
 def test_capture_non_tensor_stack_off_gives_stacks(tb: Any, ref: Any) -> None:
@@ -129,15 +136,22 @@ def test_repr_hides_what_the_options_hide(tb: Any, ref: Any) -> None:
             text = repr(td)
         with m.set_printoptions(compact=False, show_grad=True, show_storage_size=True):
             detailed = repr(td)
-        return ("int16" in text, "device=cpu" in text, "shape=" in text, "requires_grad=False" in detailed,
-                "storage_size=6" in detailed, "is_shared=False" in detailed)
+        return (
+            "int16" in text,
+            "device=cpu" in text,
+            "shape=" in text,
+            "requires_grad=False" in detailed,
+            "storage_size=6" in detailed,
+            "is_shared=False" in detailed,
+        )
 
     assert run(tb) == run(ref) == (False, False, True, True, True, True)
 
 
 # ------------------------------------------------------------------------------------------ predicates
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.complex64, torch.int64, torch.uint8,
-                                   torch.bool])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.complex64, torch.int64, torch.uint8, torch.bool]
+)
 def test_dtype_predicates(tb: Any, ref: Any, dtype: torch.dtype) -> None:
     t = torch.zeros(2, dtype=dtype)
     for name in ("is_bool", "is_floating", "is_integer", "is_inexact"):
@@ -155,8 +169,18 @@ def test_predicates_in_apply(tb: Any, ref: Any) -> None:
 
 
 def _classes(m: Any) -> list[type]:
-    return [torch.Tensor, torch.nn.Parameter, m.MemoryMappedTensor, int, str, m.NonTensorData, m.NonTensorStack,
-            m.TensorDict, m.LazyStackedTensorDict, m.TensorClass]
+    return [
+        torch.Tensor,
+        torch.nn.Parameter,
+        m.MemoryMappedTensor,
+        int,
+        str,
+        m.NonTensorData,
+        m.NonTensorStack,
+        m.TensorDict,
+        m.LazyStackedTensorDict,
+        m.TensorClass,
+    ]
 
 
 def test_is_leaf_predicates(tb: Any, ref: Any) -> None:
@@ -167,8 +191,10 @@ def test_is_leaf_predicates(tb: Any, ref: Any) -> None:
 
     def run(m: Any) -> Any:
         td = m.TensorDict(a={}, b="a string!", c=torch.zeros(()), n={"d": torch.zeros(()), "e": "x"})
-        return (sorted(map(str, td.keys(True, True, is_leaf=m.default_is_leaf))),
-                sorted(map(str, td.keys(True, True, is_leaf=m.is_leaf_nontensor))))
+        return (
+            sorted(map(str, td.keys(True, True, is_leaf=m.default_is_leaf))),
+            sorted(map(str, td.keys(True, True, is_leaf=m.is_leaf_nontensor))),
+        )
 
     assert run(tb) == run(ref)
 
@@ -183,15 +209,25 @@ def test_isin_and_remove_duplicates(tb: Any, ref: Any) -> None:
         td2 = m.TensorDict(x=torch.tensor([[7, 1, 7], [3, 3, 1]]), batch_size=[2, 3])
         along = m.utils.remove_duplicates(td2, key="x", dim=1)
         errors = []
-        for call in (lambda: m.utils.isin(td, reference, key="z"), lambda: m.utils.isin(td, td2, key="x"),
-                     lambda: m.utils.remove_duplicates(td, key="x", dim=1),
-                     lambda: m.utils.remove_duplicates(td, key="nope")):
+        for call in (
+            lambda: m.utils.isin(td, reference, key="z"),
+            lambda: m.utils.isin(td, td2, key="x"),
+            lambda: m.utils.remove_duplicates(td, key="x", dim=1),
+            lambda: m.utils.remove_duplicates(td, key="nope"),
+        ):
             try:
                 call()
             except Exception as err:
                 errors.append(type(err).__name__)
-        return (found.tolist(), out["x"].tolist(), out["y"].tolist(), idx.tolist(), along["x"].tolist(),
-                list(along.batch_size), errors)
+        return (
+            found.tolist(),
+            out["x"].tolist(),
+            out["y"].tolist(),
+            idx.tolist(),
+            along["x"].tolist(),
+            list(along.batch_size),
+            errors,
+        )
 
     assert run(tb) == run(ref)
 
@@ -201,8 +237,10 @@ def test_deprecated_key_and_index_helpers(tb: Any, ref: Any) -> None:
         with pytest.warns(DeprecationWarning, match="unravel_keys is deprecated"):
             keys = (m.utils.unravel_keys("a", ("b", ("c",))), m.utils.unravel_keys(("a",)))
         with pytest.warns(DeprecationWarning, match="convert_ellipsis_to_idx is deprecated"):
-            idx = [m.utils.convert_ellipsis_to_idx(i, [2, 3, 4, 5]) for i in
-                   ((..., 0), ..., (0, ..., None, 1), 3, (slice(1), ...))]
+            idx = [
+                m.utils.convert_ellipsis_to_idx(i, [2, 3, 4, 5])
+                for i in ((..., 0), ..., (0, ..., None, 1), 3, (slice(1), ...))
+            ]
         return keys, idx, m.KEY_SEPARATOR
 
     assert run(tb) == run(ref)
@@ -216,8 +254,9 @@ def test_print_directory_tree(tb: Any, ref: Any, tmp_path: Any) -> None:
     theirs = ref.utils.print_directory_tree(str(tmp_path / "d"))
     assert mine == theirs
     assert mine.splitlines()[0] == "Directory size: 1.47 KB"
-    assert tb.utils.print_directory_tree(str(tmp_path / "d"), indent="> ", display_metadata=False) == \
-        ref.utils.print_directory_tree(str(tmp_path / "d"), indent="> ", display_metadata=False)
+    assert tb.utils.print_directory_tree(
+        str(tmp_path / "d"), indent="> ", display_metadata=False
+    ) == ref.utils.print_directory_tree(str(tmp_path / "d"), indent="> ", display_metadata=False)
 
 
 # ------------------------------------------------------------------------------------------ converters
@@ -245,19 +284,35 @@ def test_from_dataclass(tb: Any, ref: Any) -> None:
         made = cls(obs=torch.zeros(2, 1), reward=torch.zeros(2), batch_size=[2])
         with pytest.raises(TypeError):
             m.from_dataclass(3)
-        return (cls.__name__, m.is_tensorclass(cls), m.from_dataclass(cls) is cls, type(inst).__name__,
-                list(inst.batch_size), inst.obs.tolist(), inst.name, made.name, list(made[0].batch_size))
+        return (
+            cls.__name__,
+            m.is_tensorclass(cls),
+            m.from_dataclass(cls) is cls,
+            type(inst).__name__,
+            list(inst.batch_size),
+            inst.obs.tolist(),
+            inst.name,
+            made.name,
+            list(made[0].batch_size),
+        )
 
     assert run(tb) == run(ref)
 
 
 def test_parse_tensor_dict_string_round_trips_each_librarys_repr(tb: Any, ref: Any) -> None:
     def run(m: Any) -> Any:
-        td = m.TensorDict(obs=torch.ones(3, 4), next={"done": torch.ones(3, 1, dtype=torch.bool)},
-                          i=torch.ones(3, dtype=torch.int32), batch_size=[3])
+        td = m.TensorDict(
+            obs=torch.ones(3, 4),
+            next={"done": torch.ones(3, 1, dtype=torch.bool)},
+            i=torch.ones(3, dtype=torch.int32),
+            batch_size=[3],
+        )
         out = m.parse_tensor_dict_string(repr(td))
-        return (sorted(map(str, out.keys(True, True))), list(out.batch_size),
-                {str(k): (v.dtype, tuple(v.shape), v.count_nonzero().item()) for k, v in out.items(True, True)})
+        return (
+            sorted(map(str, out.keys(True, True))),
+            list(out.batch_size),
+            {str(k): (v.dtype, tuple(v.shape), v.count_nonzero().item()) for k, v in out.items(True, True)},
+        )
 
     assert run(tb) == run(ref)
     # the same environment-visible mode switches in both (spawned workers inherit them)
@@ -275,9 +330,16 @@ def _instances(m: Any) -> dict[str, Any]:
 
     td = m.TensorDict(a=torch.zeros(2), batch_size=[2])
     return {
-        "td": td, "lazy": m.lazy_stack([td[0], td[1]]), "nested": td.unsqueeze(0), "data": m.NonTensorData("s"),
-        "meta": m.MetaData("s"), "stack": m.NonTensorStack("a", "b"), "subclass": Data(x=torch.zeros(2)),
-        "attrs": m.TensorAttrs.from_tensor(torch.zeros(2)), "tensor": torch.zeros(2), "dict": {"a": 1},
+        "td": td,
+        "lazy": m.lazy_stack([td[0], td[1]]),
+        "nested": td.unsqueeze(0),
+        "data": m.NonTensorData("s"),
+        "meta": m.MetaData("s"),
+        "stack": m.NonTensorStack("a", "b"),
+        "subclass": Data(x=torch.zeros(2)),
+        "attrs": m.TensorAttrs.from_tensor(torch.zeros(2)),
+        "tensor": torch.zeros(2),
+        "dict": {"a": 1},
     }
 
 
@@ -301,11 +363,18 @@ def test_metadata_under_batch_ops(tb: Any, ref: Any) -> None:
         config = {"lr": 0.1}
         td = m.TensorDict(cfg=m.MetaData(config, batch_size=[2]), x=torch.zeros(2), batch_size=[2])
         same = torch.stack([td, td])
-        other = torch.stack([td, m.TensorDict(cfg=m.MetaData({"lr": 0.2}, batch_size=[2]), x=torch.zeros(2),
-                                              batch_size=[2])])
-        return (type(td[0].get("cfg")).__name__, td[0]["cfg"] is config, type(td.unsqueeze(0).get("cfg")).__name__,
-                type(same.get("cfg")).__name__, list(same.get("cfg").batch_size), type(other.get("cfg")).__name__,
-                type(td.reshape(2, 1).get("cfg")).__name__)
+        other = torch.stack(
+            [td, m.TensorDict(cfg=m.MetaData({"lr": 0.2}, batch_size=[2]), x=torch.zeros(2), batch_size=[2])]
+        )
+        return (
+            type(td[0].get("cfg")).__name__,
+            td[0]["cfg"] is config,
+            type(td.unsqueeze(0).get("cfg")).__name__,
+            type(same.get("cfg")).__name__,
+            list(same.get("cfg").batch_size),
+            type(other.get("cfg")).__name__,
+            type(td.reshape(2, 1).get("cfg")).__name__,
+        )
 
     assert run(tb) == run(ref)
 
@@ -323,8 +392,17 @@ def test_tensor_attrs(tb: Any, ref: Any) -> None:
         full = m.TensorAttrs.from_tensor(torch.zeros(2, 3, dtype=torch.int32))
         part = m.TensorAttrs.from_tensor(torch.zeros(2), fields=("dtype",))
         empty = m.TensorAttrs()
-        return (full.tgt_device, full.tgt_dtype, full.tgt_shape, list(full.batch_size), part.tgt_dtype,
-                part.tgt_shape, part.tgt_device, empty.tgt_dtype, m.is_tensorclass(full))
+        return (
+            full.tgt_device,
+            full.tgt_dtype,
+            full.tgt_shape,
+            list(full.batch_size),
+            part.tgt_dtype,
+            part.tgt_shape,
+            part.tgt_device,
+            empty.tgt_dtype,
+            m.is_tensorclass(full),
+        )
 
     assert run(tb) == run(ref)
 

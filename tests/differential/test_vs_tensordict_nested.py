@@ -38,8 +38,10 @@ def _nested(layout: torch.layout, dtype: torch.dtype = torch.float32) -> torch.T
 
 
 def _td(lib: Any, layout: torch.layout) -> Any:
-    return lib.TensorDict({"nt": _nested(layout), "x": torch.arange(8.0).reshape(4, 2),
-                           "n": {"nt2": _nested(layout, torch.float64)}}, batch_size=[4])
+    return lib.TensorDict(
+        {"nt": _nested(layout), "x": torch.arange(8.0).reshape(4, 2), "n": {"nt2": _nested(layout, torch.float64)}},
+        batch_size=[4],
+    )
 
 
 def describe(obj: Any) -> Any:
@@ -110,10 +112,22 @@ CASES = {
 # conftest.DIFFERENCES as strict xfails (tensorbatch does them), plus the jagged save tensordict refuses
 # and in-place copies of whole TensorDicts (torch has no foreach copy for nested tensors)
 DIFFERENT = {
-    "nst-index_slice", "nst-index_slice_open", "nst-index_list", "nst-index_tensor", "nst-index_mask",
-    "nst-split", "nst-split_sizes", "nst-chunk", "nst-consolidate", "nst-consolidate_pickle",
-    "njt-memmap", "njt-memmap_round_trip",
-    "nst-update_", "njt-update_", "nst-copy_", "njt-copy_",
+    "nst-index_slice",
+    "nst-index_slice_open",
+    "nst-index_list",
+    "nst-index_tensor",
+    "nst-index_mask",
+    "nst-split",
+    "nst-split_sizes",
+    "nst-chunk",
+    "nst-consolidate",
+    "nst-consolidate_pickle",
+    "njt-memmap",
+    "njt-memmap_round_trip",
+    "nst-update_",
+    "njt-update_",
+    "nst-copy_",
+    "njt-copy_",
 }
 
 

@@ -32,8 +32,12 @@ def summary(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return (type(value).__name__, tuple(value.shape), value.requires_grad, value.detach().tolist())
     if isinstance(value, nn.Module) and not hasattr(value, "batch_size"):
-        return ("module", sorted(value._parameters), sorted(value._buffers),
-                {k: summary(v) for k, v in value.state_dict(keep_vars=True).items()})
+        return (
+            "module",
+            sorted(value._parameters),
+            sorted(value._buffers),
+            {k: summary(v) for k, v in value.state_dict(keep_vars=True).items()},
+        )
     if hasattr(value, "batch_size"):
         leaves = {k: summary(v) for k, v in value.items(True, True)}
         return (type(value).__name__, tuple(value.batch_size), bool(value.is_locked), leaves)
@@ -59,14 +63,14 @@ def _params_cls(lib: Any) -> Any:
 
 
 def _swap_summary(lib: Any, **kwargs: Any) -> Any:
-    m, = _modules()
+    (m,) = _modules()
     new = lib.TensorDict.from_module(m).detach().clone().apply(lambda t: t + 1)
     swap = new.to_module(m, **kwargs)
     return [swap, m, {k: type(v).__name__ for k, v in m[0]._parameters.items()}]
 
 
 def _ctx(lib: Any) -> Any:
-    m, = _modules()
+    (m,) = _modules()
     new = lib.TensorDict.from_module(m).detach().clone().zero_()
     with new.to_module(m):
         inside = m[0](torch.ones(1, 3))
@@ -74,7 +78,7 @@ def _ctx(lib: Any) -> Any:
 
 
 def _ctx_raises(lib: Any) -> Any:
-    m, = _modules()
+    (m,) = _modules()
     new = lib.TensorDict.from_module(m).detach().clone().zero_()
     try:
         with new.to_module(m):
@@ -85,7 +89,7 @@ def _ctx_raises(lib: Any) -> Any:
 
 
 def _state_dict_part(lib: Any) -> Any:
-    m, = _modules()
+    (m,) = _modules()
     m[2].register_buffer("scratch", torch.ones(4), persistent=False)
     new = lib.TensorDict({"0": {"weight": torch.zeros(4, 3)}, "2": {"scratch": torch.zeros(4)}})
     with new.to_module(m, use_state_dict=True) as swap:
@@ -94,7 +98,7 @@ def _state_dict_part(lib: Any) -> Any:
 
 
 def _state_dict_grads(lib: Any) -> Any:
-    m, = _modules()
+    (m,) = _modules()
     new = lib.TensorDict.from_module(m).detach().clone().apply(lambda t: t.requires_grad_(t.is_floating_point()))
     with new.to_module(m, use_state_dict=True):
         m[0](torch.ones(1, 3)).sum().backward()
@@ -175,14 +179,17 @@ def _tied_copies(lib: Any) -> Any:
 
 
 def _tdp(lib: Any, fn: Any) -> Any:
-    m, = _modules()
+    (m,) = _modules()
     return fn(_params_cls(lib)(lib.TensorDict.from_module(m)), lib)
 
 
 def _vmap(lib: Any, in_dims: int = 0, out_dims: int = 0, names: bool = False, feat: int = 2) -> Any:
     g = torch.Generator().manual_seed(0)
-    td = lib.TensorDict({"a": torch.randn(5, 4, 3, generator=g), "b": torch.randn(5, 4, feat, generator=g)}, [5, 4],
-                        names=["x", "y"] if names else None)
+    td = lib.TensorDict(
+        {"a": torch.randn(5, 4, 3, generator=g), "b": torch.randn(5, 4, feat, generator=g)},
+        [5, 4],
+        names=["x", "y"] if names else None,
+    )
     seen = []
 
     def fn(t: Any) -> Any:
@@ -231,8 +238,9 @@ def _vmap_locked(lib: Any) -> Any:
 
 def _vmap_no_tensor_leaf(lib: Any) -> Any:
     seen = []
-    torch.vmap(lambda t, x: (seen.append(tuple(t.batch_size)), x)[1], in_dims=(0, 0))(lib.TensorDict({}, [3]),
-                                                                                     torch.ones(3))
+    torch.vmap(lambda t, x: (seen.append(tuple(t.batch_size)), x)[1], in_dims=(0, 0))(
+        lib.TensorDict({}, [3]), torch.ones(3)
+    )
     return seen
 
 
@@ -243,20 +251,22 @@ CASES = {
     "from_module_state_dict": lambda lib: lib.TensorDict.from_module(_modules()[0], use_state_dict=True),
     "from_module_as_module": lambda lib: lib.TensorDict.from_module(_modules()[0], as_module=True),
     "from_module_of_params": lambda lib: (lambda p: [lib.TensorDict.from_module(p) is p, p])(
-        lib.TensorDict.from_module(_modules()[0], as_module=True)),
+        lib.TensorDict.from_module(_modules()[0], as_module=True)
+    ),
     "from_modules_of_params": lambda lib: lib.TensorDict.from_modules(
-        *(lib.TensorDict.from_module(m, as_module=True) for m in _modules(2))),
+        *(lib.TensorDict.from_module(m, as_module=True) for m in _modules(2))
+    ),
     "from_module_identity": lambda lib: lib.TensorDict.from_module(m := _modules()[0])["0", "weight"] is m[0].weight,
     "from_modules": lambda lib: lib.TensorDict.from_modules(*_modules(3)),
     "from_modules_unlocked": lambda lib: lib.TensorDict.from_modules(*_modules(2), lock=False),
     "from_modules_as_module": lambda lib: lib.TensorDict.from_modules(*_modules(2), as_module=True),
     "from_modules_lazy": lambda lib: lib.TensorDict.from_modules(*_modules(2), lazy_stack=True).tensordicts,
-    "from_modules_lazy_as_module": lambda lib: lib.TensorDict.from_modules(*_modules(2), lazy_stack=True,
-                                                                           as_module=True),
+    "from_modules_lazy_as_module": lambda lib: lib.TensorDict.from_modules(
+        *_modules(2), lazy_stack=True, as_module=True
+    ),
     "from_modules_expand": lambda lib: lib.TensorDict.from_modules(*(_modules() * 2), expand_identical=True),
     "from_modules_shapes_differ": lambda lib: lib.TensorDict.from_modules(nn.Linear(3, 4), nn.Linear(3, 5)),
-    "from_modules_keys_differ": lambda lib: lib.TensorDict.from_modules(nn.Linear(3, 4),
-                                                                        nn.Linear(3, 4, bias=False)),
+    "from_modules_keys_differ": lambda lib: lib.TensorDict.from_modules(nn.Linear(3, 4), nn.Linear(3, 4, bias=False)),
     "to_module": lambda lib: _swap_summary(lib),
     "to_module_no_preserve": lambda lib: _swap_summary(lib, preserve_module_state=False),
     "to_module_inplace": lambda lib: _swap_summary(lib, inplace=True),
@@ -275,17 +285,24 @@ CASES = {
     "ensemble_dense": lambda lib: _ensemble(lib, False),
     "ensemble_lazy": lambda lib: _ensemble(lib, True),
     "ensemble_holding_params": lambda lib: _ensemble_holding_params(lib),
-    "params_keys": lambda lib: _tdp(lib, lambda p, lib: [sorted(n for n, _ in p.named_parameters()),
-                                                         sorted(n for n, _ in p.named_buffers())]),
+    "params_keys": lambda lib: _tdp(
+        lib, lambda p, lib: [sorted(n for n, _ in p.named_parameters()), sorted(n for n, _ in p.named_buffers())]
+    ),
     "params_state_dict_keys": lambda lib: _tdp(lib, lambda p, lib: list(p.state_dict())),
     "params_set_converts": lambda lib: _tdp(lib, lambda p, lib: (p.set("x", torch.ones(2)), p)[1]),
-    "params_set_int_buffer": lambda lib: _tdp(lib, lambda p, lib: (p.__setitem__("i", torch.ones(2, dtype=torch.long)),
-                                                                   sorted(n for n, _ in p.named_buffers()))[1]),
+    "params_set_int_buffer": lambda lib: _tdp(
+        lib,
+        lambda p, lib: (p.__setitem__("i", torch.ones(2, dtype=torch.long)), sorted(n for n, _ in p.named_buffers()))[
+            1
+        ],
+    ),
     "params_no_convert": lambda lib: _params_cls(lib)(lib.TensorDict({"a": torch.ones(2)}), no_convert=True),
     "params_dict": lambda lib: _params_cls(lib)({"a": torch.ones(2), "b": {"c": torch.zeros(1)}}),
     "params_order": lambda lib: (lambda p: [[n for n, _ in p.named_parameters()], list(p.state_dict())])(
-        _params_cls(lib)({"b": {"c": torch.ones(1)}, "a": torch.ones(2), "n": torch.arange(2),
-                          "d": {"e": torch.ones(1)}})),
+        _params_cls(lib)(
+            {"b": {"c": torch.ones(1)}, "a": torch.ones(2), "n": torch.arange(2), "d": {"e": torch.ones(1)}}
+        )
+    ),
     "params_kwargs": lambda lib: _params_cls(lib)(a=torch.ones(2)),
     "params_clone": lambda lib: _tdp(lib, lambda p, lib: p.clone()),
     "params_tied_copies": lambda lib: _tied_copies(lib),
@@ -296,11 +313,13 @@ CASES = {
     "params_get": lambda lib: _tdp(lib, lambda p, lib: [p["0", "weight"], p.get(("2", "running_mean")), p["0"]]),
     "params_del": lambda lib: _tdp(lib, lambda p, lib: (p.del_("0"), sorted(n for n, _ in p.named_parameters()))),
     "params_lock": lambda lib: _params_cls(lib)(lib.TensorDict({"a": torch.ones(2)}), lock=True).set(
-        "b", torch.ones(1)),
+        "b", torch.ones(1)
+    ),
     "params_locked_raises": lambda lib: _tdp(lib, lambda p, lib: p.lock_().set("b", torch.ones(1))),
     "params_lazy_raises": lambda lib: _params_cls(lib)(lib.lazy_stack([lib.TensorDict(a=torch.ones(2))] * 2)),
-    "params_load_state_dict": lambda lib: _tdp(lib, lambda p, lib: (p.load_state_dict(
-        {k: v.detach() + 1 for k, v in p.state_dict().items()}), p)[1]),
+    "params_load_state_dict": lambda lib: _tdp(
+        lib, lambda p, lib: (p.load_state_dict({k: v.detach() + 1 for k, v in p.state_dict().items()}), p)[1]
+    ),
     "vmap_in_dims_0": lambda lib: _vmap(lib),
     "vmap_in_dims_1": lambda lib: _vmap(lib, in_dims=1),
     "vmap_names": lambda lib: _vmap(lib, names=True),
@@ -335,7 +354,14 @@ def test_tensorclass_from_modules(ref: Any, tb: Any) -> None:
             m.reset_parameters()
         dense, lazy = TC.from_modules(*modules), TC.from_modules(*modules, lazy_stack=True)
         one = TC.from_module(modules[0])
-        return [type(dense).__name__, dense.batch_size, type(dense.weight).__name__, dense.is_locked,
-                type(lazy).__name__, type(one).__name__, type(one.to_module(modules[1])).__name__]
+        return [
+            type(dense).__name__,
+            dense.batch_size,
+            type(dense.weight).__name__,
+            dense.is_locked,
+            type(lazy).__name__,
+            type(one).__name__,
+            type(one.to_module(modules[1])).__name__,
+        ]
 
     assert fn(tb) == fn(ref)

@@ -26,8 +26,19 @@ pytestmark = pytest.mark.differential
 # mappings
 # --------------------------------------------------------------------------------------------------
 X = torch.linspace(-3, 3, 7)
-MAPPINGS = ["softplus", "exp", "relu", "biased_softplus", "none", "expln", "biased_softplus_2.0",
-            "biased_softplus_2.0_0.1", "biased_softplus_1_2_3", "biased_softplus_x", "unknown"]
+MAPPINGS = [
+    "softplus",
+    "exp",
+    "relu",
+    "biased_softplus",
+    "none",
+    "expln",
+    "biased_softplus_2.0",
+    "biased_softplus_2.0_0.1",
+    "biased_softplus_1_2_3",
+    "biased_softplus_x",
+    "unknown",
+]
 
 
 @pytest.mark.parametrize("key", MAPPINGS)
@@ -41,8 +52,15 @@ def test_inv_softplus(ref: Any, tb: Any, bias: Any) -> None:
 
 
 def test_biased_softplus(ref: Any, tb: Any) -> None:
-    check(ref, tb, lambda lib: [lib.nn.biased_softplus(2.0, min_val=0.5)(X), lib.nn.biased_softplus(0.1)(X),
-                                lib.nn.biased_softplus(3.0).bias])
+    check(
+        ref,
+        tb,
+        lambda lib: [
+            lib.nn.biased_softplus(2.0, min_val=0.5)(X),
+            lib.nn.biased_softplus(0.1)(X),
+            lib.nn.biased_softplus(3.0).bias,
+        ],
+    )
 
 
 def test_add_custom_mapping(ref: Any, tb: Any) -> None:
@@ -57,8 +75,15 @@ def test_add_custom_mapping(ref: Any, tb: Any) -> None:
 # --------------------------------------------------------------------------------------------------
 # parameter extractors
 # --------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs", [{}, {"scale_mapping": "exp"}, {"scale_mapping": "relu", "scale_lb": 0.3},
-                                    {"scale_mapping": "biased_softplus_0.5_0.01"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"scale_mapping": "exp"},
+        {"scale_mapping": "relu", "scale_lb": 0.3},
+        {"scale_mapping": "biased_softplus_0.5_0.01"},
+    ],
+)
 @pytest.mark.parametrize("shape", [(6,), (2, 3, 4), (5,)])
 def test_normal_param_extractor(ref: Any, tb: Any, kwargs: dict[str, Any], shape: tuple[int, ...]) -> None:
     def fn(lib: Any) -> Any:
@@ -75,15 +100,18 @@ def test_normal_param_extractor_module(ref: Any, tb: Any) -> None:
     check(ref, tb, lambda lib: lib.nn.NormalParamExtractor())
 
 
-@pytest.mark.parametrize("case", [
-    ((), {}, (3,)),
-    (4, {}, (2, 4)),
-    ((2, 3), {"scale_mapping": "softplus", "init_value": 0.5}, (5, 2, 3)),
-    (3, {"make_param": False, "scale_lb": 2.0}, (3,)),
-    (3, {}, (2, 4)),
-    ((2, 3), {}, (3,)),
-    (None, {"device": "cpu", "scale_mapping": "biased_softplus_1.0"}, (2, 2)),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        ((), {}, (3,)),
+        (4, {}, (2, 4)),
+        ((2, 3), {"scale_mapping": "softplus", "init_value": 0.5}, (5, 2, 3)),
+        (3, {"make_param": False, "scale_lb": 2.0}, (3,)),
+        (3, {}, (2, 4)),
+        ((2, 3), {}, (3,)),
+        (None, {"device": "cpu", "scale_mapping": "biased_softplus_1.0"}, (2, 2)),
+    ],
+)
 def test_add_state_independent_normal_scale(ref: Any, tb: Any, case: Any) -> None:
     scale_shape, kwargs, loc_shape = case
 
@@ -111,9 +139,21 @@ def _delta(lib: Any, shapes: dict[str, Any]) -> Any:
     far[0, 0] += 1
     rs = dist.rsample((4,))
     rs.sum().backward()
-    return [dist.batch_shape, dist.event_shape, dist.sample(), dist.sample((2,)), rs, param.grad,
-            dist.log_prob(param.detach()), dist.log_prob(close), dist.log_prob(far), dist.mode, dist.mean,
-            dist.deterministic_sample, dist.log_prob(torch.stack([param.detach(), far]))]
+    return [
+        dist.batch_shape,
+        dist.event_shape,
+        dist.sample(),
+        dist.sample((2,)),
+        rs,
+        param.grad,
+        dist.log_prob(param.detach()),
+        dist.log_prob(close),
+        dist.log_prob(far),
+        dist.mode,
+        dist.mean,
+        dist.deterministic_sample,
+        dist.log_prob(torch.stack([param.detach(), far])),
+    ]
 
 
 @pytest.mark.parametrize("shapes", [{}, {"batch_shape": (2,), "event_shape": (3,)}, {"batch_shape": (2, 3)}])
@@ -131,8 +171,13 @@ def test_delta_tolerances_and_update(ref: Any, tb: Any) -> None:
         dist = lib.nn.distributions.Delta(torch.tensor([1.0, 100.0]), atol=0.1, rtol=0.01)
         near = dist.log_prob(torch.tensor([1.05, 100.9]))
         dist.update(torch.tensor([0.0, 0.0]))
-        return [near, dist.log_prob(torch.tensor([1.05, 100.9])), dist.sample(), dist.batch_shape,
-                dist.log_prob(torch.tensor([0.0, 0.0], dtype=torch.float64))]
+        return [
+            near,
+            dist.log_prob(torch.tensor([1.05, 100.9])),
+            dist.sample(),
+            dist.batch_shape,
+            dist.log_prob(torch.tensor([0.0, 0.0], dtype=torch.float64)),
+        ]
 
     check(ref, tb, fn)
 
@@ -160,8 +205,16 @@ def test_one_hot_categorical(ref: Any, tb: Any, which: str) -> None:
         else:
             dist = lib.nn.OneHotCategorical(logits=torch.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]]))
         sample = dist.sample((3,))
-        return [dist.batch_shape, dist.mode, dist.deterministic_sample, sample, dist.sample(), dist.log_prob(sample),
-                dist.entropy(), dist.num_params]
+        return [
+            dist.batch_shape,
+            dist.mode,
+            dist.deterministic_sample,
+            sample,
+            dist.sample(),
+            dist.log_prob(sample),
+            dist.entropy(),
+            dist.num_params,
+        ]
 
     check(ref, tb, fn)
 
@@ -212,9 +265,22 @@ def test_truncated_normal(ref: Any, tb: Any, case: str) -> None:
         loc, scale, a, b = TN_CASES[case]()
         dist = lib.nn.TruncatedNormal(loc, scale, a, b)
         sample = dist.sample((4,))
-        return [dist.batch_shape, dist.mean, dist.variance, dist.entropy(), dist.auc, sample,
-                dist.rsample(), dist.log_prob(sample), dist.cdf(sample), dist.icdf(torch.tensor(0.3)),
-                dist.support.lower_bound, dist.support.upper_bound, dist.scale, dist.loc]
+        return [
+            dist.batch_shape,
+            dist.mean,
+            dist.variance,
+            dist.entropy(),
+            dist.auc,
+            sample,
+            dist.rsample(),
+            dist.log_prob(sample),
+            dist.cdf(sample),
+            dist.icdf(torch.tensor(0.3)),
+            dist.support.lower_bound,
+            dist.support.upper_bound,
+            dist.scale,
+            dist.loc,
+        ]
 
     check(ref, tb, fn)
 
@@ -230,8 +296,10 @@ def test_truncated_normal_grad(ref: Any, tb: Any) -> None:
     check(ref, tb, fn)
 
 
-@pytest.mark.parametrize("args", [(0.0, 1.0, 1.0, -1.0), (0.0, 1.0, 1.0, 1.0),
-                                  (torch.zeros(2), torch.ones(2), torch.tensor([0.0, 2.0]), 1.0)])
+@pytest.mark.parametrize(
+    "args",
+    [(0.0, 1.0, 1.0, -1.0), (0.0, 1.0, 1.0, 1.0), (torch.zeros(2), torch.ones(2), torch.tensor([0.0, 2.0]), 1.0)],
+)
 def test_truncated_normal_bad_range(ref: Any, tb: Any, args: Any) -> None:
     check(ref, tb, lambda lib: lib.nn.TruncatedNormal(*args))
 
@@ -251,16 +319,29 @@ def test_truncated_normal_validation(ref: Any, tb: Any) -> None:
 
 def test_truncated_standard_normal(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
-        cls = __import__(f"{lib.__name__}.nn.distributions.truncated_normal",
-                         fromlist=["x"]).TruncatedStandardNormal
+        cls = __import__(f"{lib.__name__}.nn.distributions.truncated_normal", fromlist=["x"]).TruncatedStandardNormal
         dist = cls(torch.tensor([-1.0, 0.0]), torch.tensor([1.0, 3.0]))
         sample = dist.rsample((3,))
-        return [dist.mean, dist.variance, dist.entropy(), dist.auc, sample, dist.log_prob(sample),
-                dist.cdf(sample), dist.icdf(torch.tensor([0.1, 0.9])), cls(0.0, 1.0).batch_shape]
+        return [
+            dist.mean,
+            dist.variance,
+            dist.entropy(),
+            dist.auc,
+            sample,
+            dist.log_prob(sample),
+            dist.cdf(sample),
+            dist.icdf(torch.tensor([0.1, 0.9])),
+            cls(0.0, 1.0).batch_shape,
+        ]
 
     check(ref, tb, fn)
-    check(ref, tb, lambda lib: __import__(f"{lib.__name__}.nn.distributions.truncated_normal", fromlist=["x"])
-          .TruncatedStandardNormal(torch.zeros(2), torch.ones(2, dtype=torch.float64)))
+    check(
+        ref,
+        tb,
+        lambda lib: __import__(
+            f"{lib.__name__}.nn.distributions.truncated_normal", fromlist=["x"]
+        ).TruncatedStandardNormal(torch.zeros(2), torch.ones(2, dtype=torch.float64)),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -288,11 +369,14 @@ class _Plain(D.Distribution):
 
 
 def _params(lib: Any) -> Any:
-    return lib.TensorDict({
-        "cont": {"loc": torch.randn(3, 4), "scale": torch.rand(3, 4) + 0.1},
-        ("nested", "disc"): {"logits": torch.randn(3, 5)},
-        "bern": {"probs": torch.rand(3)},
-    }, [3])
+    return lib.TensorDict(
+        {
+            "cont": {"loc": torch.randn(3, 4), "scale": torch.rand(3, 4) + 0.1},
+            ("nested", "disc"): {"logits": torch.randn(3, 5)},
+            "bern": {"probs": torch.rand(3)},
+        },
+        [3],
+    )
 
 
 _MAP = {"cont": D.Normal, ("nested", "disc"): D.Categorical, "bern": D.Bernoulli}
@@ -310,9 +394,26 @@ def test_composite_sample_log_prob(ref: Any, tb: Any, aggregate: bool) -> None:
             ent = dist.entropy()
             entc = dist.entropy_composite(include_sum=True)
             s2, lp2 = dist.sample_and_log_prob((2,))
-            return [dist.batch_shape, dist.event_shape, sample, lp, lpc, lpc_no, ent, entc, s2, lp2, dist.mode,
-                    dist.mean if False else None, dist.deterministic_sample, sorted(map(str, dist)), len(dist),
-                    repr(dist), dist.log_prob_key, dist.entropy_key]
+            return [
+                dist.batch_shape,
+                dist.event_shape,
+                sample,
+                lp,
+                lpc,
+                lpc_no,
+                ent,
+                entc,
+                s2,
+                lp2,
+                dist.mode,
+                dist.mean if False else None,
+                dist.deterministic_sample,
+                sorted(map(str, dist)),
+                len(dist),
+                repr(dist),
+                dist.log_prob_key,
+                dist.entropy_key,
+            ]
 
     check(ref, tb, fn)
 
@@ -331,19 +432,38 @@ def test_composite_log_prob_inplace(ref: Any, tb: Any, aggregate: bool) -> None:
 
 def test_composite_rsample_and_options(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
-        params = lib.TensorDict({"a": {"loc": torch.randn(2, requires_grad=True), "scale": torch.ones(2)},
-                                 ("n", "b"): {"loc": torch.zeros(2, 3)}}, [2])
+        params = lib.TensorDict(
+            {
+                "a": {"loc": torch.randn(2, requires_grad=True), "scale": torch.ones(2)},
+                ("n", "b"): {"loc": torch.zeros(2, 3)},
+            },
+            [2],
+        )
         dist = lib.nn.CompositeDistribution(
-            params, {"a": D.Normal, ("n", "b"): D.Normal}, name_map={"a": ("out", "act"), ("n", "b"): "b2"},
-            extra_kwargs={("n", "b"): {"scale": 2.0}}, log_prob_key="lp", entropy_key=("e", "sum"))
+            params,
+            {"a": D.Normal, ("n", "b"): D.Normal},
+            name_map={"a": ("out", "act"), ("n", "b"): "b2"},
+            extra_kwargs={("n", "b"): {"scale": 2.0}},
+            log_prob_key="lp",
+            entropy_key=("e", "sum"),
+        )
         s = dist.rsample((3,))
         sample, lp = dist.rsample_and_log_prob()
         with lib.nn.set_composite_lp_aggregate(False):
             lpc = dist.log_prob_composite(s, include_sum=True)
             ent = dist.entropy(include_sum=True)
         dist.log_prob_key = None
-        return [s, sample, lp, lpc, ent, sorted(map(str, dist)), dist[("out", "act")].loc, dist.log_prob_key,
-                dist.entropy_key]
+        return [
+            s,
+            sample,
+            lp,
+            lpc,
+            ent,
+            sorted(map(str, dist)),
+            dist[("out", "act")].loc,
+            dist.log_prob_key,
+            dist.entropy_key,
+        ]
 
     check(ref, tb, fn)
 
@@ -351,8 +471,9 @@ def test_composite_rsample_and_options(ref: Any, tb: Any) -> None:
 def test_composite_name_map_plain_keys(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
         params = lib.TensorDict({"a": {"loc": torch.zeros(2), "scale": torch.ones(2)}}, [2])
-        dist = lib.nn.CompositeDistribution(params, {("a",): D.Normal}, name_map={"a": "x", "zz": "y"},
-                                            extra_kwargs={"a": {"validate_args": False}})
+        dist = lib.nn.CompositeDistribution(
+            params, {("a",): D.Normal}, name_map={"a": "x", "zz": "y"}, extra_kwargs={"a": {"validate_args": False}}
+        )
         return [sorted(map(str, dist)), dist.sample()]
 
     check(ref, tb, fn)
@@ -371,8 +492,13 @@ def test_composite_missing_param(ref: Any, tb: Any) -> None:
 
 def test_composite_cdf_icdf(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
-        params = lib.TensorDict({"a": {"loc": torch.zeros(2), "scale": torch.ones(2)},
-                                 ("n", "b"): {"loc": torch.ones(2), "scale": torch.ones(2)}}, [2])
+        params = lib.TensorDict(
+            {
+                "a": {"loc": torch.zeros(2), "scale": torch.ones(2)},
+                ("n", "b"): {"loc": torch.ones(2), "scale": torch.ones(2)},
+            },
+            [2],
+        )
         dist = lib.nn.CompositeDistribution(params, {"a": D.Normal, ("n", "b"): D.Normal})
         sample = lib.TensorDict({"a": torch.tensor([0.0, 1.0]), ("n", "b"): torch.tensor([0.5, 2.0])}, [2])
         out = dist.cdf(sample)
@@ -393,9 +519,9 @@ def test_composite_from_distributions(ref: Any, tb: Any) -> None:
         dist = lib.nn.CompositeDistribution.from_distributions(
             lib.TensorDict(batch_size=[3]),
             {"a": D.Normal(torch.zeros(3), torch.ones(3)), ("n", "b"): D.Bernoulli(torch.full((3,), 0.3))},
-            name_map={("n", "b"): "c", "missing": "d"})
-        return [dist.sample((2,)), dist.log_prob(dist.sample()), dist.aggregate_probabilities,
-                sorted(map(str, dist))]
+            name_map={("n", "b"): "c", "missing": "d"},
+        )
+        return [dist.sample((2,)), dist.log_prob(dist.sample()), dist.aggregate_probabilities, sorted(map(str, dist))]
 
     check(ref, tb, fn)
 
@@ -422,8 +548,9 @@ def test_composite_entropy_monte_carlo(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
         loc = torch.randn(2, 3)
         tanh = D.TransformedDistribution(D.Normal(loc, torch.ones(2, 3)), [D.TanhTransform()])
-        dist = lib.nn.CompositeDistribution.from_distributions(lib.TensorDict(batch_size=[2]),
-                                                               {"x": tanh, "y": D.Normal(loc, torch.ones(2, 3))})
+        dist = lib.nn.CompositeDistribution.from_distributions(
+            lib.TensorDict(batch_size=[2]), {"x": tanh, "y": D.Normal(loc, torch.ones(2, 3))}
+        )
         out = [dist.entropy(samples_mc=4)]
         with lib.nn.set_composite_lp_aggregate(True):
             out.append(dist.entropy(samples_mc=2))
@@ -440,8 +567,13 @@ def test_composite_log_prob_not_a_tensordict(ref: Any, tb: Any) -> None:
 def test_composite_is_a_mapping(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
         dist = lib.nn.CompositeDistribution(_params(lib), _MAP)
-        return [("nested", "disc") in dist, "cont" in dist, sorted(map(str, dist.keys())), dist.__hash__ is None,
-                isinstance(dist, D.Distribution)]
+        return [
+            ("nested", "disc") in dist,
+            "cont" in dist,
+            sorted(map(str, dist.keys())),
+            dist.__hash__ is None,
+            isinstance(dist, D.Distribution),
+        ]
 
     check(ref, tb, fn)
 
@@ -548,8 +680,14 @@ def test_composite_lp_aggregate_switch(ref: Any, tb: Any) -> None:
 def test_probabilistic_module_names(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
         mod = __import__(f"{lib.__name__}.nn.probabilistic", fromlist=["x"])
-        names = ("InteractionType", "interaction_type", "set_interaction_type", "composite_lp_aggregate",
-                 "set_composite_lp_aggregate", "_use_generator")
+        names = (
+            "InteractionType",
+            "interaction_type",
+            "set_interaction_type",
+            "composite_lp_aggregate",
+            "set_composite_lp_aggregate",
+            "_use_generator",
+        )
         return [hasattr(mod, n) for n in names]
 
     check(ref, tb, fn)
@@ -579,10 +717,19 @@ def test_distributions_package_names(ref: Any, tb: Any) -> None:
     check(ref, tb, fn)
 
 
-@pytest.mark.parametrize("path", ["nn", "nn.probabilistic", "nn.utils", "nn.distributions",
-                                  "nn.distributions.composite",
-                                  "nn.distributions.continuous", "nn.distributions.discrete",
-                                  "nn.distributions.truncated_normal"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "nn",
+        "nn.probabilistic",
+        "nn.utils",
+        "nn.distributions",
+        "nn.distributions.composite",
+        "nn.distributions.continuous",
+        "nn.distributions.discrete",
+        "nn.distributions.truncated_normal",
+    ],
+)
 def test_public_names_of_nn_modules(ref: Any, tb: Any, path: str) -> None:
     import importlib
     import types
@@ -590,8 +737,11 @@ def test_public_names_of_nn_modules(ref: Any, tb: Any, path: str) -> None:
     theirs = importlib.import_module(f"{ref.__name__}.{path}")
     ours = importlib.import_module(f"{tb.__name__}.{path}")
     names = getattr(theirs, "__all__", None) or [n for n in dir(theirs) if not n.startswith("_")]
-    wanted = [n for n in names if not isinstance(getattr(theirs, n, None), types.ModuleType) or n in
-              ("continuous", "discrete")]
+    wanted = [
+        n
+        for n in names
+        if not isinstance(getattr(theirs, n, None), types.ModuleType) or n in ("continuous", "discrete")
+    ]
     assert [n for n in wanted if not hasattr(ours, n)] == []
 
 

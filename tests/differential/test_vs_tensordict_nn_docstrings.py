@@ -36,8 +36,7 @@ SKIPS: dict[str, str] = {}
 def _docstrings(ref: Any) -> list[dict[str, Any]]:
     import tensordict.nn
 
-    names = ["tensordict.nn"] + [info.name for info in pkgutil.walk_packages(
-        tensordict.nn.__path__, "tensordict.nn.")]
+    names = ["tensordict.nn"] + [info.name for info in pkgutil.walk_packages(tensordict.nn.__path__, "tensordict.nn.")]
     finder = doctest.DocTestFinder(exclude_empty=True)
     docs: dict[str, dict[str, Any]] = {}
     for name in names:
@@ -45,17 +44,36 @@ def _docstrings(ref: Any) -> list[dict[str, Any]]:
         for test in finder.find(module, name):
             if not test.examples or test.name in docs or test.name in SKIPS:
                 continue
-            examples = [{"source": e.source, "want": e.want, "exc_msg": e.exc_msg, "lineno": e.lineno,
-                         "options": {str(k): v for k, v in e.options.items()}} for e in test.examples]
+            examples = [
+                {
+                    "source": e.source,
+                    "want": e.want,
+                    "exc_msg": e.exc_msg,
+                    "lineno": e.lineno,
+                    "options": {str(k): v for k, v in e.options.items()},
+                }
+                for e in test.examples
+            ]
             docs[test.name] = {"name": test.name, "module": name, "examples": examples}
     return sorted(docs.values(), key=lambda d: d["name"])
 
 
 def _run(lib: str, docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, str(RUNNER), lib], input=json.dumps(docs), capture_output=True,
-                          text=True, timeout=240, env=env, cwd=ROOT)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        CUDA_VISIBLE_DEVICES="",
+        OMP_NUM_THREADS="1",
+    )
+    proc = subprocess.run(
+        [sys.executable, str(RUNNER), lib],
+        input=json.dumps(docs),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=ROOT,
+    )
     assert "@@RESULTS@@" in proc.stdout, f"{lib} runner crashed (rc {proc.returncode}):\n{proc.stderr[-3000:]}"
     out = json.loads(proc.stdout.rsplit("@@RESULTS@@", 1)[1])
     assert out["subject"] == lib, f"under {lib}, tensordict.TensorDict came from {out['subject']}"
@@ -78,31 +96,41 @@ def test_examples_found(outcomes: tuple[list[dict[str, Any]], dict[str, Any], di
 def test_skips_name_real_docstrings(ref: Any) -> None:
     import tensordict.nn
 
-    names = ["tensordict.nn"] + [info.name for info in pkgutil.walk_packages(
-        tensordict.nn.__path__, "tensordict.nn.")]
+    names = ["tensordict.nn"] + [info.name for info in pkgutil.walk_packages(tensordict.nn.__path__, "tensordict.nn.")]
     finder = doctest.DocTestFinder(exclude_empty=True)
     found = {t.name for n in names for t in finder.find(importlib.import_module(n), n)}
     assert set(SKIPS) <= found, sorted(set(SKIPS) - found)
 
 
 def test_examples_that_pass_on_tensordict_pass_on_tensorbatch(
-        outcomes: tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]) -> None:
+    outcomes: tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]],
+) -> None:
     _, on_ref, on_tb = outcomes
     failures = []
     for name, result in sorted(on_ref.items()):
         if result["status"] != "passed" or on_tb[name]["status"] == "passed":
             continue
         tb = on_tb[name]
-        failures.append(f"{name}:\n  >>> {tb['source'].strip()}\n  want: {tb['want'].strip()[:300]}\n"
-                        f"  got:  {tb['got'].strip()[:300]}")
+        failures.append(
+            f"{name}:\n  >>> {tb['source'].strip()}\n  want: {tb['want'].strip()[:300]}\n"
+            f"  got:  {tb['got'].strip()[:300]}"
+        )
     assert not failures, f"{len(failures)} examples fail under the switch:\n" + "\n".join(failures)
 
 
-def _pair(lib: Any, *, shape: tuple[int, ...] = (3, 4), dtype: torch.dtype = torch.float32, key: str = "x",
-          batch: tuple[int, ...] = (3,)) -> Any:
+def _pair(
+    lib: Any,
+    *,
+    shape: tuple[int, ...] = (3, 4),
+    dtype: torch.dtype = torch.float32,
+    key: str = "x",
+    batch: tuple[int, ...] = (3,),
+) -> Any:
     inner = lib.TensorDict(c=torch.zeros(3, 2, 5, dtype=torch.int64), batch_size=[3, 2])
-    return lib.TensorDict({key: torch.zeros(*shape, dtype=dtype), "w*(x+1)+b": torch.ones(3), "nested": inner,
-                           "s": "text"}, batch_size=batch)
+    return lib.TensorDict(
+        {key: torch.zeros(*shape, dtype=dtype), "w*(x+1)+b": torch.ones(3), "nested": inner, "s": "text"},
+        batch_size=batch,
+    )
 
 
 def test_repr_checker_compares_content(ref: Any, tb: Any) -> None:

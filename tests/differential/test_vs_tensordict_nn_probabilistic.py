@@ -58,8 +58,16 @@ def test_module_interaction_types(ref: Any, tb: Any, kind: Any, return_log_prob:
 
 
 @pytest.mark.parametrize("aggregate", [False, True])
-@pytest.mark.parametrize("keys", [{}, {"log_prob_key": "lp"}, {"log_prob_keys": ["lp"]},
-                                  {"log_prob_key": ("n", "lp")}, {"out_keys": [("agent", "act")]}])
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {},
+        {"log_prob_key": "lp"},
+        {"log_prob_keys": ["lp"]},
+        {"log_prob_key": ("n", "lp")},
+        {"out_keys": [("agent", "act")]},
+    ],
+)
 def test_module_log_prob_keys(ref: Any, tb: Any, aggregate: bool, keys: dict[str, Any]) -> None:
     def fn(lib: Any) -> Any:
         with lib.nn.set_composite_lp_aggregate(aggregate):
@@ -85,14 +93,17 @@ def test_module_lp_keys_after_mode_change(ref: Any, tb: Any) -> None:
     check(ref, tb, fn)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"log_prob_key": "action", "return_log_prob": True},
-    {"log_prob_key": ("action", "lp"), "return_log_prob": True},
-    {"log_prob_keys": ["lp", "x"], "out_keys": ["a", "b"]},
-    {"log_prob_key": "lp", "out_keys": ["a", "b"]},
-    {"in_keys": {"loc": "loc", 1: "scale"}},
-    {"generator": 1.5},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"log_prob_key": "action", "return_log_prob": True},
+        {"log_prob_key": ("action", "lp"), "return_log_prob": True},
+        {"log_prob_keys": ["lp", "x"], "out_keys": ["a", "b"]},
+        {"log_prob_key": "lp", "out_keys": ["a", "b"]},
+        {"in_keys": {"loc": "loc", 1: "scale"}},
+        {"generator": 1.5},
+    ],
+)
 def test_module_init_errors(ref: Any, tb: Any, kwargs: dict[str, Any]) -> None:
     check(ref, tb, lambda lib: _prob(lib, **kwargs).out_keys)
 
@@ -118,8 +129,15 @@ def test_module_default_out_key_warns_once(ref: Any, tb: Any) -> None:
 @pytest.mark.parametrize("in_keys", [{"loc": "mu", "scale": ("n", "sigma")}, [("a", "loc"), ("b", "scale")]])
 def test_module_in_keys(ref: Any, tb: Any, in_keys: Any) -> None:
     def fn(lib: Any) -> Any:
-        td = lib.TensorDict({"mu": torch.zeros(2), ("n", "sigma"): torch.ones(2), ("a", "loc"): torch.ones(2),
-                             ("b", "scale"): torch.ones(2)}, [2])
+        td = lib.TensorDict(
+            {
+                "mu": torch.zeros(2),
+                ("n", "sigma"): torch.ones(2),
+                ("a", "loc"): torch.ones(2),
+                ("b", "scale"): torch.ones(2),
+            },
+            [2],
+        )
         module = _prob(lib, in_keys=in_keys, return_log_prob=True)
         return [module(td), module.in_keys, module.dist_keys, _dist(module.get_dist(td))]
 
@@ -131,8 +149,12 @@ def test_module_delta_default_and_by_name(ref: Any, tb: Any) -> None:
         plain = lib.nn.ProbabilisticTensorDictModule(in_keys=["param"], out_keys=["out"])
         named = lib.nn.ProbabilisticTensorDictModule(in_keys=["param"], out_keys=["out"], distribution_class="Delta")
         td = lib.TensorDict(param=torch.randn(3, 2), batch_size=[3])
-        return [plain(td.clone()), named(td.clone()), plain.distribution_class.__name__,
-                named.distribution_class.__name__]
+        return [
+            plain(td.clone()),
+            named(td.clone()),
+            plain.distribution_class.__name__,
+            named.distribution_class.__name__,
+        ]
 
     check(ref, tb, fn)
 
@@ -160,8 +182,9 @@ def test_module_num_samples(ref: Any, tb: Any) -> None:
     check(ref, tb, fn)
 
 
-@pytest.mark.parametrize("which", ["seed", "generator", "key_tensor", "key_int", "key_generator", "key_missing",
-                                   "key_bad", "key_big"])
+@pytest.mark.parametrize(
+    "which", ["seed", "generator", "key_tensor", "key_int", "key_generator", "key_missing", "key_bad", "key_big"]
+)
 def test_module_generator(ref: Any, tb: Any, which: str) -> None:
     def fn(lib: Any) -> Any:
         extra: dict[str, Any] = {}
@@ -172,8 +195,13 @@ def test_module_generator(ref: Any, tb: Any, which: str) -> None:
         else:
             generator = ("rng", "seed")
         td = _td(lib, batch=())  # a seed is a 0-dim entry
-        value = {"key_tensor": torch.tensor(5), "key_int": 5, "key_generator": torch.Generator().manual_seed(5),
-                 "key_bad": "x", "key_big": torch.arange(2)}.get(which)
+        value = {
+            "key_tensor": torch.tensor(5),
+            "key_int": 5,
+            "key_generator": torch.Generator().manual_seed(5),
+            "key_bad": "x",
+            "key_big": torch.arange(2),
+        }.get(which)
         if value is not None:
             if isinstance(value, torch.Tensor):
                 td["rng", "seed"] = value
@@ -185,8 +213,12 @@ def test_module_generator(ref: Any, tb: Any, which: str) -> None:
         second = module(td)["action"].clone()
         seed = td.get(("rng", "seed"), None)
         seed = seed if isinstance(seed, torch.Tensor) or seed is None else getattr(seed, "data", seed)
-        return [first, second, bool(torch.equal(state, torch.get_rng_state())),
-                seed if not isinstance(seed, torch.Generator) else "generator"]
+        return [
+            first,
+            second,
+            bool(torch.equal(state, torch.get_rng_state())),
+            seed if not isinstance(seed, torch.Generator) else "generator",
+        ]
 
     check(ref, tb, fn)
 
@@ -256,14 +288,21 @@ def _independent(loc: torch.Tensor, scale: torch.Tensor) -> D.Distribution:
 def test_module_distribution_classes(ref: Any, tb: Any, cls: Any, kind: str) -> None:
     def fn(lib: Any) -> Any:
         if cls == "onehot":
-            module = lib.nn.ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"],
-                                                          distribution_class=lib.nn.OneHotCategorical,
-                                                          return_log_prob=True, n_empirical_estimate=10)
+            module = lib.nn.ProbabilisticTensorDictModule(
+                in_keys=["logits"],
+                out_keys=["action"],
+                distribution_class=lib.nn.OneHotCategorical,
+                return_log_prob=True,
+                n_empirical_estimate=10,
+            )
             td = lib.TensorDict(logits=torch.randn(3, 4), batch_size=[3])
         elif cls == "lkj":
-            module = lib.nn.ProbabilisticTensorDictModule(in_keys=["concentration"], out_keys=["action"],
-                                                          distribution_class=D.LKJCholesky,
-                                                          distribution_kwargs={"dim": 2})
+            module = lib.nn.ProbabilisticTensorDictModule(
+                in_keys=["concentration"],
+                out_keys=["action"],
+                distribution_class=D.LKJCholesky,
+                distribution_kwargs={"dim": 2},
+            )
             td = lib.TensorDict(concentration=torch.ones(3), batch_size=[3])
         else:
             module = _prob(lib, distribution_class=cls, return_log_prob=True, n_empirical_estimate=10)
@@ -276,8 +315,15 @@ def test_module_distribution_classes(ref: Any, tb: Any, cls: Any, kind: str) -> 
 
 # composite distributions -------------------------------------------------------------------------
 def _composite_td(lib: Any) -> Any:
-    return lib.TensorDict({"params": {"cont": {"loc": torch.randn(3, 2), "scale": torch.rand(3, 2) + 0.5},
-                                      ("nested", "disc"): {"logits": torch.randn(3, 4)}}}, [3])
+    return lib.TensorDict(
+        {
+            "params": {
+                "cont": {"loc": torch.randn(3, 2), "scale": torch.rand(3, 2) + 0.5},
+                ("nested", "disc"): {"logits": torch.randn(3, 4)},
+            }
+        },
+        [3],
+    )
 
 
 _MAP = {"cont": D.Normal, ("nested", "disc"): D.Categorical}
@@ -285,21 +331,37 @@ _MAP = {"cont": D.Normal, ("nested", "disc"): D.Categorical}
 
 @pytest.mark.parametrize("aggregate", [False, True])
 @pytest.mark.parametrize("kind", ["random", "deterministic"])
-@pytest.mark.parametrize("options", [{}, {"name_map": {"cont": ("out", "c"), ("nested", "disc"): "d"}},
-                                     {"log_prob_keys": ["lp_c", ("nested", "lp_d")]}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"name_map": {"cont": ("out", "c"), ("nested", "disc"): "d"}},
+        {"log_prob_keys": ["lp_c", ("nested", "lp_d")]},
+    ],
+)
 def test_module_composite(ref: Any, tb: Any, aggregate: bool, kind: str, options: dict[str, Any]) -> None:
     def fn(lib: Any) -> Any:
         options_now = dict(options)
         lp_keys = options_now.pop("log_prob_keys", None)
         with lib.nn.set_composite_lp_aggregate(aggregate):
             module = lib.nn.ProbabilisticTensorDictModule(
-                in_keys=["params"], distribution_class=lib.nn.CompositeDistribution,
-                distribution_kwargs={"distribution_map": _MAP, **options_now}, return_log_prob=True,
-                default_interaction_type=kind, **({"log_prob_keys": lp_keys} if lp_keys else {}))
+                in_keys=["params"],
+                distribution_class=lib.nn.CompositeDistribution,
+                distribution_kwargs={"distribution_map": _MAP, **options_now},
+                return_log_prob=True,
+                default_interaction_type=kind,
+                **({"log_prob_keys": lp_keys} if lp_keys else {}),
+            )
             out = module(_composite_td(lib))
             lp = module.log_prob(out.clone())
-            return [out, lp, module.out_keys, module.log_prob_keys, module.dist_sample_keys,
-                    _dist(module.get_dist(out))]
+            return [
+                out,
+                lp,
+                module.out_keys,
+                module.log_prob_keys,
+                module.dist_sample_keys,
+                _dist(module.get_dist(out)),
+            ]
 
     check(ref, tb, fn)
 
@@ -307,18 +369,28 @@ def test_module_composite(ref: Any, tb: Any, aggregate: bool, kind: str, options
 def test_module_composite_defaults_and_errors(ref: Any, tb: Any) -> None:
     def partial(lib: Any) -> Any:
         module = lib.nn.ProbabilisticTensorDictModule(
-            in_keys=["params"], distribution_class=lib.nn.CompositeDistribution,
-            distribution_kwargs={"distribution_map": _MAP, "name_map": {"cont": "c"}})
+            in_keys=["params"],
+            distribution_class=lib.nn.CompositeDistribution,
+            distribution_kwargs={"distribution_map": _MAP, "name_map": {"cont": "c"}},
+        )
         return [module.out_keys, module(_composite_td(lib))]
 
     check(ref, tb, partial)
-    check(ref, tb, lambda lib: lib.nn.ProbabilisticTensorDictModule(
-        in_keys=["params"], distribution_class=lib.nn.CompositeDistribution))
+    check(
+        ref,
+        tb,
+        lambda lib: lib.nn.ProbabilisticTensorDictModule(
+            in_keys=["params"], distribution_class=lib.nn.CompositeDistribution
+        ),
+    )
 
     def changed(lib: Any) -> Any:
         module = lib.nn.ProbabilisticTensorDictModule(
-            in_keys=["params"], distribution_class=lib.nn.CompositeDistribution,
-            distribution_kwargs={"distribution_map": _MAP}, return_log_prob=True)
+            in_keys=["params"],
+            distribution_class=lib.nn.CompositeDistribution,
+            distribution_kwargs={"distribution_map": _MAP},
+            return_log_prob=True,
+        )
         out = module(_composite_td(lib))
         with lib.nn.set_composite_lp_aggregate(True):
             return module.log_prob(out)
@@ -331,7 +403,8 @@ def test_module_score_input_samples(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
         seq = lib.nn.ProbabilisticTensorDictSequential(
             lib.nn.TensorDictModule(lambda loc: loc + 1, in_keys=["loc"], out_keys=["action"]),
-            _prob(lib, return_log_prob=True, default_interaction_type="random"))
+            _prob(lib, return_log_prob=True, default_interaction_type="random"),
+        )
         return [seq(_td(lib)), seq._requires_sample]
 
     check(ref, tb, fn)
@@ -357,7 +430,8 @@ def test_module_under_vmap(ref: Any, tb: Any) -> None:
         policy = lib.nn.ProbabilisticTensorDictSequential(
             lib.nn.TensorDictModule(net, in_keys=["obs"], out_keys=["params"]),
             lib.nn.TensorDictModule(lib.nn.NormalParamExtractor(), in_keys=["params"], out_keys=["loc", "scale"]),
-            _prob(lib, return_log_prob=True))
+            _prob(lib, return_log_prob=True),
+        )
         params = lib.TensorDict.from_module(policy).expand(2)
         td = lib.TensorDict(obs=torch.randn(5, 3), batch_size=[5])
 
@@ -378,7 +452,8 @@ def _policy(lib: Any, **kwargs: Any) -> Any:
     return lib.nn.ProbabilisticTensorDictSequential(
         lib.nn.TensorDictModule(nn.Linear(3, 4), in_keys=["obs"], out_keys=["params"]),
         lib.nn.TensorDictModule(lib.nn.NormalParamExtractor(), in_keys=["params"], out_keys=["loc", "scale"]),
-        _prob(lib, return_log_prob=True, **kwargs))
+        _prob(lib, return_log_prob=True, **kwargs),
+    )
 
 
 def _obs(lib: Any) -> Any:
@@ -391,10 +466,22 @@ def test_sequence_policy(ref: Any, tb: Any, kind: str) -> None:
         policy = _policy(lib, default_interaction_type=kind)
         out = policy(_obs(lib))
         params = policy.get_dist_params(_obs(lib))
-        return [out, _dist(policy.get_dist(out)), policy.log_prob(out), params,
-                _dist(policy.build_dist_from_params(params)), policy.log_prob_keys, policy.log_prob_key,
-                policy.dist_params_keys, policy.dist_sample_keys, str(policy.default_interaction_type),
-                policy.num_samples, policy.return_composite, policy.in_keys, policy.out_keys]
+        return [
+            out,
+            _dist(policy.get_dist(out)),
+            policy.log_prob(out),
+            params,
+            _dist(policy.build_dist_from_params(params)),
+            policy.log_prob_keys,
+            policy.log_prob_key,
+            policy.dist_params_keys,
+            policy.dist_sample_keys,
+            str(policy.default_interaction_type),
+            policy.num_samples,
+            policy.return_composite,
+            policy.in_keys,
+            policy.out_keys,
+        ]
 
     check(ref, tb, fn)
 
@@ -402,35 +489,59 @@ def test_sequence_policy(ref: Any, tb: Any, kind: str) -> None:
 def _two_stage(lib: Any, **kwargs: Any) -> Any:
     return lib.nn.ProbabilisticTensorDictSequential(
         lib.nn.TensorDictModule(lambda x: x + 1, in_keys=["x"], out_keys=["loc"]),
-        lib.nn.ProbabilisticTensorDictModule(in_keys=["loc"], out_keys=["sample0"], distribution_class=D.Normal,
-                                             distribution_kwargs={"scale": 1.0}, return_log_prob=True,
-                                             **kwargs.pop("first", {})),
+        lib.nn.ProbabilisticTensorDictModule(
+            in_keys=["loc"],
+            out_keys=["sample0"],
+            distribution_class=D.Normal,
+            distribution_kwargs={"scale": 1.0},
+            return_log_prob=True,
+            **kwargs.pop("first", {}),
+        ),
         lib.nn.TensorDictModule(lambda s: s * 2, in_keys=["sample0"], out_keys=["loc1"]),
-        lib.nn.ProbabilisticTensorDictModule(in_keys={"loc": "loc1"}, out_keys=["sample1"],
-                                             distribution_class=D.Normal, distribution_kwargs={"scale": 2.0},
-                                             return_log_prob=True, **kwargs.pop("second", {})),
-        **kwargs)
+        lib.nn.ProbabilisticTensorDictModule(
+            in_keys={"loc": "loc1"},
+            out_keys=["sample1"],
+            distribution_class=D.Normal,
+            distribution_kwargs={"scale": 2.0},
+            return_log_prob=True,
+            **kwargs.pop("second", {}),
+        ),
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("aggregate", [False, True])
-@pytest.mark.parametrize("options", [{}, {"first": {"log_prob_key": "lp0"}},
-                                     {"second": {"default_interaction_type": "random"}}])
+@pytest.mark.parametrize(
+    "options", [{}, {"first": {"log_prob_key": "lp0"}}, {"second": {"default_interaction_type": "random"}}]
+)
 def test_sequence_composite(ref: Any, tb: Any, aggregate: bool, options: dict[str, Any]) -> None:
     def fn(lib: Any) -> Any:
         with lib.nn.set_composite_lp_aggregate(aggregate):
             seq = _two_stage(lib, **{k: dict(v) for k, v in options.items()})
             td = lib.TensorDict(x=torch.randn(3), batch_size=[3])
             out = seq(td)
-            return [out, _dist(seq.get_dist(td)), seq.log_prob(out), seq.return_composite, seq.log_prob_keys,
-                    seq.dist_sample_keys, seq.num_samples]
+            return [
+                out,
+                _dist(seq.get_dist(td)),
+                seq.log_prob(out),
+                seq.return_composite,
+                seq.log_prob_keys,
+                seq.dist_sample_keys,
+                seq.num_samples,
+            ]
 
     check(ref, tb, fn)
 
 
 def test_sequence_errors(ref: Any, tb: Any) -> None:
     check(ref, tb, lambda lib: lib.nn.ProbabilisticTensorDictSequential())
-    check(ref, tb, lambda lib: lib.nn.ProbabilisticTensorDictSequential(
-        lib.nn.TensorDictModule(lambda x: x, in_keys=["x"], out_keys=["y"]), return_composite=False))
+    check(
+        ref,
+        tb,
+        lambda lib: lib.nn.ProbabilisticTensorDictSequential(
+            lib.nn.TensorDictModule(lambda x: x, in_keys=["x"], out_keys=["y"]), return_composite=False
+        ),
+    )
 
     def failing(lib: Any) -> Any:
         seq = _two_stage(lib)
@@ -448,7 +559,8 @@ def test_sequence_errors(ref: Any, tb: Any) -> None:
 def test_sequence_without_probabilistic_modules(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
         seq = lib.nn.ProbabilisticTensorDictSequential(
-            lib.nn.TensorDictModule(lambda x: x + 1, in_keys=["x"], out_keys=["y"]))
+            lib.nn.TensorDictModule(lambda x: x + 1, in_keys=["x"], out_keys=["y"])
+        )
         out = seq(lib.TensorDict(x=torch.zeros(2)))
         try:
             seq.get_dist(out)
@@ -462,8 +574,14 @@ def test_sequence_without_probabilistic_modules(ref: Any, tb: Any) -> None:
 def test_sequence_slicing_and_editing(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
         seq = _two_stage(lib)
-        pieces = [type(seq[:2]).__name__, type(seq[2:]).__name__, type(seq[:1]).__name__, type(seq[1]).__name__,
-                  seq[:2].return_composite, seq[2:].return_composite]
+        pieces = [
+            type(seq[:2]).__name__,
+            type(seq[2:]).__name__,
+            type(seq[:1]).__name__,
+            type(seq[1]).__name__,
+            seq[:2].return_composite,
+            seq[2:].return_composite,
+        ]
         del seq[3]
         after_delete = [seq.out_keys, seq._requires_sample, seq.return_composite]
         td = seq(lib.TensorDict(x=torch.zeros(2)))
@@ -477,14 +595,16 @@ def test_sequence_ordered_dict_and_options(ref: Any, tb: Any) -> None:
         torch.manual_seed(1)
         modules = collections.OrderedDict(
             net=lib.nn.TensorDictModule(nn.Linear(3, 4), in_keys=["obs"], out_keys=["params"]),
-            split=lib.nn.TensorDictModule(lib.nn.NormalParamExtractor(), in_keys=["params"],
-                                          out_keys=["loc", "scale"]),
-            prob=_prob(lib, return_log_prob=True))
+            split=lib.nn.TensorDictModule(lib.nn.NormalParamExtractor(), in_keys=["params"], out_keys=["loc", "scale"]),
+            prob=_prob(lib, return_log_prob=True),
+        )
         seq = lib.nn.ProbabilisticTensorDictSequential(modules, inplace=False)
         selected = lib.nn.ProbabilisticTensorDictSequential(
             lib.nn.TensorDictModule(nn.Linear(3, 4), in_keys=["obs"], out_keys=["params"]),
             lib.nn.TensorDictModule(lib.nn.NormalParamExtractor(), in_keys=["params"], out_keys=["loc", "scale"]),
-            _prob(lib), selected_out_keys=["action"])
+            _prob(lib),
+            selected_out_keys=["action"],
+        )
         td = _obs(lib)
         return [seq(td), td, seq["prob"].out_keys, selected(_obs(lib)), _dist(seq.get_dist(_obs(lib)))]
 
@@ -506,7 +626,8 @@ def test_sequence_nested(ref: Any, tb: Any) -> None:
     def fn(lib: Any) -> Any:
         inner = _policy(lib, default_interaction_type="random")
         outer = lib.nn.ProbabilisticTensorDictSequential(
-            lib.nn.TensorDictModule(lambda o: o * 2, in_keys=["raw"], out_keys=["obs"]), inner)
+            lib.nn.TensorDictModule(lambda o: o * 2, in_keys=["raw"], out_keys=["obs"]), inner
+        )
         td = lib.TensorDict(raw=torch.randn(5, 3), batch_size=[5])
         out = outer(td)
         return [out, outer.return_composite, _dist(outer.get_dist(td)), outer.log_prob(out), outer.log_prob_keys]
@@ -531,8 +652,9 @@ def test_probabilistic_deprecated_register(ref: Any, tb: Any) -> None:
 def test_feature_reduction_to_one_tensor(ref: Any, tb: Any, op: str, keepdim: bool) -> None:
     # TorchRL's PPO sums a composite distribution's log-probabilities with sum(dim="feature", reduce=True)
     def fn(lib: Any) -> Any:
-        data = lib.TensorDict({"a": torch.randn(4, 2, 3), ("n", "b"): torch.randn(4, 2),
-                               "c": torch.randn(4, 2, 2, 2)}, [4, 2])
+        data = lib.TensorDict(
+            {"a": torch.randn(4, 2, 3), ("n", "b"): torch.randn(4, 2), "c": torch.randn(4, 2, 2, 2)}, [4, 2]
+        )
         out = getattr(data, op)(dim="feature", reduce=True, keepdim=keepdim)
         return out.values if isinstance(out, tuple) else out  # (indices depend on the order of the leaves)
 

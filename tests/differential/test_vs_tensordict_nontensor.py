@@ -140,9 +140,7 @@ STORE = [
     case("nt_list_wrong_length", _stored(["a", "b", "c"]), data=None, raises=RuntimeError),
     case(
         "nt_ragged_list",
-        lambda lib, _: (lambda v: (type(v).__name__, v.batch_size))(
-            lib.TensorDict({"r": [[1, 2], [3]]}, [2]).get("r")
-        ),
+        lambda lib, _: (lambda v: (type(v).__name__, v.batch_size))(lib.TensorDict({"r": [[1, 2], [3]]}, [2]).get("r")),
         data=None,
     ),
     case(
@@ -214,21 +212,16 @@ LOOKUP = [
         lambda lib, _: tuple(_td1(lib).is_non_tensor(k) for k in ("s", "l", "x")),
         data=None,
     ),
-    case(
-        "nt_is_non_tensor_missing", lambda lib, _: _td1(lib).is_non_tensor("zz"), data=None, raises=KeyError
-    ),
+    case("nt_is_non_tensor_missing", lambda lib, _: _td1(lib).is_non_tensor("zz"), data=None, raises=KeyError),
     case(
         "nt_non_tensor_items",
-        lambda lib, _: [
-            (k, v) for k, v in lib.TensorDict({"n": {"s": "v"}, "t": "w"}, [2]).non_tensor_items()
-        ],
+        lambda lib, _: [(k, v) for k, v in lib.TensorDict({"n": {"s": "v"}, "t": "w"}, [2]).non_tensor_items()],
         data=None,
     ),
     case(
         "nt_non_tensor_items_nested",
         lambda lib, _: [
-            (k, v)
-            for k, v in lib.TensorDict({"n": {"s": "v"}, "t": "w"}, [2]).non_tensor_items(include_nested=True)
+            (k, v) for k, v in lib.TensorDict({"n": {"s": "v"}, "t": "w"}, [2]).non_tensor_items(include_nested=True)
         ],
         data=None,
     ),
@@ -290,9 +283,7 @@ BATCH_OPS = {
     "nt_unbind": lambda lib, td: td.unbind(1),
     "nt_split": lambda lib, td: td.split([2, 1], 1),
     "nt_chunk": lambda lib, td: td.chunk(2, 0),
-    "nt_masked_select": lambda lib, td: td.masked_select(
-        torch.tensor([[True, False, True], [False, True, True]])
-    ),
+    "nt_masked_select": lambda lib, td: td.masked_select(torch.tensor([[True, False, True], [False, True, True]])),
     "nt_stack0": lambda lib, td: torch.stack([td, td.clone()], 0),
     "nt_stack1": lambda lib, td: torch.stack([td, td.clone()], 1),
     "nt_cat0": lambda lib, td: torch.cat([td, td.clone()], 0),
@@ -325,9 +316,7 @@ BATCH_1D = [
     ),
     case(
         "nt_cat_data_and_stack",
-        lambda lib, _: torch.cat(
-            [lib.TensorDict({"s": ["a", "b"]}, [2]), lib.TensorDict({"s": "c"}, [2])]
-        ).get("s"),
+        lambda lib, _: torch.cat([lib.TensorDict({"s": ["a", "b"]}, [2]), lib.TensorDict({"s": "c"}, [2])]).get("s"),
         data=None,
     ),
     case(
@@ -379,9 +368,7 @@ VALUE = [
     _leaf_case("nt_detach", lambda lib, td: td.detach()),
     _leaf_case("nt_zero_", lambda lib, td: td.zero_()),
     _leaf_case("nt_where_scalar", lambda lib, td: td.where(torch.tensor([[True, False, True]] * 2), 0.0)),
-    _leaf_case(
-        "nt_masked_fill", lambda lib, td: td.masked_fill(torch.tensor([[True, False, True]] * 2), 1.0)
-    ),
+    _leaf_case("nt_masked_fill", lambda lib, td: td.masked_fill(torch.tensor([[True, False, True]] * 2), 1.0)),
     case("nt_where_other_td", lambda lib, _: _where_s(lib, [True, False]), data=None),
     case("nt_where_other_td_all_self", lambda lib, _: _where_s(lib, [True, True]), data=None),
     case("nt_sum_data", lambda lib, _: _td(lib).exclude("l").sum(0).get("s"), data=None),
@@ -445,9 +432,7 @@ WRITE = [
         _write(1, lambda lib: lib.TensorDict({"x": torch.tensor(9.0), "s": "zz", "l": "q"})),
         data=None,
     ),
-    case(
-        "nt_setitem_dict_slice_str", _write(slice(0, 2), {"x": torch.zeros(2), "s": "zz"}, key="s"), data=None
-    ),
+    case("nt_setitem_dict_slice_str", _write(slice(0, 2), {"x": torch.zeros(2), "s": "zz"}, key="s"), data=None),
     case("nt_setitem_same_value", _write(0, {"x": torch.tensor(0.0), "s": "hi"}, key="s"), data=None),
     case(
         "nt_setitem_td_stack_value",
@@ -495,14 +480,10 @@ CLASSES = [
         lambda lib, _: lib.NonTensorStack(lib.NonTensorData("a"), lib.NonTensorData("b")),
         data=None,
     ),
-    case(
-        "nt_stack_from_list", lambda lib, _: lib.NonTensorStack.from_list([["a", "b"], ["c", "d"]]), data=None
-    ),
+    case("nt_stack_from_list", lambda lib, _: lib.NonTensorStack.from_list([["a", "b"], ["c", "d"]]), data=None),
     case(
         "nt_stack_ctor_stack_dim",
-        lambda lib, _: lib.NonTensorStack(
-            lib.NonTensorStack("a", "b"), lib.NonTensorStack("c", "d"), stack_dim=1
-        ),
+        lambda lib, _: lib.NonTensorStack(lib.NonTensorStack("a", "b"), lib.NonTensorStack("c", "d"), stack_dim=1),
         data=None,
     ),
     case(
@@ -545,19 +526,13 @@ CLASSES = [
         data=None,
         raises=AttributeError,
     ),
-    case(
-        "nt_stack_eq", lambda lib, _: lib.NonTensorStack("a", "b") == lib.NonTensorStack("a", "c"), data=None
-    ),
-    case(
-        "nt_stack_ne", lambda lib, _: lib.NonTensorStack("a", "b") != lib.NonTensorStack("a", "c"), data=None
-    ),
+    case("nt_stack_eq", lambda lib, _: lib.NonTensorStack("a", "b") == lib.NonTensorStack("a", "c"), data=None),
+    case("nt_stack_ne", lambda lib, _: lib.NonTensorStack("a", "b") != lib.NonTensorStack("a", "c"), data=None),
     case("nt_stack_pickle", lambda lib, _: pickle.loads(pickle.dumps(_stack(lib))), data=None),
     case("nt_data_ctor", lambda lib, _: lib.NonTensorData("a", batch_size=[2, 3]), data=None),
     case(
         "nt_data_attrs",
-        lambda lib, _: (lambda d: (d.data, d.batch_size, d.tolist()))(
-            lib.NonTensorData("a", batch_size=[2, 1])
-        ),
+        lambda lib, _: (lambda d: (d.data, d.batch_size, d.tolist()))(lib.NonTensorData("a", batch_size=[2, 1])),
         data=None,
     ),
     case("nt_data_tolist_0d", lambda lib, _: lib.NonTensorData("a").tolist(), data=None),

@@ -163,8 +163,7 @@ REF_RAISES_REFLECTED: dict[str, type[Exception]] = {"//": TypeError, "%": TypeEr
 @pytest.mark.parametrize("sym", list(ARITH) + list(BITWISE))
 def test_reflected_operator(run_both, sym):
     op = {**ARITH, **BITWISE}[sym]
-    run_both(lambda lib, td: op(2, td), data="int" if sym in BITWISE else "pos",
-             raises=REF_RAISES_REFLECTED.get(sym))
+    run_both(lambda lib, td: op(2, td), data="int" if sym in BITWISE else "pos", raises=REF_RAISES_REFLECTED.get(sym))
 
 
 @pytest.mark.parametrize("sym", ["+", "-", "*", "/"])
@@ -354,9 +353,7 @@ APPLY = [
     case("apply_others", lambda lib, td: td.apply(lambda x, y: x + y, other_td(lib, "float"))),
     case(
         "apply_two_others",
-        lambda lib, td: td.apply(
-            lambda x, y, z: x * y - z, other_td(lib, "float"), other_td(lib, "float", 2.0)
-        ),
+        lambda lib, td: td.apply(lambda x, y, z: x * y - z, other_td(lib, "float"), other_td(lib, "float", 2.0)),
     ),
     case(
         "apply_others_missing_key",
@@ -366,9 +363,7 @@ APPLY = [
     case("apply_others_default", lambda lib, td: td.apply(lambda x, y: x + y, td.exclude("a"), default=0.0)),
     case("apply_batch_size", lambda lib, td: td.apply(lambda x: x[0], batch_size=[5])),
     case("apply_batch_size_empty", lambda lib, td: td.apply(lambda x: x.sum(), batch_size=[])),
-    case(
-        "apply_bad_batch_size", lambda lib, td: td.apply(lambda x: x[0], batch_size=[4]), raises=RuntimeError
-    ),
+    case("apply_bad_batch_size", lambda lib, td: td.apply(lambda x: x[0], batch_size=[4]), raises=RuntimeError),
     case("apply_drop_none", lambda lib, td: td.apply(_drop_b)),
     case("apply_all_none", lambda lib, td: td.apply(lambda x: None)),
     case("apply_all_none_keep_empty", lambda lib, td: td.apply(lambda x: None, filter_empty=False)),

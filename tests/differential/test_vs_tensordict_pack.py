@@ -16,22 +16,39 @@ def _cases(lib: Any) -> dict[str, Any]:
     g = torch.Generator().manual_seed(0)
     return {
         "flat": lib.TensorDict(p=torch.randn(5, generator=g), v=torch.randn(5, 3, generator=g), batch_size=[5]),
-        "nested": lib.TensorDict({"z": torch.randn(4, 2, generator=g), "a": {"b": torch.randn(4, 2, 2, generator=g),
-                                  "c": torch.randn(4, generator=g)}}, batch_size=[4]),
-        "deep_batch": lib.TensorDict(a=torch.randn(2, 3, generator=g), n=lib.TensorDict(
-            x=torch.randn(2, 3, 4, generator=g), batch_size=[2, 3]), batch_size=[2]),
-        "two_dims": lib.TensorDict(a=torch.randn(2, 3, 4, generator=g), b=torch.randn(2, 3, generator=g),
-                                   batch_size=[2, 3]),
+        "nested": lib.TensorDict(
+            {
+                "z": torch.randn(4, 2, generator=g),
+                "a": {"b": torch.randn(4, 2, 2, generator=g), "c": torch.randn(4, generator=g)},
+            },
+            batch_size=[4],
+        ),
+        "deep_batch": lib.TensorDict(
+            a=torch.randn(2, 3, generator=g),
+            n=lib.TensorDict(x=torch.randn(2, 3, 4, generator=g), batch_size=[2, 3]),
+            batch_size=[2],
+        ),
+        "two_dims": lib.TensorDict(
+            a=torch.randn(2, 3, 4, generator=g), b=torch.randn(2, 3, generator=g), batch_size=[2, 3]
+        ),
         "no_batch": lib.TensorDict(a=torch.randn(3, generator=g), b=torch.randn(2, 2, generator=g)),
-        "lazy": lib.lazy_stack([lib.TensorDict(a=torch.randn(2, generator=g)),
-                                lib.TensorDict(a=torch.randn(2, generator=g))]),
+        "lazy": lib.lazy_stack(
+            [lib.TensorDict(a=torch.randn(2, generator=g)), lib.TensorDict(a=torch.randn(2, generator=g))]
+        ),
         "empty": lib.TensorDict(batch_size=[3]),
     }
 
 
 def _plain_layout(layout: Any) -> tuple:
-    return (layout.keys, layout.shapes, layout.dim, tuple((k, s) for k, s, _ in layout.nested), layout.offsets,
-            layout.numel, layout.device)
+    return (
+        layout.keys,
+        layout.shapes,
+        layout.dim,
+        tuple((k, s) for k, s, _ in layout.nested),
+        layout.offsets,
+        layout.numel,
+        layout.device,
+    )
 
 
 def _leaves(td: Any) -> dict:

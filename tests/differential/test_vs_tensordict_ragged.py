@@ -157,21 +157,39 @@ def _stack(lib: Any, *tds: Any, dim: int = 0) -> Any:
 
 RAGGED = {
     "leaf": lambda lib: _stack(lib, lib.TensorDict(a=torch.zeros(3)), lib.TensorDict(a=torch.ones(4))),
-    "nested": lambda lib: _stack(lib, lib.TensorDict(n=lib.TensorDict(b=torch.zeros(3, 2))),
-                                 lib.TensorDict(n=lib.TensorDict(b=torch.ones(4, 2)))),
-    "stack_dim_1": lambda lib: _stack(lib, lib.TensorDict(a=torch.zeros(2, 3), batch_size=[2]),
-                                      lib.TensorDict(a=torch.ones(2, 4), batch_size=[2]), dim=1),
+    "nested": lambda lib: _stack(
+        lib, lib.TensorDict(n=lib.TensorDict(b=torch.zeros(3, 2))), lib.TensorDict(n=lib.TensorDict(b=torch.ones(4, 2)))
+    ),
+    "stack_dim_1": lambda lib: _stack(
+        lib,
+        lib.TensorDict(a=torch.zeros(2, 3), batch_size=[2]),
+        lib.TensorDict(a=torch.ones(2, 4), batch_size=[2]),
+        dim=1,
+    ),
     "two_ragged_dims": lambda lib: _stack(lib, lib.TensorDict(a=torch.zeros(3, 5)), lib.TensorDict(a=torch.ones(4, 6))),
     "ndims_differ": lambda lib: _stack(lib, lib.TensorDict(a=torch.zeros(3)), lib.TensorDict(a=torch.ones(4, 6))),
-    "batch_differs": lambda lib: _stack(lib, lib.TensorDict(a=torch.zeros(3), batch_size=[3]),
-                                        lib.TensorDict(a=torch.ones(4), batch_size=[4])),
-    "nested_batch_differs": lambda lib: _stack(lib, lib.TensorDict(n=lib.TensorDict(b=torch.zeros(3), batch_size=[3])),
-                                               lib.TensorDict(n=lib.TensorDict(b=torch.ones(4), batch_size=[4]))),
+    "batch_differs": lambda lib: _stack(
+        lib, lib.TensorDict(a=torch.zeros(3), batch_size=[3]), lib.TensorDict(a=torch.ones(4), batch_size=[4])
+    ),
+    "nested_batch_differs": lambda lib: _stack(
+        lib,
+        lib.TensorDict(n=lib.TensorDict(b=torch.zeros(3), batch_size=[3])),
+        lib.TensorDict(n=lib.TensorDict(b=torch.ones(4), batch_size=[4])),
+    ),
     "non_tensor": lambda lib: _stack(lib, lib.TensorDict(s="x"), lib.TensorDict(s="y")),
 }
-SHAPES = [("leaf", "a"), ("nested", ("n", "b")), ("nested", "n"), ("stack_dim_1", "a"), ("two_ragged_dims", "a"),
-          ("ndims_differ", "a"), ("batch_differs", "a"), ("nested_batch_differs", "n"),
-          ("nested_batch_differs", ("n", "b")), ("non_tensor", "s")]
+SHAPES = [
+    ("leaf", "a"),
+    ("nested", ("n", "b")),
+    ("nested", "n"),
+    ("stack_dim_1", "a"),
+    ("two_ragged_dims", "a"),
+    ("ndims_differ", "a"),
+    ("batch_differs", "a"),
+    ("nested_batch_differs", "n"),
+    ("nested_batch_differs", ("n", "b")),
+    ("non_tensor", "s"),
+]
 
 
 @pytest.mark.parametrize(("case", "key"), SHAPES)
@@ -200,8 +218,20 @@ def _describe(value: Any) -> Any:
 
 
 @pytest.mark.parametrize("layout", ["strided", "jagged"])
-@pytest.mark.parametrize("case", ["leaf", "nested", "batch_differs", "nested_batch_differs", "non_tensor",
-                                  "two_ragged_dims_strided", "exclusive_key", "uniform_stack_dim_1", "in_a_td"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "leaf",
+        "nested",
+        "batch_differs",
+        "nested_batch_differs",
+        "non_tensor",
+        "two_ragged_dims_strided",
+        "exclusive_key",
+        "uniform_stack_dim_1",
+        "in_a_td",
+    ],
+)
 def test_densify(ref: Any, tb: Any, case: str, layout: str) -> None:
     lay = getattr(torch, layout)
     if case == "two_ragged_dims_strided" and layout == "jagged":
@@ -213,8 +243,12 @@ def test_densify(ref: Any, tb: Any, case: str, layout: str) -> None:
         elif case == "exclusive_key":
             s = _stack(lib, lib.TensorDict(a=torch.zeros(3), b=torch.ones(2, 5)), lib.TensorDict(a=torch.ones(4)))
         elif case == "uniform_stack_dim_1":
-            s = _stack(lib, lib.TensorDict(a=torch.zeros(2, 3), batch_size=[2]),
-                       lib.TensorDict(a=torch.ones(2, 3), batch_size=[2]), dim=1)
+            s = _stack(
+                lib,
+                lib.TensorDict(a=torch.zeros(2, 3), batch_size=[2]),
+                lib.TensorDict(a=torch.ones(2, 3), batch_size=[2]),
+                dim=1,
+            )
         elif case == "in_a_td":
             s = lib.TensorDict(lazy=RAGGED["leaf"](lib), b=torch.zeros(()))
         else:
@@ -257,15 +291,26 @@ _NOT_YET = {  # fast paths that read the stack's stacked leaves first (foreach o
 }
 
 
-@pytest.mark.parametrize("op", [pytest.param(op, marks=pytest.mark.xfail(strict=True, reason=_NOT_YET[op]))
-                                if op in _NOT_YET else op for op in sorted(VALUE_OPS)])
+@pytest.mark.parametrize(
+    "op",
+    [
+        pytest.param(op, marks=pytest.mark.xfail(strict=True, reason=_NOT_YET[op])) if op in _NOT_YET else op
+        for op in sorted(VALUE_OPS)
+    ],
+)
 def test_value_ops_on_a_td_holding_a_ragged_stack(ref: Any, tb: Any, op: str) -> None:
     def run(lib: Any) -> Any:
         td = lib.TensorDict(lazy=_stack(lib, lib.TensorDict(a=torch.arange(3.0)), lib.TensorDict(a=torch.arange(4.0))))
         out = VALUE_OPS[op](td)
         lazy = out.get("lazy")
-        return (type(out).__name__, type(lazy).__name__, list(lazy.batch_size), lazy.get_item_shape("a"),
-                [m["a"].tolist() for m in lazy.tensordicts], lazy is td.get("lazy"))
+        return (
+            type(out).__name__,
+            type(lazy).__name__,
+            list(lazy.batch_size),
+            lazy.get_item_shape("a"),
+            [m["a"].tolist() for m in lazy.tensordicts],
+            lazy is td.get("lazy"),
+        )
 
     mine, theirs = _both(ref, tb, run)
     assert mine == theirs
@@ -292,8 +337,12 @@ def test_from_list(ref: Any, tb: Any, case: str, auto: bool) -> None:
     def run(lib: Any) -> Any:
         kwargs = {"batch_dims": 2} if case == "batch_dims" and auto else {"auto_batch_size": auto}
         s = lib.LazyStackedTensorDict.from_list(items, **kwargs)
-        return (type(s).__name__, list(s.batch_size), [list(m.batch_size) for m in s.tensordicts],
-                s.get_item_shape("a"))
+        return (
+            type(s).__name__,
+            list(s.batch_size),
+            [list(m.batch_size) for m in s.tensordicts],
+            s.get_item_shape("a"),
+        )
 
     mine, theirs = _both(ref, tb, run)
     assert mine == theirs
@@ -301,8 +350,11 @@ def test_from_list(ref: Any, tb: Any, case: str, auto: bool) -> None:
 
 def test_repr_of_a_ragged_stack_shows_minus_one(ref: Any, tb: Any) -> None:
     del ref
-    s = _stack(tb, tb.TensorDict(a=torch.zeros(3), n=tb.TensorDict(b=torch.zeros(2, 5))),
-               tb.TensorDict(a=torch.zeros(4), n=tb.TensorDict(b=torch.zeros(3, 5))))
+    s = _stack(
+        tb,
+        tb.TensorDict(a=torch.zeros(3), n=tb.TensorDict(b=torch.zeros(2, 5))),
+        tb.TensorDict(a=torch.zeros(4), n=tb.TensorDict(b=torch.zeros(3, 5))),
+    )
     text = repr(s)
     assert "a: Tensor(shape=[2, -1], dtype=float32" in text
     assert "b: Tensor(shape=[2, -1, 5], dtype=float32" in text

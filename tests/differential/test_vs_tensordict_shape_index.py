@@ -116,8 +116,12 @@ def test_names_after_index(run_both, idx):
 
 @pytest.mark.parametrize("op", ["unbind0", "unbind1", "split1", "chunk2"])
 def test_names_after_split(run_both, op):
-    ops = {"unbind0": lambda td: td.unbind(0), "unbind1": lambda td: td.unbind(1),
-           "split1": lambda td: td.split(1, 1), "chunk2": lambda td: td.chunk(2, 2)}
+    ops = {
+        "unbind0": lambda td: td.unbind(0),
+        "unbind1": lambda td: td.unbind(1),
+        "split1": lambda td: td.split(1, 1),
+        "chunk2": lambda td: td.chunk(2, 2),
+    }
     run_both(lambda lib, td: [part.names for part in ops[op](td)], batch_size=B3, names=["x", "y", "z"])
 
 
@@ -138,9 +142,7 @@ VIEWS = [
     case("int_view_writes_through", _write_through(lambda td: td[0]["a"].zero_())),
     case("slice_view_writes_through", _write_through(lambda td: td[1:3].zero_())),
     case("subtd_of_index_set_", _write_through(lambda td: td[1].set_("b", torch.full((5,), 7.0)))),
-    case(
-        "mask_copy_no_write", _write_through(lambda td: td[torch.tensor([True, False, True, False])].zero_())
-    ),
+    case("mask_copy_no_write", _write_through(lambda td: td[torch.tensor([True, False, True, False])].zero_())),
     case("long_copy_no_write", _write_through(lambda td: td[torch.tensor([0, 1])].zero_())),
     case("nested_of_index", _write_through(lambda td: td[2]["nested", "deep"].apply_(lambda x: x.fill_(3)))),
 ]
@@ -302,9 +304,7 @@ SHAPE = [
     case("repeat", lambda lib, td: td.repeat(2, 1)),
     case("repeat_3", lambda lib, td: td.repeat(1, 2, 3), raises=ValueError),
     case("repeat_interleave", lambda lib, td: td.repeat_interleave(2, dim=0)),
-    case(
-        "repeat_interleave_tensor", lambda lib, td: td.repeat_interleave(torch.tensor([1, 0, 2, 1, 1]), dim=1)
-    ),
+    case("repeat_interleave_tensor", lambda lib, td: td.repeat_interleave(torch.tensor([1, 0, 2, 1, 1]), dim=1)),
     case("gather", lambda lib, td: td.gather(1, torch.tensor([[0, 4], [1, 1], [2, 0], [3, 3]]))),
     case("gather_dim0", lambda lib, td: td.gather(0, torch.tensor([[3, 2, 1, 0, 0]]))),
     case("shape_after_chain", lambda lib, td: td.permute(1, 0).reshape(-1).unsqueeze(0).batch_size),
@@ -330,8 +330,12 @@ TORCH = [
     case("torch_cat1", lambda lib, td: torch.cat([td, td[:, :2]], dim=1)),
     case("torch_cat_mismatch", lambda lib, td: torch.cat([td, td[:, :2]], 0), raises=RuntimeError),
     case("torch_cat_mismatch_keys", lambda lib, td: torch.cat([td, td.exclude("b")], 0), raises=KeyError),
-    case("torch_cat_batch_dims_differ", lambda lib, td: torch.cat([lib.TensorDict({"a": torch.ones(3, 2)}, [3]),
-                                                                    lib.TensorDict({"a": torch.ones(3, 2)}, [3, 2])])),
+    case(
+        "torch_cat_batch_dims_differ",
+        lambda lib, td: torch.cat(
+            [lib.TensorDict({"a": torch.ones(3, 2)}, [3]), lib.TensorDict({"a": torch.ones(3, 2)}, [3, 2])]
+        ),
+    ),
     case("torch_unbind", lambda lib, td: torch.unbind(td, 1)),
     case("torch_split", lambda lib, td: torch.split(td, 2)),
     case("torch_split_list_dim", lambda lib, td: torch.split(td, [2, 3], dim=1)),

@@ -25,12 +25,15 @@ def _devices(td: Any) -> tuple[Any, ...]:
 
 _LIKE_ARGS = {"full_like": (2.0,)}
 LIKE = [
-    case(f"{name}_device_meta", lambda lib, td, name=name: _devices(
-        getattr(torch, name)(td, *_LIKE_ARGS.get(name, ()), device="meta")))
+    case(
+        f"{name}_device_meta",
+        lambda lib, td, name=name: _devices(getattr(torch, name)(td, *_LIKE_ARGS.get(name, ()), device="meta")),
+    )
     for name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like")
 ] + [
-    case("empty_like_device_meta_from_cpu", lambda lib, td: _devices(torch.empty_like(td, device="meta")),
-         device="cpu"),
+    case(
+        "empty_like_device_meta_from_cpu", lambda lib, td: _devices(torch.empty_like(td, device="meta")), device="cpu"
+    ),
     case("zeros_like_device_cpu_from_none", lambda lib, td: torch.zeros_like(td, device="cpu")),
     case("zeros_like_no_device_keeps_none", lambda lib, td: torch.zeros_like(td)),
     case("empty_like_dtype", lambda lib, td: torch.empty_like(td, dtype=torch.float64).apply(torch.zeros_like)),
@@ -110,8 +113,12 @@ COMPARE = [
     case("dict_lt_td", lambda lib, td: td.to_dict() < td + 1),
     case("eq_shifted_dict", lambda lib, td: td == (td + 1).to_dict()),
     case("eq_scalar_dict", lambda lib, td: td == {"a": 0, "b": 1, "nested": {"c": 0.5, "deep": {"d": 0}}}),
-    case("eq_tuple_keys", lambda lib, td: td == {"a": td["a"], "b": td["b"], ("nested", "c"): td["nested", "c"],
-                                                  ("nested", "deep", "d"): 0}),
+    case(
+        "eq_tuple_keys",
+        lambda lib, td: (
+            td == {"a": td["a"], "b": td["b"], ("nested", "c"): td["nested", "c"], ("nested", "deep", "d"): 0}
+        ),
+    ),
     case("eq_missing_key", lambda lib, td: td == {"a": td["a"]}, raises=KeyError),
     case("eq_extra_key", lambda lib, td: td == {**td.to_dict(), "z": 1}, raises=KeyError),
     case("eq_string", lambda lib, td: td == "x"),
@@ -130,12 +137,20 @@ def _collide(lib: Any, td: Any) -> Any:
 
 FLATTEN_KEYS = [
     case("collision", _collide, raises=KeyError, data=None),
-    case("collision_other_order",
-         lambda lib, _: lib.TensorDict({"a": {"b": torch.ones(2)}, "a_b": torch.zeros(2)}, [2]).flatten_keys("_"),
-         raises=KeyError, data=None),
-    case("collision_inplace", lambda lib, _: lib.TensorDict({"a.b": torch.zeros(2), "a": {"b": torch.ones(2)}},
-                                                           [2]).flatten_keys(".", inplace=True),
-         raises=KeyError, data=None),
+    case(
+        "collision_other_order",
+        lambda lib, _: lib.TensorDict({"a": {"b": torch.ones(2)}, "a_b": torch.zeros(2)}, [2]).flatten_keys("_"),
+        raises=KeyError,
+        data=None,
+    ),
+    case(
+        "collision_inplace",
+        lambda lib, _: lib.TensorDict({"a.b": torch.zeros(2), "a": {"b": torch.ones(2)}}, [2]).flatten_keys(
+            ".", inplace=True
+        ),
+        raises=KeyError,
+        data=None,
+    ),
     case("no_collision", lambda lib, td: td.flatten_keys(".")),
     case("no_collision_sep", lambda lib, td: td.flatten_keys("/")),
 ]
@@ -158,18 +173,36 @@ def _expand_as(source: dict, batch: list, target: dict, target_batch: list) -> A
 
 
 EXPAND_AS = [
-    case("leaf_shapes", _expand_as({"a": torch.zeros(3, 1, 4)}, [3], {"a": torch.zeros(2, 3, 6, 4)}, [2, 3]),
-         data=None),
-    case("same_batch_dims", _expand_as({"a": torch.arange(6.0).reshape(2, 3, 1, 1)}, [2, 3],
-                                       {"a": torch.zeros(2, 3, 6, 4)}, [2, 3]), data=None),
-    case("nested_and_extra_target_key",
-         _expand_as({"a": torch.zeros(3, 1), "n": {"c": torch.ones(3, 1, 2)}}, [3],
-                    {"a": torch.zeros(2, 3, 5), "n": {"c": torch.zeros(2, 3, 4, 2)}, "z": torch.zeros(2, 3)},
-                    [2, 3]), data=None),
-    case("missing_target_key", _expand_as({"a": torch.zeros(3), "b": torch.zeros(3)}, [3],
-                                          {"a": torch.zeros(2, 3)}, [2, 3]), raises=KeyError, data=None),
-    case("bad_leaf", _expand_as({"a": torch.zeros(3, 2)}, [3], {"a": torch.zeros(2, 3, 5)}, [2, 3]),
-         raises=RuntimeError, data=None),
+    case(
+        "leaf_shapes", _expand_as({"a": torch.zeros(3, 1, 4)}, [3], {"a": torch.zeros(2, 3, 6, 4)}, [2, 3]), data=None
+    ),
+    case(
+        "same_batch_dims",
+        _expand_as({"a": torch.arange(6.0).reshape(2, 3, 1, 1)}, [2, 3], {"a": torch.zeros(2, 3, 6, 4)}, [2, 3]),
+        data=None,
+    ),
+    case(
+        "nested_and_extra_target_key",
+        _expand_as(
+            {"a": torch.zeros(3, 1), "n": {"c": torch.ones(3, 1, 2)}},
+            [3],
+            {"a": torch.zeros(2, 3, 5), "n": {"c": torch.zeros(2, 3, 4, 2)}, "z": torch.zeros(2, 3)},
+            [2, 3],
+        ),
+        data=None,
+    ),
+    case(
+        "missing_target_key",
+        _expand_as({"a": torch.zeros(3), "b": torch.zeros(3)}, [3], {"a": torch.zeros(2, 3)}, [2, 3]),
+        raises=KeyError,
+        data=None,
+    ),
+    case(
+        "bad_leaf",
+        _expand_as({"a": torch.zeros(3, 2)}, [3], {"a": torch.zeros(2, 3, 5)}, [2, 3]),
+        raises=RuntimeError,
+        data=None,
+    ),
     case("tensor", lambda lib, td: td.expand_as(torch.zeros(3, 4, 5))),
 ]
 
@@ -183,8 +216,14 @@ def test_expand_as(run_both, fn, kw):
 # Non-tensor leaves written in place (update_at_, update_, update(inplace=True), copy_)
 # --------------------------------------------------------------------------------------------------
 def _nt_target(lib: Any) -> Any:
-    return lib.TensorDict({"val": lib.NonTensorData(0, batch_size=[10]), "t": torch.zeros(10),
-                           "n": {"s": lib.NonTensorData("a", batch_size=[10])}}, [10])
+    return lib.TensorDict(
+        {
+            "val": lib.NonTensorData(0, batch_size=[10]),
+            "t": torch.zeros(10),
+            "n": {"s": lib.NonTensorData("a", batch_size=[10])},
+        },
+        [10],
+    )
 
 
 def _written(op: Any) -> Any:
@@ -201,17 +240,35 @@ def _plain(value: Any) -> Any:
 
 
 def _src(lib: Any, n: int = 5) -> Any:
-    return lib.TensorDict({"val": lib.NonTensorData(1, batch_size=[n]), "t": torch.ones(n),
-                           "n": {"s": lib.NonTensorData("b", batch_size=[n])}}, [n])
+    return lib.TensorDict(
+        {
+            "val": lib.NonTensorData(1, batch_size=[n]),
+            "t": torch.ones(n),
+            "n": {"s": lib.NonTensorData("b", batch_size=[n])},
+        },
+        [n],
+    )
 
 
 WRITE_NT = [
     case("update_at_slice", _written(lambda lib, td: td.update_at_(_src(lib), slice(1, None, 2))), data=None),
-    case("update_at_int", _written(lambda lib, td: td.update_at_(
-        lib.TensorDict({"val": lib.NonTensorData(1), "t": torch.ones(()), "n": {"s": lib.NonTensorData("b")}}, []),
-        3)), data=None),
-    case("update_at_keys", _written(lambda lib, td: td.update_at_(_src(lib), slice(1, None, 2),
-                                                                 keys_to_update=["val"])), data=None),
+    case(
+        "update_at_int",
+        _written(
+            lambda lib, td: td.update_at_(
+                lib.TensorDict(
+                    {"val": lib.NonTensorData(1), "t": torch.ones(()), "n": {"s": lib.NonTensorData("b")}}, []
+                ),
+                3,
+            )
+        ),
+        data=None,
+    ),
+    case(
+        "update_at_keys",
+        _written(lambda lib, td: td.update_at_(_src(lib), slice(1, None, 2), keys_to_update=["val"])),
+        data=None,
+    ),
     case("setitem_slice", _written(lambda lib, td: td.__setitem__(slice(1, None, 2), _src(lib))), data=None),
     case("update_", _written(lambda lib, td: td.update_(_src(lib, 10))), data=None),
     case("update_inplace", _written(lambda lib, td: td.update(_src(lib, 10), inplace=True)), data=None),
@@ -229,9 +286,11 @@ def test_write_non_tensor(run_both, fn, kw):
 # Dim names through batch operations
 # --------------------------------------------------------------------------------------------------
 def _named(lib: Any) -> Any:
-    return lib.TensorDict({"x": torch.arange(120.0).reshape(3, 4, 5, 2),
-                           "n": {"y": torch.arange(60.0).reshape(3, 4, 5)}},
-                          [3, 4, 5], names=["a", "b", "c"])
+    return lib.TensorDict(
+        {"x": torch.arange(120.0).reshape(3, 4, 5, 2), "n": {"y": torch.arange(60.0).reshape(3, 4, 5)}},
+        [3, 4, 5],
+        names=["a", "b", "c"],
+    )
 
 
 def _names_of(fn: Any) -> Any:
@@ -244,7 +303,8 @@ def _names_of(fn: Any) -> Any:
 
 
 NAMES = [
-    case(name, _names_of(fn), data=None) for name, fn in [
+    case(name, _names_of(fn), data=None)
+    for name, fn in [
         ("gather", lambda lib, td: td.gather(1, torch.zeros(3, 2, 5, dtype=torch.long))),
         ("all_dim", lambda lib, td: td.all(dim=0)),
         ("any_dim", lambda lib, td: td.any(dim=1)),
@@ -274,8 +334,11 @@ NAMES = [
         ("cat", lambda lib, td: torch.cat([td, td], 1)),
     ]
 ] + [
-    case("flatten_unnamed_merge", lambda lib, _: lib.TensorDict(
-        {"x": torch.zeros(3, 4, 5, 6)}, [3, 4, 5], names=[None, None, "d"]).flatten(0, 1), data=None),
+    case(
+        "flatten_unnamed_merge",
+        lambda lib, _: lib.TensorDict({"x": torch.zeros(3, 4, 5, 6)}, [3, 4, 5], names=[None, None, "d"]).flatten(0, 1),
+        data=None,
+    ),
 ]
 
 
@@ -324,6 +387,7 @@ _TC: dict[str, Any] = {}
 def _forward_classes(lib: Any) -> Any:
     """Built once per library (tensordict registers every tensorclass with pytree)."""
     if lib.__name__ not in _TC:
+
         @lib.tensorclass
         class MyDataNested:
             X: torch.Tensor

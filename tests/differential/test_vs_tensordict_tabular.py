@@ -39,16 +39,21 @@ def _value(v: Any) -> Any:
 def summary(lib: Any, td: Any) -> dict[Any, Any]:
     """``key -> (kind, dtype, shape, values)`` for every leaf of ``td``, and its batch size."""
     out: dict[Any, Any] = {"batch_size": list(td.batch_size), "class": type(td).__name__}
-    for key in td.keys(True, True, is_leaf=lambda c: issubclass(c, (torch.Tensor, lib.NonTensorData,
-                                                                       lib.NonTensorStack))):
+    for key in td.keys(
+        True, True, is_leaf=lambda c: issubclass(c, (torch.Tensor, lib.NonTensorData, lib.NonTensorStack))
+    ):
         v = td.get(key)
         if isinstance(v, torch.Tensor) and v.is_nested:
             out[key] = ("jagged", str(v.dtype), [t.nan_to_num(nan=-0.5).tolist() for t in v.unbind(0)])
         elif isinstance(v, torch.Tensor):
             values = v.double().nan_to_num(nan=-0.5).tolist() if v.is_floating_point() else v.tolist()
             out[key] = ("tensor", str(v.dtype), list(v.shape), values)
-        elif isinstance(v, lib.NonTensorData) and isinstance(v.data, np.ndarray) and v.data.ndim == 1 \
-                and v.data.shape[0] == td.batch_size[0]:
+        elif (
+            isinstance(v, lib.NonTensorData)
+            and isinstance(v.data, np.ndarray)
+            and v.data.ndim == 1
+            and v.data.shape[0] == td.batch_size[0]
+        ):
             out[key] = ("values", [_value(x) for x in v.data])  # tensordict: the whole column in one object
         else:
             out[key] = ("values", [_value(x) for x in v.tolist()])
@@ -92,8 +97,9 @@ FRAMES = {
     "object_ints": lambda: pd.DataFrame({"c": pd.Series([1, 2], dtype=object)}),
     "int_pyarrow_missing": lambda: pd.DataFrame({"c": pd.array([1, None], dtype="int64[pyarrow]")}),
     "period": lambda: pd.DataFrame({"c": pd.period_range("2020", periods=2, freq="D")}),
-    "numbers": lambda: pd.DataFrame({"a": np.arange(3, dtype=np.int16), "b.c": [0.5, np.nan, 2.0],
-                                     "d": [True, False, True]}),
+    "numbers": lambda: pd.DataFrame(
+        {"a": np.arange(3, dtype=np.int16), "b.c": [0.5, np.nan, 2.0], "d": [True, False, True]}
+    ),
 }
 
 
@@ -112,8 +118,14 @@ def test_from_pandas_dtype_cast(ref, tb, name):
 
 
 TABLES = {
-    "numbers": lambda: pa.table({"i": pa.array([1, 2, 3], pa.int32()), "f": [0.5, 1.5, 2.5],
-                                 "u": pa.array([1, 2, 3], pa.uint16()), "b": [True, False, True]}),
+    "numbers": lambda: pa.table(
+        {
+            "i": pa.array([1, 2, 3], pa.int32()),
+            "f": [0.5, 1.5, 2.5],
+            "u": pa.array([1, 2, 3], pa.uint16()),
+            "b": [True, False, True],
+        }
+    ),
     "int_null": lambda: pa.table({"c": pa.array([1, None, 3], pa.int32())}),
     "uint_null": lambda: pa.table({"c": pa.array([1, None], pa.uint32())}),
     "float_null": lambda: pa.table({"c": pa.array([1.5, None])}),
@@ -136,8 +148,9 @@ TABLES = {
     "list_of_lists": lambda: pa.table({"c": pa.array([[[1], [2, 3]], [[4]]])}),
     "fixed_size_list": lambda: pa.table({"c": pa.array([[1, 2], [3, 4]], pa.list_(pa.int64(), 2))}),
     "fixed_size_list_null": lambda: pa.table({"c": pa.array([[1.0, 2.0], None], pa.list_(pa.float64(), 2))}),
-    "fixed_shape_tensor": lambda: pa.table({"c": pa.FixedShapeTensorArray.from_numpy_ndarray(
-        np.arange(12, dtype=np.float32).reshape(2, 3, 2))}),
+    "fixed_shape_tensor": lambda: pa.table(
+        {"c": pa.FixedShapeTensorArray.from_numpy_ndarray(np.arange(12, dtype=np.float32).reshape(2, 3, 2))}
+    ),
     "struct": lambda: pa.table({"c": pa.array([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}])}),
     "struct_nested": lambda: pa.table({"c": pa.array([{"x": {"z": 1.0}}, {"x": {"z": 2.0}}])}),
     "struct_null": lambda: pa.table({"c": pa.array([{"x": 1.0}, None])}),
@@ -155,10 +168,19 @@ def test_from_arrow(ref, tb, name, nulls):
     assert got == expected
 
 
-@pytest.mark.parametrize("kwargs", [{"nulls": "mask", "mask_key": ("m", "k")}, {"nulls": "mask", "mask_key": "valid"},
-                                    {"nulls": "fill", "mask_key": "m"}, {"nulls": "drop"},
-                                    {"nulls": "mask", "mask_key": ()}, {"nulls": "mask", "mask_key": 3},
-                                    {"copy": True}, {"copy": False}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"nulls": "mask", "mask_key": ("m", "k")},
+        {"nulls": "mask", "mask_key": "valid"},
+        {"nulls": "fill", "mask_key": "m"},
+        {"nulls": "drop"},
+        {"nulls": "mask", "mask_key": ()},
+        {"nulls": "mask", "mask_key": 3},
+        {"copy": True},
+        {"copy": False},
+    ],
+)
 def test_from_arrow_options(ref, tb, kwargs):
     table = pa.table({"c": pa.array([1.0, None]), "s": pa.array([{"x": 1}, None])})
     expected, got = both(ref, tb, lambda lib: lib.from_arrow(table, **kwargs))
@@ -193,8 +215,13 @@ def test_from_parquet(ref, tb, name, tmp_path):
 def test_from_parquet_options(ref, tb, tmp_path):
     path = tmp_path / "t.parquet"
     pq.write_table(TABLES["numbers"](), path)
-    for kwargs in ({"columns": ["i", "b"]}, {"dtype": torch.float16}, {"auto_batch_size": True},
-                   {"batch_size": [3]}, {"auto_batch_size": True, "batch_size": [3]}):
+    for kwargs in (
+        {"columns": ["i", "b"]},
+        {"dtype": torch.float16},
+        {"auto_batch_size": True},
+        {"batch_size": [3]},
+        {"auto_batch_size": True, "batch_size": [3]},
+    ):
         expected, got = both(ref, tb, lambda lib, kw=kwargs: lib.TensorDict.from_parquet(path, **kw))
         assert got == expected, kwargs
 
@@ -202,8 +229,18 @@ def test_from_parquet_options(ref, tb, tmp_path):
 CSV = "a,b.c,t,s,k\n1,0.5,2020-01-01,x,lo\n2,,2021-01-01,,hi\n3,2.5,2022-01-01,z,lo\n"
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"separator": "."}, {"parse_dates": ["t"]}, {"dtype": {"k": "category"}},
-                                    {"usecols": ["a", "s"]}, {"sep": ";"}, {"dtype": torch.float32}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"separator": "."},
+        {"parse_dates": ["t"]},
+        {"dtype": {"k": "category"}},
+        {"usecols": ["a", "s"]},
+        {"sep": ";"},
+        {"dtype": torch.float32},
+    ],
+)
 def test_from_csv(ref, tb, tmp_path, kwargs):
     path = tmp_path / "t.csv"
     path.write_text(CSV)
@@ -233,10 +270,14 @@ def test_from_json_lines_and_columns_orient(ref, tb, tmp_path):
 
 # ------------------------------------------------------------------------------------ writers
 def _td(lib: Any) -> Any:
-    return lib.TensorDict(a=torch.arange(3), f=torch.tensor([0.5, float("nan"), 2.0]),
-                          b=torch.tensor([True, False, True]), s=lib.NonTensorStack("x", "y", "z"),
-                          obs=lib.TensorDict(x=torch.arange(3, dtype=torch.float32), batch_size=[3]),
-                          batch_size=[3])
+    return lib.TensorDict(
+        a=torch.arange(3),
+        f=torch.tensor([0.5, float("nan"), 2.0]),
+        b=torch.tensor([True, False, True]),
+        s=lib.NonTensorStack("x", "y", "z"),
+        obs=lib.TensorDict(x=torch.arange(3, dtype=torch.float32), batch_size=[3]),
+        batch_size=[3],
+    )
 
 
 def test_to_pandas(ref, tb):
@@ -255,17 +296,28 @@ def test_writers_write_the_same_file(ref, tb, fmt, tmp_path):
         pd.testing.assert_frame_equal(a, b)
     else:
         assert (tmp_path / f"r.{fmt}").read_text() == (tmp_path / f"o.{fmt}").read_text()
-    expected, got = both(ref, tb, lambda lib: lib.TensorDict.from_json(tmp_path / "r.json")
-                         if fmt == "json" else getattr(lib.TensorDict, f"from_{fmt}")(tmp_path / f"r.{fmt}"))
+    expected, got = both(
+        ref,
+        tb,
+        lambda lib: (
+            lib.TensorDict.from_json(tmp_path / "r.json")
+            if fmt == "json"
+            else getattr(lib.TensorDict, f"from_{fmt}")(tmp_path / f"r.{fmt}")
+        ),
+    )
     assert got == expected
 
 
 def _rich(lib: Any) -> Any:
     return lib.TensorDict(
-        a=torch.arange(3), img=torch.arange(18, dtype=torch.float32).reshape(3, 3, 2),
+        a=torch.arange(3),
+        img=torch.arange(18, dtype=torch.float32).reshape(3, 3, 2),
         ids=torch.nested.nested_tensor_from_jagged(torch.arange(6), torch.tensor([0, 2, 3, 6])),
-        s=lib.NonTensorStack("x", "y", "z"), obs=lib.TensorDict(x=torch.zeros(3), batch_size=[3]),
-        empty=lib.TensorDict(batch_size=[3]), batch_size=[3])
+        s=lib.NonTensorStack("x", "y", "z"),
+        obs=lib.TensorDict(x=torch.zeros(3), batch_size=[3]),
+        empty=lib.TensorDict(batch_size=[3]),
+        batch_size=[3],
+    )
 
 
 def test_to_arrow(ref, tb):
@@ -302,6 +354,7 @@ def test_to_arrow_errors(ref, tb, bad):
 def test_to_arrow_nested_tensorclass(ref, tb):
     tables = []
     for lib in (ref, tb):
+
         class Point(lib.TensorClass):
             x: torch.Tensor
             y: torch.Tensor

@@ -30,14 +30,22 @@ def summary(lib: Any, value: Any) -> Any:
     """What is compared (iterating keys, not the batch dim)."""
     if isinstance(value, torch.Tensor):
         plain = value.as_subclass(torch.Tensor)
-        return {"cls": type(value).__name__, "dtype": value.dtype, "shape": tuple(value.shape),
-                "values": plain.tolist()}
+        return {
+            "cls": type(value).__name__,
+            "dtype": value.dtype,
+            "shape": tuple(value.shape),
+            "values": plain.tolist(),
+        }
     if isinstance(value, (lib.NonTensorData, lib.NonTensorStack)):
         return {"cls": type(value).__name__, "batch_size": tuple(value.batch_size), "value": value.tolist()}
     if isinstance(value, lib.TensorDictBase) or lib.is_tensorclass(value):
         name = type(value).__name__.removesuffix(f"_{lib.__name__}")  # the user classes of _classes
-        out: dict[str, Any] = {"cls": name, "batch_size": tuple(value.batch_size),
-                               "names": list(value.names), "locked": value.is_locked}
+        out: dict[str, Any] = {
+            "cls": name,
+            "batch_size": tuple(value.batch_size),
+            "names": list(value.names),
+            "locked": value.is_locked,
+        }
         if isinstance(value, lib.LazyStackedTensorDict):
             out["stack_dim"] = value.stack_dim
             out["members"] = [summary(lib, td) for td in value.tensordicts]
@@ -50,10 +58,14 @@ def summary(lib: Any, value: Any) -> Any:
 
 def _nested(lib: Any) -> Any:
     return lib.TensorDict(
-        {"a": torch.arange(6.0).view(3, 2), "i": torch.arange(3, dtype=torch.int16),
-         "sub": lib.TensorDict(b=torch.zeros(3, 4, dtype=torch.float64), batch_size=[3, 4], names=["n", "m"]),
-         "text": "hello"},
-        batch_size=[3], names=["n"],
+        {
+            "a": torch.arange(6.0).view(3, 2),
+            "i": torch.arange(3, dtype=torch.int16),
+            "sub": lib.TensorDict(b=torch.zeros(3, 4, dtype=torch.float64), batch_size=[3, 4], names=["n", "m"]),
+            "text": "hello",
+        },
+        batch_size=[3],
+        names=["n"],
     )
 
 
@@ -65,8 +77,9 @@ def _lazy(lib: Any) -> Any:
 CASES = {
     "nested": _nested,
     "locked": lambda lib: _nested(lib).lock_(),
-    "consolidated": lambda lib: lib.TensorDict(a=torch.arange(4.0), sub={"b": torch.ones(4, 2)},
-                                               batch_size=[4]).consolidate(),
+    "consolidated": lambda lib: lib.TensorDict(
+        a=torch.arange(4.0), sub={"b": torch.ones(4, 2)}, batch_size=[4]
+    ).consolidate(),
     "sub_view": lambda lib: _nested(lib)[1:],
     "lazy": _lazy,
     "lazy_locked": lambda lib: _lazy(lib).lock_(),
@@ -90,6 +103,7 @@ _CLASSES: dict[str, tuple[type, type]] = {}
 def _classes(lib: Any) -> tuple[type, type]:
     """A tensorclass and a TypedTensorDict of ``lib``, made module globals so that pickle finds them by name."""
     if lib.__name__ not in _CLASSES:
+
         @lib.tensorclass
         class Sample:
             obs: torch.Tensor
@@ -121,8 +135,10 @@ def test_user_classes_round_trip_alike_once_allowlisted(ref: Any, tb: Any, weigh
 def test_user_classes_refused_alike_without_allowlisting(ref: Any, tb: Any) -> None:
     for lib in (ref, tb):
         sample_cls, typed_cls = _classes(lib)
-        for obj in (sample_cls(obs=torch.ones(2), label="x", batch_size=[2]),
-                    typed_cls(x=torch.ones(3), batch_size=[3])):
+        for obj in (
+            sample_cls(obs=torch.ones(2), label="x", batch_size=[2]),
+            typed_cls(x=torch.ones(3), batch_size=[3]),
+        ):
             buffer = io.BytesIO()
             torch.save(obj, buffer)
             buffer.seek(0)

@@ -43,13 +43,18 @@ def check(ref: Any, tb: Any, fn: Any) -> Any:
 
 
 def _td(lib: Any) -> Any:
-    return lib.TensorDict(a=torch.arange(2.0), s=lib.NonTensorData("hi", batch_size=[2]),
-                          b=lib.TensorDict(c=torch.ones(2), batch_size=[2]), batch_size=[2])
+    return lib.TensorDict(
+        a=torch.arange(2.0),
+        s=lib.NonTensorData("hi", batch_size=[2]),
+        b=lib.TensorDict(c=torch.ones(2), batch_size=[2]),
+        batch_size=[2],
+    )
 
 
 def _is_leaf_nontensor(lib: Any) -> Any:
     def is_leaf(cls: type) -> bool:
         return not issubclass(cls, lib.TensorDictBase) or "NonTensor" in cls.__name__
+
     return is_leaf
 
 
@@ -88,8 +93,7 @@ def test_apply_is_leaf_nontensor(ref, tb):
 
 
 def test_apply_named_str_prefix_raises(ref, tb):
-    assert check(ref, tb, lambda lib: _calls(lib, named=True, nested_keys=True, prefix="p")) == ("raises",
-                                                                                                  "TypeError")
+    assert check(ref, tb, lambda lib: _calls(lib, named=True, nested_keys=True, prefix="p")) == ("raises", "TypeError")
 
 
 def test_apply_named_filters_by_key(ref, tb):
@@ -100,6 +104,7 @@ def test_apply_named_with_others(ref, tb):
     def fn(lib: Any) -> Any:
         td = _td(lib).exclude("s")
         return td.apply(lambda k, x, y: x + y if k == ("b", "c") else x, td, named=True, nested_keys=True)
+
     check(ref, tb, fn)
 
 
@@ -108,6 +113,7 @@ def test_apply_named_inplace(ref, tb):
         td = _td(lib)
         td.apply_(lambda k, x: x + 1 if k == "a" else x, named=True)
         return td
+
     check(ref, tb, fn)
 
 
@@ -117,6 +123,7 @@ def test_apply_named_lazy_stack(ref, tb):
         stack = lib.lazy_stack([_td(lib).exclude("s"), _td(lib).exclude("s")])
         out = stack.apply(lambda k, x: seen.append(k) or x * 2, named=True, nested_keys=True)
         return seen, type(out).__name__, out["b", "c"]
+
     check(ref, tb, fn)
 
 
@@ -125,6 +132,7 @@ def test_named_apply_keeps_working(ref, tb):
         seen: list[Any] = []
         out = _td(lib).named_apply(lambda k, x: seen.append(k) or x, nested_keys=True, prefix=("p",))
         return seen, out
+
     check(ref, tb, fn)
 
 
@@ -146,17 +154,31 @@ def test_apply_unknown_keyword(ref, tb):
 def test_apply_call_on_unbatched(ref, tb, call_on_unbatched, batch_size):
     def fn(lib: Any) -> Any:
         td = lib.TensorDict(a=torch.zeros(3, 2), u=lib.UnbatchedTensor(torch.ones(5)), batch_size=[3])
-        out = td.apply(lambda x: x[:2] if x.shape[0] == 3 else x * 2, batch_size=batch_size,
-                       call_on_unbatched=call_on_unbatched)
+        out = td.apply(
+            lambda x: x[:2] if x.shape[0] == 3 else x * 2, batch_size=batch_size, call_on_unbatched=call_on_unbatched
+        )
         u = out.get("u")
         return type(u).__name__, tuple(u.batch_size), u.as_subclass(torch.Tensor).tolist(), summary(out["a"])
+
     check(ref, tb, fn)
 
 
 # ------------------------------------------------------------------------------------------- 2. unravel_key
-KEYS = {"int": (0,), "str_int": ("a", 0), "nested_int": ("a", ("b", 0)), "empty": (), "empty_part": ("a", ()),
-        "one": ("a",), "nested_one": (("a",),), "nested": ("a", ("b", ("c",))), "none_part": ("a", None),
-        "list_part": ("a", ["b"]), "top_int": 0, "top_list": ["a", "b"], "top_none": None}
+KEYS = {
+    "int": (0,),
+    "str_int": ("a", 0),
+    "nested_int": ("a", ("b", 0)),
+    "empty": (),
+    "empty_part": ("a", ()),
+    "one": ("a",),
+    "nested_one": (("a",),),
+    "nested": ("a", ("b", ("c",))),
+    "none_part": ("a", None),
+    "list_part": ("a", ["b"]),
+    "top_int": 0,
+    "top_list": ["a", "b"],
+    "top_none": None,
+}
 
 
 @pytest.mark.parametrize("key", list(KEYS.values()), ids=list(KEYS))
@@ -169,34 +191,59 @@ def test_unravel_key_to_tuple(ref, tb, key):
     check(ref, tb, lambda lib: lib.unravel_key_to_tuple(key))
 
 
-@pytest.mark.parametrize("keys", [["a", ("b", ("c",))], [(0,), "a"], [("a", 0)], ("a", "b"), "ab", [["a"]]],
-                         ids=["good", "int", "str_int", "tuple", "str", "list_in_list"])
+@pytest.mark.parametrize(
+    "keys",
+    [["a", ("b", ("c",))], [(0,), "a"], [("a", 0)], ("a", "b"), "ab", [["a"]]],
+    ids=["good", "int", "str_int", "tuple", "str", "list_in_list"],
+)
 def test_unravel_key_list(ref, tb, keys):
     check(ref, tb, lambda lib: lib.unravel_key_list(keys))
 
 
 # ------------------------------------------------------------------------------------------- 3. keys membership
-MEMBERS = {"a": "a", "a1": ("a",), "a11": (("a",),), "b1": ("b",), "bc": ("b", "c"), "bc_nested": ("b", ("c",)),
-           "c1": ("c",), "ax": ("a", "x"), "int": 0, "int1": (0,), "a_int": ("a", 0), "empty": (), "list": ["a"]}
+MEMBERS = {
+    "a": "a",
+    "a1": ("a",),
+    "a11": (("a",),),
+    "b1": ("b",),
+    "bc": ("b", "c"),
+    "bc_nested": ("b", ("c",)),
+    "c1": ("c",),
+    "ax": ("a", "x"),
+    "int": 0,
+    "int1": (0,),
+    "a_int": ("a", 0),
+    "empty": (),
+    "list": ["a"],
+}
 
 
 _NOT_KEYS = ("int", "int1", "a_int", "empty", "list")
 _VIEWS = ["keys", "nested", "nested_leaves", "sub", "lazy", "lazy_nested"]
 
 
-@pytest.mark.parametrize(("view", "key"), [
-    pytest.param(view, key, id=f"{view}-{name}") for view in _VIEWS for name, key in MEMBERS.items()
-    if not (view.startswith("lazy") and name in _NOT_KEYS)  # test_not_a_key_in_lazy_keys
-])
+@pytest.mark.parametrize(
+    ("view", "key"),
+    [
+        pytest.param(view, key, id=f"{view}-{name}")
+        for view in _VIEWS
+        for name, key in MEMBERS.items()
+        if not (view.startswith("lazy") and name in _NOT_KEYS)  # test_not_a_key_in_lazy_keys
+    ],
+)
 def test_key_in_keys(ref, tb, view, key):
     def fn(lib: Any) -> Any:
         td = _td(lib).exclude("s")
-        keys = {"keys": lambda: td.keys(), "nested": lambda: td.keys(True),
-                "nested_leaves": lambda: td.keys(True, True),
-                "sub": lambda: lib.TensorDict(x=td, batch_size=[2])["x"].keys(),
-                "lazy": lambda: lib.lazy_stack([td, td.clone()]).keys(),
-                "lazy_nested": lambda: lib.lazy_stack([td, td.clone()]).keys(True)}[view]()
+        keys = {
+            "keys": lambda: td.keys(),
+            "nested": lambda: td.keys(True),
+            "nested_leaves": lambda: td.keys(True, True),
+            "sub": lambda: lib.TensorDict(x=td, batch_size=[2])["x"].keys(),
+            "lazy": lambda: lib.lazy_stack([td, td.clone()]).keys(),
+            "lazy_nested": lambda: lib.lazy_stack([td, td.clone()]).keys(True),
+        }[view]()
         return key in keys
+
     check(ref, tb, fn)
 
 
@@ -209,7 +256,9 @@ def test_key_in_tensorclass_keys(ref, tb):
         @lib.tensorclass
         class C:
             x: torch.Tensor
+
         return ("x",) in C(x=torch.zeros(2), batch_size=[2]).keys()
+
     assert check(ref, tb, fn) is True
 
 
@@ -221,6 +270,7 @@ def test_memmap_into_existing_empty_folder(ref, tb, tmp_path, method):
         folder.mkdir(parents=True)
         out = getattr(_td(lib).exclude("s"), method)(prefix=folder, existsok=False)
         return out, sorted(os.listdir(folder))
+
     check(ref, tb, fn)
 
 
@@ -231,6 +281,7 @@ def test_memmap_existsok_folder_with_other_files(ref, tb, tmp_path):
         (folder / "other.txt").write_text("kept")
         _td(lib).exclude("s").memmap_like(prefix=folder, existsok=False)
         return sorted(os.listdir(folder))
+
     check(ref, tb, fn)
 
 
@@ -239,14 +290,18 @@ def test_memmap_like_over_a_save_refused(ref, tb, tmp_path):
         folder = tmp_path / lib.__name__
         _td(lib).exclude("s").memmap(folder)
         return _td(lib).exclude("s").memmap_like(prefix=folder, existsok=False)
+
     assert check(ref, tb, fn) == ("raises", "RuntimeError")
 
 
 # ------------------------------------------------------------------------------------------- 5. ragged lazy stacks
 def _ragged(lib: Any, stack_dim: int = 1) -> Any:
     torch.manual_seed(0)
-    return lib.LazyStackedTensorDict(lib.TensorDict(a=torch.rand(5, 4, 8), batch_size=[5]),
-                                     lib.TensorDict(a=torch.rand(5, 3, 8), batch_size=[5]), stack_dim=stack_dim)
+    return lib.LazyStackedTensorDict(
+        lib.TensorDict(a=torch.rand(5, 4, 8), batch_size=[5]),
+        lib.TensorDict(a=torch.rand(5, 3, 8), batch_size=[5]),
+        stack_dim=stack_dim,
+    )
 
 
 def _lazy(value: Any) -> Any:
@@ -285,6 +340,7 @@ def test_lazy_stack_non_tensor(ref, tb, values):
     def fn(lib: Any) -> Any:
         out = lib.lazy_stack([lib.NonTensorData(v) for v in values])
         return type(out).__name__, tuple(out.batch_size), out.tolist(), out.data
+
     check(ref, tb, fn)
 
 
@@ -292,6 +348,7 @@ def test_lazy_stack_non_tensor_batched(ref, tb):
     def fn(lib: Any) -> Any:
         out = lib.lazy_stack([lib.NonTensorData("x", batch_size=[2]), lib.NonTensorData("y", batch_size=[2])], 1)
         return type(out).__name__, tuple(out.batch_size), out.tolist(), out[1].tolist()
+
     check(ref, tb, fn)
 
 
@@ -299,16 +356,22 @@ def test_lazy_stack_non_tensor_batched(ref, tb):
 def _het(lib: Any) -> Any:
     return lib.LazyStackedTensorDict(
         lib.TensorDict(a=torch.zeros(()), b=torch.ones(()), n=lib.TensorDict(x=torch.ones(()))),
-        lib.TensorDict(a=torch.ones(()), n=lib.TensorDict(y=torch.ones(()))), stack_dim=0)
+        lib.TensorDict(a=torch.ones(()), n=lib.TensorDict(y=torch.ones(()))),
+        stack_dim=0,
+    )
 
 
-@pytest.mark.parametrize("key", ["b", ("n", "x"), "a", "zzz", ("n", "zzz"), ("a", "b")],
-                         ids=["some", "nested_some", "all", "none", "nested_none", "through_leaf"])
+@pytest.mark.parametrize(
+    "key",
+    ["b", ("n", "x"), "a", "zzz", ("n", "zzz"), ("a", "b")],
+    ids=["some", "nested_some", "all", "none", "nested_none", "through_leaf"],
+)
 def test_del_key_some_members_hold(ref, tb, key):
     def fn(lib: Any) -> Any:
         stack = _het(lib)
         del stack[key]
         return [sorted(map(str, td.keys(True))) for td in stack.tensordicts]
+
     check(ref, tb, fn)
 
 
@@ -318,13 +381,20 @@ def test_del_key_locked_lazy_stack(ref, tb):
 
 # ------------------------------------------------------------------------------------------- 8. load_state_dict
 def _src(lib: Any) -> Any:
-    return lib.TensorDict(a=torch.arange(6.0).view(3, 2), n=lib.TensorDict(b=torch.ones(3, 4, 5), batch_size=[3, 4]),
-                          e=lib.TensorDict(batch_size=[3]), batch_size=[3])
+    return lib.TensorDict(
+        a=torch.arange(6.0).view(3, 2),
+        n=lib.TensorDict(b=torch.ones(3, 4, 5), batch_size=[3, 4]),
+        e=lib.TensorDict(batch_size=[3]),
+        batch_size=[3],
+    )
 
 
 def _targets(lib: Any) -> dict[str, Any]:
-    return {"empty": lib.TensorDict(), "unbatched": lib.TensorDict(a=torch.zeros(3, 2), n=lib.TensorDict(
-        b=torch.zeros(3, 4, 5))), "same": _src(lib).zero_()}
+    return {
+        "empty": lib.TensorDict(),
+        "unbatched": lib.TensorDict(a=torch.zeros(3, 2), n=lib.TensorDict(b=torch.zeros(3, 4, 5))),
+        "same": _src(lib).zero_(),
+    }
 
 
 @pytest.mark.parametrize("flatten", [True, False], ids=["flat", "nested"])
@@ -333,6 +403,7 @@ def test_load_state_dict_batch_size(ref, tb, flatten, target):
     def fn(lib: Any) -> Any:
         out = _targets(lib)[target].load_state_dict(_src(lib).state_dict(flatten=flatten), strict=False)
         return out, [(str(k), tuple(v.batch_size)) for k, v in out.items(True) if hasattr(v, "batch_size")]
+
     check(ref, tb, fn)
 
 
@@ -340,8 +411,16 @@ def test_state_dict_metadata(ref, tb):
     def fn(lib: Any) -> Any:
         flat, nested = _src(lib).state_dict(), _src(lib).state_dict(flatten=False)
         prefixed = _src(lib).state_dict(prefix="p.")
-        return (list(flat), dict(flat._metadata), list(nested), dict(nested._metadata), dict(nested["n"]._metadata),
-                list(prefixed), dict(prefixed._metadata))
+        return (
+            list(flat),
+            dict(flat._metadata),
+            list(nested),
+            dict(nested._metadata),
+            dict(nested["n"]._metadata),
+            list(prefixed),
+            dict(prefixed._metadata),
+        )
+
     check(ref, tb, fn)
 
 
@@ -349,8 +428,11 @@ def test_load_state_dict_legacy_and_plain(ref, tb):
     def fn(lib: Any) -> Any:
         legacy = {"a": torch.zeros(3, 2), "__batch_size": torch.Size([3]), "__device": None}
         plain = {"a": torch.zeros(3, 2)}
-        return (lib.TensorDict().load_state_dict(legacy, strict=False),
-                lib.TensorDict().load_state_dict(plain, strict=False))
+        return (
+            lib.TensorDict().load_state_dict(legacy, strict=False),
+            lib.TensorDict().load_state_dict(plain, strict=False),
+        )
+
     check(ref, tb, fn)
 
 
@@ -367,13 +449,19 @@ def _classes(lib: Any) -> Any:
         x: torch.Tensor
         inner: Inner = None
         s: str = "d"
+
     return Outer
 
 
 def _tc(value: Any) -> Any:
     inner = value.inner
-    return (type(value).__name__, tuple(value.batch_size), type(inner).__name__, value.s,
-            None if value.x is None else tuple(value.x.shape))
+    return (
+        type(value).__name__,
+        tuple(value.batch_size),
+        type(inner).__name__,
+        value.s,
+        None if value.x is None else tuple(value.x.shape),
+    )
 
 
 FROM_DICT = {
@@ -403,7 +491,9 @@ def test_tensorclass_decorator_from_dict(ref, tb):
         @lib.tensorclass
         class Point:
             x: torch.Tensor
+
         return type(Point.from_dict({"x": torch.zeros(2)}, batch_size=[2])).__name__
+
     assert check(ref, tb, fn) == "Point"
 
 
@@ -424,7 +514,14 @@ def test_persistent_import_without_h5py(ref, tb, tmp_path):
     import sys
 
     def fn(lib: Any) -> Any:
-        done = subprocess.run([sys.executable, "-c", _WITHOUT_H5PY.format(lib=lib.__name__)], capture_output=True,
-                              text=True, cwd=tmp_path, env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", _WITHOUT_H5PY.format(lib=lib.__name__)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            timeout=300,
+        )
         return done.returncode, done.stdout.strip()
+
     assert check(ref, tb, fn) == (0, "ModuleNotFoundError")

@@ -157,19 +157,31 @@ TYPED = [
     case("ttd_spread", lambda lib, td: dict(**_state(lib, td))),
     case("ttd_lazy_backend", lambda lib, td: _state(lib, lib.lazy_stack([td[0], td[1]], 0))[1]),
     case("ttd_lazy_of_typed", lambda lib, td: lib.lazy_stack([_state(lib, td[0]), _state(lib, td[1])], 0)[1]),
-    case("ttd_sum", lambda lib, td: _state(lib, td).sum(0),
-         difference("reductions keep the TypedTensorDict class (tensordict gives a TensorDict)")),
-    case("ttd_eq", lambda lib, td: _state(lib, td) == _state(lib, td),
-         difference("comparisons keep the TypedTensorDict class (tensordict gives a TensorDict)")),
+    case(
+        "ttd_sum",
+        lambda lib, td: _state(lib, td).sum(0),
+        difference("reductions keep the TypedTensorDict class (tensordict gives a TensorDict)"),
+    ),
+    case(
+        "ttd_eq",
+        lambda lib, td: _state(lib, td) == _state(lib, td),
+        difference("comparisons keep the TypedTensorDict class (tensordict gives a TensorDict)"),
+    ),
     # errors
     case("ttd_missing", lambda lib, td: _classes(lib).State(a=td["a"], batch_size=BATCH), raises=TypeError),
     case("ttd_extra", lambda lib, td: _classes(lib).State(**td, zz=td["b"], batch_size=BATCH), raises=TypeError),
     case("ttd_batch_mismatch", lambda lib, td: _classes(lib).State(**td, batch_size=[5]), raises=RuntimeError),
     case("ttd_check", lambda lib, td: _classes(lib).State.from_tensordict(td.exclude("b")), raises=TypeError),
-    case("ttd_unset_field", lambda lib, td: _classes(lib).State.from_tensordict(td.exclude("b"), check=False).b,
-         raises=AttributeError),
-    case("ttd_frozen_write", lambda lib, td: setattr(_classes(lib).Frozen(a=td["a"], batch_size=BATCH), "a",
-                                                     torch.zeros(4, 5, 3)), raises=RuntimeError),
+    case(
+        "ttd_unset_field",
+        lambda lib, td: _classes(lib).State.from_tensordict(td.exclude("b"), check=False).b,
+        raises=AttributeError,
+    ),
+    case(
+        "ttd_frozen_write",
+        lambda lib, td: setattr(_classes(lib).Frozen(a=td["a"], batch_size=BATCH), "a", torch.zeros(4, 5, 3)),
+        raises=RuntimeError,
+    ),
 ]
 
 
@@ -217,22 +229,31 @@ TENSORCLASS = [
     case("tc_len_iter", lambda lib, td: (len(_make_tc(lib, td)), _tc(list(_make_tc(lib, td))[1]))),
     case("tc_label", lambda lib, td: _labeled(lib, td).label),
     case("tc_label_index", lambda lib, td: _labeled(lib, td)[0, 1].label),
-    case("tc_label_stack", lambda lib, td: torch.stack([_labeled(lib, td), _labeled(lib, td)]).label,
-         difference("stacking identical non-tensor values gives one value (tensordict: a list of them)")),
+    case(
+        "tc_label_stack",
+        lambda lib, td: torch.stack([_labeled(lib, td), _labeled(lib, td)]).label,
+        difference("stacking identical non-tensor values gives one value (tensordict: a list of them)"),
+    ),
     case("tc_optional_none", lambda lib, td: _labeled(lib, td).mask),
     case("tc_optional_set", lambda lib, td: _tc(_set(_labeled(lib, td), "mask", torch.ones(4, 5)))),
     case("tc_label_to_tensordict", lambda lib, td: _labeled(lib, td).to_tensordict()),
     case("tc_from_tensordict_missing", lambda lib, td: _classes(lib).Labeled.from_tensordict(td.select("a")).label),
     # errors
-    case("tc_batch_mismatch", lambda lib, td: _classes(lib).Labeled(a=td["a"], label="x", batch_size=[3]),
-         raises=RuntimeError),
+    case(
+        "tc_batch_mismatch",
+        lambda lib, td: _classes(lib).Labeled(a=td["a"], label="x", batch_size=[3]),
+        raises=RuntimeError,
+    ),
     case("tc_missing_arg", lambda lib, td: _classes(lib).Labeled(a=td["a"], batch_size=BATCH), raises=TypeError),
     case("tc_unknown_attr", lambda lib, td: setattr(_labeled(lib, td), "zz", 1), raises=AttributeError),
     case("tc_getitem_str", lambda lib, td: _labeled(lib, td)["a"], raises=ValueError),
     case("tc_not_a_td", lambda lib, td: _classes(lib).TC.from_tensordict({"a": td["a"]}), raises=RuntimeError),
     case("tc_extra_keys", lambda lib, td: _classes(lib).Labeled.from_tensordict(td), raises=ValueError),
-    case("tc_frozen", lambda lib, td: setattr(_classes(lib).FrozenTC(a=td["a"], batch_size=BATCH), "a", td["a"]),
-         raises=AttributeError),
+    case(
+        "tc_frozen",
+        lambda lib, td: setattr(_classes(lib).FrozenTC(a=td["a"], batch_size=BATCH), "a", td["a"]),
+        raises=AttributeError,
+    ),
     case("tc_autocast_fails", lambda lib, td: _classes(lib).CastTC(a="abc", batch_size=[]), raises=TypeError),
 ]
 

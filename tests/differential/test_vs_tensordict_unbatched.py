@@ -21,8 +21,12 @@ pytestmark = pytest.mark.differential
 def _td(lib: Any) -> Any:
     u = lib.UnbatchedTensor(torch.arange(12.0).reshape(3, 4))
     v = lib.UnbatchedTensor(torch.tensor([1, 2, 3]))
-    return lib.TensorDict(u=u, b=torch.arange(30.0).reshape(2, 5, 3),
-                          n=lib.TensorDict(v=v, c=torch.ones(2, 5), batch_size=[2, 5]), batch_size=[2, 5])
+    return lib.TensorDict(
+        u=u,
+        b=torch.arange(30.0).reshape(2, 5, 3),
+        n=lib.TensorDict(v=v, c=torch.ones(2, 5), batch_size=[2, 5]),
+        batch_size=[2, 5],
+    )
 
 
 def summary(lib: Any, value: Any) -> Any:
@@ -36,9 +40,13 @@ def summary(lib: Any, value: Any) -> Any:
         return out
     if isinstance(value, torch.Tensor):
         unbatched = isinstance(value, lib.UnbatchedTensor)
-        return {"cls": type(value).__name__, "shape": tuple(value.shape), "dtype": value.dtype,
-                "values": torch.Tensor(value.detach()).tolist() if not unbatched else value.detach().tolist(),
-                "batch_size": tuple(value.batch_size) if unbatched else None}
+        return {
+            "cls": type(value).__name__,
+            "shape": tuple(value.shape),
+            "dtype": value.dtype,
+            "values": torch.Tensor(value.detach()).tolist() if not unbatched else value.detach().tolist(),
+            "batch_size": tuple(value.batch_size) if unbatched else None,
+        }
     return value
 
 
@@ -135,13 +143,16 @@ OPS = {
     "update": lambda lib, td: td.update({"u": lib.UnbatchedTensor(torch.ones(3, 4))}),
     "update_": lambda lib, td: td.update_({"u": torch.ones(3, 4)}),
     "setitem_index": lambda lib, td: td.__setitem__(0, td[0].apply(lambda x: x + 1)) or td,
-    "setitem_index_lacking": lambda lib, td: td.__setitem__(
-        0, lib.TensorDict(b=torch.ones(5, 3), n=lib.TensorDict(c=torch.zeros(5), batch_size=[5]),
-                          batch_size=[5])) or td,
-    "ctor_no_batch_size": lambda lib, td: lib.TensorDict(u=lib.UnbatchedTensor(torch.zeros(3, 4)),
-                                                         b=torch.zeros(2, 5)),
-    "auto_batch_size": lambda lib, td: lib.TensorDict(u=lib.UnbatchedTensor(torch.zeros(3, 4)),
-                                                      b=torch.zeros(2, 5)).auto_batch_size_(),
+    "setitem_index_lacking": lambda lib, td: (
+        td.__setitem__(
+            0, lib.TensorDict(b=torch.ones(5, 3), n=lib.TensorDict(c=torch.zeros(5), batch_size=[5]), batch_size=[5])
+        )
+        or td
+    ),
+    "ctor_no_batch_size": lambda lib, td: lib.TensorDict(u=lib.UnbatchedTensor(torch.zeros(3, 4)), b=torch.zeros(2, 5)),
+    "auto_batch_size": lambda lib, td: lib.TensorDict(
+        u=lib.UnbatchedTensor(torch.zeros(3, 4)), b=torch.zeros(2, 5)
+    ).auto_batch_size_(),
     "batch_size_setter": lambda lib, td: setattr(td, "batch_size", [2]) or td,
     "setitem_scalar": lambda lib, td: td.__setitem__(0, 7.0) or td,
     "max_0": lambda lib, td: td.max(0),
@@ -172,14 +183,14 @@ DIFFERENT = {
     "pad": "pad stamps the unbatched entries with the padded batch size (tensordict keeps the old one)",
     "auto_batch_size": "a batch size change re-stamps the unbatched entries' batch_size (tensordict keeps the old one)",
     "batch_size_setter": "a batch size change re-stamps the unbatched entries' batch_size (tensordict keeps the old "
-                         "one)",
+    "one)",
     "setitem_scalar": "td[idx] = scalar leaves unbatched entries alone (tensordict writes the scalar into the "
-                      "entry's own data at idx, as if it were batched)",
+    "entry's own data at idx, as if it were batched)",
     "max_0": "max(dim) keeps unbatched entries in values and indices (tensordict drops them from values and "
-             "puts them under an empty key in indices)",
+    "puts them under an empty key in indices)",
     "bytes": "bytes() counts unbatched entries (tensordict 0.15.3 recurses without end)",
     "set__plain": "set_ copies a plain tensor into an unbatched entry, as update_ does (tensordict's set_ refuses "
-                  "it with a batch-size error, its update_ accepts it)",
+    "it with a batch-size error, its update_ accepts it)",
 }
 
 
@@ -192,8 +203,13 @@ def _run(lib: Any, op: Any) -> Any:
             return ("raised", type(err).__name__)
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=DIFFERENT[name]))
-                                  if name in DIFFERENT else name for name in OPS])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=DIFFERENT[name])) if name in DIFFERENT else name
+        for name in OPS
+    ],
+)
 def test_same_as_tensordict(ref: Any, tb: Any, name: str) -> None:
     assert _run(tb, OPS[name]) == _run(ref, OPS[name])
 

@@ -21,11 +21,16 @@ zarr = pytest.importorskip("zarr", reason="zarr (the zarr extra) is not installe
 
 
 def _td(lib: Any) -> Any:
-    return lib.TensorDict({
-        "a": torch.arange(24, dtype=torch.float32).view(6, 4), "i": torch.arange(6) * 10,
-        "n": {"b": torch.ones(6, 2, dtype=torch.float64), "deep": {"c": torch.arange(6, dtype=torch.int16)}},
-        "s": lib.NonTensorData("hello", batch_size=[6]),
-    }, batch_size=[6], names=["t"])
+    return lib.TensorDict(
+        {
+            "a": torch.arange(24, dtype=torch.float32).view(6, 4),
+            "i": torch.arange(6) * 10,
+            "n": {"b": torch.ones(6, 2, dtype=torch.float64), "deep": {"c": torch.arange(6, dtype=torch.int16)}},
+            "s": lib.NonTensorData("hello", batch_size=[6]),
+        },
+        batch_size=[6],
+        names=["t"],
+    )
 
 
 def _plain(td: Any) -> dict[str, Any]:
@@ -66,8 +71,13 @@ def case_chunks_option(lib: Any, folder: Path) -> Any:
 
 def case_rows_and_slices(lib: Any, folder: Path) -> Any:
     stored = _td(lib).to_zarr(str(folder / "d.zarr"))
-    return [stored[1]["a"].tolist(), stored[2:5]["n", "b"].tolist(), stored[torch.tensor([4, 0, 4])]["i"].tolist(),
-            stored[torch.tensor([True, False] * 3)]["n", "deep", "c"].tolist(), stored[-1]["s"]]
+    return [
+        stored[1]["a"].tolist(),
+        stored[2:5]["n", "b"].tolist(),
+        stored[torch.tensor([4, 0, 4])]["i"].tolist(),
+        stored[torch.tensor([True, False] * 3)]["n", "deep", "c"].tolist(),
+        stored[-1]["s"],
+    ]
 
 
 def case_writes_through_views(lib: Any, folder: Path) -> Any:

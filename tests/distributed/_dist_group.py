@@ -40,8 +40,13 @@ def _worker(rank: int, world: int, port: int, conn: Any) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
     conn.send(Outcome(True, "ready"))
     while True:
         job = conn.recv()
@@ -81,8 +86,11 @@ class Group:
             if time.monotonic() > deadline:
                 self.close(kill=True)
                 waiting = [rank for rank, o in enumerate(out) if o is None]
-                others = "".join(f"\nrank {r}: {o.kind}: {o.error}\n{o.trace}" for r, o in enumerate(out)
-                                 if o is not None and not o.ok)
+                others = "".join(
+                    f"\nrank {r}: {o.kind}: {o.error}\n{o.trace}"
+                    for r, o in enumerate(out)
+                    if o is not None and not o.ok
+                )
                 raise TimeoutError(f"{what}: ranks {waiting} did not answer within {timeout} s (a hang){others}")
             for rank, proc in enumerate(self.procs):
                 if out[rank] is None and not proc.is_alive() and not self.conns[rank].poll(0):

@@ -11,11 +11,14 @@ from tensorbatch._io import wire
 
 
 def make(scale: float) -> TensorDict:
-    return TensorDict({
-        "a": torch.full((2, 3), scale),
-        "i": torch.full((2,), int(scale), dtype=torch.int64),
-        "n": {"b": torch.full((2, 1), 2 * scale, dtype=torch.float64), "t": torch.full((2, 4), scale).t()[:2].t()},
-    }, batch_size=[2])
+    return TensorDict(
+        {
+            "a": torch.full((2, 3), scale),
+            "i": torch.full((2,), int(scale), dtype=torch.int64),
+            "n": {"b": torch.full((2, 1), 2 * scale, dtype=torch.float64), "t": torch.full((2, 4), scale).t()[:2].t()},
+        },
+        batch_size=[2],
+    )
 
 
 class Point(TensorClass):
@@ -101,9 +104,9 @@ def job_gather_and_stack(rank, world, folder):
     if rank == 0:
         out = make(0.0).expand(world - 1, 2).clone().memmap(folder)
         assert out.gather_and_stack(dst=0) is out
-        assert torch.equal(out["a"][:, 0, 0], torch.tensor([2.0, 3.0][:world - 1]))
+        assert torch.equal(out["a"][:, 0, 0], torch.tensor([2.0, 3.0][: world - 1]))
         reread = TensorDict.load_memmap(folder)
-        assert torch.equal(reread["n", "b"][:, 0, 0], torch.tensor([4.0, 6.0][:world - 1], dtype=torch.float64))
+        assert torch.equal(reread["n", "b"][:, 0, 0], torch.tensor([4.0, 6.0][: world - 1], dtype=torch.float64))
         return None
     assert make(rank + 1.0).gather_and_stack(dst=0) is None
     return None
@@ -165,8 +168,10 @@ def test_collective_structure_mismatch_raises_on_every_rank(groups, what):
     messages = groups(3).run(job_collective_mismatch, what)
     assert all(m is not None for m in messages), messages
     if what == "gather_and_stack":
-        needle = ("structure mismatch at key ('n', 'b'): rank 2 has float64 [2, 5], a row of the destination has "
-                  "float64 [2, 1]")
+        needle = (
+            "structure mismatch at key ('n', 'b'): rank 2 has float64 [2, 5], a row of the destination has "
+            "float64 [2, 1]"
+        )
     else:
         needle = "structure mismatch at key ('n', 'b'): rank 0 has float64 [2, 1], rank 2 has float64 [2, 5]"
     assert all(needle in m for m in messages), messages

@@ -23,8 +23,17 @@ def _torchrun() -> list[str]:
 
 def _run(*extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
-    cmd = [*_torchrun(), "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-           str(EXAMPLE), *extra]
+    cmd = [
+        *_torchrun(),
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(free_port()),
+        str(EXAMPLE),
+        *extra,
+    ]
     try:
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150, check=False)
     except subprocess.TimeoutExpired as err:  # a hang fails the test (subprocess.run killed the launcher)

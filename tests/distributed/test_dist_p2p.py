@@ -16,15 +16,20 @@ from tensorbatch._io import wire
 
 def make(scale: float = 1.0) -> TensorDict:
     """Nested, several dtypes, keys not in sorted order."""
-    return TensorDict({
-        "obs": torch.arange(12.0).reshape(3, 4) * scale,
-        "reward": torch.full((3, 1), 2.0 * scale, dtype=torch.float64),
-        "done": torch.tensor([True, False, True]) if scale else torch.zeros(3, dtype=torch.bool),
-        "count": (torch.arange(3, dtype=torch.int32) + 1) * int(scale),
-        "half": torch.ones(3, 2, dtype=torch.bfloat16) * scale,
-        "next": {"obs": torch.ones(3, 4) * 5 * scale,
-                 "deep": {"u8": torch.full((3,), 7 * int(scale), dtype=torch.uint8)}},
-    }, batch_size=[3])
+    return TensorDict(
+        {
+            "obs": torch.arange(12.0).reshape(3, 4) * scale,
+            "reward": torch.full((3, 1), 2.0 * scale, dtype=torch.float64),
+            "done": torch.tensor([True, False, True]) if scale else torch.zeros(3, dtype=torch.bool),
+            "count": (torch.arange(3, dtype=torch.int32) + 1) * int(scale),
+            "half": torch.ones(3, 2, dtype=torch.bfloat16) * scale,
+            "next": {
+                "obs": torch.ones(3, 4) * 5 * scale,
+                "deep": {"u8": torch.full((3,), 7 * int(scale), dtype=torch.uint8)},
+            },
+        },
+        batch_size=[3],
+    )
 
 
 def same(a, b) -> bool:
@@ -139,8 +144,9 @@ def job_tensorclass(rank, world):
 
 def job_typed(rank, world):
     def state(scale):
-        return State(x=torch.full((2, 3), scale), n=TensorDict(v=torch.full((2,), 2 * scale), batch_size=[2]),
-                     batch_size=[2])
+        return State(
+            x=torch.full((2, 3), scale), n=TensorDict(v=torch.full((2,), 2 * scale), batch_size=[2]), batch_size=[2]
+        )
 
     if rank == 0:
         state(1.0).send(dst=1)
@@ -315,9 +321,14 @@ def job_vs_tensordict(rank, world, direction, pseudo_rand):
 
 
 # ------------------------------------------------------------------------------------------------ tests
-@pytest.mark.parametrize(("consolidated_send", "receiver"), [
-    (False, "plain"), (True, "consolidated"), (True, "plain"),
-])
+@pytest.mark.parametrize(
+    ("consolidated_send", "receiver"),
+    [
+        (False, "plain"),
+        (True, "consolidated"),
+        (True, "plain"),
+    ],
+)
 def test_send_recv_nested_dtypes(groups, consolidated_send, receiver):
     _, last = groups(2).run(job_send_recv, consolidated_send, receiver)
     assert last == (None if consolidated_send else 6)  # 7 leaves: tags 0..6
@@ -358,13 +369,16 @@ def test_init_remote_carries_non_tensor_leaves(groups):
     assert groups(2).run(job_init_remote)[1] == ["count", "done", "half", "name", "next", "obs", "reward"]
 
 
-@pytest.mark.parametrize(("change", "consolidated", "key", "shapes"), [
-    ("shape", "none", "('next', 'obs')", ("float32 [3, 4]", "float32 [3, 5]")),
-    ("dtype", "none", "'reward'", ("float64 [3, 1]", "float32 [3, 1]")),
-    ("missing", "none", "('next', 'deep', 'u8')", ("uint8 [3]", "has no such leaf")),
-    ("extra", "none", "'zz'", ("float32 [3]", "does not")),
-    ("shape", "both", "('next', 'obs')", ("float32 [3, 4]", "float32 [3, 5]")),
-])
+@pytest.mark.parametrize(
+    ("change", "consolidated", "key", "shapes"),
+    [
+        ("shape", "none", "('next', 'obs')", ("float32 [3, 4]", "float32 [3, 5]")),
+        ("dtype", "none", "'reward'", ("float64 [3, 1]", "float32 [3, 1]")),
+        ("missing", "none", "('next', 'deep', 'u8')", ("uint8 [3]", "has no such leaf")),
+        ("extra", "none", "'zz'", ("float32 [3]", "does not")),
+        ("shape", "both", "('next', 'obs')", ("float32 [3, 4]", "float32 [3, 5]")),
+    ],
+)
 def test_structure_mismatch_raises_on_both_sides(groups, change, consolidated, key, shapes):
     sender, receiver = groups(2).run(job_mismatch, change, consolidated)
     for message in (sender, receiver):
@@ -390,10 +404,13 @@ def test_isend_mismatch_surfaces_in_the_works(groups):
     assert "this receiver has float16 [3, 4]" in sender
 
 
-@pytest.mark.parametrize(("what", "kind", "needle"), [
-    ("init_remote", "TypeError", "cannot send the non-tensor value at key 'obj' (a object)"),
-    ("send", "TypeError", "cannot send the nested tensor leaf at key 'nested'"),
-])
+@pytest.mark.parametrize(
+    ("what", "kind", "needle"),
+    [
+        ("init_remote", "TypeError", "cannot send the non-tensor value at key 'obj' (a object)"),
+        ("send", "TypeError", "cannot send the nested tensor leaf at key 'nested'"),
+    ],
+)
 def test_sender_failure_reaches_the_receiver(groups, what, kind, needle):
     sender, receiver = groups(2).outcomes(job_sender_fails, what)
     assert not sender.ok
@@ -445,14 +462,23 @@ def test_peer_arguments_are_checked_before_any_traffic():
 def test_wire_order_is_sorted_keys_then_members():
     td = make()
     assert [p for p, *_ in wire.wire_leaves(td)] == [
-        ("count",), ("done",), ("half",), ("next", "deep", "u8"), ("next", "obs"), ("obs",), ("reward",)]
+        ("count",),
+        ("done",),
+        ("half",),
+        ("next", "deep", "u8"),
+        ("next", "obs"),
+        ("obs",),
+        ("reward",),
+    ]
 
 
 def test_difference_messages():
     a = [(("a",), "float32", (3,)), (("b",), "int64", (3, 2))]
     assert wire.difference(a, a, "x", "y") is None
     assert wire.difference(a, [a[0]], "x", "y") == (
-        "structure mismatch at key 'b': x has it (int64 [3, 2]), y has no such leaf")
+        "structure mismatch at key 'b': x has it (int64 [3, 2]), y has no such leaf"
+    )
     assert wire.difference(a, [a[1], a[0]], "x", "y") == (
         "structure mismatch at position 0: x has key 'a' where y has key 'b' (a consolidated buffer needs the "
-        "same key insertion order on both sides)")
+        "same key insertion order on both sides)"
+    )

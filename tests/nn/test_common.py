@@ -83,8 +83,7 @@ def test_lazy_stack_input_keeps_members():
 
 
 def test_ragged_lazy_stack_with_get_kwargs():
-    module = TensorDictModule(lambda x: x.sum(-1), in_keys=["x"], out_keys=["s"],
-                              get_kwargs={"as_padded_tensor": True})
+    module = TensorDictModule(lambda x: x.sum(-1), in_keys=["x"], out_keys=["s"], get_kwargs={"as_padded_tensor": True})
     stack = lazy_stack([TensorDict(x=torch.ones(2)), TensorDict(x=torch.ones(3))])
     assert module(stack)["s"].tolist() == [2.0, 3.0]
 
@@ -103,8 +102,9 @@ def test_error_gains_module_note():
     module = TensorDictModule(lambda x: x @ x, in_keys=["x"], out_keys=["y"])
     with pytest.raises(RuntimeError) as info:
         module(TensorDict(x=torch.ones(2, 3)))
-    assert any("TensorDictModule failed with operation" in note and "in_keys=['x']" in note
-               for note in info.value.__notes__)
+    assert any(
+        "TensorDictModule failed with operation" in note and "in_keys=['x']" in note for note in info.value.__notes__
+    )
 
 
 def test_missing_input_names_the_key():

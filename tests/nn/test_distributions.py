@@ -70,7 +70,8 @@ def test_add_custom_mapping() -> None:
 # parameter extractors ---------------------------------------------------------------------------------
 def test_normal_param_extractor_split_and_pass_through() -> None:
     loc, scale, other = NormalParamExtractor(scale_mapping="exp", scale_lb=0.5)(
-        torch.tensor([1.0, 2.0, 3.0, -5.0, 0.0]), "kept")
+        torch.tensor([1.0, 2.0, 3.0, -5.0, 0.0]), "kept"
+    )
     assert loc.tolist() == [1.0, 2.0, 3.0]  # odd size: the location gets one more element
     assert scale.tolist() == [0.5, 1.0]
     assert other == "kept"
@@ -160,8 +161,9 @@ def test_truncated_standard_normal_errors() -> None:
 
 # composite --------------------------------------------------------------------------------------------
 def _composite() -> CompositeDistribution:
-    params = TensorDict({"a": {"loc": torch.zeros(2, 3), "scale": torch.ones(2, 3)},
-                         ("n", "b"): {"logits": torch.zeros(2, 4)}}, [2])
+    params = TensorDict(
+        {"a": {"loc": torch.zeros(2, 3), "scale": torch.ones(2, 3)}, ("n", "b"): {"logits": torch.zeros(2, 4)}}, [2]
+    )
     return CompositeDistribution(params, {"a": D.Normal, ("n", "b"): D.Categorical})
 
 

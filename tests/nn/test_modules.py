@@ -38,8 +38,9 @@ def test_a_shared_submodule_is_written_once_and_restored():
 def test_nested_with_blocks_restore_in_order():
     module = nn.Linear(2, 2)
     w0 = module.weight
-    ones, twos = (TensorDict.from_module(module).detach().clone().fill_(k, v) for k, v in
-                  (("weight", 1.0), ("weight", 2.0)))
+    ones, twos = (
+        TensorDict.from_module(module).detach().clone().fill_(k, v) for k, v in (("weight", 1.0), ("weight", 2.0))
+    )
     with ones.to_module(module):
         with twos.to_module(module):
             assert (module.weight == 2).all()

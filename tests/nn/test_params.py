@@ -24,9 +24,16 @@ def test_a_parent_module_sees_parameters_and_buffers():
     holder = nn.Module()
     holder.params = params
     assert [n for n, _ in holder.named_parameters()] == [
-        "params.0.weight", "params.0.bias", "params.1.weight", "params.1.bias"]
+        "params.0.weight",
+        "params.0.bias",
+        "params.1.weight",
+        "params.1.bias",
+    ]
     assert [n for n, _ in holder.named_buffers()] == [
-        "params.1.running_mean", "params.1.running_var", "params.1.num_batches_tracked"]
+        "params.1.running_mean",
+        "params.1.running_var",
+        "params.1.num_batches_tracked",
+    ]
     assert set(holder.state_dict()) == {f"params.{k}" for k in params.state_dict()}
 
 
@@ -97,8 +104,7 @@ def test_load_state_dict_and_module_to():
 
 def test_copies_are_params_of_new_tensors():
     _, params = make()
-    for other in (params.clone(), copy.deepcopy(params), pickle.loads(pickle.dumps(params)),
-                  params.to(torch.float64)):
+    for other in (params.clone(), copy.deepcopy(params), pickle.loads(pickle.dumps(params)), params.to(torch.float64)):
         assert type(other) is TensorDictParams
         assert type(other["0", "weight"]) is nn.Parameter and other["0", "weight"] is not params["0", "weight"]
         assert type(other["1", "running_mean"]) is torch.Tensor
@@ -139,8 +145,16 @@ def test_pytree_and_vmap_see_through():
 
 def test_parameters_and_state_dict_follow_the_keys_order():
     # an optimizer's state is matched to parameters() by position: the order is the keys' (as tensordict)
-    params = TensorDictParams(TensorDict({"b": {"c": torch.ones(1)}, "a": torch.ones(2), "n": torch.arange(2),
-                                          "d": {"e": torch.ones(3), "m": torch.arange(1)}}))
+    params = TensorDictParams(
+        TensorDict(
+            {
+                "b": {"c": torch.ones(1)},
+                "a": torch.ones(2),
+                "n": torch.arange(2),
+                "d": {"e": torch.ones(3), "m": torch.arange(1)},
+            }
+        )
+    )
     assert [name for name, _ in params.named_parameters()] == ["b.c", "a", "d.e"]
     assert [name for name, _ in params.named_buffers()] == ["n", "d.m"]
     assert list(params.state_dict()) == ["b.c", "a", "n", "d.e", "d.m"]
@@ -157,8 +171,13 @@ def test_copies_keep_tied_parameters_tied():
     assert len(list(params.parameters())) == 3
     holder = nn.Module()
     holder.params = params
-    for other in (params.clone(), copy.deepcopy(params), copy.deepcopy(holder).params,
-                  pickle.loads(pickle.dumps(params)), params.to(torch.float64)):
+    for other in (
+        params.clone(),
+        copy.deepcopy(params),
+        copy.deepcopy(holder).params,
+        pickle.loads(pickle.dumps(params)),
+        params.to(torch.float64),
+    ):
         assert other["enc", "weight"] is other["dec", "weight"]
         assert other["enc", "weight"] is not params["enc", "weight"]
         assert type(other["enc", "weight"]) is nn.Parameter

@@ -22,8 +22,9 @@ from tensorbatch.nn import (
 
 
 def _normal(**kwargs: object) -> ProbabilisticTensorDictModule:
-    return ProbabilisticTensorDictModule(in_keys=["loc", "scale"], out_keys=["action"], distribution_class=D.Normal,
-                                         **kwargs)  # type: ignore[arg-type]
+    return ProbabilisticTensorDictModule(
+        in_keys=["loc", "scale"], out_keys=["action"], distribution_class=D.Normal, **kwargs
+    )  # type: ignore[arg-type]
 
 
 def _policy(**kwargs: object) -> ProbabilisticTensorDictSequential:
@@ -31,7 +32,8 @@ def _policy(**kwargs: object) -> ProbabilisticTensorDictSequential:
     return ProbabilisticTensorDictSequential(
         TensorDictModule(nn.Linear(3, 4), in_keys=["obs"], out_keys=["params"]),
         TensorDictModule(NormalParamExtractor(), in_keys=["params"], out_keys=["loc", "scale"]),
-        _normal(return_log_prob=True, **kwargs))
+        _normal(return_log_prob=True, **kwargs),
+    )
 
 
 def test_random_sample_and_log_prob_match_torch() -> None:
@@ -86,12 +88,16 @@ def test_seed_key_is_advanced_and_global_rng_untouched() -> None:
 
 
 def test_composite_module_writes_each_component() -> None:
-    params = TensorDict({"p": {"a": {"loc": torch.zeros(3), "scale": torch.ones(3)},
-                               "b": {"logits": torch.zeros(3, 4)}}}, [3])
+    params = TensorDict(
+        {"p": {"a": {"loc": torch.zeros(3), "scale": torch.ones(3)}, "b": {"logits": torch.zeros(3, 4)}}}, [3]
+    )
     module = ProbabilisticTensorDictModule(
-        in_keys={"params": "p"}, distribution_class=CompositeDistribution, return_log_prob=True,
+        in_keys={"params": "p"},
+        distribution_class=CompositeDistribution,
+        return_log_prob=True,
         distribution_kwargs={"distribution_map": {"a": D.Normal, "b": D.Categorical}},
-        default_interaction_type="random")
+        default_interaction_type="random",
+    )
     out = module(params)
     assert module.out_keys == ["a", "b", "a_log_prob", "b_log_prob"]
     torch.testing.assert_close(out["b_log_prob"], torch.full((3,), -torch.log(torch.tensor(4.0)).item()))
@@ -100,7 +106,8 @@ def test_composite_module_writes_each_component() -> None:
 
 def test_sequence_skips_sampling_what_its_prefix_wrote() -> None:
     seq = ProbabilisticTensorDictSequential(
-        TensorDictModule(lambda loc: loc + 1, in_keys=["loc"], out_keys=["action"]), _normal(return_log_prob=True))
+        TensorDictModule(lambda loc: loc + 1, in_keys=["loc"], out_keys=["action"]), _normal(return_log_prob=True)
+    )
     out = seq(TensorDict(loc=torch.zeros(2), scale=torch.ones(2)))
     assert out["action"].tolist() == [1.0, 1.0]  # the prefix's value is kept and scored
     torch.testing.assert_close(out["action_log_prob"], D.Normal(0.0, 1.0).log_prob(torch.ones(2)))
@@ -108,11 +115,18 @@ def test_sequence_skips_sampling_what_its_prefix_wrote() -> None:
 
 def test_sequence_composite_of_two_stages() -> None:
     seq = ProbabilisticTensorDictSequential(
-        ProbabilisticTensorDictModule(in_keys=["loc"], out_keys=["z"], distribution_class=D.Normal,
-                                      distribution_kwargs={"scale": 1.0}, default_interaction_type="random"),
+        ProbabilisticTensorDictModule(
+            in_keys=["loc"],
+            out_keys=["z"],
+            distribution_class=D.Normal,
+            distribution_kwargs={"scale": 1.0},
+            default_interaction_type="random",
+        ),
         TensorDictModule(lambda z: z * 0, in_keys=["z"], out_keys=["loc2"]),
-        ProbabilisticTensorDictModule(in_keys={"loc": "loc2"}, out_keys=["y"], distribution_class=D.Normal,
-                                      distribution_kwargs={"scale": 1.0}))
+        ProbabilisticTensorDictModule(
+            in_keys={"loc": "loc2"}, out_keys=["y"], distribution_class=D.Normal, distribution_kwargs={"scale": 1.0}
+        ),
+    )
     td = seq(TensorDict(loc=torch.zeros(3), batch_size=[3]))
     assert seq.return_composite
     dist = seq.get_dist(TensorDict(loc=torch.zeros(3), batch_size=[3]))
@@ -182,5 +196,11 @@ def test_interaction_type_of_the_sequence() -> None:
     with pytest.raises(AttributeError, match="log_prob_key"):  # two keys: use log_prob_keys
         _ = ProbabilisticTensorDictSequential(
             _normal(return_log_prob=True),
-            ProbabilisticTensorDictModule(in_keys={"loc": "action"}, out_keys=["y"], distribution_class=D.Normal,
-                                          distribution_kwargs={"scale": 1.0}, return_log_prob=True)).log_prob_key
+            ProbabilisticTensorDictModule(
+                in_keys={"loc": "action"},
+                out_keys=["y"],
+                distribution_class=D.Normal,
+                distribution_kwargs={"scale": 1.0},
+                return_log_prob=True,
+            ),
+        ).log_prob_key

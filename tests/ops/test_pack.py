@@ -9,8 +9,9 @@ from tensorbatch import NonTensorData, PackLayout, TensorDict, lazy_stack, tenso
 
 
 def _td() -> TensorDict:
-    return TensorDict(p=torch.arange(5.0), v=torch.arange(15.0).view(5, 3),
-                      n={"s": torch.arange(45.0).view(5, 3, 3)}, batch_size=[5])
+    return TensorDict(
+        p=torch.arange(5.0), v=torch.arange(15.0).view(5, 3), n={"s": torch.arange(45.0).view(5, 3, 3)}, batch_size=[5]
+    )
 
 
 def test_columns_follow_sorted_keys():

@@ -83,8 +83,11 @@ def test_refused_inplace_op_leaves_lazy_stack_unchanged(case: str) -> None:
 
 
 def test_error_names_the_op_not_a_helper() -> None:
-    with pytest.raises(RuntimeError, match=r"^addcdiv_: result type torch.float32 cannot be written in place into "
-                                           r"leaf \('nested', 'n'\) of dtype torch.int64: nothing was modified$"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"^addcdiv_: result type torch.float32 cannot be written in place into "
+        r"leaf \('nested', 'n'\) of dtype torch.int64: nothing was modified$",
+    ):
         make_td().addcdiv_(floats_like(make_td()), floats_like(make_td()))
 
 

@@ -458,8 +458,7 @@ def test_binary_torch_function(name: str, which: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "args_fn"),
-    [pytest.param(n, fn, id=f"{n}-{cid}") for n in sorted(EXTRA) if not n.endswith("_")
-     for cid, fn in _EXTRA_ARGS[n]],
+    [pytest.param(n, fn, id=f"{n}-{cid}") for n in sorted(EXTRA) if not n.endswith("_") for cid, fn in _EXTRA_ARGS[n]],
 )
 def test_extra_torch_function(name: str, args_fn: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]) -> None:
     args, kwargs = args_fn()
@@ -523,8 +522,9 @@ def test_lazy_stack_binary(name: str) -> None:
     others = [make_td(kind, seed=s) for s in (10, 15)]
     stacked = lazy_stack([p.clone() for p in parts])
     op = getattr(torch, torch_name)
-    expected = [[op(x, y) for x, y in zip(leaves(p), leaves(o), strict=True)] for p, o in zip(parts, others,
-                                                                                             strict=True)]
+    expected = [
+        [op(x, y) for x, y in zip(leaves(p), leaves(o), strict=True)] for p, o in zip(parts, others, strict=True)
+    ]
     out = getattr(stacked, name)(lazy_stack(others))
     for i in range(2):
         assert_leafwise(out[i], expected[i])

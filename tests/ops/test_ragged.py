@@ -51,11 +51,20 @@ def test_shape_has_minus_one_where_components_differ(layout):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize(("index", "rows"), [
-    (slice(1, 3), [1, 2]), (slice(2, None), [2, 3]), (slice(None, None, 2), [0, 2]), (slice(3, 1), []),
-    ([3, 0], [3, 0]), (torch.tensor([2, -4, 2]), [2, 0, 2]), (torch.tensor([True, False, True, True]), [0, 2, 3]),
-    ((slice(1, None), ), [1, 2, 3]),
-], ids=["slice", "open", "step", "empty", "list", "tensor_neg_repeat", "mask", "tuple"])
+@pytest.mark.parametrize(
+    ("index", "rows"),
+    [
+        (slice(1, 3), [1, 2]),
+        (slice(2, None), [2, 3]),
+        (slice(None, None, 2), [0, 2]),
+        (slice(3, 1), []),
+        ([3, 0], [3, 0]),
+        (torch.tensor([2, -4, 2]), [2, 0, 2]),
+        (torch.tensor([True, False, True, True]), [0, 2, 3]),
+        ((slice(1, None),), [1, 2, 3]),
+    ],
+    ids=["slice", "open", "step", "empty", "list", "tensor_neg_repeat", "mask", "tuple"],
+)
 def test_getitem_selects_components(layout, index, rows):
     out = ragged.getitem(_nt(layout), index)
     assert out.is_nested
@@ -70,13 +79,16 @@ def test_getitem_int_gives_the_dense_component(layout):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize(("index", "exc", "match"), [
-    ([0, 4], IndexError, "index 4 is out of bounds for dimension 0 with size 4"),
-    (torch.tensor([-5]), IndexError, "index -5 is out of bounds"),
-    (torch.tensor([True, False]), IndexError, "a mask of shape [2] cannot index a nested tensor of 4 components"),
-    (torch.tensor([0.5]), IndexError, "a nested tensor is indexed along its batch dim by an int"),
-    (None, RuntimeError, "takes no None or Ellipsis"),
-])
+@pytest.mark.parametrize(
+    ("index", "exc", "match"),
+    [
+        ([0, 4], IndexError, "index 4 is out of bounds for dimension 0 with size 4"),
+        (torch.tensor([-5]), IndexError, "index -5 is out of bounds"),
+        (torch.tensor([True, False]), IndexError, "a mask of shape [2] cannot index a nested tensor of 4 components"),
+        (torch.tensor([0.5]), IndexError, "a nested tensor is indexed along its batch dim by an int"),
+        (None, RuntimeError, "takes no None or Ellipsis"),
+    ],
+)
 def test_getitem_refuses_bad_indices(layout, index, exc, match):
     with pytest.raises(exc, match=re.escape(match)):
         ragged.getitem(_nt(layout), index)
@@ -147,10 +159,17 @@ def _td(layout):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize(("index", "rows"), [
-    (slice(1, 3), [1, 2]), ([3, 0], [3, 0]), (torch.tensor([1, 1]), [1, 1]),
-    (torch.tensor([False, True, False, True]), [1, 3]), (torch.arange(300) % 4, [i % 4 for i in range(300)]),
-], ids=["slice", "list", "tensor", "mask", "many_rows"])
+@pytest.mark.parametrize(
+    ("index", "rows"),
+    [
+        (slice(1, 3), [1, 2]),
+        ([3, 0], [3, 0]),
+        (torch.tensor([1, 1]), [1, 1]),
+        (torch.tensor([False, True, False, True]), [1, 3]),
+        (torch.arange(300) % 4, [i % 4 for i in range(300)]),
+    ],
+    ids=["slice", "list", "tensor", "mask", "many_rows"],
+)
 def test_td_index(layout, index, rows):
     out = _td(layout)[index]
     assert out.batch_size == torch.Size([len(rows)])

@@ -139,7 +139,8 @@ def test_out_of_bounds_is_an_index_error_naming_the_row(index, bad):
 
 
 @pytest.mark.parametrize(
-    "mask", [torch.ones(5, dtype=torch.bool), torch.ones(7, dtype=torch.bool), torch.ones(6, 2, dtype=torch.bool)],
+    "mask",
+    [torch.ones(5, dtype=torch.bool), torch.ones(7, dtype=torch.bool), torch.ones(6, 2, dtype=torch.bool)],
     ids=["short", "long", "2d"],
 )
 def test_mask_of_the_wrong_shape_is_an_index_error(mask):
@@ -167,8 +168,11 @@ def test_repr():
 
 def test_check_fits():
     check_fits(("a",), torch.Size([4]), torch.Size([2, 4]))  # broadcasts
-    with pytest.raises(RuntimeError, match=r"cannot write a value of shape \[3\] into \('n', 'x'\) at an index "
-                                           r"selecting shape \[2, 4\]"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"cannot write a value of shape \[3\] into \('n', 'x'\) at an index "
+        r"selecting shape \[2, 4\]",
+    ):
         check_fits(("n", "x"), torch.Size([3]), torch.Size([2, 4]))
 
 
@@ -205,8 +209,11 @@ def test_split_index_reads_rows_then_the_rest(case):
     idx, _, _ = normalize(td, index)
     plan, rest = split_index(idx, td.batch_size)
     rows = x[plan.rows]
-    read = rows[plan.inverse] if plan.kind == "rows" and plan.inverse is not None else (
-        x[plan.index] if plan.kind != "rows" else rows)
+    read = (
+        rows[plan.inverse]
+        if plan.kind == "rows" and plan.inverse is not None
+        else (x[plan.index] if plan.kind != "rows" else rows)
+    )
     got = read if rest is None else read[rest]
     assert torch.equal(got, x[idx])  # idx: the index on the batch dims (Ellipsis expanded over them)
 

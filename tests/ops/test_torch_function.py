@@ -206,8 +206,7 @@ def _repeat_interleave(td: TensorDict) -> None:
 def _loss(fn: Callable[..., torch.Tensor]) -> Callable[[TensorDict], None]:
     def case(td: TensorDict) -> None:
         target = make_td(1)
-        expect(fn(td, target, reduction="none"), lambda x, y: fn(x, y, reduction="none"), td, target,
-               batch_size=BATCH)
+        expect(fn(td, target, reduction="none"), lambda x, y: fn(x, y, reduction="none"), td, target, batch_size=BATCH)
         expect(fn(td, target), lambda x, y: fn(x, y), td, target, batch_size=())  # mean, leaf by leaf
         expect(fn(td, target, reduction="sum"), lambda x, y: fn(x, y, reduction="sum"), td, target, batch_size=())
         with pytest.raises(ValueError, match="invalid reduction 'max'"):
@@ -223,9 +222,13 @@ def _loss(fn: Callable[..., torch.Tensor]) -> Callable[[TensorDict], None]:
 def _smooth_l1_beta(td: TensorDict) -> None:
     _loss(torch.nn.functional.smooth_l1_loss)(td)
     target = td * 1.5
-    expect(torch.nn.functional.smooth_l1_loss(td, target, beta=0.01, reduction="none"),
-           lambda x, y: torch.nn.functional.smooth_l1_loss(x, y, beta=0.01, reduction="none"), td, target,
-           batch_size=BATCH)
+    expect(
+        torch.nn.functional.smooth_l1_loss(td, target, beta=0.01, reduction="none"),
+        lambda x, y: torch.nn.functional.smooth_l1_loss(x, y, beta=0.01, reduction="none"),
+        td,
+        target,
+        batch_size=BATCH,
+    )
 
 
 def _grad(td: TensorDict) -> None:
@@ -273,12 +276,14 @@ def _cases_new() -> dict[Callable[..., Any], Callable[[TensorDict], None]]:
         torch.swapaxes: _shape_case(lambda td: torch.swapaxes(td, 0, 1), *swap),
         torch.swapdims: _shape_case(lambda td: torch.swapdims(td, 1, 0), *swap),
         torch.narrow: _shape_case(lambda td: torch.narrow(td, 1, 1, 2), lambda x: x[:, 1:3], (3, 2)),
-        torch.tile: _shape_case(lambda td: torch.tile(td, (2,)), lambda x: x.repeat(1, 2, *([1] * (x.ndim - 2))),
-                                (3, 8)),
+        torch.tile: _shape_case(
+            lambda td: torch.tile(td, (2,)), lambda x: x.repeat(1, 2, *([1] * (x.ndim - 2))), (3, 8)
+        ),
         torch.tensor_split: _tensor_split,
         torch.rot90: _shape_case(torch.rot90, lambda x: x.rot90(1, (0, 1)), (4, 3)),
-        torch.broadcast_to: _shape_case(lambda td: torch.broadcast_to(td, (2, 3, 4)),
-                                        lambda x: x.expand(2, *x.shape), (2, 3, 4)),
+        torch.broadcast_to: _shape_case(
+            lambda td: torch.broadcast_to(td, (2, 3, 4)), lambda x: x.expand(2, *x.shape), (2, 3, 4)
+        ),
         torch.atleast_1d: _shape_case(torch.atleast_1d, lambda x: x, BATCH),
         torch.atleast_2d: _shape_case(torch.atleast_2d, lambda x: x, BATCH),
         torch.atleast_3d: _shape_case(torch.atleast_3d, lambda x: x[None], (1, 3, 4)),
@@ -290,8 +295,12 @@ def _cases_new() -> dict[Callable[..., Any], Callable[[TensorDict], None]]:
     }
 
 
-_BITWISE = {"bitwise_and", "bitwise_or", "bitwise_xor",
-            *(f"__{r}{op}__" for r in ("", "r") for op in ("and", "or", "xor"))}
+_BITWISE = {
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    *(f"__{r}{op}__" for r in ("", "r") for op in ("and", "or", "xor")),
+}
 
 
 def _tensor_method(name: str) -> Callable[[TensorDict], None]:
@@ -326,9 +335,7 @@ CASES: dict[Callable[..., Any], Callable[[TensorDict], None]] = {
     torch.permute: _shape_case(
         lambda td: torch.permute(td, (1, 0)), lambda x: x.permute(1, 0, *range(2, x.ndim)), (4, 3)
     ),
-    torch.reshape: _shape_case(
-        lambda td: torch.reshape(td, (-1,)), lambda x: x.reshape(-1, *_feat(x)), (12,)
-    ),
+    torch.reshape: _shape_case(lambda td: torch.reshape(td, (-1,)), lambda x: x.reshape(-1, *_feat(x)), (12,)),
     torch.squeeze: _shape_case(lambda td: torch.squeeze(td.unsqueeze(1), 1), lambda x: x, BATCH),
     torch.unsqueeze: _shape_case(lambda td: torch.unsqueeze(td, 1), lambda x: x.unsqueeze(1), (3, 1, 4)),
     torch.flatten: _shape_case(lambda td: torch.flatten(td, 0, 1), lambda x: x.flatten(0, 1), (12,)),

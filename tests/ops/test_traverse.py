@@ -194,8 +194,11 @@ def test_exact_maps_refuse_different_key_sets_with_the_node_path() -> None:
         map_leaves(td, torch.add, other)
     bigger = td.clone()
     bigger["n", "x"] = torch.zeros(2)
-    with pytest.raises(KeyError, match=r"mismatch under 'n'\. The first TD has keys set\(\) that the second does not "
-                       r"have\. The second TD has keys \{'x'\}"):
+    with pytest.raises(
+        KeyError,
+        match=r"mismatch under 'n'\. The first TD has keys set\(\) that the second does not "
+        r"have\. The second TD has keys \{'x'\}",
+    ):
         map_leaves(td, torch.add, bigger)
 
 
@@ -241,8 +244,9 @@ def test_apply_leaves_inplace_writes_into_the_tree() -> None:
 
 
 def test_apply_leaves_new_batch_size_keeps_nested_extra_dims() -> None:
-    td = TensorDict({"a": torch.zeros(2, 3), "n": TensorDict({"b": torch.zeros(2, 3, 4)}, batch_size=[2, 3])},
-                    batch_size=[2, 3])
+    td = TensorDict(
+        {"a": torch.zeros(2, 3), "n": TensorDict({"b": torch.zeros(2, 3, 4)}, batch_size=[2, 3])}, batch_size=[2, 3]
+    )
     out = apply_leaves(td, lambda x: x.sum(0), batch_size=[3])
     assert out.batch_size == torch.Size([3])
     assert out["n"].batch_size == torch.Size([3])
@@ -263,8 +267,16 @@ def test_batch_size_change_is_checked_on_every_extended_node_before_any_write() 
 
 def test_clear_device_reaches_every_node_past_non_tensor_leaves_and_lazy_stacks() -> None:
     member = TensorDict({"x": torch.zeros(2)}, batch_size=[2], device="cpu")
-    td = TensorDict({"a": torch.zeros(2), "s": "text", "n": {"b": torch.zeros(2)},
-                     "l": lazy_stack([member, member.clone()], dim=1)}, batch_size=[2], device="cpu")
+    td = TensorDict(
+        {
+            "a": torch.zeros(2),
+            "s": "text",
+            "n": {"b": torch.zeros(2)},
+            "l": lazy_stack([member, member.clone()], dim=1),
+        },
+        batch_size=[2],
+        device="cpu",
+    )
     td.clear_device_()
     assert td.device is None
     assert td["n"].device is None
@@ -327,7 +339,11 @@ def test_source_leaves_walks_mappings_tensordicts_and_nested_keys() -> None:
     inner = TensorDict({"c": torch.zeros(2)}, batch_size=[2])
     source = {"a": 1, ("n", "b"): 2, "m": {"x": {"y": 3}, "t": inner}}
     assert [(p, v if not isinstance(v, torch.Tensor) else "T") for p, v in source_leaves(source, "update")] == [
-        (("a",), 1), (("n", "b"), 2), (("m", "x", "y"), 3), (("m", "t", "c"), "T")]
+        (("a",), 1),
+        (("n", "b"), 2),
+        (("m", "x", "y"), 3),
+        (("m", "t", "c"), "T"),
+    ]
     kept = source_leaves(source, "update", enter=lambda path, value: path != ("m", "x"))
     assert (("m", "x"), {"y": 3}) in kept
 

@@ -30,9 +30,16 @@ from tensorbatch._io import archive as _archive
 
 
 def _td() -> TensorDict:
-    return TensorDict({"a": torch.arange(12.0).view(3, 4), "n": {"b": torch.arange(3, dtype=torch.int16),
-                       "deep": {"c": torch.ones(3, 2, dtype=torch.bfloat16)}}, "s": "text",
-                       "odd key/é": torch.tensor([True, False, True])}, batch_size=[3], names=["rows"])
+    return TensorDict(
+        {
+            "a": torch.arange(12.0).view(3, 4),
+            "n": {"b": torch.arange(3, dtype=torch.int16), "deep": {"c": torch.ones(3, 2, dtype=torch.bfloat16)}},
+            "s": "text",
+            "odd key/é": torch.tensor([True, False, True]),
+        },
+        batch_size=[3],
+        names=["rows"],
+    )
 
 
 def _same(x: TensorDict, y: TensorDict) -> None:
@@ -316,9 +323,15 @@ def test_is_memmap_archive_is_false_for_everything_else(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- append_memmap
 def _rows(start: int, n: int) -> TensorDict:
-    return TensorDict({"a": torch.arange(start, start + n, dtype=torch.float32)[:, None].expand(n, 2),
-                       "n": {"b": torch.arange(start, start + n)}, "s": "k", "e": torch.zeros(n, 0)},
-                      batch_size=[n])
+    return TensorDict(
+        {
+            "a": torch.arange(start, start + n, dtype=torch.float32)[:, None].expand(n, 2),
+            "n": {"b": torch.arange(start, start + n)},
+            "s": "k",
+            "e": torch.zeros(n, 0),
+        },
+        batch_size=[n],
+    )
 
 
 def test_append_grows_every_leaf_and_batch_size(tmp_path):
@@ -337,13 +350,16 @@ def test_append_tensorclass_rows(tmp_path):
     assert TensorDict.load_memmap(tmp_path / "f")["xy"].sum(-1).tolist() == [0.0, 0.0, 2.0]
 
 
-@pytest.mark.parametrize(("rows", "match"), [
-    (lambda: _rows(3, 2).exclude("s"), "keys"),
-    (lambda: _rows(3, 2).set("a", torch.zeros(2, 2, dtype=torch.float64)), r"to the entry 'a', of dtype"),
-    (lambda: _rows(3, 2).set(("n", "b"), torch.zeros(2, 3, dtype=torch.long)), r"entry \('n', 'b'\)"),
-    (lambda: _rows(3, 2).set("s", "other"), r"entry 's': the saved non-tensor value 'k'"),
-    (lambda: TensorDict(a=torch.zeros(2)), "first batch dimension"),
-])
+@pytest.mark.parametrize(
+    ("rows", "match"),
+    [
+        (lambda: _rows(3, 2).exclude("s"), "keys"),
+        (lambda: _rows(3, 2).set("a", torch.zeros(2, 2, dtype=torch.float64)), r"to the entry 'a', of dtype"),
+        (lambda: _rows(3, 2).set(("n", "b"), torch.zeros(2, 3, dtype=torch.long)), r"entry \('n', 'b'\)"),
+        (lambda: _rows(3, 2).set("s", "other"), r"entry 's': the saved non-tensor value 'k'"),
+        (lambda: TensorDict(a=torch.zeros(2)), "first batch dimension"),
+    ],
+)
 def test_append_refuses_rows_that_do_not_fit_and_writes_nothing(tmp_path, rows, match):
     _rows(0, 3).memmap(tmp_path / "f")
     before = {p: p.read_bytes() for p in (tmp_path / "f").rglob("*") if p.is_file()}

@@ -23,8 +23,21 @@ safetensors = pytest.importorskip("safetensors", reason="the safetensors extra i
 from safetensors import safe_open  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
-          torch.int32, torch.int64, torch.bool, torch.complex64, torch.float8_e4m3fn, torch.float8_e5m2]
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+    torch.complex64,
+    torch.float8_e4m3fn,
+    torch.float8_e5m2,
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -37,8 +50,15 @@ def test_every_dtype_round_trips_bit_for_bit(tmp_path, dtype):
 
 
 def test_structure_round_trips(tmp_path):
-    td = TensorDict({"w": torch.arange(6.0).view(2, 3), "layer": {"b": torch.zeros(2, 3, 4), "tag": "x"},
-                     "cfg": NonTensorData({"lr": 0.1, "steps": [1, 2]})}, batch_size=[2, 3], names=["b", "t"])
+    td = TensorDict(
+        {
+            "w": torch.arange(6.0).view(2, 3),
+            "layer": {"b": torch.zeros(2, 3, 4), "tag": "x"},
+            "cfg": NonTensorData({"lr": 0.1, "steps": [1, 2]}),
+        },
+        batch_size=[2, 3],
+        names=["b", "t"],
+    )
     to_safetensors(td, tmp_path / "x.safetensors")
     loaded = from_safetensors(tmp_path / "x.safetensors")
     assert loaded.batch_size == (2, 3) and loaded.names == ["b", "t"] and loaded.device is None
@@ -109,13 +129,16 @@ def test_overlapping_views_are_saved_as_copies(tmp_path):
     assert loaded["b"].tolist() == [2.0, 3.0, 4.0, 5.0] and loaded["a"].tolist() == base.tolist()
 
 
-@pytest.mark.parametrize(("value", "error", "match"), [
-    (NonTensorData(object()), TypeError, r"non-tensor value at \('n', 'bad'\).*its type object is not a JSON"),
-    (NonTensorData((1, 2)), TypeError, r"\('n', 'bad'\).*tuple"),
-    (NonTensorStack("a", "b"), TypeError, r"non-tensor stack at \('n', 'bad'\)"),
-    (torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)]), TypeError, r"tensor at \('n', 'bad'\).*nested"),
-    (torch.zeros(2).to_sparse(), TypeError, r"tensor at \('n', 'bad'\).*sparse"),
-])
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (NonTensorData(object()), TypeError, r"non-tensor value at \('n', 'bad'\).*its type object is not a JSON"),
+        (NonTensorData((1, 2)), TypeError, r"\('n', 'bad'\).*tuple"),
+        (NonTensorStack("a", "b"), TypeError, r"non-tensor stack at \('n', 'bad'\)"),
+        (torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)]), TypeError, r"tensor at \('n', 'bad'\).*nested"),
+        (torch.zeros(2).to_sparse(), TypeError, r"tensor at \('n', 'bad'\).*sparse"),
+    ],
+)
 def test_what_the_format_cannot_hold_is_refused_naming_the_key(tmp_path, value, error, match):
     td = TensorDict({"ok": torch.zeros(2), "n": {"bad": value}}, batch_size=[2] if value.ndim != 0 else [])
     with pytest.raises(error, match=match):

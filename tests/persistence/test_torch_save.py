@@ -62,8 +62,9 @@ def _save_load(obj: Any, weights_only: bool) -> Any:
 
 def _globals_named(obj: Any) -> set[str]:
     """The ``module.name`` globals a pickle of ``obj`` names (protocol 2, as torch.save)."""
-    return {arg.replace(" ", ".") for op, arg, _ in pickletools.genops(pickle.dumps(obj, protocol=2))
-            if op.name == "GLOBAL"}
+    return {
+        arg.replace(" ", ".") for op, arg, _ in pickletools.genops(pickle.dumps(obj, protocol=2)) if op.name == "GLOBAL"
+    }
 
 
 def assert_same(got: Any, want: Any) -> None:
@@ -95,11 +96,21 @@ def assert_same(got: Any, want: Any) -> None:
 
 def nested_td() -> TensorDict:
     return TensorDict(
-        {"a": torch.arange(6.0).view(3, 2), "i": torch.arange(3, dtype=torch.int16), "flag": torch.ones(3).bool(),
-         "sub": TensorDict(b=torch.zeros(3, 4, dtype=torch.float64), c=torch.arange(12).view(3, 4),
-                           batch_size=[3, 4], names=["n", "m"]),
-         "text": "hello", "many": NonTensorStack("x", "y", "z")},
-        batch_size=[3], names=["n"],
+        {
+            "a": torch.arange(6.0).view(3, 2),
+            "i": torch.arange(3, dtype=torch.int16),
+            "flag": torch.ones(3).bool(),
+            "sub": TensorDict(
+                b=torch.zeros(3, 4, dtype=torch.float64),
+                c=torch.arange(12).view(3, 4),
+                batch_size=[3, 4],
+                names=["n", "m"],
+            ),
+            "text": "hello",
+            "many": NonTensorStack("x", "y", "z"),
+        },
+        batch_size=[3],
+        names=["n"],
     )
 
 
@@ -115,8 +126,9 @@ FACTORIES = {
     "td_locked": lambda: nested_td().lock_(),
     "td_empty": lambda: TensorDict(batch_size=[2, 0]),
     "td_device": lambda: TensorDict(a=torch.ones(2), batch_size=[2], device="cpu"),
-    "td_consolidated": lambda: TensorDict(a=torch.arange(4.0), sub={"b": torch.ones(4, 2)}, s="x",
-                                          batch_size=[4]).consolidate(),
+    "td_consolidated": lambda: TensorDict(
+        a=torch.arange(4.0), sub={"b": torch.ones(4, 2)}, s="x", batch_size=[4]
+    ).consolidate(),
     "td_sub_view": lambda: nested_td()[1:],
     "lazy": lazy_stack,
     "lazy_locked": lambda: lazy_stack().lock_(),
@@ -157,8 +169,14 @@ def test_round_trip_keeps_leaf_types(weights_only: bool) -> None:
 @pytest.mark.parametrize("weights_only", [True, False], ids=["weights_only", "trusted"])
 def test_tensorclass_round_trip_with_allowlisted_class(weights_only: bool) -> None:
     inner = Sample(obs=torch.arange(4.0).view(2, 2), label="in", batch_size=[2])
-    source = Pair(left=torch.zeros(2, 3), right=torch.ones(2, dtype=torch.int64), inner=inner, tag="pair",
-                  batch_size=[2], names=["b"])
+    source = Pair(
+        left=torch.zeros(2, 3),
+        right=torch.ones(2, dtype=torch.int64),
+        inner=inner,
+        tag="pair",
+        batch_size=[2],
+        names=["b"],
+    )
     with torch.serialization.safe_globals(USER_CLASSES):
         back = _save_load(source, weights_only)
     assert type(back) is Pair
@@ -219,8 +237,7 @@ class TestFileBackedMemmap:
 
     def _saved(self, tmp_path: Path) -> tuple[Path, Path]:
         leaf = tmp_path / "leaf.memmap"
-        td = TensorDict(a=MemoryMappedTensor.from_tensor(torch.arange(6.0).view(3, 2), filename=leaf),
-                        batch_size=[3])
+        td = TensorDict(a=MemoryMappedTensor.from_tensor(torch.arange(6.0).view(3, 2), filename=leaf), batch_size=[3])
         saved = tmp_path / "td.pt"
         torch.save(td, saved)
         return leaf, saved
@@ -303,16 +320,28 @@ def test_a_payload_calling_another_global_is_refused(tmp_path: Path, target: str
 
 def test_only_the_rebuild_functions_are_allowlisted() -> None:
     """The pickles of tensorbatch's containers name nothing else than allowlisted rebuild functions."""
-    allowed = {f"{f.__module__}.{f.__qualname__}" if not isinstance(f, tuple) else f[1]
-               for f in torch.serialization.get_safe_globals()}
+    allowed = {
+        f"{f.__module__}.{f.__qualname__}" if not isinstance(f, tuple) else f[1]
+        for f in torch.serialization.get_safe_globals()
+    }
     ours = sorted(name for name in allowed if name.startswith("tensorbatch."))
-    assert ours == sorted([
-        "tensorbatch._io.consolidate.restore", "tensorbatch._lazy._rebuild", "tensorbatch._nontensor.MetaData",
-        "tensorbatch._nontensor.NonTensorData", "tensorbatch._nontensor._rebuild_data",
-        "tensorbatch._nontensor._rebuild_stack", "tensorbatch._td.TensorDict", "tensorbatch._td._rebuild",
-        "tensorbatch._unbatched._rebuild", "tensorbatch.memmap._rebuild_file", "tensorbatch.memmap._rebuild_shared",
-        "tensorbatch.tensorclass._unpickle", "tensorbatch.typed._unpickle",
-    ])
+    assert ours == sorted(
+        [
+            "tensorbatch._io.consolidate.restore",
+            "tensorbatch._lazy._rebuild",
+            "tensorbatch._nontensor.MetaData",
+            "tensorbatch._nontensor.NonTensorData",
+            "tensorbatch._nontensor._rebuild_data",
+            "tensorbatch._nontensor._rebuild_stack",
+            "tensorbatch._td.TensorDict",
+            "tensorbatch._td._rebuild",
+            "tensorbatch._unbatched._rebuild",
+            "tensorbatch.memmap._rebuild_file",
+            "tensorbatch.memmap._rebuild_shared",
+            "tensorbatch.tensorclass._unpickle",
+            "tensorbatch.typed._unpickle",
+        ]
+    )
     for name in FACTORIES:
         named = {g for g in _globals_named(FACTORIES[name]()) if g.startswith("tensorbatch.")}
         assert named <= set(ours), (name, named - set(ours))
@@ -324,46 +353,93 @@ def _rebuild_fn(name: str) -> Any:
 
 
 BAD_ARGUMENTS = [  # (rebuild function, crafted arguments, error type, message)
-    ("tensorbatch._td._rebuild", (NonTensorData, {}, torch.Size([]), None, None, False), TypeError,
-     "expected a TensorDict class"),
-    ("tensorbatch._td._rebuild", (TensorDict, ["a"], torch.Size([]), None, None, False), TypeError,
-     "malformed state"),
-    ("tensorbatch._td._rebuild", (TensorDict, {"a": torch.ones(2)}, torch.Size([3]), None, None, False),
-     RuntimeError, "batch"),
-    ("tensorbatch._lazy._rebuild", ([TensorDict(), "x"], 0, torch.Size([2]), None, False), TypeError,
-     "malformed state"),
-    ("tensorbatch._nontensor._rebuild_data", (TensorDict, "x", torch.Size([]), None), TypeError,
-     "expected a NonTensorData or MetaData class"),
-    ("tensorbatch._nontensor._rebuild_stack", (["a"], torch.tensor([0, 5]), None), IndexError,
-     "positions outside its 1 values"),
+    (
+        "tensorbatch._td._rebuild",
+        (NonTensorData, {}, torch.Size([]), None, None, False),
+        TypeError,
+        "expected a TensorDict class",
+    ),
+    ("tensorbatch._td._rebuild", (TensorDict, ["a"], torch.Size([]), None, None, False), TypeError, "malformed state"),
+    (
+        "tensorbatch._td._rebuild",
+        (TensorDict, {"a": torch.ones(2)}, torch.Size([3]), None, None, False),
+        RuntimeError,
+        "batch",
+    ),
+    (
+        "tensorbatch._lazy._rebuild",
+        ([TensorDict(), "x"], 0, torch.Size([2]), None, False),
+        TypeError,
+        "malformed state",
+    ),
+    (
+        "tensorbatch._nontensor._rebuild_data",
+        (TensorDict, "x", torch.Size([]), None),
+        TypeError,
+        "expected a NonTensorData or MetaData class",
+    ),
+    (
+        "tensorbatch._nontensor._rebuild_stack",
+        (["a"], torch.tensor([0, 5]), None),
+        IndexError,
+        "positions outside its 1 values",
+    ),
     ("tensorbatch._nontensor._rebuild_stack", ("ab", torch.tensor([0, 1]), None), TypeError, "malformed state"),
-    ("tensorbatch.tensorclass._unpickle", (TensorDict, TensorDict(), {}), TypeError,
-     "expected a TensorClass with fields"),
-    ("tensorbatch.tensorclass._unpickle", (TensorClass, TensorDict(), {}), TypeError,
-     "expected a TensorClass with fields"),
+    (
+        "tensorbatch.tensorclass._unpickle",
+        (TensorDict, TensorDict(), {}),
+        TypeError,
+        "expected a TensorClass with fields",
+    ),
+    (
+        "tensorbatch.tensorclass._unpickle",
+        (TensorClass, TensorDict(), {}),
+        TypeError,
+        "expected a TensorClass with fields",
+    ),
     ("tensorbatch.tensorclass._unpickle", (Sample, TensorDict(), {"__class__": 1}), TypeError, "malformed state"),
     ("tensorbatch.tensorclass._unpickle", (Sample, torch.ones(2), {}), TypeError, "malformed state"),
     ("tensorbatch.typed._unpickle", (TensorDict, TensorDict()), TypeError, "expected a TypedTensorDict class"),
-    ("tensorbatch._io.consolidate.restore", (NonTensorData, torch.zeros(8, dtype=torch.uint8), {}), TypeError,
-     "expected a TensorDict class"),
+    (
+        "tensorbatch._io.consolidate.restore",
+        (NonTensorData, torch.zeros(8, dtype=torch.uint8), {}),
+        TypeError,
+        "expected a TensorDict class",
+    ),
     ("tensorbatch._io.consolidate.restore", (TensorDict, torch.zeros(8), {}), TypeError, "1-d uint8 buffer"),
-    ("tensorbatch._io.consolidate.restore",
-     (TensorDict, torch.zeros(8, dtype=torch.uint8),
-      {"batch_size": [], "device": None, "entries": {"a": {"offset": 4, "dtype": "torch.float64", "shape": [1]}}}),
-     RuntimeError, "outside the buffer of 8 bytes"),
+    (
+        "tensorbatch._io.consolidate.restore",
+        (
+            TensorDict,
+            torch.zeros(8, dtype=torch.uint8),
+            {"batch_size": [], "device": None, "entries": {"a": {"offset": 4, "dtype": "torch.float64", "shape": [1]}}},
+        ),
+        RuntimeError,
+        "outside the buffer of 8 bytes",
+    ),
     ("tensorbatch._unbatched._rebuild", ("data", torch.Size([])), TypeError, "expected a tensor and a torch.Size"),
     ("tensorbatch.memmap._rebuild_shared", ("data",), TypeError, "expected a tensor"),
-    ("tensorbatch.memmap._rebuild_file_private", (b"/etc/passwd", torch.uint8, 1, 0, (1,), (1,)), TypeError,
-     "expected a file name"),
-    ("tensorbatch.memmap._rebuild_file_private", ("/dev/zero", torch.uint8, 8, 0, (8,), (1,)), ValueError,
-     "is not a regular file"),
+    (
+        "tensorbatch.memmap._rebuild_file_private",
+        (b"/etc/passwd", torch.uint8, 1, 0, (1,), (1,)),
+        TypeError,
+        "expected a file name",
+    ),
+    (
+        "tensorbatch.memmap._rebuild_file_private",
+        ("/dev/zero", torch.uint8, 8, 0, (8,), (1,)),
+        ValueError,
+        "is not a regular file",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "args", "error", "match"), BAD_ARGUMENTS,
-                         ids=[f"{b[0].rsplit('.', 1)[1]}-{i}" for i, b in enumerate(BAD_ARGUMENTS)])
-def test_rebuild_functions_refuse_crafted_arguments(name: str, args: tuple[Any, ...], error: type, match: str
-                                                    ) -> None:
+@pytest.mark.parametrize(
+    ("name", "args", "error", "match"),
+    BAD_ARGUMENTS,
+    ids=[f"{b[0].rsplit('.', 1)[1]}-{i}" for i, b in enumerate(BAD_ARGUMENTS)],
+)
+def test_rebuild_functions_refuse_crafted_arguments(name: str, args: tuple[Any, ...], error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         _rebuild_fn(name)(*args)
 

@@ -92,8 +92,10 @@ def raw_content(path: Path) -> dict[str, Any]:
     """Every group and dataset of an HDF5 file read with h5py alone: ``name -> numpy value or "<group>"``."""
     out: dict[str, Any] = {}
     with h5py.File(path, "r") as f:
+
         def visit(name: str, obj: Any) -> None:
             out[name] = "<group>" if isinstance(obj, h5py.Group) else obj[()]
+
         f.visititems(visit)
     return out
 

@@ -175,8 +175,14 @@ def test_write_rows_last_repeat_wins(path):
 
 
 def _content():
-    return TensorDict({"a": torch.arange(12.0).reshape(4, 3), "b": torch.arange(4),
-                       "n": {"c": torch.ones(4, 2, 5, dtype=torch.float64)}}, [4])
+    return TensorDict(
+        {
+            "a": torch.arange(12.0).reshape(4, 3),
+            "b": torch.arange(4),
+            "n": {"c": torch.ones(4, 2, 5, dtype=torch.float64)},
+        },
+        [4],
+    )
 
 
 def test_round_trip_keeps_batch_names_nested_batch_and_dtypes(path):
@@ -233,8 +239,12 @@ def test_bad_keys_raise_naming_the_key(path, key):
 def test_read_only_writes_raise_one_error_naming_file_and_dataset(path):
     _content().to_h5(path).close()
     with from_h5(path) as data:
-        for write in (lambda: data.set("a", torch.zeros(4, 3)), lambda: data.__setitem__(1, 0.0),
-                      lambda: data.set_("b", torch.zeros(4, dtype=torch.long)), lambda: data.zero_()):
+        for write in (
+            lambda: data.set("a", torch.zeros(4, 3)),
+            lambda: data.__setitem__(1, 0.0),
+            lambda: data.set_("b", torch.zeros(4, dtype=torch.long)),
+            lambda: data.zero_(),
+        ):
             with pytest.raises(ReadOnlyError, match=r"data\.h5.*read-only|read-only") as info:
                 write()
             assert path in str(info.value)
@@ -298,8 +308,14 @@ def test_index_is_a_lazy_view_writing_through(path):
     view["n", "c"] += 1
     assert torch.equal(data["a"][[3, 1]], torch.zeros(2, 3))
     assert torch.equal(data["n", "c"][1], torch.full((2, 5), 2.0, dtype=torch.float64))
-    data[T([2, 0, 2])] = TensorDict({"a": torch.arange(9.0).reshape(3, 3), "b": T([7, 8, 9]),
-                                     "n": {"c": torch.zeros(3, 2, 5, dtype=torch.float64)}}, [3])
+    data[T([2, 0, 2])] = TensorDict(
+        {
+            "a": torch.arange(9.0).reshape(3, 3),
+            "b": T([7, 8, 9]),
+            "n": {"c": torch.zeros(3, 2, 5, dtype=torch.float64)},
+        },
+        [3],
+    )
     assert data["b"].tolist() == [8, 1, 9, 3]  # row 2 written twice: the last value wins
     data.close()
 
@@ -348,8 +364,12 @@ def test_to_tensordict_and_memmap(path, tmp_path):
 
 
 def test_from_schema_allocates_without_data(path):
-    data = TensorDict.from_schema({"obs": ([1024], torch.float32), ("n", "r"): ([], torch.bfloat16)},
-                                  batch_size=[100_000], storage="h5", filename=path)
+    data = TensorDict.from_schema(
+        {"obs": ([1024], torch.float32), ("n", "r"): ([], torch.bfloat16)},
+        batch_size=[100_000],
+        storage="h5",
+        filename=path,
+    )
     try:
         assert type(data) is PersistentTensorDict
         assert data["obs"].shape == torch.Size([100_000, 1024])  # 400 MB of zeros, none on disk

@@ -112,8 +112,11 @@ def test_reference_file_opens_here(tmp_path, case, writer):
 @pytest.mark.parametrize("opener", ["module", "TensorDict", "PersistentTensorDict"])
 def test_reference_file_opens_with_every_entry_point(tmp_path, opener):
     path = write(ref, "nested", tmp_path / "ref.h5")
-    open_fn = {"module": tb.from_h5, "TensorDict": tb.TensorDict.from_h5,
-               "PersistentTensorDict": tb.PersistentTensorDict.from_h5}[opener]
+    open_fn = {
+        "module": tb.from_h5,
+        "TensorDict": tb.TensorDict.from_h5,
+        "PersistentTensorDict": tb.PersistentTensorDict.from_h5,
+    }[opener]
     ptd = open_fn(str(path))
     try:
         assert type(ptd) is tb.PersistentTensorDict
@@ -167,8 +170,10 @@ def test_deep_groups_get_their_own_batch_size(tmp_path, options):
     assert opened(tb, path, **options) == summary(expected)
 
 
-@difference("a node read by a tuple key (td['n', 'deep']) has its own batch size, as read node by node "
-            "(tensordict gives it the root's when it inferred the batch sizes of the file)")
+@difference(
+    "a node read by a tuple key (td['n', 'deep']) has its own batch size, as read node by node "
+    "(tensordict gives it the root's when it inferred the batch sizes of the file)"
+)
 def test_deep_group_by_tuple_key_as_reference(tmp_path):
     path = write(ref, "nested", tmp_path / "ref.h5")
     sizes = []
@@ -223,8 +228,11 @@ def test_from_dict_of_a_plain_dict(tmp_path, options):
     data, _ = CONTENT["batch2d"]()
     results = []
     for lib, name in ((tb, "ours.h5"), (ref, "ref.h5")):
-        ptd = quiet(lambda lib=lib, name=name: lib.PersistentTensorDict.from_dict(
-            data, filename=str(tmp_path / name), **FROM_DICT_OPTIONS[options]))
+        ptd = quiet(
+            lambda lib=lib, name=name: lib.PersistentTensorDict.from_dict(
+                data, filename=str(tmp_path / name), **FROM_DICT_OPTIONS[options]
+            )
+        )
         results.append(summary(ptd))
         ptd.close()
     assert results[0] == results[1]
@@ -273,8 +281,10 @@ def test_reference_strings_as_reference(tmp_path):
     assert values[1] == values[0]
 
 
-@difference("unpickling a handle opened with mode 'w' reopens the file read-write (tensordict reopens it with "
-            "'w' and truncates it)")
+@difference(
+    "unpickling a handle opened with mode 'w' reopens the file read-write (tensordict reopens it with "
+    "'w' and truncates it)"
+)
 def test_unpickled_w_handle_as_reference(tmp_path):
     import pickle
 
@@ -303,8 +313,9 @@ def _foreign(path: Path) -> Path:
         f["title"] = "a title"  # a variable-length str with no tensordict attribute
         f["raw"] = np.bytes_(b"\x00\x01")
         f["names"] = np.array([f"row{i}" for i in range(10)], dtype=h5py.string_dtype())
-        f.create_dataset("chunked", data=np.arange(100, dtype=np.int32).reshape(10, 10), chunks=(3, 10),
-                         compression="gzip")
+        f.create_dataset(
+            "chunked", data=np.arange(100, dtype=np.int32).reshape(10, 10), chunks=(3, 10), compression="gzip"
+        )
     return path
 
 
@@ -360,14 +371,20 @@ WRITE_INDICES = {
     "int": 1, "slice": slice(1, 3), "sorted_list": [0, 2], "mask": torch.tensor([True, False, True, True]),
     "int_then_slice": (1, slice(0, 3)), "slice_then_list": (slice(0, 2), [0, 4]), "dim1_int": (slice(None), 2),
 }  # fmt: skip
-UNSORTED_INDICES = {"unsorted": [2, 0], "repeated": [1, 1], "unsorted_tensor": torch.tensor([3, 0, 2]),
-                    "repeated_unsorted": [3, 1, 3, 0]}
+UNSORTED_INDICES = {
+    "unsorted": [2, 0],
+    "repeated": [1, 1],
+    "unsorted_tensor": torch.tensor([3, 0, 2]),
+    "repeated_unsorted": [3, 1, 3, 0],
+}
 
 
 def _new_rows(lib: Any, shape: torch.Size) -> Any:
     n = shape.numel()
-    return lib.TensorDict({"a": -torch.arange(n * 3.0).reshape(*shape, 3),
-                           "n": {"c": -torch.arange(n).reshape(shape) - 1}}, batch_size=shape)
+    return lib.TensorDict(
+        {"a": -torch.arange(n * 3.0).reshape(*shape, 3), "n": {"c": -torch.arange(n).reshape(shape) - 1}},
+        batch_size=shape,
+    )
 
 
 def _write_at(lib: Any, path: Path, idx: Any, style: str) -> Any:
@@ -412,8 +429,10 @@ def _expected_write(idx: Any, style: str) -> dict[str, Any]:
 @pytest.mark.parametrize("index", list(WRITE_INDICES))
 def test_index_writes_the_same(tmp_path, index, style):
     idx = WRITE_INDICES[index]
-    results = [_write_at(lib, write(ref, "batch2d", tmp_path / f"{name}.h5"), idx, style)
-               for lib, name in ((tb, "ours"), (ref, "ref"))]
+    results = [
+        _write_at(lib, write(ref, "batch2d", tmp_path / f"{name}.h5"), idx, style)
+        for lib, name in ((tb, "ours"), (ref, "ref"))
+    ]
     assert results[0][0] == results[1][0] == "ok", results
     assert_same_raw(results[0][1], results[1][1])
     assert_same_raw(results[0][1], _expected_write(idx, style))
@@ -445,8 +464,7 @@ def test_unsorted_index_writes_as_reference(tmp_path, index):
 def _rich(lib: Any) -> Any:
     """Batch [6] over leaves that share [6, 3]; dim names; a nested node of batch [6, 3] over [6, 3, 2, 2]."""
     inner = lib.TensorDict({"w": torch.arange(72.0).reshape(6, 3, 2, 2)}, batch_size=[6, 3])
-    return lib.TensorDict({"a": torch.arange(36.0).reshape(6, 3, 2), "inner": inner}, batch_size=[6],
-                          names=["rows"])
+    return lib.TensorDict({"a": torch.arange(36.0).reshape(6, 3, 2), "inner": inner}, batch_size=[6], names=["rows"])
 
 
 @ours_only

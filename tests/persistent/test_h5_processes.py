@@ -57,8 +57,13 @@ def _deadline():
 
 def _run(code: str, *args: str, timeout: float = 60) -> str:
     """Runs ``code`` in a fresh interpreter (the subject importable); returns its stdout, failing on error."""
-    proc = subprocess.run([sys.executable, "-P", "-c", textwrap.dedent(code), *args], env=ENV, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", textwrap.dedent(code), *args],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
@@ -111,8 +116,13 @@ def _saved_version(path: Path) -> int:
 def test_sigkill_mid_write_leaves_previous_file_intact(tmp_path, writer, delay):
     path = tmp_path / "data.h5"
     args = [str(path), writer, SUBJECT, str(ROWS)]
-    proc = subprocess.Popen([sys.executable, "-P", "-c", textwrap.dedent(_SAVER), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-c", textwrap.dedent(_SAVER), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     watchdog = threading.Timer(90, proc.kill)  # a stuck child ends the read loop below (EOF)
     watchdog.start()
     seen_saved, killed = -1, False
@@ -175,12 +185,15 @@ def test_unpickling_a_w_handle_in_another_process_keeps_the_file(tmp_path):
     path = tmp_path / "data.h5"
     blob_path = tmp_path / "handle.pkl"
     blob_path.write_bytes(_written_file(path))
-    out = _run("""
+    out = _run(
+        """
         import pickle, sys, torch
         ptd = pickle.loads(open(sys.argv[1], "rb").read())
         print(ptd["a"].tolist(), ptd["n", "b"].sum().item())
         ptd.close()
-    """, str(blob_path))
+    """,
+        str(blob_path),
+    )
     assert out.split("\n")[0] == "[0.0, 1.0, 2.0] 6"
     with tb.from_h5(str(path)) as ptd:
         assert torch.equal(ptd["a"], torch.arange(3.0))
@@ -210,8 +223,7 @@ N = 1000
 
 
 def _dataset_file(path: Path) -> Path:
-    data = {"a": torch.arange(N * 4, dtype=torch.float32).reshape(N, 4),
-            "n": {"c": torch.arange(N, dtype=torch.int64)}}
+    data = {"a": torch.arange(N * 4, dtype=torch.float32).reshape(N, 4), "n": {"c": torch.arange(N, dtype=torch.int64)}}
     quiet(lambda: tb.PersistentTensorDict.from_dict(tb.TensorDict(data, batch_size=[N]), filename=str(path))).close()
     return path
 
@@ -233,9 +245,16 @@ _READER = """
 def test_several_reader_processes(tmp_path):
     path = _dataset_file(tmp_path / "data.h5")
     with tb.from_h5(str(path)) as held:  # the parent keeps a read handle open meanwhile
-        procs = [subprocess.Popen([sys.executable, "-P", "-c", textwrap.dedent(_READER), str(path), SUBJECT, str(seed)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-                 for seed in range(3)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-P", "-c", textwrap.dedent(_READER), str(path), SUBJECT, str(seed)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=ENV,
+            )
+            for seed in range(3)
+        ]
         outs = []
         for proc in procs:
             try:
@@ -266,8 +285,14 @@ def test_file_options_reach_h5py_locking(tmp_path):
     """Another process holds the file open for writing: HDF5's file lock refuses a reader, naming the file;
     ``file_options={"locking": False}`` (an h5py.File option, apart from the dataset options) lets it read."""
     path = _dataset_file(tmp_path / "data.h5")
-    holder = subprocess.Popen([sys.executable, "-P", "-c", textwrap.dedent(_HOLD_OPEN), str(path), SUBJECT],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    holder = subprocess.Popen(
+        [sys.executable, "-P", "-c", textwrap.dedent(_HOLD_OPEN), str(path), SUBJECT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         assert holder.stdout is not None
         assert holder.stdin is not None
@@ -310,9 +335,15 @@ class _Rows(Dataset):
 def test_dataloader_two_workers_read_one_file(tmp_path, context):
     path = _dataset_file(tmp_path / "data.h5")
     with tb.from_h5(str(path)) as ptd:
-        loader = DataLoader(_Rows(ptd), batch_size=50, shuffle=True, num_workers=2,
-                            multiprocessing_context=context, timeout=60,
-                            generator=torch.Generator().manual_seed(0))
+        loader = DataLoader(
+            _Rows(ptd),
+            batch_size=50,
+            shuffle=True,
+            num_workers=2,
+            multiprocessing_context=context,
+            timeout=60,
+            generator=torch.Generator().manual_seed(0),
+        )
         seen, pids = [], set()
         for idx, a, c, pid in loader:
             assert torch.equal(c, idx)

@@ -55,10 +55,13 @@ def test_class_example_file_keyword_names_filename():
 
 
 def test_to_h5_example(tmp_path, capsys):
-    td = TensorDict({
-        "a": tb.MemoryMappedTensor.from_tensor(torch.zeros(()).expand(1_000_000)),
-        "b": {"c": tb.MemoryMappedTensor.from_tensor(torch.zeros(()).expand(1_000_000, 3))},
-    }, [1_000_000])
+    td = TensorDict(
+        {
+            "a": tb.MemoryMappedTensor.from_tensor(torch.zeros(()).expand(1_000_000)),
+            "b": {"c": tb.MemoryMappedTensor.from_tensor(torch.zeros(()).expand(1_000_000, 3))},
+        },
+        [1_000_000],
+    )
     file = tempfile.NamedTemporaryFile(dir=tmp_path)  # noqa: SIM115 - as on the page
     td_h5 = td.to_h5(file.name, compression="gzip", compression_opts=9)
     print(td_h5)
@@ -135,8 +138,16 @@ def auto_batch_size_(td):
     return td.batch_size
 
 
-@example(lambda: TensorDict({"key 0": torch.randn(3, 4), "key 1": torch.randn(3, 5),
-                             "nested": TensorDict({"key 0": torch.randn(3, 4)}, batch_size=[3, 4])}, batch_size=[3]))
+@example(
+    lambda: TensorDict(
+        {
+            "key 0": torch.randn(3, 4),
+            "key 1": torch.randn(3, 5),
+            "nested": TensorDict({"key 0": torch.randn(3, 4)}, batch_size=[3, 4]),
+        },
+        batch_size=[3],
+    )
+)
 def batch_size_reset(td):
     td.batch_size = ()  # resets the batch-size to an empty value
     assert td.batch_size == torch.Size([])
@@ -185,8 +196,9 @@ def flatten_keys(td):
     return out
 
 
-@example(lambda: TensorDict({"a": torch.randn(3, 4, 5), "b": TensorDict({"c": torch.zeros(3, 4, 5)}, [3, 4, 5])},
-                            [3, 4]))
+@example(
+    lambda: TensorDict({"a": torch.randn(3, 4, 5), "b": TensorDict({"c": torch.zeros(3, 4, 5)}, [3, 4, 5])}, [3, 4])
+)
 def gather(td):
     index = torch.randint(4, (3, 2), generator=torch.Generator().manual_seed(0))
     td_gather = td.gather(dim=1, index=index)
@@ -268,8 +280,7 @@ def masked_fill(td):
     return td
 
 
-@example(lambda: TensorDict({"a": -torch.ones(3), "nested": {"a": torch.ones(3), "b": torch.zeros(3)}},
-                            batch_size=[3]))
+@example(lambda: TensorDict({"a": -torch.ones(3), "nested": {"a": torch.ones(3), "b": torch.zeros(3)}}, batch_size=[3]))
 def named_apply(td):
     def name_filter(name, tensor):
         if name == "a":
@@ -365,8 +376,9 @@ def state_dict(td):
     return {k: v for k, v in flat.items() if not k.startswith("__")}
 
 
-@example(lambda: TensorDict({"a_tensor": torch.zeros(3),
-                             "nested": {"a_tensor": torch.zeros(3), "a_string": "zero!"}}, [3]))
+@example(
+    lambda: TensorDict({"a_tensor": torch.zeros(3), "nested": {"a_tensor": torch.zeros(3), "a_string": "zero!"}}, [3])
+)
 def to_namedtuple(td):
     nt = td.to_namedtuple()
     assert type(nt).__name__ == "GenericDict"
@@ -400,8 +412,7 @@ def update(td):
 
 @example(lambda: TensorDict({"a": torch.zeros(3, 4, 5), "b": torch.zeros(3, 4, 10)}, batch_size=[3, 4]))
 def update_at_(td):
-    td.update_at_(TensorDict({"a": torch.ones(1, 4, 5), "b": torch.ones(1, 4, 10)}, batch_size=[1, 4]),
-                  slice(1, 2))
+    td.update_at_(TensorDict({"a": torch.ones(1, 4, 5), "b": torch.ones(1, 4, 10)}, batch_size=[1, 4]), slice(1, 2))
     assert (td[1] == 1).all()
     assert not td[0]["a"].any()
     assert not td[2]["b"].any()
@@ -444,8 +455,9 @@ def permute_transpose(td):
     return td
 
 
-@example(lambda: TensorDict(source={"a": torch.zeros(3, 4, 5), "b": torch.zeros(3, 4, 10, 1)},
-                            batch_size=torch.Size([3, 4])))
+@example(
+    lambda: TensorDict(source={"a": torch.zeros(3, 4, 5), "b": torch.zeros(3, 4, 10, 1)}, batch_size=torch.Size([3, 4]))
+)
 def view(td):
     td_view = td.view(12)
     assert td_view.get("a").shape == torch.Size([12, 5])
@@ -513,4 +525,3 @@ def test_page_example_on_h5(tmp_path, name):
         assert _result(quiet(lambda: fn(ptd))) == expected
     finally:
         ptd.close()
-

@@ -28,9 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _meta(shape: list[int]) -> bytes:
-    return json.dumps({"a": {"device": "cpu", "shape": shape, "dtype": "torch.uint8", "is_nested": False},
-                       "shape": [], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>",
-                       "_format_version": 1, "_class": "tensordict:TensorDict"}).encode()
+    return json.dumps(
+        {
+            "a": {"device": "cpu", "shape": shape, "dtype": "torch.uint8", "is_nested": False},
+            "shape": [],
+            "device": "cpu",
+            "_type": "<class 'tensordict._td.TensorDict'>",
+            "_format_version": 1,
+            "_class": "tensordict:TensorDict",
+        }
+    ).encode()
 
 
 def _forge(path: Path, payload: bytes, method: int, declared: int) -> Path:
@@ -45,9 +52,9 @@ def _forge(path: Path, payload: bytes, method: int, declared: int) -> Path:
         entry, start = zf.getinfo("a.memmap"), zf.start_dir
     struct.pack_into("<I", raw, entry.header_offset + 22, declared)  # the local header's size
     pos = start
-    while raw[pos:pos + 4] == b"PK\x01\x02":  # the central directory's records
+    while raw[pos : pos + 4] == b"PK\x01\x02":  # the central directory's records
         name_len, extra_len, comment_len = struct.unpack_from("<3H", raw, pos + 28)
-        if raw[pos + 46:pos + 46 + name_len] == b"a.memmap":
+        if raw[pos + 46 : pos + 46 + name_len] == b"a.memmap":
             struct.pack_into("<I", raw, pos + 24, declared)
         pos += 46 + name_len + extra_len + comment_len
     path.write_bytes(bytes(raw))
@@ -69,8 +76,9 @@ def _load_in_fresh_process(path: Path) -> tuple[str, int]:
         print(grown)
     """)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env, check=True
+    )
     message, grown = done.stdout.strip().rsplit("\n", 1)
     return message, int(grown)
 
@@ -78,8 +86,11 @@ def _load_in_fresh_process(path: Path) -> tuple[str, int]:
 class TestForgedArchives:
     def test_stored_entry_declaring_more_than_its_payload(self, tmp_path):
         path = _forge(tmp_path / "x.tdz", os.urandom(2 << 20), zipfile.ZIP_STORED, 2 * GiB - 1)
-        with pytest.raises(RuntimeError, match=r"x.tdz: the entry 'a.memmap' is corrupted \(it declares "
-                                               r"2147483647 bytes but its uncompressed payload holds 2097152\)"):
+        with pytest.raises(
+            RuntimeError,
+            match=r"x.tdz: the entry 'a.memmap' is corrupted \(it declares "
+            r"2147483647 bytes but its uncompressed payload holds 2097152\)",
+        ):
             TensorDict.load_memmap(path)
 
     def test_deflated_entry_declaring_past_deflates_bound(self, tmp_path):
@@ -87,8 +98,9 @@ class TestForgedArchives:
         with pytest.raises(RuntimeError, match=r"the entry 'a\.memmap' is corrupted .*deflated bytes cannot hold"):
             TensorDict.load_memmap(path)
 
-    @pytest.mark.parametrize("method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA],
-                             ids=["deflate", "bzip2", "lzma"])
+    @pytest.mark.parametrize(
+        "method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA], ids=["deflate", "bzip2", "lzma"]
+    )
     def test_compressed_entry_declaring_2gib_is_streamed(self, tmp_path, method):
         # within deflate's bound (3 MiB of payload can hold 3 GiB): memory must follow the real data
         path = _forge(tmp_path / "x.tdz", os.urandom(3 << 20), method, 2 * GiB - 1)
@@ -124,21 +136,28 @@ class TestForgedArchives:
 
 
 def _repr_of(shape: str, dtype: str = "float32", key: str = "b") -> str:
-    return (f"TensorDict(batch_size=[], device=None)\n"
-            f"`-- n: TensorDict(batch_size=[])\n"
-            f"    `-- {key}: Tensor(shape=[{shape}], dtype={dtype}, device=cpu)")
+    return (
+        f"TensorDict(batch_size=[], device=None)\n"
+        f"`-- n: TensorDict(batch_size=[])\n"
+        f"    `-- {key}: Tensor(shape=[{shape}], dtype={dtype}, device=cpu)"
+    )
 
 
 class TestReprParserBound:
     def test_a_huge_declared_shape_is_refused(self):
-        with pytest.raises(ValueError, match=r"the tensor at key \('n', 'b'\) of shape \[1073741824\] "
-                                             r"\(1073741824 elements\) would pass max_numel"):
+        with pytest.raises(
+            ValueError,
+            match=r"the tensor at key \('n', 'b'\) of shape \[1073741824\] "
+            r"\(1073741824 elements\) would pass max_numel",
+        ):
             parse_tensor_dict_string(_repr_of("1073741824"))
 
     def test_the_bound_is_over_all_leaves(self):
-        text = ("TensorDict(batch_size=[], device=None)\n"
-                "|-- a: Tensor(shape=[10000000], dtype=float32, device=cpu)\n"
-                "`-- c: Tensor(shape=[10000000], dtype=float32, device=cpu)")
+        text = (
+            "TensorDict(batch_size=[], device=None)\n"
+            "|-- a: Tensor(shape=[10000000], dtype=float32, device=cpu)\n"
+            "`-- c: Tensor(shape=[10000000], dtype=float32, device=cpu)"
+        )
         with pytest.raises(ValueError, match=r"key 'c' .* \(6777216 elements left of the bound\)"):
             parse_tensor_dict_string(text)
         assert parse_tensor_dict_string(text, max_numel=2 * 10**7)["c"].shape == (10**7,)

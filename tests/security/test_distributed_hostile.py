@@ -34,8 +34,9 @@ def groups():
 
 
 def _make(fill: float = 1.0) -> TensorDict:
-    return TensorDict(obs=torch.full((3, 4), fill), n={"r": torch.full((3,), fill, dtype=torch.float64)},
-                      batch_size=[3])
+    return TensorDict(
+        obs=torch.full((3, 4), fill), n={"r": torch.full((3,), fill, dtype=torch.float64)}, batch_size=[3]
+    )
 
 
 def _then_honest(rank: int) -> bool:
@@ -62,7 +63,8 @@ def job_huge_header_length(rank, world):
         block = bytearray(wire.BLOCK)
         struct.pack_into("<qq", block, 0, wire._MAGIC, 8 << 30)
         p2p.wire.Peer(1, None, None, ("dst", "group_dst")).isend(
-            torch.frombuffer(block, dtype=torch.uint8), wire.header_tag(0, 0)).wait()
+            torch.frombuffer(block, dtype=torch.uint8), wire.header_tag(0, 0)
+        ).wait()
         return None, _then_honest(rank)
     return _receive(_make(0.0)), _then_honest(rank)
 
@@ -116,8 +118,10 @@ def test_a_header_longer_than_the_maximum_is_refused_before_it_is_received(group
 def test_a_huge_declared_leaf_is_neither_allocated_nor_drained(groups, consolidated):
     (ack, ok0), (message, ok1) = groups(2).run(job_huge_leaf, consolidated, timeout=TIMEOUT)
     assert message.startswith("recv from rank 0 failed, nothing was written")
-    assert ("structure mismatch at key 'obs': the sender (rank 0) has float32 [2147483648], this receiver has "
-            "float32 [3, 4]") in message
+    assert (
+        "structure mismatch at key 'obs': the sender (rank 0) has float32 [2147483648], this receiver has "
+        "float32 [3, 4]"
+    ) in message
     assert "the sender declares 8589934592 bytes of data, far more than this receiver's 48: not received" in message
     assert ack is not None
     assert ack in message  # the sender learns it too (its ack)
@@ -125,12 +129,15 @@ def test_a_huge_declared_leaf_is_neither_allocated_nor_drained(groups, consolida
     assert ok1
 
 
-@pytest.mark.parametrize(("leaves", "needle"), [
-    ([[["obs"], "float32", [3, -4]]], "at key 'obs': bad dtype or shape"),
-    ([[["obs"], "os.system", [3, 4]]], "at key 'obs': bad dtype or shape"),
-    ([[["obs", 7], "float32", [3]]], "entry"),
-    ("not a list", "its leaves are not a list"),
-])
+@pytest.mark.parametrize(
+    ("leaves", "needle"),
+    [
+        ([[["obs"], "float32", [3, -4]]], "at key 'obs': bad dtype or shape"),
+        ([[["obs"], "os.system", [3, 4]]], "at key 'obs': bad dtype or shape"),
+        ([[["obs", 7], "float32", [3]]], "entry"),
+        ("not a list", "its leaves are not a list"),
+    ],
+)
 def test_a_malformed_header_is_refused_naming_the_rank(groups, leaves, needle):
     (_, ok0), (message, ok1) = groups(2).run(job_malformed_header, leaves, timeout=TIMEOUT)
     assert message.startswith("rank 0 sent a malformed structure header")

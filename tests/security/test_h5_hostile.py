@@ -71,8 +71,12 @@ def test_outside_entries_are_refused_naming_file_and_key(files, mode):
             message = str(info.value)
             for part in (f"'/{key}'", repr(str(files["main"])), why):
                 assert part in message, message
-        reads = (td.to_tensordict, lambda: td[1:3].to_tensordict(), lambda: td[[0, 2]].to_tensordict(),
-                 lambda: td["group", "e"])
+        reads = (
+            td.to_tensordict,
+            lambda: td[1:3].to_tensordict(),
+            lambda: td[[0, 2]].to_tensordict(),
+            lambda: td["group", "e"],
+        )
         for read in reads:
             with pytest.raises(PermissionError, match="outside this file"):
                 read()
@@ -123,7 +127,9 @@ def test_row_reads_of_a_read_only_file_read_each_file(files):
 
 
 def test_mode_a_refuses_too(files):
-    with PersistentTensorDict(filename=files["main"], mode="a", batch_size=None) as td, \
-            pytest.raises(PermissionError, match="external link"):
+    with (
+        PersistentTensorDict(filename=files["main"], mode="a", batch_size=None) as td,
+        pytest.raises(PermissionError, match="external link"),
+    ):
         td["link"]
     assert os.path.getsize(files["secret"]) > 0

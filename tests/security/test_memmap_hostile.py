@@ -409,9 +409,9 @@ class TestDeclaredSizes:
         _td().consolidate(filename=file)
         raw = file.read_bytes()
         (length,) = struct.unpack("<Q", raw[-8:])
-        layout = json.loads(raw[-8 - length:-8])
+        layout = json.loads(raw[-8 - length : -8])
         layout["entries"]["a"]["shape"] = [2**30]
         forged = json.dumps(layout).encode()
-        file.write_bytes(raw[:-8 - length] + forged + struct.pack("<Q", len(forged)))
+        file.write_bytes(raw[: -8 - length] + forged + struct.pack("<Q", len(forged)))
         with pytest.raises(RuntimeError, match=r"the leaf at key 'a' ends at byte .* past the"):
             TensorDict.from_consolidated(file)

@@ -37,8 +37,9 @@ def server() -> Server:
 
 @pytest.fixture
 def store(server):
-    out = TensorDictStore.from_dict({"x": torch.arange(4.0), "label": "plain"}, batch_size=[4],
-                                    prefix="tb-hostile", **server.kwargs())
+    out = TensorDictStore.from_dict(
+        {"x": torch.arange(4.0), "label": "plain"}, batch_size=[4], prefix="tb-hostile", **server.kwargs()
+    )
     yield out
     out.clear_redis()
     out.close()
@@ -73,6 +74,7 @@ def test_a_value_rewritten_as_pickle_is_not_unpickled(server, store, tmp_path):
     _plant_pickle(server, store, "label", _Marker(marker))
     before = _server_keys(server, store)
     where = f"127.0.0.1:{server.port}/0"
+
     def fresh():
         return TensorDictStore.from_store(td_id=store._conn.td_id, prefix="tb-hostile", **server.kwargs())
 
@@ -81,8 +83,9 @@ def test_a_value_rewritten_as_pickle_is_not_unpickled(server, store, tmp_path):
         "rows": lambda: fresh()[1:3],
         "to_tensordict": lambda: fresh().to_tensordict(),
         "copy": lambda: pickle.loads(pickle.dumps(fresh()))["label"],
-        "no cached layout": lambda: TensorDictStore(td_id=store._conn.td_id, prefix="tb-hostile", batch_size=[4],
-                                                    cache_metadata=False, **server.kwargs())["label"],
+        "no cached layout": lambda: TensorDictStore(
+            td_id=store._conn.td_id, prefix="tb-hostile", batch_size=[4], cache_metadata=False, **server.kwargs()
+        )["label"],
     }
     for name, read in readers.items():
         with pytest.raises(RuntimeError, match="allow_pickle=True") as info:
@@ -103,8 +106,9 @@ def test_a_value_rewritten_as_pickle_is_not_unpickled(server, store, tmp_path):
 
 def test_opting_in_unpickles(server, store):
     _plant_pickle(server, store, "label", {1, 2})
-    trusted = TensorDictStore.from_store(td_id=store._conn.td_id, prefix="tb-hostile", allow_pickle=True,
-                                         **server.kwargs())
+    trusted = TensorDictStore.from_store(
+        td_id=store._conn.td_id, prefix="tb-hostile", allow_pickle=True, **server.kwargs()
+    )
     assert trusted["label"] == {1, 2}
     assert pickle.loads(pickle.dumps(trusted))["label"] == {1, 2}  # copies keep the opt-in
 
@@ -156,8 +160,9 @@ def test_from_store_never_imports_the_module_the_server_names(server, store, tmp
     server.client().set(store._conn.key("__tensorclass__"), f"{RefSample.__module__}.{RefSample.__qualname__}")
     with pytest.raises(ValueError, match="not fields of RefSample"):  # found by name: its own check of the keys
         TensorDictStore.from_store(td_id=store._conn.td_id, prefix="tb-hostile", **server.kwargs())
-    plain = TensorDictStore.from_store(td_id=store._conn.td_id, prefix="tb-hostile", tensorclass_cls=_Pair,
-                                       **server.kwargs())
+    plain = TensorDictStore.from_store(
+        td_id=store._conn.td_id, prefix="tb-hostile", tensorclass_cls=_Pair, **server.kwargs()
+    )
     assert type(plain) is _Pair
     assert plain.x.tolist() == [0.0, 1.0, 2.0, 3.0]
     assert not marker.exists()
@@ -194,13 +199,15 @@ def test_a_clients_credentials_survive_copies_and_are_never_shown(acl_server):
     copy["a"] += 1
     assert store["a"].tolist() == [1.0, 2.0, 3.0]
     lazy = LazyStackedTensorDictStore.from_lazy_stack(
-        torch.stack([TensorDict(y=torch.zeros(2)), TensorDict(y=torch.ones(2))]).to_lazystack(), client=client)
+        torch.stack([TensorDict(y=torch.zeros(2)), TensorDict(y=torch.ones(2))]).to_lazystack(), client=client
+    )
     assert pickle.loads(pickle.dumps(lazy))[1]["y"].tolist() == [1.0, 1.0]
     for text in (repr(store), str(store), repr(copy), repr(lazy), repr(store["a"])):
         assert "pw" not in text
     with pytest.raises(StoreConnectionError) as info:  # no credentials: refused, and the error shows none
-        TensorDictStore.from_store(td_id=store._conn.td_id, host="127.0.0.1", port=acl_server.port,
-                                   password="wrong-pw", socket_timeout=5)
+        TensorDictStore.from_store(
+            td_id=store._conn.td_id, host="127.0.0.1", port=acl_server.port, password="wrong-pw", socket_timeout=5
+        )
     assert "pw" not in str(info.value)
     assert f"127.0.0.1:{acl_server.port}/0" in str(info.value)
     store.clear_redis()

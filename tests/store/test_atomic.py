@@ -18,32 +18,50 @@ def _server_state(srv, store):
     client, out = srv.client(), {}
     for key in client.keys(f"*{store._conn.td_id}*"):
         kind = client.type(key)
-        out[key] = {b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
-                    b"zset": lambda k: client.zrange(k, 0, -1)}[kind](key)
+        out[key] = {
+            b"string": client.get,
+            b"hash": client.hgetall,
+            b"set": client.smembers,
+            b"zset": lambda k: client.zrange(k, 0, -1),
+        }[kind](key)
     return out
 
 
 @pytest.fixture
 def store(server):
     out = TensorDictStore.from_tensordict(
-        TensorDict({"a": torch.zeros(4, 2), "n": {"b": torch.zeros(4, dtype=torch.int64)}}, [4]), **server.kwargs())
+        TensorDict({"a": torch.zeros(4, 2), "n": {"b": torch.zeros(4, dtype=torch.int64)}}, [4]), **server.kwargs()
+    )
     yield out
     out.clear_redis()
     out.close()
 
 
-@pytest.mark.parametrize("write", [
-    pytest.param(lambda s: s.update({"new": torch.ones(4), "a": torch.ones(4, 2), "bad": torch.ones(3)}),
-                 id="update-bad-batch-last"),
-    pytest.param(lambda s: s.update_({"a": torch.ones(4, 2), ("n", "b"): torch.ones(4), "missing": torch.ones(4)}),
-                 id="update_-missing-key-last"),
-    pytest.param(lambda s: s.update_at_({"a": torch.ones(2), ("n", "b"): torch.tensor(5), "zz": torch.ones(())}, 1),
-                 id="update_at_-missing-key-last"),
-    pytest.param(lambda s: s.set_("n", TensorDict({"b": torch.ones(4, dtype=torch.int64), "c": torch.ones(4)}, [4])),
-                 id="set_-node-with-a-new-key"),
-    pytest.param(lambda s: s.__setitem__(1, TensorDict({"new": torch.ones(3), "a.b": torch.ones(())}, [])),
-                 id="setitem-index-bad-new-key-last"),
-])
+@pytest.mark.parametrize(
+    "write",
+    [
+        pytest.param(
+            lambda s: s.update({"new": torch.ones(4), "a": torch.ones(4, 2), "bad": torch.ones(3)}),
+            id="update-bad-batch-last",
+        ),
+        pytest.param(
+            lambda s: s.update_({"a": torch.ones(4, 2), ("n", "b"): torch.ones(4), "missing": torch.ones(4)}),
+            id="update_-missing-key-last",
+        ),
+        pytest.param(
+            lambda s: s.update_at_({"a": torch.ones(2), ("n", "b"): torch.tensor(5), "zz": torch.ones(())}, 1),
+            id="update_at_-missing-key-last",
+        ),
+        pytest.param(
+            lambda s: s.set_("n", TensorDict({"b": torch.ones(4, dtype=torch.int64), "c": torch.ones(4)}, [4])),
+            id="set_-node-with-a-new-key",
+        ),
+        pytest.param(
+            lambda s: s.__setitem__(1, TensorDict({"new": torch.ones(3), "a.b": torch.ones(())}, [])),
+            id="setitem-index-bad-new-key-last",
+        ),
+    ],
+)
 def test_a_late_failure_writes_nothing(store, server, write):
     before = _server_state(server, store)
     with pytest.raises((KeyError, RuntimeError, ValueError)):
@@ -91,20 +109,31 @@ class _Sample(TensorClass):
 
 
 _WRITES = {  # each fails at its last key, after writes that would succeed alone
-    "update-over-maxmemory": (redis.ResponseError, "maxmemory",
-                              lambda w: w.update({"x": torch.ones(1000), "y": torch.ones(1000, 3),
-                                                  "z": torch.ones(1000, 2000)})),  # 8 MB: refused by the server
+    "update-over-maxmemory": (
+        redis.ResponseError,
+        "maxmemory",
+        lambda w: w.update({"x": torch.ones(1000), "y": torch.ones(1000, 3), "z": torch.ones(1000, 2000)}),
+    ),  # 8 MB: refused by the server
     "update_-missing-key-last": (KeyError, "zz", lambda w: w.update_({"x": torch.ones(1000), "zz": torch.ones(1000)})),
-    "update_at_-missing-key-last": (KeyError, "zz",
-                                    lambda w: w.update_at_({"x": torch.tensor(2.0), "y": torch.ones(3),
-                                                            "zz": torch.ones(())}, 5)),
-    "setitem-bad-new-key-last": (ValueError, r"a\.b",
-                                 lambda w: w.__setitem__(7, TensorDict({"x": torch.tensor(3.0), "y": torch.ones(3),
-                                                                        "new": torch.ones(2), "a.b": torch.ones(())},
-                                                                       []))),
-    "setitem-rows-bad-shape-last": (RuntimeError, "'y'",
-                                    lambda w: w.__setitem__(torch.tensor([1, 9]), TensorDict(
-                                        {"x": torch.ones(2), "small": torch.zeros(2), "y": torch.ones(2, 4)}, [2]))),
+    "update_at_-missing-key-last": (
+        KeyError,
+        "zz",
+        lambda w: w.update_at_({"x": torch.tensor(2.0), "y": torch.ones(3), "zz": torch.ones(())}, 5),
+    ),
+    "setitem-bad-new-key-last": (
+        ValueError,
+        r"a\.b",
+        lambda w: w.__setitem__(
+            7, TensorDict({"x": torch.tensor(3.0), "y": torch.ones(3), "new": torch.ones(2), "a.b": torch.ones(())}, [])
+        ),
+    ),
+    "setitem-rows-bad-shape-last": (
+        RuntimeError,
+        "'y'",
+        lambda w: w.__setitem__(
+            torch.tensor([1, 9]), TensorDict({"x": torch.ones(2), "small": torch.zeros(2), "y": torch.ones(2, 4)}, [2])
+        ),
+    ),
 }
 
 

@@ -33,12 +33,16 @@ def test_hung_server_is_bounded_by_the_timeout(private_server):
 
 def test_lost_data_is_noticed_and_nothing_is_recreated(private_server):
     srv = private_server()
-    store = TensorDictStore.from_schema({"obs": ([3], torch.float32)}, batch_size=[4], host=srv.host,
-                                        port=srv.port)
+    store = TensorDictStore.from_schema({"obs": ([3], torch.float32)}, batch_size=[4], host=srv.host, port=srv.port)
     store[1] = {"obs": torch.ones(3)}
     srv.restart()  # no persistence: the server comes back empty
-    for operation in (lambda: store["obs"], lambda: store[0], lambda: store.__setitem__(2, {"obs": torch.ones(3)}),
-                      lambda: store.set("new", torch.zeros(4)), lambda: store.set("big", torch.zeros(4, 50_000))):
+    for operation in (
+        lambda: store["obs"],
+        lambda: store[0],
+        lambda: store.__setitem__(2, {"obs": torch.ones(3)}),
+        lambda: store.set("new", torch.zeros(4)),
+        lambda: store.set("big", torch.zeros(4, 50_000)),
+    ):
         with pytest.raises(StoreLostError, match="data is gone"):
             operation()
     assert srv.client().dbsize() == 0  # the failed writes created nothing (the staged value of "big" is gone)
@@ -71,8 +75,9 @@ def test_two_writers_lose_no_non_tensor_element(private_server):
     store["label"] = NonTensorStack(*(["-"] * 200))
     store["x"] = torch.zeros(200)
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_write_elements, args=(srv.port, store._conn.td_id, list(range(k, 200, 2))))
-             for k in (0, 1)]
+    procs = [
+        ctx.Process(target=_write_elements, args=(srv.port, store._conn.td_id, list(range(k, 200, 2)))) for k in (0, 1)
+    ]
     for proc in procs:
         proc.start()
     for proc in procs:
@@ -90,8 +95,9 @@ def _write_rows(port: int, td_id: str, rows: range) -> None:
 
 def test_processes_writing_disjoint_rows_lose_nothing(private_server):
     srv = private_server()
-    store = TensorDictStore.from_schema({"x": ([3], torch.float32), ("n", "y"): ([], torch.int64)},
-                                        batch_size=[120], host=srv.host, port=srv.port)
+    store = TensorDictStore.from_schema(
+        {"x": ([3], torch.float32), ("n", "y"): ([], torch.int64)}, batch_size=[120], host=srv.host, port=srv.port
+    )
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_write_rows, args=(srv.port, store._conn.td_id, range(k, 120, 4))) for k in range(4)]
     for proc in procs:

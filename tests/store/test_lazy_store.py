@@ -15,8 +15,12 @@ from tensorbatch.store import LazyStackedTensorDictStore, TensorDictStore
 
 
 def _local() -> LazyStackedTensorDict:
-    return lazy_stack([TensorDict({"x": torch.arange(3.0), "n": {"y": torch.tensor([1, 2])}}, []),
-                       TensorDict({"x": torch.arange(5.0) + 10, "n": {"y": torch.tensor([3, 4])}}, [])])
+    return lazy_stack(
+        [
+            TensorDict({"x": torch.arange(3.0), "n": {"y": torch.tensor([1, 2])}}, []),
+            TensorDict({"x": torch.arange(5.0) + 10, "n": {"y": torch.tensor([3, 4])}}, []),
+        ]
+    )
 
 
 @pytest.fixture
@@ -107,8 +111,9 @@ def test_stack_dim_one(server):
 
 def test_bad_input(server):
     with pytest.raises(ValueError, match="keys"):
-        LazyStackedTensorDictStore.from_lazy_stack(lazy_stack([TensorDict(a=torch.zeros(1)),
-                                                               TensorDict(b=torch.zeros(1))]), **server.kwargs())
+        LazyStackedTensorDictStore.from_lazy_stack(
+            lazy_stack([TensorDict(a=torch.zeros(1)), TensorDict(b=torch.zeros(1))]), **server.kwargs()
+        )
     with pytest.raises(TypeError, match="LazyStackedTensorDict"):
         LazyStackedTensorDictStore.from_lazy_stack(TensorDict(a=torch.zeros(1)), **server.kwargs())
     with pytest.raises(NotImplementedError, match="from_lazy_stack"):
@@ -122,8 +127,7 @@ def test_tensordict_reads_ours_and_we_read_theirs(store, server):
     ts = pytest.importorskip("tensordict.store")
     import tensordict
 
-    theirs = ts.LazyStackedTensorDictStore.from_store(td_id=store._state.conn.td_id, host=server.host,
-                                                      port=server.port)
+    theirs = ts.LazyStackedTensorDictStore.from_store(td_id=store._state.conn.td_id, host=server.host, port=server.port)
     try:
         assert theirs[0]["x"].tolist() == [0, 1, 2]
         assert theirs[1]["x"].tolist() == [10, 11, 12, 13, 14]
@@ -132,8 +136,14 @@ def test_tensordict_reads_ours_and_we_read_theirs(store, server):
         assert theirs[1]["x"].tolist() == [0, 0, 0, 0, 0]
     finally:
         theirs.close()
-    ref = tensordict.lazy_stack([tensordict.TensorDict(a=torch.zeros(2, 3)), tensordict.TensorDict(a=torch.ones(2, 4)),
-                                 tensordict.TensorDict(a=torch.full((2, 1), 2.0))], 0)
+    ref = tensordict.lazy_stack(
+        [
+            tensordict.TensorDict(a=torch.zeros(2, 3)),
+            tensordict.TensorDict(a=torch.ones(2, 4)),
+            tensordict.TensorDict(a=torch.full((2, 1), 2.0)),
+        ],
+        0,
+    )
     written = ts.LazyStackedTensorDictStore.from_lazy_stack(ref, host=server.host, port=server.port)
     try:
         back = TensorDictStore.from_store(td_id=written._td_id, **server.kwargs())

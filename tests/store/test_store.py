@@ -17,8 +17,14 @@ from tensorbatch.store import TensorDictStore  # noqa: E402
 
 
 def _td() -> TensorDict:
-    return TensorDict({"a": torch.arange(24.0).view(6, 4), "n": {"b": torch.arange(6, dtype=torch.int16)},
-                       "h": torch.ones(6, 2, dtype=torch.bfloat16)}, [6])
+    return TensorDict(
+        {
+            "a": torch.arange(24.0).view(6, 4),
+            "n": {"b": torch.arange(6, dtype=torch.int16)},
+            "h": torch.ones(6, 2, dtype=torch.bfloat16),
+        },
+        [6],
+    )
 
 
 @pytest.fixture
@@ -40,8 +46,18 @@ def test_reads_and_layout(store, server):
     assert client.get(f"tensordict:{{{tid}}}:__batch_size__") == b"[6]"
 
 
-@pytest.mark.parametrize("index", [2, -1, slice(1, 4), slice(0, 6, 2), torch.tensor([5, 0, 5, 3]),
-                                   torch.tensor([True, False, True, True, False, True]), [1, 2, 3, 0, 4, 5, 1]])
+@pytest.mark.parametrize(
+    "index",
+    [
+        2,
+        -1,
+        slice(1, 4),
+        slice(0, 6, 2),
+        torch.tensor([5, 0, 5, 3]),
+        torch.tensor([True, False, True, True, False, True]),
+        [1, 2, 3, 0, 4, 5, 1],
+    ],
+)
 def test_row_reads_and_writes(store, index):
     ref = _td()
     assert (store[index] == ref[index]).all()
@@ -108,8 +124,12 @@ def test_keys_with_a_dot_are_refused(store):
 
 
 def test_from_schema_allocates_on_the_server(server):
-    store = TensorDict.from_schema({"obs": ([84, 84, 3], torch.uint8), ("n", "r"): ([], torch.float32)},
-                                   batch_size=[100], storage="redis", **server.kwargs())
+    store = TensorDict.from_schema(
+        {"obs": ([84, 84, 3], torch.uint8), ("n", "r"): ([], torch.float32)},
+        batch_size=[100],
+        storage="redis",
+        **server.kwargs(),
+    )
     assert store["obs"].shape == torch.Size([100, 84, 84, 3]) and store["obs"].sum() == 0
     assert server.client().strlen(store._conn.data_key("obs")) == 100 * 84 * 84 * 3
     store[3] = TensorDict(obs=torch.ones(84, 84, 3, dtype=torch.uint8), n={"r": torch.ones(())})
@@ -120,8 +140,13 @@ def test_from_schema_allocates_on_the_server(server):
 
 
 def test_from_store_pickle_and_tensorclass(server):
-    sample = RefSample(a=torch.zeros(3, 4, 5), b=torch.ones(3, 4, dtype=torch.int64), c=torch.zeros(3, 4, 1) > 0,
-                       nested=TensorDict(d=torch.zeros(3, 4, 2), batch_size=[3, 4]), batch_size=[3, 4])
+    sample = RefSample(
+        a=torch.zeros(3, 4, 5),
+        b=torch.ones(3, 4, dtype=torch.int64),
+        c=torch.zeros(3, 4, 1) > 0,
+        nested=TensorDict(d=torch.zeros(3, 4, 2), batch_size=[3, 4]),
+        batch_size=[3, 4],
+    )
     store = TensorDictStore.from_tensordict(sample, **server.kwargs())
     back = TensorDictStore.from_store(td_id=store._conn.td_id, **server.kwargs())
     assert type(back) is RefSample and back.b.sum() == 12
@@ -184,8 +209,9 @@ class _Rows(torch.utils.data.Dataset):
 
 def test_dataloader_with_fork_workers(store):
     store[0] = {"a": torch.ones(4)}  # the parent's connection is open (and held) when the workers fork
-    loader = torch.utils.data.DataLoader(_Rows(store), batch_size=2, num_workers=2,
-                                         multiprocessing_context="fork", timeout=60)
+    loader = torch.utils.data.DataLoader(
+        _Rows(store), batch_size=2, num_workers=2, multiprocessing_context="fork", timeout=60
+    )
     rows = torch.cat(list(loader))
     assert rows.tolist() == [[1.0] * 4, *_td()["a"][1:].tolist()]
     assert store[0]["a"].tolist() == [1.0] * 4  # the parent's connection still works
@@ -216,8 +242,9 @@ def test_tensordict_reads_ours_and_we_read_theirs(server):
         for key in ("a", ("n", "b"), "h"):
             assert torch.equal(theirs[key], _td()[key])
         assert theirs.batch_size == torch.Size([6])
-        ref = tensordict.TensorDict({"x": torch.arange(10.0).view(5, 2), "m": {"y": torch.ones(5, dtype=torch.int8)},
-                                     "s": "text"}, [5])
+        ref = tensordict.TensorDict(
+            {"x": torch.arange(10.0).view(5, 2), "m": {"y": torch.ones(5, dtype=torch.int8)}, "s": "text"}, [5]
+        )
         written = ts.TensorDictStore.from_tensordict(ref, host=server.host, port=server.port)
         back = TensorDictStore.from_store(td_id=written._td_id, **server.kwargs())
         assert torch.equal(back["x"], ref["x"]) and torch.equal(back["m", "y"], ref["m", "y"])

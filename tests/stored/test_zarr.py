@@ -23,14 +23,18 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # zarr's note on
 
 
 def sample() -> TensorDict:
-    return TensorDict({
-        "a": torch.arange(12, dtype=torch.float32).view(3, 4),
-        "i": torch.tensor([1, -2, 3]),
-        "m": torch.tensor([True, False, True]),
-        "n": {"b": torch.ones(3, 2, dtype=torch.float64), "deep": {"c": torch.arange(3, dtype=torch.int16)}},
-        "s": NonTensorData("hello", batch_size=[3]),
-        "st": NonTensorStack("x", "y", "z"),
-    }, batch_size=[3], names=["t"])
+    return TensorDict(
+        {
+            "a": torch.arange(12, dtype=torch.float32).view(3, 4),
+            "i": torch.tensor([1, -2, 3]),
+            "m": torch.tensor([True, False, True]),
+            "n": {"b": torch.ones(3, 2, dtype=torch.float64), "deep": {"c": torch.arange(3, dtype=torch.int16)}},
+            "s": NonTensorData("hello", batch_size=[3]),
+            "st": NonTensorStack("x", "y", "z"),
+        },
+        batch_size=[3],
+        names=["t"],
+    )
 
 
 def test_round_trip_keeps_values_dtypes_names_and_non_tensors(tmp_path):
@@ -79,12 +83,17 @@ def test_tensordict_reads_what_tensorbatch_writes(tmp_path):
 
 def test_tensorbatch_reads_what_tensordict_writes(tmp_path):
     tensordict = pytest.importorskip("tensordict")
-    source = tensordict.TensorDict({
-        "a": torch.arange(12.0).view(3, 4),
-        "n": {"b": torch.ones(3, dtype=torch.int64), "deep": {"c": torch.zeros(3, 2)}},
-        "s": tensordict.NonTensorData("hi", batch_size=[3]), "st": tensordict.NonTensorStack("p", "q", "r"),
-        "j": tensordict.NonTensorData({"k": [1, 2]}, batch_size=[3]),
-    }, batch_size=[3], names=["time"])
+    source = tensordict.TensorDict(
+        {
+            "a": torch.arange(12.0).view(3, 4),
+            "n": {"b": torch.ones(3, dtype=torch.int64), "deep": {"c": torch.zeros(3, 2)}},
+            "s": tensordict.NonTensorData("hi", batch_size=[3]),
+            "st": tensordict.NonTensorStack("p", "q", "r"),
+            "j": tensordict.NonTensorData({"k": [1, 2]}, batch_size=[3]),
+        },
+        batch_size=[3],
+        names=["time"],
+    )
     source.to_zarr(str(tmp_path / "theirs.zarr"))
     ours = from_zarr(tmp_path / "theirs.zarr")
     assert ours.batch_size == torch.Size([3]) and ours.names == ["time"]
@@ -105,8 +114,11 @@ def test_fsspec_urls_take_the_same_path(tmp_path, scheme):
     assert back[[2, 0]]["a"].tolist() == [[8.0, 9.0, 10.0, 11.0], [0.0, 1.0, 2.0, 3.0]]
     writable = from_zarr(url, mode="r+")
     writable["a"][:] = 0  # (a read is a copy: this writes nothing)
-    writable[1] = TensorDict({"a": torch.full((4,), 7.0)}, []).update({"i": torch.tensor(70)}, inplace=False)\
+    writable[1] = (
+        TensorDict({"a": torch.full((4,), 7.0)}, [])
+        .update({"i": torch.tensor(70)}, inplace=False)
         .update(sample()[1].exclude("a", "i"))
+    )
     assert from_zarr(url)["a"][1].tolist() == [7.0] * 4 and from_zarr(url)["i"].tolist() == [1, 70, 3]
 
 
@@ -127,8 +139,9 @@ def test_indexing_gives_a_view_that_reads_rows_and_writes_through(tmp_path):
     assert rows["n", "b"].tolist() == [5, 1, 5, 99]
     view["n", "b"] = torch.full((10,), -1)
     assert from_zarr(tmp_path / "v.zarr")["n", "b"][8:22].tolist() == [8, 9] + [-1] * 10 + [20, 21]
-    stored[torch.tensor([3, 0, 3])] = TensorDict({"a": torch.tensor([[1.0, 1], [2, 2], [3, 3]]),
-                                                   "n": {"b": torch.tensor([7, 8, 9])}}, [3])
+    stored[torch.tensor([3, 0, 3])] = TensorDict(
+        {"a": torch.tensor([[1.0, 1], [2, 2], [3, 3]]), "n": {"b": torch.tensor([7, 8, 9])}}, [3]
+    )
     again = from_zarr(tmp_path / "v.zarr")
     assert again["a"][0].tolist() == [2.0, 2.0] and again["a"][3].tolist() == [3.0, 3.0]  # the last repeat wins
     assert again["n", "b"][[0, 3]].tolist() == [8, 9]
@@ -166,8 +179,12 @@ def test_json_values_are_json(tmp_path):
 def test_a_read_only_store_refuses_writes_naming_the_store_and_key(tmp_path):
     sample().to_zarr(tmp_path / "r.zarr")
     ro = from_zarr(tmp_path / "r.zarr")
-    for write in (lambda: ro.set("a", torch.zeros(3, 4)), lambda: ro.__setitem__("new", torch.zeros(3)),
-                  lambda: ro.__delitem__("i"), lambda: ro["n"].set("b", torch.zeros(3, 2))):
+    for write in (
+        lambda: ro.set("a", torch.zeros(3, 4)),
+        lambda: ro.__setitem__("new", torch.zeros(3)),
+        lambda: ro.__delitem__("i"),
+        lambda: ro["n"].set("b", torch.zeros(3, 2)),
+    ):
         with pytest.raises(ReadOnlyStorageError, match=r"r\.zarr.*read-only"):
             write()
     with pytest.raises(ReadOnlyStorageError, match=r"r\.zarr.*read-only"):
@@ -192,8 +209,13 @@ def test_modes(tmp_path):
 
 
 def test_from_schema_allocates_zero_leaves_without_data(tmp_path):
-    out = TensorDict.from_schema({"obs": ([2], torch.uint8), ("n", "r"): ([], torch.float32)}, batch_size=[5],
-                                 storage="zarr", filename=str(tmp_path / "s.zarr"), chunks=(2,))
+    out = TensorDict.from_schema(
+        {"obs": ([2], torch.uint8), ("n", "r"): ([], torch.float32)},
+        batch_size=[5],
+        storage="zarr",
+        filename=str(tmp_path / "s.zarr"),
+        chunks=(2,),
+    )
     assert out["obs"].shape == torch.Size([5, 2]) and out["obs"].dtype == torch.uint8 and not out["obs"].any()
     assert out["n"].batch_size == torch.Size([5]) and out["n", "r"].tolist() == [0.0] * 5
     assert not list((tmp_path / "s.zarr" / "obs").glob("c/*"))  # no chunk written

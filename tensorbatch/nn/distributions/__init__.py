@@ -43,13 +43,18 @@ __all__ = [
 
 def _by_name() -> dict[str, Any]:
     """The classes a probabilistic module takes by name (``distribution_class="Delta"``), by lower-case name."""
-    return {cls.__name__.lower(): cls for cls in (NormalParamExtractor, AddStateIndependentNormalScale, Delta,
-                                                  OneHotCategorical)}
+    return {
+        cls.__name__.lower(): cls
+        for cls in (NormalParamExtractor, AddStateIndependentNormalScale, Delta, OneHotCategorical)
+    }
 
 
 def __getattr__(name: str) -> Any:
     if name == "distributions_maps":  # deprecated in tensordict 0.15
-        warnings.warn(f"{__name__}.distributions_maps is deprecated and will be removed in TensorDict 0.17.",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{__name__}.distributions_maps is deprecated and will be removed in TensorDict 0.17.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return _by_name()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,8 +29,7 @@ def _add_suffix(key: NestedKey, suffix: str) -> NestedKey:
     return (*key[:-1], key[-1] + suffix)
 
 
-def _resolve_name_map(name_map: Mapping[NestedKey, NestedKey] | None,
-                      names: Any) -> dict[NestedKey, NestedKey]:
+def _resolve_name_map(name_map: Mapping[NestedKey, NestedKey] | None, names: Any) -> dict[NestedKey, NestedKey]:
     """Each (unravelled) name of ``names`` -> the key its sample is written under."""
     renamed = {unravel_key(k): unravel_key(v) for k, v in (name_map or {}).items()}
     return {name: renamed.get(name, name) for name in map(unravel_key, names)}
@@ -83,10 +82,16 @@ class CompositeDistribution(D.Distribution, Mapping):  # type: ignore[type-arg]
 
     aggregate_probabilities: bool | None  # set by from_distributions only, as tensordict
 
-    def __init__(self, params: TensorDictBase, distribution_map: dict[NestedKey, Any], *,
-                 name_map: dict[NestedKey, NestedKey] | None = None,
-                 extra_kwargs: dict[NestedKey, dict[str, Any]] | None = None,
-                 log_prob_key: NestedKey | None = None, entropy_key: NestedKey | None = None) -> None:
+    def __init__(
+        self,
+        params: TensorDictBase,
+        distribution_map: dict[NestedKey, Any],
+        *,
+        name_map: dict[NestedKey, NestedKey] | None = None,
+        extra_kwargs: dict[NestedKey, dict[str, Any]] | None = None,
+        log_prob_key: NestedKey | None = None,
+        entropy_key: NestedKey | None = None,
+    ) -> None:
         self._batch_shape = params.shape
         self._event_shape = torch.Size(())
         extra_kwargs = extra_kwargs or {}
@@ -104,10 +109,15 @@ class CompositeDistribution(D.Distribution, Mapping):  # type: ignore[type-arg]
         self.entropy_key = entropy_key
 
     @classmethod
-    def from_distributions(cls, params: TensorDictBase, distributions: Mapping[NestedKey, D.Distribution], *,
-                           name_map: dict[NestedKey, NestedKey] | None = None,
-                           log_prob_key: NestedKey | None = None,
-                           entropy_key: NestedKey | None = None) -> CompositeDistribution:
+    def from_distributions(
+        cls,
+        params: TensorDictBase,
+        distributions: Mapping[NestedKey, D.Distribution],
+        *,
+        name_map: dict[NestedKey, NestedKey] | None = None,
+        log_prob_key: NestedKey | None = None,
+        entropy_key: NestedKey | None = None,
+    ) -> CompositeDistribution:
         """A composite of existing distribution instances; ``params`` only gives the batch shape.
 
         Examples:
@@ -212,38 +222,46 @@ class CompositeDistribution(D.Distribution, Mapping):  # type: ignore[type-arg]
             fallback = kind.value
         else:
             raise RuntimeError(f"InteractionType {kind} is unaccounted for.")
-        errors: tuple[type[Exception], ...] = (AttributeError, NotImplementedError) if kind is None else (
-            NotImplementedError,)
+        errors: tuple[type[Exception], ...] = (
+            (AttributeError, NotImplementedError) if kind is None else (NotImplementedError,)
+        )
         try:
             result = dist.mean if fallback == "mean" else dist.mode
         except errors as err:
             raise NotImplementedError(
                 f"{type(dist)} has no deterministic_sample, and its {fallback} is not implemented, so "
                 f"{type(self).__name__} cannot compute a deterministic sample for it. Use a distribution with a "
-                f"deterministic_sample attribute (for example TanhNormal), or another interaction type.") from err
+                f"deterministic_sample attribute (for example TanhNormal), or another interaction type."
+            ) from err
         if kind is None:
             warnings.warn(
                 f"deterministic_sample wasn't found when queried on {type(dist)}. {type(self).__name__} is falling "
                 f"back on {fallback} instead. For better code quality and efficiency, make sure to either provide "
                 f"a distribution with a deterministic_sample attribute or to change the InteractionMode to the "
-                f"desired value.", UserWarning, stacklevel=3)
+                f"desired value.",
+                UserWarning,
+                stacklevel=3,
+            )
         return result
 
-    def sample_and_log_prob(self, shape: torch.Size | tuple[int, ...] | None = None
-                            ) -> tuple[TensorDictBase, torch.Tensor | TensorDictBase]:
+    def sample_and_log_prob(
+        self, shape: torch.Size | tuple[int, ...] | None = None
+    ) -> tuple[TensorDictBase, torch.Tensor | TensorDictBase]:
         """A sample and the log-probability of that draw (as :meth:`log_prob` lays it out).
 
         Each component uses its own ``sample_and_log_prob`` when it has one.
         """
         return self._sample_and_log_prob(shape, reparameterize=False)
 
-    def rsample_and_log_prob(self, shape: torch.Size | tuple[int, ...] | None = None
-                             ) -> tuple[TensorDictBase, torch.Tensor | TensorDictBase]:
+    def rsample_and_log_prob(
+        self, shape: torch.Size | tuple[int, ...] | None = None
+    ) -> tuple[TensorDictBase, torch.Tensor | TensorDictBase]:
         """As :meth:`sample_and_log_prob`, with reparameterized samples."""
         return self._sample_and_log_prob(shape, reparameterize=True)
 
-    def _sample_and_log_prob(self, shape: torch.Size | tuple[int, ...] | None, *, reparameterize: bool
-                             ) -> tuple[TensorDictBase, torch.Tensor | TensorDictBase]:
+    def _sample_and_log_prob(
+        self, shape: torch.Size | tuple[int, ...] | None, *, reparameterize: bool
+    ) -> tuple[TensorDictBase, torch.Tensor | TensorDictBase]:
         shape = torch.Size(shape or ())
         joint = "rsample_and_log_prob" if reparameterize else "sample_and_log_prob"
         samples, log_probs = {}, {}
@@ -303,7 +321,8 @@ class CompositeDistribution(D.Distribution, Mapping):  # type: ignore[type-arg]
                 out[_add_suffix(name, "_log_prob")] = dist.log_prob(sample.get(name))
             except AttributeError:
                 raise RuntimeError(
-                    f"Expected a tensordict sample, but got a {type(sample).__name__} instead.") from None
+                    f"Expected a tensordict sample, but got a {type(sample).__name__} instead."
+                ) from None
         if include_sum:
             out[self.log_prob_key] = _total(list(out.values()), sample.ndim)
         if aggregate:
@@ -319,9 +338,13 @@ class CompositeDistribution(D.Distribution, Mapping):  # type: ignore[type-arg]
                 found[name] = -dist.log_prob(dist.rsample((samples_mc,))).mean(0)
         return found
 
-    def entropy(self, samples_mc: int = 1, *,  # type: ignore[override]
-                aggregate_probabilities: bool | None = None,
-                include_sum: bool | None = None) -> torch.Tensor | TensorDictBase:
+    def entropy(  # type: ignore[override]
+        self,
+        samples_mc: int = 1,
+        *,
+        aggregate_probabilities: bool | None = None,
+        include_sum: bool | None = None,
+    ) -> torch.Tensor | TensorDictBase:
         """The entropy of each component (``<key>_entropy``), or their sum when aggregating.
 
         A component without a closed form gets a Monte Carlo estimate from ``samples_mc`` samples.
@@ -333,9 +356,13 @@ class CompositeDistribution(D.Distribution, Mapping):  # type: ignore[type-arg]
             include_sum: see :meth:`entropy_composite`.
         """
         if aggregate_probabilities is not None:
-            warnings.warn("CompositeDistribution.entropy(aggregate_probabilities=...), which has no effect, is "
-                          "deprecated and will be removed in TensorDict 0.17. Use set_composite_lp_aggregate "
-                          "instead.", DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                "CompositeDistribution.entropy(aggregate_probabilities=...), which has no effect, is "
+                "deprecated and will be removed in TensorDict 0.17. Use set_composite_lp_aggregate "
+                "instead.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         aggregate = composite_lp_aggregate()
         if not aggregate:
             return self.entropy_composite(samples_mc, include_sum=aggregate if include_sum is None else include_sum)
@@ -358,8 +385,9 @@ class CompositeDistribution(D.Distribution, Mapping):  # type: ignore[type-arg]
 
     def cdf(self, sample: TensorDictBase) -> TensorDictBase:  # type: ignore[override]
         """Writes each component's CDF of its value at ``<key>_cdf`` into ``sample``; returns ``sample``."""
-        return sample.update({_add_suffix(name, "_cdf"): dist.cdf(sample.get(name))
-                              for name, dist in self.dists.items()})
+        return sample.update(
+            {_add_suffix(name, "_cdf"): dist.cdf(sample.get(name)) for name, dist in self.dists.items()}
+        )
 
     def icdf(self, sample: TensorDictBase) -> TensorDictBase:  # type: ignore[override]
         """Writes each component's inverse CDF of ``<key>_cdf`` (else of the CDF of ``key``) at ``<key>_icdf``.
@@ -373,8 +401,10 @@ class CompositeDistribution(D.Distribution, Mapping):  # type: ignore[type-arg]
             if prob is None:
                 value = sample.get(name)
                 if value is None:
-                    raise KeyError(f"Neither {name} nor {cdf_key} could be found in the sampled tensordict. Make "
-                                   f"sure one of these is available to icdf.")
+                    raise KeyError(
+                        f"Neither {name} nor {cdf_key} could be found in the sampled tensordict. Make "
+                        f"sure one of these is available to icdf."
+                    )
                 prob = dist.cdf(value)
             sample.set(_add_suffix(name, "_icdf"), dist.icdf(prob))
         return sample

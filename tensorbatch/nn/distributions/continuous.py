@@ -75,9 +75,16 @@ class AddStateIndependentNormalScale(nn.Module):
         (torch.Size([3, 2]), tensor([1., 1.], grad_fn=<SelectBackward0>))
     """
 
-    def __init__(self, scale_shape: torch.Size | int | Sequence[int] | None = None, *,
-                 scale_mapping: str = "exp", scale_lb: float = 1e-4, device: torch.device | str | None = None,
-                 make_param: bool = True, init_value: float = 0.0) -> None:
+    def __init__(
+        self,
+        scale_shape: torch.Size | int | Sequence[int] | None = None,
+        *,
+        scale_mapping: str = "exp",
+        scale_lb: float = 1e-4,
+        device: torch.device | str | None = None,
+        make_param: bool = True,
+        init_value: float = 0.0,
+    ) -> None:
         super().__init__()
         if scale_shape is None:
             scale_shape = torch.Size(())
@@ -94,10 +101,12 @@ class AddStateIndependentNormalScale(nn.Module):
 
     def forward(self, loc: torch.Tensor, *others: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``(loc, scale, *others)``, the scale expanded to ``loc``."""
-        trailing = loc.shape[max(loc.ndim - len(self.scale_shape), 0):]
+        trailing = loc.shape[max(loc.ndim - len(self.scale_shape), 0) :]
         if trailing != self.scale_shape:
-            raise RuntimeError(f"Last dimensions of loc ({trailing}) do not match the number of dimensions "
-                               f"in scale ({self.state_independent_scale.shape})")
+            raise RuntimeError(
+                f"Last dimensions of loc ({trailing}) do not match the number of dimensions "
+                f"in scale ({self.state_independent_scale.shape})"
+            )
         scale = mappings(self.scale_mapping)(self.state_independent_scale.expand_as(loc))
         return (loc, scale.clamp_min(self.scale_lb), *others)
 
@@ -129,9 +138,14 @@ class Delta(D.Distribution):
 
     arg_constraints: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, param: torch.Tensor, atol: float = 1e-6, rtol: float = 1e-6,
-                 batch_shape: torch.Size | Sequence[int] | None = None,
-                 event_shape: torch.Size | Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        param: torch.Tensor,
+        atol: float = 1e-6,
+        rtol: float = 1e-6,
+        batch_shape: torch.Size | Sequence[int] | None = None,
+        event_shape: torch.Size | Sequence[int] | None = None,
+    ) -> None:
         batch_shape = torch.Size(batch_shape or ())
         event_shape = torch.Size(event_shape or ())
         self.update(param)

@@ -62,8 +62,7 @@ class OneHotCategorical(D.Categorical):
 
     num_params: int = 1
 
-    def __init__(self, logits: torch.Tensor | None = None, probs: torch.Tensor | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, logits: torch.Tensor | None = None, probs: torch.Tensor | None = None, **kwargs: Any) -> None:
         super().__init__(probs=_drop_unit_category(probs), logits=_drop_unit_category(logits), **kwargs)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:

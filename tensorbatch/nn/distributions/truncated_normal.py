@@ -147,8 +147,14 @@ class TruncatedNormal(TruncatedStandardNormal):
 
     has_rsample = True
 
-    def __init__(self, loc: float | torch.Tensor, scale: float | torch.Tensor, a: float | torch.Tensor,
-                 b: float | torch.Tensor, validate_args: bool | None = None) -> None:
+    def __init__(
+        self,
+        loc: float | torch.Tensor,
+        scale: float | torch.Tensor,
+        a: float | torch.Tensor,
+        b: float | torch.Tensor,
+        validate_args: bool | None = None,
+    ) -> None:
         self.loc, scale, a, b = broadcast_all(loc, scale, a, b)
         self.scale = scale.clamp_min(self.eps)
         self._non_std_a, self._non_std_b = a, b

@@ -33,8 +33,7 @@ class PointEnv(EnvBase):
         super().__init__(batch_size=torch.Size(batch_size))
         self.rng = torch.Generator().manual_seed(0)
         shape = self.batch_size
-        self.observation_spec = Composite(observation=Unbounded((*shape, 3)), steps=Unbounded((*shape, 1)),
-                                          shape=shape)
+        self.observation_spec = Composite(observation=Unbounded((*shape, 3)), steps=Unbounded((*shape, 1)), shape=shape)
         self.action_spec = Bounded(-1.0, 1.0, (*shape, 1))
         self.reward_spec = Unbounded((*shape, 1))
 
@@ -46,8 +45,14 @@ class PointEnv(EnvBase):
         obs = tensordict["observation"] + 0.5 * tensordict["action"] * torch.tensor([1.0, -1.0, 0.5])
         steps = tensordict.get("steps", torch.zeros((*self.batch_size, 1))) + 1
         done = steps >= 8
-        return TensorDict(observation=obs, steps=steps, reward=-obs.norm(dim=-1, keepdim=True), done=done,
-                          terminated=done.clone(), batch_size=self.batch_size)
+        return TensorDict(
+            observation=obs,
+            steps=steps,
+            reward=-obs.norm(dim=-1, keepdim=True),
+            done=done,
+            terminated=done.clone(),
+            batch_size=self.batch_size,
+        )
 
     def _set_seed(self, seed: int | None) -> None:
         self.rng = torch.Generator().manual_seed(seed or 0)
@@ -60,12 +65,18 @@ def actor_critic(env: EnvBase, width: int) -> tuple[Any, Any]:
     from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
 
     actor = ProbabilisticActor(
-        TensorDictModule(nn.Sequential(nn.Linear(3, width), nn.Tanh(), nn.Linear(width, 2), NormalParamExtractor()),
-                         in_keys=["observation"], out_keys=["loc", "scale"]),
-        in_keys=["loc", "scale"], spec=env.action_spec, distribution_class=TanhNormal,
-        distribution_kwargs={"low": -1.0, "high": 1.0}, return_log_prob=True)
-    critic = ValueOperator(nn.Sequential(nn.Linear(3, width), nn.Tanh(), nn.Linear(width, 1)),
-                           in_keys=["observation"])
+        TensorDictModule(
+            nn.Sequential(nn.Linear(3, width), nn.Tanh(), nn.Linear(width, 2), NormalParamExtractor()),
+            in_keys=["observation"],
+            out_keys=["loc", "scale"],
+        ),
+        in_keys=["loc", "scale"],
+        spec=env.action_spec,
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": -1.0, "high": 1.0},
+        return_log_prob=True,
+    )
+    critic = ValueOperator(nn.Sequential(nn.Linear(3, width), nn.Tanh(), nn.Linear(width, 1)), in_keys=["observation"])
     return actor, critic
 
 

@@ -37,10 +37,17 @@ show("dqn.after_update", dqn(batch)["loss"])
 
 # SAC
 actor = ProbabilisticActor(
-    TensorDictModule(nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2), NormalParamExtractor()),
-                     in_keys=["observation"], out_keys=["loc", "scale"]),
-    in_keys=["loc", "scale"], spec=env.action_spec, distribution_class=TanhNormal,
-    distribution_kwargs={"low": -1.0, "high": 1.0}, return_log_prob=True)
+    TensorDictModule(
+        nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2), NormalParamExtractor()),
+        in_keys=["observation"],
+        out_keys=["loc", "scale"],
+    ),
+    in_keys=["loc", "scale"],
+    spec=env.action_spec,
+    distribution_class=TanhNormal,
+    distribution_kwargs={"low": -1.0, "high": 1.0},
+    return_log_prob=True,
+)
 
 
 class QValue(nn.Module):

@@ -29,8 +29,10 @@ from torchrl.objectives import A2CLoss, DDPGLoss, TD3Loss
 from torchrl.objectives.value import TD0Estimator, TDLambdaEstimator
 
 torch.manual_seed(0)
-env = TransformedEnv(PointEnv(), Compose(StepCounter(max_steps=6), RewardSum(),
-                                         ObservationNorm(in_keys=["observation"], loc=0.5, scale=2.0)))
+env = TransformedEnv(
+    PointEnv(),
+    Compose(StepCounter(max_steps=6), RewardSum(), ObservationNorm(in_keys=["observation"], loc=0.5, scale=2.0)),
+)
 env.set_seed(0)
 check_env_specs(env)
 rollout = env.rollout(10)
@@ -63,8 +65,9 @@ show("tdrb.index", sample["index"].sum())
 
 traj = data.clone()
 traj["traj_ids"] = torch.arange(4).unsqueeze(-1).expand(4, 5)
-slices = ReplayBuffer(storage=LazyTensorStorage(64), sampler=SliceSampler(num_slices=2, traj_key="traj_ids"),
-                      batch_size=6)
+slices = ReplayBuffer(
+    storage=LazyTensorStorage(64), sampler=SliceSampler(num_slices=2, traj_key="traj_ids"), batch_size=6
+)
 slices.extend(traj.reshape(-1))
 show("slice.sample", slices.sample()["next", "reward"].sum())
 
@@ -83,10 +86,17 @@ with tempfile.TemporaryDirectory() as folder:
 
 # losses
 actor = ProbabilisticActor(
-    TensorDictModule(nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2), NormalParamExtractor()),
-                     in_keys=["observation"], out_keys=["loc", "scale"]),
-    in_keys=["loc", "scale"], spec=batched.action_spec[0], distribution_class=TanhNormal,
-    distribution_kwargs={"low": -1.0, "high": 1.0}, return_log_prob=True)
+    TensorDictModule(
+        nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2), NormalParamExtractor()),
+        in_keys=["observation"],
+        out_keys=["loc", "scale"],
+    ),
+    in_keys=["loc", "scale"],
+    spec=batched.action_spec[0],
+    distribution_class=TanhNormal,
+    distribution_kwargs={"low": -1.0, "high": 1.0},
+    return_log_prob=True,
+)
 critic = ValueOperator(MLP(in_features=3, out_features=1, num_cells=[16]), in_keys=["observation"])
 a2c = A2CLoss(actor, critic)
 a2c.make_value_estimator(gamma=0.9)
@@ -116,7 +126,9 @@ td3.make_value_estimator(gamma=0.9)
 out = td3(flat.clone())
 show("td3.loss_actor", out["loss_actor"])
 show("td3.loss_qvalue", out["loss_qvalue"])
-for name, estimator in (("td0", TD0Estimator(gamma=0.9, value_network=critic)),
-                        ("tdlambda", TDLambdaEstimator(gamma=0.9, lmbda=0.9, value_network=critic))):
+for name, estimator in (
+    ("td0", TD0Estimator(gamma=0.9, value_network=critic)),
+    ("tdlambda", TDLambdaEstimator(gamma=0.9, lmbda=0.9, value_network=critic)),
+):
     show(f"{name}.advantage", estimator(data.clone())["advantage"].sum())
 print("done")

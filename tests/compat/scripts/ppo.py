@@ -26,9 +26,12 @@ optim = torch.optim.Adam(loss_module.parameters(), lr=1e-2)
 frames = 32
 collector = Collector(env, actor, frames_per_batch=frames, total_frames=3 * frames)
 with tempfile.TemporaryDirectory() as scratch:
-    buffers = [ReplayBuffer(storage=LazyTensorStorage(frames), sampler=SamplerWithoutReplacement(), batch_size=16),
-               ReplayBuffer(storage=LazyMemmapStorage(frames, scratch_dir=scratch),
-                            sampler=SamplerWithoutReplacement(), batch_size=16)]
+    buffers = [
+        ReplayBuffer(storage=LazyTensorStorage(frames), sampler=SamplerWithoutReplacement(), batch_size=16),
+        ReplayBuffer(
+            storage=LazyMemmapStorage(frames, scratch_dir=scratch), sampler=SamplerWithoutReplacement(), batch_size=16
+        ),
+    ]
     for it, data in enumerate(collector):
         show(f"iter{it}.reward", data["next", "reward"].sum())
         with torch.no_grad():

@@ -29,9 +29,15 @@ from torchrl.envs import (
 from torchrl.modules import LSTMModule, set_recurrent_mode
 
 torch.manual_seed(0)
-env = TransformedEnv(PointEnv(), Compose(InitTracker(), StepCounter(),
-                                         CatFrames(N=3, dim=-1, in_keys=["observation"], out_keys=["frames"]),
-                                         UnsqueezeTransform(dim=-1, in_keys=["step_count"], out_keys=["count2"])))
+env = TransformedEnv(
+    PointEnv(),
+    Compose(
+        InitTracker(),
+        StepCounter(),
+        CatFrames(N=3, dim=-1, in_keys=["observation"], out_keys=["frames"]),
+        UnsqueezeTransform(dim=-1, in_keys=["step_count"], out_keys=["count2"]),
+    ),
+)
 env.set_seed(0)
 data = env.rollout(6)
 show("transforms.frames", data["frames"].sum())
@@ -40,8 +46,12 @@ show("transforms.count2", data["next", "count2"].sum())
 
 env = TransformedEnv(PointEnv(), Compose(InitTracker(), TensorDictPrimer(hidden=Unbounded((4,)))))
 env.set_seed(0)
-lstm = LSTMModule(input_size=3, hidden_size=8, in_keys=["observation", "rs_h", "rs_c"],
-                  out_keys=["features", ("next", "rs_h"), ("next", "rs_c")])
+lstm = LSTMModule(
+    input_size=3,
+    hidden_size=8,
+    in_keys=["observation", "rs_h", "rs_c"],
+    out_keys=["features", ("next", "rs_h"), ("next", "rs_c")],
+)
 env.append_transform(lstm.make_tensordict_primer())
 policy = TensorDictSequential(lstm, TensorDictModule(nn.Linear(8, 1), in_keys=["features"], out_keys=["action"]))
 data = env.rollout(6, policy)
