@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install tensorbatch with its test dependencies into .venv and run every check CI runs, in phases:
-#   venv, installs, ruff (lint), mypy (strict, the package), tests (pytest tests, slow ones included), doctests.
+#   venv, installs, ruff (lint and format check), mypy (strict, the package), tests (pytest tests, slow ones included), doctests.
 # Each phase prints its name and then its duration. Extra arguments go to the tests/ pytest call, e.g.
 # `bash scripts/test.sh -m "not slow"` (day-to-day subset) or `bash scripts/test.sh -x -k index`.
 # The script fails when any phase fails; pytest exit code 5 (no tests collected) is a failure too.
@@ -53,9 +53,11 @@ echo "    torchrl==0.14.1 (without its dependencies) and the few it needs"
 phase_end 0
 
 # From here on a failing phase does not stop the others: one run reports every failure.
-phase_begin ruff "ruff check tensorbatch tests benchmarks (lint only: no format check)"
+RUFF_PATHS=(tensorbatch tests benchmarks examples tools scripts)
+phase_begin ruff "ruff check and ruff format --check: ${RUFF_PATHS[*]}"
 ruff_rc=0
-"$PY" -m ruff check tensorbatch tests benchmarks || ruff_rc=$?
+"$PY" -m ruff check "${RUFF_PATHS[@]}" || ruff_rc=$?
+"$PY" -m ruff format --check "${RUFF_PATHS[@]}" || ruff_rc=$?
 phase_end "$ruff_rc"
 
 phase_begin mypy "python -m mypy tensorbatch (strict, configured in pyproject.toml)"
