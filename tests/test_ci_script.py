@@ -65,7 +65,8 @@ def test_phases_in_order_with_durations_and_the_extra_args_reach_pytest(tmp_path
     ends = re.findall(r"^<== (\w+): (\d+)s \(exit (\d+)\)$", proc.stdout, flags=re.M)
     assert [name for name, _, _ in ends] == ["venv", "installs", "ruff", "mypy", "tests", "doctests"]
     assert all(rc == "0" for _, _, rc in ends)
-    assert "-m ruff check tensorbatch tests benchmarks" in calls
+    assert "-m ruff check tensorbatch tests benchmarks examples tools scripts" in calls
+    assert "-m ruff format --check tensorbatch tests benchmarks examples tools scripts" in calls
     assert "-m mypy tensorbatch" in calls
     assert "-m pytest tests -m not slow -x" in calls
     assert "-m pytest --doctest-modules tensorbatch" in calls
@@ -75,7 +76,7 @@ def test_phases_in_order_with_durations_and_the_extra_args_reach_pytest(tmp_path
 def test_a_failing_phase_fails_the_run_and_the_others_still_run(tmp_path: Path, phase: str, rc: int) -> None:
     proc, calls = _run(tmp_path, **{phase: rc})
     assert proc.returncode == rc
-    assert len([c for c in calls if c.startswith(("-m ruff", "-m mypy", "-m pytest"))]) == 4
+    assert len([c for c in calls if c.startswith(("-m ruff", "-m mypy", "-m pytest"))]) == 5
     assert re.search(rf"^\s+{phase}\w*\s+\d+s\s+exit {rc}$", proc.stdout, flags=re.M), proc.stdout
 
 
