@@ -457,7 +457,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         table: Any,
         *,
         copy: builtins.bool | None = ...,
-        nulls: Literal["raise", "fill", "mask"] = ...,
+        nulls: Literal['raise', 'fill', 'mask'] = ...,
         mask_key: Any = ...,
         device: Any = ...,
         batch_size: Any = ...,
@@ -595,7 +595,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         batch_size: Any = ...,
         separator: str | None = ...,
         dtype: torch.dtype | None = ...,
-        categorical: Literal["codes", "values"] = ...,
+        categorical: Literal['codes', 'values'] = ...,
         progress: builtins.bool | None = ...,
     ) -> Any: ...
     @classmethod
@@ -1506,3 +1506,4 @@ class TensorDictBase(StorageHooks, TensorCollection):
     def where(td, condition: _Tensor, other: Any, *, out: Any = ..., pad: Any = ...) -> Any: ...
     def zero_(self) -> TensorDictBase: ...
     def zero_grad(self, set_to_none: builtins.bool = ...) -> TensorDictBase: ...
+

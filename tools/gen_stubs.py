@@ -253,6 +253,7 @@ def _def(
     decorators: tuple[str, ...] = (),
     cls: type | None = None,
 ) -> list[str]:
+    func = inspect.unwrap(func)  # (a method wrapped by _base/locks.keep_lock: the wrapped one's annotations)
     namespace = getattr(func, "__globals__", {})
     ret = _table_return(name, func, imports) if cls is not None else None
     override = _operator_params(cls, name, func) if cls is not None else None
