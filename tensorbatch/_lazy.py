@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from . import _errors, _options
 from . import _lazy_deprecated as _deprecated
+from ._base import locks as _locks
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._base.export import node_facts, tree_lines
@@ -1189,6 +1190,7 @@ def _install() -> None:
 
 
 _install()
+_locks.install_keep_lock(LazyStackedTensorDict)
 _MASKED_FILL_ = _per_member("masked_fill_", inplace_of="masked_fill")
 
 

@@ -439,3 +439,4 @@ class TensorDictBase(StorageHooks, TensorCollection):
 
 
 _pointwise.install(TensorDictBase)
+_locks.install_keep_lock(TensorDictBase)  # results of pointwise ops, casts, moves and shape views keep the lock

@@ -9,10 +9,14 @@ TensorDict's slots (only locking trees with nested TensorDicts pays for it).
 
 from __future__ import annotations
 
+import functools
 import gc
 import weakref
 from typing import TYPE_CHECKING, Any
 
+import torch
+
+from .._ops import pointwise
 from .._ops.traverse import named_nodes
 
 if TYPE_CHECKING:
@@ -181,3 +185,60 @@ def clear_refs_for_compile_(self: TensorDictBase) -> TensorDictBase:
     for _, node in named_nodes(self, members=True):
         node._last_op = None
     return self
+
+
+# ------------------------------------------------------------------------------------ results that keep the lock
+# The operations whose result is locked when the TensorDict they are called on is: tensordict 0.15.3's rule,
+# measured op by op (tests/differential/test_vs_tensordict_locks.py). Its pointwise math, casts, moves and
+# shape views keep the lock; indexing, clone/copy/contiguous, comparisons, clamp, masked_fill, reductions (but
+# norm), apply, select/exclude, stack/cat, unbind, pad and new_* give an unlocked result. Names tensordict lacks
+# follow their family (``floor_divide`` as ``//``'s siblings, ``eq`` as ``==``).
+_UNLOCKED_POINTWISE = frozenset(
+    {"clamp", "eq", "ne", "lt", "le", "gt", "ge", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
+)
+_UNLOCKED_OPERATORS = frozenset({"__or__", "__ror__", "__xor__", "__rxor__"})  # (tensordict's | and ^ drop it)
+KEEP_LOCK_SHAPE = (
+    "view", "reshape", "permute", "transpose", "unsqueeze", "squeeze", "flatten", "unflatten", "expand",
+    "expand_as", "split", "chunk", "tensor_split", "movedim", "moveaxis", "swapaxes", "swapdims", "repeat",
+    "repeat_interleave", "roll", "flip", "fliplr", "flipud", "narrow", "detach", "cpu", "cuda", "to", "where",
+    "norm",
+)  # fmt: skip
+
+
+def keep_lock(method: Any, dtype_view: bool = False) -> Any:
+    """``method`` (a TensorDict method or a torch function taking one first) whose results keep its lock.
+
+    Not under ``torch.compile`` (locking a result walks and records its nodes: not worth a graph break), nor
+    (``dtype_view``: ``view``) when the first argument is a dtype.
+    """
+
+    @functools.wraps(method)
+    def keeping(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = method(self, *args, **kwargs)
+        if (
+            out is not self
+            and getattr(self, "is_locked", False)
+            and not torch.compiler.is_compiling()
+            and not (dtype_view and args and isinstance(args[0], torch.dtype))
+        ):
+            for result in out if isinstance(out, (tuple, list)) else (out,):
+                if not getattr(result, "is_locked", True):  # (a TensorDict; tensors and locked ones pass)
+                    result.lock_()
+        return out
+
+    return keeping
+
+
+def install_keep_lock(cls: type[Any]) -> None:
+    """Wrap the lock-keeping methods that ``cls`` itself defines with :func:`keep_lock` (``data``: a property)."""
+    done: dict[Any, Any] = {}
+    for name in (*pointwise.METHODS, *pointwise.OPERATORS, *pointwise.REFLECTED, *KEEP_LOCK_SHAPE, "data"):
+        method = cls.__dict__.get(name)
+        if method is None or name in _UNLOCKED_POINTWISE or name in _UNLOCKED_OPERATORS:
+            continue
+        if isinstance(method, property):
+            setattr(cls, name, property(keep_lock(method.fget), method.fset, method.fdel, method.__doc__))
+        elif callable(method):  # an alias (``divide`` of ``div``) stays the same object as what it names
+            if method not in done:
+                done[method] = keep_lock(method, dtype_view=name == "view")
+            setattr(cls, name, done[method])

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from .._base.coerce import as_device
+from .._base.locks import keep_lock
 from .._errors import add_path_note, fmt_path, fmt_shape, key_sets_differ
 from .._unbatched import UnbatchedTensor, check_shared
 from . import ragged
@@ -449,7 +450,7 @@ def _like(name: str) -> Callable[..., Any]:
 
 
 for _name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"):
-    HANDLED[getattr(torch, _name)] = _like(_name)
+    HANDLED[getattr(torch, _name)] = keep_lock(_like(_name))
 
 
 # ------------------------------------------------------------------------------------ losses

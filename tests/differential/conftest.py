@@ -90,9 +90,6 @@ DIFFERENCES: dict[str, str] = {
     "max_feature": "max/min over dim='feature' work without call_on_nested",
     "[smooth_l1_loss_beta]": "the losses pass beta (and size_average/reduce) to each leaf (tensordict ignores them)",
     "permute_wrong_len": "permute with too few dims raises ValueError (tensordict returns the input)",
-    "[locked_plus_locked]": "results of operations are never locked (tensordict keeps the lock through +)",
-    "[locked_times_number]": "results of operations are never locked (tensordict keeps the lock through *)",
-    "[locked_reshape]": "results of operations are never locked (tensordict keeps the lock through reshape)",
     # nn distributions (test_vs_tensordict_nn_distributions.py)
     "test_delta_event_of_two_dims": "Delta.log_prob reduces every event dim (tensordict reduces the last one, then "
     "a batch dim in place of the others, or raises when the value has no such dim)",
