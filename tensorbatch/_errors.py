@@ -101,6 +101,10 @@ class InplaceWriteError(RuntimeError, ValueError):
     """An in-place write whose value cannot fill the target (tensordict raises a Value+Runtime error)."""
 
 
+class StackDimError(IndexError, RuntimeError):
+    """A stack dim out of range: an IndexError as torch raises, and the RuntimeError tensordict raises."""
+
+
 class NotAMappingError(TypeError, AttributeError):
     """A value given where a mapping or TensorDict is required.
 

@@ -78,14 +78,14 @@ def _check_members(tds: Sequence[Any], what: str) -> torch.Size:
 
 
 def _check_same_batch(first: Any, tds: list[Any], what: str) -> None:
-    """New members must match the existing ones' batch size (ValueError, as tensordict)."""
-    _check_members([first, *tds], what)
+    """New members must match the existing ones' batch size (ValueError, as tensordict, also for other dims)."""
     for td in tds:
-        if td.batch_size != first.batch_size:
+        if is_td(td) and td.batch_size != first.batch_size:
             raise ValueError(
                 f"{what}: the new member has batch_size {_errors.fmt_shape(td.batch_size)} but the members have "
                 f"{_errors.fmt_shape(first.batch_size)}"
             )
+    _check_members([first, *tds], what)
 
 
 class LazyStackedTensorDict(TensorDictBase):
@@ -141,7 +141,7 @@ class LazyStackedTensorDict(TensorDictBase):
             member_bs = _check_members(tds, "LazyStackedTensorDict")
             nd = len(member_bs)
             if not -nd - 1 <= stack_dim <= nd:
-                raise IndexError(f"stack_dim {stack_dim} is out of range for members with {nd} batch dims")
+                raise _errors.StackDimError(f"stack_dim {stack_dim} is out of range for members with {nd} batch dims")
             self._init(tds, stack_dim % (nd + 1), member_bs)
             if batch_size is not None and _as_size(batch_size) != self._batch_size:
                 raise RuntimeError(

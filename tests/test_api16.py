@@ -96,10 +96,11 @@ def test_cat_tensors_repeated_key_and_atomic_refusal():
     assert set(td.keys()) == {"a", "n"}  # nothing deleted
 
 
-def test_separates_skips_missing_keys():
+def test_separates_stores_none_for_missing_keys():
     td = _td()
-    out = td.separates("a", "zz", strict=False)
-    assert list(out.keys()) == ["a"]
+    out = td.separates("a", "zz", strict=False)  # (as tensordict: a NonTensorData holding None)
+    assert list(out.keys()) == ["a", "zz"]
+    assert out["zz"] is None and out.get("zz").batch_size == out.batch_size
     assert list(td.keys()) == ["n"]
 
 

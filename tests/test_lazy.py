@@ -897,8 +897,8 @@ EACH_INSERT = pytest.mark.parametrize(
 @EACH_INSERT
 def test_insert_batch_dims_mismatch(call):
     s, _ = homo()
-    with pytest.raises(RuntimeError, match=r"batch_size \[3, 1\] but member 0 has \[3\]"):
-        call(s, member(9).unsqueeze(-1))
+    with pytest.raises(ValueError, match=r"new member has batch_size \[3, 1\] but the members have \[3\]"):
+        call(s, member(9).unsqueeze(-1))  # (ValueError, as tensordict, also when the number of dims differs)
     assert s.batch_size == torch.Size([3, 3])
     assert len(s.tensordicts) == 3
 

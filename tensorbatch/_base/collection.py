@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import abc
+from typing import Any
 
 import torch
 
 
-class TensorCollection(abc.ABC):
+class TensorCollection(abc.ABC):  # noqa: B024  # (an ABC for register(); its __init__ refuses it)
     """The abstract base of TensorDicts (every backend, non-tensor leaves included) and TensorClasses.
 
     Use it in type hints and ``isinstance`` checks for "a TensorDict or a TensorClass". It cannot be
@@ -29,7 +30,14 @@ class TensorCollection(abc.ABC):
 
     __slots__ = ()
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # (not abstract methods: their TypeError is not the NotImplementedError tensordict raises here, and a
+        # __new__ would cost every TensorDict built; subclasses define their own __init__)
+        if type(self) is TensorCollection:
+            raise NotImplementedError("TensorCollection is an abstract base class and cannot be instantiated directly.")
+        super().__init__()
+
     @property
-    @abc.abstractmethod
     def batch_size(self) -> torch.Size:
         """The leading dimensions shared by every entry."""
+        raise NotImplementedError(f"{type(self).__name__} does not define batch_size")

@@ -111,8 +111,8 @@ def separates(
 
     Args:
         keys: the keys to move.
-        default: the value for a missing key (None: the key is skipped).
-        strict: raise a KeyError for a missing key when there is no default; ``False`` skips it.
+        default: the value stored for a missing key (``None`` is stored as a ``NonTensorData(None)``).
+        strict: raise a KeyError for a missing key when there is no default; ``False`` stores ``None`` for it.
         filter_empty: drop the nested nodes left empty here.
 
     Examples:
@@ -126,13 +126,9 @@ def separates(
     for path in paths:
         value = self._get(path, MISSING)
         if value is MISSING:
-            if default is NO_DEFAULT:
-                if strict:
-                    self._get(path)  # raises the KeyError naming the missing level
-                continue
-            if default is None:
-                continue
-            value = default
+            if default is NO_DEFAULT and strict:
+                self._get(path)  # raises the KeyError naming the missing level
+            value = None if default is NO_DEFAULT else default  # (None: stored as a NonTensorData, as tensordict)
         taken.append((path, value))
     if taken and self.is_locked:
         raise _errors.locked()

@@ -106,12 +106,10 @@ DIFFERENCES: dict[str, str] = {
     "test_set_non_tensor[stack]": "set_non_tensor with a NonTensorStack stores the stack (tensordict raises)",
     "[nt_set_at_all]": "one value written at every position of a stack collapses it to NonTensorData",
     # lazy stacks (test_vs_tensordict_lazy.py)
-    "[lz_ctor_bad_stack_dim]": "an out-of-range stack_dim raises IndexError, as torch does (tensordict: RuntimeError)",
     "[lz_get_padded_sd1]": "as_padded_tensor keeps the stack dim where it is (tensordict puts the members first)",
     "[lz_get_nested_sd1]": "as_nested_tensor needs stack_dim 0 (tensordict puts the members first)",
     "[lz_index_none]": "an index with None uses the generic path: a dense TensorDict (tensordict: a lazy stack)",
     "[lz_index_mask2d]": "a mask over several dims uses the generic path: a dense TensorDict (tensordict: lazy)",
-    "[lz_append_batch_dims_differ]": "a member with other batch dims: RuntimeError (tensordict: ValueError)",
     "[lz_batch_size_setter]": "a lazy stack's batch size can be set (it sets the members'); tensordict refuses",
     "[lz_maybe_dense_nested_shapes]": "maybe_dense_stack: lazy when nested leaf shapes differ (tensordict: dense top)",
     "[lz_reshape]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
@@ -135,9 +133,6 @@ DIFFERENCES: dict[str, str] = {
     "test_apply_unknown_keyword": "apply refuses an unknown keyword with TypeError (tensordict 0.15 warns and "
     "ignores it; 0.17 raises TypeError)",
     # issue 16 additions (test_vs_tensordict_api16.py)
-    "[api16_separates_missing_none]": "separates skips a missing key whose default is None (tensordict stores "
-    "None under it)",
-    "[api16_separates_missing_lax]": "separates(strict=False) skips a missing key (tensordict stores None under it)",
     "[api16_lz_movedim]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
     "[api16_lz_swapaxes]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
     "[api16_lz_tensor_split]": "tensor_split of a lazy stack gives dense TensorDicts (tensordict: lazy stacks)",
