@@ -763,7 +763,7 @@ class TestMemmapInPlace:
 
     def test_return_early(self, tmp_path):
         td = make_td()
-        future = td.memmap_(tmp_path / "td", return_early=True)
+        future = td.memmap_(tmp_path / "td", return_early=True, num_threads=2)
         assert isinstance(future, Future)
         assert future.result(timeout=30) is td
         assert td.is_memmap()
@@ -832,7 +832,7 @@ class TestLoad:
         td.memmap(tmp_path / "td")
         back = TensorDict.load_memmap(tmp_path / "td")
         assert type(back) is TensorDict
-        assert back.is_locked
+        assert not back.is_locked  # (as tensordict: memmap() locks its result, load_memmap does not)
         assert back.is_memmap()
         assert back.saved_path == str(tmp_path / "td")
         assert_same_td(back, td)
@@ -972,7 +972,7 @@ class TestAliases:
         for fn in (tensorbatch.load, tensorbatch.load_memmap):
             back = fn(tmp_path / "a")
             assert type(back) is TensorDict
-            assert back.is_locked
+            assert not back.is_locked
             assert_same_td(back, td)
         shared = tensorbatch.memmap(td)
         assert shared.is_shared()
@@ -983,13 +983,17 @@ class TestAliases:
 class TestSaveOptions:
     def test_return_early(self, tmp_path):
         td = make_td()
-        future = td.memmap(tmp_path / "td", return_early=True)
+        future = td.memmap(tmp_path / "td", return_early=True, num_threads=2)
         assert isinstance(future, Future)
         out = future.result(timeout=30)
         assert out.is_memmap()
         assert_same_td(out, td)
-        like = td.memmap_like(tmp_path / "like", return_early=True).result(timeout=30)
+        like = td.memmap_like(tmp_path / "like", return_early=True, num_threads=2).result(timeout=30)
         assert not like["a"].any()
+        # without threads the call returns its result (as tensordict's)
+        now = td.memmap(tmp_path / "now", return_early=True)
+        assert not isinstance(now, Future) and now.is_memmap()
+        assert_same_td(now, td)
 
     def test_num_threads(self, tmp_path):
         g = torch.Generator().manual_seed(0)
@@ -1377,8 +1381,8 @@ class TestNestedLeaves:
     def test_round_trip_maps_the_file(self, tmp_path, layout):
         mapped = self._td(layout).memmap(tmp_path / "td")
         loaded = TensorDict.load_memmap(tmp_path / "td")
+        assert mapped.is_locked and not loaded.is_locked
         for td in (mapped, loaded):
-            assert td.is_locked
             assert td["nt"].layout is layout
             assert td["n", "nt2"].dtype == torch.float64
             assert _components(td["nt"]) == _components(_nested(layout))
@@ -1430,7 +1434,7 @@ def test_load_memmap_subpath_loads_one_nested_tensordict(tmp_path) -> None:
     sub = TensorDict.load_memmap(tmp_path, subpath="b")
     assert set(sub.keys(True, True)) == {"c", ("d", "e")} and sub["c"].tolist() == [1.0, 1.0, 1.0]
     deep = TensorDict.load_memmap(tmp_path, subpath=("b", "d"))
-    assert deep["e"].tolist() == [0, 1, 2] and deep.is_locked
+    assert deep["e"].tolist() == [0, 1, 2] and not deep.is_locked
     with pytest.raises(ValueError, match=r"no TensorDict saved under subpath 'zz' \(.*zz/meta.json' is missing\)"):
         TensorDict.load_memmap(tmp_path, subpath="zz")
     with pytest.raises(ValueError, match="mode must be None, 'r' or 'r\\+', got 'w'"):

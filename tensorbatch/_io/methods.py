@@ -86,7 +86,8 @@ class _Persistence:
             prefix: the folder; None maps every leaf in shared memory instead of files.
             copy_existing: copy leaves already mapped from other files (else that is refused).
             num_threads: write the leaves on this many threads.
-            return_early: return a :class:`concurrent.futures.Future` of the result at once.
+            return_early: with ``num_threads`` > 0, return a :class:`concurrent.futures.Future` of the result at
+                once (without threads the call returns its result, as tensordict).
             share_non_tensor: accepted for tensordict compatibility (non-tensor leaves are copied).
             existsok: allow saving into a folder that holds a save (it is replaced; the user's files are
                 kept). False refuses such a folder only: one without a save is written into.
@@ -136,7 +137,7 @@ class _Persistence:
                 loaded = loaded._follow(self.batch_size)
             return loaded
 
-        return _memmap.run_early(run) if return_early else run()
+        return _memmap.run_early(run) if return_early and num_threads else run()  # (a future with threads only)
 
     def memmap_(
         self: Any,
@@ -168,7 +169,7 @@ class _Persistence:
                 _remember(self, prefix)
             return self.lock_()
 
-        return _memmap.run_early(run) if return_early else run()
+        return _memmap.run_early(run) if return_early and num_threads else run()  # (a future with threads only)
 
     def memmap_like(
         self: Any,
@@ -208,7 +209,7 @@ class _Persistence:
                 self, prefix, existsok=existsok, num_threads=num_threads, like=True, progress=progress
             )
 
-        return _memmap.run_early(run) if return_early else run()
+        return _memmap.run_early(run) if return_early and num_threads else run()  # (a future with threads only)
 
     @classmethod
     def load_memmap(
@@ -225,7 +226,7 @@ class _Persistence:
         allow_pickle: bool | None = None,
         progress: bool | None = None,
     ) -> Any:
-        """Load a folder written by :meth:`memmap` (or by tensordict): leaves map its files, locked.
+        """Load a folder written by :meth:`memmap` (or by tensordict): leaves map its files (unlocked, as tensordict).
 
         Every file is checked against its metadata first; a truncated or missing file raises naming it.
         ``device="meta"`` reads the metadata only. Pickled values load only with ``allow_pickle=True``.
@@ -293,7 +294,7 @@ class _Persistence:
         if out is not None:
             out.update_(td)
             return out
-        return td.lock_()
+        return td  # (unlocked, as tensordict's; memmap() returns its result locked)
 
     def load_memmap_(
         self: Any,
@@ -389,7 +390,7 @@ class _Persistence:
                 return _consolidate._remember(self, buffer, layout)
             return out
 
-        return _memmap.run_early(run) if return_early else run()
+        return _memmap.run_early(run) if return_early and num_threads else run()  # (a future with threads only)
 
     def map(
         self: Any,

@@ -138,7 +138,6 @@ DIFFERENCES: dict[str, str] = {
     "[api16_lz_tensor_split]": "tensor_split of a lazy stack gives dense TensorDicts (tensordict: lazy stacks)",
     "[api16_lz_atleast_3d]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
     # memory-mapped folders (test_vs_tensordict_memmap.py)
-    "[mm_load_locked]": "load_memmap returns a locked TensorDict, as memmap does (tensordict: unlocked)",
     "test_memmap_result[mm_nt_data_root]": "non-tensor leaves carry no lock: memmap of a NonTensorData is unlocked",
     "test_memmap_result[mm_nt_stack_root]": "non-tensor leaves carry no lock: memmap of a NonTensorStack is unlocked",
     "[mm_truncated_file]": "a file shorter than its metadata says is refused, naming it (tensordict maps it and "
@@ -157,7 +156,6 @@ DIFFERENCES: dict[str, str] = {
     "memory-mapped ones)",
     "[mm_load_memmap_]": "load_memmap_ copies the values into the leaves (tensordict replaces them with the "
     "memory-mapped ones)",
-    "[mm_return_early_no_threads]": "return_early=True always returns a Future (tensordict only with num_threads>0)",
     "[mm_shared_is_shared]": "a MemoryMappedTensor in shared memory (memmap() without a folder) reports "
     "is_shared() True (tensordict: False)",
     "test_our_folder_loads_in_reference[mm_empty_leaf]": "an empty leaf gets a 0-byte file (tensordict writes "
