@@ -29,6 +29,7 @@ import importlib
 import itertools
 import json
 import math
+import os
 import platform
 import statistics
 import sys
@@ -307,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
     if not names:
         sys.exit(f"no case matches {args.cases!r}; available: {', '.join(CASES)}")
 
+    load_before = round(os.getloadavg()[0], 2)
     results = []
     for name in names:
         print(f"running {name} ...", file=sys.stderr, flush=True)
@@ -319,6 +321,11 @@ def main(argv: list[str] | None = None) -> None:
         meta = {
             "python": sys.version.split()[0],
             "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "load_before": load_before,  # 1-minute load average when the run began (others' work)
+            "load_after": round(os.getloadavg()[0], 2),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "torch": torch.__version__,
             "threads": args.threads,
             "repeats": repeats,
