@@ -440,3 +440,20 @@ class TensorDictBase(StorageHooks, TensorCollection):
 
 _pointwise.install(TensorDictBase)
 _locks.install_keep_lock(TensorDictBase)  # results of pointwise ops, casts, moves and shape views keep the lock
+
+
+def _name_made_methods(cls: type[Any]) -> None:
+    """Name the methods made by factories (the pointwise table, reductions, ``atleast_Nd``) as ``cls``'s own.
+
+    Their ``__qualname__`` was the factory's (``_make_unary.<locals>.method``); as ``TensorDictBase.abs`` they read
+    as what they are in reprs and tracebacks, and the API reference (mkdocstrings) finds them on the class.
+    """
+    for name, value in vars(cls).items():
+        fn = getattr(value, "__func__", value)
+        if callable(fn) and "<locals>" in getattr(fn, "__qualname__", "") and not name.startswith("__"):
+            fn.__qualname__ = f"{cls.__qualname__}.{name}"
+            fn.__module__ = cls.__module__
+
+
+_name_made_methods(TensorDictBase)
+del _name_made_methods  # not part of the module's API (nor of its stub)

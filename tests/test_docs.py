@@ -4,6 +4,7 @@ stands (README sections included by snippets run in tests/test_readme.py), and t
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -63,3 +64,93 @@ def test_the_site_builds_in_strict_mode(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "reference" / "storage" / "index.html").read_text().count("from_zarr") > 0
+
+
+# the API reference: a page per public module (README's Layout names the import paths), every exported name on one
+PUBLIC_MODULES = [
+    "tensorbatch",
+    "tensorbatch.base",
+    "tensorbatch.functional",
+    "tensorbatch.tensorclass",
+    "tensorbatch.typed",
+    "tensorbatch.memmap",
+    "tensorbatch.persistent",
+    "tensorbatch.stored",
+    "tensorbatch.store",
+    "tensorbatch.tabular",
+    "tensorbatch.nn",
+    "tensorbatch.nn.distributions",
+    "tensorbatch.utils",
+    "tensorbatch.compat",
+]
+
+
+def _resolve(identifier: str) -> object:
+    parts = identifier.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ImportError(identifier)
+
+
+def _documented() -> dict[str, list[str]]:
+    """Every identifier a reference page renders (``::: x`` and the names of its ``members:`` list), per page."""
+    out: dict[str, list[str]] = {}
+    for page in sorted((DOCS / "reference").glob("*.md")):
+        found: list[str] = []
+        current = None
+        in_members = False
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith("::: "):
+                current, in_members = line[4:].strip(), False
+                found.append(current)
+            elif line.strip() == "members:":
+                in_members = True
+            elif in_members and line.strip().startswith("- ") and current:
+                found.append(f"{current}.{line.strip()[2:]}")
+            elif line.strip() and not line.startswith("        "):
+                in_members = False
+        out[page.name] = found
+    return out
+
+
+def _exports(module: types.ModuleType) -> list[str]:
+    names = getattr(module, "__all__", None)
+    if names is None:  # no __all__: the public functions and classes defined there
+        names = [
+            n
+            for n, v in vars(module).items()
+            if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == module.__name__
+        ]
+    return [n for n in names if not isinstance(getattr(module, n), types.ModuleType) and n != "install"]
+
+
+def test_readme_public_modules_have_reference_pages():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sentence = re.search(r"The public import paths are (.*?)\.\n", readme, flags=re.S)
+    assert sentence is not None
+    named = {"tensorbatch" + n.removeprefix("tensorbatch") for n in re.findall(r"`([\w.]+)`", sentence.group(1))}
+    assert named <= set(PUBLIC_MODULES), named - set(PUBLIC_MODULES)
+
+
+def test_the_reference_documents_every_public_name():
+    documented = _documented()
+    for page, identifiers in documented.items():
+        for identifier in identifiers:  # a page names only what exists
+            try:
+                _resolve(identifier)
+            except (ImportError, AttributeError) as exc:
+                pytest.fail(f"docs/reference/{page} renders {identifier}, which does not exist: {exc}")
+    ids = {id(_resolve(i)) for identifiers in documented.values() for i in identifiers}
+    missing = [
+        f"{name}.{n}"
+        for name in PUBLIC_MODULES
+        for n in _exports(importlib.import_module(name))
+        if id(getattr(importlib.import_module(name), n)) not in ids
+    ]
+    assert not missing, f"not on any page of docs/reference: {missing}"

@@ -210,9 +210,14 @@ def _params(
     return parts
 
 
+def _defined_in(func: Any) -> str | None:
+    """The module whose code made ``func`` (its globals): base.py names table methods as TensorDictBase's own."""
+    return getattr(func, "__globals__", {}).get("__name__")
+
+
 def _table_return(name: str, func: Any, imports: _Imports) -> str | None:
     """Return type of a table-generated pointwise method (the source says ``Any``)."""
-    if getattr(func, "__module__", None) != POINTWISE or inspect.signature(func).return_annotation != "Any":
+    if _defined_in(func) != POINTWISE or inspect.signature(func).return_annotation != "Any":
         return None
     inplace = (name.endswith("_") and not name.endswith("__")) or (name.startswith("__i") and name != "__invert__")
     if inplace:
@@ -224,11 +229,7 @@ def _table_return(name: str, func: Any, imports: _Imports) -> str | None:
 def _operator_params(cls: type, name: str, func: Any) -> list[inspect.Parameter] | None:
     """``(self, other)`` or ``(self)`` for table operators written as ``op(self, *other)``."""
     params = list(inspect.signature(func).parameters.values())
-    if (
-        getattr(func, "__module__", None) != POINTWISE
-        or len(params) != 2
-        or params[1].kind is not params[1].VAR_POSITIONAL
-    ):
+    if _defined_in(func) != POINTWISE or len(params) != 2 or params[1].kind is not params[1].VAR_POSITIONAL:
         return None
     table = importlib.import_module(POINTWISE)
     target = getattr(cls, table.OPERATORS.get(name, ""), None)

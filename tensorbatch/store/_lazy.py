@@ -449,10 +449,12 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
     The server layout is tensordict 0.15.3's: a store written by either library opens in the other.
 
     Keyword Args:
-        count: the number of elements. stack_dim: where the stack dim goes in the batch size (default 0).
+        count: the number of elements.
+        stack_dim: where the stack dim goes in the batch size (default 0).
         inner_batch_size: the batch size of every element.
-        backend, host, port, db, unix_socket_path, prefix, device, client, td_id, cache_metadata, allow_pickle,
-            **client_kwargs: as for :class:`~tensorbatch.store.TensorDictStore`.
+        **client_kwargs: ``backend``, ``host``, ``port``, ``db``, ``unix_socket_path``, ``prefix``, ``device``,
+            ``client``, ``td_id``, ``cache_metadata``, ``allow_pickle`` and client options, as for
+            :class:`~tensorbatch.store.TensorDictStore`.
 
     Examples:
         >>> import torch
