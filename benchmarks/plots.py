@@ -180,14 +180,14 @@ def plot(suite: Suite, out: str | Path, fmt: str = "svg") -> Path:
         ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:g}" if f"{x:g}"[0] in "25" else ""))
         ax.tick_params(axis="x", which="minor", labelsize=7)
         ax.axvline(1.0, color="black", linewidth=1)
-        ax.set_yticks(range(len(rows)), cases, fontsize=8)
+        ax.set_yticks(range(len(rows)), cases, fontsize=9)
         ax.invert_yaxis()
         ax.set_xlabel("median time / raw (log scale; < 1: faster than the hand-written dict code)")
         ax.grid(axis="x", which="both", alpha=0.3)
         ax.set_xlim(left=min(0.8, *(0.8 * v for r in rows for v in r[1:] if v is not None)))
-        ax.legend(loc="best", fontsize=8)
-        title = "\n".join([f"{suite.name}: median time of each case / raw", *textwrap.wrap(facts(suite.meta), 110)])
-        ax.set_title(title, fontsize=8, loc="left")
+        ax.legend(loc="best", fontsize=9)
+        title = "\n".join([f"{suite.name}: median time of each case / raw", *textwrap.wrap(facts(suite.meta), 100)])
+        ax.set_title(title, fontsize=9, loc="left")
         fig.tight_layout()
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -268,6 +268,7 @@ def block(suite: Suite, image: str) -> str:
             f"Measured: {facts(suite.meta) or 'the file records no facts of its run'}. The machine is shared and"
             " noisy (load: the 1-minute load average when the run began and ended, other work running beside it):"
             " read single-case ratios within about 5% as ties.",
+            "",
             geomeans(suite),
             "",
             table(suite),

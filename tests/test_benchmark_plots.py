@@ -132,8 +132,11 @@ def test_an_image_not_written_by_the_script_is_refused(tmp_path):
 # the docs' committed results, charts and tables
 
 
-def test_the_docs_have_committed_results():
-    assert {p.stem for p in DATA} >= {"core", "lazy", "typed"}
+def test_the_docs_have_committed_results_each_with_its_chart_and_page_block():
+    suites = {p.stem for p in DATA}
+    assert suites >= {"core", "lazy", "typed", "nn", "vmap"}
+    assert {p.stem for p in (DOCS / "benchmarks").glob("*.svg")} == suites  # no chart without its results
+    assert set(re.findall(r"<!-- plots:(\w+) -->", PAGE.read_text("utf-8"))) == suites
 
 
 def test_every_image_the_docs_reference_exists():
