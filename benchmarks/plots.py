@@ -155,7 +155,7 @@ def plot(suite: Suite, out: str | Path, fmt: str = "svg") -> Path:
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import NullFormatter
 
     rows = suite.ratios()
     cases = [case for case, _, _ in rows]
@@ -176,15 +176,17 @@ def plot(suite: Suite, out: str | Path, fmt: str = "svg") -> Path:
                     label=f"{NAMES[impl]} / raw",
                 )
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-        ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:g}" if f"{x:g}"[0] in "25" else ""))
-        ax.tick_params(axis="x", which="minor", labelsize=7)
+        values = [v for r in rows for v in r[1:] if v is not None]
+        lo, hi = min(0.8, *(0.8 * v for v in values)), max(1.25, *(1.25 * v for v in values))
+        ax.set_xlim(lo, hi)
+        ticks = _ticks(lo, hi)
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.axvline(1.0, color="black", linewidth=1)
         ax.set_yticks(range(len(rows)), cases, fontsize=9)
         ax.invert_yaxis()
         ax.set_xlabel("median time / raw (log scale; < 1: faster than the hand-written dict code)")
         ax.grid(axis="x", which="both", alpha=0.3)
-        ax.set_xlim(left=min(0.8, *(0.8 * v for r in rows for v in r[1:] if v is not None)))
         ax.legend(loc="best", fontsize=9)
         title = "\n".join([f"{suite.name}: median time of each case / raw", *textwrap.wrap(facts(suite.meta), 100)])
         ax.set_title(title, fontsize=9, loc="left")
@@ -201,6 +203,20 @@ def plot(suite: Suite, out: str | Path, fmt: str = "svg") -> Path:
     finally:
         plt.close(fig)
     return path
+
+
+def _ticks(lo: float, hi: float) -> list[float]:
+    """Labelled ticks of a log axis from ``lo`` to ``hi``: 1, 2, 5 per decade, finer when the span is short.
+
+    Example:
+        >>> _ticks(0.5, 30)
+        [0.5, 1.0, 2.0, 5.0, 10.0, 20.0]
+        >>> _ticks(0.7, 1.6)
+        [0.8, 1.0, 1.25, 1.5]
+    """
+    marks = (1, 2, 5) if hi / lo > 8 else (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    return [t for e in decades for m in marks if lo <= (t := round(m * 10.0**e, 6)) <= hi]
 
 
 def plotted(path: str | Path) -> dict[str, Any]:
