@@ -245,8 +245,17 @@ def report(results: list[dict], backend: str) -> list[str]:
     return misses
 
 
-def main(args: argparse.Namespace, round_robin: Callable, calibrate: Callable, libs: dict[str, Any]) -> None:
-    """``run.py --suite compile``: runs the cases, prints the table and the targets (``--json``: writes them)."""
+def main(
+    args: argparse.Namespace,
+    round_robin: Callable,
+    calibrate: Callable,
+    libs: dict[str, Any],
+    facts: Callable[[], dict[str, Any]] = dict,
+) -> None:
+    """``run.py --suite compile``: runs the cases, prints the table and the targets (``--json``: writes them).
+
+    ``facts()`` gives the run's facts (machine, load, versions) for the JSON's ``meta``.
+    """
     if args.cold:  # lowering and code generation in every compile, not only dynamo's tracing
         torch._inductor.config.fx_graph_cache = False
         torch._functorch.config.enable_autograd_cache = False
@@ -261,5 +270,12 @@ def main(args: argparse.Namespace, round_robin: Callable, calibrate: Callable, l
         results.append(run_case(name, libs, args, round_robin, calibrate))
     misses = report(results, args.backend)
     if args.json:
-        meta = {"torch": torch.__version__, "backend": args.backend, "cold": args.cold}
+        meta = {
+            **facts(),
+            "torch": torch.__version__,
+            "backend": args.backend,
+            "cold": args.cold,
+            "repeats": args.steady_repeats,
+            "compile_repeats": args.compile_repeats,
+        }
         Path(args.json).write_text(json.dumps({"meta": meta, "results": results, "misses": misses}, indent=2))

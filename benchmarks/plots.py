@@ -4,7 +4,8 @@ Reads result files written by ``benchmarks/run.py --json PATH`` (any suite whose
 ``{"case", "us": {impl: µs}}`` rows: core, lazy, typed, nn, vmap, store, compile, h5) and writes, per file, a
 horizontal bar chart of the time ratios tensorbatch/raw and tensordict/raw per case (log scale, a line at 1.0),
 titled with the machine and library facts of the file's ``meta``. The suite's name is the file's stem
-(``data/core.json`` gives ``core.svg``).
+(``data/core.json`` gives ``core.svg``); the compile suite's file gives a second chart, of compile times
+(``compile_time.svg``).
 
 Usage (from the repository root; matplotlib comes with the ``docs`` extra)::
 
@@ -45,12 +46,18 @@ class ResultFileError(ValueError):
 
 @dataclass
 class Suite:
-    """One result file: the suite's name, the run's facts and the median µs per implementation of each case."""
+    """One chart: its name, the run's facts and the median time per implementation of each case.
+
+    ``what`` names the measure (the chart's title), ``unit`` its unit (the table's headers): the compile suite's
+    file gives two, steady-state µs per call and seconds per compile.
+    """
 
     name: str
     meta: dict[str, Any]
     rows: list[tuple[str, dict[str, float]]] = field(default_factory=list)
     source: str = ""
+    what: str = "median time"
+    unit: str = "µs"
 
     def ratios(self) -> list[tuple[str, float | None, float | None]]:
         """``(case, tb/raw, td/raw)`` per case that has raw and at least one library, ratios to 4 digits.
@@ -72,11 +79,20 @@ def _sig(x: float, digits: int = 4) -> float:
 
 
 def load(path: str | Path) -> Suite:
-    """Reads and checks one result file.
+    """Reads and checks one result file: its ``us`` times (:func:`load_all` also reads compile times).
 
     Raises:
         ResultFileError: the file is missing, not JSON, or its ``results`` are not rows of
             ``{"case": str, "us": {impl: positive number}}`` (the message names the file and the entry).
+    """
+    return load_all(path)[0]
+
+
+def load_all(path: str | Path) -> list[Suite]:
+    """Every chart a result file gives: its ``us`` times, then (``--suite compile``) its compile times.
+
+    Raises:
+        ResultFileError: as :func:`load`; also a ``compile_s`` entry that is not ``{impl: {"median": seconds}}``.
     """
     path = Path(path)
     try:
@@ -94,7 +110,14 @@ def load(path: str | Path) -> Suite:
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
         raise ResultFileError(f"{path}: 'meta' must be an object, got {type(meta).__name__}")
-    suite = Suite(path.stem, meta, source=str(path))
+    compiled = any(isinstance(row, dict) and "compile_s" in row for row in data["results"])
+    suite = Suite(path.stem, meta, source=str(path), what="median steady-state time" if compiled else "median time")
+    per_compile = {k: v for k, v in meta.items() if k != "repeats"}
+    if "compile_repeats" in meta:
+        per_compile["repeats"] = meta["compile_repeats"]
+    if "clock" in meta:
+        per_compile["clock"] = "wall"  # compiled.py times a compile by the wall clock, whatever --clock says
+    compile_time = Suite(f"{path.stem}_time", per_compile, source=str(path), what="median compile time", unit="s")
     for i, row in enumerate(data["results"]):
         where = f"{path}: results[{i}]"
         if not isinstance(row, dict) or not isinstance(row.get("case"), str):
@@ -107,9 +130,23 @@ def load(path: str | Path) -> Suite:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ResultFileError(f"{where}: 'us'[{impl!r}] must be a positive number, got {value!r}")
         suite.rows.append((row["case"], {k: float(v) for k, v in us.items()}))
+        if compiled:
+            compile_time.rows.append((row["case"], _compile_seconds(row.get("compile_s"), where)))
     if not suite.ratios():
         raise ResultFileError(f"{path}: no case has a 'raw' time and a library's time: nothing to plot")
-    return suite
+    return [suite, compile_time] if compiled else [suite]
+
+
+def _compile_seconds(entry: Any, where: str) -> dict[str, float]:
+    if not isinstance(entry, dict) or not entry:
+        raise ResultFileError(f"{where}: 'compile_s' must map implementation names to {{'median': seconds}}")
+    out = {}
+    for impl, value in entry.items():
+        median = value.get("median") if isinstance(value, dict) else None
+        if isinstance(median, bool) or not isinstance(median, (int, float)) or not math.isfinite(median) or median <= 0:
+            raise ResultFileError(f"{where}: 'compile_s'[{impl!r}]['median'] must be a positive number, got {value!r}")
+        out[impl] = float(median)
+    return out
 
 
 def facts(meta: dict[str, Any]) -> str:
@@ -185,10 +222,10 @@ def plot(suite: Suite, out: str | Path, fmt: str = "svg") -> Path:
         ax.axvline(1.0, color="black", linewidth=1)
         ax.set_yticks(range(len(rows)), cases, fontsize=9)
         ax.invert_yaxis()
-        ax.set_xlabel("median time / raw (log scale; < 1: faster than the hand-written dict code)")
+        ax.set_xlabel(f"{suite.what} / raw (log scale; < 1: faster than the hand-written dict code)")
         ax.grid(axis="x", which="both", alpha=0.3)
         ax.legend(loc="best", fontsize=9)
-        title = "\n".join([f"{suite.name}: median time of each case / raw", *textwrap.wrap(facts(suite.meta), 100)])
+        title = "\n".join([f"{suite.name}: {suite.what} of each case / raw", *textwrap.wrap(facts(suite.meta), 100)])
         ax.set_title(title, fontsize=9, loc="left")
         fig.tight_layout()
         out = Path(out)
@@ -246,7 +283,7 @@ def plotted(path: str | Path) -> dict[str, Any]:
 
 
 def table(suite: Suite) -> str:
-    """The suite's Markdown table: median µs per implementation and the ratios tb/td, tb/raw, td/raw.
+    """The suite's Markdown table: median time per implementation and the ratios tb/td, tb/raw, td/raw.
 
     Example:
         >>> print(table(Suite("s", {}, [("a", {"tb": 2.0, "td": 4.0, "raw": 1.0})])))
@@ -255,11 +292,11 @@ def table(suite: Suite) -> str:
         | a | 2.00 | 4.00 | 1.00 | 0.50 | 2.00 | 4.00 |
     """
     lines = [
-        "| case | " + " | ".join(f"{NAMES[i]} (µs)" for i in IMPLS) + " | tb/td | tb/raw | td/raw |",
+        "| case | " + " | ".join(f"{NAMES[i]} ({suite.unit})" for i in IMPLS) + " | tb/td | tb/raw | td/raw |",
         "| --- |" + " ---: |" * (len(IMPLS) + 3),
     ]
     for case, us in suite.rows:
-        cells = [f"{us[i]:,.2f}" if i in us else "-" for i in IMPLS]
+        cells = [(f"{us[i]:,.2f}" if suite.unit == "µs" else f"{us[i]:.3g}") if i in us else "-" for i in IMPLS]
         cells += [f"{us[a] / us[b]:.2f}" if a in us and b in us else "-" for a, b in (("tb", "td"), *RATIOS)]
         lines.append(f"| {case} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -320,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--page", help="a Markdown page whose <!-- plots:SUITE --> blocks to rewrite")
     args = p.parse_args(argv)
     try:
-        suites = [load(f) for f in args.files]
+        suites = [suite for f in args.files for suite in load_all(f)]
         paths = [plot(s, args.out, args.format) for s in suites]
         if args.page:
             page = Path(args.page)

@@ -238,6 +238,23 @@ def report(results: list[dict]) -> dict:
     return summary
 
 
+def facts(args: argparse.Namespace, libs: dict[str, Any], load_before: float) -> dict[str, Any]:
+    """The run's facts for ``--json``'s ``meta``: machine, load, versions, threads, clock (``plots.py`` quotes them)."""
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_before": load_before,  # 1-minute load average when the run began (others' work)
+        "load_after": round(os.getloadavg()[0], 2),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "clock": args.clock,
+        "versions": {i: getattr(m, "__version__", "?") for i, m in libs.items() if m is not None},
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -300,7 +317,8 @@ def main(argv: list[str] | None = None) -> None:
         gpu.main(args, libs)
         return
     if args.suite == "compile":  # steady state and compile time of compiled steps (compiled.py)
-        compiled.main(args, round_robin, calibrate, libs)
+        load_before = round(os.getloadavg()[0], 2)
+        compiled.main(args, round_robin, calibrate, libs, facts=lambda: facts(args, libs, load_before))
         return
     repeats = args.repeats or (15 if args.quick else 30)
     pool = CASES if args.suite == "all" else SUITES[args.suite]
@@ -318,21 +336,7 @@ def main(argv: list[str] | None = None) -> None:
         cases_nn.check_targets(results)
 
     if args.json:
-        meta = {
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-            "machine": platform.machine(),
-            "cpus": os.cpu_count(),
-            "load_before": load_before,  # 1-minute load average when the run began (others' work)
-            "load_after": round(os.getloadavg()[0], 2),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "torch": torch.__version__,
-            "threads": args.threads,
-            "repeats": repeats,
-            "target_ms": args.target_ms,
-            "clock": args.clock,
-            "versions": {i: getattr(m, "__version__", "?") for i, m in libs.items() if m is not None},
-        }
+        meta = {**facts(args, libs, load_before), "repeats": repeats, "target_ms": args.target_ms}
         Path(args.json).write_text(json.dumps({"meta": meta, "results": results, "summary": summary}, indent=2))
         print(f"wrote {args.json}", file=sys.stderr)
 

@@ -44,6 +44,45 @@ def test_load_reads_the_rows_and_the_ratios_to_raw(tmp_path):
     assert suite.ratios() == [("get_leaf", 2.0, 4.0), ("to_dtype", 0.3333, 1.333), ("tb_only", 2.0, None)]
 
 
+COMPILE_ROWS = [
+    {
+        "case": "step",
+        "us": {"tb": 2.0, "td": 2.2, "raw": 1.0},
+        "compile_s": {"tb": {"median": 3.0, "min": 2.9}, "td": {"median": 9.0, "min": 8.0}, "raw": {"median": 2.0}},
+        "diag": {"tb": {"graphs": 1}},
+    }
+]
+
+
+def test_a_compile_result_file_gives_a_second_chart_of_compile_times(tmp_path):
+    meta = {**META, "repeats": 15, "compile_repeats": 3}
+    steady, compile_time = plots.load_all(write(tmp_path, {"meta": meta, "results": COMPILE_ROWS}, "compile.json"))
+    assert (steady.name, steady.what, steady.unit) == ("compile", "median steady-state time", "µs")
+    assert steady.ratios() == [("step", 2.0, 2.2)]
+    assert (compile_time.name, compile_time.what, compile_time.unit) == ("compile_time", "median compile time", "s")
+    assert compile_time.ratios() == [("step", 1.5, 4.5)]
+    assert compile_time.meta["repeats"] == 3  # the caption quotes the compile repeats
+    assert compile_time.meta["clock"] == "wall"  # compiled.py times compiles by the wall clock
+    table = plots.table(compile_time)
+    assert "| case | tensorbatch (s) | tensordict (s) | raw (s) |" in table
+    assert "| step | 3 | 9 | 2 | 0.33 | 1.50 | 4.50 |" in table
+    assert plots.load(tmp_path / "compile.json").name == "compile"
+
+
+@pytest.mark.parametrize(
+    ("compile_s", "message"),
+    [
+        ([], r"results\[0\] \('step'\): 'compile_s' must map implementation names"),
+        ({"tb": {"min": 1.0}}, r"'compile_s'\['tb'\]\['median'\] must be a positive number, got \{'min': 1.0\}"),
+        ({"tb": 2.0}, r"'compile_s'\['tb'\]\['median'\] must be a positive number, got 2.0"),
+    ],
+)
+def test_a_malformed_compile_entry_is_a_clear_error(tmp_path, compile_s, message):
+    rows = [{**COMPILE_ROWS[0], "compile_s": compile_s}]
+    with pytest.raises(plots.ResultFileError, match=message):
+        plots.load_all(write(tmp_path, {"results": rows}, "compile.json"))
+
+
 @pytest.mark.parametrize("fmt", ["svg", "png"])
 def test_plot_writes_a_non_empty_image_that_records_its_cases(tmp_path, fmt):
     pytest.importorskip("matplotlib", reason="matplotlib (the docs extra) is not installed")
@@ -133,7 +172,7 @@ def test_an_image_not_written_by_the_script_is_refused(tmp_path):
 
 
 def test_the_docs_have_committed_results_each_with_its_chart_and_page_block():
-    suites = {p.stem for p in DATA}
+    suites = {suite.name for data in DATA for suite in plots.load_all(data)}
     assert suites >= {"core", "lazy", "typed", "nn", "vmap"}
     assert {p.stem for p in (DOCS / "benchmarks").glob("*.svg")} == suites  # no chart without its results
     assert set(re.findall(r"<!-- plots:(\w+) -->", PAGE.read_text("utf-8"))) == suites
@@ -148,9 +187,12 @@ def test_every_image_the_docs_reference_exists():
     assert len(refs) >= len(DATA)
 
 
-@pytest.mark.parametrize("data", DATA, ids=[p.stem for p in DATA])
-def test_the_committed_chart_and_table_match_the_committed_results(data, tmp_path):
-    suite = plots.load(data)
+SUITES = [(data, i) for data in DATA for i in range(len(plots.load_all(data)))]
+
+
+@pytest.mark.parametrize(("data", "index"), SUITES, ids=[f"{p.stem}-{i}" for p, i in SUITES])
+def test_the_committed_chart_and_table_match_the_committed_results(data, index, tmp_path):
+    suite = plots.load_all(data)[index]
     image = DOCS / "benchmarks" / f"{suite.name}.svg"
     record = plots.plotted(image)
     assert record["suite"] == suite.name
