@@ -477,8 +477,16 @@ def report(results: list[dict], schema: dict[str, dict[str, float]]) -> list[str
     return misses
 
 
-def main(args: argparse.Namespace, round_robin: Callable, calibrate: Callable) -> None:
-    """``run.py --suite h5``: times every case (and peaks, from_schema), prints the table and targets."""
+def main(
+    args: argparse.Namespace,
+    round_robin: Callable,
+    calibrate: Callable,
+    facts: Callable[[dict[str, Any]], dict[str, Any]] = lambda libs: {},
+) -> None:
+    """``run.py --suite h5``: times every case (and peaks, from_schema), prints the table and targets.
+
+    ``facts(libs)`` gives the run's facts (machine, load, versions) for the JSON's ``meta``.
+    """
     folder = Path(args.h5_dir) if getattr(args, "h5_dir", None) else DEFAULT_DIR
     names = [n for n in case_names(list(LAYOUTS)) if args.cases in n] + (
         ["from_schema"] if args.cases in "from_schema" else []
@@ -512,7 +520,9 @@ def main(args: argparse.Namespace, round_robin: Callable, calibrate: Callable) -
     schema = {k.removeprefix("schema:"): v for k, v in children.items() if k.startswith("schema:")}
     misses = report(results, schema)
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "from_schema": schema, "misses": misses}, indent=2))
+        meta = {**facts(libs), "repeats": args.repeats or (3 if args.quick else 15)}
+        out = {"meta": meta, "results": results, "from_schema": schema, "misses": misses}
+        Path(args.json).write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

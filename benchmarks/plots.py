@@ -129,7 +129,11 @@ def load_all(path: str | Path) -> list[Suite]:
         for impl, value in us.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ResultFileError(f"{where}: 'us'[{impl!r}] must be a positive number, got {value!r}")
-        suite.rows.append((row["case"], {k: float(v) for k, v in us.items()}))
+        times = {k: float(v) for k, v in us.items()}
+        raws = [v for k, v in times.items() if k.startswith("raw_")]
+        if "raw" not in times and raws:  # h5.py times several raw h5py strategies: the floor is the best of them
+            times["raw"] = min(raws)
+        suite.rows.append((row["case"], {k: v for k, v in times.items() if not k.startswith("raw_")}))
         if compiled:
             compile_time.rows.append((row["case"], _compile_seconds(row.get("compile_s"), where)))
     if not suite.ratios():

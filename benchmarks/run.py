@@ -298,7 +298,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")  # library deprecation chatter would spam the table
     if args.suite == "h5":  # its own cases, raw strategies, peak memory and table (h5.py)
-        h5.main(args, round_robin, calibrate)
+        load_before = round(os.getloadavg()[0], 2)
+        h5.main(args, round_robin, calibrate, facts=lambda libs: facts(args, libs, load_before))
         return
     if args.suite == "zarr":  # its own cases on a store in a temp folder (bench_zarr.py)
         import bench_zarr

@@ -44,6 +44,13 @@ def test_load_reads_the_rows_and_the_ratios_to_raw(tmp_path):
     assert suite.ratios() == [("get_leaf", 2.0, 4.0), ("to_dtype", 0.3333, 1.333), ("tb_only", 2.0, None)]
 
 
+def test_several_raw_strategies_give_the_best_as_raw(tmp_path):
+    rows = [{"case": "rows_w64", "us": {"tb": 30.0, "td": 90.0, "raw_span": 40.0, "raw_sorted": 20.0}}]
+    suite = plots.load(write(tmp_path, {"results": rows}, "h5.json"))  # h5.py: no meta from older runs
+    assert suite.rows == [("rows_w64", {"tb": 30.0, "td": 90.0, "raw": 20.0})]
+    assert suite.ratios() == [("rows_w64", 1.5, 4.5)]
+
+
 COMPILE_ROWS = [
     {
         "case": "step",
