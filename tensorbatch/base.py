@@ -450,9 +450,11 @@ def _name_made_methods(cls: type[Any]) -> None:
     """
     for name, value in vars(cls).items():
         fn = getattr(value, "__func__", value)
-        if callable(fn) and "<locals>" in getattr(fn, "__qualname__", "") and not name.startswith("__"):
-            fn.__qualname__ = f"{cls.__qualname__}.{name}"
-            fn.__module__ = cls.__module__
+        while callable(fn) and not name.startswith("__"):  # the method, then what it wraps (keep_lock's)
+            if "<locals>" in getattr(fn, "__qualname__", ""):
+                fn.__qualname__ = f"{cls.__qualname__}.{name}"
+                fn.__module__ = cls.__module__
+            fn = getattr(fn, "__wrapped__", None)
 
 
 _name_made_methods(TensorDictBase)

@@ -154,3 +154,18 @@ def test_the_reference_documents_every_public_name():
         if id(getattr(importlib.import_module(name), n)) not in ids
     ]
     assert not missing, f"not on any page of docs/reference: {missing}"
+
+
+def test_tensordictbase_methods_are_named_as_its_own():
+    # the reference (mkdocstrings, by inspection) skips a method whose __qualname__ is a factory's
+    # (`_make_unary.<locals>.method`): base.py names the table-made ones, wrappers and what they wrap
+    from tensorbatch.base import TensorDictBase
+
+    unnamed = []
+    for name, value in vars(TensorDictBase).items():
+        fn = getattr(value, "__func__", value)
+        while callable(fn) and not name.startswith("_"):
+            if "<locals>" in getattr(fn, "__qualname__", ""):
+                unnamed.append(f"{name}: {fn.__qualname__}")
+            fn = getattr(fn, "__wrapped__", None)
+    assert not unnamed
