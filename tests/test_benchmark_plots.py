@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import json
 import re
@@ -211,3 +212,8 @@ def test_the_committed_chart_and_table_match_the_committed_results(data, index, 
     pytest.importorskip("matplotlib", reason="matplotlib (the docs extra) is not installed")
     again = plots.plotted(plots.plot(suite, tmp_path))  # redrawn: the same cases and ratios
     assert again == record
+
+
+def test_the_docstring_examples_hold():
+    failed, attempted = doctest.testmod(plots, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert attempted >= 5 and failed == 0
