@@ -312,6 +312,7 @@ FORWARD_RETURNS_WRAPPED: frozenset[str] = _pointwise.NAMES | frozenset(
 
 EXCLUDED: dict[str, str] = {
     "__init_subclass__": "class machinery: each wrapper collects its fields here",
+    "__init__": "each wrapper builds itself (TensorCollection's refuses TensorCollection itself only)",
     "__torch_function__": "unwraps the wrappers, dispatches through the one table, re-wraps (torch_function)",
     "__getitem__": "a key gives the backend's value as is, a batch index a wrapped result",
     "__setitem__": "unwraps wrapper values; a TensorClass refuses string keys (use the attribute)",
@@ -530,10 +531,14 @@ def install(cls: type, attr: str) -> None:
         cls: the wrapper class (it defines ``_wrap_like(td)`` and, for classmethods, ``_wrap_new(td)``).
         attr: the attribute holding the backend (``"_tensordict"`` or ``"_source"``).
     """
-    for names, wrap in ((FORWARD, False), (FORWARD_RETURNS_WRAPPED, True)):
+    plain: frozenset[str] = getattr(
+        cls, "_plain_results", frozenset()
+    )  # names whose results the class leaves unwrapped
+    for names, wrapped in ((FORWARD, False), (FORWARD_RETURNS_WRAPPED, True)):
         for name in sorted(names):
             if name in cls.__dict__:
                 continue
+            wrap = wrapped and name not in plain
             static = inspect.getattr_static(TensorDictBase, name, None)
             forwarder: Any
             if isinstance(static, property):
@@ -610,6 +615,8 @@ def torch_function(func: Any, args: Any, kwargs: Any) -> Any:
     if wrapper is not None:
         return wrapper
     first = wrappers[0][1]
+    if getattr(func, "__name__", None) in getattr(type(first), "_plain_results", ()):
+        return result
     return rewrap(first, unwrap(first), result)
 
 

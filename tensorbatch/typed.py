@@ -177,6 +177,16 @@ class TypedTensorDict(TensorDictBase):
     __slots__ = ("__dict__", "_attrs", "_source")
     _source: TensorDictBase
     _attrs: dict[str, Any]
+    # Reductions, comparisons and logical ops give plain TensorDicts (as tensordict's TypedTensorDict): their
+    # values do not follow the schema's types (a bool or a reduced batch where the fields say otherwise).
+    _plain_results: ClassVar[frozenset[str]] = frozenset(
+        {
+            *("sum", "mean", "nansum", "nanmean", "prod", "std", "var", "max", "min", "amax", "amin"),
+            *("all", "any", "quantile", "cummax", "cummin", "median"),
+            *("eq", "ne", "lt", "le", "gt", "ge", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"),
+            *("logical_and", "logical_or", "logical_xor"),
+        }
+    )
     _wrapped_attr: ClassVar[str] = "_source"
     _shadow: ClassVar[bool] = False
     _frozen: ClassVar[bool] = False

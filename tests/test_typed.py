@@ -261,8 +261,6 @@ class TestForwarding:
             lambda s: s.detach(),
             lambda s: s.split(2)[1],
             lambda s: s.empty(),
-            lambda s: s.sum(0),
-            lambda s: s == s,
             lambda s: torch.cat([s, s]),
             lambda s: s.data,
             lambda s: s.cpu(),
@@ -281,8 +279,6 @@ class TestForwarding:
             "detach",
             "split",
             "empty",
-            "sum",
-            "eq",
             "cat",
             "data",
             "cpu",
@@ -290,6 +286,26 @@ class TestForwarding:
     )
     def test_results_keep_the_subclass(self, op):
         assert type(op(make_state())) is State
+
+    @pytest.mark.parametrize(
+        "op",
+        [
+            lambda s: s.sum(0),
+            lambda s: s.mean(),
+            lambda s: s.amax(0),
+            lambda s: s.max(0).values,
+            lambda s: s == s,
+            lambda s: s < 1,
+            lambda s: torch.sum(s, 0),
+            lambda s: (s > 0).any(0),
+            lambda s: (s > 0).logical_and(s > 0),
+        ],
+        ids=["sum", "mean", "amax", "max_values", "eq", "lt", "torch_sum", "any", "logical_and"],
+    )
+    def test_reductions_and_comparisons_are_plain(self, op):
+        out = op(make_state())  # (as tensordict: their values do not follow the schema's types)
+        assert type(out) is TensorDict
+        assert set(out.keys()) == {"x", "y"}
 
     def test_in_place_ops_return_self(self):
         s = make_state()

@@ -157,16 +157,11 @@ TYPED = [
     case("ttd_spread", lambda lib, td: dict(**_state(lib, td))),
     case("ttd_lazy_backend", lambda lib, td: _state(lib, lib.lazy_stack([td[0], td[1]], 0))[1]),
     case("ttd_lazy_of_typed", lambda lib, td: lib.lazy_stack([_state(lib, td[0]), _state(lib, td[1])], 0)[1]),
-    case(
-        "ttd_sum",
-        lambda lib, td: _state(lib, td).sum(0),
-        difference("reductions keep the TypedTensorDict class (tensordict gives a TensorDict)"),
-    ),
-    case(
-        "ttd_eq",
-        lambda lib, td: _state(lib, td) == _state(lib, td),
-        difference("comparisons keep the TypedTensorDict class (tensordict gives a TensorDict)"),
-    ),
+    case("ttd_sum", lambda lib, td: _state(lib, td).sum(0)),
+    case("ttd_amax", lambda lib, td: _state(lib, td).amax(0)),
+    case("ttd_torch_mean", lambda lib, td: torch.mean(_state(lib, td), 0)),
+    case("ttd_eq", lambda lib, td: _state(lib, td) == _state(lib, td)),
+    case("ttd_lt", lambda lib, td: _state(lib, td) < 0),
     # errors
     case("ttd_missing", lambda lib, td: _classes(lib).State(a=td["a"], batch_size=BATCH), raises=TypeError),
     case("ttd_extra", lambda lib, td: _classes(lib).State(**td, zz=td["b"], batch_size=BATCH), raises=TypeError),
