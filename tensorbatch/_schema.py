@@ -16,7 +16,7 @@ from .base import TensorDictBase
 # storage -> its builder, or "module:function" imported on first use (backends import their server library
 # only when used): build(schema, batch_size=..., device=..., **kwargs)
 _STORAGES: dict[str, Callable[..., Any] | str] = {
-    "redis": "tensorbatch.store._build:schema_store",
+    "redis": "tensorbatch.store._node:schema_store",
     "h5": "tensorbatch.persistent._build:from_schema",
 }
 

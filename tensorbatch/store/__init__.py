@@ -30,9 +30,9 @@ def to_store(
 
     Other keyword arguments are ``TensorDictStore``'s (``td_id``, ``cache_metadata``, client options).
     """
-    from ._build import to_store as build
+    from ._node import TensorDictStore
 
-    return build(
+    return TensorDictStore.from_tensordict(
         self,
         backend=backend,
         host=host,
@@ -53,12 +53,7 @@ def __getattr__(name: str) -> Any:
         "StoreTimeoutError",
         "StoreLostError",
     ):
-        from . import (
-            _build,  # noqa: F401  # attaches the constructors
-            _conn,
-            _lazy,
-            _node,
-        )
+        from . import _conn, _lazy, _node
 
         return getattr(_node, name, None) or getattr(_lazy, name, None) or getattr(_conn, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,7 @@ import contextlib
 import importlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,8 +16,10 @@ from .._ops.traverse import is_td
 from . import _format as fmt
 from ._conn import Connection
 from ._lazy import LazyStackedTensorDictStore
-from ._node import Commands, TensorDictStore
-from ._tree import Tree, load
+from ._tree import load
+
+if TYPE_CHECKING:
+    from ._node import TensorDictStore
 
 
 def is_tensorclass(obj: Any) -> bool:
@@ -61,17 +63,18 @@ def from_tensordict(
     data = _as_td(td)
     if device is None:
         device = data.device
-    store = TensorDictStore(batch_size=data.batch_size, device=device, **kwargs)
-    commands: Commands = []
-    if tc is not None:
-        commands.append(("SET", [store._conn.key("__tensorclass__")], [tc]))
-        store._conn.tensorclass = tc
-    store._emit_names(data._maybe_names(), commands)
-    for key, value in _progress.entries(data._items_str(), progress, "to_store"):
-        fmt.check_key(key)
-        store._emit_set(key, value, False, commands)
+    store: TensorDictStore = cls(batch_size=data.batch_size, device=device, **kwargs)
+    dialect, conn = store._redis, store._conn
     try:
-        store._write("from_tensordict", commands)
+        with dialect.transaction("from_tensordict"):  # one guarded script
+            if tc is not None:
+                dialect.send("from_tensordict", [("SET", [conn.key("__tensorclass__")], [tc])])
+                conn.tensorclass = tc
+            names = data._maybe_names()
+            if names is not None:
+                dialect.set_node_facts((), data.batch_size, names)
+            for key, value in _progress.entries(data._items_str(), progress, "to_store"):
+                store._set_str(key, value, inplace=False, validated=True)
     except BaseException:
         _forget(store)  # a new store whose data was refused (maxmemory...): no metadata left behind
         raise
@@ -134,18 +137,12 @@ def from_schema(
         if not isinstance(dtype, torch.dtype):
             raise TypeError(f"from_schema: the dtype of {path!r} must be a torch.dtype, got {dtype!r}")
         entries.append((path, torch.Size((*size, *shape)), dtype))
-    store = TensorDictStore(batch_size=size, device=device, **kwargs)
-    commands: Commands = []
-    for path, shape, dtype in entries:
-        node = TensorDictStore._view(store._conn, path[:-1])
-        node._emit_alloc(path[-1], shape, dtype, commands)
-    store._write("from_schema", commands)
+    store: TensorDictStore = cls(batch_size=size, device=device, **kwargs)
+    dialect = store._redis
+    with dialect.transaction("from_schema"):
+        for path, shape, dtype in entries:
+            dialect.alloc(path, shape, dtype)
     return store
-
-
-def schema_store(schema: Mapping[Any, tuple[Any, torch.dtype]], **kwargs: Any) -> TensorDictStore:
-    """``TensorDict.from_schema(schema, storage="redis", ...)``."""
-    return from_schema(TensorDictStore, schema, **kwargs)
 
 
 def from_store(
@@ -216,7 +213,7 @@ def from_store(
     conn.tree = load(conn, "from_store") if conn.cache_metadata else None
     if conn.tree is not None:
         conn.tree.batch = torch.Size(json.loads(raw_batch))
-    store = TensorDictStore._view(conn, ())
+    store = cls._over(conn, ())
     tc: Any
     if tensorclass_cls is not None:
         tc = _named_class(tensorclass_cls) if isinstance(tensorclass_cls, str) else tensorclass_cls
@@ -252,50 +249,3 @@ def _recorded_class(name: str, conn: Connection) -> Any:
             "the server names is never imported: that would run code the server's data chose)"
         )
     return found
-
-
-def to_store(
-    self: Any,
-    *,
-    backend: str = "redis",
-    host: str = "localhost",
-    port: int = 6379,
-    db: int = 0,
-    unix_socket_path: str | None = None,
-    prefix: str = "tensordict",
-    device: Any = None,
-    **kwargs: Any,
-) -> TensorDictStore:
-    """Upload this TensorDict to a Redis-compatible server; a :class:`TensorDictStore` over the copy."""
-    return from_tensordict(
-        TensorDictStore,
-        self,
-        backend=backend,
-        host=host,
-        port=port,
-        db=db,
-        unix_socket_path=unix_socket_path,
-        prefix=prefix,
-        device=device,
-        **kwargs,
-    )
-
-
-def clone(self: TensorDictStore, recurse: bool = True, **kwargs: Any) -> Any:
-    """``recurse=True``: an in-memory copy (as for every storage backend here).
-
-    ``False``: a new handle on the same data.
-    """
-    if recurse:
-        return self.to_tensordict()
-    return TensorDictStore._view(self._conn, self._path)
-
-
-for _name, _value in (
-    ("from_tensordict", classmethod(from_tensordict)),
-    ("from_dict", classmethod(from_dict)),
-    ("from_schema", classmethod(from_schema)),
-    ("from_store", classmethod(from_store)),
-):
-    setattr(TensorDictStore, _name, _value)
-del Tree

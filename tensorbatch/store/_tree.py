@@ -53,7 +53,7 @@ class Tree:
         self.leaves: dict[str, Entry] = {}
         self.nodes: dict[str, torch.Size | None] = {}
         self.children: dict[tuple[str, ...], dict[str, str]] = {(): {}}
-        self.names: dict[str, tuple[str | None, ...]] = {}  # node path ("" for the root) -> dim names
+        self.names: dict[tuple[str, ...], tuple[Any, ...]] = {}  # node path -> dim names (named nodes only)
         self.rows: dict[tuple[str, ...], RowLeaf] = {}
 
     def put(self, path: tuple[str, ...], entry: Entry) -> None:
@@ -90,7 +90,7 @@ class Tree:
             nodes += sub_nodes
         self.children.pop(path, None)
         self.nodes.pop(joined, None)
-        self.names.pop(joined, None)
+        self.names.pop(path, None)
         return leaves, nodes
 
     def row_leaf(self, path: tuple[str, ...], conn: Connection) -> RowLeaf | None:
@@ -154,5 +154,10 @@ def load(conn: Connection, operation: str) -> Tree:
             continue
         tree.add(tuple(path.split(fmt.SEP)), kind)
     tree.nodes.update(nodes)
-    tree.names.update((k.decode(), tuple(json.loads(v))) for k, v in raw_names.items())
+    tree.names.update((_split(k.decode()), tuple(json.loads(v))) for k, v in raw_names.items())
     return tree
+
+
+def _split(joined: str) -> tuple[str, ...]:
+    """The path tuple of a joined node path (``""``: the root)."""
+    return tuple(joined.split(fmt.SEP)) if joined else ()

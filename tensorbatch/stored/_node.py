@@ -262,7 +262,7 @@ class StoredTensorDict(TensorDictBase):
         if old is not None:
             state.dialect.delete(path)
             state.forget(path)
-            del state.entries(self._path)[key]
+            state.entries(self._path).pop(key, None)  # (a dialect keeping the layout itself forgot it already)
         write()
         state.entries(self._path)[key] = kind
 
@@ -274,7 +274,7 @@ class StoredTensorDict(TensorDictBase):
         path = (*self._path, key)
         state.dialect.delete(path)
         state.forget(path)
-        del state.entries(self._path)[key]
+        state.entries(self._path).pop(key, None)
 
     def _keys_str(self) -> Any:
         return self._state.entries(self._path).keys()
@@ -388,9 +388,13 @@ class StoredTensorDict(TensorDictBase):
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
         self._check_writable(key)
         state, path = self._state, (*self._path, key)
-        self._replace(
-            key, state.entries(self._path).get(key), TENSOR, lambda: state.dialect.alloc(path, torch.Size(shape), dtype)
-        )
+        with state.dialect.transaction():  # (the old entry goes with the new one's allocation)
+            self._replace(
+                key,
+                state.entries(self._path).get(key),
+                TENSOR,
+                lambda: state.dialect.alloc(path, torch.Size(shape), dtype),
+            )
 
 
 def _reopen(

@@ -1,0 +1,298 @@
+"""The Redis dialect of the stored layer: a store's entries by path, over its :class:`~._conn.Connection`.
+
+Writes are ``(command, keys, args)`` triples. Inside :meth:`RedisDialect.transaction` they are kept and sent
+at its end as one guarded script (``Connection.write``: the epoch check, large values staged): all land, or
+none. Outside one, each dialect call is its own script. The layout (``_tree.Tree``) is the dialect's: every
+write updates it at once, a failed write drops it (read again on next use), and ``cache_metadata=False``
+reads it at every use. :class:`RedisState` shows it to the stored layer, which then caches nothing itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from .._ops.meta import NODE, NON_TENSOR, TENSOR
+from .._ops.rows import RowPlan
+from ..stored._dialect import Dialect, Path
+from ..stored._node import State
+from . import _format as fmt
+from . import _rows as rows
+from ._conn import Connection
+from ._tree import Tree, load, rank
+
+Commands = list[tuple[str, list[str], list[Any]]]
+
+
+class RedisDialect(Dialect):
+    """A store on a Redis-compatible server, spoken by path (see the module docstring).
+
+    Args:
+        conn: the connection the store's handles share (server, keys, cached layout, epoch).
+    """
+
+    name = "redis"
+    copy_reads = True
+    lazy_index = False  # ``store[rows]`` reads the rows at once: every leaf in one round trip
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def tree(self) -> Tree:
+        """The store's layout: cached, or read from the server (``cache_metadata=False``, after a failed write)."""
+        conn = self.conn
+        if conn.tree is None or not conn.cache_metadata or conn.closed:
+            conn.tree = load(conn, "reading the layout")  # (a closed handle raises)
+        tree: Tree = conn.tree
+        return tree
+
+    def entries(self, path: Path) -> dict[str, str]:
+        return self.tree.children.get(path, {})
+
+    def tensor_meta(self, path: Path) -> tuple[torch.Size, torch.dtype]:
+        _, shape, dtype, _ = self.tree.leaves[fmt.SEP.join(path)]
+        return shape, dtype  # type: ignore[return-value]  # (a tensor leaf's)
+
+    def node_facts(self, path: Path) -> tuple[torch.Size | None, tuple[Any, ...] | None]:
+        tree = self.tree
+        return tree.node_batch(path), tree.names.get(path)
+
+    def set_node_facts(self, path: Path, batch_size: torch.Size, names: tuple[Any, ...] | None) -> None:
+        commands = self._emit_batch(path, batch_size) if self.tree.node_batch(path) != batch_size else []
+        operation = "setting the batch size" if commands else "setting the dim names"
+        if names is not None and any(n is not None for n in names):
+            commands += self._emit_names(path, names)
+        else:  # (the layer may have forgotten them already)
+            self.tree.names.pop(path, None)
+            commands.append(("HDEL", [self.conn.key("__names__")], [fmt.SEP.join(path)]))
+        self.send(operation, commands)
+
+    def _emit_batch(self, path: Path, batch_size: torch.Size) -> Commands:
+        tree, conn = self.tree, self.conn
+        if not path:
+            tree.batch = batch_size
+            return [("SET", [conn.key("__batch_size__")], [json.dumps(list(batch_size))])]
+        joined = fmt.SEP.join(path)
+        tree.nodes[joined] = batch_size
+        return [("HSET", [conn.key("__nodes__")], [joined, json.dumps(list(batch_size))])]
+
+    def _emit_names(self, path: Path, names: tuple[Any, ...] | None) -> Commands:
+        """Record the dim names of a node (None, or all None: unnamed)."""
+        tree, key = self.tree, self.conn.key("__names__")
+        joined = fmt.SEP.join(path)
+        if names is not None and any(n is not None for n in names):
+            tree.names[path] = tuple(names)
+            return [("HSET", [key], [joined, json.dumps(list(names))])]
+        if tree.names.pop(path, None) is not None:
+            return [("HDEL", [key], [joined])]
+        return []
+
+    def create_node(self, path: Path, batch_size: torch.Size, names: tuple[Any, ...] | None) -> None:
+        fmt.check_key(path[-1], path[:-1])
+        tree, conn, joined = self.tree, self.conn, fmt.SEP.join(path)
+        commands: Commands = [
+            ("HSET", [conn.key("__nodes__")], [joined, json.dumps(list(batch_size))]),
+            ("ZADD", [conn.key("__order__")], ["NX", rank(), joined]),
+        ]
+        tree.add(path, NODE)
+        tree.nodes[joined] = batch_size
+        commands += self._emit_names(path, names)
+        self.send(f"writing {joined!r}", commands)
+
+    def delete(self, path: Path) -> None:
+        self.send(f"deleting {fmt.SEP.join(path)!r}", self.drop(path))
+
+    def drop(self, path: Path) -> Commands:
+        """The commands deleting the entry at ``path`` (everything under it for a node); the layout forgets it."""
+        conn = self.conn
+        leaves, nodes = self.tree.remove(path)
+        commands: Commands = []
+        for joined in leaves:
+            commands.append(("DEL", [conn.data_key(joined), conn.meta_key(joined)], []))
+            commands.append(("SREM", [conn.key("__keys__")], [joined]))
+        if nodes:
+            commands.append(("HDEL", [conn.key("__nodes__")], nodes))
+            commands.append(("HDEL", [conn.key("__names__")], nodes))
+        if leaves or nodes:
+            commands.append(("ZREM", [conn.key("__order__")], leaves + nodes))
+        return commands
+
+    # ------------------------------------------------------------------ tensor leaves
+    def read(self, path: Path) -> torch.Tensor:
+        joined = fmt.SEP.join(path)
+        conn = self.conn
+        (data,) = conn.fetch(f"reading {joined!r}", [("GET", conn.data_key(joined))])
+        return self.decode(path, data, torch.Size())  # type: ignore[no-any-return]
+
+    def decode(self, path: Path, data: bytes | None, batch_size: torch.Size) -> Any:
+        """The value of the leaf at ``path`` from its data (a tensor on the store's device, or a non-tensor)."""
+        joined = fmt.SEP.join(path)
+        kind, shape, dtype, meta = self.tree.leaves[joined]
+        conn = self.conn
+        device = conn.device
+        if data is None:
+            raise KeyError(f"{path!r}: its data is missing on the server (deleted by another handle?)")
+        if kind == NON_TENSOR:
+            return fmt.decode_non_tensor(data, meta, batch_size, device, conn.allow_pickle, conn.where(joined))
+        out = fmt.from_bytes(data, shape, dtype)  # type: ignore[arg-type]
+        return out if device is None or device.type == "cpu" else out.to(device)
+
+    def read_rows(self, path: Path, plan: RowPlan) -> torch.Tensor:
+        leaf = self.tree.row_leaf(path, self.conn)
+        assert leaf is not None, path
+        ranges, step = rows.byte_ranges(plan, leaf.row_bytes)
+        parts = self.conn.fetch("reading rows", rows.read_commands(leaf.key, ranges)) if ranges else []
+        return rows.assemble(parts, leaf.shape, leaf.dtype, plan, step)
+
+    def write(self, path: Path, value: torch.Tensor) -> None:
+        fmt.check_key(path[-1], path[:-1])
+        joined = fmt.SEP.join(path)
+        data = fmt.to_bytes(value)
+        meta = fmt.tensor_meta(value.shape, value.dtype)
+        self.tree.put(path, (TENSOR, value.shape, value.dtype, meta))
+        self.send(f"writing {joined!r}", self._leaf(joined, data, meta))
+
+    def _leaf(self, joined: str, data: Any, meta: dict[str, str]) -> Commands:
+        conn = self.conn
+        return [
+            ("SET", [conn.data_key(joined)], [data]),
+            ("DEL", [conn.meta_key(joined)], []),
+            ("HSET", [conn.meta_key(joined)], [v for kv in meta.items() for v in kv]),
+            ("SADD", [conn.key("__keys__")], [joined]),
+            ("ZADD", [conn.key("__order__")], ["NX", rank(), joined]),
+        ]
+
+    def write_into(self, path: Path, value: torch.Tensor) -> None:
+        shape, dtype = self.tensor_meta(path)
+        value = value.to(dtype)
+        if value.shape != shape:
+            value = value.expand(shape)
+        joined = fmt.SEP.join(path)
+        self.send(f"writing {joined!r}", [("SET", [self.conn.data_key(joined)], [fmt.to_bytes(value)])])
+
+    def write_rows(self, path: Path, plan: RowPlan, value: torch.Tensor) -> None:
+        leaf = self.tree.row_leaf(path, self.conn)
+        assert leaf is not None, path
+        self.send("writing rows", rows.write_commands(leaf.key, leaf.shape, plan, value, leaf.row_bytes))
+
+    def alloc(self, path: Path, shape: torch.Size, dtype: torch.dtype) -> None:
+        """Zero-filled on the server (SETRANGE of the last byte): no data goes through Python."""
+        fmt.check_key(path[-1], path[:-1])
+        conn, joined = self.conn, fmt.SEP.join(path)
+        nbytes = shape.numel() * fmt.item_size(dtype)
+        meta = fmt.tensor_meta(shape, dtype)
+        commands: Commands = [("DEL", [conn.data_key(joined), conn.meta_key(joined)], [])]
+        if nbytes:
+            commands.append(("SETRANGE", [conn.data_key(joined)], [nbytes - 1, b"\x00"]))
+        else:
+            commands.append(("SET", [conn.data_key(joined)], [b""]))
+        commands.append(("HSET", [conn.meta_key(joined)], [v for kv in meta.items() for v in kv]))
+        commands.append(("SADD", [conn.key("__keys__")], [joined]))
+        commands.append(("ZADD", [conn.key("__order__")], ["NX", rank(), joined]))
+        self.tree.put(path, (TENSOR, shape, dtype, meta))
+        self.send(f"allocating {joined!r}", commands)
+
+    # ------------------------------------------------------------------ non-tensor leaves
+    def read_object(self, path: Path, batch_size: torch.Size) -> Any:
+        joined = fmt.SEP.join(path)
+        conn = self.conn
+        (data,) = conn.fetch(f"reading {joined!r}", [("GET", conn.data_key(joined))])
+        return self.decode(path, data, batch_size)
+
+    def object_shape(self, path: Path, batch_size: torch.Size) -> torch.Size:
+        return batch_size  # (a non-tensor value follows its node's batch size)
+
+    def write_object(self, path: Path, value: Any) -> None:
+        fmt.check_key(path[-1], path[:-1])
+        conn, joined = self.conn, fmt.SEP.join(path)
+        data, meta = fmt.encode_non_tensor(value, conn.allow_pickle, conn.where(joined))
+        self.tree.put(path, (NON_TENSOR, None, None, meta))
+        self.send(f"writing {joined!r}", self._leaf(joined, data, meta))
+
+    def leaf_id(self, path: Path) -> int:
+        """The leaf's insertion rank on the server: a replaced leaf gets a new one."""
+        conn = self.conn
+        score = conn.client.zscore(conn.key("__order__"), fmt.SEP.join(path))
+        return int(score or 0)
+
+    # ------------------------------------------------------------------ life
+    def send(self, operation: str, commands: Commands) -> None:
+        """Write ``commands``: kept for the running transaction, else sent now as one guarded script.
+
+        A failed write drops the cached layout (it may be ahead of the server's).
+        """
+        try:
+            self.conn.write(operation, commands)
+        except BaseException:
+            self.conn.tree = None
+            raise
+
+    @contextlib.contextmanager
+    def transaction(self, operation: str = "writing") -> Iterator[None]:
+        """The writes inside it go as one guarded script at its end: all land, or none (nested ones join)."""
+        conn = self.conn
+        local = conn.local
+        if getattr(local, "pending", None) is not None:
+            yield
+            return
+        local.pending, local.checks = [], []
+        try:
+            yield
+            commands, checks = local.pending, local.checks
+        except BaseException:
+            conn.tree = None  # the layout may hold entries whose writes are never sent
+            raise
+        finally:
+            local.pending = None
+        try:
+            conn._guarded(operation, commands, checks)
+        except BaseException:
+            conn.tree = None
+            raise
+
+    def close(self) -> None:
+        self.conn.closed = True
+
+    def describe(self, path: Path) -> str:
+        return self.conn.where(fmt.SEP.join(path))
+
+
+class RedisState(State):
+    """The stored layer's view of a store's layout: the dialect's :class:`~._tree.Tree`, never a copy.
+
+    The layer reads it through ``entries``/``tensor_meta``/``batch_of``/``names``; what it records there after a
+    write (a kind, a batch size) the dialect has recorded already, so ``batch`` takes it and forgets it.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, dialect: RedisDialect) -> None:  # (the slots of the cached layout stay unset)
+        self.dialect = dialect
+        self.batch_dims, self.infer, self.given = None, False, True
+        self.locked = {}
+
+    def entries(self, path: Path) -> dict[str, str]:
+        return self.dialect.tree.children.get(path, {})  # type: ignore[attr-defined,no-any-return]
+
+    def tensor_meta(self, path: Path) -> tuple[torch.Size, torch.dtype]:
+        return self.dialect.tensor_meta(path)
+
+    def batch_of(self, path: Path) -> torch.Size:
+        return self.dialect.tree.node_batch(path)  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def names(self) -> dict[Path, tuple[Any, ...]]:  # type: ignore[override]
+        return self.dialect.tree.names  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def batch(self) -> dict[Path, torch.Size]:  # type: ignore[override]
+        return {}  # (the layer's records of batch sizes: the dialect's tree holds them)
+
+    def forget(self, path: Path) -> None:
+        """Nothing: the dialect's tree forgot ``path`` when it was deleted."""
