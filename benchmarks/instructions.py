@@ -39,13 +39,21 @@ def _child(calls: int, names: list[str], lib_name: str = "tensorbatch") -> None:
     import cases  # (the tree under test is on PYTHONPATH)
     import cases_lazy
     import cases_nn
+    import cases_store
     import cases_typed
     import cases_vmap
     import torch
 
     lib = None if lib_name == "raw" else importlib.import_module(lib_name)
     torch.set_num_threads(1)
-    pool = {**cases.CASES, **cases_lazy.CASES, **cases_typed.CASES, **cases_vmap.CASES, **cases_nn.CASES}
+    pool = {
+        **cases.CASES,
+        **cases_lazy.CASES,
+        **cases_typed.CASES,
+        **cases_vmap.CASES,
+        **cases_nn.CASES,
+        **cases_store.CASES,  # (a server is started on first use: its instructions are not counted)
+    }
     fns = [pool[name](lib) for name in names]
     for fn in fns:
         for _ in range(300):

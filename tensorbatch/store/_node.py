@@ -70,7 +70,7 @@ class TensorDictStore(StoredTensorDict):
         tensor([0., 1., 0.])
     """
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ("__weakref__", "_conn")
 
     def __init__(
         self,
@@ -104,9 +104,9 @@ class TensorDictStore(StoredTensorDict):
             client=client,
         )
         conn.allow_pickle = bool(allow_pickle)
-        dialect = RedisDialect(conn)
-        self._state: State = RedisState(dialect)
+        self._state: State = RedisState(RedisDialect(conn))
         self._path: Path = ()
+        self._conn: Connection = conn
         epoch = conn.new_epoch()
 
         def fill(pipe: Any) -> None:  # one round trip: adopt the store's epoch or start one, record the batch
@@ -131,18 +131,34 @@ class TensorDictStore(StoredTensorDict):
     @classmethod
     def _over(cls, conn: Connection, path: Path) -> TensorDictStore:
         """A handle on the node ``path`` of the store ``conn`` reaches (its own state: locks are per handle)."""
-        out = object.__new__(cls)
-        out._state, out._path = RedisState(RedisDialect(conn)), path
-        return out
+        return cls._view(RedisState(RedisDialect(conn)), path)
 
-    @property
-    def _conn(self) -> Connection:
-        """The connection of the store (server, keys, cached layout), shared by its handles."""
-        return self._redis.conn
+    @classmethod
+    def _view(cls, state: State, path: Path) -> TensorDictStore:
+        out = object.__new__(cls)
+        out._state, out._path = state, path
+        out._conn = state.dialect.conn  # type: ignore[attr-defined]  # (the hot paths' shortcut)
+        return out
 
     @property
     def _redis(self) -> RedisDialect:
         return self._state.dialect  # type: ignore[return-value]  # (always a RedisDialect)
+
+    def _tree(self) -> Tree:
+        """The dialect's ``tree``, without its calls when the cached one is good (the hot paths')."""
+        conn = self._conn
+        tree: Tree | None = conn.tree
+        if tree is None or not conn.cache_metadata or conn.closed:
+            return self._redis.tree
+        return tree
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._tree().node_batch(self._path)
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        TensorDictBase.batch_size.fset(self, value)  # type: ignore[attr-defined]  # the base setter
 
     @property
     def device(self) -> torch.device | None:  # type: ignore[override]
@@ -216,7 +232,8 @@ class TensorDictStore(StoredTensorDict):
     # ------------------------------------------------------------------ rows: every leaf in one round trip
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
         dialect = self._redis
-        conn, leaves = dialect.conn, dialect.tree.leaves
+        conn, tree = self._conn, self._tree()
+        leaves = tree.leaves
         keys = list(self._keys_str()) if keys is None else list(keys)
         wanted: list[tuple[Path, str]] = []  # (path, joined) of every leaf read, depth first
         self._collect(keys, wanted)
@@ -245,7 +262,7 @@ class TensorDictStore(StoredTensorDict):
             parts = results[at : at + count]
             at += count
             if kind == NON_TENSOR:
-                batch = dialect.tree.node_batch(path[:-1])
+                batch = tree.node_batch(path[:-1])
                 values[path] = dialect.decode(path, parts[0], batch)[plan.index]
                 continue
             leaf = rows.assemble(parts, shape, dtype, plan, step)  # type: ignore[arg-type]
@@ -254,7 +271,7 @@ class TensorDictStore(StoredTensorDict):
 
     def _collect(self, keys: list[str], out: list[tuple[Path, str]], base: Path | None = None) -> None:
         base = self._path if base is None else base
-        children = self._redis.tree.children
+        children = self._tree().children
         entries = children.get(base, {})
         for key in keys:
             kind = entries.get(key)
@@ -267,7 +284,7 @@ class TensorDictStore(StoredTensorDict):
                 out.append((path, fmt.SEP.join(path)))
 
     def _build(self, base: Path, plan: RowPlan, keys: list[str], values: dict[Path, Any]) -> TensorDictBase:
-        tree = self._redis.tree
+        tree = self._tree()
         entries = tree.children.get(base, {})
         out: dict[str, Any] = {}
         for key in keys:
@@ -284,7 +301,7 @@ class TensorDictStore(StoredTensorDict):
         return self._dense_cls._new_unsafe(out, size, self._conn.device, names)  # type: ignore[no-any-return]
 
     def _are_tensor_leaves(self, paths: Iterable[tuple[str, ...]]) -> bool:
-        tree, conn, base = self._redis.tree, self._conn, self._path
+        tree, conn, base = self._tree(), self._conn, self._path
         cached = tree.rows
         return all(
             (base + path if base else path) in cached or tree.row_leaf(base + path, conn) is not None for path in paths
@@ -292,7 +309,7 @@ class TensorDictStore(StoredTensorDict):
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
         dialect = self._redis
-        conn, tree, base = dialect.conn, dialect.tree, self._path
+        conn, tree, base = self._conn, self._tree(), self._path
         cached = tree.rows
         commands: Commands = []
         for path, value in values.items():  # everything checked before the first write
