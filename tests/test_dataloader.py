@@ -134,7 +134,9 @@ def check_batch(batch: Any, rows: list[int] | None = None) -> list[int]:
 
 def expected_type(dataset: Any) -> str:
     """The class of a batch read in the main process (tensordict 0.15.3 gives the same kinds)."""
-    if isinstance(dataset, PersistentTensorDict | StoredTensorDict):
+    if isinstance(dataset, PersistentTensorDict) or (
+        isinstance(dataset, StoredTensorDict) and dataset.dialect.lazy_index
+    ):
         return "IndexedView"  # a lazy view of the file, as indexing gives (tensordict: a _SubTensorDict)
     if type(dataset).__name__ == "TensorDictStore":  # (by name: tensorbatch.store needs the redis extra)
         return "TensorDict"  # read from the server

@@ -1,4 +1,7 @@
-"""Making stores: from a dict or TensorDict, from a schema (allocated on the server), from a store's id."""
+"""Making stores: from a dict or TensorDict, from a schema (allocated on the server), from a store's id.
+
+The classmethods of ``TensorDictStore`` (``_node.py``, which imports this module: ``cls`` is the class here).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import contextlib
 import importlib
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -17,9 +20,6 @@ from . import _format as fmt
 from ._conn import Connection
 from ._lazy import LazyStackedTensorDictStore
 from ._tree import load
-
-if TYPE_CHECKING:
-    from ._node import TensorDictStore
 
 
 def is_tensorclass(obj: Any) -> bool:
@@ -48,9 +48,7 @@ def tensorclass_path(value: Any) -> str | None:
     return f"{cls.__module__}.{cls.__qualname__}" if is_tensorclass(cls) else None
 
 
-def from_tensordict(
-    cls: Any, /, td: Any, *, device: Any = None, progress: bool | None = None, **kwargs: Any
-) -> TensorDictStore:
+def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, progress: bool | None = None, **kwargs: Any) -> Any:
     """A new store holding a copy of ``td`` (a TensorDict, TensorClass or TypedTensorDict).
 
     Written in one atomic round trip. A TensorClass's class is recorded: :func:`from_store` gives it back.
@@ -58,12 +56,12 @@ def from_tensordict(
     :class:`~tensorbatch.set_progress`).
     """
     if isinstance(td, LazyStackedTensorDict) and not isinstance(td, LazyStackedTensorDictStore):
-        return LazyStackedTensorDictStore.from_lazy_stack(td, device=device, **kwargs)  # type: ignore[return-value]
+        return LazyStackedTensorDictStore.from_lazy_stack(td, device=device, **kwargs)
     tc = tensorclass_path(td)
     data = _as_td(td)
     if device is None:
         device = data.device
-    store: TensorDictStore = cls(batch_size=data.batch_size, device=device, **kwargs)
+    store = cls(batch_size=data.batch_size, device=device, **kwargs)
     dialect, conn = store._redis, store._conn
     try:
         with dialect.transaction("from_tensordict"):  # one guarded script
@@ -81,7 +79,7 @@ def from_tensordict(
     return store
 
 
-def _forget(store: TensorDictStore) -> None:
+def _forget(store: Any) -> None:
     """Delete every key of a store just created (best effort: the error being raised is the one to see)."""
     conn = store._conn
     with contextlib.suppress(Exception):
@@ -101,7 +99,7 @@ def from_dict(
     batch_dims: int | None = None,
     names: Any = None,
     **kwargs: Any,
-) -> TensorDictStore:
+) -> Any:
     """A new store holding the entries of a dict or TensorDict (batch size as ``TensorDict.from_dict``)."""
     from .._convert import from_dict as build
 
@@ -122,7 +120,7 @@ def from_schema(
     batch_size: Any = None,
     device: Any = None,
     **kwargs: Any,
-) -> TensorDictStore:
+) -> Any:
     """A new store with zero-filled leaves ``[*batch_size, *shape]`` from ``{key: (shape, dtype)}``.
 
     Allocated by the server (SETRANGE of each leaf's last byte): no tensor data goes through Python. The
@@ -137,7 +135,7 @@ def from_schema(
         if not isinstance(dtype, torch.dtype):
             raise TypeError(f"from_schema: the dtype of {path!r} must be a torch.dtype, got {dtype!r}")
         entries.append((path, torch.Size((*size, *shape)), dtype))
-    store: TensorDictStore = cls(batch_size=size, device=device, **kwargs)
+    store = cls(batch_size=size, device=device, **kwargs)
     dialect = store._redis
     with dialect.transaction("from_schema"):
         for path, shape, dtype in entries:

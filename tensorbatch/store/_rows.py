@@ -18,6 +18,7 @@ import torch
 
 from .._ops.rows import RowPlan
 from . import _format as fmt
+from ._conn import GETRANGES, SHA
 
 FEW_RUNS = 4
 
@@ -54,8 +55,6 @@ def read_commands(key: str, ranges: list[tuple[int, int]]) -> list[tuple[Any, ..
     """The commands reading ``ranges`` of ``key``: a GETRANGE each when few, else one GETRANGES script call."""
     if len(ranges) <= FEW_RUNS:
         return [("GETRANGE", key, offset, offset + length - 1) for offset, length in ranges]
-    from ._conn import GETRANGES, SHA
-
     return [("EVALSHA", SHA[GETRANGES], 1, key, *[v for r in ranges for v in r])]
 
 
