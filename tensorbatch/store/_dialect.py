@@ -125,10 +125,7 @@ class RedisDialect(Dialect):
 
     # ------------------------------------------------------------------ tensor leaves
     def read(self, path: Path) -> torch.Tensor:
-        joined = fmt.SEP.join(path)
-        conn = self.conn
-        (data,) = conn.fetch(f"reading {joined!r}", [("GET", conn.data_key(joined))])
-        return self.decode(path, data, torch.Size())  # type: ignore[no-any-return]
+        return self.read_object(path, torch.Size())  # type: ignore[no-any-return]  # (a tensor leaf: its data)
 
     def decode(self, path: Path, data: bytes | None, batch_size: torch.Size) -> Any:
         """The value of the leaf at ``path`` from its data (a tensor on the store's device, or a non-tensor)."""
@@ -200,6 +197,7 @@ class RedisDialect(Dialect):
 
     # ------------------------------------------------------------------ non-tensor leaves
     def read_object(self, path: Path, batch_size: torch.Size) -> Any:
+        """The leaf at ``path`` in one round trip (the epoch checked too), decoded by :meth:`decode`."""
         joined = fmt.SEP.join(path)
         conn = self.conn
         (data,) = conn.fetch(f"reading {joined!r}", [("GET", conn.data_key(joined))])
