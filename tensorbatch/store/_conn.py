@@ -263,7 +263,6 @@ class Connection:
         self.closed = False
         self.epoch: bytes | None = None
         self.tree: Any = None  # the cached layout (``_tree.Tree``), None until read
-        self.locked: dict[tuple[str, ...], bool] = {}
         self.tensorclass: str | None = None
         self.allow_pickle = False  # unpickle non-tensor values read from the server (the caller's opt-in)
         self.local = threading.local()  # ``pending``/``checks``: the running ``atomic`` body's, per thread
