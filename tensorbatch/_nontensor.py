@@ -334,6 +334,8 @@ class _NonTensor(TensorDictBase):
             v_items, v_pos = [value], torch.zeros((), dtype=torch.int64)
         pos[index] = v_pos + len(items)
         items.extend(v_items)
+        if isinstance(self, NonTensorStack):  # a stack stays one, even if its values become equal (as tensordict)
+            return NonTensorStack._new(items, pos, self.device)
         return _collapsed(items, pos, self.device)
 
     def _where(self, condition: torch.Tensor, other: Any) -> _NonTensor:
@@ -579,9 +581,8 @@ class NonTensorStack(_NonTensor):
         )
 
     def _from_positions(self, positions: torch.Tensor) -> _NonTensor:
-        flat = positions.reshape(-1)
-        if flat.numel() and bool((flat == flat[0]).all()):  # one value left: collapse
-            return NonTensorData._new(self._items[int(flat[0])], positions.shape, self._device)
+        if not positions.ndim:  # one element: its value (a stack stays a stack otherwise, as tensordict's)
+            return NonTensorData._new(self._items[int(positions)], positions.shape, self._device)
         return NonTensorStack._new(self._items, positions, self._device)
 
     def _uniform(self) -> bool:

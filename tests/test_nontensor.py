@@ -399,21 +399,25 @@ def test_expand_and_unsqueeze_keep_non_tensor_data(op):
 
 
 @pytest.mark.parametrize(
-    ("op", "value"),
+    ("op", "values"),
     [
-        (lambda td: td[1:2], "b"),
-        (lambda td: td[torch.tensor([0, 0])], "a"),
-        (lambda td: td.split(1, 0)[1], "b"),
-        (lambda td: td[2], "a"),
+        (lambda td: td[1:2], ["b"]),
+        (lambda td: td[torch.tensor([0, 0])], ["a", "a"]),
+        (lambda td: td.split(1, 0)[1], ["b"]),
     ],
-    ids=["slice_one", "repeated_index", "split", "int"],
+    ids=["slice_one", "repeated_index", "split"],
 )
-def test_stack_cut_to_one_value_collapses(op, value):
-    out = op(make_td1())
+def test_stack_cut_to_one_value_stays_a_stack(op, values):
+    out = op(make_td1())  # (as tensordict: only an int index gives the element's NonTensorData)
     leaf = out.get("l")
-    assert type(leaf) is NonTensorData
-    assert leaf.data == value
+    assert type(leaf) is NonTensorStack
+    assert leaf.tolist() == values and leaf.data == values[0]
     assert leaf.batch_size == out.batch_size
+
+
+def test_stack_indexed_to_one_element_is_its_data():
+    leaf = make_td1()[2].get("l")
+    assert type(leaf) is NonTensorData and leaf.data == "a" and leaf.batch_size == torch.Size([])
 
 
 def test_equal_values_at_different_positions_stay_a_stack():
@@ -590,11 +594,11 @@ def test_setitem_mask_and_two_dim_index():
     assert td2["s"] == [["hi", "t", "hi"], ["hi", "hi", "hi"]]
 
 
-def test_setitem_everything_with_one_value_collapses():
+def test_setitem_everything_with_one_value_stays_a_stack():
     td = make_td1()
-    td[:] = {"l": "z"}
-    assert type(td.get("l")) is NonTensorData
-    assert td["l"] == "z"
+    td[:] = {"l": "z"}  # (as tensordict: a stack written over stays a stack)
+    assert type(td.get("l")) is NonTensorStack
+    assert td["l"] == ["z", "z", "z"] and td.get("l").data == "z"
     assert td.get("l").batch_size == torch.Size([3])
 
 
@@ -617,8 +621,8 @@ def test_set_at_():
     td.set_at_("l", NonTensorStack("p", "q"), slice(1, 3))
     assert td["l"] == ["a", "p", "q"]
     td.set_at_("l", "w", slice(None))
-    assert type(td.get("l")) is NonTensorData
-    assert td["l"] == "w"
+    assert type(td.get("l")) is NonTensorStack
+    assert td["l"] == ["w", "w", "w"]
 
 
 def test_set_at_nested_and_missing():

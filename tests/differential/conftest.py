@@ -98,13 +98,10 @@ DIFFERENCES: dict[str, str] = {
     # non-tensor leaves (test_vs_tensordict_nontensor.py)
     "[nt_expand]": "expand keeps a NonTensorData (tensordict: NonTensorStack)",
     "[nt_unsqueeze]": "unsqueeze keeps a NonTensorData (tensordict: NonTensorStack)",
-    "[nt_index_repeated_position]": "a stack indexed down to one repeated value collapses to NonTensorData",
-    "[nt_split_to_single_values]": "a stack split down to single values collapses to NonTensorData",
     "[nt_sum_stack_message]": "reducing a stack of different values raises, saying to exclude the key",
     "[nt_amax_stack]": "amax over a stack of different values raises (tensordict: an empty TensorDict)",
     "test_write_non_tensor[copy_at_]": "copy_at_ writes non-tensor leaves, as update_at_ (tensordict skips them)",
     "test_set_non_tensor[stack]": "set_non_tensor with a NonTensorStack stores the stack (tensordict raises)",
-    "[nt_set_at_all]": "one value written at every position of a stack collapses it to NonTensorData",
     # lazy stacks (test_vs_tensordict_lazy.py)
     "[lz_get_padded_sd1]": "as_padded_tensor keeps the stack dim where it is (tensordict puts the members first)",
     "[lz_get_nested_sd1]": "as_nested_tensor needs stack_dim 0 (tensordict puts the members first)",
