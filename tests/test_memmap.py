@@ -1148,13 +1148,15 @@ class TestKeys:
         assert back["a/b", "s p"] == "text"
 
     @pytest.mark.parametrize("nested", [False, True], ids=["leaf", "node"])
-    def test_empty_key_refused(self, tmp_path, nested):
-        value = {"x": torch.zeros(2)} if nested else torch.zeros(2)
-        td = TensorDict({"ok": torch.ones(2), "": value}, batch_size=[2])
-        with pytest.raises(ValueError, match="cannot be stored as a file name") as info:
-            td.memmap(tmp_path / "td")
-        assert repr("") in str(info.value)
-        assert os.listdir(tmp_path) == []
+    def test_empty_key_is_encoded(self, tmp_path, nested):
+        value = {"x": torch.zeros(2)} if nested else torch.full((2,), 3.0)
+        td = TensorDict({"ok": torch.ones(2), "": value, "%": torch.ones(2)}, batch_size=[2])
+        td.memmap(tmp_path / "td")  # (tensordict's names: "" is "%", "%" is "%25")
+        names = set(os.listdir(tmp_path / "td"))
+        assert ("%" if nested else "%.memmap") in names and "%25.memmap" in names
+        back = TensorDict.load_memmap(tmp_path / "td")
+        assert set(back.keys(True, True)) == set(td.keys(True, True))
+        assert_same_td(back, td)
 
     @pytest.mark.parametrize(("key", "name"), [(".", "%2E"), ("..", "%2E%2E")], ids=["dot", "dotdot"])
     @pytest.mark.parametrize("nested", [False, True], ids=["leaf", "node"])

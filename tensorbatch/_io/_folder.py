@@ -30,10 +30,11 @@ def _file_key(key: str, robust_key: bool = True) -> str:
     """The file or folder name for ``key``: characters that are unsafe in file names are percent-encoded.
 
     The encoded set is tensordict's (path separators, ``<>:"|?*``, space, ``%``, control characters), so
-    both libraries name files alike; ``"."`` and ``".."`` become ``%2E`` and ``%2E%2E``.
+    both libraries name files alike; ``""`` becomes ``%`` (no encoded name is a bare ``%``), ``"."`` and ``".."``
+    become ``%2E`` and ``%2E%2E``.
     """
     if not key:
-        raise ValueError("the key '' cannot be stored as a file name")
+        return "%"
     if key in (".", ".."):
         return "%2E" * len(key)
     if not robust_key:
