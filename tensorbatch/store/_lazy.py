@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._base.coerce import as_device
-from .._errors import batch_mismatch, locked, missing_key
+from .._errors import StackDimError, batch_mismatch, locked, missing_key
 from .._lazy import LazyStackedTensorDict, _stack_values, _unbind
 from .._ops.meta import NODE, TENSOR, LeafMeta
 from .._ops.rows import RowPlan, check_fits
@@ -492,7 +492,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
     ) -> None:
         inner = _Size(inner_batch_size)
         if not -len(inner) - 1 <= stack_dim <= len(inner):
-            raise IndexError(f"stack_dim {stack_dim} is out of range for elements with {len(inner)} batch dims")
+            raise StackDimError(f"stack_dim {stack_dim} is out of range for elements with {len(inner)} batch dims")
         conn = Connection(
             backend=backend,
             host=host,
