@@ -17,7 +17,7 @@ from .base import TensorDictBase
 # only when used): build(schema, batch_size=..., device=..., **kwargs)
 _STORAGES: dict[str, Callable[..., Any] | str] = {
     "redis": "tensorbatch.store._node:schema_store",
-    "h5": "tensorbatch.persistent._build:from_schema",
+    "h5": "tensorbatch.persistent._node:from_schema",
 }
 
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ..base import TensorDictBase
 
 if TYPE_CHECKING:
-    from ._build import PersistentTensorDict
     from ._file import ReadOnlyError
+    from ._node import PersistentTensorDict
 
 
 def from_h5(
@@ -49,7 +49,7 @@ def from_h5(
         ...     print(data.batch_size, data["n", "b"])
         torch.Size([3]) tensor([1., 1., 1.])
     """
-    from ._build import from_h5 as build
+    from ._node import from_h5 as build
 
     return build(
         h5_file,
@@ -93,7 +93,7 @@ def from_dict(
 
     See :meth:`PersistentTensorDict.from_dict`.
     """
-    from ._build import from_dict as build
+    from ._node import from_dict as build
 
     return build(input_dict, filename, batch_size, device, **kwargs)
 
@@ -119,7 +119,7 @@ def to_h5(self: TensorDictBase, filename: str | os.PathLike[str], **kwargs: Any)
 
 def __getattr__(name: str) -> Any:
     if name == "PersistentTensorDict":
-        from ._build import PersistentTensorDict  # (_build attaches the constructors to the class)
+        from ._node import PersistentTensorDict
 
         return PersistentTensorDict
     if name == "ReadOnlyError":
@@ -131,6 +131,6 @@ def __getattr__(name: str) -> Any:
 
 for _cls, _name, _value in ((TensorDictBase, "to_h5", to_h5), (TensorDictBase, "from_h5", classmethod(_from_h5))):
     setattr(_cls, _name, _value)  # attached here: base.py imports no feature
-# TensorDict.from_schema is tensorbatch/_schema.py's: storage="h5" dispatches to _build.from_schema
+# TensorDict.from_schema is tensorbatch/_schema.py's: storage="h5" dispatches to _node.from_schema
 
 __all__ = ["PersistentTensorDict", "ReadOnlyError", "from_dict", "from_h5"]

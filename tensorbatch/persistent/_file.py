@@ -1,4 +1,4 @@
-"""One open HDF5 file shared by the nodes of a PersistentTensorDict: opening, errors, atomic writes."""
+"""Opening HDF5 files, their options, the errors naming them, and the refusal of data outside a file."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from .._io._shared import atomic_target as atomic_target  # (the one atomic file write)
+from ..stored._dialect import ReadOnlyStorageError, RefusedEntry
 
 if TYPE_CHECKING:
     import h5py
@@ -42,98 +41,15 @@ FILE_OPTIONS = frozenset(
 )
 
 
-class ReadOnlyError(PermissionError):
+class ReadOnlyError(ReadOnlyStorageError):
     """A write through a PersistentTensorDict whose file is open for reading only."""
 
 
-class OutsideDataError(PermissionError):
+class OutsideDataError(RefusedEntry):
     """An entry whose data lies outside the HDF5 file, reached without ``allow_external=True``.
 
     An external link, external raw storage, or a virtual dataset mapping other files.
     """
-
-
-class Shared:
-    """What the nodes of one file share: the h5py file, its options, and per-node batch sizes and locks."""
-
-    __slots__ = (
-        "allow_external",
-        "auto",
-        "batch",
-        "chunk_cache_off",
-        "dataset_kwargs",
-        "device",
-        "direct",
-        "entries",
-        "file",
-        "file_options",
-        "filename",
-        "fileno",
-        "keys",
-        "locked",
-        "mode",
-        "names",
-        "non_tensor_as_stack",
-        "owned",
-        "recorded",
-        "tables",
-    )
-
-    def __init__(
-        self,
-        file: h5py.File,
-        mode: str,
-        device: torch.device | None,
-        dataset_kwargs: dict[str, Any],
-        file_options: dict[str, Any],
-        non_tensor_as_stack: bool = False,
-        allow_external: bool = False,
-    ) -> None:
-        self.file = file
-        self.allow_external = allow_external  # follow external links and external / virtual storage
-        self.fileno = file.id.fileno  # (HDF5's number of the open file: objects of other files have another)
-        self.filename: str = file.filename
-        self.mode = mode
-        self.device = device
-        self.dataset_kwargs = dataset_kwargs
-        self.file_options = file_options
-        self.non_tensor_as_stack = non_tensor_as_stack
-        self.batch: dict[str, torch.Size] = {}  # group name -> batch size (read from attributes on first use)
-        self.names: dict[str, tuple[Any, ...]] = {}
-        self.locked: dict[str, bool] = {}
-        self.owned = False  # a temporary file (clone): removed on close
-        self.recorded = False  # the root's batch size was read from the file's attributes
-        self.keys: dict[str, tuple[str, ...]] = {}  # group path -> its keys (dropped when they change)
-        self.entries: dict[str, tuple[Any, Any]] = {}  # object path -> (h5py object, kind): see Node._entry
-        self.tables: dict[str, tuple[Any, ...]] = {}  # group path -> its entries for slice reads: Node._slab_table
-        self.direct: dict[str, Any] = {}  # dataset path -> _rows.DirectRows or None: Node._direct
-        self.auto: tuple[Any, str, int | None] | None = None  # (root group, name, batch_dims): sizes to infer
-        # chunked datasets without filters are opened with no chunk cache (``_rows.wants_no_cache``), unless
-        # the caller chose a chunk cache size
-        self.chunk_cache_off = "rdcc_nbytes" not in file_options
-
-    @property
-    def writable(self) -> bool:
-        return bool(self.file) and self.file.mode != "r"
-
-    def check_writable(self, name: str) -> None:
-        if not self.file:
-            raise ValueError(f"cannot write {name!r}: the HDF5 file {self.filename!r} is closed")
-        if self.file.mode == "r":
-            raise ReadOnlyError(
-                f"cannot write {name!r}: the HDF5 file {self.filename!r} is open read-only "
-                "(open it with mode='r+' or 'a' to write)"
-            )
-
-    def close(self) -> None:
-        self.tables.clear()
-        self.direct.clear()
-        if self.file:
-            self.file.close()
-        if self.owned:
-            with contextlib.suppress(OSError):
-                os.remove(self.filename)
-            self.owned = False
 
 
 def outside(group: h5py.Group, key: str, obj: Any, fileno: Any) -> str | None:
@@ -164,9 +80,9 @@ def outside(group: h5py.Group, key: str, obj: Any, fileno: Any) -> str | None:
     return None
 
 
-def refuse_outside(shared: Shared, name: str, why: str) -> OutsideDataError:
+def refuse_outside(filename: str, name: str, why: str) -> OutsideDataError:
     return OutsideDataError(
-        f"refusing to open {name!r} of the HDF5 file {shared.filename!r}: {why}, outside this "
+        f"refusing to open {name!r} of the HDF5 file {filename!r}: {why}, outside this "
         "file; pass allow_external=True (from_h5, PersistentTensorDict) to read and write "
         "outside files through it (only for files you trust)"
     )
@@ -204,17 +120,17 @@ def open_file(filename: str | os.PathLike[str], mode: str, options: dict[str, An
 
 
 @contextlib.contextmanager
-def h5_errors(shared: Shared, name: str) -> Iterator[None]:
+def h5_errors(filename: str, name: str) -> Iterator[None]:
     """Add a note naming the file and the dataset to an error from h5py."""
     try:
         yield
     except (OSError, ValueError, TypeError, KeyError, RuntimeError) as err:
-        add_h5_note(err, shared, name)
+        add_h5_note(err, filename, name)
         raise
 
 
-def add_h5_note(err: BaseException, shared: Shared, name: str) -> None:
+def add_h5_note(err: BaseException, filename: str, name: str) -> None:
     """Name the file and the HDF5 object in a note of ``err`` (once)."""
-    note = f"(HDF5 file {shared.filename!r}, object {name!r})"
+    note = f"(HDF5 file {filename!r}, object {name!r})"
     if note not in getattr(err, "__notes__", ()):
         err.add_note(note)

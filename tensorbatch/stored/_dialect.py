@@ -21,6 +21,18 @@ import torch
 from .._ops.rows import RowPlan
 
 Path = tuple[str, ...]
+_CPU = torch.device("cpu")
+
+
+class ReadOnlyStorageError(PermissionError):
+    """A write through a StoredTensorDict whose storage is open for reading only."""
+
+
+class RefusedEntry(PermissionError):
+    """An entry a dialect lists but refuses to open (its data lies outside the storage, say).
+
+    Raised by the dialect's reads and metadata calls on it; such an entry does not decide inferred batch sizes.
+    """
 
 
 class Dialect:
@@ -32,11 +44,14 @@ class Dialect:
             memory (a numpy array): in-place tensor ops then reach the storage without a write-back.
         lazy_index: True when ``td[index]`` is a view reading its rows on access and writing through (what h5py
             and zarr TensorDicts give in tensordict), False when it reads the rows at once.
+        device: the device of the tensors ``read``/``read_rows`` return (the CPU by default; None for a
+            storage read "as stored", as HDF5's default).
     """
 
     name: str = "storage"
     copy_reads: bool = True
     lazy_index: bool = True
+    device: torch.device | None = _CPU
 
     # ------------------------------------------------------------------ structure
     def entries(self, path: Path) -> dict[str, str]:
@@ -87,6 +102,31 @@ class Dialect:
     def alloc(self, path: Path, shape: torch.Size, dtype: torch.dtype) -> None:
         """Create a zero-filled tensor leaf at ``path`` (nothing is there) without writing data if possible."""
         raise NotImplementedError
+
+    def read_many(self, paths: list[Path], plan: RowPlan) -> list[torch.Tensor]:
+        """``[read_rows(path, plan) for path in paths]``: the rows of many leaves read at once.
+
+        One call for every tensor leaf an index reads, so that a dialect can share a read budget or batch
+        its requests (the default reads them one by one).
+        """
+        return [self.read_rows(path, plan) for path in paths]
+
+    # ------------------------------------------------------------------ checks before a write
+    def check_value(self, path: Path, value: Any) -> None:
+        """Raise (naming ``path``) for a key or a value this storage cannot hold, before anything changes.
+
+        ``value`` is the tensor, TensorDict or non-tensor value about to be written at ``path``, or None for a
+        leaf about to be allocated. Nothing by default (a dialect's write raises ``TypeError`` first thing).
+        """
+
+    def check_replace(self, path: Path) -> None:
+        """Raise when the existing entry at ``path`` may not be replaced (nothing by default)."""
+
+    def refuse_write(self, key: Any, path: Path) -> Exception:
+        """The error a write of ``key`` at the node ``path`` raises when ``writable`` is False."""
+        return ReadOnlyStorageError(
+            f"cannot write {key!r}: {self.describe(path)} is open read-only (open it with mode='r+' or 'a' to write)"
+        )
 
     # ------------------------------------------------------------------ non-tensor leaves
     def read_object(self, path: Path, batch_size: torch.Size) -> Any:

@@ -20,14 +20,10 @@ from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
 from .._ops.rows import RowPlan, check_fits
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
-from ._dialect import Dialect, Path
+from ._dialect import Dialect, Path, ReadOnlyStorageError, RefusedEntry
 from ._view import IndexedView
 
-_CPU = torch.device("cpu")
-
-
-class ReadOnlyStorageError(PermissionError):
-    """A write through a StoredTensorDict whose storage is open for reading only."""
+__all__ = ["ReadOnlyStorageError", "State", "StoredTensorDict"]
 
 
 class State:
@@ -69,10 +65,13 @@ class State:
         elif recorded is None:  # inferred from the entries' shapes: the longest leading shape they share
             shapes = []
             for key, kind in self.entries(path).items():
-                if kind == TENSOR:
-                    shapes.append(self.tensor_meta((*path, key))[0])
-                elif kind == NODE:
-                    shapes.append(self.batch_of((*path, key)))
+                try:
+                    if kind == TENSOR:
+                        shapes.append(self.tensor_meta((*path, key))[0])
+                    elif kind == NODE:
+                        shapes.append(self.batch_of((*path, key)))
+                except RefusedEntry:  # listed, but not opened: it does not decide the batch size
+                    continue
             recorded = common_batch(shapes, self.batch_dims)
         elif names is not None and any(n is not None for n in names):
             self.names[path] = tuple(names)
@@ -146,10 +145,7 @@ class StoredTensorDict(TensorDictBase):
     def _check_writable(self, key: Any) -> None:
         dialect = self._state.dialect
         if not dialect.writable:
-            raise ReadOnlyStorageError(
-                f"cannot write {key!r}: {dialect.describe(self._path)} is open read-only "
-                "(open it with mode='r+' or 'a' to write)"
-            )
+            raise dialect.refuse_write(key, self._path)
 
     def __reduce__(self) -> Any:
         """Pickled as its dialect (which pickles as what reopens it) and its path."""
@@ -162,6 +158,7 @@ class StoredTensorDict(TensorDictBase):
                 self._path,
                 state.batch_dims,
                 state.infer,
+                state.given,
                 dict(state.batch),
                 dict(state.names),
                 dict(state.locked),
@@ -213,8 +210,8 @@ class StoredTensorDict(TensorDictBase):
         state.dialect.set_node_facts(self._path, new_size, names)
 
     @property
-    def device(self) -> torch.device:
-        return _CPU
+    def device(self) -> torch.device | None:
+        return self._state.dialect.device
 
     def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
         state = self._state
@@ -231,11 +228,12 @@ class StoredTensorDict(TensorDictBase):
         return state.dialect.read_object(path, self.batch_size)
 
     def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
-        self._check_writable(key)
-        if not validated:
-            value = self._validate(value, (key,))
         state = self._state
         path = (*self._path, key)
+        state.dialect.check_value(path, value)
+        if not validated:
+            value = self._validate(value, (key,))
+        self._check_writable(key)
         kind = state.entries(self._path).get(key)
         if inplace and kind == TENSOR and isinstance(value, torch.Tensor):
             state.dialect.write_into(path, value.detach().cpu())
@@ -249,7 +247,9 @@ class StoredTensorDict(TensorDictBase):
             elif type(value) in NON_TENSOR_TYPES or not is_td(value):
                 self._replace(key, kind, NON_TENSOR, lambda: state.dialect.write_object(path, value))
             else:
-                items = list(value.items())  # read before a node written onto itself is dropped
+                if isinstance(value, StoredTensorDict) and value._state.dialect is state.dialect:
+                    value = value.to_tensordict()  # read before a node written onto itself is dropped
+                items = list(value.items())
                 names = value._maybe_names()
                 self._replace(key, kind, NODE, lambda: state.dialect.create_node(path, value.batch_size, names))
                 node = type(self)._view(state, path)
@@ -260,6 +260,7 @@ class StoredTensorDict(TensorDictBase):
         """Delete what ``key`` holds (if anything), write the new entry, record its kind."""
         state, path = self._state, (*self._path, key)
         if old is not None:
+            state.dialect.check_replace(path)
             state.dialect.delete(path)
             state.forget(path)
             state.entries(self._path).pop(key, None)  # (a dialect keeping the layout itself forgot it already)
@@ -330,23 +331,47 @@ class StoredTensorDict(TensorDictBase):
         return self._rows(plan, keys)
 
     def _rows(self, plan: RowPlan, keys: Iterable[str] | None) -> TensorDictBase:
-        state, out = self._state, {}
-        for key in self._keys_str() if keys is None else keys:
-            kind = state.entries(self._path).get(key)
+        """The rows ``plan`` selects of ``keys`` (all by default), every tensor leaf below read in one ``read_many``."""
+        paths: list[Path] = []
+        layout = self._rows_layout(plan, keys, paths)
+        return self._rows_build(plan, layout, iter(self._state.dialect.read_many(paths, plan)))
+
+    def _rows_layout(self, plan: RowPlan, keys: Iterable[str] | None, paths: list[Path]) -> list[tuple[str, Any]]:
+        """``(key, what)`` per entry: None for a tensor leaf (its path appended to ``paths``).
+
+        ``what`` is ``(node, its layout)`` for a node, the rows of a non-tensor value.
+        """
+        state = self._state
+        out: list[tuple[str, Any]] = []
+        entries = state.entries(self._path)
+        for key in entries if keys is None else keys:
+            kind = entries.get(key)
             if kind == TENSOR:
-                out[key] = state.dialect.read_rows((*self._path, key), plan)
+                paths.append((*self._path, key))
+                out.append((key, None))
             elif kind == NODE:
-                out[key] = self._get_str(key)._rows(plan, None)
+                node = type(self)._view(state, (*self._path, key))
+                out.append((key, (node, node._rows_layout(plan, None, paths))))
             elif kind == NON_TENSOR:
-                out[key] = self._get_str(key)[plan.index]
+                out.append((key, self._get_str(key)[plan.index]))
             else:
                 raise missing_key((*self._path, key), self._keys_str(), type(self).__name__)
-        result: TensorDictBase = self._dense_cls(
-            out,
-            batch_size=plan.target_shape(self.batch_size),
-            device=_CPU,
-            names=self._maybe_names() if plan.kind != "int" else None,
-        )
+        return out
+
+    def _rows_build(self, plan: RowPlan, layout: list[tuple[str, Any]], reads: Any) -> TensorDictBase:
+        out = {
+            key: next(reads)
+            if what is None
+            else what[0]._rows_build(plan, what[1], reads)
+            if type(what) is tuple
+            else what
+            for key, what in layout
+        }
+        names = self._maybe_names() if plan.kind != "int" else None
+        size = plan.target_shape(self.batch_size)
+        if names is None:
+            return self._dense_cls._new_unsafe(out, size, self.device)  # type: ignore[no-any-return]
+        result: TensorDictBase = self._dense_cls(out, batch_size=size, device=self.device, names=names)
         return result
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
@@ -386,8 +411,9 @@ class StoredTensorDict(TensorDictBase):
         return IndexedView(self, index)
 
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
-        self._check_writable(key)
         state, path = self._state, (*self._path, key)
+        state.dialect.check_value(path, None)
+        self._check_writable(key)
         with state.dialect.transaction():  # (the old entry goes with the new one's allocation)
             self._replace(
                 key,
@@ -403,11 +429,13 @@ def _reopen(
     path: Path,
     batch_dims: int | None,
     infer: bool,
+    given: bool,
     batch: dict[Path, torch.Size],
     names: dict[Path, Any],
     locked: dict[Path, bool],
 ) -> StoredTensorDict:
     state = State(dialect, batch_dims, infer)
+    state.given = given
     state.batch.update(batch)
     state.names.update(names)
     state.locked.update(locked)
