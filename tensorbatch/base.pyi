@@ -20,6 +20,7 @@ from tensorbatch._base.storage import StorageHooks
 from tensorbatch._keys import NestedKey
 from tensorbatch._ops.pack import PackLayout
 from tensorbatch.memmap import MemoryMappedTensor
+from tensorbatch.persistent._node import PersistentTensorDict
 from tensorbatch.stored._node import StoredTensorDict
 
 class TensorDictBase(StorageHooks, TensorCollection):
@@ -519,13 +520,14 @@ class TensorDictBase(StorageHooks, TensorCollection):
     def from_h5(
         cls,
         /,
-        filename: str | os.PathLike[str],
+        filename: Any,
         mode: str = ...,
         *,
         batch_size: Any = ...,
         batch_dims: builtins.int | None = ...,
         auto_batch_size: builtins.bool = ...,
         non_tensor_as_stack: builtins.bool = ...,
+        file_options: dict[str, Any] | None = ...,
         **kwargs: Any,
     ) -> Any: ...
     @classmethod
@@ -1369,7 +1371,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         retain_none: builtins.bool = ...,
         convert_tensors: builtins.bool = ...,
     ) -> dict[str, Any]: ...
-    def to_h5(self, filename: str | os.PathLike[str], **kwargs: Any) -> Any: ...
+    def to_h5(self, filename: str | os.PathLike[str], **kwargs: Any) -> PersistentTensorDict: ...
     def to_json(
         td,
         path: Any,

@@ -1,8 +1,9 @@
 """PersistentTensorDict: TensorDicts stored in HDF5 files (h5py, the ``h5`` extra), read lazily.
 
 Public path ``tensorbatch.persistent``; ``PersistentTensorDict`` and ``from_h5`` are exported by
-``tensorbatch`` too. This module imports h5py only when a file is used: its body attaches
-``TensorDictBase.to_h5`` and ``TensorDictBase.from_h5`` (``base.py`` imports no feature).
+``tensorbatch`` too. HDF5 is a dialect of the stored layer (``tensorbatch/stored``): ``_dialect.py`` speaks
+h5py, ``_node.py`` is the class and its constructors; h5py is imported only when a file is used. The
+``register_storage`` call below attaches ``TensorDictBase.to_h5``/``from_h5`` and ``from_schema(storage="h5")``.
 
 File layout (plain HDF5, as tensordict 0.15.3 writes it, readable by any HDF5 tool): a group per nested
 TensorDict, a dataset per leaf; see ``_format.py`` for strings, non-tensor values and the attributes kept
@@ -12,13 +13,14 @@ for what tensordict drops (batch sizes, dim names, bfloat16/float8 dtypes).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..base import TensorDictBase
-
-if TYPE_CHECKING:
-    from ._file import ReadOnlyError
-    from ._node import PersistentTensorDict
+from ..stored._register import register_storage
+from ._file import ReadOnlyError as ReadOnlyError
+from ._node import PersistentTensorDict as PersistentTensorDict
+from ._node import from_dict as from_dict
+from ._node import from_h5 as _open
 
 
 def from_h5(
@@ -49,9 +51,7 @@ def from_h5(
         ...     print(data.batch_size, data["n", "b"])
         torch.Size([3]) tensor([1., 1., 1.])
     """
-    from ._node import from_h5 as build
-
-    return build(
+    return _open(
         h5_file,
         mode,
         batch_size=batch_size,
@@ -60,42 +60,6 @@ def from_h5(
         non_tensor_as_stack=non_tensor_as_stack,
         **kwargs,
     )
-
-
-def _from_h5(
-    cls: Any,
-    /,
-    filename: str | os.PathLike[str],
-    mode: str = "r",
-    *,
-    batch_size: Any = None,
-    batch_dims: int | None = None,
-    auto_batch_size: bool = False,
-    non_tensor_as_stack: bool = False,
-    **kwargs: Any,
-) -> PersistentTensorDict:
-    """Open an HDF5 file as a :class:`PersistentTensorDict` (see :func:`tensorbatch.from_h5`)."""
-    return from_h5(
-        filename,
-        mode,
-        batch_size=batch_size,
-        batch_dims=batch_dims,
-        auto_batch_size=auto_batch_size,
-        non_tensor_as_stack=non_tensor_as_stack,
-        **kwargs,
-    )
-
-
-def from_dict(
-    input_dict: Any, filename: str | os.PathLike[str], batch_size: Any = None, device: Any = None, **kwargs: Any
-) -> PersistentTensorDict:
-    """Write a dict or TensorDict to a new HDF5 file (atomically) and return it open read-write.
-
-    See :meth:`PersistentTensorDict.from_dict`.
-    """
-    from ._node import from_dict as build
-
-    return build(input_dict, filename, batch_size, device, **kwargs)
 
 
 def to_h5(self: TensorDictBase, filename: str | os.PathLike[str], **kwargs: Any) -> PersistentTensorDict:
@@ -117,20 +81,6 @@ def to_h5(self: TensorDictBase, filename: str | os.PathLike[str], **kwargs: Any)
     return from_dict(self, filename, **kwargs)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "PersistentTensorDict":
-        from ._node import PersistentTensorDict
-
-        return PersistentTensorDict
-    if name == "ReadOnlyError":
-        from ._file import ReadOnlyError
-
-        return ReadOnlyError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-for _cls, _name, _value in ((TensorDictBase, "to_h5", to_h5), (TensorDictBase, "from_h5", classmethod(_from_h5))):
-    setattr(_cls, _name, _value)  # attached here: base.py imports no feature
-# TensorDict.from_schema is tensorbatch/_schema.py's: storage="h5" dispatches to _node.from_schema
+register_storage("h5", to=to_h5, opener=_open, schema="tensorbatch.persistent._node:from_schema")
 
 __all__ = ["PersistentTensorDict", "ReadOnlyError", "from_dict", "from_h5"]

@@ -91,6 +91,7 @@ class H5Dialect(Dialect):
         self.direct: dict[str, DirectRows | None] = {}  # dataset name -> how to read its rows from the file
         self._count = itertools.count(1)  # leaf_id: a number per created leaf
         self._serials: dict[Path, int] = {}
+        self._held: list[Any] = []  # objects deleted last (see ``delete``)
 
     # ------------------------------------------------------------------ pickling: what reopens the file
     def __getstate__(self) -> dict[str, Any]:
@@ -204,8 +205,12 @@ class H5Dialect(Dialect):
             group = self.obj(path[:-1]).create_group(path[-1], track_order=True)
             fmt.write_batch_attrs(group, batch_size, names)
         self.objects[path] = group
+        self._held = []
 
     def delete(self, path: Path) -> None:
+        n = len(path)
+        # the deleted objects stay open until the next entry is made: HDF5 would give it their address
+        self._held = [obj for p, obj in self.objects.items() if p[:n] == path]
         with h5_errors(self.filename, self.h5_name(path)):
             del self.obj(path[:-1])[path[-1]]
         self.forget(path)
@@ -285,6 +290,7 @@ class H5Dialect(Dialect):
                 ds.attrs[fmt.DTYPE_ATTR] = bits
         self.forget(path)  # (opened again on use: without a chunk cache where it reads faster so)
         self._serials[path] = next(self._count)
+        self._held = []
 
     def write_into(self, path: Path, value: torch.Tensor) -> None:
         obj = self.obj(path)
@@ -308,6 +314,7 @@ class H5Dialect(Dialect):
                 ds.attrs[fmt.DTYPE_ATTR] = bits
         self.forget(path)
         self._serials[path] = next(self._count)
+        self._held = []
 
     def leaf_id(self, path: Path) -> int:
         self.obj(path)
@@ -330,6 +337,7 @@ class H5Dialect(Dialect):
         with h5_errors(self.filename, self.h5_name(path)):
             fmt.write_non_tensor(self.obj(path[:-1]), path[-1], value, {})
         self.forget(path)
+        self._held = []
 
     # ------------------------------------------------------------------ life
     def flush(self) -> None:
@@ -337,6 +345,7 @@ class H5Dialect(Dialect):
             self.file.flush()
 
     def close(self) -> None:
+        self._held = []
         self.objects.clear()
         self.objects[()] = self.root
         self.direct.clear()

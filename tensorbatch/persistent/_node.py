@@ -134,6 +134,11 @@ class PersistentTensorDict(StoredTensorDict):
         return self._state.dialect  # type: ignore[return-value]  # always an H5Dialect
 
     @property
+    def _group(self) -> h5py.Group:
+        """The h5py group of this node."""
+        return self._shared.obj(self._path)
+
+    @property
     def file(self) -> h5py.File:
         """The open ``h5py.File``."""
         return self._shared.file

@@ -34,7 +34,7 @@ def register_storage(
         >>> import tensorbatch
         >>> from tensorbatch.stored._register import STORAGES
         >>> sorted(STORAGES), hasattr(tensorbatch.TensorDict, "from_zarr")
-        (['zarr'], True)
+        (['h5', 'zarr'], True)
     """
     if not name.isidentifier():
         raise ValueError(f"register_storage: the name {name!r} is not an identifier (it names methods)")
