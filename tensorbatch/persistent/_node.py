@@ -283,7 +283,7 @@ def clone(
         state = self._state
         copy = State(dialect.copy(), state.batch_dims, state.infer)
         copy.given = state.given
-        copy.children, copy.meta = state.children, state.meta  # (the layout of the one open file)
+        copy.children, copy.meta, copy.layouts = state.children, state.meta, state.layouts  # (one open file)
         copy.batch.update(state.batch)
         copy.names.update(state.names)
         return PersistentTensorDict._view(copy, self._path)

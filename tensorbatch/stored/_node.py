@@ -17,7 +17,7 @@ import torch
 from .._base.coerce import checked_names
 from .._errors import batch_mismatch, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
-from .._ops.rows import RowPlan, check_fits
+from .._ops.rows import RowPlan, check_fits, plan_rows
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
 from ._dialect import Dialect, Path, ReadOnlyStorageError, RefusedEntry
@@ -29,7 +29,7 @@ __all__ = ["ReadOnlyStorageError", "State", "StoredTensorDict"]
 class State:
     """What every view of one stored tree shares: the dialect and the layout cached from it."""
 
-    __slots__ = ("batch", "batch_dims", "children", "dialect", "given", "infer", "locked", "meta", "names")
+    __slots__ = ("batch", "batch_dims", "children", "dialect", "given", "infer", "layouts", "locked", "meta", "names")
 
     def __init__(self, dialect: Dialect, batch_dims: int | None = None, infer: bool = False) -> None:
         self.dialect = dialect
@@ -41,6 +41,7 @@ class State:
         self.batch: dict[Path, torch.Size] = {}
         self.names: dict[Path, tuple[Any, ...]] = {}
         self.locked: dict[Path, bool] = {}
+        self.layouts: dict[Path, tuple[list[Path], list[tuple[str, Any]]]] = {}  # row reads of whole nodes: _rows
 
     def entries(self, path: Path) -> dict[str, str]:
         found = self.children.get(path)
@@ -81,6 +82,7 @@ class State:
     def forget(self, path: Path) -> None:
         """Drop what is cached at and below ``path`` (after a delete or a replacement)."""
         n = len(path)
+        self.layouts.clear()
         for table in (self.children, self.meta, self.batch, self.names, self.locked):
             for known in [p for p in table if p[:n] == path]:
                 del table[known]
@@ -259,6 +261,7 @@ class StoredTensorDict(TensorDictBase):
     def _replace(self, key: str, old: str | None, kind: str, write: Any) -> None:
         """Delete what ``key`` holds (if anything), write the new entry, record its kind."""
         state, path = self._state, (*self._path, key)
+        state.layouts.clear()
         if old is not None:
             state.dialect.check_replace(path)
             state.dialect.delete(path)
@@ -330,11 +333,22 @@ class StoredTensorDict(TensorDictBase):
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
         return self._rows(plan, keys)
 
+    def _read_slab(self, index: tuple[Any, ...], lead: tuple[int, ...]) -> TensorDictBase:
+        """``self[index]`` read into memory for an int or a slice ``index[0]`` (normalised: an indexed view's)."""
+        return self._rows(plan_rows(index[0], self.batch_size[0]), None)
+
     def _rows(self, plan: RowPlan, keys: Iterable[str] | None) -> TensorDictBase:
         """The rows ``plan`` selects of ``keys`` (all by default), every tensor leaf below read in one ``read_many``."""
-        paths: list[Path] = []
-        layout = self._rows_layout(plan, keys, paths)
-        return self._rows_build(plan, layout, iter(self._state.dialect.read_many(paths, plan)))
+        state = self._state
+        found = state.layouts.get(self._path) if keys is None else None
+        if found is None:
+            paths: list[Path] = []
+            layout = self._rows_layout(plan, keys, paths)
+            if keys is None and _tensors_only(layout):  # kept until an entry changes (``_replace``, ``forget``)
+                state.layouts[self._path] = paths, layout
+        else:
+            paths, layout = found
+        return self._rows_build(plan, layout, iter(state.dialect.read_many(paths, plan)))
 
     def _rows_layout(self, plan: RowPlan, keys: Iterable[str] | None, paths: list[Path]) -> list[tuple[str, Any]]:
         """``(key, what)`` per entry: None for a tensor leaf (its path appended to ``paths``).
@@ -421,6 +435,11 @@ class StoredTensorDict(TensorDictBase):
                 TENSOR,
                 lambda: state.dialect.alloc(path, torch.Size(shape), dtype),
             )
+
+
+def _tensors_only(layout: list[tuple[str, Any]]) -> bool:
+    """True when a ``_rows_layout`` holds tensor leaves and nodes only (the rows of a non-tensor are per read)."""
+    return all(what is None or (type(what) is tuple and _tensors_only(what[1])) for _, what in layout)
 
 
 def _reopen(
