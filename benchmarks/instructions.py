@@ -37,6 +37,7 @@ def _child(calls: int, names: list[str], lib_name: str = "tensorbatch") -> None:
     import importlib
 
     import cases  # (the tree under test is on PYTHONPATH)
+    import cases_h5
     import cases_lazy
     import cases_nn
     import cases_store
@@ -53,6 +54,7 @@ def _child(calls: int, names: list[str], lib_name: str = "tensorbatch") -> None:
         **cases_vmap.CASES,
         **cases_nn.CASES,
         **cases_store.CASES,  # (a server is started on first use: its instructions are not counted)
+        **cases_h5.CASES,
     }
     fns = [pool[name](lib) for name in names]
     for fn in fns:
@@ -104,7 +106,7 @@ def main() -> None:
     p.add_argument(
         "--cases",
         help="comma-separated case names (default: run.py's 'all' suite; the vmap suite's "
-        "cases by name, e.g. vmap_enter_leave)",
+        "cases by name, e.g. vmap_enter_leave; the HDF5 ones of cases_h5.py, e.g. h5_slice,h5_rows)",
     )
     p.add_argument("--calls", type=int, default=200)
     args = p.parse_args()

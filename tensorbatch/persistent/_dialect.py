@@ -60,6 +60,7 @@ class H5Dialect(Dialect):
     name = "h5"
     copy_reads = True
     lazy_index = True
+    read_only_facts = True  # (as tensordict: a batch size set on a file open "r" is kept in memory)
 
     def __init__(
         self,

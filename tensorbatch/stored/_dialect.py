@@ -46,12 +46,15 @@ class Dialect:
             and zarr TensorDicts give in tensordict), False when it reads the rows at once.
         device: the device of the tensors ``read``/``read_rows`` return (the CPU by default; None for a
             storage read "as stored", as HDF5's default).
+        read_only_facts: True when a batch size or dim names set on a storage open read-only are kept in memory
+            (tensordict's HDF5 behaviour); False (default) when they are refused like any write.
     """
 
     name: str = "storage"
     copy_reads: bool = True
     lazy_index: bool = True
     device: torch.device | None = _CPU
+    read_only_facts: bool = False
 
     # ------------------------------------------------------------------ structure
     def entries(self, path: Path) -> dict[str, str]:

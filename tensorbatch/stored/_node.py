@@ -178,9 +178,17 @@ class StoredTensorDict(TensorDictBase):
 
     def _change_batch_size(self, new_size: torch.Size) -> None:
         self._check_batch(new_size)  # the whole tree first: nothing changes on failure
+        if self._in_memory_facts():
+            self._apply_batch(new_size, record=False)
+            return
         self._check_writable("batch_size")
         with self._state.dialect.transaction():
             self._apply_batch(new_size)
+
+    def _in_memory_facts(self) -> bool:
+        """A batch size or names set on a read-only storage whose dialect keeps them in memory (``read_only_facts``)."""
+        dialect = self._state.dialect
+        return dialect.read_only_facts and not dialect.writable
 
     def _check_batch(self, new_size: torch.Size) -> None:
         n = len(new_size)
@@ -193,12 +201,12 @@ class StoredTensorDict(TensorDictBase):
                 continue
             raise batch_mismatch(new_size, (*self._path, key), shape)
 
-    def _apply_batch(self, new_size: torch.Size) -> None:
+    def _apply_batch(self, new_size: torch.Size, record: bool = True) -> None:
         state = self._state
         for key, kind in list(state.entries(self._path).items()):
             if kind == NODE and len(state.batch_of((*self._path, key))) < len(new_size):
-                self._get_str(key)._apply_batch(new_size)
-            elif kind == NON_TENSOR:
+                self._get_str(key)._apply_batch(new_size, record)
+            elif kind == NON_TENSOR and record:
                 shape = self._leaf_meta(key).shape
                 if len(shape) < len(new_size):  # a value stored with the node's old batch: it follows
                     value = self._get_str(key)._follow(new_size)
@@ -209,7 +217,8 @@ class StoredTensorDict(TensorDictBase):
             del state.names[self._path]
             names = None
         state.batch[self._path] = new_size
-        state.dialect.set_node_facts(self._path, new_size, names)
+        if record:
+            state.dialect.set_node_facts(self._path, new_size, names)
 
     @property
     def device(self) -> torch.device | None:
@@ -309,8 +318,9 @@ class StoredTensorDict(TensorDictBase):
         names = None if value is None else checked_names(value, self.batch_size)
         if names is not None and not any(n is not None for n in names):
             names = None
-        self._check_writable("names")
-        state.dialect.set_node_facts(self._path, self.batch_size, names)
+        if not self._in_memory_facts():
+            self._check_writable("names")
+            state.dialect.set_node_facts(self._path, self.batch_size, names)
         if names is None:
             state.names.pop(self._path, None)
         else:

@@ -62,3 +62,17 @@ def test_device_cast_on_every_read_path(path):
         assert data["obs"].device.type == "meta"
         assert data[[1, 2]].to_tensordict()["n", "a"].device.type == "meta"
         assert data[1:3]["reward"].device.type == "meta"
+
+
+def test_batch_size_and_names_of_a_read_only_file_are_kept_in_memory(path):
+    """As tensordict: the file is left as it is, the handle takes them (zarr refuses: tests/stored)."""
+    tb.TensorDict({"a": torch.zeros(4, 3), "n": {"b": torch.zeros(4, 3, 2)}}, [4]).to_h5(path).close()
+    with tb.from_h5(path) as data:
+        data.batch_size = [4, 3]
+        data.names = ["t", None]
+        assert data.batch_size == torch.Size([4, 3])
+        assert data.names == ["t", None]
+        assert data["n"].batch_size == torch.Size([4, 3])
+    with tb.from_h5(path) as data:
+        assert data.batch_size == torch.Size([4])
+        assert data.names == [None]
