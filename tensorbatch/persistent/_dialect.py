@@ -43,6 +43,7 @@ else:
     from ._h5 import h5py  # (imported on first use)
 
 _READ_ERRORS = (OSError, ValueError, TypeError, RuntimeError)
+_from_numpy = torch.from_numpy
 
 
 class H5Dialect(Dialect):
@@ -90,7 +91,7 @@ class H5Dialect(Dialect):
         self.dtypes: dict[Path, torch.dtype | None] = {}  # path -> torch dtype of a dataset, None: non-tensor
         self.refused: dict[Path, str] = {}  # path -> why it is not opened (data outside the file)
         self.direct: dict[str, DirectRows | None] = {}  # dataset name -> how to read its rows from the file
-        self.readers: dict[Path, Any] = {}  # path -> h5py's reader of a numeric dataset (read-only files), or None
+        self.slabs: dict[Path, tuple[Any, Any, Any]] = {}  # path -> (h5py's reader or None, dataset, bits dtype)
         self._count = itertools.count(1)  # leaf_id: a number per created leaf
         self._serials: dict[Path, int] = {}
         self._held: list[Any] = []  # objects deleted last (see ``delete``)
@@ -220,7 +221,7 @@ class H5Dialect(Dialect):
     def forget(self, path: Path) -> None:
         """Drop what is cached of ``path`` and below (replaced or deleted)."""
         n = len(path)
-        for table in (self.objects, self.dtypes, self.refused, self._serials, self.readers):
+        for table in (self.objects, self.dtypes, self.refused, self._serials, self.slabs):
             for known in [p for p in table if p[:n] == path]:
                 del table[known]
         self.direct.clear()
@@ -259,10 +260,7 @@ class H5Dialect(Dialect):
         obj = self.obj(path)
         try:
             if plan.kind != "rows":
-                reader = self.readers.get(path, False)
-                if reader is False:
-                    reader = self.readers[path] = _reader(obj)
-                array = read_hyperslab(obj, plan.index) if reader is None else np.asarray(reader((plan.index,)))
+                array = read_hyperslab(obj, plan.index)
             else:
                 array = read_rows(obj, plan, budget, self._direct(path, obj))
             leaf = fmt.from_numpy(array, self.dtypes[path])  # type: ignore[arg-type]  # a tensor dataset
@@ -273,10 +271,50 @@ class H5Dialect(Dialect):
 
     def read_many(self, paths: list[Path], plan: RowPlan) -> list[torch.Tensor]:
         """Rows of many datasets; an index's read buffers share one bound (a quarter of all it reads)."""
-        budget = None
-        if plan.kind == "rows":
-            budget = block_budget(sum(result_bytes(self.obj(p), plan) for p in paths))
+        if plan.kind != "rows":
+            return self._read_slabs(paths, plan.index)
+        budget = block_budget(sum(result_bytes(self.obj(p), plan) for p in paths))
         return [self.read_rows(p, plan, budget) for p in paths]
+
+    def _read_slabs(self, paths: list[Path], index: int | slice) -> list[torch.Tensor]:
+        """``leaf[index]`` of each dataset for an int or a slice: one hyperslab each, the hot path of views."""
+        out, slabs, key = [], self.slabs, (index,)
+        path: Path = ()
+        device = self.device
+        cast = device is not None and device.type != "cpu"
+        try:
+            for path in paths:
+                found = slabs.get(path)
+                if found is None:
+                    found = slabs[path] = self._slab(path)
+                read, ds, bits = found
+                if read is not None:  # a new array from h5py (an int of a 1-d dataset: a numpy scalar)
+                    array = read(key)
+                    leaf = _from_numpy(array if type(array) is np.ndarray else np.array(array))
+                else:
+                    leaf = fmt.from_numpy(read_hyperslab(ds, index), self.dtypes[path])  # type: ignore[arg-type]
+                if bits is not None:
+                    leaf = leaf.view(bits)
+                out.append(leaf.to(device) if cast else leaf)
+        except _READ_ERRORS as err:
+            add_h5_note(err, self.filename, self.h5_name(path))
+            raise
+        return out
+
+    def _slab(self, path: Path) -> tuple[Any, Any, Any]:
+        """``(read, dataset, bits)`` of the dataset at ``path``, for ``_read_slabs``.
+
+        ``read``: h5py's reader of a numeric dataset of a read-only file (kept as h5py keeps it: the checks
+        around it cost a third of a small read), or None; ``bits``: the dtype its data are the bits of.
+        """
+        ds = self.obj(path)
+        dtype = self.dtypes[path]
+        read = None
+        if ds._readonly:
+            with contextlib.suppress(AttributeError):  # another h5py: the general path
+                read = ds._fast_reader.read if ds._fast_read_ok else None
+        bits = dtype if fmt.stored_as_bits(dtype) else None
+        return (read, ds, bits) if read is not None else (None, ds, None)
 
     def _direct(self, path: Path, ds: Any) -> DirectRows | None:
         """How to read rows of the dataset at ``path`` straight from the file (read-only files), or None."""
@@ -351,7 +389,7 @@ class H5Dialect(Dialect):
 
     def close(self) -> None:
         self._held = []
-        self.readers.clear()
+        self.slabs.clear()
         self.objects.clear()
         self.objects[()] = self.root
         self.direct.clear()
@@ -368,14 +406,3 @@ class H5Dialect(Dialect):
         out.__dict__.update(self.__dict__)
         out.owned = False
         return out
-
-
-def _reader(ds: Any) -> Any:
-    """h5py's reader of a numeric dataset of a read-only file (``Dataset.__getitem__`` calls it first), or None.
-
-    Kept per dataset as h5py keeps it: the checks around it cost about a third of a small read.
-    """
-    try:
-        return ds._fast_reader.read if ds._readonly and ds._fast_read_ok else None
-    except AttributeError:  # another h5py: the general path
-        return None

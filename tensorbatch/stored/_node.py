@@ -391,8 +391,8 @@ class StoredTensorDict(TensorDictBase):
             else what
             for key, what in layout
         }
-        names = self._maybe_names() if plan.kind != "int" else None
-        size = plan.target_shape(self.batch_size)
+        size = plan.target_shape(self.batch_size)  # (reads the node's names with its batch size)
+        names = self._state.names.get(self._path) if plan.kind != "int" else None
         if names is None:
             return self._dense_cls._new_unsafe(out, size, self.device)  # type: ignore[no-any-return]
         result: TensorDictBase = self._dense_cls(out, batch_size=size, device=self.device, names=names)
