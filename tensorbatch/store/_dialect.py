@@ -273,7 +273,7 @@ class RedisState(State):
     def __init__(self, dialect: RedisDialect) -> None:  # (the slots of the cached layout stay unset)
         self.dialect = dialect
         self.batch_dims, self.infer, self.given = None, False, True
-        self.locked = {}
+        self.locked, self.layouts = {}, {}
 
     def entries(self, path: Path) -> dict[str, str]:
         return self.dialect.tree.children.get(path, {})  # type: ignore[attr-defined,no-any-return]

@@ -161,7 +161,7 @@ class TensorDictStore(StoredTensorDict):
         TensorDictBase.batch_size.fset(self, value)  # type: ignore[attr-defined]  # the base setter
 
     @property
-    def device(self) -> torch.device | None:  # type: ignore[override]
+    def device(self) -> torch.device | None:
         device: torch.device | None = self._conn.device
         return device
 

@@ -287,6 +287,7 @@ class StoredTensorDict(TensorDictBase):
         path = (*self._path, key)
         state.dialect.delete(path)
         state.forget(path)
+        state.layouts.clear()
         state.entries(self._path).pop(key, None)
 
     def _keys_str(self) -> Any:
