@@ -352,7 +352,7 @@ def public_methods(cls: type) -> frozenset[str]:
         >>> from tensorbatch import TensorDictBase
         >>> {"clone", "__add__", "batch_size"} <= public_methods(TensorDictBase)
         True
-        >>> "__init__" in public_methods(TensorDictBase)
+        >>> "_set_str" in public_methods(TensorDictBase)  # private: not forwarded
         False
     """
     out = set()
