@@ -68,7 +68,7 @@ def test_phases_in_order_with_durations_and_the_extra_args_reach_pytest(tmp_path
     assert "-m ruff check tensorbatch tests benchmarks examples tools scripts" in calls
     assert "-m ruff format --check tensorbatch tests benchmarks examples tools scripts" in calls
     assert "-m mypy tensorbatch" in calls
-    assert "-m pytest tests -m not slow -x" in calls
+    assert "-m pytest tests -n 2 -m not slow -x" in calls
     assert "-m pytest --doctest-modules tensorbatch" in calls
 
 
