@@ -531,9 +531,8 @@ def install(cls: type, attr: str) -> None:
         cls: the wrapper class (it defines ``_wrap_like(td)`` and, for classmethods, ``_wrap_new(td)``).
         attr: the attribute holding the backend (``"_tensordict"`` or ``"_source"``).
     """
-    plain: frozenset[str] = getattr(
-        cls, "_plain_results", frozenset()
-    )  # names whose results the class leaves unwrapped
+    # names whose results the class leaves unwrapped (a TypedTensorDict's reductions and comparisons)
+    plain: frozenset[str] = getattr(cls, "_plain_results", frozenset())
     for names, wrapped in ((FORWARD, False), (FORWARD_RETURNS_WRAPPED, True)):
         for name in sorted(names):
             if name in cls.__dict__:

@@ -193,10 +193,10 @@ def clear_refs_for_compile_(self: TensorDictBase) -> TensorDictBase:
 # shape views keep the lock; indexing, clone/copy/contiguous, comparisons, clamp, masked_fill, reductions (but
 # norm), apply, select/exclude, stack/cat, unbind, pad and new_* give an unlocked result. Names tensordict lacks
 # follow their family (``floor_divide`` as ``//``'s siblings, ``eq`` as ``==``).
-_UNLOCKED_POINTWISE = frozenset(
+_DROP_LOCK = frozenset(  # table names whose results are unlocked (tensordict's | and ^ operators drop it too)
     {"clamp", "eq", "ne", "lt", "le", "gt", "ge", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
+    | {"__or__", "__ror__", "__xor__", "__rxor__"}
 )
-_UNLOCKED_OPERATORS = frozenset({"__or__", "__ror__", "__xor__", "__rxor__"})  # (tensordict's | and ^ drop it)
 KEEP_LOCK_SHAPE = (
     "view", "reshape", "permute", "transpose", "unsqueeze", "squeeze", "flatten", "unflatten", "expand",
     "expand_as", "split", "chunk", "tensor_split", "movedim", "moveaxis", "swapaxes", "swapdims", "repeat",
@@ -217,7 +217,7 @@ def keep_lock(method: Any, dtype_view: bool = False) -> Any:
         out = method(self, *args, **kwargs)
         if (
             out is not self
-            and getattr(self, "is_locked", False)
+            and self.is_locked
             and not torch.compiler.is_compiling()
             and not (dtype_view and args and isinstance(args[0], torch.dtype))
         ):
@@ -234,7 +234,7 @@ def install_keep_lock(cls: type[Any]) -> None:
     done: dict[Any, Any] = {}
     for name in (*pointwise.METHODS, *pointwise.OPERATORS, *pointwise.REFLECTED, *KEEP_LOCK_SHAPE, "data"):
         method = cls.__dict__.get(name)
-        if method is None or name in _UNLOCKED_POINTWISE or name in _UNLOCKED_OPERATORS:
+        if method is None or name in _DROP_LOCK:
             continue
         if isinstance(method, property):
             setattr(cls, name, property(keep_lock(method.fget), method.fset, method.fdel, method.__doc__))
