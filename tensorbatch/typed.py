@@ -24,7 +24,7 @@ from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._compat import allow_in_weights_only_load, broadcasting_one_tuple, dynamo_compiling, register_pytree_node
 from ._keys import is_key
-from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td, vmap_placeholders
+from ._ops.traverse import MISSING, NO_DEFAULT, REWRAP_TYPES, is_td, vmap_placeholders
 from ._td import TensorDict
 from .base import TensorDictBase
 
@@ -83,8 +83,6 @@ def _read(self: Any, name: str, value: Any, default: Any, wrap: Any) -> Any:
         if default is not NO_DEFAULT:
             return default
         raise AttributeError(f"'{type(self).__name__}' has field {name!r} declared but not set")
-    if type(value) in NON_TENSOR_TYPES:
-        return value._value()
     if wrap is not None and is_td(value) and type(value) is not wrap:
         return wrap._wrap_new(value)
     return value

@@ -1208,7 +1208,7 @@ class TestDamaged:
 
     def test_bad_json(self, saved):
         (saved / "nested" / "meta.json").write_text("{not json")
-        with pytest.raises(RuntimeError, match="not valid JSON") as info:
+        with pytest.raises(json.JSONDecodeError, match="not valid JSON, the save is corrupted") as info:
             TensorDict.load_memmap(saved)
         assert str(saved / "nested" / "meta.json") in str(info.value)
 
@@ -1220,7 +1220,7 @@ class TestDamaged:
 
     def test_unknown_dtype(self, saved):
         rewrite_meta(saved / "meta.json", lambda m: m["a"].update(dtype="torch.float99"))
-        with pytest.raises(RuntimeError, match=r"unknown dtype 'torch\.float99'") as info:
+        with pytest.raises(KeyError, match=r"unknown dtype 'torch\.float99'") as info:
             TensorDict.load_memmap(saved)
         assert str(saved / "a.memmap") in str(info.value)
 
