@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tensorbatch import TensorDict, lazy_stack
+from tensorbatch._base.storage import StorageHooks
 from tensorbatch._ops.meta import LeafMeta, meta_of
 from tensorbatch._ops.rows import plan_rows
 
@@ -19,9 +20,23 @@ def _td():
     )
 
 
-def test_in_memory_backends_declare_their_leaves_in_memory():
-    assert TensorDict._leaves_in_memory
-    assert lazy_stack([_td(), _td()])._leaves_in_memory
+def test_in_memory_backends_keep_the_in_memory_defaults():
+    hooks = ("_read_index", "_write_index", "_read_at", "_set_at", "_update_at", "_write_back", "_write_back_leaf")
+    for td in (_td(), lazy_stack([_td(), _td()])):
+        for name in hooks:
+            assert getattr(type(td), name) is getattr(StorageHooks, name), name
+    td = _td()
+    assert td._materialize() is td
+
+
+def test_in_memory_write_back_hooks_change_nothing():
+    td = _td()
+    leaves = [td["a"], td["n", "b"]]
+    leaves[0].add_(1)
+    td._write_back(leaves)
+    td._write_back_leaf(("n", "b"), leaves[1])
+    assert torch.equal(td["a"], torch.arange(12.0).reshape(3, 4) + 1)
+    assert td["a"] is leaves[0]
 
 
 def test_leaf_meta_default_reads_the_value():

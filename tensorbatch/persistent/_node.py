@@ -165,7 +165,7 @@ class PersistentTensorDict(StoredTensorDict):
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
         """An in-memory TensorDict of every leaf: one read per dataset."""
         if not self.batch_dims:
-            return TensorDictBase.to_tensordict(self)
+            return super().to_tensordict()
         n = self.batch_size[0]
         return self._rows(plan_rows(slice(0, n), n), None)
 

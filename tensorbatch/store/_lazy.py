@@ -33,6 +33,7 @@ from .._ops.meta import NODE, TENSOR, LeafMeta
 from .._ops.rows import RowPlan, check_fits
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_leaves, named_nodes
 from ..base import TensorDictBase
+from ..stored._copies import CopyOnRead
 from . import _format as fmt
 from . import _rows as rows
 from ._conn import Connection
@@ -208,11 +209,10 @@ class State:
         return out
 
 
-class _StoreElement(TensorDictBase):
+class _StoreElement(CopyOnRead):
     """Element ``index`` of a stored lazy stack (a node of it, at ``path``): reads and writes on the server."""
 
     __slots__ = ("__weakref__", "_index", "_path", "_state")
-    _leaves_in_memory = False
 
     def __init__(self, state: State, index: int, path: tuple[str, ...] = ()) -> None:
         self._state, self._index, self._path = state, index, path

@@ -226,10 +226,10 @@ class TensorDictStore(StoredTensorDict):
         return self._conn.atomic("update_at_", lambda: TensorDictBase.update_at_(self, *args, **kwargs))
 
     def _write_index(self, index: Any, value: Any) -> None:
-        self._conn.atomic("writing at an index", lambda: TensorDictBase._write_index(self, index, value))
+        self._conn.atomic("writing at an index", lambda: StoredTensorDict._write_index(self, index, value))
 
     def _update_at(self, source: Any, index: Any, clone: bool, wanted: Any) -> None:
-        self._conn.atomic("update_at_", lambda: TensorDictBase._update_at(self, source, index, clone, wanted))
+        self._conn.atomic("update_at_", lambda: StoredTensorDict._update_at(self, source, index, clone, wanted))
 
     # ------------------------------------------------------------------ rows: every leaf in one round trip
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
