@@ -112,3 +112,17 @@ def test_alloc_leaf_default_is_zeros_on_the_device():
     assert td["x"].shape == (3, 2)
     assert not td["x"].any()
     assert td["x"].device == torch.device("cpu")
+
+
+def test_every_copy_on_read_backend_takes_the_stored_layers_hooks():
+    from tensorbatch.persistent import PersistentTensorDict
+    from tensorbatch.store import TensorDictStore
+    from tensorbatch.store._lazy import _StoreElement
+    from tensorbatch.stored import StoredTensorDict
+    from tensorbatch.stored._copies import CopyOnRead
+    from tensorbatch.stored._view import IndexedView
+
+    for cls in (StoredTensorDict, PersistentTensorDict, TensorDictStore, IndexedView, _StoreElement):
+        assert issubclass(cls, CopyOnRead), cls
+        assert cls._write_back is CopyOnRead._write_back
+        assert cls._set_at is CopyOnRead._set_at
