@@ -680,15 +680,8 @@ def _stored_ids(td: Any, prefix: tuple[Any, ...]) -> dict[tuple[Any, ...], int]:
             for path, score in ((tuple(k.decode().split(".")), score) for k, score in ranks)
             if path[: len(td._path)] == td._path and ".".join(path) in conn.tree.leaves
         }
-    if type(td).__name__ == "_StoreElement":  # an element of a stored lazy stack: its leaves' ranks, as above
-        conn, path0 = td._state.conn, td._path
-        ranks = conn.client.zrange(conn.key("__order__"), 0, -1, withscores=True)
-        return {
-            (*prefix, *path[len(path0) :]): score
-            for path, score in ((tuple(k.decode().split(".")), score) for k, score in ranks)
-            if path[: len(path0)] == path0 and ".".join(path) in td._state.leaves
-        }
-    if isinstance(td, StoredTensorDict):  # the dialect's identity of each stored leaf (a read is a new tensor)
+    if isinstance(td, StoredTensorDict):  # the dialect's identity of each stored leaf (a read is a new tensor;
+        # a stored lazy stack's element: the leaf's insertion rank on the server, a replaced leaf gets a new one)
         return _dialect_ids(td, td._path, prefix)
     for key, value in td.items():
         if is_tensor_collection(value) and not is_non_tensor(value):

@@ -228,8 +228,12 @@ class RedisDialect(Dialect):
         try:
             self.conn.write(operation, commands)
         except BaseException:
-            self.conn.tree = None
+            self.forget_layout()
             raise
+
+    def forget_layout(self) -> None:
+        """After a failed write: the cached layout may be ahead of the server's (read again on next use)."""
+        self.conn.tree = None
 
     @contextlib.contextmanager
     def transaction(self, operation: str = "writing") -> Iterator[None]:
@@ -244,14 +248,14 @@ class RedisDialect(Dialect):
             yield
             commands, checks = local.pending, local.checks
         except BaseException:
-            conn.tree = None  # the layout may hold entries whose writes are never sent
+            self.forget_layout()  # the layout may hold entries whose writes are never sent
             raise
         finally:
             local.pending = None
         try:
             conn._guarded(operation, commands, checks)
         except BaseException:
-            conn.tree = None
+            self.forget_layout()
             raise
 
     def close(self) -> None:
@@ -273,7 +277,7 @@ class RedisState(State):
     def __init__(self, dialect: RedisDialect) -> None:  # (the slots of the cached layout stay unset)
         self.dialect = dialect
         self.batch_dims, self.infer, self.given = None, False, True
-        self.locked, self.layouts = {}, {}
+        self.locked = {}
 
     def entries(self, path: Path) -> dict[str, str]:
         return self.dialect.tree.children.get(path, {})  # type: ignore[attr-defined,no-any-return]
@@ -291,6 +295,10 @@ class RedisState(State):
     @property
     def batch(self) -> dict[Path, torch.Size]:  # type: ignore[override]
         return {}  # (the layer's records of batch sizes: the dialect's tree holds them)
+
+    @property
+    def layouts(self) -> dict[Path, Any]:  # type: ignore[override]
+        return {}  # (no row layouts kept: the tree may change under them, a lazy stack's through other elements)
 
     def forget(self, path: Path) -> None:
         """Nothing: the dialect's tree forgot ``path`` when it was deleted."""

@@ -8,10 +8,11 @@ element 0]``), ``dtype`` and ``homogeneous``: ``"1"`` when every element has tha
 element shapes in ``shapes`` (a JSON list) and their byte offsets in ``d:<path>:idx`` (``count + 1``
 little-endian int64). ``__epoch__`` and ``__order__`` are added as for the dense store (tensordict ignores them).
 
-The elements are views (``_StoreElement``) reading and writing their byte ranges on the server; the stack is a
-:class:`~tensorbatch.LazyStackedTensorDict` of them, so everything a lazy stack does works here, element by
-element. Reading a leaf of the whole stack, ``clone()`` (into memory), and writing a whole leaf are one round trip.
-Only tensor leaves are stored (as in tensordict). Writes of several elements or keys are one guarded script.
+The elements are views (``_StoreElement``, the stored layer over an :class:`ElementDialect`) reading and writing
+their byte ranges on the server; the stack is a :class:`~tensorbatch.LazyStackedTensorDict` of them, so everything
+a lazy stack does works here, element by element. Reading a leaf of the whole stack, ``clone()`` (into memory),
+and writing a whole leaf are one round trip. Only tensor leaves are stored (as in tensordict). Writes of several
+elements or keys are one guarded script.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import contextlib
 import json
 import math
 import struct
-from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import torch
@@ -28,14 +28,17 @@ import torch
 from .._base.coerce import as_device
 from .._errors import StackDimError, batch_mismatch, locked, missing_key
 from .._lazy import LazyStackedTensorDict, _stack_values, _unbind
-from .._ops.meta import NODE, TENSOR, LeafMeta
-from .._ops.rows import RowPlan, check_fits
+from .._ops.meta import NODE, TENSOR
+from .._ops.rows import RowPlan
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_leaves, named_nodes
 from ..base import TensorDictBase
-from ..stored._copies import CopyOnRead
+from ..stored._dialect import Path
+from ..stored._node import State as LayerState
+from ..stored._node import StoredTensorDict
 from . import _format as fmt
 from . import _rows as rows
 from ._conn import Connection, _connect
+from ._dialect import RedisDialect, RedisState
 from ._tree import Tree, rank
 
 _Size = torch.Size
@@ -54,27 +57,39 @@ class Leaf(NamedTuple):
 class State:
     """What the handle of a stored lazy stack and its element views share."""
 
-    __slots__ = ("conn", "count", "inner", "leaves", "locked", "stack_dim", "tree")
+    __slots__ = ("_views", "conn", "count", "inner", "leaves", "stack_dim", "tree")
 
     def __init__(self, conn: Connection, count: int, stack_dim: int, inner: torch.Size) -> None:
         self.conn, self.count, self.stack_dim, self.inner = conn, count, stack_dim, inner
         self.leaves: dict[str, Leaf] = {}
         self.tree = Tree(inner)  # (children only: which keys each node holds, in insertion order)
-        self.locked: dict[tuple[int, tuple[str, ...]], bool] = {}
+        self._views: list[RedisState] = []
+
+    def views(self) -> list[RedisState]:
+        """Each element's stored-layer state over its :class:`ElementDialect`, made once.
+
+        Every handle on the stack shares them: an element's locks are its own, whichever handle reached it.
+        """
+        if not self._views:
+            self._views = [RedisState(ElementDialect(self, i)) for i in range(self.count)]
+        return self._views
 
     def idx_key(self, joined: str) -> str:
         return self.conn.data_key(f"{joined}:idx")
 
     def load(self, operation: str) -> None:
-        """Read the layout: the leaf paths and order, then every leaf's metadata and offsets (2 round trips)."""
+        """Read the layout: leaf paths, order, batch size, then every leaf's metadata and offsets (2 round trips)."""
         conn = self.conn
-        raw_keys, raw_order = conn.read(
+        raw_keys, raw_order, raw_inner = conn.read(
             operation,
             lambda pipe: (
                 pipe.smembers(conn.key("__keys__")),
                 pipe.zrange(conn.key("__order__"), 0, -1, withscores=True),
+                pipe.get(conn.key("__inner_batch_size__")),
             ),
         )
+        if raw_inner:  # (read again after a failed write: a batch size set in it may not have landed)
+            self.inner = _Size(json.loads(raw_inner))
         order = {k.decode(): score for k, score in raw_order}
         paths = sorted((k.decode() for k in raw_keys), key=lambda p: (order.get(p, float("inf")), p))
         found = (
@@ -208,152 +223,89 @@ class State:
         return out
 
 
-class _StoreElement(CopyOnRead):
-    """Element ``index`` of a stored lazy stack (a node of it, at ``path``): reads and writes on the server."""
+class ElementDialect(RedisDialect):
+    """Element ``index`` of a stored lazy stack, spoken by path: its byte range of every stacked leaf.
 
-    __slots__ = ("__weakref__", "_index", "_path", "_state")
+    The layout (the stack's :class:`State`) is every element's: a new leaf is created for all of them (zeros,
+    each of this element's shape), a replaced entry is replaced for all, and a value written to an existing
+    entry goes into this element's bytes (``keeps_entries``). The batch size is the stack's inner one; no dim
+    names are recorded. A failed write reads the layout again.
+    """
 
-    def __init__(self, state: State, index: int, path: tuple[str, ...] = ()) -> None:
-        self._state, self._index, self._path = state, index, path
+    keeps_entries = True
 
-    # ------------------------------------------------------------------ facts
-    @property
-    def batch_size(self) -> torch.Size:
-        return self._state.inner
+    def __init__(self, lazy: State, index: int) -> None:
+        super().__init__(lazy.conn)
+        self.lazy, self.index = lazy, index
+        self.device = lazy.conn.device
 
-    @batch_size.setter
-    def batch_size(self, value: Any) -> None:
-        TensorDictBase.batch_size.fset(self, value)  # type: ignore[attr-defined]  # the base setter
-
-    def _change_batch_size(self, new_size: torch.Size) -> None:
-        """Every element's batch size (the server records one for all): the stack sets each, the first counts."""
-        state = self._state
-        if new_size == state.inner:
-            return
-        for joined, leaf in state.leaves.items():
-            for shape in leaf.shapes:
-                if tuple(shape[: len(new_size)]) != tuple(new_size):
-                    raise batch_mismatch(new_size, tuple(joined.split(fmt.SEP)), shape)
-        state.write(
-            "setting the batch size", [("SET", [state.conn.key("__inner_batch_size__")], [json.dumps(list(new_size))])]
-        )
-        state.inner = state.tree.batch = new_size
+    def __reduce__(self) -> Any:
+        return _element_dialect, (LazyStackedTensorDictStore._attached(self.lazy), self.index)
 
     @property
-    def device(self) -> torch.device | None:
-        device: torch.device | None = self._state.conn.device
-        return device
+    def tree(self) -> Tree:
+        return self.lazy.tree
 
-    @property
-    def is_locked(self) -> bool:
-        return self._state.locked.get((self._index, self._path), False)
+    def close(self) -> None:
+        """Nothing: the connection is the stack's (a plain ``with element:`` leaves it open; close the stack)."""
 
-    def _set_lock(self, value: bool) -> None:
-        self._state.locked[(self._index, self._path)] = value
+    def forget_layout(self) -> None:
+        with contextlib.suppress(Exception):  # the server is unreachable: the original error says so
+            self.lazy.load("reading the layout again")
 
-    def _kind(self, key: Any) -> str | None:
-        return self._state.tree.children.get(self._path, {}).get(key) if type(key) is str else None
-
-    def _keys_str(self) -> Any:
-        return self._state.tree.children.get(self._path, {}).keys()
-
-    def _has_str(self, key: str) -> bool:
-        return self._kind(key) is not None
-
-    def _missing(self, key: str) -> KeyError:
-        return missing_key((*self._path, key), self._keys_str(), type(self).__name__)
-
-    # ------------------------------------------------------------------ entries
-    def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
-        kind = self._kind(key)
-        if kind is None:
-            if default is NO_DEFAULT:
-                raise self._missing(key)
-            return default
-        if kind == NODE:
-            return _StoreElement(self._state, self._index, (*self._path, key))
-        return self._read_rows(None, (key,))[key]
-
-    def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
-        fmt.check_key(key, self._path)
-        if not validated:
-            value = self._validate(value, (key,))
-        conn = self._state.conn
-
-        def write() -> None:
-            commands: Commands = []
-            self._emit_set(key, value, commands)
-            conn.write(operation, commands)
-
-        operation = f"writing {fmt.SEP.join((*self._path, key))!r} of element {self._index}"
-        self._state.atomic(operation, write)
-
-    def _emit_set(self, key: str, value: Any, commands: Commands) -> None:
-        path = (*self._path, key)
-        if is_td(value) and type(value) not in NON_TENSOR_TYPES:
-            if self._kind(key) not in (None, NODE):
-                commands += self._state.drop(path)
-            self._state.tree.add(path, NODE)  # (a node exists on the server through the leaves under it)
-            child = _StoreElement(self._state, self._index, path)
-            for sub_key, sub_value in value._items_str():
-                fmt.check_key(sub_key, path)
-                child._emit_set(sub_key, sub_value, commands)
-            return
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"a stored lazy stack holds tensors only: {path!r} got {type(value).__name__}")
+    def _stacked(self, path: Path) -> tuple[Leaf, str]:
         joined = fmt.SEP.join(path)
-        leaf = self._state.leaves.get(joined)
-        if leaf is None:
-            self._state.emit_alloc(path, value.shape, value.dtype, commands)
-            leaf = self._state.leaves[joined]
-        shape = leaf.shapes[self._index]
-        if value.shape != shape:
-            try:
-                value = value.expand(shape)
-            except RuntimeError:
-                raise ValueError(
-                    f"cannot write a value of shape {list(value.shape)} into {path!r} of element "
-                    f"{self._index} of a stored lazy stack, whose shape there is {list(shape)} (the "
-                    f"server keeps each element's shape: set the key on the stack to reshape it)"
-                ) from None
-        commands.append(
-            (
-                "SETRANGE",
-                [self._state.conn.data_key(joined)],
-                [leaf.offsets[self._index], fmt.to_bytes(value.to(leaf.dtype))],
-            )
-        )
+        return self.lazy.leaves[joined], joined
 
-    def _del_str(self, key: str) -> None:
-        raise RuntimeError(
-            f"cannot delete {(*self._path, key)!r} from one element of a stored lazy stack (the "
-            f"server keeps one set of keys for all): delete it from the stack"
-        )
+    # ------------------------------------------------------------------ structure
+    def tensor_meta(self, path: Path) -> tuple[torch.Size, torch.dtype]:
+        leaf, _ = self._stacked(path)
+        return leaf.shapes[self.index], leaf.dtype
 
-    # ------------------------------------------------------------------ storage hooks
-    def _leaf_meta(self, key: str) -> LeafMeta:
-        kind = self._kind(key)
-        if kind == TENSOR:
-            leaf = self._state.leaves[fmt.SEP.join((*self._path, key))]
-            return LeafMeta(leaf.shapes[self._index], leaf.dtype, TENSOR)
-        if kind == NODE:
-            return LeafMeta(self._state.inner, None, NODE)
-        raise self._missing(key)
+    def node_facts(self, path: Path) -> tuple[torch.Size | None, tuple[Any, ...] | None]:
+        return self.lazy.inner, None
 
-    def _read_rows(self, plan: RowPlan | None, keys: Iterable[str] | None = None) -> Any:
-        """The rows of ``plan`` (None: the whole element) of every leaf under ``keys``, in one round trip."""
-        state, conn = self._state, self._state.conn
-        keys = list(self._keys_str()) if keys is None else list(keys)
-        wanted: list[tuple[str, ...]] = []
-        self._collect(keys, wanted)
+    def set_node_facts(self, path: Path, batch_size: torch.Size, names: tuple[Any, ...] | None) -> None:
+        """Every element's batch size (the server records one for all): each element's leaves are checked."""
+        if names is not None and any(n is not None for n in names):
+            raise RuntimeError("_StoreElement cannot name its batch dims")
+        lazy = self.lazy
+        if batch_size == lazy.inner:
+            return
+        for joined, leaf in lazy.leaves.items():
+            for shape in leaf.shapes:
+                if tuple(shape[: len(batch_size)]) != tuple(batch_size):
+                    raise batch_mismatch(batch_size, tuple(joined.split(fmt.SEP)), shape)
+        key = self.conn.key("__inner_batch_size__")
+        self.send("setting the batch size", [("SET", [key], [json.dumps(list(batch_size))])])
+        lazy.inner = lazy.tree.batch = batch_size
+
+    def create_node(self, path: Path, batch_size: torch.Size, names: tuple[Any, ...] | None) -> None:
+        self.tree.add(path, NODE)  # (a node exists on the server through the leaves under it)
+
+    def delete(self, path: Path) -> None:
+        self.send(f"deleting {fmt.SEP.join(path)!r}", self.lazy.drop(path))
+
+    def check_value(self, path: Path, value: Any) -> None:
+        fmt.check_key(path[-1], path[:-1])
+
+    # ------------------------------------------------------------------ tensor leaves
+    def read(self, path: Path) -> torch.Tensor:
+        return self.read_many([path], None)[0]
+
+    def read_rows(self, path: Path, plan: RowPlan) -> torch.Tensor:
+        return self.read_many([path], plan)[0]
+
+    def read_many(self, paths: list[Path], plan: RowPlan | None) -> list[torch.Tensor]:
+        """The rows of ``plan`` (None: the whole element) of every leaf in ``paths``, in one round trip."""
+        conn, index = self.conn, self.index
         commands: list[Any] = []
         counts, steps = [], []
-        for path in wanted:
-            joined = fmt.SEP.join(path)
-            leaf = state.leaves[joined]
-            shape, base = leaf.shapes[self._index], leaf.offsets[self._index]
+        for path in paths:
+            leaf, joined = self._stacked(path)
+            shape, base = leaf.shapes[index], leaf.offsets[index]
             if plan is None:
-                ranges, step = [(base, leaf.offsets[self._index + 1] - base)], None
+                ranges, step = [(base, leaf.offsets[index + 1] - base)], None
             else:
                 ranges, step = rows.byte_ranges(plan, leaf.dtype.itemsize * math.prod(shape[1:]))
                 ranges = [(base + offset, length) for offset, length in ranges]
@@ -362,81 +314,93 @@ class _StoreElement(CopyOnRead):
             counts.append(len(found))
             steps.append(step)
         results = conn.fetch("reading an element of a stored lazy stack", commands) if commands else []
-        values: dict[tuple[str, ...], Any] = {}
+        out: list[torch.Tensor] = []
         at, device = 0, conn.device
-        for path, count, step in zip(wanted, counts, steps, strict=True):
-            leaf = state.leaves[fmt.SEP.join(path)]
+        for path, count, step in zip(paths, counts, steps, strict=True):
+            leaf, _ = self._stacked(path)
             parts, at = results[at : at + count], at + count
-            shape = leaf.shapes[self._index]
+            shape = leaf.shapes[index]
             value = (
                 fmt.from_bytes(b"".join(parts), shape, leaf.dtype)
                 if plan is None
                 else rows.assemble(parts or [b""], shape, leaf.dtype, plan, step)
             )
-            values[path] = value if device is None or device.type == "cpu" else value.to(device)
-        return self._build(plan, keys, values)
+            out.append(value if device is None or device.type == "cpu" else value.to(device))
+        return out
 
-    def _collect(self, keys: list[str], out: list[tuple[str, ...]]) -> None:
-        for key in keys:
-            kind = self._kind(key)
-            if kind is None:
-                raise self._missing(key)
-            if kind == NODE:
-                child = _StoreElement(self._state, self._index, (*self._path, key))
-                child._collect(list(child._keys_str()), out)
-            else:
-                out.append((*self._path, key))
-
-    def _build(self, plan: RowPlan | None, keys: list[str], values: dict[tuple[str, ...], Any]) -> Any:
-        out: dict[str, Any] = {}
-        for key in keys:
-            if self._kind(key) == NODE:
-                child = _StoreElement(self._state, self._index, (*self._path, key))
-                out[key] = child._build(plan, list(child._keys_str()), values)
-            else:
-                out[key] = values[(*self._path, key)]
-        size = self.batch_size if plan is None else plan.target_shape(self.batch_size)
-        return self._dense_cls._new_unsafe(out, size, self.device)
-
-    def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
-        state, commands = self._state, []
-        for path, value in values.items():  # everything checked before the first write
-            full = (*self._path, *path)
-            leaf = state.leaves.get(fmt.SEP.join(full))
-            if leaf is None:
-                self._get(path)  # the KeyError naming a missing path
-                raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
-            shape, base = leaf.shapes[self._index], leaf.offsets[self._index]
-            target = plan.target_shape(shape)
-            value = torch.as_tensor(value, dtype=leaf.dtype) if not isinstance(value, torch.Tensor) else value
-            if value.shape != target:
-                check_fits(path, value.shape, target)
-                value = value.expand(target)
-            for name, keys, args in rows.write_commands(
-                state.conn.data_key(fmt.SEP.join(full)), shape, plan, value.to(leaf.dtype)
-            ):
-                commands.append((name, keys, [a + base if i % 2 == 0 else a for i, a in enumerate(args)]))
-        state.write("writing rows of an element of a stored lazy stack", commands)
-
-    def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
+    def write(self, path: Path, value: torch.Tensor) -> None:
+        """A new leaf: zeros of ``value``'s shape in every element, ``value`` in this one."""
         commands: Commands = []
-        fmt.check_key(key, self._path)
-        self._state.emit_alloc((*self._path, key), _Size(shape), dtype, commands)
-        self._state.write(f"allocating {key!r}", commands)
+        self.lazy.emit_alloc(path, value.shape, value.dtype, commands)
+        self.send(f"writing {path!r} of element {self.index}", commands + self._into(path, value))
 
-    def __reduce__(self) -> Any:
-        stack = LazyStackedTensorDictStore._attached(self._state)
-        return (_element_of, (stack, self._index, self._path))
+    def write_into(self, path: Path, value: torch.Tensor) -> None:
+        self.send(f"writing {path!r} of element {self.index}", self._into(path, value))
 
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(element={self._index}, path={self._path!r}, keys={list(self._keys_str())}, "
-            f"batch_size={self.batch_size}, td_id={self._state.conn.td_id!r})"
+    def _into(self, path: Path, value: torch.Tensor) -> Commands:
+        leaf, joined = self._stacked(path)
+        shape = leaf.shapes[self.index]
+        if value.shape != shape:
+            try:
+                value = value.expand(shape)
+            except RuntimeError:
+                raise ValueError(
+                    f"cannot write a value of shape {list(value.shape)} into {path!r} of element "
+                    f"{self.index} of a stored lazy stack, whose shape there is {list(shape)} (the "
+                    f"server keeps each element's shape: set the key on the stack to reshape it)"
+                ) from None
+        data = fmt.to_bytes(value.to(leaf.dtype))
+        return [("SETRANGE", [self.conn.data_key(joined)], [leaf.offsets[self.index], data])]
+
+    def write_rows(self, path: Path, plan: RowPlan, value: torch.Tensor) -> None:
+        leaf, joined = self._stacked(path)
+        base, found = (
+            leaf.offsets[self.index],
+            rows.write_commands(self.conn.data_key(joined), leaf.shapes[self.index], plan, value),
+        )
+        commands = [
+            (name, keys, [a + base if i % 2 == 0 else a for i, a in enumerate(args)]) for name, keys, args in found
+        ]
+        self.send("writing rows of an element of a stored lazy stack", commands)
+
+    def alloc(self, path: Path, shape: torch.Size, dtype: torch.dtype) -> None:
+        commands: Commands = []
+        self.lazy.emit_alloc(path, shape, dtype, commands)
+        self.send(f"allocating {path[-1]!r}", commands)
+
+    def write_object(self, path: Path, value: Any) -> None:
+        raise TypeError(f"a stored lazy stack holds tensors only: {path!r} got {type(value).__name__}")
+
+
+def _element_dialect(stack: LazyStackedTensorDictStore, index: int) -> ElementDialect:
+    return stack._state.views()[index].dialect  # type: ignore[return-value]  # (an ElementDialect)
+
+
+class _StoreElement(StoredTensorDict):
+    """Element ``index`` of a stored lazy stack (a node of it, at ``path``): reads and writes on the server.
+
+    The stored layer over the element's :class:`ElementDialect` (its byte ranges of the stacked leaves).
+    """
+
+    __slots__ = ("__weakref__",)
+
+    @classmethod
+    def _new_state(cls, dialect: Any, batch_dims: int | None, infer: bool) -> LayerState:
+        """The element's state, shared by every handle on the stack (its locks are the element's)."""
+        return dialect.lazy.views()[dialect.index]  # type: ignore[no-any-return]
+
+    def _del_str(self, key: str) -> None:
+        raise RuntimeError(
+            f"cannot delete {(*self._path, key)!r} from one element of a stored lazy stack (the "
+            f"server keeps one set of keys for all): delete it from the stack"
         )
 
-
-def _element_of(stack: LazyStackedTensorDictStore, index: int, path: tuple[str, ...]) -> _StoreElement:
-    return _StoreElement(stack._state, index, path)
+    def __repr__(self) -> str:
+        dialect: ElementDialect = self._state.dialect  # type: ignore[assignment]
+        return (
+            f"{type(self).__name__}(element={dialect.index}, path={self._path!r}, keys={list(self._keys_str())}, "
+            f"batch_size={self.batch_size}, td_id={dialect.conn.td_id!r})"
+        )
 
 
 class LazyStackedTensorDictStore(LazyStackedTensorDict):
@@ -530,7 +494,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
 
     def _attach(self, state: State, path: tuple[str, ...] = ()) -> None:
         self._state, self._path = state, path
-        self._init([_StoreElement(state, i, path) for i in range(state.count)], state.stack_dim, state.inner)
+        self._init([_StoreElement._view(view, path) for view in state.views()], state.stack_dim, state.inner)
         self._stack_name = None
 
     @classmethod

@@ -48,6 +48,9 @@ class Dialect:
             storage read "as stored", as HDF5's default).
         read_only_facts: True when a batch size or dim names set on a storage open read-only are kept in memory
             (tensordict's HDF5 behaviour); False (default) when they are refused like any write.
+        keeps_entries: True when a value set on an existing entry of its kind is written into it (a tensor's
+            values by ``write_into``, a node's entries merged into it) instead of replacing it: a storage whose
+            entries are shared beyond the node (a stored lazy stack's element); False by default.
     """
 
     name: str = "storage"
@@ -55,6 +58,7 @@ class Dialect:
     lazy_index: bool = True
     device: torch.device | None = _CPU
     read_only_facts: bool = False
+    keeps_entries: bool = False
 
     # ------------------------------------------------------------------ structure
     def entries(self, path: Path) -> dict[str, str]:

@@ -128,6 +128,11 @@ class StoredTensorDict(CopyOnRead):
         out._state, out._path = state, path
         return out
 
+    @classmethod
+    def _new_state(cls, dialect: Dialect, batch_dims: int | None, infer: bool) -> State:
+        """The :class:`State` an unpickled view keeps over ``dialect`` (a backend keeping the layout: its own)."""
+        return State(dialect, batch_dims, infer)
+
     @property
     def dialect(self) -> Dialect:
         """The storage this TensorDict reads and writes."""
@@ -246,12 +251,18 @@ class StoredTensorDict(CopyOnRead):
             value = self._validate(value, (key,))
         self._check_writable(key)
         kind = state.entries(self._path).get(key)
-        if inplace and kind == TENSOR and isinstance(value, torch.Tensor):
-            state.dialect.write_into(path, value.detach().cpu())
-            return
-        if inplace and kind == NODE and is_td(value) and type(value) not in NON_TENSOR_TYPES:
-            type(self)._view(state, path).update_(value)
-            return
+        if inplace or (kind is not None and state.dialect.keeps_entries):  # written into the entry there
+            if kind == TENSOR and isinstance(value, torch.Tensor):
+                state.dialect.write_into(path, value.detach().cpu())
+                return
+            if kind == NODE and is_td(value) and type(value) not in NON_TENSOR_TYPES:
+                node = type(self)._view(state, path)
+                if inplace:
+                    node.update_(value)
+                    return
+                with state.dialect.transaction():  # (keeps_entries: a node's entries merged, new ones added)
+                    node.update(value)
+                return
         with state.dialect.transaction():
             if isinstance(value, torch.Tensor):
                 self._replace(key, kind, TENSOR, lambda: state.dialect.write(path, value.detach().cpu()))
@@ -464,7 +475,7 @@ def _reopen(
     names: dict[Path, Any],
     locked: dict[Path, bool],
 ) -> StoredTensorDict:
-    state = State(dialect, batch_dims, infer)
+    state = cls._new_state(dialect, batch_dims, infer)
     state.given = given
     state.batch.update(batch)
     state.names.update(names)
