@@ -277,6 +277,26 @@ class Connection:
             self.unix_socket_path = settings.get("path", unix_socket_path)
             self.options = {**client_options(settings, getattr(pool, "connection_class", None)), **options}
 
+    def __reduce__(self) -> Any:
+        """Pickled as what reconnects: the server, the store's identity, options and epoch.
+
+        Never a client object: a copy connects where the client connected, with its settings.
+        """
+        return _reopen, (
+            self.backend,
+            self.host,
+            self.port,
+            self.db,
+            self.unix_socket_path,
+            self.namespace,
+            self.td_id,
+            self.device,
+            self.cache_metadata,
+            self.options,
+            self.epoch,
+            self.allow_pickle,
+        )
+
     # ------------------------------------------------------------------ naming
     @property
     def address(self) -> str:
@@ -510,6 +530,36 @@ def _connect(
         client=client,
     )
     conn.allow_pickle = bool(allow_pickle)
+    return conn
+
+
+def _reopen(
+    backend: str,
+    host: str,
+    port: int,
+    db: int,
+    unix_socket_path: str | None,
+    namespace: str,
+    td_id: str,
+    device: Any,
+    cache_metadata: bool,
+    options: dict[str, Any],
+    epoch: bytes | None,
+    allow_pickle: bool,
+) -> Connection:
+    conn = Connection(
+        backend=backend,
+        host=host,
+        port=port,
+        db=db,
+        unix_socket_path=unix_socket_path,
+        namespace=namespace,
+        td_id=td_id,
+        device=device,
+        cache_metadata=cache_metadata,
+        options=options,
+    )
+    conn.epoch, conn.allow_pickle = epoch, allow_pickle
     return conn
 
 

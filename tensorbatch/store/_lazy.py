@@ -744,27 +744,9 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
     _exit_plain = close  # a plain ``with td:`` closes (a ``with td.lock_():`` undoes the lock: the base __exit__)
 
     def __reduce__(self) -> Any:
-        """Pickled as the server, the store's identity and its shape: unpickling reconnects to the data."""
-        state, conn = self._state, self._state.conn
-        return (
-            _reconnect,
-            (
-                conn.backend,
-                conn.host,
-                conn.port,
-                conn.db,
-                conn.unix_socket_path,
-                conn.namespace,
-                conn.td_id,
-                conn.device,
-                conn.options,
-                conn.epoch,
-                state.count,
-                state.stack_dim,
-                tuple(state.inner),
-                self._path,
-            ),
-        )
+        """Pickled as its connection (what reconnects to the server) and its shape: a copy reaches the same data."""
+        state = self._state
+        return _reconnect, (state.conn, state.count, state.stack_dim, tuple(state.inner), self._path)
 
     def __repr__(self) -> str:
         state, conn = self._state, self._state.conn
@@ -776,34 +758,8 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
 
 
 def _reconnect(
-    backend: str,
-    host: str,
-    port: int,
-    db: int,
-    unix_socket_path: str | None,
-    namespace: str,
-    td_id: str,
-    device: Any,
-    options: dict[str, Any],
-    epoch: bytes | None,
-    count: int,
-    stack_dim: int,
-    inner: tuple[int, ...],
-    path: tuple[str, ...] = (),
+    conn: Connection, count: int, stack_dim: int, inner: tuple[int, ...], path: tuple[str, ...] = ()
 ) -> LazyStackedTensorDictStore:
-    conn = Connection(
-        backend=backend,
-        host=host,
-        port=port,
-        db=db,
-        unix_socket_path=unix_socket_path,
-        namespace=namespace,
-        td_id=td_id,
-        device=device,
-        cache_metadata=True,
-        options=options,
-    )
-    conn.epoch = epoch
     state = State(conn, count, stack_dim, _Size(inner))
     state.load("unpickling")
     return LazyStackedTensorDictStore._attached(state, path)

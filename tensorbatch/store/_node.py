@@ -332,25 +332,8 @@ class TensorDictStore(StoredTensorDict):
 
     # ------------------------------------------------------------------ pickling
     def __reduce__(self) -> Any:
-        """Pickled as the server, the store's identity and the node path: unpickling reconnects to the data."""
-        conn = self._conn
-        state = (
-            conn.backend,
-            conn.host,
-            conn.port,
-            conn.db,
-            conn.unix_socket_path,
-            conn.namespace,
-            conn.td_id,
-            conn.device,
-            conn.cache_metadata,
-            conn.options,
-            conn.epoch,
-            self._path,
-            dict(self._state.locked),
-            conn.allow_pickle,
-        )
-        return (_reconnect, state)
+        """Pickled as its connection (what reconnects to the server), the node path and its locks."""
+        return _reconnect, (self._conn, self._path, dict(self._state.locked))
 
     def __repr__(self) -> str:
         conn = self._conn
@@ -361,36 +344,7 @@ class TensorDictStore(StoredTensorDict):
         )
 
 
-def _reconnect(
-    backend: str,
-    host: str,
-    port: int,
-    db: int,
-    unix_socket_path: str | None,
-    namespace: str,
-    td_id: str,
-    device: Any,
-    cache_metadata: bool,
-    options: dict[str, Any],
-    epoch: bytes | None,
-    path: tuple[str, ...],
-    locked: dict[tuple[str, ...], bool],
-    allow_pickle: bool = False,
-) -> TensorDictStore:
-    conn = Connection(
-        backend=backend,
-        host=host,
-        port=port,
-        db=db,
-        unix_socket_path=unix_socket_path,
-        namespace=namespace,
-        td_id=td_id,
-        device=device,
-        cache_metadata=cache_metadata,
-        options=options,
-    )
-    conn.allow_pickle = allow_pickle
-    conn.epoch = epoch
+def _reconnect(conn: Connection, path: tuple[str, ...], locked: dict[tuple[str, ...], bool]) -> TensorDictStore:
     out = TensorDictStore._over(conn, path)
     out._state.locked.update(locked)
     return out
