@@ -28,12 +28,13 @@ from .._lazy import LazyStackedTensorDict, _stack_values, _unbind
 from .._ops.meta import NODE, TENSOR
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_leaves, named_nodes
 from ..base import TensorDictBase
+from ..stored._dialect import Path
 from ..stored._node import State as LayerState
 from ..stored._node import StoredTensorDict
 from . import _format as fmt
 from ._conn import _connect
 from ._dialect import Commands
-from ._lazy_layout import ElementDialect, State
+from ._lazy_layout import ElementDialect, ElementState, State
 from ._tree import Tree
 
 _Size = torch.Size
@@ -47,6 +48,9 @@ class _StoreElement(StoredTensorDict):
     """
 
     __slots__ = ("__weakref__",)
+
+    def __init__(self, state: ElementState, path: Path = ()) -> None:  # (the layer's _view, for the stack's members)
+        self._state, self._path = state, path
 
     @classmethod
     def _new_state(cls, dialect: Any, batch_dims: int | None, infer: bool) -> LayerState:
@@ -158,7 +162,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
 
     def _attach(self, state: State, path: tuple[str, ...] = ()) -> None:
         self._state, self._path = state, path
-        self._init([_StoreElement._view(view, path) for view in state.views()], state.stack_dim, state.inner)
+        self._init([_StoreElement(view, path) for view in state.views()], state.stack_dim, state.inner)
         self._stack_name = None
 
     @classmethod

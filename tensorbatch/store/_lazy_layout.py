@@ -45,15 +45,15 @@ class State:
         self.conn, self.count, self.stack_dim, self.inner = conn, count, stack_dim, inner
         self.leaves: dict[str, Leaf] = {}
         self.tree = Tree(inner)  # (children only: which keys each node holds, in insertion order)
-        self._views: list[RedisState] = []
+        self._views: list[ElementState] = []
 
-    def views(self) -> list[RedisState]:
+    def views(self) -> list[ElementState]:
         """Each element's stored-layer state over its :class:`ElementDialect`, made once.
 
         Every handle on the stack shares them: an element's locks are its own, whichever handle reached it.
         """
         if not self._views:
-            self._views = [RedisState(ElementDialect(self, i)) for i in range(self.count)]
+            self._views = [ElementState(ElementDialect(self, i)) for i in range(self.count)]
         return self._views
 
     def __reduce__(self) -> Any:
@@ -356,6 +356,23 @@ class ElementDialect(RedisDialect):
 
     def write_object(self, path: Path, value: Any) -> None:
         raise TypeError(f"a stored lazy stack holds tensors only: {path!r} got {type(value).__name__}")
+
+
+class ElementState(RedisState):
+    """The stored layer's view of an element: the stack's layout, whose every node has the stack's inner batch size."""
+
+    __slots__ = ()
+
+    def entries(self, path: Path) -> dict[str, str]:
+        return self.dialect.lazy.tree.children.get(path, {})  # type: ignore[attr-defined,no-any-return]
+
+    def batch_of(self, path: Path) -> torch.Size:
+        return self.dialect.lazy.inner  # type: ignore[attr-defined,no-any-return]
+
+    def tensor_meta(self, path: Path) -> tuple[torch.Size, torch.dtype]:
+        dialect: ElementDialect = self.dialect  # type: ignore[assignment]
+        leaf = dialect.lazy.leaves[fmt.SEP.join(path)]
+        return leaf.shapes[dialect.index], leaf.dtype
 
 
 def _element_dialect(lazy: State, index: int) -> ElementDialect:

@@ -253,7 +253,7 @@ class StoredTensorDict(CopyOnRead):
         kind = state.entries(self._path).get(key)
         if inplace or (kind is not None and state.dialect.keeps_entries):  # written into the entry there
             if kind == TENSOR and isinstance(value, torch.Tensor):
-                state.dialect.write_into(path, value.detach().cpu())
+                state.dialect.write_into(path, _plain(value))
                 return
             if kind == NODE and is_td(value) and type(value) not in NON_TENSOR_TYPES:
                 node = type(self)._view(state, path)
@@ -265,7 +265,7 @@ class StoredTensorDict(CopyOnRead):
                 return
         with state.dialect.transaction():
             if isinstance(value, torch.Tensor):
-                self._replace(key, kind, TENSOR, lambda: state.dialect.write(path, value.detach().cpu()))
+                self._replace(key, kind, TENSOR, lambda: state.dialect.write(path, _plain(value)))
             elif type(value) in NON_TENSOR_TYPES or not is_td(value):
                 self._replace(key, kind, NON_TENSOR, lambda: state.dialect.write_object(path, value))
             else:
@@ -414,28 +414,36 @@ class StoredTensorDict(CopyOnRead):
         state, checked = self._state, []
         for path, value in values.items():  # everything checked before the first write
             full = (*self._path, *path)
-            parent = state.entries(full[:-1]) if self._is_node(full[:-1]) else {}
-            if parent.get(full[-1]) != TENSOR:
+            if self._kind_at(full) != TENSOR:
                 self._get(path)  # KeyError naming a missing path
                 raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
             shape, dtype = state.tensor_meta(full)
             target = plan.target_shape(shape)
             if isinstance(value, torch.Tensor):
-                check_fits(path, value.shape, target)
-                value = value.detach().cpu()
+                if value.shape != target:
+                    check_fits(path, value.shape, target)
+                    value = value.expand(target)
+                value = _plain(value)
             else:
-                value = torch.as_tensor(value)
-            checked.append((full, value.to(dtype).expand(target)))
+                value = torch.as_tensor(value, dtype=dtype).expand(target)
+            checked.append((full, value if value.dtype == dtype else value.to(dtype)))
         self._check_writable(next(iter(values), "rows"))
         with state.dialect.transaction():
             for full, value in checked:
                 state.dialect.write_rows(full, plan, value)
 
-    def _is_node(self, path: Path) -> bool:
-        if len(path) <= len(self._path):
-            return True
-        parent = self._state.entries(path[:-1]) if self._is_node(path[:-1]) else {}
-        return parent.get(path[-1]) == NODE
+    def _kind_at(self, full: Path) -> str | None:
+        """The kind of the entry at ``full`` (a path from the root, below this node) from the layout; None if none."""
+        entries, node = self._state.entries, self._path
+        for key in full[len(node) : -1]:
+            if entries(node).get(key) != NODE:
+                return None
+            node = (*node, key)
+        return entries(node).get(full[-1])
+
+    def _are_tensor_leaves(self, paths: Iterable[tuple[str, ...]]) -> bool:
+        base = self._path
+        return all(self._kind_at((*base, *path)) == TENSOR for path in paths)
 
     def _read_index(self, index: Any, materialize: bool = False) -> Any:
         """``self[index]``: a view reading its rows on access and writing through (the dialect's ``lazy_index``).
@@ -457,6 +465,13 @@ class StoredTensorDict(CopyOnRead):
                 TENSOR,
                 lambda: state.dialect.alloc(path, torch.Size(shape), dtype),
             )
+
+
+def _plain(value: torch.Tensor) -> torch.Tensor:
+    """``value`` as a dialect takes it: a CPU tensor outside autograd (itself when it is one already)."""
+    if value.requires_grad:
+        value = value.detach()
+    return value if value.is_cpu else value.cpu()
 
 
 def _tensors_only(layout: list[tuple[str, Any]]) -> bool:
