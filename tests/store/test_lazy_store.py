@@ -166,3 +166,43 @@ def test_a_failed_element_write_writes_nothing(store, server):
     assert client.smembers(conn.key("__keys__")) == before
     assert not client.exists(conn.data_key("new.ok"))
     assert sorted(store.keys(True, True), key=str) == [("n", "y"), "x"]  # the layout was read again
+
+
+def test_elements_are_stored_nodes(store):
+    """Each element is the stored layer over its element dialect: entries are the stack's, locks the element's."""
+    from tensorbatch.stored import StoredTensorDict
+
+    element = store[0]
+    assert isinstance(element, StoredTensorDict)
+    element["n"] = TensorDict({"y": torch.tensor([7, 7]), "z": torch.ones(2)}, [])  # merged: the stack's node
+    assert store.get(("n", "y")).tolist() == [[7, 7], [3, 4]]
+    assert store[1]["n", "z"].tolist() == [0, 0]  # a new leaf is every element's (zeros elsewhere)
+    element.lock_()
+    assert store["n"][0].is_locked and not store["n"][1].is_locked  # any handle on the stack sees it
+    element.unlock_()
+    with pytest.raises(RuntimeError, match="from one element"):
+        del element["x"]
+    element.names = None  # (nothing recorded: no names is accepted, a name refused)
+    with element:  # a plain with-block leaves the stack's connection open
+        pass
+    assert store[0]["x"].tolist() == [0, 1, 2]
+    copies = pickle.loads(pickle.dumps([store, store[1]]))
+    assert copies[1]["x"].tolist() == [10, 11, 12, 13, 14]
+    assert copies[1]._state is copies[0].tensordicts[1]._state  # pickled together: one layout state
+
+
+def test_elements_record_no_dim_names(server):
+    local = lazy_stack([TensorDict({"a": torch.zeros(3, 2)}, [3]), TensorDict({"a": torch.ones(3, 1)}, [3])])
+    store = LazyStackedTensorDictStore.from_lazy_stack(local, **server.kwargs())
+    try:
+        with pytest.raises(RuntimeError, match="_StoreElement cannot name its batch dims"):
+            store[0].names = ["t"]
+        with pytest.raises(RuntimeError, match="cannot name its batch dims"):
+            store.names = ["s", "t"]
+        assert store.names == [None, None]
+        store.batch_size = [2]  # the elements' batch size is one for all (the server records it)
+        assert store[1].batch_size == torch.Size([]) and store.batch_size == torch.Size([2])
+        with pytest.raises(RuntimeError, match="batch dimension mismatch"):
+            store[0].batch_size = [4]
+    finally:
+        store.clear_redis()
