@@ -28,6 +28,22 @@ from ._tree import Tree, load, rank
 Commands = list[tuple[str, list[str], list[Any]]]
 
 
+def zeros(conn: Connection, joined: str, nbytes: int) -> Commands:
+    """The leaf's data as ``nbytes`` zeros, allocated by the server (SETRANGE of the last byte): no data sent."""
+    if nbytes:
+        return [("SETRANGE", [conn.data_key(joined)], [nbytes - 1, b"\x00"])]
+    return [("SET", [conn.data_key(joined)], [b""])]
+
+
+def record(conn: Connection, joined: str, meta: dict[str, str]) -> Commands:
+    """Record a leaf: its metadata hash, its place among the store's keys and in their insertion order."""
+    return [
+        ("HSET", [conn.meta_key(joined)], [v for kv in meta.items() for v in kv]),
+        ("SADD", [conn.key("__keys__")], [joined]),
+        ("ZADD", [conn.key("__order__")], ["NX", rank(), joined]),
+    ]
+
+
 class RedisDialect(Dialect):
     """A store on a Redis-compatible server, spoken by path (see the module docstring).
 
@@ -160,9 +176,7 @@ class RedisDialect(Dialect):
         return [
             ("SET", [conn.data_key(joined)], [data]),
             ("DEL", [conn.meta_key(joined)], []),
-            ("HSET", [conn.meta_key(joined)], [v for kv in meta.items() for v in kv]),
-            ("SADD", [conn.key("__keys__")], [joined]),
-            ("ZADD", [conn.key("__order__")], ["NX", rank(), joined]),
+            *record(conn, joined, meta),
         ]
 
     def write_into(self, path: Path, value: torch.Tensor) -> None:
@@ -185,13 +199,7 @@ class RedisDialect(Dialect):
         nbytes = shape.numel() * fmt.item_size(dtype)
         meta = fmt.tensor_meta(shape, dtype)
         commands: Commands = [("DEL", [conn.data_key(joined), conn.meta_key(joined)], [])]
-        if nbytes:
-            commands.append(("SETRANGE", [conn.data_key(joined)], [nbytes - 1, b"\x00"]))
-        else:
-            commands.append(("SET", [conn.data_key(joined)], [b""]))
-        commands.append(("HSET", [conn.meta_key(joined)], [v for kv in meta.items() for v in kv]))
-        commands.append(("SADD", [conn.key("__keys__")], [joined]))
-        commands.append(("ZADD", [conn.key("__order__")], ["NX", rank(), joined]))
+        commands += zeros(conn, joined, nbytes) + record(conn, joined, meta)
         self.tree.put(path, (TENSOR, shape, dtype, meta))
         self.send(f"allocating {joined!r}", commands)
 

@@ -22,8 +22,8 @@ from ..stored._dialect import Path
 from . import _format as fmt
 from . import _rows as rows
 from ._conn import Connection
-from ._dialect import Commands, RedisDialect, RedisState
-from ._tree import Tree, rank
+from ._dialect import Commands, RedisDialect, RedisState, record, zeros
+from ._tree import Tree
 
 _Size = torch.Size
 
@@ -160,7 +160,7 @@ class State:
         commands.append(("SET", [conn.data_key(joined)], [fmt.to_bytes(flat)]))
         if not homogeneous:
             commands.append(("SET", [self.idx_key(joined)], [struct.pack(f"<{len(offsets)}q", *offsets)]))
-        self._emit_meta(joined, meta, commands)
+        commands += record(self.conn, joined, meta)
         self.leaves[joined] = Leaf(dtype, shapes, offsets)
         self.tree.add(path, TENSOR)
 
@@ -170,25 +170,16 @@ class State:
         commands += self.drop(path)
         size = dtype.itemsize * math.prod(shape)
         commands.append(("DEL", [conn.data_key(joined)], []))
-        if size * self.count:
-            commands.append(("SETRANGE", [conn.data_key(joined)], [size * self.count - 1, b"\x00"]))
-        else:
-            commands.append(("SET", [conn.data_key(joined)], [b""]))
+        commands += zeros(conn, joined, size * self.count)
         meta = {
             "shape": json.dumps([self.count, *shape]),
             "dtype": fmt.dtype_str(dtype),
             "homogeneous": "1",
             "layout": "stack",
         }
-        self._emit_meta(joined, meta, commands)
+        commands += record(self.conn, joined, meta)
         self.leaves[joined] = Leaf(dtype, (_Size(shape),) * self.count, tuple(i * size for i in range(self.count + 1)))
         self.tree.add(path, TENSOR)
-
-    def _emit_meta(self, joined: str, meta: dict[str, str], commands: Commands) -> None:
-        conn = self.conn
-        commands.append(("HSET", [conn.meta_key(joined)], [v for kv in meta.items() for v in kv]))
-        commands.append(("SADD", [conn.key("__keys__")], [joined]))
-        commands.append(("ZADD", [conn.key("__order__")], ["NX", rank(), joined]))
 
     def read_whole(self, operation: str, joined_paths: list[str]) -> dict[str, list[torch.Tensor]]:
         """The elements of whole leaves, one GET each, one round trip."""
