@@ -282,20 +282,8 @@ class Connection:
 
         Never a client object: a copy connects where the client connected, with its settings.
         """
-        return _reopen, (
-            self.backend,
-            self.host,
-            self.port,
-            self.db,
-            self.unix_socket_path,
-            self.namespace,
-            self.td_id,
-            self.device,
-            self.cache_metadata,
-            self.options,
-            self.epoch,
-            self.allow_pickle,
-        )
+        args = {name: getattr(self, name) for name in _REOPEN}
+        return _reopen, (args, self.epoch, self.allow_pickle)
 
     # ------------------------------------------------------------------ naming
     @property
@@ -533,32 +521,22 @@ def _connect(
     return conn
 
 
-def _reopen(
-    backend: str,
-    host: str,
-    port: int,
-    db: int,
-    unix_socket_path: str | None,
-    namespace: str,
-    td_id: str,
-    device: Any,
-    cache_metadata: bool,
-    options: dict[str, Any],
-    epoch: bytes | None,
-    allow_pickle: bool,
-) -> Connection:
-    conn = Connection(
-        backend=backend,
-        host=host,
-        port=port,
-        db=db,
-        unix_socket_path=unix_socket_path,
-        namespace=namespace,
-        td_id=td_id,
-        device=device,
-        cache_metadata=cache_metadata,
-        options=options,
-    )
+_REOPEN = (
+    "backend",
+    "host",
+    "port",
+    "db",
+    "unix_socket_path",
+    "namespace",
+    "td_id",
+    "device",
+    "cache_metadata",
+    "options",
+)
+
+
+def _reopen(args: dict[str, Any], epoch: bytes | None, allow_pickle: bool) -> Connection:
+    conn = Connection(**args)
     conn.epoch, conn.allow_pickle = epoch, allow_pickle
     return conn
 
