@@ -11,6 +11,12 @@ leaf function (``x[idx]``, ``x.reshape(...)``, ...) to it and rebuilds the leaf 
 (``_from_positions``). For ``NonTensorData`` the positions are a zero-stride view (no memory);
 for ``NonTensorStack`` each position points into its list of values. Stack and cat merge the
 value lists (:func:`stack_non_tensor`); identical values collapse to one ``NonTensorData``.
+
+A stack remembers what it was stacked from in the strides of its positions (tensordict's stack is a
+stack of members): a dim of stride 0 is a dim of its members (``NonTensorData``: one value along it),
+any other dim a stack dim. Taking every stack dim away (an index, ``squeeze``, ``unbind``) leaves one
+member: a ``NonTensorData`` again. ``expand`` and ``unsqueeze`` stack copies of a ``NonTensorData``
+(tensordict's), so the dims they add make it a stack (:meth:`_NonTensor._follow_op`).
 """
 
 from __future__ import annotations
@@ -231,6 +237,28 @@ class _NonTensor(TensorDictBase):
 
     def _from_positions(self, positions: torch.Tensor) -> _NonTensor:
         raise NotImplementedError
+
+    def _follow_op(self, positions: torch.Tensor, how: str) -> _NonTensor:
+        """This leaf moved to ``positions`` by a batch op that ``traverse.NON_TENSOR_FOLLOW`` lists as ``how``.
+
+        ``"stack"`` (``expand``, ``unsqueeze``): the dims the op adds are stack dims (for a ``NonTensorData``,
+        a ``NonTensorStack`` of copies, unless :func:`stack_non_tensor` would keep one value: under
+        ``set_capture_non_tensor_stack(True)`` and for a ``MetaData``); the others keep their kind.
+        ``"regroup"`` (``view``, ``reshape``, ``flatten``...): a stack's dims all become stack dims.
+        """
+        if how == "regroup":
+            if isinstance(self, NonTensorDataBase):
+                return self._from_positions(positions)
+            return self._from_positions(positions.clone(memory_format=torch.contiguous_format))
+        old, new = self.batch_size, positions.shape
+        if isinstance(self, NonTensorDataBase) and (
+            len(new) == len(old) or _options.CAPTURE_NON_TENSOR_STACK or isinstance(self, MetaData)
+        ):
+            return self._from_positions(positions)
+        strides = self._positions().stride()
+        member = {j for j, i in _dims_kept(old, new) if not strides[i]}
+        items, _ = _parts(self)
+        return NonTensorStack._new(items, _member_dims(positions, member), self.device)
 
     def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> _NonTensor:
         """This leaf after a value operation: the batch may change, the values may not."""
@@ -583,6 +611,8 @@ class NonTensorStack(_NonTensor):
     def _from_positions(self, positions: torch.Tensor) -> _NonTensor:
         if not positions.ndim:  # one element: its value (a stack stays a stack otherwise, as tensordict's)
             return NonTensorData._new(self._items[int(positions)], positions.shape, self._device)
+        if positions.numel() and not any(positions.stride()):  # no stack dim left: one member
+            return NonTensorData._new(self._items[int(positions.reshape(-1)[0])], positions.shape, self._device)
         return NonTensorStack._new(self._items, positions, self._device)
 
     def _uniform(self) -> bool:
@@ -627,6 +657,34 @@ class NonTensorStack(_NonTensor):
         return (
             f"NonTensorStack(\n    {self.tolist()!r},\n    batch_size={self._batch_size!r},\n    device={self._device})"
         )
+
+
+def _dims_kept(old: torch.Size, new: torch.Size) -> list[tuple[int, int]]:
+    """``(new dim, old dim)`` for the dims of ``old`` that a stacking op (``expand``, ``unsqueeze``) keeps in ``new``.
+
+    ``expand`` adds leading dims (it may also grow dims of size 1); ``unsqueeze`` inserts one dim of size
+    1: the first place it fits (next to other dims of size 1, the shapes alone cannot tell which is new).
+    """
+    k = len(new) - len(old)
+    if k != 1 or new[k:] == old:  # leading dims
+        return [(i + k, i) for i in range(len(old))]
+    at = 0
+    while at < len(old) and new[at] == old[at]:
+        at += 1
+    while at and new[at - 1] == 1:
+        at -= 1
+    return [(j if j < at else j + 1, j) for j in range(len(old))]
+
+
+def _member_dims(positions: torch.Tensor, member: set[int]) -> torch.Tensor:
+    """``positions`` with stride 0 exactly on the dims in ``member`` (the stack's members' own dims)."""
+    if not positions.numel() or all(bool(positions.stride(j)) != (j in member) for j in range(positions.ndim)):
+        return positions
+    index = tuple(0 if j in member else slice(None) for j in range(positions.ndim))
+    base = positions[index].clone(memory_format=torch.contiguous_format)
+    rest = iter(base.stride())
+    strides = [0 if j in member else next(rest) for j in range(positions.ndim)]
+    return base.as_strided(positions.shape, strides, base.storage_offset())
 
 
 def _regular_depth(values: Any) -> int:
@@ -687,11 +745,16 @@ def stack_non_tensor(
             return keep._new(first, shape, members[0].device)
     items: list[Any] = []
     positions = []
+    own = set(range(members[0].batch_dims))  # the dims of stride 0 in every member: the members' own dims
     for m in members:
         its, pos = _parts(m)
+        own.difference_update(i for i, stride in enumerate(pos.stride()) if stride)
         positions.append(pos + len(items))
         items.extend(its)
     pos = (torch.cat if cat else torch.stack)(positions, dim)
+    if not cat:  # they stay the members' own dims (the new dim is a stack dim)
+        d = dim % pos.ndim
+        pos = _member_dims(pos, {i if i < d else i + 1 for i in own})
     out = NonTensorStack._new(items, pos, members[0].device)
     return out._from_positions(pos) if collapse else out
 

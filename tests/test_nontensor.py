@@ -391,11 +391,54 @@ def test_cat_of_equal_data_stays_data():
 
 
 @pytest.mark.parametrize("op", [lambda td: td.expand(4, 3), lambda td: td.unsqueeze(0)], ids=["expand", "unsqueeze"])
-def test_expand_and_unsqueeze_keep_non_tensor_data(op):
+def test_expand_and_unsqueeze_stack_non_tensor_data(op):
     out = op(make_td1())
-    assert type(out.get("s")) is NonTensorData
+    assert type(out.get("s")) is NonTensorStack  # stacked copies, as tensordict
     assert out.get("s").batch_size == out.batch_size
+    assert out.get("s").tolist() == [["hi"] * 3] * out.batch_size[0]
     assert type(out.get("l")) is NonTensorStack
+    with set_capture_non_tensor_stack(True):
+        assert type(op(make_td1()).get("s")) is NonTensorData
+
+
+@pytest.mark.parametrize(
+    ("op", "kind"),
+    [
+        (lambda td: td.expand(4, 3)[0], NonTensorData),  # the stack dim indexed away: one member
+        (lambda td: td.expand(4, 3)[:, 0], NonTensorStack),
+        (lambda td: td.expand(4, 3)[:1], NonTensorStack),
+        (lambda td: td.expand(4, 3).unbind(0)[1], NonTensorData),
+        (lambda td: td.unsqueeze(0).squeeze(0), NonTensorData),
+        (lambda td: td.unsqueeze(1)[:, 0], NonTensorData),
+        (lambda td: td.unsqueeze(1)[0], NonTensorStack),
+        (lambda td: td.unsqueeze(0).reshape(3), NonTensorStack),  # regrouped: no members left
+        (lambda td: torch.stack([td, td])[1], NonTensorData),
+        (lambda td: td[:1].expand(4), NonTensorData),  # no new dim: nothing stacked
+    ],
+    ids=[
+        "index",
+        "index_member_dim",
+        "slice",
+        "unbind",
+        "squeeze",
+        "index_1",
+        "index_member_0",
+        "reshape",
+        "stack",
+        "size_one",
+    ],
+)
+def test_stack_dims_taken_away_give_data(op, kind):
+    out = op(make_td1())
+    assert type(out.get("s")) is kind
+    assert out.get("s").batch_size == out.batch_size
+    assert set(np.array(out.get("s").tolist(), dtype=object).reshape(-1).tolist()) == {"hi"}
+
+
+def test_expand_keeps_metadata():
+    td = TensorDict({"m": tensorbatch.MetaData("cfg", batch_size=[2])}, [2])
+    assert type(td.expand(3, 2).get("m")) is tensorbatch.MetaData
+    assert type(td.unsqueeze(0).get("m")) is tensorbatch.MetaData
 
 
 @pytest.mark.parametrize(

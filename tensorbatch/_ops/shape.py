@@ -15,7 +15,7 @@ import torch
 
 from .._errors import fmt_path
 from . import ragged
-from .traverse import check_leaves, flat_leaves, from_leaves, is_td, map_leaves, named_leaves
+from .traverse import check_leaves, flat_leaves, from_leaves, is_non_tensor, is_td, map_leaves, named_leaves
 
 _Size = torch.Size
 
@@ -199,8 +199,12 @@ def flatten(td: Any, start_dim: int | None = None, end_dim: int | None = None, *
         return td._take_result(flatten(td, start_dim, end_dim))
     start_dim = 0 if start_dim is None else start_dim
     end_dim = -1 if end_dim is None else end_dim
+    if td.batch_dims == 0 and start_dim in (0, -1):  # (a non-tensor leaf on its own keeps its class, as tensordict's)
+        return (
+            td._map(_add_first_dim, "reshape", batch_size=(1,), follow=True) if is_non_tensor(td) else unsqueeze(td, 0)
+        )
     if td.batch_dims == 0:
-        return unsqueeze(td, 0) if start_dim in (0, -1) else td
+        return td
     s, e = _dim(td, start_dim), _dim(td, end_dim)
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")

@@ -60,6 +60,21 @@ operations (``follow=True``) apply the leaf function to their ``_positions()`` t
 them with ``_from_positions``.
 """
 
+NON_TENSOR_FOLLOW = {
+    "expand": "stack",
+    "unsqueeze": "stack",
+    "view": "regroup",
+    "reshape": "regroup",
+    "flatten": "regroup",
+    "unflatten": "regroup",
+}
+"""How a non-tensor leaf follows the batch operations that do not just move its positions (``_follow_op``).
+
+``"stack"``: tensordict's ``NonTensorData.expand`` and ``unsqueeze`` stack copies of the leaf, so new dims
+make a ``NonTensorData`` a ``NonTensorStack`` (see ``_nontensor.py``). ``"regroup"``: the elements are
+regrouped, so a stack's elements stop being grouped by the members it was stacked from.
+"""
+
 
 def is_td(value: Any) -> bool:
     """True for tensor collections (TensorDictBase and its wrappers): a set lookup, no isinstance."""
@@ -870,7 +885,7 @@ def map_leaves(
     if other is not NO_DEFAULT:
         others = (other,)
     if follow and type(td) in NON_TENSOR_TYPES:  # a batch op moves a non-tensor leaf's positions
-        return td._from_positions(fn(td._positions()))  # type: ignore[no-any-return]  # a non-tensor leaf
+        return _moved_non_tensor(td, fn, what)  # type: ignore[no-any-return]  # a non-tensor leaf
     one = None  # a binary library op (add_td...): its tensor leaves skip the general branch's lists
     if others and exact:
         if len(others) == 1 and not inplace and not check:
@@ -958,6 +973,13 @@ def map_leaves(
     if inplace:
         return td  # type: ignore[no-any-return]  # the source itself
     return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # built with _dense_cls
+
+
+def _moved_non_tensor(leaf: Any, fn: Callable[..., Any], what: str) -> Any:
+    """A non-tensor leaf after the batch op ``what`` (``fn`` applied to its positions; see NON_TENSOR_FOLLOW)."""
+    how = NON_TENSOR_FOLLOW.get(what)
+    positions = fn(leaf._positions())
+    return leaf._from_positions(positions) if how is None else leaf._follow_op(positions, how)
 
 
 def _same_key_count(td: Any, others: Any, prefix: tuple[str, ...]) -> None:

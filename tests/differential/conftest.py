@@ -96,8 +96,6 @@ DIFFERENCES: dict[str, str] = {
     "test_one_hot_categorical_rsample_grad": "OneHotCategorical.rsample's gradient is the relaxed sample's "
     "(tensordict overwrites the sample's data after exp saved it for backward, and gets another gradient)",
     # non-tensor leaves (test_vs_tensordict_nontensor.py)
-    "[nt_expand]": "expand keeps a NonTensorData (tensordict: NonTensorStack)",
-    "[nt_unsqueeze]": "unsqueeze keeps a NonTensorData (tensordict: NonTensorStack)",
     "[nt_sum_stack_message]": "reducing a stack of different values raises, saying to exclude the key",
     "[nt_amax_stack]": "amax over a stack of different values raises (tensordict: an empty TensorDict)",
     "test_write_non_tensor[copy_at_]": "copy_at_ writes non-tensor leaves, as update_at_ (tensordict skips them)",
