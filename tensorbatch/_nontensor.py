@@ -21,11 +21,13 @@ member: a ``NonTensorData`` again. ``expand`` and ``unsqueeze`` stack copies of 
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Self, SupportsIndex
 
 import torch
+from torch.utils import _pytree
 
 from . import _options
 from ._base.coerce import as_device as _as_device
@@ -323,11 +325,30 @@ class _NonTensor(TensorDictBase):
         return ~(self == other)
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> _NonTensor:
-        """A new leaf with the same values (the values themselves are shared, as in tensordict)."""
-        return self._follow(None)
+        """A new leaf with copies of the values, as tensordict's.
 
-    def _copy_tree(self) -> _NonTensor:
-        return self._follow(None)
+        ``recurse=True``: ``copy.deepcopy`` of the values (a value that cannot be deep-copied raises the
+        error ``deepcopy`` raises). ``recurse=False``: a ``NonTensorData`` shares its value; a stack holds
+        new ``dict``/``list``/``tuple`` containers (at every level) over the same items, as
+        ``TensorDict.clone(recurse=False)`` gives every non-tensor leaf.
+        """
+        if not recurse and isinstance(self, NonTensorDataBase):
+            return self._follow(None)
+        return self._copied(recurse)
+
+    def copy(self) -> _NonTensor:
+        """A shallow copy: the value(s) in new ``dict``/``list``/``tuple`` containers, their items shared."""
+        return self._copied(False)
+
+    def __copy__(self) -> _NonTensor:
+        return self._copied(False)
+
+    def _copy_tree(self, values: bool = False) -> _NonTensor:
+        return self._copied(False) if values else self._follow(None)
+
+    def _copied(self, deep: bool) -> _NonTensor:
+        """This leaf holding copies of its values: deep copies (``clone()``) or new containers (``clone(False)``)."""
+        raise NotImplementedError
 
     def _binary(self, fn: Any, other: Any) -> Any:
         """This leaf in ``td <op> other``: ``==``/``!=`` compare values, other ops keep the leaf."""
@@ -427,6 +448,11 @@ class NonTensorDataBase(_NonTensor):
 
     def _become(self, other: _NonTensor) -> None:
         self._batch_size = other.batch_size
+
+    def _copied(self, deep: bool) -> Self:
+        return self._new(
+            copy.deepcopy(self.data) if deep else _new_containers(self.data), self._batch_size, self._device
+        )
 
     def _value(self) -> Any:
         return self.data
@@ -634,6 +660,19 @@ class NonTensorStack(_NonTensor):
     def _become(self, other: _NonTensor) -> None:
         raise RuntimeError("cannot change the batch size of a NonTensorStack in place")
 
+    def _copied(self, deep: bool) -> NonTensorStack:
+        """One copy per member (tensordict copies each member of its stack), not shared between members."""
+        pos = self._pos
+        if not pos.numel():
+            return NonTensorStack._new([], pos, self._device)
+        member = {j for j in range(pos.ndim) if not pos.stride(j)}
+        firsts = pos[tuple(0 if j in member else slice(None) for j in range(pos.ndim))]
+        copy_one = copy.deepcopy if deep else _new_containers
+        items = [copy_one(self._items[i]) for i in firsts.reshape(-1).tolist()]
+        return NonTensorStack._new(
+            items, _spread(torch.arange(len(items)).view(firsts.shape), pos.shape, member), self._device
+        )
+
     def maybe_to_stack(self) -> NonTensorStack:
         """A new stack of the same values (every element of a stack is already a stack element)."""
         return NonTensorStack._new(self._items, self._pos.clone(), self._device)
@@ -681,10 +720,23 @@ def _member_dims(positions: torch.Tensor, member: set[int]) -> torch.Tensor:
     if not positions.numel() or all(bool(positions.stride(j)) != (j in member) for j in range(positions.ndim)):
         return positions
     index = tuple(0 if j in member else slice(None) for j in range(positions.ndim))
-    base = positions[index].clone(memory_format=torch.contiguous_format)
+    return _spread(positions[index].clone(memory_format=torch.contiguous_format), positions.shape, member)
+
+
+def _spread(base: torch.Tensor, shape: torch.Size, member: set[int]) -> torch.Tensor:
+    """``base`` (contiguous, the dims of ``shape`` but ``member``) viewed as ``shape``: stride 0 on ``member``."""
     rest = iter(base.stride())
-    strides = [0 if j in member else next(rest) for j in range(positions.ndim)]
-    return base.as_strided(positions.shape, strides, base.storage_offset())
+    strides = [0 if j in member else next(rest) for j in range(len(shape))]
+    return base.as_strided(shape, strides, base.storage_offset())
+
+
+def _new_containers(value: Any) -> Any:
+    """``value`` with new pytree containers (``dict``, ``list``, ``tuple``...) at every level, the same items."""
+    return value if _pytree.tree_is_leaf(value) else _pytree.tree_map(_same_item, value)
+
+
+def _same_item(item: Any) -> Any:
+    return item
 
 
 def _regular_depth(values: Any) -> int:

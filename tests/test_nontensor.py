@@ -921,3 +921,17 @@ def test_empty_recurse_keeps_non_tensor_leaves():
     assert smaller.get("s").batch_size == torch.Size([])
     assert smaller.get(("n", "t")).batch_size == torch.Size([])
     assert list(td.empty().keys()) == []
+
+
+def test_clone_deep_copies_non_tensor_values():
+    item = object()
+    value = {"k": [item]}
+    td = TensorDict({"x": torch.zeros(2), "l": NonTensorStack([1], [2])}, [2])
+    td.set_non_tensor("d", value)
+    deep, shallow = td.clone(), td.clone(recurse=False)
+    assert deep.get("d").data is not value and deep.get("d").data["k"][0] is not item
+    assert deep.get("l").tolist() == [[1], [2]] and deep.get("l").tolist()[0] is not td.get("l").tolist()[0]
+    shallow_value = shallow.get("d").data
+    assert shallow_value is not value and shallow_value["k"] is not value["k"] and shallow_value["k"][0] is item
+    assert td.to_tensordict().get("d").data is value  # to_tensordict shares the values (as tensordict)
+    assert td.get("d").clone(recurse=False).data is value and td.get("d").copy().data is not value

@@ -33,6 +33,7 @@ from .._ops.traverse import (
     is_non_tensor as _is_nt,
 )
 from .._unbatched import UnbatchedTensor
+from . import values as _values
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -156,7 +157,7 @@ def to_tensordict(self: TensorDictBase, *, retain_none: bool | None = None) -> T
         n = self.batch_size[0]
         out: TensorDictBase = self._read_rows(plan_rows(torch.arange(n), n))  # rows: new memory
         return out
-    return self.clone()
+    return _values.clone_tensors(self)
 
 
 def state_dict(

@@ -398,8 +398,11 @@ def _flat_keys(td: Any, prefix: str, separator: str, is_leaf: Any) -> Iterator[s
             yield from _flat_keys(value, prefix + key + separator, separator, is_leaf)
 
 
-def copy_nodes(td: TensorDictBase) -> TensorDictBase:
+def copy_nodes(td: TensorDictBase, values: bool = False) -> TensorDictBase:
     """New in-memory node objects at every level over the same leaves (``clone(recurse=False)``).
+
+    ``values``: non-tensor leaves hold their values in new ``dict``/``list``/``tuple`` containers (as
+    tensordict's ``clone(recurse=False)``); else they share them.
 
     Examples:
         >>> import torch
@@ -414,9 +417,9 @@ def copy_nodes(td: TensorDictBase) -> TensorDictBase:
         if type(value) is _Tensor or not is_td(value):
             out[key] = value
         elif type(value) in NON_TENSOR_TYPES:
-            out[key] = value._follow(None)
+            out[key] = value._copy_tree(values)
         else:
-            out[key] = copy_nodes(value)
+            out[key] = copy_nodes(value, values)
     return _result(td, out, None, NO_DEFAULT, NO_DEFAULT)  # type: ignore[no-any-return]  # built with _dense_cls
 
 
@@ -673,6 +676,7 @@ def from_leaves(
     device: Any = NO_DEFAULT,
     names: Any = None,
     follow: bool = False,
+    copy_values: bool = False,
 ) -> TensorDictBase:
     """Rebuild an in-memory TensorDict shaped like ``spec`` from leaves in walk order.
 
@@ -683,6 +687,7 @@ def from_leaves(
         device: the result's device; defaults to ``spec.device``.
         names: the root's dim names when ``batch_size`` is given (else ``spec``'s are kept).
         follow: the leaves came from ``flat_leaves(..., follow=True)`` (non-tensor positions included).
+        copy_values: non-tensor leaves hold deep copies of their values (``clone()``).
     """
     return _rebuild(  # type: ignore[no-any-return]  # _dense_cls
         spec,
@@ -691,16 +696,25 @@ def from_leaves(
         device,
         follow,
         NO_DEFAULT if names is None else tuple(names),
+        copy_values,
     )
 
 
-def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow: bool, names: Any = NO_DEFAULT) -> Any:
+def _rebuild(
+    spec: Any,
+    it: Iterator[Any],
+    batch_size: Any,
+    device: Any,
+    follow: bool,
+    names: Any = NO_DEFAULT,
+    copy: bool = False,
+) -> Any:
     if type(spec) in NON_TENSOR_TYPES:
         if follow:
             leaf = next(it, None)
             if leaf is not None:
                 return leaf if type(leaf) in NON_TENSOR_TYPES else spec._from_positions(leaf)
-        return spec._follow(batch_size, device)
+        return spec._follow(batch_size, device)._copied(True) if copy else spec._follow(batch_size, device)
     out = {}
     nd = spec.batch_dims
     for key, value in spec._items_str():
@@ -712,7 +726,7 @@ def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow:
                 out[key] = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
                 continue
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
-            node = _rebuild(value, it, sub_bs, device, follow, sub_names(names, batch_size, value, nd))
+            node = _rebuild(value, it, sub_bs, device, follow, sub_names(names, batch_size, value, nd), copy)
             out[key] = value._wrap_like(node) if type(value) in REWRAP_TYPES else node
         elif follow and isinstance(value, UnbatchedTensor):  # positions, or the leaf itself (stack, cat)
             leaf = next(it)
