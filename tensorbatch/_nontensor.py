@@ -32,6 +32,7 @@ from torch.utils import _pytree
 from . import _options
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
+from ._base.coerce import checked_names as _checked_names
 from ._compat import allow_in_weights_only_load
 from ._keys import is_key
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_non_tensor, is_non_tensor_type, value_of
@@ -222,16 +223,26 @@ class _NonTensor(TensorDictBase):
     def _set_lock(self, value: bool) -> None:
         pass
 
-    def _maybe_names(self) -> None:
-        return None
+    def _maybe_names(self) -> tuple[str | None, ...] | None:
+        return self._names
 
     @property
     def names(self) -> list[str | None]:
-        return [None] * len(self.batch_size)
+        """The dim names of the batch (a TensorDict's names, given to the non-tensor leaves it holds, as tensordict)."""
+        names = self._names
+        return list(names) if names is not None else [None] * len(self.batch_size)
 
     @names.setter
     def names(self, value: Any) -> None:
-        """Ignored: a non-tensor leaf carries no dim names (naming its parent works, the leaf stays unnamed)."""
+        self._set_names(None if value is None else _checked_names(value, self.batch_size))
+
+    def _set_names(self, names: tuple[str | None, ...] | None) -> None:
+        self._names = names if names is not None and any(n is not None for n in names) else None
+
+    def _named(self, names: Any) -> Self:
+        """This (new) leaf with ``names`` (NO_DEFAULT or None: unnamed); returns it."""
+        self._set_names(None if names is NO_DEFAULT or names is None else tuple(names))
+        return self
 
     # the batch-op protocol (see module docstring)
     def _positions(self) -> torch.Tensor:
@@ -262,8 +273,17 @@ class _NonTensor(TensorDictBase):
         items, _ = _parts(self)
         return NonTensorStack._new(items, _member_dims(positions, member), self.device)
 
-    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> _NonTensor:
-        """This leaf after a value operation: the batch may change, the values may not."""
+    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT, names: Any = NO_DEFAULT) -> _NonTensor:
+        """This leaf after a value operation: the batch may change, the values may not.
+
+        ``names``: the new dim names (default: kept when the batch size is, else none).
+        """
+        out = self._follow_values(batch_size, device)
+        if names is NO_DEFAULT:
+            names = self._names if out.batch_size == self.batch_size else None
+        return out._named(names)
+
+    def _follow_values(self, batch_size: Any, device: Any) -> _NonTensor:
         raise NotImplementedError
 
     def tolist(
@@ -399,7 +419,7 @@ class _NonTensor(TensorDictBase):
         o_items, o_pos = _parts(other)
         mask = condition.reshape(*condition.shape, *([1] * (pos.ndim - condition.ndim)))
         picked = torch.where(mask, pos, o_pos + len(items))
-        return _collapsed([*items, *o_items], picked, self.device)
+        return _collapsed([*items, *o_items], picked, self.device)._named(self._names)
 
     def _become(self, other: _NonTensor) -> None:
         raise NotImplementedError
@@ -419,8 +439,9 @@ class NonTensorDataBase(_NonTensor):
     Indexing, reshaping, expanding and cloning keep the leaf's class and its value.
     """
 
-    __slots__ = ("__weakref__", "_batch_size", "_device", "data")
+    __slots__ = ("__weakref__", "_batch_size", "_device", "_names", "data")
     data: Any  # a slot (a plain attribute) in place of TensorDictBase.data
+    _names: tuple[str | None, ...] | None
 
     def __init__(self, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
         if isinstance(data, _NonTensor):
@@ -428,11 +449,14 @@ class NonTensorDataBase(_NonTensor):
         self.data = data
         self._batch_size = _as_size(batch_size)
         self._device = _as_device(device)
+        self._names = None
+        if names is not None:
+            self.names = names
 
     @classmethod
     def _new(cls, data: Any, batch_size: torch.Size, device: Any) -> Self:
         out = cls.__new__(cls)
-        out.data, out._batch_size, out._device = data, batch_size, device
+        out.data, out._batch_size, out._device, out._names = data, batch_size, device, None
         return out
 
     def _positions(self) -> torch.Tensor:
@@ -441,18 +465,18 @@ class NonTensorDataBase(_NonTensor):
     def _from_positions(self, positions: torch.Tensor) -> Self:
         return self._new(self.data, positions.shape, self._device)
 
-    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> Self:
+    def _follow_values(self, batch_size: Any, device: Any) -> Self:
         bs = self._batch_size if batch_size is None else _Size(batch_size)
         dev = self._device if device is NO_DEFAULT else device
         return self._new(self.data, bs, dev)
 
     def _become(self, other: _NonTensor) -> None:
-        self._batch_size = other.batch_size
+        if other.batch_size != self._batch_size:
+            self._batch_size, self._names = other.batch_size, None
 
     def _copied(self, deep: bool) -> Self:
-        return self._new(
-            copy.deepcopy(self.data) if deep else _new_containers(self.data), self._batch_size, self._device
-        )
+        data = copy.deepcopy(self.data) if deep else _new_containers(self.data)
+        return self._new(data, self._batch_size, self._device)._named(self._names)
 
     def _value(self) -> Any:
         return self.data
@@ -481,7 +505,7 @@ class NonTensorDataBase(_NonTensor):
         return out
 
     def __reduce__(self) -> Any:
-        return (_rebuild_data, (type(self), self.data, self._batch_size, self._device))
+        return (_rebuild_data, (type(self), self.data, self._batch_size, self._device, self._names))
 
     def __repr__(self) -> str:  # tensordict's form: the value's str, the batch size as a torch.Size
         return f"{type(self).__name__}(data={self.data}, batch_size={self._batch_size!r}, device={self._device})"
@@ -573,10 +597,11 @@ class NonTensorStack(_NonTensor):
         ['b', 'c']
     """
 
-    __slots__ = ("__weakref__", "_batch_size", "_device", "_items", "_pos")
+    __slots__ = ("__weakref__", "_batch_size", "_device", "_items", "_names", "_pos")
     _batch_size: torch.Size
     _device: torch.device | None
     _items: list[Any]
+    _names: tuple[str | None, ...] | None
     _pos: torch.Tensor
 
     def __init__(self, *values: Any, stack_dim: int = 0, batch_size: Any = None, device: Any = None) -> None:
@@ -586,7 +611,7 @@ class NonTensorStack(_NonTensor):
         built = stack_non_tensor(members, stack_dim, collapse=False)
         assert isinstance(built, NonTensorStack)
         self._items, self._pos = built._items, built._pos
-        self._batch_size, self._device = built._batch_size, _as_device(device)
+        self._batch_size, self._device, self._names = built._batch_size, _as_device(device), None
         if batch_size is not None and _as_size(batch_size) != self._batch_size:
             raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the {len(members)} values")
 
@@ -609,7 +634,7 @@ class NonTensorStack(_NonTensor):
     @classmethod
     def _new(cls, items: list[Any], positions: torch.Tensor, device: Any) -> NonTensorStack:
         out = cls.__new__(cls)
-        out._items, out._pos, out._batch_size, out._device = items, positions, positions.shape, device
+        out._items, out._pos, out._batch_size, out._device, out._names = items, positions, positions.shape, device, None
         return out
 
     def _positions(self) -> torch.Tensor:
@@ -645,7 +670,7 @@ class NonTensorStack(_NonTensor):
         flat = self._pos.reshape(-1)
         return not flat.numel() or bool((flat == flat[0]).all())
 
-    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> _NonTensor:
+    def _follow_values(self, batch_size: Any, device: Any) -> _NonTensor:
         dev = self._device if device is NO_DEFAULT else device
         if batch_size is None or _Size(batch_size) == self._batch_size:
             return NonTensorStack._new(self._items, self._pos, dev)
@@ -671,7 +696,7 @@ class NonTensorStack(_NonTensor):
         items = [copy_one(self._items[i]) for i in firsts.reshape(-1).tolist()]
         return NonTensorStack._new(
             items, _spread(torch.arange(len(items)).view(firsts.shape), pos.shape, member), self._device
-        )
+        )._named(self._names)
 
     def maybe_to_stack(self) -> NonTensorStack:
         """A new stack of the same values (every element of a stack is already a stack element)."""
@@ -690,7 +715,7 @@ class NonTensorStack(_NonTensor):
         self._items, self._pos = items, pos.clone(memory_format=torch.contiguous_format)
 
     def __reduce__(self) -> Any:
-        return (_rebuild_stack, (self._items, self._pos, self._device))
+        return (_rebuild_stack, (self._items, self._pos, self._device, self._names))
 
     def __repr__(self) -> str:  # tensordict's form
         return (
@@ -816,7 +841,7 @@ def wrap(value: Any, batch_size: torch.Size, device: Any) -> NonTensorData:
     return NonTensorData._new(value, batch_size, device)
 
 
-def _rebuild_data(cls: Any, data: Any, batch_size: Any, device: Any) -> NonTensorDataBase:
+def _rebuild_data(cls: Any, data: Any, batch_size: Any, device: Any, names: Any = None) -> NonTensorDataBase:
     """Unpickle a ``NonTensorData``/``MetaData`` (allowed in ``torch.load(weights_only=True)``).
 
     Raises:
@@ -824,10 +849,10 @@ def _rebuild_data(cls: Any, data: Any, batch_size: Any, device: Any) -> NonTenso
     """
     if not (isinstance(cls, type) and issubclass(cls, NonTensorDataBase)):
         raise TypeError(f"unpickling a NonTensorData: expected a NonTensorData or MetaData class, got {cls!r}")
-    return cls(data, batch_size, device)
+    return cls(data, batch_size, device, names)
 
 
-def _rebuild_stack(items: Any, positions: Any, device: Any) -> NonTensorStack:
+def _rebuild_stack(items: Any, positions: Any, device: Any, names: Any = None) -> NonTensorStack:
     """Unpickle a ``NonTensorStack``: its distinct values and, per element, the position of its value.
 
     Raises:
@@ -841,7 +866,10 @@ def _rebuild_stack(items: Any, positions: Any, device: Any) -> NonTensorStack:
         )
     if positions.numel() and not (int(positions.min()) >= 0 and int(positions.max()) < len(items)):
         raise IndexError(f"unpickling a NonTensorStack: positions outside its {len(items)} values")
-    return NonTensorStack._new(items, positions.as_subclass(torch.Tensor), _as_device(device))
+    out = NonTensorStack._new(items, positions.as_subclass(torch.Tensor), _as_device(device))
+    if names is not None:
+        out.names = names
+    return out
 
 
 TensorDictBase._non_tensor_cls = NonTensorData

@@ -902,10 +902,15 @@ def test_naming_a_tensordict_with_non_tensor_leaves():
     td = TensorDict({"s": "x", "a": torch.zeros(2, 3), "n": {"t": "y"}}, [2], names=["b"])
     assert td.names == ["b"]
     assert td.get("n").names == ["b"]
-    assert td.get("s").names == [None]  # non-tensor leaves carry no names (tensordict: ["b"])
+    assert td.get("s").names == ["b"] and td.get(("n", "t")).names == ["b"]  # as tensordict
     td.names = ["c"]
-    assert td.get("n").names == ["c"]
+    assert td.get("n").names == ["c"] and td.get("s").names == ["c"] and td.get(("n", "t")).names == ["c"]
     assert td["s"] == "x"
+    assert td[0].get("s").names == [] and td.unsqueeze(0).get("s").names == [None, "c"]
+    td.set_non_tensor("u", "z")
+    assert td.get("u").names == ["c"]
+    td.names = None
+    assert td.get("s").names == [None]
 
 
 def test_empty_recurse_keeps_non_tensor_leaves():

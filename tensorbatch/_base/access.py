@@ -326,6 +326,8 @@ def _validate(
         if device is not None and value.device != device:
             value = value.to(device, non_blocking=non_blocking)
         return value
+    if is_non_tensor(value) and value._maybe_names() is None and node._maybe_names() is not None:
+        value = _named_leaf(value, node)  # a non-tensor leaf takes the names of its node's dims (as tensordict)
     if is_td(value):
         vbs = value.batch_size
         if vbs[: len(bs)] != bs:
@@ -347,7 +349,7 @@ def _validate(
             tensor = torch.as_tensor(value, device=node.device)
         except (TypeError, ValueError, RuntimeError):  # strings, ragged lists: one value per element
             if not _options.LIST_TO_STACK:  # set_list_to_stack(False): the list is one value
-                return node._non_tensor_cls._new(value, bs, node.device)
+                return node._non_tensor_cls._new(value, bs, node.device)._named(node._maybe_names())
             if not bs or len(value) != bs[0]:
                 raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
             try:
@@ -356,7 +358,15 @@ def _validate(
                 raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
             return node._validate(stack, path, node)
         return node._validate(tensor, path, node)
-    return node._non_tensor_cls._new(value, bs, node.device)
+    return node._non_tensor_cls._new(value, bs, node.device)._named(node._maybe_names())
+
+
+def _named_leaf(leaf: Any, node: Any) -> Any:
+    """A copy of the unnamed non-tensor ``leaf`` named as ``node``'s dims (``leaf`` itself if they do not fit)."""
+    names, bs = node._maybe_names(), node.batch_size
+    if leaf.batch_size[: len(bs)] != bs:
+        return leaf  # (refused below)
+    return leaf._follow(None, NO_DEFAULT, (*names, *(None,) * (leaf.batch_dims - len(bs))))
 
 
 def del_(self: TensorDictBase, key: NestedKey) -> TensorDictBase:

@@ -713,8 +713,11 @@ def _rebuild(
         if follow:
             leaf = next(it, None)
             if leaf is not None:
-                return leaf if type(leaf) in NON_TENSOR_TYPES else spec._from_positions(leaf)
-        return spec._follow(batch_size, device)._copied(True) if copy else spec._follow(batch_size, device)
+                out = leaf if type(leaf) in NON_TENSOR_TYPES else spec._from_positions(leaf)
+                return out._named(_moved_names(spec, out, names))
+        return (
+            spec._follow(batch_size, device, names)._copied(True) if copy else spec._follow(batch_size, device, names)
+        )
     out = {}
     nd = spec.batch_dims
     for key, value in spec._items_str():
@@ -723,7 +726,8 @@ def _rebuild(
         elif is_td(value):
             if follow and type(value) in NON_TENSOR_TYPES:
                 leaf = next(it)  # positions, or an already built non-tensor leaf (stack, cat)
-                out[key] = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
+                moved = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
+                out[key] = moved._named(_moved_names(value, moved, sub_names(names, batch_size, value, nd)))
                 continue
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
             node = _rebuild(value, it, sub_bs, device, follow, sub_names(names, batch_size, value, nd), copy)
@@ -746,7 +750,7 @@ def _result(td: Any, out: dict[str, Any], batch_size: Any, names: Any, device: A
     if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT and type(td) is td._dense_cls:
         return td._new_node(out)  # the in-memory node's own copy of its batch facts (no property reads)
     if type(td) in NON_TENSOR_TYPES:
-        return td._follow(batch_size, device)
+        return td._follow(batch_size, device, names)
     if batch_size is None:
         batch_size = td.batch_size
         if names is NO_DEFAULT:
@@ -899,7 +903,7 @@ def map_leaves(
     if other is not NO_DEFAULT:
         others = (other,)
     if follow and type(td) in NON_TENSOR_TYPES:  # a batch op moves a non-tensor leaf's positions
-        return _moved_non_tensor(td, fn, what)  # type: ignore[no-any-return]  # a non-tensor leaf
+        return _moved_non_tensor(td, fn, what, names)  # type: ignore[no-any-return]  # a non-tensor leaf
     one = None  # a binary library op (add_td...): its tensor leaves skip the general branch's lists
     if others and exact:
         if len(others) == 1 and not inplace and not check:
@@ -989,11 +993,22 @@ def map_leaves(
     return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # built with _dense_cls
 
 
-def _moved_non_tensor(leaf: Any, fn: Callable[..., Any], what: str) -> Any:
-    """A non-tensor leaf after the batch op ``what`` (``fn`` applied to its positions; see NON_TENSOR_FOLLOW)."""
+def _moved_non_tensor(leaf: Any, fn: Callable[..., Any], what: str, names: Any) -> Any:
+    """A non-tensor leaf after the batch op ``what`` (``fn`` applied to its positions; see NON_TENSOR_FOLLOW).
+
+    ``names``: its new dim names (NO_DEFAULT: kept when its batch size is).
+    """
     how = NON_TENSOR_FOLLOW.get(what)
     positions = fn(leaf._positions())
-    return leaf._from_positions(positions) if how is None else leaf._follow_op(positions, how)
+    out = leaf._from_positions(positions) if how is None else leaf._follow_op(positions, how)
+    return out._named(_moved_names(leaf, out, names))
+
+
+def _moved_names(leaf: Any, out: Any, names: Any) -> Any:
+    """The names of ``out``, ``leaf`` after a batch op: ``names``, or (NO_DEFAULT) the leaf's if its batch is kept."""
+    if names is not NO_DEFAULT:
+        return names
+    return leaf._maybe_names() if out.batch_size == leaf.batch_size else None
 
 
 def _same_key_count(td: Any, others: Any, prefix: tuple[str, ...]) -> None:

@@ -170,3 +170,116 @@ OTHERS = [
 @pytest.mark.parametrize(("fn", "kw"), OTHERS)
 def test_nontensor_copy_others(run_both, fn, kw):
     run_both(fn, data=None, **kw)
+
+
+# --------------------------------------------------------------------------------------------------
+# Dim names: a TensorDict's names are its non-tensor leaves' names too
+# --------------------------------------------------------------------------------------------------
+def _named(lib: Any, names: Any = None) -> Any:
+    """Batch [2, 3]: ``x``, a NonTensorData ``s`` and a nested ``n.s2`` of batch [2, 3, 4]."""
+    return lib.TensorDict(
+        {
+            "x": torch.zeros(2, 3),
+            "s": "hi",
+            "n": lib.TensorDict({"s2": lib.NonTensorData("q", batch_size=[2, 3, 4])}, [2, 3, 4]),
+        },
+        [2, 3],
+        names=names,
+    )
+
+
+def _stack_named(lib: Any) -> Any:
+    """A TensorDict holding a NonTensorStack ``l``, named after it was built."""
+    td = lib.TensorDict({"x": torch.zeros(2, 3), "l": [["a", "b", "c"], ["d", "e", "f"]]}, [2, 3])
+    td.names = ["a", "b"]
+    return td
+
+
+def _names_of(out: Any) -> Any:
+    return {key: out.get(key).names for key in ("s", ("n", "s2")) if out.get(key, None) is not None}
+
+
+def _set_names(td: Any, names: Any) -> Any:
+    td.names = names
+    return td
+
+
+def _names_case(case_id: str, op: Any) -> Any:
+    return pytest.param(lambda lib, _: _names_of(op(lib)), {}, id=case_id)
+
+
+NAMES = [
+    _names_case("nt_names_ctor", lambda lib: _named(lib, ["a", "b"])),
+    _names_case("nt_names_setter", lambda lib: _set_names(_named(lib), ["a", "b"])),
+    _names_case("nt_names_partial", lambda lib: _named(lib, ["a", None])),
+    _names_case("nt_names_reset", lambda lib: _set_names(_named(lib, ["a", "b"]), None)),
+    _names_case("nt_names_refine", lambda lib: _named(lib).refine_names("a", "b")),
+    _names_case("nt_names_refine_ellipsis", lambda lib: _named(lib).refine_names(..., "b")),
+    _names_case("nt_names_rename", lambda lib: _named(lib, ["a", "b"]).rename("c", "d")),
+    _names_case("nt_names_rename_", lambda lib: _named(lib, ["a", "b"]).rename_(a="z")),
+    _names_case("nt_names_index", lambda lib: _named(lib, ["a", "b"])[0]),
+    _names_case("nt_names_unbind", lambda lib: _named(lib, ["a", "b"]).unbind(0)[0]),
+    _names_case("nt_names_squeeze", lambda lib: _named(lib, ["a", "b"])[:1].squeeze(0)),
+    _names_case("nt_names_unsqueeze", lambda lib: _named(lib, ["a", "b"]).unsqueeze(0)),
+    _names_case("nt_names_expand", lambda lib: _named(lib, ["a", "b"]).expand(4, 2, 3)),
+    _names_case("nt_names_expand_index", lambda lib: _named(lib, ["a", "b"]).expand(4, 2, 3)[0]),
+    _names_case("nt_names_permute", lambda lib: _named(lib, ["a", "b"]).permute(1, 0)),
+    _names_case("nt_names_reshape", lambda lib: _named(lib, ["a", "b"]).reshape(6)),
+    _names_case("nt_names_stack", lambda lib: torch.stack([_named(lib, ["a", "b"])] * 2)),
+    _names_case("nt_names_stack_index", lambda lib: torch.stack([_named(lib, ["a", "b"])] * 2)[0]),
+    _names_case("nt_names_cat", lambda lib: torch.cat([_named(lib, ["a", "b"])] * 2)),
+    _names_case("nt_names_clone", lambda lib: _named(lib, ["a", "b"]).clone()),
+    _names_case("nt_names_clone_shallow", lambda lib: _named(lib, ["a", "b"]).clone(False)),
+    _names_case("nt_names_apply", lambda lib: _named(lib, ["a", "b"]).apply(lambda x: x + 1)),
+    _names_case("nt_names_float", lambda lib: _named(lib, ["a", "b"]).float()),
+    _names_case(
+        "nt_names_where",
+        lambda lib: _named(lib, ["a", "b"]).where(torch.ones(2, 3, dtype=torch.bool), _named(lib, ["a", "b"])),
+    ),
+    pytest.param(
+        lambda lib, _: (lambda td: (td.set_non_tensor("t", "v"), td.get("t").names)[1])(_named(lib, ["a", "b"])),
+        {},
+        id="nt_names_set_non_tensor",
+    ),
+    pytest.param(
+        lambda lib, _: (lambda td: (td.set("t", "v"), td.get("t").names)[1])(_named(lib, ["a", "b"])),
+        {},
+        id="nt_names_set",
+    ),
+    pytest.param(
+        lambda lib, _: _named(lib, ["a", "b"]).update({"t": lib.NonTensorData("v", batch_size=[2, 3])}).get("t").names,
+        {},
+        id="nt_names_update",
+    ),
+    pytest.param(
+        lambda lib, _: lib.TensorDict({"s": lib.NonTensorData("x", batch_size=[2], names=["q"])}, [2]).get("s").names,
+        {},
+        id="nt_names_kept_by_unnamed_td",
+    ),
+    pytest.param(lambda lib, _: _stack_named(lib).get("l").names, {}, id="nt_names_stack_setter"),
+    pytest.param(lambda lib, _: _stack_named(lib).rename("c", "d").get("l").names, {}, id="nt_names_stack_rename"),
+    pytest.param(
+        lambda lib, _: [lib.NonTensorData("x", batch_size=[2], names=["q"]).names, lib.NonTensorStack("x", "y").names],
+        {},
+        id="nt_names_leaf_ctor",
+    ),
+    pytest.param(
+        lambda lib, _: (lambda nt: (setattr(nt, "names", ["p"]), nt.names, nt.unsqueeze(1).names)[1:])(
+            lib.NonTensorData("x", batch_size=[2])
+        ),
+        {},
+        id="nt_names_leaf_setter",
+    ),
+    pytest.param(
+        lambda lib, _: (lambda nt: __import__("pickle").loads(__import__("pickle").dumps(nt)).names)(
+            lib.NonTensorData("x", batch_size=[2], names=["q"])
+        ),
+        {},
+        id="nt_names_pickle",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), NAMES)
+def test_nontensor_names(run_both, fn, kw):
+    run_both(fn, data=None, **kw)
