@@ -218,10 +218,11 @@ class _NonTensor(TensorDictBase):
 
     @property
     def is_locked(self) -> bool:
-        return False
+        """Locked with the TensorDict holding it, or by ``memmap`` (as tensordict); it refuses nothing more."""
+        return self._locked
 
     def _set_lock(self, value: bool) -> None:
-        pass
+        self._locked = value
 
     def _maybe_names(self) -> tuple[str | None, ...] | None:
         return self._names
@@ -439,9 +440,10 @@ class NonTensorDataBase(_NonTensor):
     Indexing, reshaping, expanding and cloning keep the leaf's class and its value.
     """
 
-    __slots__ = ("__weakref__", "_batch_size", "_device", "_names", "data")
+    __slots__ = ("__weakref__", "_batch_size", "_device", "_locked", "_names", "data")
     data: Any  # a slot (a plain attribute) in place of TensorDictBase.data
     _names: tuple[str | None, ...] | None
+    _locked: bool
 
     def __init__(self, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
         if isinstance(data, _NonTensor):
@@ -449,14 +451,14 @@ class NonTensorDataBase(_NonTensor):
         self.data = data
         self._batch_size = _as_size(batch_size)
         self._device = _as_device(device)
-        self._names = None
+        self._names, self._locked = None, False
         if names is not None:
             self.names = names
 
     @classmethod
     def _new(cls, data: Any, batch_size: torch.Size, device: Any) -> Self:
         out = cls.__new__(cls)
-        out.data, out._batch_size, out._device, out._names = data, batch_size, device, None
+        out.data, out._batch_size, out._device, out._names, out._locked = data, batch_size, device, None, False
         return out
 
     def _positions(self) -> torch.Tensor:
@@ -597,11 +599,12 @@ class NonTensorStack(_NonTensor):
         ['b', 'c']
     """
 
-    __slots__ = ("__weakref__", "_batch_size", "_device", "_items", "_names", "_pos")
+    __slots__ = ("__weakref__", "_batch_size", "_device", "_items", "_locked", "_names", "_pos")
     _batch_size: torch.Size
     _device: torch.device | None
     _items: list[Any]
     _names: tuple[str | None, ...] | None
+    _locked: bool
     _pos: torch.Tensor
 
     def __init__(self, *values: Any, stack_dim: int = 0, batch_size: Any = None, device: Any = None) -> None:
@@ -611,7 +614,7 @@ class NonTensorStack(_NonTensor):
         built = stack_non_tensor(members, stack_dim, collapse=False)
         assert isinstance(built, NonTensorStack)
         self._items, self._pos = built._items, built._pos
-        self._batch_size, self._device, self._names = built._batch_size, _as_device(device), None
+        self._batch_size, self._device, self._names, self._locked = built._batch_size, _as_device(device), None, False
         if batch_size is not None and _as_size(batch_size) != self._batch_size:
             raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the {len(members)} values")
 
@@ -634,7 +637,8 @@ class NonTensorStack(_NonTensor):
     @classmethod
     def _new(cls, items: list[Any], positions: torch.Tensor, device: Any) -> NonTensorStack:
         out = cls.__new__(cls)
-        out._items, out._pos, out._batch_size, out._device, out._names = items, positions, positions.shape, device, None
+        out._items, out._pos, out._batch_size, out._device = items, positions, positions.shape, device
+        out._names, out._locked = None, False
         return out
 
     def _positions(self) -> torch.Tensor:

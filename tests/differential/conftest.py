@@ -133,8 +133,6 @@ DIFFERENCES: dict[str, str] = {
     "[api16_lz_tensor_split]": "tensor_split of a lazy stack gives dense TensorDicts (tensordict: lazy stacks)",
     "[api16_lz_atleast_3d]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
     # memory-mapped folders (test_vs_tensordict_memmap.py)
-    "test_memmap_result[mm_nt_data_root]": "non-tensor leaves carry no lock: memmap of a NonTensorData is unlocked",
-    "test_memmap_result[mm_nt_stack_root]": "non-tensor leaves carry no lock: memmap of a NonTensorStack is unlocked",
     "[mm_truncated_file]": "a file shorter than its metadata says is refused, naming it (tensordict maps it and "
     "reads zeros or garbage past the end)",
     "[mm_oversized_file]": "a file longer than its metadata says is refused, naming it (tensordict maps its start)",

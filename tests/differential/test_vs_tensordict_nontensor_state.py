@@ -1,9 +1,10 @@
-"""Differential tests, non-tensor leaves: what copies copy (clone, copy, deepcopy), dim names, list options.
+"""Differential tests, what a non-tensor leaf carries: copies of its values, dim names, the lock, list options.
 
 ``clone()`` deep-copies non-tensor values (``copy.deepcopy`` of each, once per stack member);
 ``clone(recurse=False)``, ``copy()`` and ``copy.copy`` give new ``dict``/``list``/``tuple`` containers
 over the same items; ``to_tensordict`` and value operations share the values. Cases return identity
 flags (``is`` against the original objects) and the values, so both libraries must agree on both.
+A TensorDict's dim names and its lock are its non-tensor leaves' too.
 """
 
 from __future__ import annotations
@@ -283,3 +284,45 @@ NAMES = [
 @pytest.mark.parametrize(("fn", "kw"), NAMES)
 def test_nontensor_names(run_both, fn, kw):
     run_both(fn, data=None, **kw)
+
+
+# --------------------------------------------------------------------------------------------------
+# The lock: locking a TensorDict locks its non-tensor leaves; memmap returns a locked leaf
+# --------------------------------------------------------------------------------------------------
+def _locked(op: Any) -> Any:
+    return lambda lib, _: op(lib).is_locked
+
+
+LOCKS = [
+    pytest.param(_locked(lambda lib: lib.NonTensorData("x", batch_size=[2]).lock_()), id="nt_lock_data"),
+    pytest.param(_locked(lambda lib: lib.NonTensorData("x", batch_size=[2]).lock_().unlock_()), id="nt_unlock_data"),
+    pytest.param(_locked(lambda lib: lib.NonTensorStack("x", "y").lock_()), id="nt_lock_stack"),
+    pytest.param(_locked(lambda lib: lib.TensorDict({"s": "x"}, [2]).lock_().get("s")), id="nt_lock_with_td"),
+    pytest.param(
+        _locked(lambda lib: lib.TensorDict({"s": ["x", "y"]}, [2]).lock_().get("s")), id="nt_lock_stack_with_td"
+    ),
+    pytest.param(
+        _locked(lambda lib: lib.TensorDict({"n": {"s": "x"}}, [2]).lock_().get(("n", "s"))), id="nt_lock_nested"
+    ),
+    pytest.param(
+        _locked(lambda lib: lib.TensorDict({"s": "x"}, [2]).lock_().unlock_().get("s")), id="nt_unlock_with_td"
+    ),
+    pytest.param(
+        _locked(lambda lib: lib.TensorDict({"s": "x"}, [2]).lock_()[0].get("s")), id="nt_lock_dropped_by_index"
+    ),
+    pytest.param(
+        _locked(lambda lib: lib.TensorDict({"s": "x"}, [2]).lock_().clone().get("s")), id="nt_lock_dropped_by_clone"
+    ),
+    pytest.param(
+        _locked(lambda lib: lib.NonTensorData("x", batch_size=[2]).lock_()[0]), id="nt_lock_dropped_by_leaf_index"
+    ),
+    pytest.param(
+        lambda lib, _: (lambda nt: (nt.__setitem__(0, "z"), nt.tolist())[1])(lib.NonTensorStack("x", "y").lock_()),
+        id="nt_locked_stack_still_written",
+    ),
+]
+
+
+@pytest.mark.parametrize("fn", LOCKS)
+def test_nontensor_lock(run_both, fn):
+    run_both(fn, data=None)
