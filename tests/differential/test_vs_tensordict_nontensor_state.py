@@ -326,3 +326,52 @@ LOCKS = [
 @pytest.mark.parametrize("fn", LOCKS)
 def test_nontensor_lock(run_both, fn):
     run_both(fn, data=None)
+
+
+# --------------------------------------------------------------------------------------------------
+# set_list_to_stack(False): a list is stored as numpy's array of it (a tensor when it holds numbers)
+# --------------------------------------------------------------------------------------------------
+def _stored(value: Any) -> Any:
+    """What ``td["v"] = value`` stores under ``set_list_to_stack(False)``: class, value's type and dtype, values."""
+
+    def fn(lib: Any, _: Any) -> Any:
+        with pytest.warns(DeprecationWarning, match=r"set_list_to_stack\(False\) is deprecated"):
+            off = lib.set_list_to_stack(False)
+        with off:
+            td = lib.TensorDict({"x": torch.zeros(2)}, [2])
+            td["v"] = value
+            leaf, got = td.get("v"), td["v"]
+        kind = str(getattr(got, "dtype", None))
+        values = got.tolist() if hasattr(got, "tolist") else got
+        return type(leaf).__name__, type(got).__name__, kind, values
+
+    return fn
+
+
+LIST_OFF = [
+    pytest.param(_stored(["a", "b"]), id="nt_list_off_str"),
+    pytest.param(_stored(["a", "b", "c"]), id="nt_list_off_other_length"),
+    pytest.param(_stored([["a"], ["b"]]), id="nt_list_off_nested"),
+    pytest.param(_stored([b"a", b"b"]), id="nt_list_off_bytes"),
+    pytest.param(_stored([{"k": 1}, {"k": 2}]), id="nt_list_off_dicts"),
+    pytest.param(_stored([None, None]), id="nt_list_off_none"),
+    pytest.param(_stored([1, 2]), id="nt_list_off_ints"),
+    pytest.param(_stored([1, 2.5]), id="nt_list_off_floats"),
+    pytest.param(_stored([torch.zeros(1), torch.ones(1)]), id="nt_list_off_tensors"),
+    pytest.param(_stored(("a", "b")), id="nt_tuple_off_str"),
+    pytest.param(
+        lambda lib, _: (lambda td: (td.set("v", ("a", "b")), td["v"].tolist(), type(td.get("v")).__name__)[1:])(
+            lib.TensorDict({}, [2])
+        ),
+        id="nt_tuple_of_str",
+    ),
+    pytest.param(
+        lambda lib, _: (lambda td: (td.set_non_tensor("v", ["a", "b"]), td["v"])[1])(lib.TensorDict({}, [2])),
+        id="nt_set_non_tensor_list",
+    ),
+]
+
+
+@pytest.mark.parametrize("fn", LIST_OFF)
+def test_nontensor_list_to_stack_off(run_both, fn):
+    run_both(fn, data=None)
