@@ -330,6 +330,34 @@ class _NonTensor(TensorDictBase):
             return
         self._assign(index, value)
 
+    def update(self, input_dict_or_td: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """From another non-tensor leaf: take its value(s) in place (as :meth:`update_`); else TensorDict's update."""
+        if is_non_tensor(input_dict_or_td):
+            return self.update_(input_dict_or_td)
+        return TensorDictBase.update(self, input_dict_or_td, *args, **kwargs)
+
+    def update_(self, input_dict_or_td: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """From another non-tensor leaf: take its value(s) in place, as tensordict (a stack writes every element).
+
+        Raises:
+            RuntimeError: a ``NonTensorData`` given a ``NonTensorStack`` (call ``maybe_to_stack()`` first).
+        """
+        if not is_non_tensor(input_dict_or_td):
+            return TensorDictBase.update_(self, input_dict_or_td, *args, **kwargs)
+        if isinstance(self, NonTensorDataBase):
+            if not isinstance(input_dict_or_td, NonTensorDataBase):
+                raise RuntimeError(
+                    "Cannot update a NonTensorDataBase with a NonTensorStack object: call maybe_to_stack() first"
+                )
+            self.data = input_dict_or_td.data
+        else:
+            self._assign(Ellipsis, input_dict_or_td)
+        return self
+
+    def copy_(self, tensordict: Any, non_blocking: bool = False) -> Any:
+        """``update_`` (a non-tensor leaf takes another one's value(s) in place)."""
+        return self.update_(tensordict, non_blocking=non_blocking)
+
     def _assign(self, index: Any, value: Any) -> None:
         raise ValueError(
             f"a {type(self).__name__} holds one value for its whole batch: it cannot take a value at "

@@ -375,3 +375,42 @@ LIST_OFF = [
 @pytest.mark.parametrize("fn", LIST_OFF)
 def test_nontensor_list_to_stack_off(run_both, fn):
     run_both(fn, data=None)
+
+
+# --------------------------------------------------------------------------------------------------
+# A non-tensor leaf updated from another one takes its value(s) in place
+# --------------------------------------------------------------------------------------------------
+def _data2(lib: Any, value: str) -> Any:
+    return lib.NonTensorData(value, batch_size=[2])
+
+
+UPDATES = [
+    pytest.param(lambda lib, _: _data2(lib, "x").update_(_data2(lib, "z")).data, {}, id="nt_update_inplace"),
+    pytest.param(lambda lib, _: _data2(lib, "x").update(_data2(lib, "z")).data, {}, id="nt_update"),
+    pytest.param(lambda lib, _: _data2(lib, "x").copy_(_data2(lib, "z")).data, {}, id="nt_copy_inplace"),
+    pytest.param(
+        lambda lib, _: lib.NonTensorStack("x", "y").update_(lib.NonTensorStack("a", "b")).tolist(),
+        {},
+        id="nt_stack_update",
+    ),
+    pytest.param(
+        lambda lib, _: lib.NonTensorStack("x", "y").update_(_data2(lib, "a")).tolist(), {}, id="nt_stack_update_data"
+    ),
+    pytest.param(
+        lambda lib, _: _data2(lib, "x").update_(lib.NonTensorStack("a", "b")),
+        {"raises": RuntimeError},
+        id="nt_data_update_stack",
+    ),
+    pytest.param(
+        lambda lib, _: (lambda td: (td.update_(lib.TensorDict({"s": "z"}, [2])), td["s"])[1])(
+            lib.TensorDict({"s": "x"}, [2])
+        ),
+        {},
+        id="nt_td_update_inplace",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), UPDATES)
+def test_nontensor_update(run_both, fn, kw):
+    run_both(fn, data=None, **kw)
