@@ -784,7 +784,7 @@ def _spread(base: torch.Tensor, shape: torch.Size, member: set[int]) -> torch.Te
     """``base`` (contiguous, the dims of ``shape`` but ``member``) viewed as ``shape``: stride 0 on ``member``."""
     rest = iter(base.stride())
     strides = [0 if j in member else next(rest) for j in range(len(shape))]
-    return base.as_strided(shape, strides, base.storage_offset())
+    return base.as_strided(shape, strides)  # (base is fresh: offset 0)
 
 
 def _new_containers(value: Any) -> Any:
