@@ -6,8 +6,9 @@ stack the members' leaves; writes are split along the stack dim and go to the me
 
 Value operations (the pointwise table, casts, apply, clone, select/exclude, ...) run per member
 and give a lazy stack again, so heterogeneous stacks support them; in-place ones compute every
-member's result before writing any (no half-applied update). Shape operations and reductions use
-the generic path, which reads stacked leaves and gives an in-memory TensorDict.
+member's result before writing any (no half-applied update). Shape operations give a lazy stack
+too (tensorbatch/_lazy_shape.py: a table of how each op moves the stack dim). Reductions use the
+generic path, which reads stacked leaves and gives an in-memory TensorDict.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import _errors, _options
+from . import _errors, _lazy_shape, _options
 from . import _lazy_deprecated as _deprecated
 from ._base import locks as _locks
 from ._base.coerce import as_size as _as_size
@@ -433,8 +434,9 @@ class LazyStackedTensorDict(TensorDictBase):
         Args:
             key: a string or tuple of strings.
             default: returned when the key is missing (from any member).
-            as_padded_tensor: pad every member's leaf to the largest shape (with ``padding_value``) and stack.
-            as_nested_tensor: a ``torch.nested`` tensor of the members' leaves (stack dim 0 only).
+            as_padded_tensor: pad every member's leaf to the largest shape (with ``padding_value``) and stack
+                them, the members first (whatever the stack dim, as tensordict).
+            as_nested_tensor: a ``torch.nested`` tensor of the members' leaves (the members first).
             as_list: the members' values as a list.
             padding_value: the fill for ``as_padded_tensor``.
             padding_side: ``"right"`` or ``"left"`` padding.
@@ -453,10 +455,8 @@ class LazyStackedTensorDict(TensorDictBase):
         if as_list:
             return values
         if as_nested_tensor:
-            if self._stack_dim != 0:
-                raise RuntimeError("as_nested_tensor needs stack_dim 0")
             return torch.nested.nested_tensor(values, layout=layout or torch.jagged)
-        return _pad_stack(values, self._stack_dim, padding_value, padding_side)
+        return _pad_stack(values, 0, padding_value, padding_side)
 
     def get_item_shape(self, key: NestedKey) -> torch.Size:
         """Shape of the entry at ``key`` as stacked, ``-1`` in the dims where the members' entries differ.
@@ -498,7 +498,7 @@ class LazyStackedTensorDict(TensorDictBase):
             return TensorDictBase.__getitem__(self, index)
         plan = self._split_index(index)
         if plan is None:
-            return TensorDictBase.__getitem__(self, index)
+            return _lazy_shape.getitem(self, index)
         picked, rest, new_dim = plan
         if new_dim is None:  # an int at the stack dim: one member
             member = self._tds[picked[0]]
@@ -610,15 +610,6 @@ class LazyStackedTensorDict(TensorDictBase):
         if d in dims:  # a single member
             return members[0]
         return LazyStackedTensorDict._new(members, d - sum(1 for i in dims if i < d), None, self._stack_name)
-
-    def unbind(self, dim: int = 0) -> tuple[Any, ...]:
-        """The members when ``dim`` is the stack dim, else the generic unbind."""
-        nd = len(self._batch_size)
-        if not -nd <= dim < nd:
-            raise IndexError(f"unbind: dim {dim} is out of range for batch_size {list(self._batch_size)}")
-        if dim % nd == self._stack_dim:
-            return tuple(self._tds)
-        return TensorDictBase.unbind(self, dim)
 
     # ------------------------------------------------------------------ member-wise writes
     def apply(
@@ -1190,6 +1181,7 @@ def _install() -> None:
 
 
 _install()
+_lazy_shape.install(LazyStackedTensorDict)
 _locks.install_keep_lock(LazyStackedTensorDict)
 _MASKED_FILL_ = _per_member("masked_fill_", inplace_of="masked_fill")
 
@@ -1225,11 +1217,16 @@ def lazy_stack(
 
 
 def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
-    """A dense stack when the members agree on keys and leaf shapes, else a lazy one."""
+    """A dense stack when the members agree on keys and leaf shapes, else a lazy one.
+
+    Level by level, as tensordict: where the keys and leaf shapes agree at the top, the stack is dense there
+    and each sub-TensorDict is stacked the same way (a lazy stack where its own keys or shapes differ).
+    """
     tds = list(input)
-    if out is None and not _stackable(tds):
-        return lazy_stack(tds, dim)
     try:
+        if out is None and not _stackable(tds):  # dense where the keys and shapes agree, as tensordict
+            top = _lazy_shape.dense_top(tds, dim)
+            return lazy_stack(tds, dim) if top is None else top
         return torch.stack(tds, dim, out=out) if out is not None else torch.stack(tds, dim)
     except (RuntimeError, KeyError):
         return lazy_stack(tds, dim, out=out)
