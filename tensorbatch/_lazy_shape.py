@@ -18,9 +18,10 @@ the plan into the lazy result:
 * ``mask`` (masked_fill, where): a condition over the batch dims, expanded to the batch size and split along
   the stack dim, one piece per member.
 
-An empty stack, one whose members' batch sizes differ, and arguments an op has no lazy form for take the
-generic path (a dense TensorDict). ``torch.stack``/``torch.cat`` of lazy stacks and a batch index with
-``None`` or a mask over several dims stay lazy too (:func:`join`, :func:`getitem`).
+An empty stack, one whose members' batch sizes differ (but for ``order`` and ``lead``) and arguments an op
+has no lazy form for take the generic path (a dense TensorDict). ``torch.stack``/``torch.cat`` of lazy
+stacks (:func:`join`) and a batch index with ``None``, an index tensor of several dims or a mask over several
+dims (:func:`getitem`) stay lazy too; :func:`dense_top` is ``maybe_dense_stack``'s level-by-level stack.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def _reorder(s: Any, order: tuple[int, ...]) -> Any:
         return s
     d = s._stack_dim
     rest = tuple(o if o < d else o - 1 for o in order if o != d)
-    members = s._tds if rest == tuple(range(len(rest))) else [td.permute(rest) for td in s._tds]
+    members = list(s._tds) if rest == tuple(range(len(rest))) else [td.permute(rest) for td in s._tds]
     return _Lazy._new(members, order.index(d), None, s._stack_name)
 
 
@@ -112,7 +113,7 @@ def _regroup(s: Any, new: torch.Size) -> Any:
 
 
 def _reshape_plan(s: Any, *shape: Any, size: Any = None, inplace: bool = False) -> torch.Size | None:
-    return None if inplace else _shape.view_shape(s, *shape, size=size)
+    return None if inplace else _shape.view_shape(s, *shape, size=size, what="reshape")
 
 
 def _view_plan(s: Any, *shape: Any, size: Any = None, batch_size: Any = None) -> torch.Size | None:
@@ -362,17 +363,21 @@ def dense_top(tds: list[Any], dim: int) -> Any:
     As tensordict: TensorDicts with the same keys and leaf shapes at the top stack densely there, even when
     a sub-TensorDict's keys or leaf shapes differ (that one becomes a lazy stack).
     """
+    first: Any = tds[0] if tds else None
+    if type(first) is not getattr(type(first), "_dense_cls", None):  # (a TensorDict: not a subclass, nor a stack)
+        return None
+    nodes = [
+        k for k, v in first._items_str() if type(v) is not _Tensor and is_node(v) and type(v) not in NON_TENSOR_TYPES
+    ]
+    if not nodes or any(type(td) is not type(first) for td in tds):
+        return None  # (no sub-TensorDict: nothing to stack otherwise than all at once)
     from ._lazy import _stackable, maybe_dense_stack
 
-    first = tds[0]
-    if type(first) is not first._dense_cls or any(type(td) is not type(first) for td in tds):
+    keys = set(first._keys_str())
+    if any(set(td._keys_str()) != keys for td in tds):
         return None
-    keys = first._keys_str()
-    if any(set(td._keys_str()) != set(keys) for td in tds):
-        return None
-    columns = {key: [td._get_str(key) for td in tds] for key in keys}
-    nodes = [k for k, col in columns.items() if all(is_node(v) and type(v) not in NON_TENSOR_TYPES for v in col)]
-    if not nodes:
+    columns = {key: [td._get_str(key) for td in tds] for key in nodes}
+    if not all(is_node(v) and type(v) not in NON_TENSOR_TYPES for col in columns.values() for v in col):
         return None
     rest = [td.exclude(*nodes) for td in tds]
     if not _stackable(rest):

@@ -81,9 +81,9 @@ def view(td: Any, *shape: Any, size: Any = None, batch_size: Any = None) -> Any:
     return td._map(lambda x: x.view(*new, *x.shape[nd:]), "view", batch_size=new, follow=True)
 
 
-def view_shape(td: Any, *shape: Any, size: Any = None, batch_size: Any = None) -> torch.Size:
-    """The batch size ``td.view(*shape)`` (or ``reshape``) gives, ``-1`` inferred."""
-    return _infer_shape(td, _shape_args(shape or (size or batch_size,)), "view")
+def view_shape(td: Any, *shape: Any, size: Any = None, batch_size: Any = None, what: str = "view") -> torch.Size:
+    """The batch size ``td.view(*shape)`` (or ``reshape``: ``what``) gives, ``-1`` inferred."""
+    return _infer_shape(td, _shape_args(shape or (size or batch_size,)), what)
 
 
 def _done(td: Any, result: Any, inplace: bool) -> Any:
