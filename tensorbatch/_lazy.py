@@ -35,7 +35,7 @@ from ._nontensor import stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
 from ._ops.index import check_mask, normalize
 from ._ops.meta import TENSOR, LeafMeta
-from ._ops.shape import _dim, expanded_size
+from ._ops.shape import _dim
 from ._ops.torch_function import _columns
 from ._ops.traverse import (
     GET_DEFAULT,
@@ -566,19 +566,6 @@ class LazyStackedTensorDict(TensorDictBase):
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for the stack dim {d} of size {n}")
         return [positions[i] for i in picked], rest, new_dim
-
-    def expand(self, *shape: Any) -> Any:
-        """Expand every member: a lazy stack (its stack dim moves past the new leading dims), as tensordict.
-
-        Members of different shapes stay apart. Expanding the stack dim of a single member takes the
-        generic path (a dense TensorDict).
-        """
-        new, lead = expanded_size(self, shape)
-        d = lead + self._stack_dim
-        if new[d] != len(self._tds):
-            return TensorDictBase.expand(self, new)
-        member = _Size((*new[:d], *new[d + 1 :]))
-        return LazyStackedTensorDict._new([td.expand(member) for td in self._tds], d, member, self._stack_name)
 
     def unsqueeze(self, dim: int) -> Any:
         """Insert a dim of size 1 in every member: a lazy stack, as tensordict."""

@@ -15,10 +15,12 @@ the plan into the lazy result:
   its chunks. Any other shape has no lazy form: reshape gives a dense TensorDict, and so does view
   (tensordict raises: a view of a lazy stack's members cannot be one tensor view).
 * ``lead`` (atleast_1d/2d/3d): leading dims of size 1, added by the stack's ``unsqueeze``.
+* ``expand``: each member expanded, then stacked as ``maybe_dense_stack`` does (dense when the members agree
+  in keys and shapes, as tensordict); a stack dim of size 1 repeats its member.
 * ``mask`` (masked_fill, where): a condition over the batch dims, expanded to the batch size and split along
   the stack dim, one piece per member.
 
-An empty stack, one whose members' batch sizes differ (but for ``order`` and ``lead``) and arguments an op
+An empty stack, one whose members' batch sizes differ (but for ``order``, ``lead`` and ``expand``) and arguments an op
 has no lazy form for take the generic path (a dense TensorDict). ``torch.stack``/``torch.cat`` of lazy
 stacks (:func:`join`) and a batch index with ``None``, an index tensor of several dims or a mask over several
 dims (:func:`getitem`) stay lazy too; :func:`dense_top` is ``maybe_dense_stack``'s level-by-level stack.
@@ -145,6 +147,32 @@ def _lead(s: Any, n: int) -> Any:
     return s
 
 
+def _expand_plan(s: Any, *shape: Any) -> tuple[torch.Size, int]:
+    new, lead = _shape.expanded_size(s, shape)
+    return new, lead + s._stack_dim
+
+
+def _expand(s: Any, plan: tuple[torch.Size, int]) -> Any:
+    """Each member expanded, then stacked as ``maybe_dense_stack`` does: dense when they agree (as tensordict)."""
+    from ._lazy import maybe_dense_stack
+
+    new, d = plan
+    n = new[d]
+    if not n:
+        return None
+    tds = s._tds if n == len(s._tds) else [s._tds[0].copy() for _ in range(n)]  # (a stack dim of size 1)
+    member = _Size((*new[:d], *new[d + 1 :]))
+    out = maybe_dense_stack([td.expand(member) for td in tds], d)
+    if s._stack_name is not None:  # the stack dim keeps its name
+        if type(out) is _Lazy:
+            out._stack_name = s._stack_name
+        else:
+            names = list(out.names)
+            names[d] = s._stack_name
+            out.names = names
+    return out
+
+
 def _full_mask(s: Any, mask: Any) -> Any:
     """``mask`` over the leading batch dims, expanded to the batch size; None when it is no such mask."""
     if not isinstance(mask, _Tensor) or not 0 < mask.ndim <= s.batch_dims or mask.shape != s._batch_size[: mask.ndim]:
@@ -193,6 +221,7 @@ _KINDS: dict[str, Callable[[Any, Any], Any]] = {
     "split": _pieces,
     "shape": _regroup,
     "lead": _lead,
+    "expand": _expand,
     "mask": _masked,
 }
 
@@ -212,6 +241,7 @@ TABLE: dict[str, tuple[str, Callable[..., Any]]] = {
     "view": ("shape", _view_plan),
     "flatten": ("shape", _flatten_plan),
     "unflatten": ("shape", _unflatten_plan),
+    "expand": ("expand", _expand_plan),
     "atleast_1d": ("lead", lambda s: 1),
     "atleast_2d": ("lead", lambda s: 2),
     "atleast_3d": ("lead", lambda s: 3),
@@ -223,7 +253,7 @@ TABLE: dict[str, tuple[str, Callable[..., Any]]] = {
 def _method(name: str, kind: str, plan: Callable[..., Any]) -> Callable[..., Any]:
     generic = getattr(TensorDictBase, name)
     run = _KINDS[kind]
-    ragged_ok = kind in ("order", "lead")  # they need no size of a dim where the members differ (-1)
+    ragged_ok = kind in ("order", "lead", "expand")  # they need no size of a dim where the members differ (-1)
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self._tds and (ragged_ok or -1 not in self._batch_size):

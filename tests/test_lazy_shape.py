@@ -201,6 +201,19 @@ def test_ragged_members_permute():
     assert s.atleast_3d().batch_size == (1, 2, -1)
 
 
+def test_expand_stacks_as_maybe_dense_stack():
+    s, tds = homo(1)
+    out = s.expand(2, 3, 3)  # members that agree: a dense stack, as tensordict
+    assert type(out) is TensorDict
+    assert_same_values(out, dense_of(tds, 1).expand(2, 3, 3))
+    het = hetero().expand(4, 2, 3)  # members of different shapes stay apart
+    assert type(het) is LazyStackedTensorDict and het.stack_dim == 1
+    assert [tuple(m["x"].shape) for m in het.tensordicts] == [(4, 3, 2), (4, 3, 4)]
+    one = lazy_stack([member(0)], stack_dim_name="s").expand(2, 3)  # a stack dim of size 1 repeats the member
+    assert type(one) is TensorDict and one.names == ["s", None]
+    torch.testing.assert_close(one["x"][1], member(0)["x"])
+
+
 def test_empty_stack_takes_the_generic_path():
     s = LazyStackedTensorDict(batch_size=[0, 3])
     assert s.permute(1, 0).batch_size == (3, 0)

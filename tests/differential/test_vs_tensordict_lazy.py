@@ -640,6 +640,9 @@ SHAPE = [
     case("lz_het_reshape", _op(lambda lib, s: s.reshape(6), _het)),
     case("lz_het_permute", _op(lambda lib, s: s.permute(1, 0), _het)),
     case("lz_het_split", _op(lambda lib, s: s.split([1, 2], 1), _het)),
+    case("lz_expand_type", _op(lambda lib, s: s.expand(2, 3, 3), lambda lib: _homo(lib, 1))),
+    case("lz_het_expand", _op(lambda lib, s: s.expand(4, 2, 3), _het)),
+    case("lz_expand_one_member", _op(lambda lib, s: lib.lazy_stack(_members(lib, 1)).expand(2, 3))),
     case("lz_view_no_regroup", _op(lambda lib, s: s.view(1, 9)), raises=RuntimeError),
     case(
         "lz_cat_stack_dims_differ",
