@@ -1169,7 +1169,7 @@ def _install() -> None:
 
 _install()
 _lazy_shape.install(LazyStackedTensorDict)
-_locks.install_keep_lock(LazyStackedTensorDict)
+_locks.install_keep_lock(LazyStackedTensorDict, drop=_lazy_shape.DROP_LOCK)
 _MASKED_FILL_ = _per_member("masked_fill_", inplace_of="masked_fill")
 
 

@@ -225,6 +225,9 @@ _KINDS: dict[str, Callable[[Any, Any], Any]] = {
     "mask": _masked,
 }
 
+# the table's ops whose results a locked stack does not lock (tensordict's expand: a new stack of the members')
+DROP_LOCK = frozenset({"expand"})
+
 # op name -> (kind, plan(stack, *args, **kwargs) -> the kind's argument, or None for the generic path)
 TABLE: dict[str, tuple[str, Callable[..., Any]]] = {
     "permute": ("order", _shape.permute_order),
@@ -301,14 +304,14 @@ def join(what: str, tds: list[Any], dim: int) -> Any:
     if any(len(td.batch_size) != len(first) or _without(td.batch_size, dim) != _without(first, dim) for td in tds):
         return None  # (the generic path says why)
     parts = [_parts(td, cls, d) for td in tds]
-    if dim == d:
-        return cls._new([m for p in parts for m in p], d, None, lazy[0]._stack_name)
+    if dim == d:  # (the stack dim's name is dropped, as tensordict)
+        return cls._new([m for p in parts for m in p], d)
     member_dim = dim if dim < d else dim - 1
     try:
         members = [torch.cat([p[i] for p in parts], member_dim) for i in range(len(parts[0]))]
     except (RuntimeError, KeyError):  # members whose keys differ: the common keys, densely
         return None
-    return cls._new(members, d, None, lazy[0]._stack_name)
+    return cls._new(members, d)
 
 
 def _without(size: torch.Size, dim: int) -> tuple[int, ...]:
@@ -354,7 +357,7 @@ def _long_index(s: Any, at: int, index: _Tensor) -> Any:
     if at != d:
         member_at = at if d > at else at - 1
         members = [td[(*(slice(None),) * member_at, index)] for td in s._tds]
-        return _Lazy._new(members, d if d < at else d + k - 1)
+        return _Lazy._new(members, d if d < at else d + k - 1, None, s._stack_name)
     n = len(s._tds)
     if index.numel() and not -n <= int(index.min()) <= int(index.max()) < n:
         raise IndexError(f"an index in {index.tolist()} is out of bounds for the stack dim {d} of size {n}")
@@ -363,7 +366,7 @@ def _long_index(s: Any, at: int, index: _Tensor) -> Any:
 
     def nest(rows: Any) -> Any:
         if isinstance(rows[0], int):
-            return _Lazy._new([s._tds[i] for i in rows], d, None, s._stack_name)
+            return _Lazy._new([s._tds[i] for i in rows], d)
         return _Lazy._new([nest(r) for r in rows], d)
 
     return nest(index.tolist())
@@ -375,7 +378,7 @@ def _mask_index(s: Any, at: int, mask: _Tensor) -> Any:
     if not at <= d < at + k:  # the mask is over member dims: each member takes it
         member_at = at if d > at else at - 1
         members = [td[(*(slice(None),) * member_at, mask)] for td in s._tds]
-        return cls._new(members, d if d < at else d - k + 1)
+        return cls._new(members, d if d < at else d - k + 1, None, s._stack_name)
     rows = mask.nonzero().tolist()
     if not rows:
         return TensorDictBase.__getitem__(s, (*lead, mask))

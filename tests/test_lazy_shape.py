@@ -285,3 +285,4 @@ def test_results_keep_the_lock_and_the_stack_dim_name():
     for out in (s.permute(1, 0), s.reshape(9), *s.split(1, 1)):
         assert out.is_locked
     assert not s.masked_fill(MASK2D, 0).is_locked  # masked_fill drops the lock, as tensordict
+    assert not s.expand(2, 3, 3).is_locked  # expand: a new (here dense) stack of the members, as tensordict

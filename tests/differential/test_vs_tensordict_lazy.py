@@ -622,7 +622,40 @@ def _dense(out: Any) -> Any:
     return out
 
 
+_SHAPE_OPS = {  # names and locks of their results are compared
+    "reshape": lambda lib, s: s.reshape(9),
+    "permute": lambda lib, s: s.permute(1, 0),
+    "unflatten": lambda lib, s: s.unflatten(1, (3, 1)),
+    "split": lambda lib, s: s.split([1, 2], 1)[1],
+    "unbind": lambda lib, s: s.unbind(1)[0],
+    "cat": lambda lib, s: torch.cat([s, s], 1),
+    "stack": lambda lib, s: torch.stack([s, s], 1),
+    "expand": lambda lib, s: s.expand(2, 3, 3),
+    "masked_fill": lambda lib, s: s.masked_fill(MASK2D, 0),
+    "where": lambda lib, s: s.where(MASK2D, 0),
+    "index_none": lambda lib, s: s[:, None],
+    "index_mask2d": lambda lib, s: s[MASK2D],
+    "index_long2d": lambda lib, s: s[torch.tensor([[0, 1], [2, 0]])],
+    "index_long2d_off": lambda lib, s: s[:, torch.tensor([[0, 1], [2, 0]])],
+}
+
+
+def _results_facts(stack_dim: int) -> Any:
+    def fn(lib: Any, _: Any) -> Any:
+        named = _homo(lib, stack_dim).refine_names("p", "q")
+        locked = _homo(lib, stack_dim).lock_()
+        # (a lazy stack's index results are unlocked here, as a TensorDict's: tensordict locks them)
+        return [
+            (name, op(lib, named).names, None if name.startswith("index") else op(lib, locked).is_locked)
+            for name, op in _SHAPE_OPS.items()
+        ]
+
+    return fn
+
+
 SHAPE = [
+    case("lz_results_names_locks_sd0", _results_facts(0)),
+    case("lz_results_names_locks_sd1", _results_facts(1)),
     case("lz_reshape", _op(lambda lib, s: s.reshape(9))),
     case("lz_view", _op(lambda lib, s: s.view(9))),
     case("lz_permute", _op(lambda lib, s: s.permute(1, 0))),
