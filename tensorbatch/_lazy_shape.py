@@ -28,6 +28,7 @@ dims (:func:`getitem`) stay lazy too; :func:`dense_top` is ``maybe_dense_stack``
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -169,7 +170,8 @@ def _expand(s: Any, plan: tuple[torch.Size, int]) -> Any:
         else:
             names = list(out.names)
             names[d] = s._stack_name
-            out.names = names
+            with contextlib.suppress(ValueError, RuntimeError):  # (a name a member dim has too: left unnamed)
+                out.names = names
     return out
 
 
