@@ -38,6 +38,7 @@ from ._ops.meta import TENSOR, LeafMeta
 from ._ops.shape import _dim
 from ._ops.torch_function import _columns
 from ._ops.traverse import (
+    COLLECTION_TYPES,
     GET_DEFAULT,
     MISSING,
     NO_DEFAULT,
@@ -59,6 +60,10 @@ _Size = torch.Size
 
 def _check_members(tds: Sequence[Any], what: str) -> torch.Size:
     """Check the members and return their common batch size (``-1`` in dims where they differ)."""
+    if COLLECTION_TYPES.issuperset(map(type, tds)):  # the common case: TensorDicts of one batch size
+        sizes = [td.batch_size for td in tds]
+        if sizes.count(sizes[0]) == len(sizes):
+            return sizes[0]  # type: ignore[no-any-return]
     first = tds[0].batch_size if is_td(tds[0]) else None
     ragged = False
     for i, td in enumerate(tds):
