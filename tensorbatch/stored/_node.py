@@ -20,6 +20,7 @@ from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
 from .._ops.rows import RowPlan, check_fits, plan_rows
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
+from ._copies import CopyOnRead
 from ._dialect import Dialect, Path, ReadOnlyStorageError, RefusedEntry
 from ._view import IndexedView
 
@@ -88,7 +89,7 @@ class State:
                 del table[known]
 
 
-class StoredTensorDict(TensorDictBase):
+class StoredTensorDict(CopyOnRead):
     """A TensorDict whose entries live in a storage, reached through a :class:`~tensorbatch.stored.Dialect`.
 
     Reads go to the storage on access (a tensor read is a copy unless the dialect shares memory); writes go
@@ -104,7 +105,6 @@ class StoredTensorDict(TensorDictBase):
     """
 
     __slots__ = ("_path", "_state")
-    _leaves_in_memory = False
 
     def __init__(
         self, dialect: Dialect, *, batch_size: Any = None, batch_dims: int | None = None, auto_batch_size: bool = False
@@ -432,7 +432,7 @@ class StoredTensorDict(TensorDictBase):
         Else (or with ``materialize``) the rows are read at once.
         """
         if materialize or not self._state.dialect.lazy_index:
-            return TensorDictBase._read_index(self, index)
+            return CopyOnRead._read_index(self, index)
         return IndexedView(self, index)
 
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:

@@ -124,8 +124,6 @@ DIFFERENCES: dict[str, str] = {
     "reads zeros or garbage past the end)",
     "[mm_oversized_file]": "a file longer than its metadata says is refused, naming it (tensordict maps its start)",
     "[mm_missing_file]": "a missing leaf file raises FileNotFoundError naming it (tensordict silently drops the key)",
-    "[mm_bad_json]": "a corrupted meta.json raises RuntimeError naming the file (tensordict: JSONDecodeError)",
-    "[mm_unknown_dtype]": "an unknown dtype in meta.json raises RuntimeError naming the file (tensordict: KeyError)",
     "[mm_pickle_save]": "non-JSON non-tensor values are saved only with allow_pickle=True: TypeError naming the key "
     "(tensordict pickles them silently)",
     "[mm_pickle_load]": "pickled values load only with allow_pickle=True: RuntimeError naming other.pickle "
