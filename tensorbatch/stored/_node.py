@@ -17,7 +17,7 @@ import torch
 from .._base.coerce import checked_names
 from .._errors import batch_mismatch, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
-from .._ops.rows import RowPlan, check_fits, plan_rows
+from .._ops.rows import RowPlan, check_fits
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
 from ._copies import CopyOnRead
