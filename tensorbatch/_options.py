@@ -26,6 +26,14 @@ def _env_mode(name: str, default: bool) -> bool:
     return True if value in _TRUE else False if value in _FALSE else default
 
 
+EXPLICIT: set[str] = {
+    g
+    for g, env in (("LIST_TO_STACK", "LIST_TO_STACK"), ("CAPTURE_NON_TENSOR_STACK", "CAPTURE_NONTENSOR_STACK"))
+    if os.environ.get(env, "").lower() in _TRUE | _FALSE
+}
+"""The modes given a value (by the environment at import, or by a setter): the others read ``None`` under
+``allow_none=True``, as in tensordict."""
+
 LIST_TO_STACK = _env_mode("LIST_TO_STACK", True)
 """A list (no tensor) set under a key becomes a NonTensorStack; when False, one NonTensorData holding it."""
 
@@ -124,13 +132,16 @@ class _Mode(_Block):
         self.mode = bool(mode)
 
     def _apply(self) -> Any:
-        old = (globals()[self.GLOBAL], os.environ.get(self.ENV))
+        old = (globals()[self.GLOBAL], os.environ.get(self.ENV), self.GLOBAL in EXPLICIT)
         globals()[self.GLOBAL] = self.mode
         os.environ[self.ENV] = str(self.mode)
+        EXPLICIT.add(self.GLOBAL)
         return old
 
     def _restore(self, old: Any) -> None:
-        globals()[self.GLOBAL], env = old
+        globals()[self.GLOBAL], env, explicit = old
+        if not explicit:
+            EXPLICIT.discard(self.GLOBAL)
         if env is None:
             os.environ.pop(self.ENV, None)
         else:
@@ -171,18 +182,19 @@ class set_list_to_stack(_Mode):
             )
 
 
-def list_to_stack(allow_none: bool = False) -> bool:
+def list_to_stack(allow_none: bool = False) -> bool | None:
     """Whether a list stored under a key becomes a ``NonTensorStack`` (see :class:`set_list_to_stack`).
 
     Args:
-        allow_none: accepted for tensordict compatibility; the mode always has a value.
+        allow_none: give ``None`` while the mode has not been set (by the environment variable
+            ``LIST_TO_STACK`` at import, or by a setter), as tensordict does.
 
     Examples:
         >>> from tensorbatch import list_to_stack
         >>> list_to_stack()
         True
     """
-    return LIST_TO_STACK
+    return None if allow_none and "LIST_TO_STACK" not in EXPLICIT else LIST_TO_STACK
 
 
 class set_capture_non_tensor_stack(_Mode):
@@ -210,17 +222,20 @@ class set_capture_non_tensor_stack(_Mode):
     GLOBAL, ENV = "CAPTURE_NON_TENSOR_STACK", "CAPTURE_NONTENSOR_STACK"
 
 
-def capture_non_tensor_stack(allow_none: bool = False) -> bool:
+def capture_non_tensor_stack(allow_none: bool = False) -> bool | None:
     """Whether stacking identical non-tensor values gives one value (see :class:`set_capture_non_tensor_stack`).
 
     Args:
-        allow_none: accepted for tensordict compatibility; the mode always has a value.
+        allow_none: give ``None`` while the mode has not been set (by the environment variable
+            ``CAPTURE_NONTENSOR_STACK`` at import, or by a setter), as tensordict does.
 
     Examples:
         >>> from tensorbatch import capture_non_tensor_stack
         >>> capture_non_tensor_stack()
         False
     """
+    if allow_none and "CAPTURE_NON_TENSOR_STACK" not in EXPLICIT:
+        return None
     return CAPTURE_NON_TENSOR_STACK
 
 
@@ -250,24 +265,28 @@ class set_lazy_legacy(_Mode):
         super().__init__(mode)
 
     def _apply(self) -> Any:
-        return None  # the mode is always False: nothing to change
+        explicit = "LAZY_LEGACY" in EXPLICIT  # the mode is always False: only whether it was set changes
+        EXPLICIT.add("LAZY_LEGACY")
+        return explicit
 
     def _restore(self, old: Any) -> None:
-        pass
+        if not old:
+            EXPLICIT.discard("LAZY_LEGACY")
 
 
-def lazy_legacy(allow_none: bool = False) -> bool:
+def lazy_legacy(allow_none: bool = False) -> bool | None:
     """Whether tensordict's legacy lazy mode is on: always ``False`` (see :class:`set_lazy_legacy`).
 
     Args:
-        allow_none: accepted for tensordict compatibility.
+        allow_none: give ``None`` unless inside a ``set_lazy_legacy(False)`` block (or after its ``set()``),
+            as tensordict does.
 
     Examples:
         >>> from tensorbatch import lazy_legacy
         >>> lazy_legacy()
         False
     """
-    return False
+    return None if allow_none and "LAZY_LEGACY" not in EXPLICIT else False
 
 
 def set_get_defaults_to_none(set_to_none: bool = True) -> None:

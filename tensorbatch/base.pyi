@@ -390,7 +390,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         compression: str | builtins.int | None = ...,
         allow_pickle: builtins.bool = ...,
         progress: builtins.bool | None = ...,
-        **kwargs: Any,
+        atomic: builtins.bool = ...,
     ) -> Any: ...
     def empty(
         self,
@@ -844,7 +844,6 @@ class TensorDictBase(StorageHooks, TensorCollection):
         *,
         allow_pickle: builtins.bool | None = ...,
         mode: str | None = ...,
-        **kwargs: Any,
     ) -> Any: ...
     def load_state_dict(
         self,
@@ -978,7 +977,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         compression: str | builtins.int | None = ...,
         allow_pickle: builtins.bool = ...,
         progress: builtins.bool | None = ...,
-        **kwargs: Any,
+        atomic: builtins.bool = ...,
     ) -> Any: ...
     def memmap_(
         self,
@@ -992,7 +991,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         robust_key: builtins.bool | None = ...,
         allow_pickle: builtins.bool = ...,
         progress: builtins.bool | None = ...,
-        **kwargs: Any,
+        atomic: builtins.bool = ...,
     ) -> Any: ...
     def memmap_like(
         self,
@@ -1006,7 +1005,6 @@ class TensorDictBase(StorageHooks, TensorCollection):
         robust_key: builtins.bool | None = ...,
         archive: builtins.bool | None = ...,
         progress: builtins.bool | None = ...,
-        **kwargs: Any,
     ) -> Any: ...
     def memmap_refresh_(self, *, allow_pickle: builtins.bool | None = ...) -> Any: ...
     def min(
@@ -1220,7 +1218,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         compression: str | builtins.int | None = ...,
         allow_pickle: builtins.bool = ...,
         progress: builtins.bool | None = ...,
-        **kwargs: Any,
+        atomic: builtins.bool = ...,
     ) -> Any: ...
     @property
     def saved_path(self) -> str | None: ...

@@ -91,6 +91,7 @@ class _Spec:
     default: Any  # dataclasses.MISSING when none
     factory: Any  # dataclasses.MISSING when none
     forward: str | None = None  # an unresolved forward reference ("Inner"): the class named so, once seen
+    number: type | None = None  # int, float or bool when the field is annotated so (tensordict 0.15's 0-d tensors)
 
     def learn(self, value_type: type) -> None:
         """Resolve the forward reference to ``value_type`` when that is the class it names.
@@ -177,8 +178,36 @@ def _cast(cls: Any, spec: _Spec, value: Any) -> Any:
         ) from None
 
 
-def _prepare(cls: Any, spec: _Spec, value: Any) -> tuple[Any, bool]:
-    """The value to store for ``spec`` and whether it must be kept as a Python value (a non-tensor leaf)."""
+def _number_field(cls: Any, spec: _Spec, value: Any, unbatched: bool) -> tuple[Any, bool]:
+    """A value given to a field annotated ``int``/``float``/``bool``, as tensordict 0.15.3 stores it.
+
+    Lists and arrays become tensors as for a tensor field; a Python number becomes a 0-d tensor when the
+    batch size is empty (it fits no other), with the ``FutureWarning`` tensordict 0.15 gives when the number
+    is of the annotated kind, and stays a Python value otherwise. The ``nocast`` option keeps every number.
+    """
+    if type(value) not in (int, float, bool):
+        return value, not isinstance(value, (list, tuple, np.ndarray))
+    if not unbatched:
+        return value, True
+    number: Any = spec.number
+    if isinstance(value, number) or (number is float and isinstance(value, int)):
+        warnings.warn(
+            f"field {spec.name!r} of {cls.__name__} is annotated {number.__name__} and its "
+            f"{type(value).__name__} value is stored as a 0-d tensor, as in tensordict 0.15 (whose 0.17 will keep "
+            f"the Python value); annotate the field torch.Tensor to keep tensors, or give the class the nocast "
+            f"option to keep Python values",
+            FutureWarning,
+            stacklevel=5,
+        )
+    return value, False  # the TensorDict turns it into a tensor
+
+
+def _prepare(cls: Any, spec: _Spec, value: Any, unbatched: bool = False) -> tuple[Any, bool]:
+    """The value to store for ``spec`` and whether it must be kept as a Python value (a non-tensor leaf).
+
+    ``unbatched``: the TensorDict's batch size is empty (a number given to an ``int``/``float``/``bool``
+    field becomes a 0-d tensor then, see :func:`_number_field`).
+    """
     if value is None:
         return None, False
     if type(value) in _delegation.WRAPPER_TYPES:
@@ -201,12 +230,14 @@ def _prepare(cls: Any, spec: _Spec, value: Any) -> tuple[Any, bool]:
         return value, False  # the TensorDict turns numbers, lists and arrays into tensors
     if spec.nested is not None and isinstance(value, Mapping):
         return value, False
+    if spec.number is not None and not (cls._nocast or cls._autocast):
+        return _number_field(cls, spec, value, unbatched)
     return value, True
 
 
 def _write(obj: Any, spec: _Spec, value: Any, inplace: bool = False) -> None:
-    value, python = _prepare(type(obj), spec, value)
     td = obj._tensordict
+    value, python = _prepare(type(obj), spec, value, spec.number is not None and not td.batch_size)
     name = spec.name
     extras = obj._non_tensordict
     if extras and name in extras:
@@ -249,7 +280,7 @@ def _init(
                     fits = False
             data[spec.name] = value
             continue
-        value, python = _prepare(cls, spec, value)
+        value, python = _prepare(cls, spec, value, n == 0)
         if value is not None:
             fits = False
             data[spec.name] = _wrap_non_tensor(value, bs, dev) if python else value
@@ -307,8 +338,9 @@ class TensorClass:
     field names that hide TensorClass attributes.
 
     Note:
-        Differs from tensordict 0.15: fields annotated ``int``/``float``/``bool`` keep the Python value
-        (tensordict 0.15 stores a 0-d tensor and warns that 0.17 will keep the value).
+        As in tensordict 0.15, a number given to a field annotated ``int``/``float``/``bool`` becomes a 0-d
+        tensor when the batch size is empty, with a ``FutureWarning`` (tensordict 0.17 will keep the Python
+        value); the ``nocast`` option keeps Python values now.
 
     Note:
         ``torch.load`` (``weights_only=True``, torch's default) reads a saved instance only once its class is
@@ -831,7 +863,8 @@ def _field_kind(cls: type, field: dataclasses.Field[Any]) -> _Spec:
     cast = _Tensor if tensor else (base if base in _CASTABLE else None)
     raw = tensor or (nested is None and isinstance(base, type) and issubclass(base, TensorDictBase))
     forward = base.strip("'\"") if isinstance(base, str) and base.strip("'\"").isidentifier() else None
-    return _Spec(field.name, tensor, nested, raw, cast, field.default, field.default_factory, forward)
+    number = base if base in (int, float, bool) else None
+    return _Spec(field.name, tensor, nested, raw, cast, field.default, field.default_factory, forward, number)
 
 
 def _owner_of(cls: type, name: str) -> type:

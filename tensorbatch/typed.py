@@ -24,7 +24,7 @@ from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
 from ._compat import allow_in_weights_only_load, broadcasting_one_tuple, dynamo_compiling, register_pytree_node
 from ._keys import is_key
-from ._ops.traverse import MISSING, NO_DEFAULT, NON_TENSOR_TYPES, REWRAP_TYPES, is_td, vmap_placeholders
+from ._ops.traverse import MISSING, NO_DEFAULT, REWRAP_TYPES, is_td, vmap_placeholders
 from ._td import TensorDict
 from .base import TensorDictBase
 
@@ -83,8 +83,6 @@ def _read(self: Any, name: str, value: Any, default: Any, wrap: Any) -> Any:
         if default is not NO_DEFAULT:
             return default
         raise AttributeError(f"'{type(self).__name__}' has field {name!r} declared but not set")
-    if type(value) in NON_TENSOR_TYPES:
-        return value._value()
     if wrap is not None and is_td(value) and type(value) is not wrap:
         return wrap._wrap_new(value)
     return value
@@ -430,9 +428,32 @@ class TypedTensorDict(TensorDictBase):
         return self._source._maybe_names()
 
     # storage hooks (delegated: the backend knows its storage)
-    @property
-    def _leaves_in_memory(self) -> bool:  # type: ignore[override]  # a class fact of the backend
-        return self._source._leaves_in_memory
+    def _meta_items(self) -> Any:
+        return self._source._meta_items()
+
+    def _read_index(self, index: Any) -> Any:
+        return self._source._read_index(index)
+
+    def _write_index(self, index: Any, value: Any) -> None:
+        self._source._write_index(index, value)
+
+    def _read_at(self, key: Any, index: Any, default: Any) -> Any:
+        return self._source._read_at(key, index, default)
+
+    def _set_at(self, key: Any, value: Any, index: Any) -> None:
+        self._source._set_at(key, value, index)
+
+    def _update_at(self, source: Any, index: Any, clone: bool, wanted: Any) -> None:
+        self._source._update_at(source, index, clone, wanted)
+
+    def _write_back(self, leaves: list[Any]) -> None:
+        self._source._write_back(leaves)
+
+    def _write_back_leaf(self, key: Any, leaf: Any) -> None:
+        self._source._write_back_leaf(key, leaf)
+
+    def _materialize(self) -> Any:
+        return self._source._materialize()
 
     def _leaf_meta(self, key: str) -> Any:
         return self._source._leaf_meta(key)

@@ -787,6 +787,16 @@ class TestMemmapLike:
         assert (tmp_path / "like" / "nested" / "deep" / "e.memmap").stat().st_size == 3 * 2
         assert td["a"].sum() == 66.0  # the source is untouched
 
+    @pytest.mark.parametrize("method", ["memmap", "memmap_", "memmap_like", "save", "dumps"])
+    def test_an_unknown_keyword_is_refused(self, tmp_path, method):
+        td = make_td()
+        with pytest.raises(TypeError, match="copy_data"):
+            getattr(td, method)(tmp_path / "x", copy_data=True)
+        assert not (tmp_path / "x").exists() and not td.is_locked
+        if method != "memmap_like":  # tensordict's atomic (its memmap_like has none) is accepted
+            getattr(td.clone(), method)(tmp_path / "y", atomic=True)
+            assert TensorDict.load_memmap(tmp_path / "y")["a"].sum() == 66.0
+
     def test_over_a_save_gives_zeros_and_old_mappings_keep_their_data(self, tmp_path):
         # tensordict maps the existing files and keeps their values (README, Differences)
         td = make_td()
@@ -1208,7 +1218,7 @@ class TestDamaged:
 
     def test_bad_json(self, saved):
         (saved / "nested" / "meta.json").write_text("{not json")
-        with pytest.raises(RuntimeError, match="not valid JSON") as info:
+        with pytest.raises(json.JSONDecodeError, match="not valid JSON, the save is corrupted") as info:
             TensorDict.load_memmap(saved)
         assert str(saved / "nested" / "meta.json") in str(info.value)
 
@@ -1220,7 +1230,7 @@ class TestDamaged:
 
     def test_unknown_dtype(self, saved):
         rewrite_meta(saved / "meta.json", lambda m: m["a"].update(dtype="torch.float99"))
-        with pytest.raises(RuntimeError, match=r"unknown dtype 'torch\.float99'") as info:
+        with pytest.raises(KeyError, match=r"unknown dtype 'torch\.float99'") as info:
             TensorDict.load_memmap(saved)
         assert str(saved / "a.memmap") in str(info.value)
 

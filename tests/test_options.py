@@ -153,7 +153,7 @@ def test_capture_non_tensor_stack_decides_what_stacks_of_equal_values_give() -> 
 
 # ------------------------------------------------------------------------------------------ lazy_legacy
 def test_lazy_legacy_false_works_and_true_raises_naming_the_readme_entry() -> None:
-    assert lazy_legacy() is False and lazy_legacy(allow_none=True) is False
+    assert lazy_legacy() is False
     with set_lazy_legacy(False):
         assert lazy_legacy() is False
     set_lazy_legacy(False).set()

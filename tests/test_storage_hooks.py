@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tensorbatch import TensorDict, lazy_stack
+from tensorbatch._base.storage import StorageHooks
 from tensorbatch._ops.meta import LeafMeta, meta_of
 from tensorbatch._ops.rows import plan_rows
 
@@ -19,9 +20,23 @@ def _td():
     )
 
 
-def test_in_memory_backends_declare_their_leaves_in_memory():
-    assert TensorDict._leaves_in_memory
-    assert lazy_stack([_td(), _td()])._leaves_in_memory
+def test_in_memory_backends_keep_the_in_memory_defaults():
+    hooks = ("_read_index", "_write_index", "_read_at", "_set_at", "_update_at", "_write_back", "_write_back_leaf")
+    for td in (_td(), lazy_stack([_td(), _td()])):
+        for name in hooks:
+            assert getattr(type(td), name) is getattr(StorageHooks, name), name
+    td = _td()
+    assert td._materialize() is td
+
+
+def test_in_memory_write_back_hooks_change_nothing():
+    td = _td()
+    leaves = [td["a"], td["n", "b"]]
+    leaves[0].add_(1)
+    td._write_back(leaves)
+    td._write_back_leaf(("n", "b"), leaves[1])
+    assert torch.equal(td["a"], torch.arange(12.0).reshape(3, 4) + 1)
+    assert td["a"] is leaves[0]
 
 
 def test_leaf_meta_default_reads_the_value():
@@ -97,3 +112,17 @@ def test_alloc_leaf_default_is_zeros_on_the_device():
     assert td["x"].shape == (3, 2)
     assert not td["x"].any()
     assert td["x"].device == torch.device("cpu")
+
+
+def test_every_copy_on_read_backend_takes_the_stored_layers_hooks():
+    from tensorbatch.persistent import PersistentTensorDict
+    from tensorbatch.store import TensorDictStore
+    from tensorbatch.store._lazy import _StoreElement
+    from tensorbatch.stored import StoredTensorDict
+    from tensorbatch.stored._copies import CopyOnRead
+    from tensorbatch.stored._view import IndexedView
+
+    for cls in (StoredTensorDict, PersistentTensorDict, TensorDictStore, IndexedView, _StoreElement):
+        assert issubclass(cls, CopyOnRead), cls
+        assert cls._write_back is CopyOnRead._write_back
+        assert cls._set_at is CopyOnRead._set_at

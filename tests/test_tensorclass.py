@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import warnings
 from typing import Optional
 
 import pytest
@@ -281,17 +282,41 @@ class TestDecorator:
 
 
 class TestCasting:
-    def test_default_keeps_python_values_of_non_tensor_fields(self):
+    def test_number_fields_are_0d_tensors_in_an_empty_batch_as_tensordict_015(self):
         class A(TensorClass):
             x: Tensor
             n: int
+            f: float
             s: str
 
-        a = A(x=1, n=2, s="k", batch_size=[])
+        with pytest.warns(FutureWarning, match="field 'n' of A is annotated int .* nocast option"):
+            a = A(x=1, n=2, f=1.0, s="k", batch_size=[])
         assert isinstance(a.x, Tensor)
-        assert type(a.n) is int
-        assert a.n == 2
+        assert type(a.n) is Tensor and a.n.dtype == torch.int64 and a.n.item() == 2
+        assert a.f.dtype == torch.get_default_dtype()
         assert type(a.s) is str
+        with pytest.warns(FutureWarning, match="annotated int"):
+            a.n = 5
+        assert a.n.item() == 5
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            b = A(x=torch.zeros(3), n=2, f=0.5, s="k", batch_size=[3])  # a number fits no batch dim: kept
+            assert type(b.n) is int and type(b.f) is float
+            assert torch.equal(A(x=torch.zeros(2), n=[1, 2], f=1.5, s="k", batch_size=[2]).n, torch.tensor([1, 2]))
+        with pytest.warns(FutureWarning) as record:
+            c = A(x=0, n=1.5, f=0.5, s="k")
+        assert c.n.dtype == torch.get_default_dtype()  # a tensor, and no warning for 'n': not the annotated kind
+        assert [str(w.message)[:9] for w in record] == ["field 'f'"]
+
+    def test_nocast_keeps_python_values_of_number_fields(self):
+        class A(TensorClass["nocast"]):
+            n: int
+            f: float
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            a = A(n=2, f=1.0, batch_size=[])
+        assert type(a.n) is int and a.n == 2 and type(a.f) is float
 
     def test_autocast(self):
         class A(TensorClass["autocast"]):
@@ -527,8 +552,11 @@ class TestForwarding:
 
     def test_setitem_with_an_index(self):
         s = make_sample()
-        s[0] = Sample(obs=torch.full((3,), -1.0), label="hi", batch_size=[])
-        assert (s.obs[0] == -1).all()
+        item = s[3].clone()
+        item.obs = torch.full((3,), -1.0)
+        item.label = "hi"
+        s[0] = item
+        assert (s.obs[0] == -1).all() and s[0].label == "hi"
         s[1:3] = s[2:4].clone()
         assert torch.equal(s.obs[1], make_sample().obs[2])
 

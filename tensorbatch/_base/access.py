@@ -178,9 +178,7 @@ def __getitems__(self: TensorDictBase, indices: Any) -> Any:
         [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     """
     out = self[indices]
-    if not out._leaves_in_memory and get_worker_info() is not None:
-        return out.to_tensordict()
-    return out
+    return out._materialize() if get_worker_info() is not None else out
 
 
 def __setitem__(self: TensorDictBase, index: Any, value: Any) -> None:

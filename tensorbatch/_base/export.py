@@ -14,7 +14,6 @@ import torch
 from .. import _errors, _options
 from .._keys import NestedKey
 from .._ops.meta import LeafMeta
-from .._ops.rows import plan_rows
 from .._ops.traverse import (
     NO_DEFAULT,
     apply_leaves,
@@ -152,11 +151,10 @@ def to_dict(self: TensorDictBase, *, retain_none: bool = True, convert_tensors: 
 
 
 def to_tensordict(self: TensorDictBase, *, retain_none: bool | None = None) -> TensorDictBase:
-    """An in-memory TensorDict copy of this one (a storage backend reads every row in one batched call)."""
-    if not self._leaves_in_memory and self.batch_dims:
-        n = self.batch_size[0]
-        out: TensorDictBase = self._read_rows(plan_rows(torch.arange(n), n))  # rows: new memory
-        return out
+    """An in-memory TensorDict copy of this one (a stored TensorDict reads every row in one batched call).
+
+    Tensors are copied; non-tensor values are shared (``clone`` deep-copies them, as tensordict).
+    """
     return _values.clone_tensors(self)
 
 

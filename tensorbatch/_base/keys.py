@@ -12,7 +12,7 @@ import torch
 
 from .. import _errors
 from .._keys import NestedKey, key_of, key_tuple, unravel_key_to_tuple
-from .._ops.meta import TENSOR, node_meta
+from .._ops.meta import node_meta
 from .._ops.traverse import (
     MISSING,
     NO_DEFAULT,
@@ -182,11 +182,7 @@ def values(
 
 
 def entry_class(self: TensorDictBase, key: NestedKey) -> type:
-    """Type of the value at ``key`` (a stored tensor leaf answers from its metadata, unread)."""
-    if not self._leaves_in_memory:
-        found = node_meta(self, key)
-        if found is not None and found[1].kind == TENSOR:
-            return _Tensor  # a stored leaf reads back as a plain tensor
+    """Type of the value at ``key`` (a stored TensorDict answers for a tensor leaf from its metadata, unread)."""
     return type(self._get(key))
 
 

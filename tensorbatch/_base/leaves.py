@@ -201,6 +201,12 @@ def stack_from_tensordict(self: TensorDictBase, dim: int = 0, *, sorted: Any = N
     return _joined(self, torch.stack, dim, sorted, out)
 
 
+def check_layout(layout: Any) -> None:
+    """Refuse a ``densify`` layout other than strided or jagged."""
+    if layout is not torch.strided and layout is not torch.jagged:
+        raise ValueError(f"densify: layout must be torch.strided or torch.jagged, got {layout}")
+
+
 def densify(self: TensorDictBase, layout: Any = torch.strided) -> TensorDictBase:
     """This TensorDict with the lazy stacks it holds made dense (itself when it holds none).
 
@@ -211,10 +217,7 @@ def densify(self: TensorDictBase, layout: Any = torch.strided) -> TensorDictBase
         >>> type(dense["s"]).__name__, dense["s", "a"].is_nested
         ('TensorDict', True)
     """
-    if layout is not torch.strided and layout is not torch.jagged:
-        raise ValueError(f"densify: layout must be torch.strided or torch.jagged, got {layout}")
-    if not self._leaves_in_memory:  # a stored TensorDict holds no lazy stack
-        return self
+    check_layout(layout)
     changed = {}
     for key, value in self._items_str():
         if is_td(value) and not is_non_tensor_type(type(value)):

@@ -240,12 +240,15 @@ def keep_lock(method: Any, dtype_view: bool = False) -> Any:
     return keeping
 
 
-def install_keep_lock(cls: type[Any]) -> None:
-    """Wrap the lock-keeping methods that ``cls`` itself defines with :func:`keep_lock` (``data``: a property)."""
+def install_keep_lock(cls: type[Any], drop: frozenset[str] = frozenset()) -> None:
+    """Wrap the lock-keeping methods that ``cls`` itself defines with :func:`keep_lock` (``data``: a property).
+
+    ``drop`` names the methods whose results ``cls`` leaves as they come (a lazy stack's ``expand`` is a new stack).
+    """
     done: dict[Any, Any] = {}
     for name in (*pointwise.METHODS, *pointwise.OPERATORS, *pointwise.REFLECTED, *KEEP_LOCK_SHAPE, "data"):
         method = cls.__dict__.get(name)
-        if method is None or name in _DROP_LOCK:
+        if method is None or name in _DROP_LOCK or name in drop:
             continue
         if isinstance(method, property):
             setattr(cls, name, property(keep_lock(method.fget), method.fset, method.fdel, method.__doc__))

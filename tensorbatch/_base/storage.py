@@ -3,7 +3,7 @@
 The generic defaults serve backends whose leaves are in memory.
 
 The contract is described in ``tensorbatch/BACKENDS.md``. In short, a backend whose ``_get_str`` reads
-(copies) data sets ``_leaves_in_memory = False`` and overrides:
+data out of storage overrides:
 
 - ``_leaf_meta(key)``: ``(shape, dtype, kind)`` of an entry of this level without reading its data;
 - ``_read_rows(plan, keys)``: the rows of a :class:`~tensorbatch._ops.rows.RowPlan` for every leaf, in one
@@ -11,38 +11,32 @@ The contract is described in ``tensorbatch/BACKENDS.md``. In short, a backend wh
 - ``_write_rows(plan, values)``: values written at the plan's rows, all validated before any write;
 - ``_alloc_leaf(key, shape, dtype)``: a new leaf from a schema, without data (zeros).
 
-Generic code (indexing, ``get_at``/``set_at_``/``update_at_``, ``keys``, ``repr``, ``to_tensordict``)
-calls these; the defaults below read and write the in-memory leaves, so TensorDict, lazy stacks and
-memmap keep their own paths.
+A backend whose reads are copies also changes where the generic code works on the leaves it read
+(indexing, ``get_at``/``set_at_``/``update_at_``, the write-back after an in-place op, key walks by
+metadata): the stored layer's ``CopyOnRead`` (``tensorbatch/stored/_copies.py``) does that once, through the hooks
+above. The defaults below read and write the in-memory leaves, so TensorDict, lazy stacks and memmap keep
+their own paths.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
 import torch
 
-from .._errors import add_path_note, fmt_path, locked
-from .._keys import key_tuple
-from .._ops.index import index_leaves, normalize, setitem, update_at_
+from .._errors import add_path_note, fmt_path
+from .._ops.index import get_at_memory, index_leaves, set_at_memory, setitem_memory, update_at_memory
 from .._ops.meta import TENSOR, LeafMeta, meta_of, node_meta
-from .._ops.rows import RowPlan, check_fits, split_index
-from .._ops.traverse import NON_TENSOR_TYPES, is_node, leaf_metas, named_leaves, source_leaves
+from .._ops.rows import RowPlan, check_fits
 
 _Tensor = torch.Tensor
-_PLAIN = (_Tensor, int, float, bool)  # values a row write takes as they are
 
 
 class StorageHooks:
     """Mixin of TensorDictBase: the storage hooks and their in-memory defaults (see the module docstring)."""
 
     __slots__ = ()
-
-    # False for a backend whose _get_str reads (copies) data out of storage: generic indexing, get_at,
-    # set_at_, update_at_, keys and repr then go through the hooks instead of the leaves.
-    _leaves_in_memory: ClassVar[bool] = True
 
     def _leaf_meta(self, key: str) -> LeafMeta:
         """``(shape, dtype, kind)`` of the entry ``key`` of this level (KeyError when missing).
@@ -57,13 +51,7 @@ class StorageHooks:
         Nodes and non-tensor leaves are the values themselves (walks descend into nodes). For in-memory
         leaves these are just the items: a tensor carries its own metadata.
         """
-        if self._leaves_in_memory:
-            return self._items_str()  # type: ignore[attr-defined, no-any-return]  # a primitive
-        return ((key, self._meta_value(key)) for key in self._keys_str())  # type: ignore[attr-defined]
-
-    def _meta_value(self, key: str) -> Any:
-        meta = self._leaf_meta(key)
-        return meta if meta.kind == TENSOR else self._get_str(key)  # type: ignore[attr-defined]
+        return self._items_str()  # type: ignore[attr-defined, no-any-return]  # a primitive
 
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> Any:
         """The rows ``plan`` selects of every leaf (or of the entries ``keys`` of this level), in one read.
@@ -134,119 +122,36 @@ class StorageHooks:
         leaf = torch.zeros(shape, dtype=dtype, device=self.device)  # type: ignore[attr-defined]
         self._set_str(key, leaf, inplace=False, validated=True)  # type: ignore[attr-defined]
 
-    # ------------------------------------------------------------------ the generic row paths
-    # Used by ``_ops/index.py`` for a backend whose leaves are not in memory: the dim-0 part of an index
-    # becomes one RowPlan, read or written in one batched call; whatever the index does past dim 0 is
-    # done in memory on those rows. Backends do not override these.
+    # ------------------------------------------------------------------ where copy-on-read storage differs
+    # The generic code calls these where a backend whose reads are copies must not work on the leaves it
+    # read: indexing, get_at/set_at_/update_at_, and the write-back after an in-place op. The defaults work
+    # on the leaves in memory; the stored layer (``stored/_copies.py``, ``CopyOnRead``) overrides them all.
     def _read_index(self, index: Any) -> Any:
-        """``self[index]`` through ``_read_rows``."""
-        idx, _, _ = normalize(self, index)  # also checks the index against the batch size
-        return self._read_normalized(idx)
-
-    def _read_normalized(self, idx: tuple[Any, ...]) -> Any:
-        """``self[idx]`` for an index ``_ops.index.normalize`` returned for this node (a view keeps one)."""
-        batch_size = self.batch_size  # type: ignore[attr-defined]
-        if not batch_size:  # no rows to plan: a 0-d store is read whole
-            return index_leaves(self.to_tensordict(), idx)  # type: ignore[attr-defined]
-        plan, rest = split_index(idx, batch_size)
-        out = self._read_rows(plan)
-        return out if rest is None else index_leaves(out, rest)
-
-    def _read_at(self, key: Any, index: Any, default: Any) -> Any:
-        """``self.get_at(key, index, default)``: the rows of that one leaf."""
-        path = key_tuple(key)
-        node: Any = self._parent_of(path) if len(path) > 1 else self  # type: ignore[attr-defined]
-        if node is None or not node._has_str(path[-1]):
-            if node is None:
-                self._deepest(path)  # type: ignore[attr-defined]  # a path through a leaf: KeyError
-            return self._get(path, default)  # type: ignore[attr-defined]  # the default, None, or the KeyError
-        items = index if type(index) is tuple else (index,)
-        if not node.batch_dims or not items or any(i is Ellipsis or i is None for i in items):
-            return node._get_str(path[-1])[index]
-        first = items[0]
-        if isinstance(first, (list, range, np.ndarray)):
-            first = torch.as_tensor(first)
-        plan, rest = split_index((first, *items[1:]), node.batch_size)
-        rows = node._read_rows(plan, (path[-1],))._get_str(path[-1])
-        return rows if rest is None else rows[rest]
+        """``self[index]`` (a key-free index)."""
+        return index_leaves(self, index)
 
     def _write_index(self, index: Any, value: Any) -> None:
-        """``self[index] = value`` through ``_write_rows``."""
-        idx, _, _ = normalize(self, index)
-        if is_node(value) or isinstance(value, dict):
-            values = dict(source_leaves(value, "writing at an index"))
-        else:  # one value for every tensor leaf (non-tensor leaves are left alone, as in memory)
-            values = {
-                path: value
-                for path, meta in leaf_metas(self)  # type: ignore[arg-type]
-                if isinstance(meta, _Tensor) or getattr(meta, "kind", None) == TENSOR
-            }
-        self._write_at(idx, values, strict=False, source=value)
+        """``self[index] = value`` (a key-free index)."""
+        setitem_memory(self, index, value)
 
-    def _update_at(self, source: Any, index: Any, clone: bool, wanted: Any) -> None:
-        """``self.update_at_(source, index)`` through ``_write_rows``."""
-        leaves = source_leaves(source, "writing at an index")
-        values = {path: value.clone() if clone else value for path, value in leaves if wanted is None or path in wanted}
-        self._write_at(index, values, strict=True)
+    def _read_at(self, key: Any, index: Any, default: Any) -> Any:
+        """``self.get_at(key, index, default)``."""
+        return get_at_memory(self, key, index, default)
 
-    def _write_at(self, index: Any, values: dict[tuple[str, ...], Any], *, strict: bool, source: Any = None) -> None:
-        """Write ``values`` (path -> value) at a batch index, everything checked before any write.
+    def _set_at(self, key: Any, value: Any, index: Any) -> None:
+        """``self.set_at_(key, value, index)``."""
+        set_at_memory(self, key, value, index)
 
-        ``strict`` (set_at_, update_at_): every path must exist. Otherwise (``self[index] = source``) new
-        keys are created, as in memory. A dim-0 index into existing tensor leaves is one ``_write_rows``
-        call; any other write reads the rows it touches, writes them in memory (the in-memory checks), and
-        writes them back with one ``_write_rows`` call.
-        """
-        td: Any = self
-        if type(index) is not tuple:
-            index = normalize(td, index)[0]
-        if td.batch_dims:  # the common case first: existing tensor leaves at dim-0 rows, one _write_rows
-            plan, rest = split_index(index, td.batch_size)
-            if (
-                rest is None
-                and all(isinstance(value, _PLAIN) for value in values.values())
-                and td._are_tensor_leaves(values)
-            ):
-                td._write_rows(plan, values)
-                return
-        found = {path: node_meta(td, path) for path in values}
-        missing = [path for path, meta in found.items() if meta is None]
-        if missing and strict:
-            td._get(missing[0])  # the KeyError naming the path
-        if missing and td.is_locked:
-            raise locked()
-        if not td.batch_dims:  # no rows: a 0-d store is read and written whole
-            sub = td.to_tensordict()
-            _write_in_memory(sub, index or (Ellipsis,), values, strict, source)
-            td.update({path: sub._get(path) for path in values}, inplace=True)
-            return
-        sub = td._read_rows(plan)
-        _write_in_memory(sub, rest or (Ellipsis,), values, strict, source)
-        tensors: dict[tuple[str, ...], Any] = {}
-        for path in values:
-            leaf = sub._get(path)
-            node = td._walk_to(path, create=True)
-            if found[path] is None:  # a new key: allocated from its schema, then written like the others
-                if type(leaf) in NON_TENSOR_TYPES:
-                    node._set_str(path[-1], leaf._follow(node.batch_size), inplace=False, validated=True)
-                    continue
-                if not isinstance(leaf, _Tensor):  # a node created by the write: its leaves are listed too
-                    continue
-                node._alloc_leaf(path[-1], (*td.batch_size, *leaf.shape[len(sub.batch_size) :]), leaf.dtype)
-            elif type(leaf) in NON_TENSOR_TYPES:  # a small object stored whole: merged, then replaced
-                node._merge_non_tensor(path[-1], plan.index, leaf)
-                continue
-            elif is_node(leaf):  # a whole node written at the index: its tensor leaves
-                tensors.update(((*path, *p), x) for p, x in named_leaves(leaf) if isinstance(x, _Tensor))
-                continue
-            tensors[path] = leaf
-        td._write_rows(plan, tensors)
+    def _update_at(self, source: Any, index: Any, clone: bool, wanted: set[Any] | None) -> None:
+        """``self.update_at_(source, index, clone)``, writing only the leaf paths in ``wanted`` (None: all)."""
+        update_at_memory(self, source, index, clone, wanted)
 
+    def _write_back(self, leaves: list[Any]) -> None:
+        """Store ``leaves`` (``flat_leaves(self)``, just modified in place) back: nothing to do in memory."""
 
-def _write_in_memory(
-    sub: Any, index: tuple[Any, ...], values: dict[tuple[str, ...], Any], strict: bool, source: Any
-) -> None:
-    if strict:
-        update_at_(sub, values, index)
-    else:
-        setitem(sub, index, source)
+    def _write_back_leaf(self, key: Any, leaf: Any) -> None:
+        """Store the tensor ``leaf`` read at ``key`` and modified in place back: nothing to do in memory."""
+
+    def _materialize(self) -> Any:
+        """This TensorDict with its leaves in memory (itself; a stored one reads its rows into a TensorDict)."""
+        return self

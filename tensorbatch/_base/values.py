@@ -27,7 +27,6 @@ from .._ops.traverse import (
     map_leaves,
     named_leaves,
     named_nodes,
-    write_back,
 )
 from .._unbatched import is_unbatched
 from .coerce import as_device as _as_device
@@ -48,8 +47,7 @@ def fill_(self: TensorDictBase, key: NestedKey, value: float | bool) -> TensorDi
         target.apply_(lambda x: x.fill_(value))
     else:
         target.fill_(value)
-        if not self._leaves_in_memory:  # the leaf read was a copy: store it back
-            self.set_(key, target)
+        self._write_back_leaf(key, target)  # (a storage hook: the leaf may be a copy read from storage)
     return self
 
 
@@ -450,8 +448,7 @@ def zero_(self: TensorDictBase) -> TensorDictBase:
             except RuntimeError:  # no foreach kernel for nested tensors (refused before any write)
                 for leaf in leaves:
                     leaf.zero_()
-        if not self._leaves_in_memory:  # the leaves were copies read from storage
-            write_back(self, leaves)
+        self._write_back(leaves)  # (a storage hook: the leaves may be copies read from storage)
     return self
 
 

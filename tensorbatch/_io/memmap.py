@@ -407,8 +407,10 @@ def _read_json(file: Path) -> dict[str, Any]:
         meta = json.loads(file.read_text())
     except FileNotFoundError:
         raise FileNotFoundError(f"no {META} in {file.parent}: not a saved TensorDict folder") from None
-    except json.JSONDecodeError as err:
-        raise RuntimeError(f"{file} is not valid JSON ({err}): the save is corrupted") from None
+    except json.JSONDecodeError as err:  # the error tensordict lets out, naming the file
+        raise json.JSONDecodeError(
+            f"{file} is not valid JSON, the save is corrupted: {err.msg}", err.doc, err.pos
+        ) from None
     if not isinstance(meta, dict):
         raise RuntimeError(f"{file} does not hold a JSON object: the save is corrupted")
     return meta
@@ -514,7 +516,7 @@ class _Reader:
         """The tensor in ``file`` (mapped), on the device asked for unless ``on_cpu`` (read, kept on the CPU)."""
         dtype = DTYPES.get(str(entry.get("dtype")))
         if dtype is None:
-            raise RuntimeError(f"{file}: unknown dtype {entry.get('dtype')!r} in the metadata")
+            raise KeyError(f"{file}: unknown dtype {entry.get('dtype')!r} in the metadata")  # tensordict's type
         shape = _shape(entry, file)
         if self.metadata_only and not on_cpu:  # "meta", or fake tensors (on the device asked for, else the CPU)
             return torch.empty(shape, dtype=dtype, device="cpu" if self.device is None else self.device)

@@ -71,7 +71,7 @@ class _Persistence:
         compression: str | int | None = None,
         allow_pickle: bool = False,
         progress: bool | None = None,
-        **kwargs: Any,
+        atomic: bool = False,
     ) -> Any:
         """A memory-mapped copy: saved to the folder ``prefix`` (or in shared memory without one), locked.
 
@@ -98,7 +98,7 @@ class _Persistence:
             allow_pickle: store non-JSON non-tensor values with pickle.
             progress: show a tqdm bar counting the bytes written (into the folder or the archive; None: the switch,
                 :class:`~tensorbatch.set_progress`; needs tqdm). An addition: tensordict has no such option.
-            **kwargs: tensordict's ``atomic`` is accepted and ignored (saves are always atomic).
+            atomic: accepted for tensordict compatibility (saves are always atomic).
 
         Examples:
             >>> import tempfile, torch
@@ -151,7 +151,7 @@ class _Persistence:
         robust_key: bool | None = True,
         allow_pickle: bool = False,
         progress: bool | None = None,
-        **kwargs: Any,
+        atomic: bool = False,
     ) -> Any:
         """Like :meth:`memmap`, but this TensorDict's leaves become the mapped ones (then it is locked)."""
 
@@ -183,7 +183,6 @@ class _Persistence:
         robust_key: bool | None = True,
         archive: bool | None = None,
         progress: bool | None = None,
-        **kwargs: Any,
     ) -> Any:
         """An empty memory-mapped TensorDict with this one's structure (zero-filled, sparse files).
 
@@ -303,7 +302,6 @@ class _Persistence:
         *,
         allow_pickle: bool | None = None,
         mode: str | None = None,
-        **kwargs: Any,
     ) -> Any:
         """Copy the values of a saved folder into this TensorDict (same keys and shapes).
 
@@ -658,12 +656,16 @@ install(TensorDictBase)  # the persistence methods attach themselves: base.py im
 
 
 # ---------------------------------------------------------------------------------------------- functions
-def memmap(data: Any, prefix: str | Path | None = None, copy_existing: bool = False, **kwargs: Any) -> Any:
-    """``data.memmap(prefix, ...)`` as a function."""
+def memmap(
+    data: Any, prefix: str | Path | None = None, copy_existing: bool = False, *, atomic: bool = False, **kwargs: Any
+) -> Any:
+    """``data.memmap(prefix, ...)`` as a function (``atomic`` is accepted: saves are always atomic)."""
     return data.memmap(prefix, copy_existing, **kwargs)
 
 
-def save(data: Any, prefix: str | Path | None = None, copy_existing: bool = False, **kwargs: Any) -> Any:
+def save(
+    data: Any, prefix: str | Path | None = None, copy_existing: bool = False, *, atomic: bool = False, **kwargs: Any
+) -> Any:
     """``data.save(prefix, ...)`` as a function (an alias of :func:`memmap`)."""
     return data.memmap(prefix, copy_existing, **kwargs)
 

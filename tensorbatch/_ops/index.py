@@ -207,9 +207,7 @@ def getitem(td: Any, index: Any) -> Any:
     """``td[index]`` for any torch index on the batch dims (``td[...]`` and ``td[()]`` return ``td``)."""
     if index is Ellipsis or (type(index) is tuple and (not index or index == (Ellipsis,))):
         return td
-    if not td._leaves_in_memory:  # a storage backend: read the rows once, index the rest in memory
-        return td._read_index(index)
-    return index_leaves(td, index)
+    return td._read_index(index)  # (a storage hook: in memory, index_leaves)
 
 
 def index_leaves(td: Any, index: Any) -> Any:
@@ -350,9 +348,11 @@ def _plan_non_tensor(path: tuple[str, ...], target: Any, value: Any, writes: lis
 
 def setitem(td: Any, index: Any, value: Any) -> None:
     """``td[index] = value`` with a TensorDict, mapping, tensor or number; validated before any write."""
-    if not td._leaves_in_memory:  # a storage backend: one batched row write
-        td._write_index(index, value)
-        return
+    td._write_index(index, value)  # (a storage hook: in memory, setitem_memory)
+
+
+def setitem_memory(td: Any, index: Any, value: Any) -> None:
+    """:func:`setitem` on leaves held in memory (written in place)."""
     idx, new_bs, _ = normalize(td, index)
     leaf_idx = idx[0] if len(idx) == 1 else idx
     nd = td.batch_dims
@@ -406,8 +406,11 @@ def setitem(td: Any, index: Any, value: Any) -> None:
 
 def get_at(td: Any, key: Any, index: Any, default: Any = GET_DEFAULT) -> Any:
     """``td.get(key)[index]``, or ``default`` when the key is missing (as ``get``, without one)."""
-    if not td._leaves_in_memory:  # read the indexed rows of that leaf only
-        return td._read_at(key, index, default)
+    return td._read_at(key, index, default)  # (a storage hook: in memory, get_at_memory)
+
+
+def get_at_memory(td: Any, key: Any, index: Any, default: Any) -> Any:
+    """:func:`get_at` on leaves held in memory."""
     value = td._get(key, MISSING)
     if value is MISSING:
         return td._get(key, default)  # the default, None, or the KeyError
@@ -416,17 +419,20 @@ def get_at(td: Any, key: Any, index: Any, default: Any = GET_DEFAULT) -> Any:
 
 def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
     """Write ``value`` into the existing leaf at ``key``, at ``index`` (in place)."""
-    if not td._leaves_in_memory:
-        td._write_at(index, {key_tuple(key): value}, strict=True)
-        return td
+    td._set_at(key, value, index)  # (a storage hook: in memory, set_at_memory)
+    return td
+
+
+def set_at_memory(td: Any, key: Any, value: Any, index: Any) -> None:
+    """:func:`set_at_` on leaves held in memory."""
     target = td._get(key)
     path = key_tuple(key)
     if type(target) in NON_TENSOR_TYPES:
         td._walk_to(path)._set_str(path[-1], target._written(index, value), inplace=False, validated=True)
-        return td
+        return
     if is_td(target):
         target[index] = value
-        return td
+        return
     if not isinstance(value, _Tensor):
         try:
             value = torch.as_tensor(value, device=target.device)
@@ -435,7 +441,6 @@ def set_at_(td: Any, key: Any, value: Any, index: Any) -> Any:
     sub = target[index]
     _check_fits(path, value, sub.shape)
     target[index] = value
-    return td
 
 
 def update_at_(
@@ -448,15 +453,18 @@ def update_at_(
     keys_to_update: Any = None,
 ) -> Any:
     """Write every entry of a mapping/TensorDict into the matching leaves at ``index``."""
-    items = (
-        named_leaves(input_dict_or_td, is_leaf=NON_TENSOR_TYPES.__contains__)
-        if is_td(input_dict_or_td)
-        else source_items(input_dict_or_td, "update_at_")
-    )  # (non-tensor leaves are written too)
     wanted = None if keys_to_update is None else {key_tuple(k) for k in keys_to_update}
-    if not td._leaves_in_memory:
-        td._update_at(input_dict_or_td, index, clone, wanted)
-        return td
+    td._update_at(input_dict_or_td, index, clone, wanted)  # (a storage hook: in memory, update_at_memory)
+    return td
+
+
+def update_at_memory(td: Any, source: Any, index: Any, clone: bool, wanted: set[Any] | None) -> None:
+    """:func:`update_at_` on leaves held in memory (``wanted``: the paths to write, None for all)."""
+    items = (
+        named_leaves(source, is_leaf=NON_TENSOR_TYPES.__contains__)
+        if is_td(source)
+        else source_items(source, "update_at_")
+    )  # (non-tensor leaves are written too)
     plan: list[tuple[Any, Any]] = []  # (tensor leaf, value) or (path, new non-tensor leaf)
     for key, value in items:
         path = key_tuple(key)
@@ -475,7 +483,6 @@ def update_at_(
             td._walk_to(target)._set_str(target[-1], value, inplace=False, validated=True)
         else:
             target[index] = value
-    return td
 
 
 def _expand_mask(mask: _Tensor, leaf: _Tensor) -> _Tensor:

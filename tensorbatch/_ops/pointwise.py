@@ -31,7 +31,6 @@ from .traverse import (
     map_leaves,
     named_leaves,
     source_leaves,
-    write_back,
 )
 
 # name -> has an in-place twin
@@ -406,8 +405,7 @@ def map_dense_(td: Any, foreach: Any, method: str, what: str, *args: Any, **kwar
                 add_path_note(err, what, path)
                 break
         raise
-    if not td._leaves_in_memory:  # the leaves were copies read from storage
-        write_back(td, leaves)
+    td._write_back(leaves)  # (a storage hook: the leaves may be copies read from storage)
     return td
 
 
@@ -641,8 +639,7 @@ def map_inplace(
     except Exception as err:
         _note_first_failure(td, err, write, rhs, f"{name}_")
         raise
-    if not td._leaves_in_memory:  # the leaves were copies read from storage
-        write_back(td, leaves)
+    td._write_back(leaves)  # (a storage hook: the leaves may be copies read from storage)
     return td
 
 

@@ -552,9 +552,10 @@ def flat_leaves(td: TensorDictBase, out: list[Any] | None = None, follow: bool =
 def write_back(td: TensorDictBase, leaves: list[Any]) -> None:
     """Store ``leaves`` (``flat_leaves(td)``, modified in place) back into ``td``'s storage.
 
-    For a backend whose reads are copies (``_leaves_in_memory`` False: HDF5, Redis): an in-place op on
-    the leaves it read changed copies only. The in-place engines (``map_inplace``, ``map_dense_``,
-    ``zero_``) call this after writing; nodes are walked by their metadata, so nothing is read again.
+    For a backend whose reads are copies (HDF5, Redis): an in-place op on the leaves it read changed
+    copies only. The in-place engines (``map_inplace``, ``map_dense_``, ``zero_``) call the hook
+    ``td._write_back(leaves)`` after writing, which the stored layer (``CopyOnRead``) answers with this;
+    nodes are walked by their metadata, so nothing is read again.
     """
     _write_back(td, iter(leaves))
 
@@ -1136,8 +1137,10 @@ def _entry(
         if check:
             _check_one(result, td.batch_size if batch_size is None else batch_size, (*prefix, key))
         if inplace:
-            if result is not value or not td._leaves_in_memory:  # a read that is a copy: write it back
+            if result is not value:
                 td._set_str(key, result, inplace=True, validated=True)
+            else:  # (a storage hook: the leaf may be a copy read from storage)
+                td._write_back_leaf(key, result)
             return _DROP
     return result
 

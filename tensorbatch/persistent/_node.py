@@ -92,11 +92,11 @@ class PersistentTensorDict(StoredTensorDict):
     ) -> None:
         if backend != "h5":
             raise NotImplementedError(f"unknown backend {backend!r}: PersistentTensorDict supports 'h5' and 'zarr'")
-        options, dataset_kwargs = split_options(kwargs, file_options)
         if (filename is None) == (group is None):
             raise RuntimeError(
                 f"pass either group or filename, not both: got group={group!r} and filename={filename!r}"
             )
+        options, dataset_kwargs = split_options(kwargs, file_options)
         root: Any = open_file(filename, mode, options) if filename is not None else group
         dialect = H5Dialect(
             root,
@@ -165,7 +165,7 @@ class PersistentTensorDict(StoredTensorDict):
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
         """An in-memory TensorDict of every leaf: one read per dataset."""
         if not self.batch_dims:
-            return TensorDictBase.to_tensordict(self)
+            return super().to_tensordict()
         n = self.batch_size[0]
         return self._rows(plan_rows(slice(0, n), n), None)
 

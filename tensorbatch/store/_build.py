@@ -17,7 +17,7 @@ from .. import _progress
 from .._lazy import LazyStackedTensorDict
 from .._ops.traverse import is_td
 from . import _format as fmt
-from ._conn import Connection
+from ._conn import Connection, _connect
 from ._lazy import LazyStackedTensorDictStore
 from ._tree import load
 
@@ -32,9 +32,6 @@ def defined_tensorclass(name: str) -> type | None:
     from ..tensorclass import defined_tensorclass as lookup
 
     return lookup(name)
-
-
-_CONNECT = ("backend", "host", "port", "db", "unix_socket_path", "prefix", "allow_pickle")
 
 
 def _as_td(value: Any) -> Any:
@@ -174,21 +171,7 @@ def from_store(
         KeyError: when the server has no such store.
         LookupError: when the server names a TensorClass that this process has not defined.
     """
-    options = {k: v for k, v in kwargs.items() if k not in (*_CONNECT, "client", "cache_metadata")}
-    conn = Connection(
-        backend=kwargs.get("backend", "redis"),
-        host=kwargs.get("host", "localhost"),
-        port=kwargs.get("port", 6379),
-        db=kwargs.get("db", 0),
-        unix_socket_path=kwargs.get("unix_socket_path"),
-        namespace=prefix,
-        td_id=td_id,
-        device=None,
-        cache_metadata=kwargs.get("cache_metadata", True),
-        options=options,
-        client=kwargs.get("client"),
-    )
-    conn.allow_pickle = bool(allow_pickle)
+    conn = _connect(prefix=prefix, td_id=td_id, allow_pickle=allow_pickle, **kwargs)
     epoch = conn.new_epoch()
 
     def fill(pipe: Any) -> None:

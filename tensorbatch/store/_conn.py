@@ -24,6 +24,7 @@ import os
 import secrets
 import select
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -32,6 +33,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from .._base.coerce import as_device
 from . import _format as fmt
 
 CONNECT_TIMEOUT = 1.0  # a server that is down fails within ~1 s
@@ -472,6 +474,43 @@ class Connection:
 
     def new_epoch(self) -> bytes:
         return secrets.token_hex(8).encode()
+
+
+def _connect(
+    *,
+    backend: str = "redis",
+    host: str = "localhost",
+    port: int = 6379,
+    db: int = 0,
+    unix_socket_path: str | None = None,
+    prefix: str = "tensordict",
+    device: Any = None,
+    client: Any = None,
+    td_id: str | None = None,
+    cache_metadata: bool = True,
+    allow_pickle: bool = False,
+    **options: Any,
+) -> Connection:
+    """The Connection of a new handle, from the server arguments its constructor or ``from_store`` takes.
+
+    The defaults are ``TensorDictStore``'s; ``td_id`` None names a new store (a fresh uuid); ``options`` are the
+    client's (``socket_timeout``, ``password``, ...).
+    """
+    conn = Connection(
+        backend=backend,
+        host=host,
+        port=port,
+        db=db,
+        unix_socket_path=unix_socket_path,
+        namespace=prefix,
+        td_id=td_id or str(uuid.uuid4()),
+        device=as_device(device),
+        cache_metadata=cache_metadata,
+        options=options,
+        client=client,
+    )
+    conn.allow_pickle = bool(allow_pickle)
+    return conn
 
 
 def _send(client: Any, commands: Sequence[Command]) -> list[Any]:

@@ -20,7 +20,6 @@ import contextlib
 import json
 import math
 import struct
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -33,9 +32,10 @@ from .._ops.meta import NODE, TENSOR, LeafMeta
 from .._ops.rows import RowPlan, check_fits
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_leaves, named_nodes
 from ..base import TensorDictBase
+from ..stored._copies import CopyOnRead
 from . import _format as fmt
 from . import _rows as rows
-from ._conn import Connection
+from ._conn import Connection, _connect
 from ._tree import Tree, rank
 
 _Size = torch.Size
@@ -208,11 +208,10 @@ class State:
         return out
 
 
-class _StoreElement(TensorDictBase):
+class _StoreElement(CopyOnRead):
     """Element ``index`` of a stored lazy stack (a node of it, at ``path``): reads and writes on the server."""
 
     __slots__ = ("__weakref__", "_index", "_path", "_state")
-    _leaves_in_memory = False
 
     def __init__(self, state: State, index: int, path: tuple[str, ...] = ()) -> None:
         self._state, self._index, self._path = state, index, path
@@ -493,20 +492,20 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         inner = _Size(inner_batch_size)
         if not -len(inner) - 1 <= stack_dim <= len(inner):
             raise StackDimError(f"stack_dim {stack_dim} is out of range for elements with {len(inner)} batch dims")
-        conn = Connection(
+        conn = _connect(
             backend=backend,
             host=host,
             port=port,
             db=db,
             unix_socket_path=unix_socket_path,
-            namespace=prefix,
-            td_id=td_id or str(uuid.uuid4()),
-            device=as_device(device),
-            cache_metadata=cache_metadata,
-            options=client_kwargs,
+            prefix=prefix,
+            device=device,
             client=client,
-        )
-        conn.allow_pickle = bool(allow_pickle)  # (its leaves are tensors: kept for the handle's copies)
+            td_id=td_id,
+            cache_metadata=cache_metadata,
+            allow_pickle=allow_pickle,
+            **client_kwargs,
+        )  # (allow_pickle: its leaves are tensors, kept for the handle's copies)
         epoch = conn.new_epoch()
         stack_dim %= len(inner) + 1
         values = (
@@ -588,25 +587,7 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         Raises:
             KeyError: when the server has no lazy stack with this ``td_id``.
         """
-        options = {
-            k: v
-            for k, v in kwargs.items()
-            if k not in ("backend", "host", "port", "db", "unix_socket_path", "client", "cache_metadata")
-        }
-        conn = Connection(
-            backend=kwargs.get("backend", "redis"),
-            host=kwargs.get("host", "localhost"),
-            port=kwargs.get("port", 6379),
-            db=kwargs.get("db", 0),
-            unix_socket_path=kwargs.get("unix_socket_path"),
-            namespace=prefix,
-            td_id=td_id,
-            device=None,
-            cache_metadata=kwargs.get("cache_metadata", True),
-            options=options,
-            client=kwargs.get("client"),
-        )
-        conn.allow_pickle = bool(allow_pickle)
+        conn = _connect(prefix=prefix, td_id=td_id, allow_pickle=allow_pickle, **kwargs)
         epoch = conn.new_epoch()
 
         def fill(pipe: Any) -> None:

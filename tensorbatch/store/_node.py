@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 
-from .._base.coerce import as_device
 from .._errors import missing_key
 from .._ops.meta import NODE, NON_TENSOR
 from .._ops.rows import RowPlan, check_fits
@@ -27,7 +25,7 @@ from ..stored._node import State, StoredTensorDict
 from . import _build
 from . import _format as fmt
 from . import _rows as rows
-from ._conn import Connection
+from ._conn import Connection, _connect
 from ._dialect import Commands, RedisDialect, RedisState
 from ._tree import Tree, load
 
@@ -90,20 +88,20 @@ class TensorDictStore(StoredTensorDict):
         **client_kwargs: Any,
     ) -> None:
         size = _Size(() if batch_size is None else batch_size)
-        conn = Connection(
+        conn = _connect(
             backend=backend,
             host=host,
             port=port,
             db=db,
             unix_socket_path=unix_socket_path,
-            namespace=prefix,
-            td_id=td_id or str(uuid.uuid4()),
-            device=as_device(device),
-            cache_metadata=cache_metadata,
-            options=client_kwargs,
+            prefix=prefix,
+            device=device,
             client=client,
+            td_id=td_id,
+            cache_metadata=cache_metadata,
+            allow_pickle=allow_pickle,
+            **client_kwargs,
         )
-        conn.allow_pickle = bool(allow_pickle)
         self._state: State = RedisState(RedisDialect(conn))
         self._path: Path = ()
         self._conn: Connection = conn
@@ -226,10 +224,10 @@ class TensorDictStore(StoredTensorDict):
         return self._conn.atomic("update_at_", lambda: TensorDictBase.update_at_(self, *args, **kwargs))
 
     def _write_index(self, index: Any, value: Any) -> None:
-        self._conn.atomic("writing at an index", lambda: TensorDictBase._write_index(self, index, value))
+        self._conn.atomic("writing at an index", lambda: StoredTensorDict._write_index(self, index, value))
 
     def _update_at(self, source: Any, index: Any, clone: bool, wanted: Any) -> None:
-        self._conn.atomic("update_at_", lambda: TensorDictBase._update_at(self, source, index, clone, wanted))
+        self._conn.atomic("update_at_", lambda: StoredTensorDict._update_at(self, source, index, clone, wanted))
 
     # ------------------------------------------------------------------ rows: every leaf in one round trip
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:

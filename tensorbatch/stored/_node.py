@@ -17,9 +17,10 @@ import torch
 from .._base.coerce import checked_names
 from .._errors import batch_mismatch, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
-from .._ops.rows import RowPlan, check_fits, plan_rows
+from .._ops.rows import RowPlan, check_fits
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
+from ._copies import CopyOnRead
 from ._dialect import Dialect, Path, ReadOnlyStorageError, RefusedEntry
 from ._view import IndexedView
 
@@ -88,7 +89,7 @@ class State:
                 del table[known]
 
 
-class StoredTensorDict(TensorDictBase):
+class StoredTensorDict(CopyOnRead):
     """A TensorDict whose entries live in a storage, reached through a :class:`~tensorbatch.stored.Dialect`.
 
     Reads go to the storage on access (a tensor read is a copy unless the dialect shares memory); writes go
@@ -104,7 +105,6 @@ class StoredTensorDict(TensorDictBase):
     """
 
     __slots__ = ("_path", "_state")
-    _leaves_in_memory = False
 
     def __init__(
         self, dialect: Dialect, *, batch_size: Any = None, batch_dims: int | None = None, auto_batch_size: bool = False
@@ -170,7 +170,9 @@ class StoredTensorDict(TensorDictBase):
     # ------------------------------------------------------------------ primitives
     @property
     def batch_size(self) -> torch.Size:
-        return self._state.batch_of(self._path)
+        state = self._state
+        found = state.batch.get(self._path)  # (batch_of's cache, looked up here: a hot path of row reads)
+        return found if found is not None else state.batch_of(self._path)
 
     @batch_size.setter
     def batch_size(self, value: Any) -> None:
@@ -346,7 +348,10 @@ class StoredTensorDict(TensorDictBase):
 
     def _read_slab(self, index: tuple[Any, ...], lead: tuple[int, ...]) -> TensorDictBase:
         """``self[index]`` read into memory for an int or a slice ``index[0]`` (normalised: an indexed view's)."""
-        return self._rows(plan_rows(index[0], self.batch_size[0]), None)
+        i = index[0]  # (checked already: the plan is made here, not by plan_rows, on this hot path)
+        n = self.batch_size[0]
+        plan = RowPlan("int", n, i) if type(i) is int else RowPlan("slice", n, i, shape=lead)
+        return self._rows(plan, None)
 
     def _rows(self, plan: RowPlan, keys: Iterable[str] | None) -> TensorDictBase:
         """The rows ``plan`` selects of ``keys`` (all by default), every tensor leaf below read in one ``read_many``."""
@@ -384,19 +389,23 @@ class StoredTensorDict(TensorDictBase):
         return out
 
     def _rows_build(self, plan: RowPlan, layout: list[tuple[str, Any]], reads: Any) -> TensorDictBase:
-        out = {
-            key: next(reads)
-            if what is None
-            else what[0]._rows_build(plan, what[1], reads)
-            if type(what) is tuple
-            else what
-            for key, what in layout
-        }
-        size = plan.target_shape(self.batch_size)  # (reads the node's names with its batch size)
-        names = self._state.names.get(self._path) if plan.kind != "int" else None
+        out = {}
+        for key, what in layout:  # (a loop, not a comprehension: one call less per node on the hot path)
+            if what is None:
+                out[key] = next(reads)
+            elif type(what) is tuple:
+                out[key] = what[0]._rows_build(plan, what[1], reads)
+            else:
+                out[key] = what
+        state = self._state
+        size = plan.shape  # plan.target_shape(self.batch_size), inline
+        batch = self.batch_size  # (reads the node's names with its batch size)
+        if len(batch) > 1:
+            size = torch.Size((*size, *batch[1:]))
+        names = state.names.get(self._path) if plan.kind != "int" else None
         if names is None:
-            return self._dense_cls._new_unsafe(out, size, self.device)  # type: ignore[no-any-return]
-        result: TensorDictBase = self._dense_cls(out, batch_size=size, device=self.device, names=names)
+            return self._dense_cls._new_unsafe(out, size, state.dialect.device)  # type: ignore[no-any-return]
+        result: TensorDictBase = self._dense_cls(out, batch_size=size, device=state.dialect.device, names=names)
         return result
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
@@ -432,7 +441,7 @@ class StoredTensorDict(TensorDictBase):
         Else (or with ``materialize``) the rows are read at once.
         """
         if materialize or not self._state.dialect.lazy_index:
-            return TensorDictBase._read_index(self, index)
+            return CopyOnRead._read_index(self, index)
         return IndexedView(self, index)
 
     def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:

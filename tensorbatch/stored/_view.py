@@ -17,35 +17,35 @@ from .._ops.meta import NODE, NON_TENSOR, LeafMeta
 from .._ops.rows import RowPlan, check_fits
 from .._ops.traverse import NO_DEFAULT, is_node, source_leaves
 from ..base import TensorDictBase
+from ._copies import CopyOnRead
 
 _Size = torch.Size
 
 
-class IndexedView(TensorDictBase):
+class IndexedView(CopyOnRead):
     """``source[index]`` without reading: a TensorDict whose leaves are the indexed rows of ``source``'s.
 
     Args:
-        source: a storage node (``_leaves_in_memory`` False), or another view.
+        source: a storage node (a :class:`CopyOnRead`), or another view.
         index: a batch index of ``source``.
     """
 
     __slots__ = ("_bs", "_index", "_locked", "_source")
-    _leaves_in_memory = False
 
-    def __init__(self, source: TensorDictBase, index: Any) -> None:
+    def __init__(self, source: CopyOnRead, index: Any) -> None:
         idx, size, _ = normalize(source, index, with_names=False)
         if size is None:  # masks and index tensors: the shape from an empty stand-in
             size = torch.zeros((), dtype=torch.bool).expand(source.batch_size)[idx].shape
         self._source, self._index, self._bs, self._locked = source, idx, _Size(size), False
 
     @classmethod
-    def _at(cls, source: TensorDictBase, index: tuple[Any, ...], size: torch.Size) -> IndexedView:
+    def _at(cls, source: CopyOnRead, index: tuple[Any, ...], size: torch.Size) -> IndexedView:
         out = object.__new__(cls)
         out._source, out._index, out._bs, out._locked = source, index, size, False
         return out
 
     @property
-    def source(self) -> TensorDictBase:
+    def source(self) -> CopyOnRead:
         """The node this view indexes."""
         return self._source
 
@@ -147,7 +147,7 @@ class IndexedView(TensorDictBase):
 
     def _read_index(self, index: Any, materialize: bool = False) -> Any:
         if materialize:
-            return TensorDictBase._read_index(self, index)
+            return CopyOnRead._read_index(self, index)
         return IndexedView(self, index)
 
     def __reduce__(self) -> Any:

@@ -3,8 +3,8 @@
 The stored layer (``StoredTensorDict``) gives the TensorDict API; this file only says how a dict of numpy
 arrays holds entries, so the generic flavour suite run on it proves that the dialect protocol is enough:
 
-- every tensor leaf is a numpy array under its full key path, a non-tensor leaf the object itself, a node
-  its ordered child kinds, batch size and names;
+- a tensor leaf is a numpy array under its full key path, a non-tensor leaf the object itself, a node its
+  ordered child kinds, batch size and names; a dtype numpy lacks (bfloat16) is refused by ``Tensor.numpy``;
 - a read wraps the array with ``torch.from_numpy`` (it shares the store's memory, as memmap does);
   ``CopyingNumpyStore`` reads copies instead (as h5py does): the conformance suite run on it proves that
   the generic in-place ops write their results back through the store;
@@ -16,37 +16,16 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import torch
 
 from tensorbatch._ops.meta import NODE, NON_TENSOR, TENSOR
 from tensorbatch._ops.rows import RowPlan
 from tensorbatch.stored import Dialect, StoredTensorDict
 
-_NUMPY_OF = {  # the dtypes numpy can store (numpy has no bfloat16, no complex32)
-    torch.float64: np.float64,
-    torch.float32: np.float32,
-    torch.float16: np.float16,
-    torch.int64: np.int64,
-    torch.int32: np.int32,
-    torch.int16: np.int16,
-    torch.int8: np.int8,
-    torch.uint8: np.uint8,
-    torch.bool: np.bool_,
-    torch.complex64: np.complex64,
-    torch.complex128: np.complex128,
-}
-_TORCH_OF = {np.dtype(v): k for k, v in _NUMPY_OF.items()}
 Path = tuple[str, ...]
-
-
-def _to_numpy(value: torch.Tensor) -> np.ndarray:
-    if value.dtype not in _NUMPY_OF:
-        raise TypeError(f"NumpyStore cannot store dtype {value.dtype} (numpy has no such dtype)")
-    return value.numpy()
 
 
 class NumpyDialect(Dialect):
@@ -57,8 +36,7 @@ class NumpyDialect(Dialect):
 
     def __init__(self, copy_reads: bool) -> None:
         self.copy_reads = copy_reads
-        self.arrays: dict[Path, np.ndarray] = {}
-        self.objects: dict[Path, Any] = {}
+        self.data: dict[Path, Any] = {}  # path -> numpy array (a tensor leaf) or the non-tensor leaf
         self.children: dict[Path, dict[str, str]] = {(): {}}
         self.facts: dict[Path, tuple[torch.Size, Any]] = {(): (torch.Size(()), None)}
         self.stats: Counter[str] = Counter()
@@ -69,8 +47,7 @@ class NumpyDialect(Dialect):
         return self.children[path]
 
     def tensor_meta(self, path: Path) -> tuple[torch.Size, torch.dtype]:
-        array = self.arrays[path]
-        return torch.Size(array.shape), _TORCH_OF[array.dtype]
+        return torch.Size(self.data[path].shape), torch.from_numpy(self.data[path]).dtype
 
     def node_facts(self, path: Path) -> tuple[torch.Size | None, Any]:
         return self.facts[path]
@@ -83,36 +60,34 @@ class NumpyDialect(Dialect):
         self.children[path], self.facts[path] = {}, (batch_size, names)
 
     def delete(self, path: Path) -> None:
-        kind = self.children[path[:-1]].pop(path[-1])
-        if kind == NODE:
+        if self.children[path[:-1]].pop(path[-1]) == NODE:
             for key in list(self.children[path]):
                 self.delete((*path, key))
             del self.children[path], self.facts[path]
-        self.arrays.pop(path, None)
-        self.objects.pop(path, None)
+        self.data.pop(path, None)
 
     def read(self, path: Path) -> torch.Tensor:
         self.stats["leaf"] += 1
-        leaf = torch.from_numpy(self.arrays[path])
+        leaf = torch.from_numpy(self.data[path])
         return leaf.clone() if self.copy_reads else leaf
 
     def read_rows(self, path: Path, plan: RowPlan) -> torch.Tensor:
-        array = self.arrays[path]
+        array = self.data[path]
         if plan.kind != "rows":  # an int or a slice: a view, as torch and numpy index
             return torch.from_numpy(array[plan.index])
         rows = array[plan.rows.numpy()]  # the sorted unique rows, put in order by the inverse permutation
         return torch.from_numpy(rows if plan.inverse is None else rows[plan.inverse.numpy()])
 
     def write(self, path: Path, value: torch.Tensor) -> None:
-        self.arrays[path] = _to_numpy(value).copy()  # the store owns its data
+        self.data[path] = value.numpy().copy()  # the store owns its data
         self.serials[path] = next(self.count)
         self.children[path[:-1]][path[-1]] = TENSOR
 
     def write_into(self, path: Path, value: torch.Tensor) -> None:
-        self.arrays[path][...] = _to_numpy(value)  # numpy copes with overlapping memory
+        self.data[path][...] = value.numpy()  # numpy copes with overlapping memory
 
     def write_rows(self, path: Path, plan: RowPlan, value: torch.Tensor) -> None:
-        array, value = self.arrays[path], _to_numpy(value)
+        array, value = self.data[path], value.numpy()
         if plan.kind != "rows":
             array[plan.index] = value
             return
@@ -121,24 +96,30 @@ class NumpyDialect(Dialect):
         array[plan.rows.numpy()] = flat if positions is None else flat[positions.numpy()]
 
     def alloc(self, path: Path, shape: torch.Size, dtype: torch.dtype) -> None:
-        if dtype not in _NUMPY_OF:
-            raise TypeError(f"NumpyStore cannot store dtype {dtype} (numpy has no such dtype)")
-        self.arrays[path] = np.zeros(tuple(shape), dtype=_NUMPY_OF[dtype])
-        self.serials[path] = next(self.count)
-        self.children[path[:-1]][path[-1]] = TENSOR
+        self.write(path, torch.zeros(shape, dtype=dtype))
 
     def leaf_id(self, path: Path) -> int:
         return self.serials[path]  # (not id(array): a replaced array's id may be reused by its successor)
 
     def read_object(self, path: Path, batch_size: torch.Size) -> Any:
-        return self.objects[path]
+        return self.data[path]
 
     def object_shape(self, path: Path, batch_size: torch.Size) -> torch.Size:
-        return self.objects[path].batch_size
+        return self.data[path].batch_size
 
     def write_object(self, path: Path, value: Any) -> None:
-        self.objects[path] = value
+        self.data[path] = value
         self.children[path[:-1]][path[-1]] = NON_TENSOR
+
+
+def _counted(hook: Callable[..., Any], stat: str) -> Callable[..., Any]:
+    """The layer's row hook ``hook``, counted in ``stats[stat]`` when called (before it checks anything)."""
+
+    def counted(self: NumpyStore, *args: Any) -> Any:
+        self.stats[stat] += 1
+        return hook(self, *args)
+
+    return counted
 
 
 class NumpyStore(StoredTensorDict):
@@ -153,22 +134,10 @@ class NumpyStore(StoredTensorDict):
         if source:
             self.update(source)
 
-    @property
-    def stats(self) -> Counter[str]:
-        """Counts of whole-leaf reads (``"leaf"``) and row hook calls (``"read_rows"``, ...)."""
-        return self.dialect.stats  # type: ignore[attr-defined, no-any-return]
-
-    def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> Any:
-        self.stats["read_rows"] += 1
-        return super()._read_rows(plan, keys)
-
-    def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
-        self.stats["write_rows"] += 1
-        super()._write_rows(plan, values)
-
-    def _alloc_leaf(self, key: str, shape: Any, dtype: torch.dtype) -> None:
-        self.stats["alloc"] += 1
-        super()._alloc_leaf(key, shape, dtype)
+    stats = property(lambda self: self.dialect.stats, doc="Counts of whole-leaf reads and row hook calls.")
+    _read_rows = _counted(StoredTensorDict._read_rows, "read_rows")
+    _write_rows = _counted(StoredTensorDict._write_rows, "write_rows")
+    _alloc_leaf = _counted(StoredTensorDict._alloc_leaf, "alloc")
 
 
 class CopyingNumpyStore(NumpyStore):

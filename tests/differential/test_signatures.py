@@ -53,10 +53,6 @@ _ATOMIC = "atomic= is accepted and ignored: saves are always atomic (written asi
 
 NOT_ACCEPTED: dict[str, dict[str, str]] = {
     "auto_batch_size_": {"keep_compliant_size": "keeping a batch size that already fits is not supported"},
-    "dumps": {"atomic": _ATOMIC},
-    "memmap": {"atomic": _ATOMIC},
-    "save": {"atomic": _ATOMIC},
-    "memmap_": {"atomic": _ATOMIC},
     "masked_select": {"inplace": _INPLACE_SHAPE},
     "set_at_": {"non_blocking": "set_at_ writes into an existing leaf on its device; there is no move to overlap"},
     "to_dict": {"tolist_first": "an export-order option of the reference; to_dict gives tensors, tolist lists"},
@@ -108,6 +104,44 @@ def test_every_reference_keyword_is_accepted_or_listed(ref, tb):
         stale += [f"{name}({p}=)" for p in sorted(listed & set(ours))]
     assert not unlisted, f"reference keywords neither accepted nor listed in NOT_ACCEPTED: {unlisted}"
     assert not stale, f"listed keywords our signature now takes (remove them from the tables): {stale}"
+
+
+def _takes_any_keyword(fn: Any) -> bool:
+    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
+
+
+_LOOSE_ARGS: dict[str, tuple] = {
+    "new_full": ((2,), 1.0),
+    "new_empty": (2,),
+    "new_ones": (2,),
+    "new_zeros": (2,),
+    "new_tensor": (torch.zeros(2),),
+}
+
+
+def _h5_file(tb: Any, folder: Any) -> Any:
+    pytest.importorskip("h5py")
+    _td(tb).to_h5(folder / "file.h5").close()
+    return folder / "file.h5"
+
+
+def test_no_method_swallows_keywords_the_reference_refuses(ref, tb, tmp_path):
+    """Where ours takes ``**kwargs`` and tensordict's does not, an unknown keyword still raises TypeError."""
+    td = _td(tb)
+    checked = []
+    for name in _compared(ref, tb):
+        if not _takes_any_keyword(getattr(tb.TensorDict, name)) or _takes_any_keyword(getattr(ref.TensorDict, name)):
+            continue
+        if name == "stack":
+            call = lambda: tb.TensorDict.stack([td, td], bogus_kw=1)  # noqa: E731
+        elif name == "from_h5":  # its other keywords are h5py create_dataset options
+            call = lambda: tb.TensorDict.from_h5(_h5_file(tb, tmp_path), bogus_kw=1)  # noqa: E731
+        else:
+            call = lambda: getattr(td, name)(*_LOOSE_ARGS.get(name, ()), bogus_kw=1)  # noqa: B023, E731
+        with pytest.raises(TypeError, match="bogus_kw"):
+            call()
+        checked.append(name)
+    assert {"sum", "mean", "new_zeros", "stack"} <= set(checked)
 
 
 def _td(tb: Any) -> Any:

@@ -66,11 +66,15 @@ def _classes(lib: Any) -> Any:
     class FrozenTC(lib.TensorClass["frozen"]):
         a: Tensor
 
+    class Named(lib.TypedTensorDict):
+        a: Tensor
+        name: str
+
     class CastTC(lib.TensorClass["autocast"]):
         a: Tensor
 
     ns = type("Classes", (), {})
-    for cls in (State, Sub, WithDefault, Frozen, TC, Labeled, FrozenTC, CastTC):
+    for cls in (State, Sub, WithDefault, Frozen, TC, Labeled, FrozenTC, CastTC, Named):
         setattr(ns, cls.__name__, cls)
     _CACHE[lib.__name__] = ns
     return ns
@@ -118,6 +122,12 @@ TYPED = [
     case("ttd_construct", lambda lib, td: _classes(lib).State(**td, batch_size=BATCH)),
     case("ttd_construct_sub", lambda lib, td: _classes(lib).Sub(**td, z=torch.ones(4, 5), batch_size=BATCH)),
     case("ttd_field_read", lambda lib, td: _state(lib, td).a),
+    case("ttd_str_field_read", lambda lib, td: _classes(lib).Named(a=td["a"], name="x", batch_size=BATCH).name),
+    case("ttd_str_field_get", lambda lib, td: _classes(lib).Named(a=td["a"], name="x", batch_size=BATCH)["name"]),
+    case(
+        "ttd_str_field_index",
+        lambda lib, td: _classes(lib).Named(a=td["a"], name="x", batch_size=BATCH)[1].name,
+    ),
     case("ttd_nested_read", lambda lib, td: _state(lib, td).nested),
     case("ttd_key_read", lambda lib, td: _state(lib, td)["nested", "c"]),
     case("ttd_field_write", lambda lib, td: setattr(_state(lib, td), "b", torch.zeros(4, 5))),
@@ -248,6 +258,11 @@ TENSORCLASS = [
         "tc_frozen",
         lambda lib, td: setattr(_classes(lib).FrozenTC(a=td["a"], batch_size=BATCH), "a", td["a"]),
         raises=AttributeError,
+    ),
+    case(
+        "tc_str_in_tensor_field",
+        lambda lib, td: _classes(lib).TC(a="x", b=td["b"], nested=td["nested"], batch_size=BATCH).a,
+        difference("a str given to a Tensor field raises TypeError (tensordict stores it and reads back the str)"),
     ),
     case("tc_autocast_fails", lambda lib, td: _classes(lib).CastTC(a="abc", batch_size=[]), raises=TypeError),
 ]
