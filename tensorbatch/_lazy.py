@@ -1173,8 +1173,6 @@ def _install() -> None:
 
 
 _install()
-_lazy_shape.install(LazyStackedTensorDict)
-_locks.install_keep_lock(LazyStackedTensorDict, drop=_lazy_shape.DROP_LOCK)
 _MASKED_FILL_ = _per_member("masked_fill_", inplace_of="masked_fill")
 
 
@@ -1268,3 +1266,8 @@ def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | N
     if isinstance(td_list, LazyStackedTensorDict):
         return torch.stack(list(td_list.tensordicts), td_list.stack_dim if dim is None else dim)
     return torch.stack(list(td_list), 0 if dim is None else dim)
+
+
+# (after maybe_dense_stack and _stackable, which the shape table is given)
+_lazy_shape.install(LazyStackedTensorDict, maybe_dense_stack, _stackable)
+_locks.install_keep_lock(LazyStackedTensorDict, drop=_lazy_shape.DROP_LOCK)

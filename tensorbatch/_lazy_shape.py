@@ -45,6 +45,8 @@ from .base import TensorDictBase
 _Size = torch.Size
 _Tensor = torch.Tensor
 _Lazy: Any = None  # LazyStackedTensorDict (set by install): results are lazy stacks in memory, also of a subclass
+maybe_dense_stack: Any = None  # _lazy's (set by install)
+_stackable: Any = None  # _lazy's (set by install)
 
 
 # ---------------------------------------------------------------------- the kinds: plan -> lazy result
@@ -155,8 +157,6 @@ def _expand_plan(s: Any, *shape: Any) -> tuple[torch.Size, int]:
 
 def _expand(s: Any, plan: tuple[torch.Size, int]) -> Any:
     """Each member expanded, then stacked as ``maybe_dense_stack`` does: dense when they agree (as tensordict)."""
-    from ._lazy import maybe_dense_stack
-
     new, d = plan
     n = new[d]
     if not n:
@@ -406,8 +406,6 @@ def dense_top(tds: list[Any], dim: int) -> Any:
     ]
     if not nodes or any(type(td) is not type(first) for td in tds):
         return None  # (no sub-TensorDict: nothing to stack otherwise than all at once)
-    from ._lazy import _stackable, maybe_dense_stack
-
     keys = set(first._keys_str())
     if any(set(td._keys_str()) != keys for td in tds):
         return None
@@ -423,10 +421,14 @@ def dense_top(tds: list[Any], dim: int) -> Any:
     return out
 
 
-def install(cls: type) -> None:
-    """Give the lazy stack class the table's methods; register :func:`join` for ``torch.stack``/``torch.cat``."""
-    global _Lazy
-    _Lazy = cls
+def install(cls: type, dense_stack: Callable[..., Any], stackable: Callable[..., Any]) -> None:
+    """Give the lazy stack class the table's methods; register :func:`join` for ``torch.stack``/``torch.cat``.
+
+    ``dense_stack`` and ``stackable`` are ``_lazy``'s ``maybe_dense_stack`` and ``_stackable``, given here
+    (``_lazy`` imports this module: importing them back would make a cycle).
+    """
+    global _Lazy, maybe_dense_stack, _stackable
+    _Lazy, maybe_dense_stack, _stackable = cls, dense_stack, stackable
     for name, (kind, plan) in TABLE.items():
         method = _method(name, kind, plan)
         method.__qualname__ = f"{cls.__name__}.{name}"
