@@ -511,7 +511,10 @@ class LazyStackedTensorDict(TensorDictBase):
         members = [self._tds[i][rest] if rest else self._tds[i] for i in picked]
         if not members:
             return TensorDictBase.__getitem__(self, index)
-        return LazyStackedTensorDict._new(members, new_dim, None if rest else self._member_bs(), self._stack_name)
+        out = LazyStackedTensorDict._new(members, new_dim, None if rest else self._member_bs(), self._stack_name)
+        if rest and self.is_locked:  # indexed members are new TensorDicts: locked as tensordict's are
+            out.lock_()
+        return out
 
     def _split_index(self, index: Any) -> tuple[list[int], tuple[Any, ...], int | None] | None:
         """``(member positions, index for each member, stack dim of the result or None)``.
