@@ -10,9 +10,9 @@ Cases (medians of interleaved repeats; ratios printed, tb/raw as bandwidth or ti
 - like:   ``td.expand(1_000_000).memmap_like(folder)`` with 3x32x32 uint8 leaves, into a fresh folder each time:
   time (implementations interleaved in one interpreter), and peak RSS growth (MB) of the first call measured
   in a fresh interpreter per implementation (raw: sparse files of the same sizes mapped with ``torch.from_file``)
-- like-over: the same into the folder of the previous call. Not the same work: tensorbatch writes a new zeroed
-  save aside and swaps it in (atomic, the old mappings keep their data), tensordict maps the existing files
-  and keeps their values (its result is not zeroed); raw truncates the files in place.
+- like-over: the same into the folder of the previous call: both libraries keep the saved values of leaves of
+  the same shape and dtype (tensorbatch links the old files into a new save made aside and swapped in,
+  tensordict maps the existing files); raw truncates the files in place.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ import torch
 
 from . import _stacks as _stacks  # the wrappers forward these methods: installed before install() reads them
 from . import functional as _functional  # noqa: F401  # (pad)
+from ._base import values as _values
 from ._ops import pointwise as _pointwise
 from ._ops import torch_function as _torch_function
 from ._ops.traverse import NON_TENSOR_TYPES, is_td
@@ -403,7 +404,7 @@ def to_dense(td: Any) -> Any:
     """An in-memory TensorDict copy of any backend (a lazy stack's leaves are stacked)."""
     td = unwrap(td)
     if type(td) is TensorDict:
-        return td.clone()
+        return _values.clone_tensors(td)
     return td._map(lambda x: x.clone(), "cloning")
 
 

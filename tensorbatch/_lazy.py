@@ -6,8 +6,9 @@ stack the members' leaves; writes are split along the stack dim and go to the me
 
 Value operations (the pointwise table, casts, apply, clone, select/exclude, ...) run per member
 and give a lazy stack again, so heterogeneous stacks support them; in-place ones compute every
-member's result before writing any (no half-applied update). Shape operations and reductions use
-the generic path, which reads stacked leaves and gives an in-memory TensorDict.
+member's result before writing any (no half-applied update). Shape operations give a lazy stack
+too (tensorbatch/_lazy_shape.py: a table of how each op moves the stack dim). Reductions use the
+generic path, which reads stacked leaves and gives an in-memory TensorDict.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import _errors, _options
+from . import _errors, _lazy_shape, _options
 from . import _lazy_deprecated as _deprecated
 from ._base import locks as _locks
 from ._base.coerce import as_size as _as_size
@@ -34,9 +35,10 @@ from ._nontensor import stack_non_tensor, value_of
 from ._ops import pointwise as _pointwise
 from ._ops.index import check_mask, normalize
 from ._ops.meta import TENSOR, LeafMeta
-from ._ops.shape import _dim, expanded_size
+from ._ops.shape import _dim
 from ._ops.torch_function import _columns
 from ._ops.traverse import (
+    COLLECTION_TYPES,
     GET_DEFAULT,
     MISSING,
     NO_DEFAULT,
@@ -58,6 +60,10 @@ _Size = torch.Size
 
 def _check_members(tds: Sequence[Any], what: str) -> torch.Size:
     """Check the members and return their common batch size (``-1`` in dims where they differ)."""
+    if COLLECTION_TYPES.issuperset(map(type, tds)):  # the common case: TensorDicts of one batch size
+        sizes = [td.batch_size for td in tds]
+        if sizes.count(sizes[0]) == len(sizes):
+            return sizes[0]  # type: ignore[no-any-return]
     first = tds[0].batch_size if is_td(tds[0]) else None
     ragged = False
     for i, td in enumerate(tds):
@@ -433,8 +439,9 @@ class LazyStackedTensorDict(TensorDictBase):
         Args:
             key: a string or tuple of strings.
             default: returned when the key is missing (from any member).
-            as_padded_tensor: pad every member's leaf to the largest shape (with ``padding_value``) and stack.
-            as_nested_tensor: a ``torch.nested`` tensor of the members' leaves (stack dim 0 only).
+            as_padded_tensor: pad every member's leaf to the largest shape (with ``padding_value``) and stack
+                them, the members first (whatever the stack dim, as tensordict).
+            as_nested_tensor: a ``torch.nested`` tensor of the members' leaves (the members first).
             as_list: the members' values as a list.
             padding_value: the fill for ``as_padded_tensor``.
             padding_side: ``"right"`` or ``"left"`` padding.
@@ -453,10 +460,8 @@ class LazyStackedTensorDict(TensorDictBase):
         if as_list:
             return values
         if as_nested_tensor:
-            if self._stack_dim != 0:
-                raise RuntimeError("as_nested_tensor needs stack_dim 0")
             return torch.nested.nested_tensor(values, layout=layout or torch.jagged)
-        return _pad_stack(values, self._stack_dim, padding_value, padding_side)
+        return _pad_stack(values, 0, padding_value, padding_side)
 
     def get_item_shape(self, key: NestedKey) -> torch.Size:
         """Shape of the entry at ``key`` as stacked, ``-1`` in the dims where the members' entries differ.
@@ -498,7 +503,7 @@ class LazyStackedTensorDict(TensorDictBase):
             return TensorDictBase.__getitem__(self, index)
         plan = self._split_index(index)
         if plan is None:
-            return TensorDictBase.__getitem__(self, index)
+            return _lazy_shape.getitem(self, index)
         picked, rest, new_dim = plan
         if new_dim is None:  # an int at the stack dim: one member
             member = self._tds[picked[0]]
@@ -506,7 +511,10 @@ class LazyStackedTensorDict(TensorDictBase):
         members = [self._tds[i][rest] if rest else self._tds[i] for i in picked]
         if not members:
             return TensorDictBase.__getitem__(self, index)
-        return LazyStackedTensorDict._new(members, new_dim, None if rest else self._member_bs(), self._stack_name)
+        out = LazyStackedTensorDict._new(members, new_dim, None if rest else self._member_bs(), self._stack_name)
+        if rest and self.is_locked:  # indexed members are new TensorDicts: locked as tensordict's are
+            out.lock_()
+        return out
 
     def _split_index(self, index: Any) -> tuple[list[int], tuple[Any, ...], int | None] | None:
         """``(member positions, index for each member, stack dim of the result or None)``.
@@ -567,19 +575,6 @@ class LazyStackedTensorDict(TensorDictBase):
                 raise IndexError(f"index {i} is out of bounds for the stack dim {d} of size {n}")
         return [positions[i] for i in picked], rest, new_dim
 
-    def expand(self, *shape: Any) -> Any:
-        """Expand every member: a lazy stack (its stack dim moves past the new leading dims), as tensordict.
-
-        Members of different shapes stay apart. Expanding the stack dim of a single member takes the
-        generic path (a dense TensorDict).
-        """
-        new, lead = expanded_size(self, shape)
-        d = lead + self._stack_dim
-        if new[d] != len(self._tds):
-            return TensorDictBase.expand(self, new)
-        member = _Size((*new[:d], *new[d + 1 :]))
-        return LazyStackedTensorDict._new([td.expand(member) for td in self._tds], d, member, self._stack_name)
-
     def unsqueeze(self, dim: int) -> Any:
         """Insert a dim of size 1 in every member: a lazy stack, as tensordict."""
         nd = self.batch_dims
@@ -610,15 +605,6 @@ class LazyStackedTensorDict(TensorDictBase):
         if d in dims:  # a single member
             return members[0]
         return LazyStackedTensorDict._new(members, d - sum(1 for i in dims if i < d), None, self._stack_name)
-
-    def unbind(self, dim: int = 0) -> tuple[Any, ...]:
-        """The members when ``dim`` is the stack dim, else the generic unbind."""
-        nd = len(self._batch_size)
-        if not -nd <= dim < nd:
-            raise IndexError(f"unbind: dim {dim} is out of range for batch_size {list(self._batch_size)}")
-        if dim % nd == self._stack_dim:
-            return tuple(self._tds)
-        return TensorDictBase.unbind(self, dim)
 
     # ------------------------------------------------------------------ member-wise writes
     def apply(
@@ -1190,7 +1176,6 @@ def _install() -> None:
 
 
 _install()
-_locks.install_keep_lock(LazyStackedTensorDict)
 _MASKED_FILL_ = _per_member("masked_fill_", inplace_of="masked_fill")
 
 
@@ -1225,11 +1210,16 @@ def lazy_stack(
 
 
 def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
-    """A dense stack when the members agree on keys and leaf shapes, else a lazy one."""
+    """A dense stack when the members agree on keys and leaf shapes, else a lazy one.
+
+    Level by level, as tensordict: where the keys and leaf shapes agree at the top, the stack is dense there
+    and each sub-TensorDict is stacked the same way (a lazy stack where its own keys or shapes differ).
+    """
     tds = list(input)
-    if out is None and not _stackable(tds):
-        return lazy_stack(tds, dim)
     try:
+        if out is None and not _stackable(tds):  # dense where the keys and shapes agree, as tensordict
+            top = _lazy_shape.dense_top(tds, dim)
+            return lazy_stack(tds, dim) if top is None else top
         return torch.stack(tds, dim, out=out) if out is not None else torch.stack(tds, dim)
     except (RuntimeError, KeyError):
         return lazy_stack(tds, dim, out=out)
@@ -1279,3 +1269,8 @@ def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | N
     if isinstance(td_list, LazyStackedTensorDict):
         return torch.stack(list(td_list.tensordicts), td_list.stack_dim if dim is None else dim)
     return torch.stack(list(td_list), 0 if dim is None else dim)
+
+
+# (after maybe_dense_stack and _stackable, which the shape table is given)
+_lazy_shape.install(LazyStackedTensorDict, maybe_dense_stack, _stackable)
+_locks.install_keep_lock(LazyStackedTensorDict, drop=_lazy_shape.DROP_LOCK)

@@ -11,19 +11,28 @@ leaf function (``x[idx]``, ``x.reshape(...)``, ...) to it and rebuilds the leaf 
 (``_from_positions``). For ``NonTensorData`` the positions are a zero-stride view (no memory);
 for ``NonTensorStack`` each position points into its list of values. Stack and cat merge the
 value lists (:func:`stack_non_tensor`); identical values collapse to one ``NonTensorData``.
+
+A stack remembers what it was stacked from in the strides of its positions (tensordict's stack is a
+stack of members): a dim of stride 0 is a dim of its members (``NonTensorData``: one value along it),
+any other dim a stack dim. Taking every stack dim away (an index, ``squeeze``, ``unbind``) leaves one
+member: a ``NonTensorData`` again. ``expand`` and ``unsqueeze`` stack copies of a ``NonTensorData``
+(tensordict's), so the dims they add make it a stack (:meth:`_NonTensor._follow_op`).
 """
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Self, SupportsIndex
 
 import torch
+from torch.utils import _pytree
 
 from . import _options
 from ._base.coerce import as_device as _as_device
 from ._base.coerce import as_size as _as_size
+from ._base.coerce import checked_names as _checked_names
 from ._compat import allow_in_weights_only_load
 from ._keys import is_key
 from ._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_non_tensor, is_non_tensor_type, value_of
@@ -209,21 +218,32 @@ class _NonTensor(TensorDictBase):
 
     @property
     def is_locked(self) -> bool:
-        return False
+        """Locked with the TensorDict holding it, or by ``memmap`` (as tensordict); it refuses nothing more."""
+        return self._locked
 
     def _set_lock(self, value: bool) -> None:
-        pass
+        self._locked = value
 
-    def _maybe_names(self) -> None:
-        return None
+    def _maybe_names(self) -> tuple[str | None, ...] | None:
+        return self._names
 
     @property
     def names(self) -> list[str | None]:
-        return [None] * len(self.batch_size)
+        """The dim names of the batch (a TensorDict's names, given to the non-tensor leaves it holds, as tensordict)."""
+        names = self._names
+        return list(names) if names is not None else [None] * len(self.batch_size)
 
     @names.setter
     def names(self, value: Any) -> None:
-        """Ignored: a non-tensor leaf carries no dim names (naming its parent works, the leaf stays unnamed)."""
+        self._set_names(None if value is None else _checked_names(value, self.batch_size))
+
+    def _set_names(self, names: tuple[str | None, ...] | None) -> None:
+        self._names = names if names is not None and any(n is not None for n in names) else None
+
+    def _named(self, names: Any) -> Self:
+        """This (new) leaf with ``names`` (NO_DEFAULT or None: unnamed); returns it."""
+        self._set_names(None if names is NO_DEFAULT or names is None else tuple(names))
+        return self
 
     # the batch-op protocol (see module docstring)
     def _positions(self) -> torch.Tensor:
@@ -232,8 +252,39 @@ class _NonTensor(TensorDictBase):
     def _from_positions(self, positions: torch.Tensor) -> _NonTensor:
         raise NotImplementedError
 
-    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> _NonTensor:
-        """This leaf after a value operation: the batch may change, the values may not."""
+    def _follow_op(self, positions: torch.Tensor, how: str) -> _NonTensor:
+        """This leaf moved to ``positions`` by a batch op that ``traverse.NON_TENSOR_FOLLOW`` lists as ``how``.
+
+        ``"stack"`` (``expand``, ``unsqueeze``): the dims the op adds are stack dims (for a ``NonTensorData``,
+        a ``NonTensorStack`` of copies, unless :func:`stack_non_tensor` would keep one value: under
+        ``set_capture_non_tensor_stack(True)`` and for a ``MetaData``); the others keep their kind.
+        ``"regroup"`` (``view``, ``reshape``, ``flatten``...): a stack's dims all become stack dims.
+        """
+        if how == "regroup":
+            if isinstance(self, NonTensorDataBase):
+                return self._from_positions(positions)
+            return self._from_positions(positions.clone(memory_format=torch.contiguous_format))
+        old, new = self.batch_size, positions.shape
+        if isinstance(self, NonTensorDataBase) and (
+            len(new) == len(old) or _options.CAPTURE_NON_TENSOR_STACK or isinstance(self, MetaData)
+        ):
+            return self._from_positions(positions)
+        strides = self._positions().stride()
+        member = {j for j, i in _dims_kept(old, new) if not strides[i]}
+        items, _ = _parts(self)
+        return NonTensorStack._new(items, _member_dims(positions, member), self.device)
+
+    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT, names: Any = NO_DEFAULT) -> _NonTensor:
+        """This leaf after a value operation: the batch may change, the values may not.
+
+        ``names``: the new dim names (default: kept when the batch size is, else none).
+        """
+        out = self._follow_values(batch_size, device)
+        if names is NO_DEFAULT:
+            names = self._names if out.batch_size == self.batch_size else None
+        return out._named(names)
+
+    def _follow_values(self, batch_size: Any, device: Any) -> _NonTensor:
         raise NotImplementedError
 
     def tolist(
@@ -279,6 +330,34 @@ class _NonTensor(TensorDictBase):
             return
         self._assign(index, value)
 
+    def update(self, input_dict_or_td: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """From another non-tensor leaf: take its value(s) in place (as :meth:`update_`); else TensorDict's update."""
+        if is_non_tensor(input_dict_or_td):
+            return self.update_(input_dict_or_td)
+        return TensorDictBase.update(self, input_dict_or_td, *args, **kwargs)
+
+    def update_(self, input_dict_or_td: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """From another non-tensor leaf: take its value(s) in place, as tensordict (a stack writes every element).
+
+        Raises:
+            RuntimeError: a ``NonTensorData`` given a ``NonTensorStack`` (call ``maybe_to_stack()`` first).
+        """
+        if not is_non_tensor(input_dict_or_td):
+            return TensorDictBase.update_(self, input_dict_or_td, *args, **kwargs)
+        if isinstance(self, NonTensorDataBase):
+            if not isinstance(input_dict_or_td, NonTensorDataBase):
+                raise RuntimeError(
+                    "Cannot update a NonTensorDataBase with a NonTensorStack object: call maybe_to_stack() first"
+                )
+            self.data = input_dict_or_td.data
+        else:
+            self._assign(Ellipsis, input_dict_or_td)
+        return self
+
+    def copy_(self, tensordict: Any, non_blocking: bool = False) -> Any:
+        """``update_`` (a non-tensor leaf takes another one's value(s) in place)."""
+        return self.update_(tensordict, non_blocking=non_blocking)
+
     def _assign(self, index: Any, value: Any) -> None:
         raise ValueError(
             f"a {type(self).__name__} holds one value for its whole batch: it cannot take a value at "
@@ -295,11 +374,30 @@ class _NonTensor(TensorDictBase):
         return ~(self == other)
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> _NonTensor:
-        """A new leaf with the same values (the values themselves are shared, as in tensordict)."""
-        return self._follow(None)
+        """A new leaf with copies of the values, as tensordict's.
 
-    def _copy_tree(self) -> _NonTensor:
-        return self._follow(None)
+        ``recurse=True``: ``copy.deepcopy`` of the values (a value that cannot be deep-copied raises the
+        error ``deepcopy`` raises). ``recurse=False``: a ``NonTensorData`` shares its value; a stack holds
+        new ``dict``/``list``/``tuple`` containers (at every level) over the same items, as
+        ``TensorDict.clone(recurse=False)`` gives every non-tensor leaf.
+        """
+        if not recurse and isinstance(self, NonTensorDataBase):
+            return self._follow(None)
+        return self._copied(recurse)
+
+    def copy(self) -> _NonTensor:
+        """A shallow copy: the value(s) in new ``dict``/``list``/``tuple`` containers, their items shared."""
+        return self._copied(False)
+
+    def __copy__(self) -> _NonTensor:
+        return self._copied(False)
+
+    def _copy_tree(self, values: bool = False) -> _NonTensor:
+        return self._copied(False) if values else self._follow(None)
+
+    def _copied(self, deep: bool) -> _NonTensor:
+        """This leaf holding copies of its values: deep copies (``clone()``) or new containers (``clone(False)``)."""
+        raise NotImplementedError
 
     def _binary(self, fn: Any, other: Any) -> Any:
         """This leaf in ``td <op> other``: ``==``/``!=`` compare values, other ops keep the leaf."""
@@ -350,7 +448,7 @@ class _NonTensor(TensorDictBase):
         o_items, o_pos = _parts(other)
         mask = condition.reshape(*condition.shape, *([1] * (pos.ndim - condition.ndim)))
         picked = torch.where(mask, pos, o_pos + len(items))
-        return _collapsed([*items, *o_items], picked, self.device)
+        return _collapsed([*items, *o_items], picked, self.device)._named(self._names)
 
     def _become(self, other: _NonTensor) -> None:
         raise NotImplementedError
@@ -370,8 +468,10 @@ class NonTensorDataBase(_NonTensor):
     Indexing, reshaping, expanding and cloning keep the leaf's class and its value.
     """
 
-    __slots__ = ("__weakref__", "_batch_size", "_device", "data")
+    __slots__ = ("__weakref__", "_batch_size", "_device", "_locked", "_names", "data")
     data: Any  # a slot (a plain attribute) in place of TensorDictBase.data
+    _names: tuple[str | None, ...] | None
+    _locked: bool
 
     def __init__(self, data: Any, batch_size: Any = None, device: Any = None, names: Any = None) -> None:
         if isinstance(data, _NonTensor):
@@ -379,11 +479,14 @@ class NonTensorDataBase(_NonTensor):
         self.data = data
         self._batch_size = _as_size(batch_size)
         self._device = _as_device(device)
+        self._names, self._locked = None, False
+        if names is not None:
+            self.names = names
 
     @classmethod
     def _new(cls, data: Any, batch_size: torch.Size, device: Any) -> Self:
         out = cls.__new__(cls)
-        out.data, out._batch_size, out._device = data, batch_size, device
+        out.data, out._batch_size, out._device, out._names, out._locked = data, batch_size, device, None, False
         return out
 
     def _positions(self) -> torch.Tensor:
@@ -392,13 +495,18 @@ class NonTensorDataBase(_NonTensor):
     def _from_positions(self, positions: torch.Tensor) -> Self:
         return self._new(self.data, positions.shape, self._device)
 
-    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> Self:
+    def _follow_values(self, batch_size: Any, device: Any) -> Self:
         bs = self._batch_size if batch_size is None else _Size(batch_size)
         dev = self._device if device is NO_DEFAULT else device
         return self._new(self.data, bs, dev)
 
     def _become(self, other: _NonTensor) -> None:
-        self._batch_size = other.batch_size
+        if other.batch_size != self._batch_size:
+            self._batch_size, self._names = other.batch_size, None
+
+    def _copied(self, deep: bool) -> Self:
+        data = copy.deepcopy(self.data) if deep else _new_containers(self.data)
+        return self._new(data, self._batch_size, self._device)._named(self._names)
 
     def _value(self) -> Any:
         return self.data
@@ -427,7 +535,7 @@ class NonTensorDataBase(_NonTensor):
         return out
 
     def __reduce__(self) -> Any:
-        return (_rebuild_data, (type(self), self.data, self._batch_size, self._device))
+        return (_rebuild_data, (type(self), self.data, self._batch_size, self._device, self._names))
 
     def __repr__(self) -> str:  # tensordict's form: the value's str, the batch size as a torch.Size
         return f"{type(self).__name__}(data={self.data}, batch_size={self._batch_size!r}, device={self._device})"
@@ -519,10 +627,12 @@ class NonTensorStack(_NonTensor):
         ['b', 'c']
     """
 
-    __slots__ = ("__weakref__", "_batch_size", "_device", "_items", "_pos")
+    __slots__ = ("__weakref__", "_batch_size", "_device", "_items", "_locked", "_names", "_pos")
     _batch_size: torch.Size
     _device: torch.device | None
     _items: list[Any]
+    _names: tuple[str | None, ...] | None
+    _locked: bool
     _pos: torch.Tensor
 
     def __init__(self, *values: Any, stack_dim: int = 0, batch_size: Any = None, device: Any = None) -> None:
@@ -532,7 +642,7 @@ class NonTensorStack(_NonTensor):
         built = stack_non_tensor(members, stack_dim, collapse=False)
         assert isinstance(built, NonTensorStack)
         self._items, self._pos = built._items, built._pos
-        self._batch_size, self._device = built._batch_size, _as_device(device)
+        self._batch_size, self._device, self._names, self._locked = built._batch_size, _as_device(device), None, False
         if batch_size is not None and _as_size(batch_size) != self._batch_size:
             raise RuntimeError(f"batch_size {list(_as_size(batch_size))} does not match the {len(members)} values")
 
@@ -556,6 +666,7 @@ class NonTensorStack(_NonTensor):
     def _new(cls, items: list[Any], positions: torch.Tensor, device: Any) -> NonTensorStack:
         out = cls.__new__(cls)
         out._items, out._pos, out._batch_size, out._device = items, positions, positions.shape, device
+        out._names, out._locked = None, False
         return out
 
     def _positions(self) -> torch.Tensor:
@@ -583,13 +694,15 @@ class NonTensorStack(_NonTensor):
     def _from_positions(self, positions: torch.Tensor) -> _NonTensor:
         if not positions.ndim:  # one element: its value (a stack stays a stack otherwise, as tensordict's)
             return NonTensorData._new(self._items[int(positions)], positions.shape, self._device)
+        if positions.numel() and not any(positions.stride()):  # no stack dim left: one member
+            return NonTensorData._new(self._items[int(positions.reshape(-1)[0])], positions.shape, self._device)
         return NonTensorStack._new(self._items, positions, self._device)
 
     def _uniform(self) -> bool:
         flat = self._pos.reshape(-1)
         return not flat.numel() or bool((flat == flat[0]).all())
 
-    def _follow(self, batch_size: Any, device: Any = NO_DEFAULT) -> _NonTensor:
+    def _follow_values(self, batch_size: Any, device: Any) -> _NonTensor:
         dev = self._device if device is NO_DEFAULT else device
         if batch_size is None or _Size(batch_size) == self._batch_size:
             return NonTensorStack._new(self._items, self._pos, dev)
@@ -603,6 +716,19 @@ class NonTensorStack(_NonTensor):
 
     def _become(self, other: _NonTensor) -> None:
         raise RuntimeError("cannot change the batch size of a NonTensorStack in place")
+
+    def _copied(self, deep: bool) -> NonTensorStack:
+        """One copy per member (tensordict copies each member of its stack), not shared between members."""
+        pos = self._pos
+        if not pos.numel():
+            return NonTensorStack._new([], pos, self._device)
+        member = {j for j in range(pos.ndim) if not pos.stride(j)}
+        firsts = pos[tuple(0 if j in member else slice(None) for j in range(pos.ndim))]
+        copy_one = copy.deepcopy if deep else _new_containers
+        items = [copy_one(self._items[i]) for i in firsts.reshape(-1).tolist()]
+        return NonTensorStack._new(
+            items, _spread(torch.arange(len(items)).view(firsts.shape), pos.shape, member), self._device
+        )._named(self._names)
 
     def maybe_to_stack(self) -> NonTensorStack:
         """A new stack of the same values (every element of a stack is already a stack element)."""
@@ -621,12 +747,53 @@ class NonTensorStack(_NonTensor):
         self._items, self._pos = items, pos.clone(memory_format=torch.contiguous_format)
 
     def __reduce__(self) -> Any:
-        return (_rebuild_stack, (self._items, self._pos, self._device))
+        return (_rebuild_stack, (self._items, self._pos, self._device, self._names))
 
     def __repr__(self) -> str:  # tensordict's form
         return (
             f"NonTensorStack(\n    {self.tolist()!r},\n    batch_size={self._batch_size!r},\n    device={self._device})"
         )
+
+
+def _dims_kept(old: torch.Size, new: torch.Size) -> list[tuple[int, int]]:
+    """``(new dim, old dim)`` for the dims of ``old`` that a stacking op (``expand``, ``unsqueeze``) keeps in ``new``.
+
+    ``expand`` adds leading dims (it may also grow dims of size 1); ``unsqueeze`` inserts one dim of size
+    1: the first place it fits (next to other dims of size 1, the shapes alone cannot tell which is new).
+    """
+    k = len(new) - len(old)
+    if k != 1 or new[k:] == old:  # leading dims
+        return [(i + k, i) for i in range(len(old))]
+    at = 0
+    while at < len(old) and new[at] == old[at]:
+        at += 1
+    while at and new[at - 1] == 1:
+        at -= 1
+    return [(j if j < at else j + 1, j) for j in range(len(old))]
+
+
+def _member_dims(positions: torch.Tensor, member: set[int]) -> torch.Tensor:
+    """``positions`` with stride 0 exactly on the dims in ``member`` (the stack's members' own dims)."""
+    if not positions.numel() or all(bool(positions.stride(j)) != (j in member) for j in range(positions.ndim)):
+        return positions
+    index = tuple(0 if j in member else slice(None) for j in range(positions.ndim))
+    return _spread(positions[index].clone(memory_format=torch.contiguous_format), positions.shape, member)
+
+
+def _spread(base: torch.Tensor, shape: torch.Size, member: set[int]) -> torch.Tensor:
+    """``base`` (contiguous, the dims of ``shape`` but ``member``) viewed as ``shape``: stride 0 on ``member``."""
+    rest = iter(base.stride())
+    strides = [0 if j in member else next(rest) for j in range(len(shape))]
+    return base.as_strided(shape, strides)  # (base is fresh: offset 0)
+
+
+def _new_containers(value: Any) -> Any:
+    """``value`` with new pytree containers (``dict``, ``list``, ``tuple``...) at every level, the same items."""
+    return value if _pytree.tree_is_leaf(value) else _pytree.tree_map(_same_item, value)
+
+
+def _same_item(item: Any) -> Any:
+    return item
 
 
 def _regular_depth(values: Any) -> int:
@@ -687,11 +854,16 @@ def stack_non_tensor(
             return keep._new(first, shape, members[0].device)
     items: list[Any] = []
     positions = []
+    own = set(range(members[0].batch_dims))  # the dims of stride 0 in every member: the members' own dims
     for m in members:
         its, pos = _parts(m)
+        own.difference_update(i for i, stride in enumerate(pos.stride()) if stride)
         positions.append(pos + len(items))
         items.extend(its)
     pos = (torch.cat if cat else torch.stack)(positions, dim)
+    if not cat:  # they stay the members' own dims (the new dim is a stack dim)
+        d = dim % pos.ndim
+        pos = _member_dims(pos, {i if i < d else i + 1 for i in own})
     out = NonTensorStack._new(items, pos, members[0].device)
     return out._from_positions(pos) if collapse else out
 
@@ -701,7 +873,7 @@ def wrap(value: Any, batch_size: torch.Size, device: Any) -> NonTensorData:
     return NonTensorData._new(value, batch_size, device)
 
 
-def _rebuild_data(cls: Any, data: Any, batch_size: Any, device: Any) -> NonTensorDataBase:
+def _rebuild_data(cls: Any, data: Any, batch_size: Any, device: Any, names: Any = None) -> NonTensorDataBase:
     """Unpickle a ``NonTensorData``/``MetaData`` (allowed in ``torch.load(weights_only=True)``).
 
     Raises:
@@ -709,10 +881,10 @@ def _rebuild_data(cls: Any, data: Any, batch_size: Any, device: Any) -> NonTenso
     """
     if not (isinstance(cls, type) and issubclass(cls, NonTensorDataBase)):
         raise TypeError(f"unpickling a NonTensorData: expected a NonTensorData or MetaData class, got {cls!r}")
-    return cls(data, batch_size, device)
+    return cls(data, batch_size, device, names)
 
 
-def _rebuild_stack(items: Any, positions: Any, device: Any) -> NonTensorStack:
+def _rebuild_stack(items: Any, positions: Any, device: Any, names: Any = None) -> NonTensorStack:
     """Unpickle a ``NonTensorStack``: its distinct values and, per element, the position of its value.
 
     Raises:
@@ -726,7 +898,10 @@ def _rebuild_stack(items: Any, positions: Any, device: Any) -> NonTensorStack:
         )
     if positions.numel() and not (int(positions.min()) >= 0 and int(positions.max()) < len(items)):
         raise IndexError(f"unpickling a NonTensorStack: positions outside its {len(items)} values")
-    return NonTensorStack._new(items, positions.as_subclass(torch.Tensor), _as_device(device))
+    out = NonTensorStack._new(items, positions.as_subclass(torch.Tensor), _as_device(device))
+    if names is not None:
+        out.names = names
+    return out
 
 
 TensorDictBase._non_tensor_cls = NonTensorData

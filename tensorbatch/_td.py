@@ -212,21 +212,19 @@ class TensorDict(TensorDictBase):
 
     @names.setter
     def names(self, value: Sequence[str | None] | None) -> None:
-        if value is None:
-            self._names = None
-            return
-        value = _checked_names(value, self._batch_size)
+        value = (None,) * len(self._batch_size) if value is None else _checked_names(value, self._batch_size)
         self._names = value if any(n is not None for n in value) else None
         n = len(value)
         for _, node in named_nodes(self):  # nested nodes take these names for the root's dims
-            if node is self:
-                continue
-            names = (*value, *node.names[n:])
+            if node is not self:
+                names = (*value, *node.names[n:])
+                if type(node) is TensorDict:
+                    names = _checked_names(names, node._batch_size)
+                    node._names = names if any(x is not None for x in names) else None
+                else:  # another backend or a wrapper: through its own setter
+                    node.names = names
             if type(node) is TensorDict:
-                names = _checked_names(names, node._batch_size)
-                node._names = names if any(x is not None for x in names) else None
-            else:  # another backend or a wrapper: through its own setter
-                node.names = names
+                _name_non_tensor(node, value)
 
     def _get_str(self, key: str, default: Any = NO_DEFAULT) -> Any:
         if default is NO_DEFAULT:
@@ -422,6 +420,14 @@ class TensorDict(TensorDictBase):
         if consolidated is not None:
             return consolidated
         return (_rebuild, (type(self), self._tensordict, self._batch_size, self._device, self._names, self._is_locked))
+
+
+def _name_non_tensor(node: TensorDict, names: tuple[str | None, ...]) -> None:
+    """Give the non-tensor leaves of ``node`` the names ``names`` for its first dims, as tensordict."""
+    n = len(names)
+    for value in node._tensordict.values():
+        if type(value) in NON_TENSOR_TYPES:
+            value.names = (*names, *value.names[n:])
 
 
 def _rebuild(cls: Any, source: Any, batch_size: Any, device: Any, names: Any, locked: Any) -> TensorDict:

@@ -179,8 +179,8 @@ def _wrap(result: Any, args: Any, batch_size: torch.Size | None) -> Any:
 def check_shared(items: list[Any], what: str, where: str) -> None:
     """Before ``items`` (one entry per stacked TensorDict) become one entry: the first one's data.
 
-    Raises ``RuntimeError`` when an item is not unbatched; warns (as tensordict does) when an item holds
-    other data than the first, compared by value (equal values in other storage, a clone, do not warn).
+    Raises ``RuntimeError`` when an item is not unbatched; warns, as tensordict 0.15.3 does, when an item's
+    data lie in other storage than the first's (a clone with equal values warns too: only the first is kept).
     """
     first = items[0]
     for item in items[1:]:
@@ -190,13 +190,12 @@ def check_shared(items: list[Any], what: str, where: str) -> None:
                 f"{type(item).__name__} in another"
             )
     if any(
-        item is not first
-        and not (item.shape == first.shape and (item.data_ptr() == first.data_ptr() or torch.equal(item, first)))
+        item is not first and not (item.shape == first.shape and item.data_ptr() == first.data_ptr())
         for item in items[1:]
     ):
         warnings.warn(
-            f"{what}: the UnbatchedTensor entries {where} hold different data: the result keeps the "
-            "first one's (an UnbatchedTensor is shared by the whole batch; use a plain tensor for "
+            f"{what}: the UnbatchedTensor entries {where} hold their data in different storage: the result keeps "
+            "the first one's (an UnbatchedTensor is shared by the whole batch; use a plain tensor for "
             "data per batch element)",
             UserWarning,
             stacklevel=4,

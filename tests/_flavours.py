@@ -87,8 +87,8 @@ NESTED_KEYS: tuple[tuple[str, ...], ...] = (("nested", "d"), ("nested", "deep", 
 #   whole_leaf_apply  apply/named_apply call fn once per leaf, on the whole leaf (a lazy stack calls
 #                     it once per member, on the member's leaf, as tensordict 0.15.3 does)
 #   fresh_index_nodes indexing and unbind give new TensorDict nodes (unlocked even when the source is
-#                     locked); a lazy stack indexed along its stack dim hands back its members
-#                     (``s[i] is member``), which share its lock (as in tensordict 0.15.3)
+#                     locked); a lazy stack's index results keep its lock (its members along the stack
+#                     dim, ``s[i] is member``; new members locked off it), as in tensordict 0.15.3
 #   shared_select     select/exclude/detach give TensorDicts sharing the leaves' storage: in-place writes
 #                     through them reach the source. A store whose reads are copies (HDF5) lacks it:
 #                     those give in-memory copies (its nested nodes are views: use float_part)
@@ -433,7 +433,7 @@ FLAVOURS = [
         "lazy_stack1",
         make_lazy_stack1,
         add={"lazy"},
-        drop={"stored_leaves", "whole_leaf_apply", "batch_size_shrink", "pytree"},
+        drop={"stored_leaves", "whole_leaf_apply", "fresh_index_nodes", "batch_size_shrink", "pytree"},
     ),
     # A NumpyStore (tests/backends/numpy_store.py) implements only the backend contract. It drops:
     # stored_leaves (a read wraps the array in a new tensor: same memory, never the same object), grad

@@ -797,13 +797,17 @@ class TestMemmapLike:
             getattr(td.clone(), method)(tmp_path / "y", atomic=True)
             assert TensorDict.load_memmap(tmp_path / "y")["a"].sum() == 66.0
 
-    def test_over_a_save_gives_zeros_and_old_mappings_keep_their_data(self, tmp_path):
-        # tensordict maps the existing files and keeps their values (README, Differences)
+    def test_over_a_save_keeps_the_values_of_leaves_of_the_same_shape_and_dtype(self, tmp_path):
+        # as tensordict, which maps the existing files (and reads other dtypes' bytes as garbage: zeros here)
         td = make_td()
         saved = td.memmap(tmp_path / "x")
         like = td.memmap_like(tmp_path / "x")
-        assert not like["a"].any() and not TensorDict.load_memmap(tmp_path / "x")["a"].any()
-        assert saved["a"].sum() == 66.0  # the previous save's mapping keeps its file's data
+        assert like["a"].sum() == 66.0 and TensorDict.load_memmap(tmp_path / "x")["a"].sum() == 66.0
+        like["a"][0, 0] = 100.0  # the old save's mapping and the new one share the file, as tensordict's
+        assert saved["a"][0, 0] == 100.0
+        other = TensorDict({"a": torch.ones(3, 4, dtype=torch.float64), "b": torch.ones(3, 2)}, [3])
+        changed = other.memmap_like(tmp_path / "x")
+        assert not changed["a"].any() and not changed["b"].any()  # another dtype, another shape: zeros
         assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]  # nothing left aside
 
     def test_writes_reach_the_files(self, tmp_path):

@@ -391,11 +391,54 @@ def test_cat_of_equal_data_stays_data():
 
 
 @pytest.mark.parametrize("op", [lambda td: td.expand(4, 3), lambda td: td.unsqueeze(0)], ids=["expand", "unsqueeze"])
-def test_expand_and_unsqueeze_keep_non_tensor_data(op):
+def test_expand_and_unsqueeze_stack_non_tensor_data(op):
     out = op(make_td1())
-    assert type(out.get("s")) is NonTensorData
+    assert type(out.get("s")) is NonTensorStack  # stacked copies, as tensordict
     assert out.get("s").batch_size == out.batch_size
+    assert out.get("s").tolist() == [["hi"] * 3] * out.batch_size[0]
     assert type(out.get("l")) is NonTensorStack
+    with set_capture_non_tensor_stack(True):
+        assert type(op(make_td1()).get("s")) is NonTensorData
+
+
+@pytest.mark.parametrize(
+    ("op", "kind"),
+    [
+        (lambda td: td.expand(4, 3)[0], NonTensorData),  # the stack dim indexed away: one member
+        (lambda td: td.expand(4, 3)[:, 0], NonTensorStack),
+        (lambda td: td.expand(4, 3)[:1], NonTensorStack),
+        (lambda td: td.expand(4, 3).unbind(0)[1], NonTensorData),
+        (lambda td: td.unsqueeze(0).squeeze(0), NonTensorData),
+        (lambda td: td.unsqueeze(1)[:, 0], NonTensorData),
+        (lambda td: td.unsqueeze(1)[0], NonTensorStack),
+        (lambda td: td.unsqueeze(0).reshape(3), NonTensorStack),  # regrouped: no members left
+        (lambda td: torch.stack([td, td])[1], NonTensorData),
+        (lambda td: td[:1].expand(4), NonTensorData),  # no new dim: nothing stacked
+    ],
+    ids=[
+        "index",
+        "index_member_dim",
+        "slice",
+        "unbind",
+        "squeeze",
+        "index_1",
+        "index_member_0",
+        "reshape",
+        "stack",
+        "size_one",
+    ],
+)
+def test_stack_dims_taken_away_give_data(op, kind):
+    out = op(make_td1())
+    assert type(out.get("s")) is kind
+    assert out.get("s").batch_size == out.batch_size
+    assert set(np.array(out.get("s").tolist(), dtype=object).reshape(-1).tolist()) == {"hi"}
+
+
+def test_expand_keeps_metadata():
+    td = TensorDict({"m": tensorbatch.MetaData("cfg", batch_size=[2])}, [2])
+    assert type(td.expand(3, 2).get("m")) is tensorbatch.MetaData
+    assert type(td.unsqueeze(0).get("m")) is tensorbatch.MetaData
 
 
 @pytest.mark.parametrize(
@@ -859,10 +902,15 @@ def test_naming_a_tensordict_with_non_tensor_leaves():
     td = TensorDict({"s": "x", "a": torch.zeros(2, 3), "n": {"t": "y"}}, [2], names=["b"])
     assert td.names == ["b"]
     assert td.get("n").names == ["b"]
-    assert td.get("s").names == [None]  # non-tensor leaves carry no names (tensordict: ["b"])
+    assert td.get("s").names == ["b"] and td.get(("n", "t")).names == ["b"]  # as tensordict
     td.names = ["c"]
-    assert td.get("n").names == ["c"]
+    assert td.get("n").names == ["c"] and td.get("s").names == ["c"] and td.get(("n", "t")).names == ["c"]
     assert td["s"] == "x"
+    assert td[0].get("s").names == [] and td.unsqueeze(0).get("s").names == [None, "c"]
+    td.set_non_tensor("u", "z")
+    assert td.get("u").names == ["c"]
+    td.names = None
+    assert td.get("s").names == [None]
 
 
 def test_empty_recurse_keeps_non_tensor_leaves():
@@ -878,3 +926,17 @@ def test_empty_recurse_keeps_non_tensor_leaves():
     assert smaller.get("s").batch_size == torch.Size([])
     assert smaller.get(("n", "t")).batch_size == torch.Size([])
     assert list(td.empty().keys()) == []
+
+
+def test_clone_deep_copies_non_tensor_values():
+    item = object()
+    value = {"k": [item]}
+    td = TensorDict({"x": torch.zeros(2), "l": NonTensorStack([1], [2])}, [2])
+    td.set_non_tensor("d", value)
+    deep, shallow = td.clone(), td.clone(recurse=False)
+    assert deep.get("d").data is not value and deep.get("d").data["k"][0] is not item
+    assert deep.get("l").tolist() == [[1], [2]] and deep.get("l").tolist()[0] is not td.get("l").tolist()[0]
+    shallow_value = shallow.get("d").data
+    assert shallow_value is not value and shallow_value["k"] is not value["k"] and shallow_value["k"][0] is item
+    assert td.to_tensordict().get("d").data is value  # to_tensordict shares the values (as tensordict)
+    assert td.get("d").clone(recurse=False).data is value and td.get("d").copy().data is not value

@@ -187,7 +187,10 @@ def test_stacking_different_data_keeps_the_first_and_warns():
     td, other = _td(), _td()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = torch.stack([td, other])  # equal values: no warning
+        out = torch.stack([td, td[:]])  # the same storage: no warning
+    assert _same_data(out["u"], td["u"])
+    with pytest.warns(UserWarning, match=r"'u' hold their data in different storage"):
+        out = torch.stack([td, other])  # equal values in other storage: warned, as tensordict
     assert _same_data(out["u"], td["u"])
     other["u"].add_(1)
     with pytest.warns(UserWarning, match=r"'u'.*first one's"):

@@ -324,6 +324,8 @@ def _validate(
         if device is not None and value.device != device:
             value = value.to(device, non_blocking=non_blocking)
         return value
+    if is_non_tensor(value) and value._maybe_names() is None and node._maybe_names() is not None:
+        value = _named_leaf(value, node)  # a non-tensor leaf takes the names of its node's dims (as tensordict)
     if is_td(value):
         vbs = value.batch_size
         if vbs[: len(bs)] != bs:
@@ -339,13 +341,22 @@ def _validate(
     if isinstance(value, Mapping):
         return self._dense_cls(value, batch_size=bs, device=node.device, names=node._maybe_names(), _path=path)
     if isinstance(value, (int, float, bool, complex, np.ndarray, np.generic, tuple)):
-        return node._validate(torch.as_tensor(value, device=node.device), path, node)
+        try:
+            tensor = torch.as_tensor(value, device=node.device)
+        except (TypeError, ValueError, RuntimeError):
+            if type(value) is not tuple or (array := np.asarray(value)).dtype.kind in "biufc":
+                raise
+            return node._non_tensor_cls._new(array, bs, node.device)._named(node._maybe_names())  # (tensordict's)
+        return node._validate(tensor, path, node)
     if isinstance(value, list):
+        if not _options.LIST_TO_STACK:  # set_list_to_stack(False): numpy's array of it, as tensordict
+            array = _list_as_array(value)
+            if isinstance(array, np.ndarray) and array.dtype.kind in "biufc":
+                return node._validate(array, path, node)
+            return node._non_tensor_cls._new(array, bs, node.device)._named(node._maybe_names())
         try:
             tensor = torch.as_tensor(value, device=node.device)
         except (TypeError, ValueError, RuntimeError):  # strings, ragged lists: one value per element
-            if not _options.LIST_TO_STACK:  # set_list_to_stack(False): the list is one value
-                return node._non_tensor_cls._new(value, bs, node.device)
             if not bs or len(value) != bs[0]:
                 raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
             try:
@@ -354,7 +365,30 @@ def _validate(
                 raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
             return node._validate(stack, path, node)
         return node._validate(tensor, path, node)
-    return node._non_tensor_cls._new(value, bs, node.device)
+    return node._non_tensor_cls._new(value, bs, node.device)._named(node._maybe_names())
+
+
+def _list_as_array(value: list[Any]) -> Any:
+    """A list under ``set_list_to_stack(False)``: ``np.asarray(value)`` (a tensor of it when it holds numbers).
+
+    A list numpy cannot hold as it is stays a list (one non-tensor value): a ragged one (tensordict
+    raises) and one of mixed types that numpy would turn into strings (``["a", 1]`` -> ``["a", "1"]``).
+    """
+    try:
+        array = np.asarray(value)
+    except ValueError:
+        return value
+    if array.dtype.kind in "US" and array.tolist() != value:
+        return value
+    return array
+
+
+def _named_leaf(leaf: Any, node: Any) -> Any:
+    """A copy of the unnamed non-tensor ``leaf`` named as ``node``'s dims (``leaf`` itself if they do not fit)."""
+    names, bs = node._maybe_names(), node.batch_size
+    if leaf.batch_size[: len(bs)] != bs:
+        return leaf  # (refused below)
+    return leaf._follow(None, NO_DEFAULT, (*names, *(None,) * (leaf.batch_dims - len(bs))))
 
 
 def del_(self: TensorDictBase, key: NestedKey) -> TensorDictBase:

@@ -32,6 +32,7 @@ from .._ops.traverse import (
     is_non_tensor as _is_nt,
 )
 from .._unbatched import UnbatchedTensor
+from . import values as _values
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -150,8 +151,11 @@ def to_dict(self: TensorDictBase, *, retain_none: bool = True, convert_tensors: 
 
 
 def to_tensordict(self: TensorDictBase, *, retain_none: bool | None = None) -> TensorDictBase:
-    """An in-memory TensorDict copy of this one (a stored TensorDict reads every row in one batched call)."""
-    return self.clone()
+    """An in-memory TensorDict copy of this one (a stored TensorDict reads every row in one batched call).
+
+    Tensors are copied; non-tensor values are shared (``clone`` deep-copies them, as tensordict).
+    """
+    return _values.clone_tensors(self)
 
 
 def state_dict(

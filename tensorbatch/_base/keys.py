@@ -336,9 +336,9 @@ def exclude(self: TensorDictBase, *keys: NestedKey, inplace: bool = False) -> Te
     return self._replace_with(result) if inplace else result
 
 
-def _copy_tree(self: TensorDictBase) -> TensorDictBase:
-    """New tree objects (every level) over the same leaves."""
-    return copy_nodes(self)
+def _copy_tree(self: TensorDictBase, values: bool = False) -> TensorDictBase:
+    """New tree objects (every level) over the same leaves (``values``: non-tensor values in new containers)."""
+    return copy_nodes(self, values)
 
 
 def split_keys(
@@ -373,7 +373,7 @@ def split_keys(
         >>> list(renamed.keys()), rest is td, sorted(td.keys())
         (['x'], True, ['b', 'n'])
     """
-    rest = self if inplace else copy_nodes(self)
+    rest = self if inplace else copy_nodes(self, True)  # (a shallow copy: new non-tensor containers, as tensordict)
     outs = []
     for ks in key_sets:
         out = self.empty(recurse=True).filter_non_tensor_data() if reproduce_struct else self.empty()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .._ops import pointwise
-from .._ops.traverse import named_nodes
+from .._ops.traverse import NON_TENSOR_TYPES, named_nodes
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -78,6 +78,7 @@ def lock_(self: TensorDictBase) -> TensorDictBase:
     nodes = named_nodes(self, members=True)  # a lazy stack's members are what it stores
     for _, node in nodes:
         node._set_lock(True)
+        _lock_non_tensor(node, True)
     if len(nodes) > 1:  # each nested node records the locked nodes above it (a parent comes before its nodes)
         ref = _ref(self)
         # node path -> weak references to that node and the nodes above it
@@ -120,6 +121,7 @@ def unlock_(self: TensorDictBase) -> TensorDictBase:
     nodes = named_nodes(self, post_order=True, members=True)
     for _, node in nodes:
         node._set_lock(False)
+        _lock_non_tensor(node, False)
     subs = [node for _, node in nodes[:-1]]
     try:
         for sub in subs:
@@ -130,6 +132,15 @@ def unlock_(self: TensorDictBase) -> TensorDictBase:
         raise
     self._last_op = undo
     return self
+
+
+def _lock_non_tensor(node: Any, value: bool) -> None:
+    """Lock or unlock the non-tensor leaves of an in-memory node with it (tensordict's leaves are nodes)."""
+    entries = getattr(node, "_tensordict", None)
+    if type(entries) is dict and not NON_TENSOR_TYPES.isdisjoint(map(type, entries.values())):  # (C-speed test)
+        for leaf in entries.values():
+            if type(leaf) in NON_TENSOR_TYPES:
+                leaf._set_lock(value)
 
 
 def _nothing(td: Any) -> None:
@@ -229,12 +240,15 @@ def keep_lock(method: Any, dtype_view: bool = False) -> Any:
     return keeping
 
 
-def install_keep_lock(cls: type[Any]) -> None:
-    """Wrap the lock-keeping methods that ``cls`` itself defines with :func:`keep_lock` (``data``: a property)."""
+def install_keep_lock(cls: type[Any], drop: frozenset[str] = frozenset()) -> None:
+    """Wrap the lock-keeping methods that ``cls`` itself defines with :func:`keep_lock` (``data``: a property).
+
+    ``drop`` names the methods whose results ``cls`` leaves as they come (a lazy stack's ``expand`` is a new stack).
+    """
     done: dict[Any, Any] = {}
     for name in (*pointwise.METHODS, *pointwise.OPERATORS, *pointwise.REFLECTED, *KEEP_LOCK_SHAPE, "data"):
         method = cls.__dict__.get(name)
-        if method is None or name in _DROP_LOCK:
+        if method is None or name in _DROP_LOCK or name in drop:
             continue
         if isinstance(method, property):
             setattr(cls, name, property(keep_lock(method.fget), method.fset, method.fdel, method.__doc__))

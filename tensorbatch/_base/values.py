@@ -330,6 +330,10 @@ def _to_attrs(td: TensorDictBase, targets: dict[Any, Any]) -> TensorDictBase:
 def clone(self: TensorDictBase, recurse: bool = True, **kwargs: Any) -> TensorDictBase:
     """A copy; ``recurse=False`` copies the structure only and shares the leaves.
 
+    Non-tensor values are copied as tensordict copies them: ``copy.deepcopy`` of each value (a value
+    that cannot be deep-copied raises ``deepcopy``'s error); with ``recurse=False``, new
+    ``dict``/``list``/``tuple`` containers over the same items.
+
     Examples:
         >>> from tensorbatch import TensorDict
         >>> td = TensorDict({"a": torch.ones(2)}, batch_size=[2])
@@ -337,9 +341,17 @@ def clone(self: TensorDictBase, recurse: bool = True, **kwargs: Any) -> TensorDi
         (True, False)
     """
     if recurse:
-        cloned: TensorDictBase = _pointwise.map_dense(self, _FOREACH_CLONE, torch.clone, "cloning", cpu=True)
+        cloned: TensorDictBase = _pointwise.map_dense(
+            self, _FOREACH_CLONE, torch.clone, "cloning", cpu=True, copy_values=True
+        )
         return cloned
-    return self._copy_tree()
+    return self._copy_tree(True)
+
+
+def clone_tensors(td: TensorDictBase) -> TensorDictBase:
+    """A copy with cloned tensor leaves whose non-tensor leaves keep their values (``to_tensordict``, as tensordict)."""
+    cloned: TensorDictBase = _pointwise.map_dense(td, _FOREACH_CLONE, torch.clone, "cloning", cpu=True)
+    return cloned
 
 
 def copy(self: TensorDictBase) -> TensorDictBase:

@@ -8,7 +8,9 @@ active ``FakeTensorMode`` (tracing, export) loading reads the metadata only and 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import pickle
 import shutil
@@ -66,6 +68,7 @@ class _Writer:
         self.allow_pickle, self.like, self.fresh = allow_pickle, like, fresh
         self.jobs: list[tuple[torch.Tensor, Path, bool]] = []  # (tensor, file, zero-filled instead of written)
         self.metas: dict[Path, dict[str, Any]] = {}  # each node's metadata by folder (what load reads)
+        self.keep: dict[Path, Path] = {}  # memmap_like over a save: new file -> the old file it takes over
 
     def tree(self, td: Any, root: Path) -> None:
         """Write every node of ``td`` (a node before the ones below it; a lazy stack's members in ``0/``, ``1/``...)."""
@@ -227,7 +230,10 @@ class _Writer:
             return
         nbytes = tensor.numel() * tensor.element_size()
         tmp = file if self.fresh else file.with_name(f".{file.name}.tmp-{uuid.uuid4().hex[:8]}")
-        if like or not nbytes:  # a sparse, zero-filled file: no page is touched
+        old = self.keep.get(file) if like else None
+        if old is not None and _link_or_copy(old, tmp):  # memmap_like keeps what the previous save held there
+            pass
+        elif like or not nbytes:  # a sparse, zero-filled file: no page is touched
             fd = os.open(tmp, _CREATE, 0o666)  # (os level: a Python file object costs four more system calls)
             try:
                 os.ftruncate(fd, nbytes)
@@ -351,6 +357,8 @@ def save(
     writer.fresh = True
     try:
         writer.root(td, tmp)
+        if like and mode is not None:
+            writer.keep = _kept_files(writer.metas, tmp, prefix)
         writer.write(num_threads, progress)
         _swap_into_place(tmp, prefix)
     except BaseException:
@@ -359,6 +367,51 @@ def save(
     if metas is not None:
         metas.update({prefix / folder.relative_to(tmp): meta for folder, meta in writer.metas.items()})
     return prefix
+
+
+def _kept_files(metas: dict[Path, dict[str, Any]], tmp: Path, prefix: Path) -> dict[Path, Path]:
+    """For ``memmap_like`` into a folder holding a save: the new files that take over an old one's data.
+
+    As in tensordict, ``memmap_like`` over a save keeps the values saved there: a leaf whose old entry has the
+    same shape and dtype (and whose file has the size that says) maps the old file (tensordict maps any old file
+    of that name, and reads other dtypes' bytes as garbage); the other leaves are zeros.
+    """
+    kept = {}
+    for folder, meta in metas.items():
+        old_folder = prefix / folder.relative_to(tmp)
+        try:
+            old_meta = json.loads((old_folder / META).read_text())
+        except (OSError, ValueError):
+            continue
+        for key, entry in meta.items():
+            old = old_meta.get(key) if isinstance(old_meta, dict) else None
+            if not (isinstance(entry, dict) and "dtype" in entry and not entry.get("is_nested")):
+                continue
+            same = ("shape", "dtype", "is_nested", "unbatched")
+            if not isinstance(old, dict) or any(old.get(f) != entry.get(f) for f in same):
+                continue
+            name = f"{_file_key(key)}.memmap"
+            dtype = DTYPES.get(entry["dtype"])
+            nbytes = math.prod(entry["shape"]) * (dtype.itemsize if dtype is not None else -1)
+            with contextlib.suppress(OSError):
+                if (old_folder / name).stat().st_size == nbytes and nbytes > 0:
+                    kept[folder / name] = old_folder / name
+    return kept
+
+
+def _link_or_copy(old: Path, new: Path) -> bool:
+    """``new`` becomes ``old``'s file: a hard link, or a copy where links are not possible (False: neither).
+
+    Through a link, mappings of the old save and of the new one see each other's writes, as tensordict's maps.
+    """
+    try:
+        os.link(old, new)
+    except OSError:
+        try:
+            shutil.copyfile(old, new)
+        except OSError:
+            return False
+    return True
 
 
 def _mode(path: Path, *, follow: bool) -> int | None:

@@ -134,7 +134,7 @@ class _Persistence:
                 self, prefix, existsok=existsok, num_threads=num_threads, allow_pickle=allow_pickle, progress=progress
             )
             if is_non_tensor(self) and loaded.batch_size != self.batch_size:  # a leaf's batch is its parent's
-                loaded = loaded._follow(self.batch_size)
+                loaded = loaded._follow(self.batch_size).lock_()
             return loaded
 
         return _memmap.run_early(run) if return_early and num_threads else run()  # (a future with threads only)

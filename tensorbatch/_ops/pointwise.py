@@ -222,27 +222,45 @@ def _use_foreach(td: Any) -> bool:
 
 
 def map_dense(
-    td: Any, foreach: Any, op: Callable[..., Any], what: str, *args: Any, cpu: bool = False, **kwargs: Any
+    td: Any,
+    foreach: Any,
+    op: Callable[..., Any],
+    what: str,
+    *args: Any,
+    cpu: bool = False,
+    copy_values: bool = False,
+    **kwargs: Any,
 ) -> Any:
     """New tree with ``op(leaf, *args)`` per leaf, through ``foreach(leaves, *args)`` on accelerators.
 
     ``cpu=True`` takes the foreach path on the CPU too: for ops whose CPU foreach kernel measured faster
-    than the loop (clone).
+    than the loop (clone). ``copy_values``: non-tensor leaves hold deep copies of their values (clone).
     """
     if dynamo_compiling() and not args and not kwargs:  # traced.py: lean while dynamo traces
-        out = unary(td, op)
+        out = unary(td, op)  # (None for a tree holding non-tensor leaves)
         if out is not None:
             return out
     if foreach is not None and not kwargs and (cpu or _use_foreach(td)):
         try:
             leaves = flat_leaves(td)
         except RuntimeError:  # a lazy stack whose leaves cannot stack: the leaf-by-leaf path maps its members
-            return map_leaves(td, lambda x: op(x, *args), what=what)
+            return _map_each(td, op, what, args, kwargs, copy_values)
         if not transforms_active() and not dynamo_compiling():  # see _NO_BATCHING
             try:
-                return from_leaves(td, foreach(leaves, *args))
+                return from_leaves(td, foreach(leaves, *args), copy_values=copy_values)
             except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
-                return map_leaves(td, lambda x: op(x, *args), what=what)
+                return _map_each(td, op, what, args, kwargs, copy_values)
+    return _map_each(td, op, what, args, kwargs, copy_values)
+
+
+def _map_each(td: Any, op: Callable[..., Any], what: str, args: Any, kwargs: Any, copy_values: bool) -> Any:
+    """:func:`map_dense` leaf by leaf (``copy_values``: the non-tensor leaves are mapped to deep copies too)."""
+    if copy_values:
+
+        def each(x: Any) -> Any:
+            return x._copied(True) if type(x) in NON_TENSOR_TYPES else op(x, *args, **kwargs)
+
+        return map_leaves(td, each, what=what, is_leaf=NON_TENSOR_TYPES.__contains__)
     if args or kwargs:
         return map_leaves(td, lambda x: op(x, *args, **kwargs), what=what)
     return map_leaves(td, op, what=what)

@@ -15,7 +15,7 @@ import torch
 
 from .._errors import fmt_path
 from . import ragged
-from .traverse import check_leaves, flat_leaves, from_leaves, is_td, map_leaves, named_leaves
+from .traverse import check_leaves, flat_leaves, from_leaves, is_non_tensor, is_td, map_leaves, named_leaves
 
 _Size = torch.Size
 
@@ -74,11 +74,16 @@ def view(td: Any, *shape: Any, size: Any = None, batch_size: Any = None) -> Any:
         out = td._map(lambda x: x.view(shape[0]), "viewing as dtype")
         check_leaves(out)  # a dtype of another size changes the last dim: it must not be a batch dim
         return out
-    new = _infer_shape(td, _shape_args(shape or (size or batch_size,)), "view")
+    new = view_shape(td, *shape, size=size, batch_size=batch_size)
     if new == td.batch_size:
         return td
     nd = td.batch_dims
     return td._map(lambda x: x.view(*new, *x.shape[nd:]), "view", batch_size=new, follow=True)
+
+
+def view_shape(td: Any, *shape: Any, size: Any = None, batch_size: Any = None, what: str = "view") -> torch.Size:
+    """The batch size ``td.view(*shape)`` (or ``reshape``: ``what``) gives, ``-1`` inferred."""
+    return _infer_shape(td, _shape_args(shape or (size or batch_size,)), what)
 
 
 def _done(td: Any, result: Any, inplace: bool) -> Any:
@@ -107,6 +112,26 @@ def reshape(td: Any, *shape: Any, size: Any = None, inplace: bool = False) -> An
     )
 
 
+def permute_order(td: Any, *dims: Any, **kwargs: Any) -> tuple[int, ...]:
+    """The permutation ``td.permute(*dims, **kwargs)`` applies, checked (every batch dim once, non-negative)."""
+    if kwargs:
+        if dims or set(kwargs) != {"dims"}:
+            raise TypeError(
+                f"permute takes the dims as integers, one sequence, or the keyword dims; got "
+                f"args={dims} and kwargs={kwargs}"
+            )
+        dims = (kwargs["dims"],)
+    nd = td.batch_dims
+    order = tuple([d + nd if type(d) is int and d < 0 else d for d in _shape_args(dims)])
+    if sorted(order) != list(range(nd)):  # a dim out of range, repeated or missing
+        for d in _shape_args(dims):
+            _dim(td, d, error=ValueError)  # raises for a dim out of range
+        raise ValueError(
+            f"permute: dims {list(dims)} are not a permutation of the {nd} batch dims (Cannot compute the permutation)"
+        )  # tensordict's phrase, which users match on
+    return order
+
+
 def permute(td: Any, *dims: Any, **kwargs: Any) -> Any:
     """Permute the batch dims, given as integers, one sequence, or the keyword ``dims``.
 
@@ -115,23 +140,10 @@ def permute(td: Any, *dims: Any, **kwargs: Any) -> Any:
         >>> TensorDict({"a": torch.zeros(2, 3, 5)}, batch_size=[2, 3]).permute(1, 0)["a"].shape
         torch.Size([3, 2, 5])
     """
-    if kwargs:
-        if dims or set(kwargs) != {"dims"}:
-            raise TypeError(
-                f"permute takes the dims as integers, one sequence, or the keyword dims; got "
-                f"args={dims} and kwargs={kwargs}"
-            )
-        dims = (kwargs["dims"],)
+    order = permute_order(td, *dims, **kwargs)
     bs = td.batch_size
     nd = len(bs)
-    order = tuple([d + nd if type(d) is int and d < 0 else d for d in _shape_args(dims)])
     identity = tuple(range(nd))
-    if sorted(order) != list(identity):  # a dim out of range, repeated or missing
-        for d in _shape_args(dims):
-            _dim(td, d, error=ValueError)  # raises for a dim out of range
-        raise ValueError(
-            f"permute: dims {list(dims)} are not a permutation of the {nd} batch dims (Cannot compute the permutation)"
-        )  # tensordict's phrase, which users match on
     if order == identity:
         return td
     new = _Size([bs[d] for d in order])
@@ -152,14 +164,17 @@ def permute(td: Any, *dims: Any, **kwargs: Any) -> Any:
     return td._map(fn, "permute", batch_size=new, names=names, follow=True)
 
 
-def transpose(td: Any, dim0: int, dim1: int) -> Any:
-    """Swap two batch dims."""
+def transpose_order(td: Any, dim0: int, dim1: int) -> tuple[int, ...]:
+    """The permutation ``td.transpose(dim0, dim1)`` applies."""
     order = list(range(td.batch_dims))
     a, b = _dim(td, dim0, error=ValueError), _dim(td, dim1, error=ValueError)
-    if a == b:
-        return td
     order[a], order[b] = order[b], order[a]
-    return permute(td, *order)
+    return tuple(order)
+
+
+def transpose(td: Any, dim0: int, dim1: int) -> Any:
+    """Swap two batch dims."""
+    return permute(td, *transpose_order(td, dim0, dim1))
 
 
 def _add_first_dim(x: torch.Tensor) -> torch.Tensor:
@@ -193,35 +208,51 @@ def squeeze(td: Any, dim: int | None = None) -> Any:
     return td._map(operator.methodcaller("squeeze", dims), "squeeze", batch_size=new, names=names, follow=True)
 
 
+def flatten_shape(td: Any, start_dim: int, end_dim: int) -> torch.Size:
+    """The batch size of ``td.flatten(start_dim, end_dim)`` (normalised dims, ``td`` has batch dims)."""
+    if start_dim > end_dim:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    bs = td.batch_size
+    return _Size([*bs[:start_dim], math.prod(bs[start_dim : end_dim + 1]), *bs[end_dim + 1 :]])
+
+
 def flatten(td: Any, start_dim: int | None = None, end_dim: int | None = None, *, inplace: bool = False) -> Any:
     """Merge the batch dims ``start_dim..end_dim`` (default: all) into one; ``inplace`` changes ``td`` itself."""
     if inplace:
         return td._take_result(flatten(td, start_dim, end_dim))
     start_dim = 0 if start_dim is None else start_dim
     end_dim = -1 if end_dim is None else end_dim
+    if td.batch_dims == 0 and start_dim in (0, -1):  # (a non-tensor leaf on its own keeps its class, as tensordict's)
+        return (
+            td._map(_add_first_dim, "reshape", batch_size=(1,), follow=True) if is_non_tensor(td) else unsqueeze(td, 0)
+        )
     if td.batch_dims == 0:
-        return unsqueeze(td, 0) if start_dim in (0, -1) else td
+        return td
     s, e = _dim(td, start_dim), _dim(td, end_dim)
-    if s > e:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    bs = td.batch_size
-    new = [*bs[:s], math.prod(bs[s : e + 1]), *bs[e + 1 :]]
+    new = flatten_shape(td, s, e)
     names = _renamed(td, lambda n: [*n[:s], n[s] if s == e else None, *n[e + 1 :]])  # the merged dim is unnamed
     return td._map(operator.methodcaller("flatten", s, e), "flatten", batch_size=new, names=names, follow=True)
+
+
+def unflatten_sizes(td: Any, dim: int, unflattened_size: Sequence[int]) -> tuple[int, list[int]]:
+    """``(normalised dim, the sizes batch dim dim splits into)``, ``-1`` inferred."""
+    d = _dim(td, dim)
+    size = td.batch_size[d]
+    sizes = list(unflattened_size)
+    if -1 in sizes:
+        known = math.prod([s for s in sizes if s != -1])
+        sizes = [size // known if s == -1 else s for s in sizes]
+    if math.prod(sizes) != size:
+        raise RuntimeError(f"unflatten: sizes {list(unflattened_size)} don't multiply to dim {dim} of size {size}")
+    return d, sizes
 
 
 def unflatten(td: Any, dim: int, unflattened_size: Sequence[int], *, inplace: bool = False) -> Any:
     """Split batch dim ``dim`` into ``unflattened_size``; ``inplace`` changes ``td`` itself."""
     if inplace:
         return td._take_result(unflatten(td, dim, unflattened_size))
-    d = _dim(td, dim)
+    d, sizes = unflatten_sizes(td, dim, unflattened_size)
     bs = td.batch_size
-    sizes = list(unflattened_size)
-    if -1 in sizes:
-        known = math.prod([s for s in sizes if s != -1])
-        sizes = [bs[d] // known if s == -1 else s for s in sizes]
-    if math.prod(sizes) != bs[d]:
-        raise RuntimeError(f"unflatten: sizes {list(unflattened_size)} don't multiply to dim {dim} of size {bs[d]}")
     new = [*bs[:d], *sizes, *bs[d + 1 :]]
     names = _renamed(td, lambda n: [*n[:d], *[None] * (len(sizes) - 1), *n[d:]])  # the last new dim keeps it
     return td._map(operator.methodcaller("unflatten", d, sizes), "unflatten", batch_size=new, names=names, follow=True)
@@ -311,21 +342,46 @@ def unbind(td: Any, dim: int = 0) -> tuple[Any, ...]:
     return _split_leaves(td, d, pieces, [-1] * n)
 
 
-def split(td: Any, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
-    """Split along batch dim ``dim`` into chunks of ``split_size`` (or the listed sizes)."""
+def split_sizes(td: Any, split_size: int | Sequence[int], dim: int = 0) -> tuple[int, list[int]]:
+    """``(normalised dim, piece sizes)`` of ``td.split(split_size, dim)``."""
     d = _dim(td, dim)
     total = td.batch_size[d]
     if isinstance(split_size, int):
         if split_size <= 0:
             raise ValueError(f"split_size must be positive, got {split_size}")
-        sizes = [min(split_size, total - i) for i in range(0, total, split_size)] or [0]
-    else:
-        sizes = list(split_size)
-        if sum(sizes) != total:
-            raise RuntimeError(
-                f"split: sizes {sizes} don't sum to dim {dim} of size {total} "
-                f"(split_with_sizes expects split_sizes to sum exactly to {total})"
-            )
+        return d, [min(split_size, total - i) for i in range(0, total, split_size)] or [0]
+    sizes = list(split_size)
+    if sum(sizes) != total:
+        raise RuntimeError(
+            f"split: sizes {sizes} don't sum to dim {dim} of size {total} "
+            f"(split_with_sizes expects split_sizes to sum exactly to {total})"
+        )
+    return d, sizes
+
+
+def chunk_sizes(td: Any, chunks: int, dim: int = 0) -> tuple[int, list[int]]:
+    """``(normalised dim, piece sizes)`` of ``td.chunk(chunks, dim)``."""
+    if chunks <= 0:
+        raise ValueError(f"chunks must be positive, got {chunks}")
+    size = td.batch_size[_dim(td, dim)]
+    return split_sizes(td, max(1, math.ceil(size / chunks)), dim)
+
+
+def tensor_split_sizes(td: Any, indices_or_sections: Any, dim: int = 0) -> tuple[int, list[int]]:
+    """``(normalised dim, piece sizes)`` of ``td.tensor_split(indices_or_sections, dim)``."""
+    d = _dim(td, dim)
+    return d, [len(p) for p in torch.arange(td.batch_size[d]).tensor_split(indices_or_sections)]
+
+
+def unbind_sizes(td: Any, dim: int = 0) -> tuple[int, list[int]]:
+    """``(normalised dim, [-1] per piece)`` of ``td.unbind(dim)`` (``-1``: the dim is removed)."""
+    d = _dim(td, dim)
+    return d, [-1] * td.batch_size[d]
+
+
+def split(td: Any, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
+    """Split along batch dim ``dim`` into chunks of ``split_size`` (or the listed sizes)."""
+    d, sizes = split_sizes(td, split_size, dim)
     leaves = flat_leaves(td, follow=True)
     try:
         pieces = [leaf.split(sizes, d) for leaf in leaves]
@@ -338,10 +394,8 @@ def split(td: Any, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, 
 
 def chunk(td: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
     """Split into ``chunks`` nearly equal pieces along batch dim ``dim``."""
-    if chunks <= 0:
-        raise ValueError(f"chunks must be positive, got {chunks}")
-    size = td.batch_size[_dim(td, dim)]
-    return split(td, max(1, math.ceil(size / chunks)), dim)
+    d, sizes = chunk_sizes(td, chunks, dim)
+    return split(td, sizes, d)
 
 
 def repeat(td: Any, *repeats: Any, inplace: bool = False) -> Any:
@@ -480,6 +534,12 @@ def _order_moving(nd: int, source: tuple[int, ...], destination: tuple[int, ...]
     return [next(rest) if o is None else o for o in order]
 
 
+def movedim_order(td: Any, source: int | Sequence[int], destination: int | Sequence[int]) -> tuple[int, ...]:
+    """The permutation ``td.movedim(source, destination)`` applies."""
+    src, dst = _dims(td, source, "movedim"), _dims(td, destination, "movedim")
+    return tuple(_order_moving(td.batch_dims, src, dst))
+
+
 def movedim(td: Any, source: int | Sequence[int], destination: int | Sequence[int]) -> Any:
     """Move batch dims ``source`` to positions ``destination`` (as :func:`torch.movedim`).
 
@@ -488,8 +548,7 @@ def movedim(td: Any, source: int | Sequence[int], destination: int | Sequence[in
         >>> TensorDict(a=torch.zeros(2, 3, 4), batch_size=[2, 3, 4]).movedim(0, -1).batch_size
         torch.Size([3, 4, 2])
     """
-    src, dst = _dims(td, source, "movedim"), _dims(td, destination, "movedim")
-    return permute(td, *_order_moving(td.batch_dims, src, dst))
+    return permute(td, *movedim_order(td, source, destination))
 
 
 def swapaxes(td: Any, axis0: int, axis1: int) -> Any:
@@ -543,8 +602,7 @@ def tensor_split(td: Any, indices_or_sections: Any, dim: int = 0) -> tuple[Any, 
         >>> [t.batch_size[0] for t in TensorDict(a=torch.zeros(5), batch_size=[5]).tensor_split(2)]
         [3, 2]
     """
-    d = _dim(td, dim)
-    sizes = [len(p) for p in torch.arange(td.batch_size[d]).tensor_split(indices_or_sections)]
+    d, sizes = tensor_split_sizes(td, indices_or_sections, dim)
     pieces = [leaf.tensor_split(indices_or_sections, d) for leaf in flat_leaves(td, follow=True)]
     return _split_leaves(td, d, pieces, sizes)
 

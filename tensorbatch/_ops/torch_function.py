@@ -33,6 +33,9 @@ from .traverse import (
 )
 
 HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {}
+# ``LAZY_JOIN(what, tds, dim)``: stack or cat (``what``) of TensorDicts among which a lazy stack keeps the result
+# lazy, or None to join them here; set by the lazy stack's module (tensorbatch/_lazy_shape.py).
+LAZY_JOIN: Callable[[str, list[Any], int], Any] | None = None
 
 
 def implements(torch_fn: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -202,8 +205,9 @@ def stack(
 ) -> Any:
     """Stack TensorDicts with equal batch sizes and keys along a new batch dim.
 
-    The result is always dense (``contiguous=True`` asks for that; the keys must always match, as
-    ``strict=True`` asks); ``device`` moves the result there.
+    The result is dense (``contiguous=True`` asks for that; the keys must always match, as ``strict=True``
+    asks), but for lazy stacks of one stack dim: a lazy stack of their members' stacks, as tensordict;
+    ``device`` moves the result there.
 
     Examples:
         >>> from tensorbatch import TensorDict
@@ -227,6 +231,10 @@ def stack(
     if not -nd - 1 <= dim <= nd:
         raise IndexError(f"stack: dim {dim} is out of range for {nd} batch dims")
     d = dim % (nd + 1)
+    if dicts is None and out is None and not contiguous and LAZY_JOIN is not None:
+        joined = LAZY_JOIN("stack", tds, d)
+        if joined is not None:
+            return joined
     bs = list(tds[0].batch_size)
     bs.insert(d, len(tds))
     if out is not None:
@@ -249,13 +257,17 @@ def _stack_into(tds: list[Any], dim: int, out: Any, batch_size: torch.Size) -> A
             f"out.batch_size and stacked batch size must match, got out.batch_size={out.batch_size} "
             f"and batch_size={batch_size}"
         )
+    stored = out._stacked_members() is None  # a lazy stack's leaves are read stacked: write through its members
     for path, target in named_leaves(out):
         key = path[0] if len(path) == 1 else path
         col = [td.get(key, None) for td in tds]
         if all(v is None for v in col):
             continue
         if isinstance(target, torch.Tensor) and all(isinstance(v, torch.Tensor) for v in col):
-            torch.stack(col, dim, out=target)
+            if stored:
+                torch.stack(col, dim, out=target)
+            else:
+                out.set_(key, torch.stack(col, dim))
         else:
             out.set(key, torch.stack(col, dim))
     return out
@@ -282,6 +294,9 @@ def cat(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     d = dim % nd
     dicts = _dense_dicts(tds, d)
     if dicts is None:
+        joined = LAZY_JOIN("cat", tds, d) if out is None and LAZY_JOIN is not None else None
+        if joined is not None:
+            return joined
         _check_same_batch(tds, "cat", skip_dim=d)
         if type(tds[0]) in NON_TENSOR_TYPES:
             return _non_tensor_cat(tds, d, cat=True)

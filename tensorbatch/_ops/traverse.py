@@ -60,6 +60,21 @@ operations (``follow=True``) apply the leaf function to their ``_positions()`` t
 them with ``_from_positions``.
 """
 
+NON_TENSOR_FOLLOW = {
+    "expand": "stack",
+    "unsqueeze": "stack",
+    "view": "regroup",
+    "reshape": "regroup",
+    "flatten": "regroup",
+    "unflatten": "regroup",
+}
+"""How a non-tensor leaf follows the batch operations that do not just move its positions (``_follow_op``).
+
+``"stack"``: tensordict's ``NonTensorData.expand`` and ``unsqueeze`` stack copies of the leaf, so new dims
+make a ``NonTensorData`` a ``NonTensorStack`` (see ``_nontensor.py``). ``"regroup"``: the elements are
+regrouped, so a stack's elements stop being grouped by the members it was stacked from.
+"""
+
 
 def is_td(value: Any) -> bool:
     """True for tensor collections (TensorDictBase and its wrappers): a set lookup, no isinstance."""
@@ -383,8 +398,11 @@ def _flat_keys(td: Any, prefix: str, separator: str, is_leaf: Any) -> Iterator[s
             yield from _flat_keys(value, prefix + key + separator, separator, is_leaf)
 
 
-def copy_nodes(td: TensorDictBase) -> TensorDictBase:
+def copy_nodes(td: TensorDictBase, values: bool = False) -> TensorDictBase:
     """New in-memory node objects at every level over the same leaves (``clone(recurse=False)``).
+
+    ``values``: non-tensor leaves hold their values in new ``dict``/``list``/``tuple`` containers (as
+    tensordict's ``clone(recurse=False)``); else they share them.
 
     Examples:
         >>> import torch
@@ -399,9 +417,9 @@ def copy_nodes(td: TensorDictBase) -> TensorDictBase:
         if type(value) is _Tensor or not is_td(value):
             out[key] = value
         elif type(value) in NON_TENSOR_TYPES:
-            out[key] = value._follow(None)
+            out[key] = value._copy_tree(values)
         else:
-            out[key] = copy_nodes(value)
+            out[key] = copy_nodes(value, values)
     return _result(td, out, None, NO_DEFAULT, NO_DEFAULT)  # type: ignore[no-any-return]  # built with _dense_cls
 
 
@@ -659,6 +677,7 @@ def from_leaves(
     device: Any = NO_DEFAULT,
     names: Any = None,
     follow: bool = False,
+    copy_values: bool = False,
 ) -> TensorDictBase:
     """Rebuild an in-memory TensorDict shaped like ``spec`` from leaves in walk order.
 
@@ -669,6 +688,7 @@ def from_leaves(
         device: the result's device; defaults to ``spec.device``.
         names: the root's dim names when ``batch_size`` is given (else ``spec``'s are kept).
         follow: the leaves came from ``flat_leaves(..., follow=True)`` (non-tensor positions included).
+        copy_values: non-tensor leaves hold deep copies of their values (``clone()``).
     """
     return _rebuild(  # type: ignore[no-any-return]  # _dense_cls
         spec,
@@ -677,16 +697,28 @@ def from_leaves(
         device,
         follow,
         NO_DEFAULT if names is None else tuple(names),
+        copy_values,
     )
 
 
-def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow: bool, names: Any = NO_DEFAULT) -> Any:
+def _rebuild(
+    spec: Any,
+    it: Iterator[Any],
+    batch_size: Any,
+    device: Any,
+    follow: bool,
+    names: Any = NO_DEFAULT,
+    copy: bool = False,
+) -> Any:
     if type(spec) in NON_TENSOR_TYPES:
         if follow:
             leaf = next(it, None)
             if leaf is not None:
-                return leaf if type(leaf) in NON_TENSOR_TYPES else spec._from_positions(leaf)
-        return spec._follow(batch_size, device)
+                out = leaf if type(leaf) in NON_TENSOR_TYPES else spec._from_positions(leaf)
+                return out._named(_moved_names(spec, out, names))
+        return (
+            spec._follow(batch_size, device, names)._copied(True) if copy else spec._follow(batch_size, device, names)
+        )
     out = {}
     nd = spec.batch_dims
     for key, value in spec._items_str():
@@ -695,10 +727,11 @@ def _rebuild(spec: Any, it: Iterator[Any], batch_size: Any, device: Any, follow:
         elif is_td(value):
             if follow and type(value) in NON_TENSOR_TYPES:
                 leaf = next(it)  # positions, or an already built non-tensor leaf (stack, cat)
-                out[key] = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
+                moved = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
+                out[key] = moved._named(_moved_names(value, moved, sub_names(names, batch_size, value, nd)))
                 continue
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
-            node = _rebuild(value, it, sub_bs, device, follow, sub_names(names, batch_size, value, nd))
+            node = _rebuild(value, it, sub_bs, device, follow, sub_names(names, batch_size, value, nd), copy)
             out[key] = value._wrap_like(node) if type(value) in REWRAP_TYPES else node
         elif follow and isinstance(value, UnbatchedTensor):  # positions, or the leaf itself (stack, cat)
             leaf = next(it)
@@ -718,7 +751,7 @@ def _result(td: Any, out: dict[str, Any], batch_size: Any, names: Any, device: A
     if batch_size is None and names is NO_DEFAULT and device is NO_DEFAULT and type(td) is td._dense_cls:
         return td._new_node(out)  # the in-memory node's own copy of its batch facts (no property reads)
     if type(td) in NON_TENSOR_TYPES:
-        return td._follow(batch_size, device)
+        return td._follow(batch_size, device, names)
     if batch_size is None:
         batch_size = td.batch_size
         if names is NO_DEFAULT:
@@ -871,7 +904,7 @@ def map_leaves(
     if other is not NO_DEFAULT:
         others = (other,)
     if follow and type(td) in NON_TENSOR_TYPES:  # a batch op moves a non-tensor leaf's positions
-        return td._from_positions(fn(td._positions()))  # type: ignore[no-any-return]  # a non-tensor leaf
+        return _moved_non_tensor(td, fn, what, names)  # type: ignore[no-any-return]  # a non-tensor leaf
     one = None  # a binary library op (add_td...): its tensor leaves skip the general branch's lists
     if others and exact:
         if len(others) == 1 and not inplace and not check:
@@ -959,6 +992,24 @@ def map_leaves(
     if inplace:
         return td  # type: ignore[no-any-return]  # the source itself
     return _result(td, out, batch_size, names, device)  # type: ignore[no-any-return]  # built with _dense_cls
+
+
+def _moved_non_tensor(leaf: Any, fn: Callable[..., Any], what: str, names: Any) -> Any:
+    """A non-tensor leaf after the batch op ``what`` (``fn`` applied to its positions; see NON_TENSOR_FOLLOW).
+
+    ``names``: its new dim names (NO_DEFAULT: kept when its batch size is).
+    """
+    how = NON_TENSOR_FOLLOW.get(what)
+    positions = fn(leaf._positions())
+    out = leaf._from_positions(positions) if how is None else leaf._follow_op(positions, how)
+    return out._named(_moved_names(leaf, out, names))
+
+
+def _moved_names(leaf: Any, out: Any, names: Any) -> Any:
+    """The names of ``out``, ``leaf`` after a batch op: ``names``, or (NO_DEFAULT) the leaf's if its batch is kept."""
+    if names is not NO_DEFAULT:
+        return names
+    return leaf._maybe_names() if out.batch_size == leaf.batch_size else None
 
 
 def _same_key_count(td: Any, others: Any, prefix: tuple[str, ...]) -> None:

@@ -88,6 +88,16 @@ def refuse_outside(filename: str, name: str, why: str) -> OutsideDataError:
     )
 
 
+# h5py's create_dataset options (besides shape, dtype and data, which the layer gives)
+DATASET_OPTIONS = frozenset(
+    {
+        "chunks", "compression", "compression_opts", "shuffle", "fletcher32", "maxshape", "fillvalue",
+        "scaleoffset", "track_times", "external", "track_order", "dcpl", "dapl", "efile_prefix",
+        "virtual_prefix", "allow_unknown_filter", "rdcc_nslots", "rdcc_nbytes", "rdcc_w0", "fill_time",
+    }
+)  # fmt: skip
+
+
 def split_options(kwargs: dict[str, Any], file_options: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(file options, dataset options)``: file options come from ``file_options``, the rest are datasets'."""
     options = dict(file_options or {})
@@ -99,6 +109,12 @@ def split_options(kwargs: dict[str, Any], file_options: dict[str, Any] | None) -
         raise TypeError(
             f"{sorted(misplaced)} are h5py.File options: pass them as file_options={{...}} "
             "(the other keyword arguments go to create_dataset)"
+        )
+    unknown = set(kwargs) - DATASET_OPTIONS
+    if unknown:  # refused now, not at the first write (or never, for a file only read)
+        raise TypeError(
+            f"unexpected keyword arguments {sorted(unknown)}: the keyword arguments besides the documented ones "
+            f"are h5py create_dataset options, one of {sorted(DATASET_OPTIONS)}"
         )
     return options, kwargs
 

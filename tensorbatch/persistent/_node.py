@@ -92,11 +92,11 @@ class PersistentTensorDict(StoredTensorDict):
     ) -> None:
         if backend != "h5":
             raise NotImplementedError(f"unknown backend {backend!r}: PersistentTensorDict supports 'h5' and 'zarr'")
-        options, dataset_kwargs = split_options(kwargs, file_options)
         if (filename is None) == (group is None):
             raise RuntimeError(
                 f"pass either group or filename, not both: got group={group!r} and filename={filename!r}"
             )
+        options, dataset_kwargs = split_options(kwargs, file_options)
         root: Any = open_file(filename, mode, options) if filename is not None else group
         dialect = H5Dialect(
             root,

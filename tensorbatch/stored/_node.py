@@ -17,7 +17,7 @@ import torch
 from .._base.coerce import checked_names
 from .._errors import batch_mismatch, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
-from .._ops.rows import RowPlan, check_fits, plan_rows
+from .._ops.rows import RowPlan, check_fits
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
 from ._copies import CopyOnRead
@@ -175,7 +175,9 @@ class StoredTensorDict(CopyOnRead):
     # ------------------------------------------------------------------ primitives
     @property
     def batch_size(self) -> torch.Size:
-        return self._state.batch_of(self._path)
+        state = self._state
+        found = state.batch.get(self._path)  # (batch_of's cache, looked up here: a hot path of row reads)
+        return found if found is not None else state.batch_of(self._path)
 
     @batch_size.setter
     def batch_size(self, value: Any) -> None:
@@ -357,7 +359,10 @@ class StoredTensorDict(CopyOnRead):
 
     def _read_slab(self, index: tuple[Any, ...], lead: tuple[int, ...]) -> TensorDictBase:
         """``self[index]`` read into memory for an int or a slice ``index[0]`` (normalised: an indexed view's)."""
-        return self._rows(plan_rows(index[0], self.batch_size[0]), None)
+        i = index[0]  # (checked already: the plan is made here, not by plan_rows, on this hot path)
+        n = self.batch_size[0]
+        plan = RowPlan("int", n, i) if type(i) is int else RowPlan("slice", n, i, shape=lead)
+        return self._rows(plan, None)
 
     def _rows(self, plan: RowPlan, keys: Iterable[str] | None) -> TensorDictBase:
         """The rows ``plan`` selects of ``keys`` (all by default), every tensor leaf below read in one ``read_many``."""
@@ -395,19 +400,23 @@ class StoredTensorDict(CopyOnRead):
         return out
 
     def _rows_build(self, plan: RowPlan, layout: list[tuple[str, Any]], reads: Any) -> TensorDictBase:
-        out = {
-            key: next(reads)
-            if what is None
-            else what[0]._rows_build(plan, what[1], reads)
-            if type(what) is tuple
-            else what
-            for key, what in layout
-        }
-        size = plan.target_shape(self.batch_size)  # (reads the node's names with its batch size)
-        names = self._state.names.get(self._path) if plan.kind != "int" else None
+        out = {}
+        for key, what in layout:  # (a loop, not a comprehension: one call less per node on the hot path)
+            if what is None:
+                out[key] = next(reads)
+            elif type(what) is tuple:
+                out[key] = what[0]._rows_build(plan, what[1], reads)
+            else:
+                out[key] = what
+        state = self._state
+        size = plan.shape  # plan.target_shape(self.batch_size), inline
+        batch = self.batch_size  # (reads the node's names with its batch size)
+        if len(batch) > 1:
+            size = torch.Size((*size, *batch[1:]))
+        names = state.names.get(self._path) if plan.kind != "int" else None
         if names is None:
-            return self._dense_cls._new_unsafe(out, size, self.device)  # type: ignore[no-any-return]
-        result: TensorDictBase = self._dense_cls(out, batch_size=size, device=self.device, names=names)
+            return self._dense_cls._new_unsafe(out, size, state.dialect.device)  # type: ignore[no-any-return]
+        result: TensorDictBase = self._dense_cls(out, batch_size=size, device=state.dialect.device, names=names)
         return result
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:

@@ -225,6 +225,18 @@ LOCKED_RESULTS = {
 }
 
 
+LAZY_MEMBER_RESULTS = {"permute", "reshape", "view"}
+
+
+def _unlock(td):
+    """Unlock ``td``: None, or the message of the RuntimeError that refused it."""
+    try:
+        td.unlock_()
+    except RuntimeError as err:
+        return str(err)
+    return None
+
+
 @pytest.mark.parametrize("case", list(LOCKED_RESULTS))
 def test_results_keep_the_lock(flavour, locked, case):
     out = LOCKED_RESULTS[case](locked)
@@ -233,7 +245,13 @@ def test_results_keep_the_lock(flavour, locked, case):
     with pytest.raises(RuntimeError, match="locked"):
         del out[key]
     assert key in out
-    out.unlock_()
+    refused = _unlock(out)
+    if refused is not None:
+        # a lazy stack's result made of its own members (permute keeping the members' dims, reshape of a
+        # stack of stacks) shares its lock, as tensordict's: unlocking it would unlock the source's members
+        assert "lazy" in flavour.caps and case in LAZY_MEMBER_RESULTS
+        assert "locked graph" in refused
+        return
     _change_keys(flavour, out, locked)
 
 

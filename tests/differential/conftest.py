@@ -96,32 +96,18 @@ DIFFERENCES: dict[str, str] = {
     "test_one_hot_categorical_rsample_grad": "OneHotCategorical.rsample's gradient is the relaxed sample's "
     "(tensordict overwrites the sample's data after exp saved it for backward, and gets another gradient)",
     # non-tensor leaves (test_vs_tensordict_nontensor.py)
-    "[nt_expand]": "expand keeps a NonTensorData (tensordict: NonTensorStack)",
-    "[nt_unsqueeze]": "unsqueeze keeps a NonTensorData (tensordict: NonTensorStack)",
     "[nt_sum_stack_message]": "reducing a stack of different values raises, saying to exclude the key",
     "[nt_amax_stack]": "amax over a stack of different values raises (tensordict: an empty TensorDict)",
     "test_write_non_tensor[copy_at_]": "copy_at_ writes non-tensor leaves, as update_at_ (tensordict skips them)",
     "test_set_non_tensor[stack]": "set_non_tensor with a NonTensorStack stores the stack (tensordict raises)",
     # lazy stacks (test_vs_tensordict_lazy.py)
-    "[lz_get_padded_sd1]": "as_padded_tensor keeps the stack dim where it is (tensordict puts the members first)",
-    "[lz_get_nested_sd1]": "as_nested_tensor needs stack_dim 0 (tensordict puts the members first)",
-    "[lz_index_none]": "an index with None uses the generic path: a dense TensorDict (tensordict: a lazy stack)",
-    "[lz_index_mask2d]": "a mask over several dims uses the generic path: a dense TensorDict (tensordict: lazy)",
     "[lz_batch_size_setter]": "a lazy stack's batch size can be set (it sets the members'); tensordict refuses",
-    "[lz_maybe_dense_nested_shapes]": "maybe_dense_stack: lazy when nested leaf shapes differ (tensordict: dense top)",
-    "[lz_reshape]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
-    "[lz_view]": "view on a lazy stack gives a dense TensorDict (tensordict raises: use reshape)",
-    "[lz_permute]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
-    "[lz_transpose]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
-    "[lz_flatten]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
-    "[lz_split]": "split of a lazy stack gives dense TensorDicts (tensordict: lazy stacks)",
-    "[lz_chunk]": "chunk of a lazy stack gives dense TensorDicts (tensordict: lazy stacks)",
-    "[lz_unbind_other]": "unbind along another dim than the stack dim gives dense TensorDicts (tensordict: lazy)",
-    "[lz_cat]": "torch.cat of lazy stacks gives a dense TensorDict (tensordict: a lazy stack)",
-    "[lz_torch_stack_lazy]": "torch.stack of lazy stacks gives a dense TensorDict (tensordict: a lazy stack)",
-    "[lz_masked_fill]": "masked_fill of a lazy stack gives a dense TensorDict (tensordict: a lazy stack)",
-    "[lz_where]": "where on a lazy stack gives a dense TensorDict (tensordict: a lazy stack)",
-    "[lz_het_reshape]": "shape operations read stacked leaves, so a heterogeneous stack cannot be reshaped",
+    "[lz_view_no_regroup]": "view of a lazy stack to a shape that neither merges nor splits dims gives a dense "
+    "TensorDict (tensordict raises: use reshape)",
+    "[lz_cat_stack_dims_differ]": "torch.cat of lazy stacks of different stack dims gives a dense TensorDict "
+    "(tensordict raises)",
+    "[lz_where_tensor_other]": "where on a lazy stack with a tensor other aligns it with each leaf from the right, "
+    "as TensorDict.where (tensordict splits it among the members: other values, with a FutureWarning)",
     # behaviour TorchRL relies on (test_vs_tensordict_torchrl_behaviour.py)
     "test_key_in_keys[nested_leaves-b1]": "a nested TensorDict's key is not in keys(leaves_only=True) (tensordict's "
     "membership check ignores leaves_only)",
@@ -129,14 +115,7 @@ DIFFERENCES: dict[str, str] = {
     "for a TensorDict (tensordict: IndexError)",
     "test_apply_unknown_keyword": "apply refuses an unknown keyword with TypeError (tensordict 0.15 warns and "
     "ignores it; 0.17 raises TypeError)",
-    # issue 16 additions (test_vs_tensordict_api16.py)
-    "[api16_lz_movedim]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
-    "[api16_lz_swapaxes]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
-    "[api16_lz_tensor_split]": "tensor_split of a lazy stack gives dense TensorDicts (tensordict: lazy stacks)",
-    "[api16_lz_atleast_3d]": "shape operations on a lazy stack give a dense TensorDict (tensordict: a lazy stack)",
     # memory-mapped folders (test_vs_tensordict_memmap.py)
-    "test_memmap_result[mm_nt_data_root]": "non-tensor leaves carry no lock: memmap of a NonTensorData is unlocked",
-    "test_memmap_result[mm_nt_stack_root]": "non-tensor leaves carry no lock: memmap of a NonTensorStack is unlocked",
     "[mm_truncated_file]": "a file shorter than its metadata says is refused, naming it (tensordict maps it and "
     "reads zeros or garbage past the end)",
     "[mm_oversized_file]": "a file longer than its metadata says is refused, naming it (tensordict maps its start)",

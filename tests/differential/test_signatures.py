@@ -119,7 +119,13 @@ _LOOSE_ARGS: dict[str, tuple] = {
 }
 
 
-def test_no_method_swallows_keywords_the_reference_refuses(ref, tb):
+def _h5_file(tb: Any, folder: Any) -> Any:
+    pytest.importorskip("h5py")
+    _td(tb).to_h5(folder / "file.h5").close()
+    return folder / "file.h5"
+
+
+def test_no_method_swallows_keywords_the_reference_refuses(ref, tb, tmp_path):
     """Where ours takes ``**kwargs`` and tensordict's does not, an unknown keyword still raises TypeError."""
     td = _td(tb)
     checked = []
@@ -128,8 +134,8 @@ def test_no_method_swallows_keywords_the_reference_refuses(ref, tb):
             continue
         if name == "stack":
             call = lambda: tb.TensorDict.stack([td, td], bogus_kw=1)  # noqa: E731
-        elif name == "from_h5":  # its other keywords are h5py dataset options: checked in tests/persistent
-            continue
+        elif name == "from_h5":  # its other keywords are h5py create_dataset options
+            call = lambda: tb.TensorDict.from_h5(_h5_file(tb, tmp_path), bogus_kw=1)  # noqa: E731
         else:
             call = lambda: getattr(td, name)(*_LOOSE_ARGS.get(name, ()), bogus_kw=1)  # noqa: B023, E731
         with pytest.raises(TypeError, match="bogus_kw"):

@@ -334,11 +334,15 @@ LAZY = [
     case("api16_lz_numpy", lambda lib, td: torch.as_tensor(_lazy(lib, td).numpy()["a"])),
     case("api16_lz_roll_inplace", lambda lib, td: (lambda s: (s.roll(1, 1, inplace=True) is s, s))(_lazy(lib, td))),
     case("api16_lz_reshape_inplace", lambda lib, td: _lazy(lib, td).reshape(-1, inplace=True), raises=RuntimeError),
-    # shape ops that tensordict answers with a lazy stack: dense here (DIFFERENCES, like permute)
+    # shape ops that tensordict answers with a lazy stack: a lazy stack here too
     case("api16_lz_movedim", lambda lib, td: _lazy(lib, td).movedim(0, 1)),
     case("api16_lz_swapaxes", lambda lib, td: _lazy(lib, td).swapaxes(0, 1)),
     case("api16_lz_tensor_split", lambda lib, td: _lazy(lib, td).tensor_split(2, 1)),
     case("api16_lz_atleast_3d", lambda lib, td: _lazy(lib, td).atleast_3d()),
+    case("api16_lz_moveaxis_sd_last", lambda lib, td: _lazy(lib, td).moveaxis(0, -1)),
+    case("api16_lz_swapdims", lambda lib, td: _lazy(lib, td).swapdims(1, 0)),
+    case("api16_lz_tensor_split_stack_dim", lambda lib, td: _lazy(lib, td).tensor_split([1, 3], 0)),
+    case("api16_lz_atleast_1d", lambda lib, td: _lazy(lib, td).atleast_1d()),
     case("api16_lz_movedim_values", lambda lib, td: _lazy(lib, td).movedim(0, 1).to_tensordict()),
     case(
         "api16_lz_tensor_split_values",

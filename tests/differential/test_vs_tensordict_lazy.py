@@ -302,6 +302,10 @@ INDEX = [
     case("lz_index_none", _index(None)),
     case("lz_index_mask2d", _index(MASK2D)),
     case("lz_index_long_before_stack", _index(torch.tensor([2, 0]), 1)),
+    case("lz_index_long2d", _index(torch.tensor([[0, 2], [-1, 0]]))),
+    case("lz_index_long2d_sd1", _index((slice(None), torch.tensor([[0, 2], [1, 0]])), 1)),
+    case("lz_index_long2d_off_stack", _index((slice(None), torch.tensor([[0, 2], [1, 0]])))),
+    case("lz_index_long2d_oob", _index(torch.tensor([[0, 5]])), raises=IndexError),
 ]
 
 
@@ -607,8 +611,9 @@ def test_lazy_op(run_both, fn, kw):
     run_both(fn, **kw)
 
 
-# Shape operations: tensorbatch gives a dense TensorDict (tensordict a lazy stack, or an error for view);
-# each is registered in DIFFERENCES. The values agree: ``_dense`` turns tensordict's lazy stacks dense.
+# Shape operations give lazy stacks (their stack dim and members are compared). Three cases keep a dense
+# result (DIFFERENCES): a view that neither merges nor splits dims, a cat of different stack dims (tensordict
+# raises for both) and where with a tensor ``other``. ``_dense`` compares values only.
 def _dense(out: Any) -> Any:
     if type(out).__name__ == "LazyStackedTensorDict":
         return out.to_tensordict()
@@ -617,7 +622,40 @@ def _dense(out: Any) -> Any:
     return out
 
 
+_SHAPE_OPS = {  # names and locks of their results are compared
+    "reshape": lambda lib, s: s.reshape(9),
+    "permute": lambda lib, s: s.permute(1, 0),
+    "unflatten": lambda lib, s: s.unflatten(1, (3, 1)),
+    "split": lambda lib, s: s.split([1, 2], 1)[1],
+    "unbind": lambda lib, s: s.unbind(1)[0],
+    "cat": lambda lib, s: torch.cat([s, s], 1),
+    "stack": lambda lib, s: torch.stack([s, s], 1),
+    "expand": lambda lib, s: s.expand(2, 3, 3),
+    "masked_fill": lambda lib, s: s.masked_fill(MASK2D, 0),
+    "where": lambda lib, s: s.where(MASK2D, 0),
+    "index_none": lambda lib, s: s[:, None],
+    "index_mask2d": lambda lib, s: s[MASK2D],
+    "index_long2d": lambda lib, s: s[torch.tensor([[0, 1], [2, 0]])],
+    "index_long2d_off": lambda lib, s: s[:, torch.tensor([[0, 1], [2, 0]])],
+}
+
+
+def _results_facts(stack_dim: int) -> Any:
+    def fn(lib: Any, _: Any) -> Any:
+        named = _homo(lib, stack_dim).refine_names("p", "q")
+        locked = _homo(lib, stack_dim).lock_()
+        # (a lazy stack's index results are unlocked here, as a TensorDict's: tensordict locks them)
+        return [
+            (name, op(lib, named).names, None if name.startswith("index") else op(lib, locked).is_locked)
+            for name, op in _SHAPE_OPS.items()
+        ]
+
+    return fn
+
+
 SHAPE = [
+    case("lz_results_names_locks_sd0", _results_facts(0)),
+    case("lz_results_names_locks_sd1", _results_facts(1)),
     case("lz_reshape", _op(lambda lib, s: s.reshape(9))),
     case("lz_view", _op(lambda lib, s: s.view(9))),
     case("lz_permute", _op(lambda lib, s: s.permute(1, 0))),
@@ -633,6 +671,39 @@ SHAPE = [
     case("lz_masked_fill", _op(lambda lib, s: s.masked_fill(MASK2D, -1))),
     case("lz_where", _op(lambda lib, s: s.where(MASK2D, 0))),
     case("lz_het_reshape", _op(lambda lib, s: s.reshape(6), _het)),
+    case("lz_het_permute", _op(lambda lib, s: s.permute(1, 0), _het)),
+    case("lz_het_split", _op(lambda lib, s: s.split([1, 2], 1), _het)),
+    case("lz_expand_type", _op(lambda lib, s: s.expand(2, 3, 3), lambda lib: _homo(lib, 1))),
+    case("lz_het_expand", _op(lambda lib, s: s.expand(4, 2, 3), _het)),
+    case("lz_expand_one_member", _op(lambda lib, s: lib.lazy_stack(_members(lib, 1)).expand(2, 3))),
+    case("lz_view_no_regroup", _op(lambda lib, s: s.view(1, 9)), raises=RuntimeError),
+    case(
+        "lz_cat_stack_dims_differ",
+        _op(lambda lib, s: torch.cat([s, lib.LazyStackedTensorDict(*_members(lib), stack_dim=1)], 0)),
+        raises=RuntimeError,
+    ),
+    pytest.param(  # (tensordict warns that 0.17 aligns the tensor as TensorDict.where does)
+        _op(lambda lib, s: s.exclude("i").where(MASK2D, torch.full((3, 3, 1), -1.0))),
+        {"data": None},
+        id="lz_where_tensor_other",
+        marks=pytest.mark.filterwarnings("ignore:LazyStackedTensorDict.where splits:FutureWarning"),
+    ),
+    case("lz_reshape_unflatten", _op(lambda lib, s: lib.lazy_stack(_members(lib, 4)).reshape(2, 2, 3))),
+    case("lz_reshape_sd1", _op(lambda lib, s: s.reshape(9), lambda lib: _homo(lib, 1))),
+    case("lz_reshape_dense_fallback", _op(lambda lib, s: s.reshape(1, 9))),
+    case(
+        "lz_flatten_off_stack", _op(lambda lib, s: lib.lazy_stack(_members(lib, 2, 4), 0).unsqueeze(-1).flatten(1, 2))
+    ),
+    case("lz_unflatten", _op(lambda lib, s: s.unflatten(1, (3, 1)))),
+    case("lz_split_stack_dim", _op(lambda lib, s: s.split([2, 1], 0))),
+    case("lz_unbind_sd1_other", _op(lambda lib, s: s.unbind(0), lambda lib: _homo(lib, 1))),
+    case("lz_cat_other_dim", _op(lambda lib, s: torch.cat([s, s.clone()], 1))),
+    case("lz_cat_lazy_dense", _op(lambda lib, s: torch.cat([s, s.to_tensordict()], 0))),
+    case("lz_torch_stack_lazy_dense", _op(lambda lib, s: torch.stack([s, s.to_tensordict()], 0))),
+    case("lz_torch_stack_lazy_sd1", _op(lambda lib, s: torch.stack([s, s.clone()], 2), lambda lib: _homo(lib, 1))),
+    case("lz_where_td", _op(lambda lib, s: s.where(MASK2D, s.clone() * 0))),
+    case("lz_index_none_mid", _index((slice(None), None, slice(1, None)), 1)),
+    case("lz_index_mask2d_sd1", _index(MASK2D, 1)),
     # the same shape operations with values only: these agree
     case("lz_reshape_values", lambda lib, _: _dense(_homo(lib).reshape(9))),
     case("lz_permute_values", lambda lib, _: _dense(_homo(lib, 1).permute(1, 0))),

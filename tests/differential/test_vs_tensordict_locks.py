@@ -147,3 +147,25 @@ def test_locked_result_refuses_new_keys_and_the_input_is_unchanged():
         out["b"] = torch.zeros(3)
     assert list(out.keys()) == ["a"] and torch.equal(out["a"], torch.full((3,), 2.0))
     assert (td + 1).unlock_().set("b", torch.zeros(3))["b"].shape == (3,)
+
+
+_LAZY_INDICES = {
+    "member": 0,
+    "members": slice(0, 1),
+    "off_int": (slice(None), 1),
+    "off_slice": (slice(None), slice(0, 2)),
+    "off_list": (slice(None), [0, 2]),
+    "mask": torch.tensor([True, False]),
+}
+
+
+@pytest.mark.parametrize("index", list(_LAZY_INDICES.values()), ids=list(_LAZY_INDICES))
+def test_indexing_a_locked_lazy_stack_gives_locked_results(ref, tb, index):
+    def locks(lib):
+        a = lib.TensorDict(x=torch.zeros(3, 4), batch_size=[3, 4])
+        out = lib.lazy_stack([a, a.clone()], 0).lock_()[index]
+        return type(out).__name__, out.is_locked, [m.is_locked for m in getattr(out, "tensordicts", [])]
+
+    expected = locks(ref)
+    assert expected[1] is True  # the premise: tensordict locks every one of them
+    assert locks(tb) == expected

@@ -143,3 +143,16 @@ def test_save_refuses_to_replace_a_user_file(ref, tb, tmp_path):
         (folder / "a.memmap").write_bytes(b"mine")
         outcomes.append(_outcome(lambda lib=lib, folder=folder: sorted(os.listdir(_td(lib).memmap(folder).saved_path))))
     assert outcomes[0] == outcomes[1]
+
+
+def test_memmap_like_over_a_save_keeps_its_values(ref, tb, tmp_path):
+    """memmap_like into a folder holding a save of the same structure maps the saved values (shared)."""
+    results = []
+    for name, lib in (("ref", ref), ("tb", tb)):
+        td = lib.TensorDict({"a": torch.arange(6.0).reshape(3, 2), "n": {"b": torch.ones(3)}}, batch_size=[3])
+        saved = _quiet(lambda td=td, name=name: td.memmap(tmp_path / name))
+        like = _quiet(lambda td=td, name=name: td.memmap_like(tmp_path / name))
+        values = (like["a"].tolist(), like["n", "b"].tolist())
+        like["a"][0, 0] = 100.0
+        results.append((values, saved["a"][0, 0].item(), lib.TensorDict.load_memmap(tmp_path / name)["a"][0, 0].item()))
+    assert results[1] == results[0]

@@ -288,12 +288,109 @@ BATCH_OPS = {
     "nt_stack1": lambda lib, td: torch.stack([td, td.clone()], 1),
     "nt_cat0": lambda lib, td: torch.cat([td, td.clone()], 0),
     "nt_cat1": lambda lib, td: torch.cat([td, td.clone()], 1),
+    # expand and unsqueeze stack copies of a NonTensorData: the dims they add are stack dims, which
+    # an index, squeeze or unbind takes away again (a NonTensorData), and the other ops keep
+    "nt_expand_index": lambda lib, td: td.expand(4, 2, 3)[0],
+    "nt_expand_index_member_dim": lambda lib, td: td.expand(4, 2, 3)[:, 0],
+    "nt_expand_index_both": lambda lib, td: td.expand(4, 2, 3)[0, 0],
+    "nt_expand_slice_one": lambda lib, td: td.expand(4, 2, 3)[:1],
+    "nt_expand_slice_squeeze": lambda lib, td: td.expand(4, 2, 3)[:1].squeeze(0),
+    "nt_expand_unbind": lambda lib, td: td.expand(4, 2, 3).unbind(0),
+    "nt_expand_unbind_member_dim": lambda lib, td: td.expand(4, 2, 3).unbind(2),
+    "nt_expand_reshape": lambda lib, td: td.expand(4, 2, 3).reshape(-1),
+    "nt_expand_transpose_index": lambda lib, td: td.expand(4, 2, 3).transpose(0, 1)[:, 0],
+    "nt_expand_split": lambda lib, td: td.expand(4, 2, 3).split(1, 0),
+    "nt_expand_long_index": lambda lib, td: td.expand(4, 2, 3)[torch.tensor([0, 0])],
+    "nt_expand_size_one_dims": lambda lib, td: td[:1].expand(5, 3),
+    "nt_expand_same_size": lambda lib, td: td.expand(2, 3),
+    "nt_expand_of_expand": lambda lib, td: td[0].expand(4, 5, 3)[0],
+    "nt_unsqueeze_front": lambda lib, td: td.unsqueeze(0),
+    "nt_unsqueeze_middle": lambda lib, td: td.unsqueeze(1),
+    "nt_unsqueeze_squeeze": lambda lib, td: td.unsqueeze(0).squeeze(0),
+    "nt_unsqueeze_squeeze_all": lambda lib, td: td.unsqueeze(1).squeeze(),
+    "nt_unsqueeze_index_stack_dim": lambda lib, td: td.unsqueeze(-1)[..., 0],
+    "nt_unsqueeze_index_member_dim": lambda lib, td: td.unsqueeze(-1)[0],
+    "nt_unsqueeze_view": lambda lib, td: td.unsqueeze(0).view(6),
+    "nt_unsqueeze_flatten": lambda lib, td: td.unsqueeze(0).flatten(0, 1),
+    "nt_unsqueeze_permute": lambda lib, td: td.unsqueeze(0).permute(2, 1, 0),
+    "nt_unsqueeze_unbind": lambda lib, td: td.unsqueeze(0).unbind(0),
+    "nt_unsqueeze_unbind_member_dim": lambda lib, td: td.unsqueeze(0).unbind(1),
+    "nt_unsqueeze_twice_index": lambda lib, td: td.unsqueeze(0).unsqueeze(0)[0, 0],
+    "nt_unsqueeze_then_expand": lambda lib, td: td.unsqueeze(0).expand(5, 2, 3),
+    "nt_flatten_0d": lambda lib, td: td[0, 0].flatten(),
+    "nt_expand_0d": lambda lib, td: td[0, 0].expand(3),
+    "nt_atleast_3d": lambda lib, td: torch.atleast_3d(td),
+    "nt_stack0_index": lambda lib, td: torch.stack([td, td], 0)[0],
+    "nt_stack0_index_member_dim": lambda lib, td: torch.stack([td, td], 0)[:, 0],
+    "nt_stack1_unbind": lambda lib, td: torch.stack([td, td], 1).unbind(1),
 }
 
 
 @pytest.mark.parametrize("op", list(BATCH_OPS.values()), ids=list(BATCH_OPS))
 def test_nontensor_batch_op(run_both, op):
     run_both(_summarized(lambda lib, _: _with(lib, op)), data=None)
+
+
+def _kind(leaf: Any) -> Any:
+    return type(leaf).__name__, leaf.batch_size
+
+
+STACKING = [
+    case(
+        "nt_expand_captured",
+        lambda lib, _: lib.set_capture_non_tensor_stack(True)(lambda: _kind(_td(lib).expand(4, 2, 3).get("s")))(),
+        data=None,
+    ),
+    case(
+        "nt_unsqueeze_captured",
+        lambda lib, _: lib.set_capture_non_tensor_stack(True)(lambda: _kind(_td(lib).unsqueeze(0).get("s")))(),
+        data=None,
+    ),
+    case(
+        "nt_expand_metadata",
+        lambda lib, _: [
+            _kind(op(lib.TensorDict({"m": lib.MetaData(TOKEN, batch_size=[2])}, [2])).get("m"))
+            for op in (lambda td: td.expand(3, 2), lambda td: td.unsqueeze(1), lambda td: td.unsqueeze(0)[0])
+        ],
+        data=None,
+    ),
+    case(
+        "nt_expand_root",
+        lambda lib, _: [
+            op(lib.NonTensorData("a", batch_size=[2]))
+            for op in (
+                lambda nt: nt.expand(3, 2),
+                lambda nt: nt.unsqueeze(1),
+                lambda nt: nt.unsqueeze(0).squeeze(0),
+                lambda nt: nt.expand(3, 2)[0],
+                lambda nt: nt[0].flatten(),
+            )
+        ],
+        data=None,
+    ),
+    case(
+        "nt_expand_nested_extra_dims",
+        lambda lib, _: [
+            op(lib.TensorDict({"n": lib.TensorDict({"s": lib.NonTensorData("q", batch_size=[2, 3])}, [2, 3])}, [2]))
+            for op in (
+                lambda td: td.expand(4, 2).get(("n", "s")),
+                lambda td: td.unsqueeze(-1).get(("n", "s")),
+                lambda td: td.unsqueeze(-1)[:, 0].get(("n", "s")),
+            )
+        ],
+        data=None,
+    ),
+    case(
+        "nt_expand_lookup",
+        lambda lib, _: [_plain(_td(lib).unsqueeze(0)["s"]), _td(lib).unsqueeze(0).squeeze(0)["s"]],
+        data=None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("fn", "kw"), STACKING)
+def test_nontensor_stacking_op(run_both, fn, kw):
+    run_both(fn, **kw)
 
 
 BATCH_1D = [

@@ -221,3 +221,16 @@ def test_safetensors_files_cross(ref: Any, tb: Any, tmp_path: Any, writer: str) 
     src.to_safetensors(_td(src), tmp_path / "f.safetensors")
     loaded = dst.from_safetensors(tmp_path / "f.safetensors")
     assert summary(dst, loaded) == summary(src, _td(src))
+
+
+@pytest.mark.parametrize("other", ["same_object", "equal_copy", "different"])
+def test_stacking_warns_when_the_storage_differs(ref, tb, other):
+    def warned(lib):
+        td = lib.TensorDict(a=torch.zeros(3), u=lib.UnbatchedTensor(torch.ones(2)), batch_size=[3])
+        second = {"same_object": td, "equal_copy": td.clone(), "different": td.clone().apply(lambda x: x + 1)}[other]
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            out = torch.stack([td, second])
+        return out["u"].tolist(), [w.category.__name__ for w in record if "UnbatchedTensor" in str(w.message)]
+
+    assert warned(tb) == warned(ref)

@@ -335,6 +335,11 @@ def test_device_cast_on_read_and_file_options(path):
         assert data["a"].device == torch.device("cpu")
     with pytest.raises(TypeError, match="file_options"):
         from_h5(path, locking=False)
+    with pytest.raises(TypeError, match=r"\['compresion'\].*create_dataset options"):
+        from_h5(path, compresion="gzip")  # misspelt: refused at once, not at the first write
+    with pytest.raises(TypeError, match="compresion"):
+        _content().to_h5(path + ".other", compresion="gzip")
+    assert not os.path.exists(path + ".other")
 
 
 def test_clone(path):
