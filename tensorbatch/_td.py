@@ -249,12 +249,11 @@ class TensorDict(TensorDictBase):
                 return
         self._tensordict[key] = value
 
-    def _set_tensor_str(self, key: str, value: Any) -> None:
-        """``set(key, value)`` for a str key; a plain tensor that fits goes straight in (the modules' hot path)."""
+    def _set_tensor_str(self, key: str, value: torch.Tensor) -> None:
+        """``set(key, value)`` for a str key and a plain tensor (checked by the caller): straight in when it fits."""
         bs = self._batch_size
         if (
-            type(value) is torch.Tensor
-            and not self._is_locked
+            not self._is_locked
             and value.shape[: len(bs)] == bs
             and (self._device is None or value.device == self._device)
         ):

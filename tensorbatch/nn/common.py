@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._C import _get_tracing_state
+from torch.nn.modules.module import _has_any_global_hook as _torch_has_any_global_hook
 
 from .._keys import NestedKey, unravel_key_list, unravel_key_to_tuple
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES
@@ -35,6 +37,8 @@ __all__ = [
 ]
 
 _Tensor = torch.Tensor
+_module_call = nn.Module.__call__
+_has_any_global_hook: Callable[[], Any] = _torch_has_any_global_hook
 _PLAIN = (TensorDict,)
 _ABSENT = object()  # backends whose _get_str/_set_str a module may call directly with a str key
 
@@ -296,6 +300,23 @@ class TensorDictModuleBase(nn.Module):
                     cls._out_keys_apparent = keys
                 setattr(cls, name, getattr(TensorDictModuleBase, name))
         return super().__new__(cls)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the module as ``nn.Module.__call__`` does: straight to ``forward`` when no hook is registered.
+
+        Being this library's function, not torch's, ``torch.compile(module)`` compiles this frame (it skips
+        torch's ``__call__`` and starts at ``forward``, leaving the hooks' dispatch to Python on every call);
+        the checks read torch's state without naming the ``torch`` module, which dynamo would otherwise guard
+        as an alias of the one the wrapped modules use, with a guard in Python.
+        """
+        if (
+            self._compiled_call_impl is None  # (``module.compile()``)
+            and not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks)
+            and not _has_any_global_hook()
+            and _get_tracing_state() is None
+        ):
+            return self.forward(*args, **kwargs)
+        return _module_call(self, *args, **kwargs)
 
     @staticmethod
     def is_tdmodule_compatible(module: Any) -> bool:
@@ -603,7 +624,7 @@ class TensorDictModule(TensorDictModuleBase):
                 values = []
                 for key in self._in_keys:
                     if type(key) is str and (value := entries.get(key, _ABSENT)) is not _ABSENT:
-                        values.append(value._value() if type(value) in NON_TENSOR_TYPES else value)
+                        values.append(value._value() if value.__class__ in NON_TENSOR_TYPES else value)  # type: ignore[attr-defined]
                     else:
                         values.append(read(tensordict, key, default))
                 tensors = tuple(values)
@@ -619,8 +640,8 @@ class TensorDictModule(TensorDictModuleBase):
                         f"found in the input tensordict: the following inputs are None: {missing}."
                     ) from err
                 raise
-            if type(out) is not tuple:
-                if type(out) is _Tensor:
+            if out.__class__ is not tuple:  # (not type(out): dynamo guards a tensor's type as an alias, in Python)
+                if out.__class__ is _Tensor:
                     out = (out,)
                 elif out is None:
                     out = ()
@@ -634,11 +655,11 @@ class TensorDictModule(TensorDictModuleBase):
                 and len(out) == len(keys)
             ):  # the common case: plain tensors written under str keys
                 for key, value in zip(keys, out):  # noqa: B905  (lengths checked)
-                    if type(key) is not str or type(value) is not _Tensor or key == "_":
+                    if type(key) is not str or value.__class__ is not _Tensor or key == "_":
                         break
                 else:
                     for key, value in zip(keys, out):  # noqa: B905
-                        tensordict._set_tensor_str(key, value)  # type: ignore[arg-type]  # (str: checked)
+                        tensordict._set_tensor_str(key, value)  # type: ignore[arg-type]  # (str, plain tensor: checked)
                     return tensordict
             return self._write_to_tensordict(tensordict, out, tensordict_out)
         except Exception as err:

@@ -172,3 +172,34 @@ def test_cudagraph_without_cuda_runs_the_module():
     for _ in range(4):
         assert graphed(TensorDict(x=torch.zeros(1)))["y"].tolist() == [1.0]
     assert graphed.counter == 0
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_hooks_fire_through_the_module_call(compiled):
+    """A module's own hooks, the global ones and ``module.compile()`` still run: ``__call__`` skips them only when
+    none is registered."""
+    module = TensorDictModule(nn.Linear(3, 4), in_keys=["obs"], out_keys=["action"])
+    seen = []
+    module.register_forward_pre_hook(lambda mod, args: seen.append("pre"))
+    module.register_forward_hook(lambda mod, args, out: out.set("hooked", out["action"] + 1))
+    call = torch.compile(module, backend="eager") if compiled else module
+    out = call(TensorDict(obs=torch.ones(2, 3), batch_size=[2]))
+    assert seen == ["pre"]
+    torch.testing.assert_close(out["hooked"], out["action"] + 1)
+
+    plain = TensorDictModule(nn.Linear(3, 4), in_keys=["obs"], out_keys=["action"])
+    handle = nn.modules.module.register_module_forward_hook(
+        lambda mod, args, out: out.set("global", torch.zeros(2)) if mod is plain else None
+    )
+    try:
+        out = plain(TensorDict(obs=torch.ones(2, 3), batch_size=[2]))
+    finally:
+        handle.remove()
+    assert (out["global"] == 0).all()
+    assert "global" not in plain(TensorDict(obs=torch.ones(2, 3), batch_size=[2])).keys()
+
+    plain.compile(backend="eager")
+    assert plain._compiled_call_impl is not None
+    torch.testing.assert_close(
+        plain(TensorDict(obs=torch.ones(2, 3), batch_size=[2]))["action"], plain.module(torch.ones(2, 3))
+    )
