@@ -624,7 +624,9 @@ class TensorDictModule(TensorDictModuleBase):
                 values = []
                 for key in self._in_keys:
                     if type(key) is str and (value := entries.get(key, _ABSENT)) is not _ABSENT:
-                        values.append(value._value() if value.__class__ in NON_TENSOR_TYPES else value)  # type: ignore[attr-defined]
+                        # (a tensor skips the set: compiled, dynamo then guards no set of types)
+                        cls = value.__class__
+                        values.append(value._value() if cls is not _Tensor and cls in NON_TENSOR_TYPES else value)
                     else:
                         values.append(read(tensordict, key, default))
                 tensors = tuple(values)
