@@ -210,11 +210,24 @@ def test_the_result_does_not_keep_its_source_alive():
     assert result.batch_size == torch.Size([3, 2])
 
 
-def test_inplace_records_nothing():
+def test_inplace_flatten_is_undone_in_place():
     td = _td(2, 3, 4)
-    with td.flatten(0, 1, inplace=True) as t:  # td itself changed: a plain block
-        assert t is td
-    assert td.batch_size == torch.Size([6, 4])
+    a0 = td["a"]
+    with td.flatten(0, 1, inplace=True) as t:
+        assert t is td and td.batch_size == torch.Size([6, 4])
+        t["a"] = t["a"] + 1
+    assert td.batch_size == torch.Size([2, 3, 4])
+    assert torch.equal(td["a"], a0 + 1)
+    with td.unflatten(-1, (2, 2), inplace=True) as t:
+        assert t is td and td.batch_size == torch.Size([2, 3, 2, 2])
+    assert td.batch_size == torch.Size([2, 3, 4])
+
+
+def test_inplace_flatten_keys_is_undone_in_place():
+    td = TensorDict({"a": {"b": torch.zeros(2)}}, [2])
+    with td.flatten_keys(inplace=True) as t:
+        assert t is td and list(td.keys()) == ["a.b"]
+    assert list(td.keys(True, True)) == [("a", "b")]
 
 
 def test_lazy_stack():
@@ -243,3 +256,19 @@ def test_compiled_ops_record_nothing():
     compiled = torch.compile(fn, fullgraph=True, backend="eager")
     out = compiled(_td(2, 3))
     assert out.batch_size == torch.Size([1, 3, 2])
+
+
+def test_inplace_flatten_of_the_last_dims_stays_flat_and_warns():
+    td = _td(2, 3, 4)
+    match = r"leaves the batch size flattened \(\[2, 12\]\)"
+    with pytest.warns(FutureWarning, match=match) as caught, td.flatten(1, 2, inplace=True):
+        pass
+    assert caught[0].filename == __file__
+    assert td.batch_size == torch.Size([2, 12])
+
+
+def test_inplace_flatten_keys_with_a_dotted_key_keeps_it():
+    td = TensorDict({"a": {"b": torch.zeros(2)}, "c.d": torch.ones(2)}, [2])
+    with td.flatten_keys(inplace=True):
+        pass
+    assert set(td.keys(True, True)) == {"c.d", "a.b", ("a", "b"), ("c", "d")}  # as tensordict: no exact undo

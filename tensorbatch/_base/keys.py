@@ -431,8 +431,9 @@ def flatten_keys(
     if flat_into(self, "", separator, is_leaf, out) != len(out):  # fewer keys than leaves: a collision
         raise_collision(self, separator, is_leaf)
     result = self._new_node(out)
-    if inplace:
-        return _record(self._replace_with(result), "flatten_keys", (), _INPLACE, self)
+    if inplace:  # (a with block undoes it with unflatten_keys when no key held the separator)
+        exact = not any(separator in part for key in self.keys(True, True) for part in key_tuple(key))
+        return _record(self._replace_with(result), "flatten_keys", (separator,), _INPLACE, self, exact)
     return _record(result, "flatten_keys", (separator,), _NO_KWARGS, self)  # (a with block on it writes back)
 
 
@@ -458,7 +459,7 @@ def unflatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = F
             value = value.copy()  # a new node (as tensordict): split keys may merge into it
         _put(out, key.split(separator), value, self)
     if inplace:
-        return _record(self._replace_with(out), "unflatten_keys", (), _INPLACE, self)
+        return _record(self._replace_with(out), "unflatten_keys", (separator,), _INPLACE, self)
     return _record(out, "unflatten_keys", (separator,), _NO_KWARGS, self)  # (a with block on it writes back)
 
 

@@ -238,6 +238,7 @@ def keep_lock(method: Any, dtype_view: bool = False, name: str | None = None, ke
 
     @functools.wraps(method)
     def keeping(self: Any, *args: Any, **kwargs: Any) -> Any:
+        before = self.batch_size if kwargs and name is not None and kwargs.get("inplace") else None
         out = method(self, *args, **kwargs)
         if (
             keep
@@ -251,11 +252,7 @@ def keep_lock(method: Any, dtype_view: bool = False, name: str | None = None, ke
                     result.lock_()
         if name is not None and not dynamo_compiling():
             try:  # noqa: SIM105  # (record's body, inlined: every shape op's path; suppress() costs more)
-                out._last_op = (
-                    None
-                    if kwargs and kwargs.get("inplace")
-                    else (name, args, kwargs, self.__weakref__ or weakref.ref(self))
-                )
+                out._last_op = (name, args, kwargs, self.__weakref__ or weakref.ref(self), before)
             except (AttributeError, TypeError):  # not a TensorDict, or no weak reference to ``self``
                 pass
         return out
@@ -263,22 +260,18 @@ def keep_lock(method: Any, dtype_view: bool = False, name: str | None = None, ke
     return keeping
 
 
-def record(out: _T, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], source: Any) -> _T:
+def record(out: _T, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], source: Any, before: Any = None) -> _T:
     """Record on ``out`` how a ``with`` block on it writes back into ``source`` (see :mod:`.writeback`); ``out``.
 
-    The record, in ``out._last_op``: ``(name, args, kwargs, weak reference to source)``; None after
-    ``inplace=True`` (``source`` itself changed: nothing to write back). :func:`keep_lock` (``name``) does this
+    The record, in ``out._last_op``: ``(name, args, kwargs, weak reference to source, batch size before)``, the
+    last for an ``inplace=True`` call (``out`` is ``source``, changed; None otherwise). :func:`keep_lock` does this
     inline for the methods it wraps; ``flatten_keys``/``unflatten_keys`` call it. Not under ``torch.compile``
     (a weak reference breaks the graph).
     """
     if dynamo_compiling():
         return out
     try:  # noqa: SIM105  # (suppress() costs more; an existing weak reference is reused: cheaper)
-        out._last_op = (  # type: ignore[attr-defined]  # (a TensorDict, or the except below)
-            None
-            if kwargs and kwargs.get("inplace")
-            else (name, args, kwargs, source.__weakref__ or weakref.ref(source))
-        )
+        out._last_op = (name, args, kwargs, source.__weakref__ or weakref.ref(source), before)  # type: ignore[attr-defined]
     except (AttributeError, TypeError):  # not a TensorDict, or no weak reference to the source
         pass
     return out

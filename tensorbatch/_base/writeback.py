@@ -8,6 +8,7 @@ that raises writes nothing back.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -126,18 +127,62 @@ INVERSE.update(
 )
 
 
+def _flatten_inplace(td: Any, args: Any, kwargs: Any, before: torch.Size) -> None:
+    nd = len(before)
+    start, end = _arg(args, kwargs, 0, "start_dim"), _arg(args, kwargs, 1, "end_dim")
+    start = 0 if start is None else start
+    end = -1 if end is None else end
+    sizes = before[start % nd : end % nd + 1] if nd else before
+    # as tensordict 0.15: the dims given, read against the flattened batch size, name one dim: it stays flat
+    now = td.batch_dims
+    d0, d1 = (start + now if start < 0 else start), (end + now if end < 0 else end)
+    if -now <= d0 < now and len(td.batch_size[d0 : d1 + 1]) == 1:
+        if len(sizes) > 1:
+            warnings.warn(
+                f"a with block on flatten(..., inplace=True) leaves the batch size flattened "
+                f"({list(td.batch_size)}), as tensordict 0.15 (0.17 restores it on exit): to keep it, call "
+                "flatten(..., inplace=True) outside a with block",
+                FutureWarning,
+                stacklevel=5,  # (the with statement: here, write_back, exit_undo, __exit__)
+            )
+        return
+    td.unflatten(start % nd, sizes, inplace=True)
+
+
+def _unflatten_inplace(td: Any, args: Any, kwargs: Any, before: torch.Size) -> None:
+    dim, sizes = _arg(args, kwargs, 0, "dim"), _arg(args, kwargs, 1, "unflattened_size")
+    dim %= len(before)
+    td.flatten(dim, dim + len(sizes) - 1, inplace=True)
+
+
+# op name -> undo(td, args, kwargs, batch size before) of its ``inplace=True`` form (the others: as above;
+# flatten_keys gets, for the batch size, whether no key held the separator before: False, as the others)
+INPLACE_UNDO: dict[str, Callable[[Any, Any, Any, torch.Size], None]] = {
+    "flatten": _flatten_inplace,
+    "unflatten": _unflatten_inplace,
+    "flatten_keys": lambda td, args, kwargs, exact: td.unflatten_keys(args[0], inplace=True),
+}
+
+
 def write_back(result: Any, record: tuple[Any, ...]) -> None:
     """Write ``result`` (the ``with`` block's TensorDict) back into the TensorDict it was made from.
+
+    An ``inplace=True`` flatten, unflatten or flatten_keys changed that TensorDict itself (it is ``result``):
+    its inverse runs in place.
 
     Raises:
         RuntimeError: when that TensorDict no longer exists, or (``squeeze()``) the op cannot be inverted.
     """
-    name, args, kwargs, ref = record
+    name, args, kwargs, ref, before = record
     source = ref()
     if source is None:
         raise RuntimeError(
             f"the TensorDict that {name}() was called on no longer exists: nothing to write the with block back into"
         )
+    if kwargs and kwargs.get("inplace") and name in INPLACE_UNDO and before is not False:
+        # (flatten_keys records False when a key held the separator before: then as the other form)
+        INPLACE_UNDO[name](result, args, kwargs, before)
+        return
     back = INVERSE[name](result, source, args, kwargs)
     if back is None:
         return

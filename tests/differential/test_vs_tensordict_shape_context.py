@@ -221,6 +221,42 @@ def test_locked_source_to_raises_on_exit(run_both):
     run_both(fn, raises=RuntimeError)
 
 
+def _inplace(op, **kw):
+    def fn(lib, td):
+        with op(td) as x:
+            same = x is td
+            x["a"] = x["a"] + 1
+        return td, same, sorted(map(str, td.keys(True, True)))
+
+    return case(kw.pop("id"), fn, **kw)
+
+
+@pytest.mark.parametrize(
+    ("fn", "kw"),
+    [
+        _inplace(lambda td: td.flatten(0, 1, inplace=True), id="flatten", batch_size=(2, 3, 4)),
+        _inplace(lambda td: td.flatten(start_dim=1, inplace=True), id="flatten_tail", batch_size=(2, 3, 4)),
+        _inplace(lambda td: td.unflatten(1, (5, 1), inplace=True), id="unflatten"),
+        _inplace(lambda td: td.unflatten(-1, (1, 5), inplace=True), id="unflatten_neg"),
+        _inplace(lambda td: td.to(torch.float64, inplace=True), id="to"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:.*flatten.*inplace=True:FutureWarning")  # flatten_tail: both warn (as tested)
+def test_inplace_forms(run_both, fn, kw):
+    run_both(fn, **kw)
+
+
+@pytest.mark.parametrize("op", ["flatten_keys", "unflatten_keys"])
+def test_inplace_keys_forms(ref, tb, op):
+    outs = []
+    for lib in (ref, tb):
+        td = lib.TensorDict({"a": {"b": torch.zeros(2)}, "c.d": torch.ones(2)}, [2])
+        with getattr(td, op)(inplace=True) as x:
+            same = x is td
+        outs.append((same, {str(k): v.tolist() for k, v in td.items(True, True)}))
+    assert outs[1] == outs[0]
+
+
 def test_nested_blocks(run_both):
     def fn(lib, td):
         with td.unsqueeze(0) as x, x.permute(0, 2, 1) as y, y.flatten(1, 2) as z:
