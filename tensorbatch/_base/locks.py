@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..base import TensorDictBase
 
 _T = TypeVar("_T")
+_weakref = weakref.ref  # (a global: one lookup less on every shape op)
 
 # id(td) -> (weakref to td, weakrefs to the locked TensorDicts holding it)
 _HOLDERS: dict[int, tuple[weakref.ref[Any], list[weakref.ref[Any]]]] = {}
@@ -252,7 +253,7 @@ def keep_lock(method: Any, dtype_view: bool = False, name: str | None = None, ke
                     result.lock_()
         if name is not None and not dynamo_compiling():
             try:  # noqa: SIM105  # (record's body, inlined: every shape op's path; suppress() costs more)
-                out._last_op = (name, args, kwargs, self.__weakref__ or weakref.ref(self), before)
+                out._last_op = (name, args, kwargs, self.__weakref__ or _weakref(self), before)
             except (AttributeError, TypeError):  # not a TensorDict, or no weak reference to ``self``
                 pass
         return out
@@ -271,7 +272,7 @@ def record(out: _T, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], so
     if dynamo_compiling():
         return out
     try:  # noqa: SIM105  # (suppress() costs more; an existing weak reference is reused: cheaper)
-        out._last_op = (name, args, kwargs, source.__weakref__ or weakref.ref(source), before)  # type: ignore[attr-defined]
+        out._last_op = (name, args, kwargs, source.__weakref__ or _weakref(source), before)  # type: ignore[attr-defined]
     except (AttributeError, TypeError):  # not a TensorDict, or no weak reference to the source
         pass
     return out
