@@ -249,13 +249,32 @@ def test_tensorclass():
     assert pair.x.tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
 
 
-def test_compiled_ops_record_nothing():
+@pytest.mark.parametrize(
+    "op",
+    [lambda td: td.permute(1, 0), lambda td: td.unsqueeze(0), lambda td: td.to(torch.float64)],
+    ids=["permute", "unsqueeze", "to"],
+)
+def test_a_block_in_a_compiled_function_writes_back(op):
     def fn(td):
-        return td.permute(1, 0).unsqueeze(0) + 1
+        with op(td) as t:
+            t["a"] = t["a"] + 1
+        return td["a"] * 2
 
-    compiled = torch.compile(fn, fullgraph=True, backend="eager")
-    out = compiled(_td(2, 3))
-    assert out.batch_size == torch.Size([1, 3, 2])
+    td = _td(2, 3)
+    out = torch.compile(fn, fullgraph=True, backend="eager")(td)  # (fullgraph: recording breaks no graph)
+    expected = torch.arange(6.0).reshape(2, 3) + 1
+    assert torch.equal(td["a"], expected)
+    assert torch.equal(out, expected * 2)
+
+
+def test_flatten_keys_in_a_compiled_function():
+    def fn(td):
+        with td.flatten_keys() as t:
+            t["nested.c"] = t["nested.c"] + 1
+        return td["nested", "c"].sum()
+
+    out = torch.compile(fn, fullgraph=True, backend="eager")(_td(2, 3))
+    assert out.item() == 12.0
 
 
 def test_inplace_flatten_of_the_last_dims_stays_flat_and_warns():

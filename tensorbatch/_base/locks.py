@@ -251,9 +251,10 @@ def keep_lock(method: Any, dtype_view: bool = False, name: str | None = None, ke
             for result in out if isinstance(out, (tuple, list)) else (out,):
                 if not getattr(result, "is_locked", True):  # (a TensorDict; tensors and locked ones pass)
                     result.lock_()
-        if name is not None and not dynamo_compiling():
-            try:  # noqa: SIM105  # (record's body, inlined: every shape op's path; suppress() costs more)
-                out._last_op = (name, args, kwargs, self.__weakref__ or _weakref(self), before)
+        if name is not None:
+            try:  # (record's body, inlined: every shape op's path)
+                source = self if dynamo_compiling() else self.__weakref__ or _weakref(self)
+                out._last_op = (name, args, kwargs, source, before)
             except (AttributeError, TypeError):  # not a TensorDict, or no weak reference to ``self``
                 pass
         return out
@@ -266,13 +267,12 @@ def record(out: _T, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], so
 
     The record, in ``out._last_op``: ``(name, args, kwargs, weak reference to source, batch size before)``, the
     last for an ``inplace=True`` call (``out`` is ``source``, changed; None otherwise). :func:`keep_lock` does this
-    inline for the methods it wraps; ``flatten_keys``/``unflatten_keys`` call it. Not under ``torch.compile``
-    (a weak reference breaks the graph).
+    inline for the methods it wraps; ``flatten_keys``/``unflatten_keys`` call it. Under ``torch.compile`` the
+    record holds ``source`` itself (a weak reference breaks the graph), as tensordict's.
     """
-    if dynamo_compiling():
-        return out
-    try:  # noqa: SIM105  # (suppress() costs more; an existing weak reference is reused: cheaper)
-        out._last_op = (name, args, kwargs, source.__weakref__ or _weakref(source), before)  # type: ignore[attr-defined]
+    try:  # (an existing weak reference is reused: cheaper than asking weakref)
+        ref = source if dynamo_compiling() else source.__weakref__ or _weakref(source)
+        out._last_op = (name, args, kwargs, ref, before)  # type: ignore[attr-defined]
     except (AttributeError, TypeError):  # not a TensorDict, or no weak reference to the source
         pass
     return out

@@ -2,13 +2,14 @@
 
 ``with td.permute(1, 0) as t:`` works on ``t``; on exit the inverse operation runs on ``t`` and its entries
 replace those of ``td`` (new keys are added; keys deleted in the block stay in ``td``). The result records
-``(op name, args, kwargs, weak reference to td)`` in its ``_last_op`` (see :func:`.locks.keep_lock`); a block
-that raises writes nothing back.
+``(op name, args, kwargs, weak reference to td, batch size before an inplace=True call)`` in its ``_last_op``
+(see :func:`.locks.keep_lock`); a block that raises writes nothing back.
 """
 
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -174,7 +175,7 @@ def write_back(result: Any, record: tuple[Any, ...]) -> None:
         RuntimeError: when that TensorDict no longer exists, or (``squeeze()``) the op cannot be inverted.
     """
     name, args, kwargs, ref, before = record
-    source = ref()
+    source = ref() if type(ref) is weakref.ref else ref  # (the source itself when recorded under torch.compile)
     if source is None:
         raise RuntimeError(
             f"the TensorDict that {name}() was called on no longer exists: nothing to write the with block back into"

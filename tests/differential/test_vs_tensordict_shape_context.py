@@ -314,3 +314,18 @@ def test_result_of_a_freed_tensordict(run_both):
             x["a"] = x["a"] + 1
 
     run_both(fn, raises=AttributeError)
+
+
+def test_block_in_a_compiled_function(run_both):
+    def block(td):
+        with td.permute(1, 0) as x:
+            x["a"] = x["a"] + 1
+        with td.unsqueeze(0) as x:
+            x["b"] = x["b"] * 2
+        return td["a"].sum() + td["b"].sum()
+
+    def fn(lib, td):
+        torch._dynamo.reset()
+        return torch.compile(block, backend="eager")(td), td  # (tensordict's permute undo breaks a full graph)
+
+    run_both(fn)
