@@ -139,12 +139,14 @@ def _flatten_inplace(td: Any, args: Any, kwargs: Any, before: torch.Size) -> Non
     d0, d1 = (start + now if start < 0 else start), (end + now if end < 0 else end)
     if -now <= d0 < now and len(td.batch_size[d0 : d1 + 1]) == 1:
         if len(sizes) > 1:
+            from .._convert import _user_stacklevel  # (a rare path: the import is not paid by every block)
+
             warnings.warn(
                 f"a with block on flatten(..., inplace=True) leaves the batch size flattened "
                 f"({list(td.batch_size)}), as tensordict 0.15 (0.17 restores it on exit): to keep it, call "
                 "flatten(..., inplace=True) outside a with block",
                 FutureWarning,
-                stacklevel=5,  # (the with statement: here, write_back, exit_undo, __exit__)
+                stacklevel=_user_stacklevel(),  # the with statement
             )
         return
     td.unflatten(start % nd, sizes, inplace=True)

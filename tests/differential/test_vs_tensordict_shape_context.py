@@ -278,19 +278,63 @@ def test_twice_on_one_result(run_both):
     run_both(fn)
 
 
-def test_lazy_stack(ref, tb):
+LAZY_OPS = {
+    "permute": lambda t: t.permute(1, 0, 2),
+    "unsqueeze": lambda t: t.unsqueeze(-1),
+    "unsqueeze_stack_dim": lambda t: t.unsqueeze(0),
+    "transpose": lambda t: t.transpose(0, 2),
+    "movedim": lambda t: t.movedim(0, 2),
+    "flip": lambda t: t.flip(1),
+    "roll": lambda t: t.roll(1, 0),
+    "view": lambda t: t.view(-1),
+    "flatten": lambda t: t.flatten(0, 1),
+    "unflatten": lambda t: t.unflatten(2, (2, 2)),
+    "atleast_3d": lambda t: t.atleast_3d(),
+    "to": lambda t: t.to(torch.float64),
+    "flatten_keys": lambda t: t.flatten_keys(),
+}
+
+
+@pytest.mark.parametrize("op", LAZY_OPS.values(), ids=LAZY_OPS.keys())
+def test_lazy_stack(ref, tb, op):
     outs = []
     for lib in (ref, tb):
-        td = lib.lazy_stack([lib.TensorDict({"a": torch.arange(3.0) + i}, [3]) for i in range(2)])
-        with td.permute(1, 0) as x:
-            x["a"] = x["a"] * 10
-        with td.unsqueeze(0) as x:
-            x["a"] = x["a"] + 1
-        outs.append((type(td).__name__, td["a"].tolist(), [m["a"].tolist() for m in td.tensordicts]))
+        members = [
+            lib.TensorDict({"a": torch.arange(12.0).view(3, 4) + i, "n": {"b": torch.zeros(3, 4)}}, [3, 4])
+            for i in range(2)
+        ]
+        td = lib.lazy_stack(members)
+        with op(td) as x:
+            key = "n.b" if op is LAZY_OPS["flatten_keys"] else ("n", "b")
+            x[key] = x[key] + 1
+            x["a"] = x["a"] * 2
+        outs.append(
+            (
+                type(td).__name__,
+                td.batch_size,
+                td["a"].tolist(),
+                td["n", "b"].tolist(),
+                [m["a"].tolist() for m in td.tensordicts],
+            )
+        )
     assert outs[1] == outs[0]
 
 
-def test_tensorclass(ref, tb):
+TC_OPS = {
+    "permute": lambda t: t.permute(1, 0),
+    "transpose": lambda t: t.transpose(0, 1),
+    "unsqueeze": lambda t: t.unsqueeze(0),
+    "squeeze_not_one": lambda t: t.squeeze(0),
+    "view": lambda t: t.view(-1),
+    "flatten": lambda t: t.flatten(),
+    "flip": lambda t: t.flip(0),
+    "atleast_3d": lambda t: t.atleast_3d(),
+    "to": lambda t: t.to(torch.float64),
+}
+
+
+@pytest.mark.parametrize("op", TC_OPS.values(), ids=TC_OPS.keys())
+def test_tensorclass(ref, tb, op):
     outs = []
     for lib in (ref, tb):
 
@@ -299,12 +343,11 @@ def test_tensorclass(ref, tb):
             x: torch.Tensor
             y: torch.Tensor
 
-        pair = Pair(x=torch.zeros(2, 3), y=torch.ones(2, 3, 4), batch_size=[2, 3])
-        with pair.permute(1, 0) as p:
-            p.x = p.x + torch.arange(2.0)
-        with pair.unsqueeze(0) as p:
-            p.y = p.y * 2
-        outs.append((pair.x.tolist(), pair.y.sum().item(), pair.batch_size))
+        pair = Pair(x=torch.arange(6.0).view(2, 3), y=torch.zeros(2, 3, 4), batch_size=[2, 3])
+        with op(pair) as p:
+            p.x = p.x * 2
+            p.y = p.y + 1
+        outs.append((pair.batch_size, pair.x.tolist(), pair.x.dtype, pair.y.sum().item()))
     assert outs[1] == outs[0]
 
 
