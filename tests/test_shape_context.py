@@ -291,3 +291,18 @@ def test_inplace_flatten_keys_with_a_dotted_key_keeps_it():
     with td.flatten_keys(inplace=True):
         pass
     assert set(td.keys(True, True)) == {"c.d", "a.b", ("a", "b"), ("c", "d")}  # as tensordict: no exact undo
+
+
+def test_hdf5_source_without_weak_references(tmp_path):
+    pytest.importorskip("h5py")
+    h5 = TensorDict({"x": torch.zeros(3, 4)}, [3, 4]).to_h5(str(tmp_path / "data.h5"))
+    try:
+        with pytest.raises(TypeError):
+            weakref.ref(h5)  # (the record holds it itself)
+        with h5.permute(1, 0) as t:
+            t["x"] = t["x"] + 1
+            t["y"] = torch.ones(4, 3)
+        assert torch.equal(h5["x"], torch.ones(3, 4))
+        assert h5["y"].shape == torch.Size([3, 4])
+    finally:
+        h5.close()

@@ -9,6 +9,7 @@ TensorDict's slots (only locking trees with nested TensorDicts pays for it).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import weakref
@@ -256,7 +257,7 @@ def keep_lock(method: Any, dtype_view: bool = False, name: str | None = None, ke
                 source = self if dynamo_compiling() else self.__weakref__ or _weakref(self)
                 out._last_op = (name, args, kwargs, source, before)
             except (AttributeError, TypeError):  # not a TensorDict, or no weak reference to ``self``
-                pass
+                _record_strong(out, name, args, kwargs, self, before)
         return out
 
     return keeping
@@ -268,14 +269,21 @@ def record(out: _T, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], so
     The record, in ``out._last_op``: ``(name, args, kwargs, weak reference to source, batch size before)``, the
     last for an ``inplace=True`` call (``out`` is ``source``, changed; None otherwise). :func:`keep_lock` does this
     inline for the methods it wraps; ``flatten_keys``/``unflatten_keys`` call it. Under ``torch.compile`` the
-    record holds ``source`` itself (a weak reference breaks the graph), as tensordict's.
+    record holds ``source`` itself (a weak reference breaks the graph), as tensordict's; so it does for a class
+    without weak references (an HDF5 file's TensorDict).
     """
     try:  # (an existing weak reference is reused: cheaper than asking weakref)
         ref = source if dynamo_compiling() else source.__weakref__ or _weakref(source)
         out._last_op = (name, args, kwargs, ref, before)  # type: ignore[attr-defined]
     except (AttributeError, TypeError):  # not a TensorDict, or no weak reference to the source
-        pass
+        _record_strong(out, name, args, kwargs, source, before)
     return out
+
+
+def _record_strong(out: Any, name: str, args: Any, kwargs: Any, source: Any, before: Any) -> None:
+    """The record holding ``source`` itself: a class without weak references (an HDF5 file's TensorDict)."""
+    with contextlib.suppress(AttributeError):  # (``out`` is no TensorDict: nothing to record)
+        out._last_op = (name, args, kwargs, source, before)
 
 
 def install_keep_lock(cls: type[Any], drop: frozenset[str] = frozenset()) -> None:
