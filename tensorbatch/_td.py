@@ -141,7 +141,10 @@ class TensorDict(TensorDictBase):
 
     @classmethod
     def _from_state(cls, source: dict[str, Any], batch_size: Any, device: Any, names: Any, locked: bool) -> TensorDict:
-        out = cls(source, batch_size=batch_size, device=device, names=names)
+        out = cls(source, batch_size=batch_size, device=device)
+        if names is not None:  # (the leaves and nodes kept their own names: set as they are)
+            checked = _checked_names(names, out._batch_size)
+            out._names = checked if any(n is not None for n in checked) else None
         return out.lock_() if locked else out  # type: ignore[return-value]  # lock_ returns self
 
     # ------------------------------------------------------------------ primitives

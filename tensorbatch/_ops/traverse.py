@@ -735,8 +735,8 @@ def _rebuild(
                 moved = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
                 out[key] = moved._named(_moved_names(value, moved, sub_names(names, batch_size, value, nd)))
                 continue
-            if keep and type(value) in NON_TENSOR_TYPES:  # the leaf itself (to_tensordict)
-                out[key] = value
+            if keep and type(value) in NON_TENSOR_TYPES:  # the leaf itself (to_tensordict), named as its node
+                out[key] = _kept_leaf(value, spec._maybe_names(), nd)
                 continue
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
             sub_keep = keep and type(value) is value._dense_cls
@@ -1014,11 +1014,24 @@ def _moved_non_tensor(leaf: Any, fn: Callable[..., Any], what: str, names: Any) 
     return out._named(_moved_names(leaf, out, names))
 
 
+def _kept_leaf(leaf: Any, names: Any, nd: int) -> Any:
+    """``leaf`` as ``to_tensordict`` keeps it: itself, or a copy named as its node when it is not (as tensordict)."""
+    if names is None:
+        return leaf
+    own = leaf._maybe_names()
+    wanted = (*names, *(own[nd:] if own is not None else (None,) * (leaf.batch_dims - nd)))
+    return leaf if own == wanted else leaf._follow(None, NO_DEFAULT, wanted)
+
+
 def _moved_names(leaf: Any, out: Any, names: Any) -> Any:
-    """The names of ``out``, ``leaf`` after a batch op: ``names``, or (NO_DEFAULT) the leaf's if its batch is kept."""
+    """The names of ``out``, ``leaf`` after a batch op: ``names``, or (NO_DEFAULT) the leaf's if its batch is kept.
+
+    An unnamed leaf stays unnamed (a stack made of a list in a named TensorDict, as tensordict's).
+    """
+    own = leaf._maybe_names()
     if names is not NO_DEFAULT:
-        return names
-    return leaf._maybe_names() if out.batch_size == leaf.batch_size else None
+        return names if own is not None else None
+    return own if out.batch_size == leaf.batch_size else None
 
 
 def _same_key_count(td: Any, others: Any, prefix: tuple[str, ...]) -> None:

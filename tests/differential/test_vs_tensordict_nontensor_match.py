@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import Any
 
 import numpy as np
@@ -219,6 +221,33 @@ NAMES = [
         id="nt_list_stack_renamed",
     ),
 ]
+
+
+def _list_stack_after(op: Any) -> Any:
+    """A stack made of a list in a TensorDict named ``a``: its names after ``op`` (and whether it is the same)."""
+
+    def fn(lib: Any, _: Any) -> Any:
+        td = lib.TensorDict({"v": ["x", "y"], "x": torch.zeros(2)}, [2], names=["a"])
+        out = op(lib, td)
+        return out.get("v").names, out.get("v") is td.get("v"), out.names
+
+    return fn
+
+
+LIST_STACK_OPS = {
+    "pickle": lambda lib, td: pickle.loads(pickle.dumps(td)),
+    "deepcopy": lambda lib, td: copy.deepcopy(td),
+    "to_tensordict": lambda lib, td: td.to_tensordict(),
+    "select": lambda lib, td: td.select("v"),
+    "index": lambda lib, td: td[0:1],
+    "unsqueeze": lambda lib, td: td.unsqueeze(0),
+    "expand": lambda lib, td: td.expand(3, 2),
+    "stack": lambda lib, td: torch.stack([td, td]),
+    "cat": lambda lib, td: torch.cat([td, td]),
+    "reshape": lambda lib, td: td.reshape(2, 1),
+    "rename": lambda lib, td: td.rename("b"),
+}
+NAMES += [pytest.param(_list_stack_after(op), id=f"nt_list_stack_{name}") for name, op in LIST_STACK_OPS.items()]
 
 
 @pytest.mark.parametrize(
