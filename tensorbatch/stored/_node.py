@@ -366,7 +366,8 @@ class StoredTensorDict(CopyOnRead):
         views: with the node's layout known, one ``read_slabs`` call and no row plan.
         """
         state, i = self._state, index[0]
-        n = self.batch_size[0]
+        batch = state.batch.get(self._path)  # (self.batch_size inline)
+        n = (batch if batch is not None else state.batch_of(self._path))[0]
         found = state.layouts.get(self._path)
         if found is None:
             plan = RowPlan("int", n, i) if type(i) is int else RowPlan("slice", n, i, shape=lead)
@@ -422,7 +423,9 @@ class StoredTensorDict(CopyOnRead):
             else:
                 out[key] = what
         state = self._state
-        batch = self.batch_size  # (reads the node's names with its batch size)
+        batch = state.batch.get(self._path)  # (self.batch_size inline; it reads the node's names with it)
+        if batch is None:
+            batch = state.batch_of(self._path)
         size = lead if len(batch) == 1 else _Size((*lead, *batch[1:]))  # plan.target_shape(batch), inline
         names = state.names.get(self._path) if named else None
         if names is None:
