@@ -335,6 +335,9 @@ def _from_struct_array(
     return _finish("from_struct_array", td, auto_batch_size, batch_dims, batch_size)
 
 
+AS_TENSORCLASS: Any = None  # tensorclass.from_dataclass, for from_dataclass(as_tensorclass=True)
+
+
 def _from_dataclass(
     target: Any,
     obj: Any,
@@ -346,8 +349,15 @@ def _from_dataclass(
     device: Any = None,
     batch_size: Any = None,
 ) -> Any:
-    if as_tensorclass:
-        raise NotImplementedError("from_dataclass(as_tensorclass=True) needs tensorclass support, not available yet")
+    if as_tensorclass:  # tensorclass.from_dataclass (set when that module is imported: it imports this one)
+        return AS_TENSORCLASS(
+            obj,
+            dest_cls=dest_cls,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            batch_size=batch_size,
+            device=device,
+        )
     if not dataclasses.is_dataclass(obj):
         raise TypeError(f"from_dataclass expects a dataclass instance, got {type(obj).__name__}")
     fields = dataclasses.fields(obj)
@@ -735,9 +745,10 @@ class _Conversions:
     ) -> Any:
         """Convert a dataclass instance to a TensorDict with one entry per field (via :meth:`from_any`).
 
+        ``as_tensorclass=True`` gives a TensorClass instance instead (:func:`tensorbatch.from_dataclass`).
+
         Raises:
             TypeError: if ``dataclass`` is not a dataclass, or for conflicting batch-size keywords.
-            NotImplementedError: for ``as_tensorclass=True`` (no tensorclass support yet).
 
         Examples:
             >>> import dataclasses, torch
