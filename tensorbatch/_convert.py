@@ -23,8 +23,6 @@ import collections
 import contextlib
 import dataclasses
 import numbers
-import os
-import sys
 import uuid
 import warnings
 from collections import UserDict
@@ -34,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._errors import fmt_path, fmt_shape
+from ._errors import fmt_path, fmt_shape, user_stacklevel
 from ._keys import is_key
 from ._nontensor import NonTensorData, NonTensorStack, is_non_tensor
 from ._ops.traverse import MISSING, is_td, named_nodes, plain_value_of
@@ -51,7 +49,7 @@ __all__ = [
 ]
 
 _Tensor = torch.Tensor
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_user_stacklevel = user_stacklevel  # (warnings that point at user code)
 _PYTREE_TYPE = "_pytree_type"
 _NON_NESTED = "<NON_NESTED>"
 
@@ -79,15 +77,6 @@ def _is_structseq(obj: Any) -> bool:
         and isinstance(getattr(cls, "n_sequence_fields", None), int)
         and isinstance(getattr(cls, "n_fields", None), int)
     )
-
-
-def _user_stacklevel() -> int:
-    """Stack level of the first frame outside tensorbatch (for warnings that point at user code)."""
-    frame: Any = sys._getframe(1)
-    level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _finish(op: str, result: Any, auto_batch_size: bool | None, batch_dims: int | None, batch_size: Any) -> Any:

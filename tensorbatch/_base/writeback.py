@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from .._errors import user_stacklevel
 from .._ops import shape as _shape
 
 # the methods whose result writes back (aliases with their own name)
@@ -139,14 +140,12 @@ def _flatten_inplace(td: Any, args: Any, kwargs: Any, before: torch.Size) -> Non
     d0, d1 = (start + now if start < 0 else start), (end + now if end < 0 else end)
     if -now <= d0 < now and len(td.batch_size[d0 : d1 + 1]) == 1:
         if len(sizes) > 1:
-            from .._convert import _user_stacklevel  # (a rare path: the import is not paid by every block)
-
             warnings.warn(
                 f"a with block on flatten(..., inplace=True) leaves the batch size flattened "
                 f"({list(td.batch_size)}), as tensordict 0.15 (0.17 restores it on exit): to keep it, call "
                 "flatten(..., inplace=True) outside a with block",
                 FutureWarning,
-                stacklevel=_user_stacklevel(),  # the with statement
+                stacklevel=user_stacklevel(),  # the with statement
             )
         return
     td.unflatten(start % nd, sizes, inplace=True)
