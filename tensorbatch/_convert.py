@@ -23,8 +23,6 @@ import collections
 import contextlib
 import dataclasses
 import numbers
-import os
-import sys
 import uuid
 import warnings
 from collections import UserDict
@@ -34,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._errors import fmt_path, fmt_shape
+from ._errors import fmt_path, fmt_shape, user_stacklevel
 from ._keys import is_key
 from ._nontensor import NonTensorData, NonTensorStack, is_non_tensor
 from ._ops.traverse import MISSING, is_td, named_nodes, plain_value_of
@@ -51,7 +49,7 @@ __all__ = [
 ]
 
 _Tensor = torch.Tensor
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_user_stacklevel = user_stacklevel  # (warnings that point at user code)
 _PYTREE_TYPE = "_pytree_type"
 _NON_NESTED = "<NON_NESTED>"
 
@@ -79,15 +77,6 @@ def _is_structseq(obj: Any) -> bool:
         and isinstance(getattr(cls, "n_sequence_fields", None), int)
         and isinstance(getattr(cls, "n_fields", None), int)
     )
-
-
-def _user_stacklevel() -> int:
-    """Stack level of the first frame outside tensorbatch (for warnings that point at user code)."""
-    frame: Any = sys._getframe(1)
-    level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _finish(op: str, result: Any, auto_batch_size: bool | None, batch_dims: int | None, batch_size: Any) -> Any:
@@ -335,6 +324,9 @@ def _from_struct_array(
     return _finish("from_struct_array", td, auto_batch_size, batch_dims, batch_size)
 
 
+AS_TENSORCLASS: Any = None  # tensorclass.from_dataclass, for from_dataclass(as_tensorclass=True)
+
+
 def _from_dataclass(
     target: Any,
     obj: Any,
@@ -346,8 +338,15 @@ def _from_dataclass(
     device: Any = None,
     batch_size: Any = None,
 ) -> Any:
-    if as_tensorclass:
-        raise NotImplementedError("from_dataclass(as_tensorclass=True) needs tensorclass support, not available yet")
+    if as_tensorclass:  # tensorclass.from_dataclass (set when that module is imported: it imports this one)
+        return AS_TENSORCLASS(
+            obj,
+            dest_cls=dest_cls,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            batch_size=batch_size,
+            device=device,
+        )
     if not dataclasses.is_dataclass(obj):
         raise TypeError(f"from_dataclass expects a dataclass instance, got {type(obj).__name__}")
     fields = dataclasses.fields(obj)
@@ -735,9 +734,10 @@ class _Conversions:
     ) -> Any:
         """Convert a dataclass instance to a TensorDict with one entry per field (via :meth:`from_any`).
 
+        ``as_tensorclass=True`` gives a TensorClass instance instead (:func:`tensorbatch.from_dataclass`).
+
         Raises:
             TypeError: if ``dataclass`` is not a dataclass, or for conflicting batch-size keywords.
-            NotImplementedError: for ``as_tensorclass=True`` (no tensorclass support yet).
 
         Examples:
             >>> import dataclasses, torch

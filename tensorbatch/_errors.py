@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,6 +17,18 @@ LOCKED_MSG = (
     "Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` method "
     "and make sure the key is present."
 )
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_stacklevel() -> int:
+    """Stack level of the first frame outside tensorbatch (for warnings that point at user code)."""
+    frame: Any = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def fmt_path(path: Any) -> str:

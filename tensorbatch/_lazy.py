@@ -14,7 +14,7 @@ generic path, which reads stacked leaves and gives an in-memory TensorDict.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -173,6 +173,51 @@ class LazyStackedTensorDict(TensorDictBase):
         out = cls.__new__(cls)
         out._init(tds, stack_dim, member_bs)
         out._stack_name = stack_name
+        return out
+
+    @classmethod
+    def from_dict(  # type: ignore[override]  # tensordict's signature for lazy stacks
+        cls,
+        input_dict: Any,
+        *other: Any,
+        auto_batch_size: bool = False,
+        batch_size: Any = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        stack_dim_name: str | None = None,
+        stack_dim: int = 0,
+        names: Any = None,
+    ) -> LazyStackedTensorDict:
+        """A lazy stack of one TensorDict per dict: a list of dicts, or a dict of them keyed ``"0"``, ``"1"``...
+
+        ``batch_size``, ``device``, ``batch_dims`` and ``auto_batch_size`` build each member (as
+        :meth:`TensorDict.from_dict`); ``other`` dicts are more members; ``stack_dim_name`` names the stack dim,
+        ``names`` (exclusive with it) names every dim of the result.
+
+        Examples:
+            >>> import torch
+            >>> from tensorbatch import LazyStackedTensorDict
+            >>> s = LazyStackedTensorDict.from_dict([{"a": torch.zeros(3)}, {"a": torch.zeros(4)}], stack_dim_name="t")
+            >>> s.batch_size, s.names, s.get_item_shape("a")
+            (torch.Size([2]), ['t'], torch.Size([2, -1]))
+        """
+        if names is not None and stack_dim_name is not None:
+            raise ValueError("names and stack_dim_name are exclusive.")
+        dicts = (
+            [input_dict[str(i)] for i in range(len(input_dict))]
+            if isinstance(input_dict, Mapping)
+            else list(input_dict)
+        )
+        dense = cls._dense_cls
+        members = [
+            dense.from_dict(
+                d, batch_size=batch_size, device=device, batch_dims=batch_dims, auto_batch_size=auto_batch_size
+            )
+            for d in [*dicts, *other]
+        ]
+        out = cls(*members, stack_dim=stack_dim, stack_dim_name=stack_dim_name)
+        if names is not None:
+            out.names = names
         return out
 
     def _member_bs(self) -> torch.Size:

@@ -152,10 +152,11 @@ class set_list_to_stack(_Mode):
     """Set whether a list stored under a key becomes a stack of non-tensor values.
 
     By default (``True``), ``td[key] = ["a", "b"]`` stores a ``NonTensorStack`` with one value per
-    element of the first batch dim; with ``False`` the list is stored whole, as one ``NonTensorData``
-    (deprecated in tensordict, which warns; use ``td.set_non_tensor(key, value)`` instead). Lists that
-    torch turns into a tensor (``[1, 2]``) are tensors either way. Use it as a context manager, a
-    decorator, or ``set_list_to_stack(mode).set()`` for the rest of the program.
+    element, one stack dim per level of regular nested lists (``[["a", 1], ["b", 2]]`` is ``[2, 2]``);
+    numbers give a tensor and tensors of one shape are stacked (``[tensor([1]), tensor([2])]`` is a
+    tensor of shape ``[2, 1]``), as in tensordict. With ``False`` a list is stored as numpy's array of
+    it (deprecated in tensordict, which warns; use ``td.set_non_tensor(key, value)`` instead). Use it as
+    a context manager, a decorator, or ``set_list_to_stack(mode).set()`` for the rest of the program.
 
     Args:
         mode: ``True`` to store lists as stacks, ``False`` to store them as one value.

@@ -43,7 +43,8 @@ def from_schema(
     """Zero-filled leaves ``[*batch_size, *shape]`` from ``{key: (shape, dtype)}``.
 
     ``storage=None`` builds them in memory; ``"redis"`` allocates a ``TensorDictStore`` on the server (keyword
-    arguments: its connection), ``"h5"`` a ``PersistentTensorDict`` (``filename=``), without writing data.
+    arguments: its connection), ``"h5"`` a ``PersistentTensorDict`` (``filename=``), ``"memmap"`` memory-mapped
+    leaves (``prefix=``: the folder, else shared memory; as ``memmap_like``), without writing data.
 
     Examples:
         >>> import torch

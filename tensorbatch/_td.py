@@ -70,6 +70,9 @@ class TensorDict(TensorDictBase):
         self._device = _as_device(device)
         self._is_locked = False
         self._names: tuple[str | None, ...] | None = None
+        if names is not None:  # before the entries: their non-tensor leaves are named as they are set
+            checked = _checked_names(names, self._batch_size)
+            self._names = checked if any(n is not None for n in checked) else None
         if type(source) is not dict:
             source = dict(source._items_str() if is_td(source) else source.items())  # type: ignore[union-attr]
         todo = unfit_keys(source, self._batch_size, self._device)
@@ -82,8 +85,8 @@ class TensorDict(TensorDictBase):
                 settle(_accelerators_in(source.values()))
         else:
             self._fill(source, todo, path_prefix, bool(non_blocking))
-        if names is not None:
-            self.names = names
+        if self._names is not None:
+            self._name_nodes(self._names, fresh=True)
         if lock:
             self.lock_()
 
@@ -98,7 +101,7 @@ class TensorDict(TensorDictBase):
                 value = data[key]
                 if type(value) is dict:  # a nested plain dict: a node with this batch size and device
                     node = object.__new__(TensorDict)  # (both already normalised: no constructor call)
-                    node._batch_size, node._device, node._is_locked, node._names = bs, dev, False, None
+                    node._batch_size, node._device, node._is_locked, node._names = bs, dev, False, self._names
                     node._fill(value, unfit_keys(value, bs, dev), (*path_prefix, key), non_blocking)
                     data[key] = node
                 else:
@@ -138,7 +141,10 @@ class TensorDict(TensorDictBase):
 
     @classmethod
     def _from_state(cls, source: dict[str, Any], batch_size: Any, device: Any, names: Any, locked: bool) -> TensorDict:
-        out = cls(source, batch_size=batch_size, device=device, names=names)
+        out = cls(source, batch_size=batch_size, device=device)
+        if names is not None:  # (the leaves and nodes kept their own names: set as they are)
+            checked = _checked_names(names, out._batch_size)
+            out._names = checked if any(n is not None for n in checked) else None
         return out.lock_() if locked else out  # type: ignore[return-value]  # lock_ returns self
 
     # ------------------------------------------------------------------ primitives
@@ -214,15 +220,29 @@ class TensorDict(TensorDictBase):
     def names(self, value: Sequence[str | None] | None) -> None:
         value = (None,) * len(self._batch_size) if value is None else _checked_names(value, self._batch_size)
         self._names = value if any(n is not None for n in value) else None
+        self._name_nodes(value, fresh=False)
+
+    def _name_nodes(self, value: tuple[str | None, ...], fresh: bool) -> None:
+        """Nested nodes and non-tensor leaves take the names ``value`` for the root's dims.
+
+        ``fresh`` (the constructor): this node's non-tensor leaves, and those of the nodes it built, were
+        named as they were set (a stack made of a list is left unnamed, as tensordict's): only nodes given
+        named otherwise are renamed, with their non-tensor leaves.
+        """
         n = len(value)
         for _, node in named_nodes(self):  # nested nodes take these names for the root's dims
             if node is not self:
                 names = (*value, *node.names[n:])
                 if type(node) is TensorDict:
                     names = _checked_names(names, node._batch_size)
-                    node._names = names if any(x is not None for x in names) else None
+                    new = names if any(x is not None for x in names) else None
+                    if fresh and node._names == new:
+                        continue
+                    node._names = new
                 else:  # another backend or a wrapper: through its own setter
                     node.names = names
+            elif fresh:
+                continue
             if type(node) is TensorDict:
                 _name_non_tensor(node, value)
 
@@ -329,6 +349,8 @@ class TensorDict(TensorDictBase):
         kind = type(index)
         if kind is slice:
             step = index.step
+            if step is None and index.start is None and index.stop is None:  # td[:] is td (as tensordict)
+                return self
             size = bs[0]
             if (step is not None and step <= 0) or type(size) is not int or dynamo_compiling():  # see normalize
                 return None

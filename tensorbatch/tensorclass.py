@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils import _pytree
 
-from . import _compat, _delegation, _lazy
+from . import _compat, _convert, _delegation, _lazy
 from ._base import values as _values
 from ._base.access import UPDATE_OPTIONS
 from ._base.coerce import as_device as _as_device
@@ -335,7 +335,9 @@ class TensorClass:
     ``TensorClass["frozen", ...]`` or ``class A(TensorClass, frozen=True)`` (inherited):
     ``autocast`` casts values to the annotated types, ``nocast`` keeps numbers given to tensor fields
     as Python values, ``frozen`` locks the instance and refuses field assignment, ``shadow`` allows
-    field names that hide TensorClass attributes.
+    field names that hide TensorClass attributes, ``skip_post_init_on_rebuild`` runs ``__post_init__`` only
+    when an instance is built from its fields or by ``from_tensordict`` (by default, as in tensordict, it also
+    runs on every instance an operation returns: indexing, arithmetic, stacking, ``clone``...).
 
     Note:
         As in tensordict 0.15, a number given to a field annotated ``int``/``float``/``bool`` becomes a 0-d
@@ -374,6 +376,7 @@ class TensorClass:
     _frozen: ClassVar[bool] = False
     _shadow: ClassVar[bool] = False
     _tensor_only: ClassVar[bool] = False
+    _skip_post_init_on_rebuild: ClassVar[bool] = False
     _fields_in_order: ClassVar[tuple[_Spec, ...]] = ()
     _plain_tensor: ClassVar[tuple[bool, ...]] = ()  # per field: a tensor value is stored as it is
     _post_init: ClassVar[Any] = None  # the class's __post_init__ (looked up once, at class creation)
@@ -388,10 +391,18 @@ class TensorClass:
         frozen: bool | None = None,
         shadow: bool | None = None,
         tensor_only: bool | None = None,
+        skip_post_init_on_rebuild: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
-        given = {"autocast": autocast, "nocast": nocast, "frozen": frozen, "shadow": shadow, "tensor_only": tensor_only}
+        given = {
+            "autocast": autocast,
+            "nocast": nocast,
+            "frozen": frozen,
+            "shadow": shadow,
+            "tensor_only": tensor_only,
+            "skip_post_init_on_rebuild": skip_post_init_on_rebuild,
+        }
         for option, value in given.items():
             if value is not None:
                 setattr(cls, f"_{option}", bool(value))
@@ -407,7 +418,7 @@ class TensorClass:
     def __class_getitem__(cls, item: Any) -> type:
         """A base class with the given options on: ``TensorClass["frozen", "autocast"]``."""
         options = tuple(item) if isinstance(item, tuple) else (item,)
-        valid = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
+        valid = ("autocast", "nocast", "frozen", "shadow", "tensor_only", "skip_post_init_on_rebuild")
         unknown = [o for o in options if o not in valid]
         if unknown:
             raise ValueError(f"unknown TensorClass option(s) {unknown}; valid options: {list(valid)}")
@@ -424,9 +435,17 @@ class TensorClass:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def _from_backend(cls, td: Any, extras: dict[str, Any] | None = None) -> Any:
+    def _from_backend(cls, td: Any, extras: dict[str, Any] | None = None, rebuild: bool = True) -> Any:
+        """An instance over ``td``; a rebuild runs ``__post_init__``, as tensordict, unless skipped by the class.
+
+        A rebuild is a result of an operation (not ``from_tensordict``); the class option
+        ``skip_post_init_on_rebuild`` skips it there.
+        """
         obj = _new(cls)
         _attach(obj, td, {} if extras is None else extras)
+        post_init = cls._post_init
+        if post_init is not None and not (rebuild and cls._skip_post_init_on_rebuild):
+            post_init(obj)
         return obj
 
     @classmethod
@@ -543,7 +562,7 @@ class TensorClass:
             missing = sorted(s.name for s in cls._fields_in_order if not s.has_default and s.name not in tensordict)
             if missing and not (non_tensordict and set(missing) <= set(non_tensordict)):
                 raise TypeError(f"{cls.__name__}.from_tensordict() missing required field(s): {', '.join(missing)}")
-        obj = cls._from_backend(tensordict)
+        obj = cls._from_backend(tensordict, rebuild=False)  # (runs __post_init__ under every option)
         for name, value in (non_tensordict or {}).items():
             _add_extra(obj, name, value)
         return obj
@@ -750,6 +769,9 @@ class TensorClass:
             _SET_TD(obj, td)
             _SET_EXTRAS(obj, dict(extras) if extras else {})
             _SET_DICT(obj, td._tensordict)
+        cls = type(obj)
+        if cls._post_init is not None and not cls._skip_post_init_on_rebuild:  # a rebuild, as _from_backend's
+            cls._post_init(obj)
         return obj
 
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -1032,6 +1054,7 @@ def tensorclass(
     nocast: bool = False,
     shadow: bool = False,
     tensor_only: bool = False,
+    skip_post_init_on_rebuild: bool = False,
 ) -> Any:
     """Decorator form of :class:`TensorClass`: ``@tensorclass`` or ``@tensorclass(frozen=True, ...)``.
 
@@ -1051,7 +1074,14 @@ def tensorclass(
         >>> Point(xy=torch.ones(5, 2), batch_size=[5]).norm().shape
         torch.Size([5])
     """
-    options = {"autocast": autocast, "frozen": frozen, "nocast": nocast, "shadow": shadow, "tensor_only": tensor_only}
+    options = {
+        "autocast": autocast,
+        "frozen": frozen,
+        "nocast": nocast,
+        "shadow": shadow,
+        "tensor_only": tensor_only,
+        "skip_post_init_on_rebuild": skip_post_init_on_rebuild,
+    }
 
     def build(klass: Any) -> Any:
         if isinstance(klass, type) and issubclass(klass, TensorClass) and not any(options.values()):
@@ -1261,3 +1291,6 @@ __all__ = [
     "is_tensorclass",
     "tensorclass",
 ]
+
+
+_convert.AS_TENSORCLASS = from_dataclass  # TensorDict.from_dataclass(as_tensorclass=True)

@@ -746,8 +746,9 @@ def test_from_any_and_from_dataclass():
         TensorDict.from_dataclass(Data)
     with pytest.raises(TypeError, match="from_dataclass expects a dataclass instance, got int"):
         TensorDict.from_dataclass(1)
-    with pytest.raises(NotImplementedError, match="as_tensorclass=True"):
-        TensorDict.from_dataclass(data, as_tensorclass=True)
+    as_tc = TensorDict.from_dataclass(data, as_tensorclass=True, batch_size=[3])
+    assert type(as_tc).__name__ == "Data_tc" and as_tc.batch_size == torch.Size([3])
+    assert torch.equal(as_tc.obs, data.obs)
     with pytest.raises(TypeError, match="Conflicting batch sizes in from_dataclass"):
         TensorDict.from_dataclass(data, batch_size=[3], auto_batch_size=True)
 

@@ -15,6 +15,7 @@ from torch.utils.data import get_worker_info
 
 from .. import _errors, _options
 from .._keys import NestedKey, is_key, key_tuple
+from .._list_leaf import read_list
 from .._ops import index as _index
 from .._ops import ragged
 from .._ops.traverse import (
@@ -29,6 +30,7 @@ from .._ops.traverse import (
     value_of,
 )
 from .._unbatched import UnbatchedTensor
+from .coerce import checked_names
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -324,8 +326,8 @@ def _validate(
         if device is not None and value.device != device:
             value = value.to(device, non_blocking=non_blocking)
         return value
-    if is_non_tensor(value) and value._maybe_names() is None and node._maybe_names() is not None:
-        value = _named_leaf(value, node)  # a non-tensor leaf takes the names of its node's dims (as tensordict)
+    if is_non_tensor(value) and node._maybe_names() is not None:
+        value = _named_leaf(value, node, path)  # it takes the names of its node's dims (as tensordict)
     if is_td(value):
         vbs = value.batch_size
         if vbs[: len(bs)] != bs:
@@ -354,18 +356,31 @@ def _validate(
             if isinstance(array, np.ndarray) and array.dtype.kind in "biufc":
                 return node._validate(array, path, node)
             return node._non_tensor_cls._new(array, bs, node.device)._named(node._maybe_names())
-        try:
-            tensor = torch.as_tensor(value, device=node.device)
-        except (TypeError, ValueError, RuntimeError):  # strings, ragged lists: one value per element
-            if not bs or len(value) != bs[0]:
-                raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
-            try:
-                stack = node._non_tensor_stack_cls.from_list(value, depth=len(bs))
-            except RuntimeError:
-                raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
-            return node._validate(stack, path, node)
-        return node._validate(tensor, path, node)
+        return _list_leaf(node, value, path)
     return node._non_tensor_cls._new(value, bs, node.device)._named(node._maybe_names())
+
+
+def _list_leaf(node: Any, value: list[Any], path: tuple[str, ...]) -> Any:
+    """A list under ``set_list_to_stack(True)``: the tensor, stack or TensorDict it gives (``_list_leaf.py``).
+
+    A stack made of a list is unnamed, as tensordict's. A list tensordict cannot read keeps a stack of
+    its first levels, one per batch dim.
+    """
+    bs = node.batch_size
+    leaf = read_list(value, node._non_tensor_stack_cls)
+    if isinstance(leaf, _Tensor):
+        return node._validate(leaf, path, node)
+    if leaf is None:
+        if not bs or len(value) != bs[0]:
+            raise _errors.batch_mismatch(bs, path, torch.Size([len(value)]))
+        try:
+            leaf = node._non_tensor_stack_cls.from_list(value, depth=len(bs))
+        except RuntimeError:
+            raise _errors.batch_mismatch(bs, path, torch.Size([len(value)])) from None
+    if leaf.batch_size[: len(bs)] != bs:
+        raise _errors.batch_mismatch(bs, path, leaf.batch_size)
+    out = node._validate(leaf, path, node)
+    return out._named(None) if is_non_tensor(out) else out
 
 
 def _list_as_array(value: list[Any]) -> Any:
@@ -383,12 +398,25 @@ def _list_as_array(value: list[Any]) -> Any:
     return array
 
 
-def _named_leaf(leaf: Any, node: Any) -> Any:
-    """A copy of the unnamed non-tensor ``leaf`` named as ``node``'s dims (``leaf`` itself if they do not fit)."""
-    names, bs = node._maybe_names(), node.batch_size
+def _named_leaf(leaf: Any, node: Any, path: tuple[str, ...]) -> Any:
+    """The non-tensor ``leaf`` with ``node``'s dim names for its first dims, as tensordict's ``refine_names``.
+
+    ``leaf`` itself when it has them (or when its batch does not fit: refused by the caller), else a copy.
+    A dim of ``leaf`` named otherwise than ``node``'s (unnamed there included) raises ``RuntimeError``.
+    """
+    bs = node.batch_size
     if leaf.batch_size[: len(bs)] != bs:
         return leaf  # (refused below)
-    return leaf._follow(None, NO_DEFAULT, (*names, *(None,) * (leaf.batch_dims - len(bs))))
+    current = leaf.names
+    wanted = [*node._maybe_names(), *current[len(bs) :]]
+    if current == wanted:
+        return leaf
+    if any(name is not None and name != want for name, want in zip(current, wanted, strict=True)):
+        raise RuntimeError(
+            f"refine_names: cannot coerce TensorDict names {current} with {wanted}: the non-tensor leaf "
+            f"{_errors.fmt_path(path)} names the dims of its TensorDict otherwise"
+        )
+    return leaf._follow(None, NO_DEFAULT, checked_names(wanted, leaf.batch_size))
 
 
 def del_(self: TensorDictBase, key: NestedKey) -> TensorDictBase:

@@ -29,6 +29,7 @@ from .._ops.traverse import (
 )
 from .coerce import as_device as _as_device
 from .coerce import as_size as _as_size
+from .locks import record as _record
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
@@ -430,7 +431,10 @@ def flatten_keys(
     if flat_into(self, "", separator, is_leaf, out) != len(out):  # fewer keys than leaves: a collision
         raise_collision(self, separator, is_leaf)
     result = self._new_node(out)
-    return self._replace_with(result) if inplace else result
+    if inplace:  # (a with block undoes it with unflatten_keys when no key held the separator)
+        exact = not any(separator in part for key in self.keys(True, True) for part in key_tuple(key))
+        return _record(self._replace_with(result), "flatten_keys", (separator,), _INPLACE, self, exact)
+    return _record(result, "flatten_keys", (separator,), _NO_KWARGS, self)  # (a with block on it writes back)
 
 
 def unflatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = False) -> TensorDictBase:
@@ -449,12 +453,18 @@ def unflatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = F
         >>> list(td.unflatten_keys().keys(include_nested=True, leaves_only=True))
         [('a', 'c'), ('a', 'b')]
     """
-    out = _blank(self)
+    out: TensorDictBase = _blank(self)
     for key, value in self._items_str():
         if type(value) is not _Tensor and is_node(value):
             value = value.copy()  # a new node (as tensordict): split keys may merge into it
         _put(out, key.split(separator), value, self)
-    return self._replace_with(out) if inplace else out
+    if inplace:
+        return _record(self._replace_with(out), "unflatten_keys", (separator,), _INPLACE, self)
+    return _record(out, "unflatten_keys", (separator,), _NO_KWARGS, self)  # (a with block on it writes back)
+
+
+_NO_KWARGS: dict[str, Any] = {}  # (read only)
+_INPLACE = {"inplace": True}
 
 
 def _blank(node: Any) -> Any:

@@ -9,18 +9,24 @@ TensorDict's slots (only locking trees with nested TensorDicts pays for it).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
+from .._compat import dynamo_compiling
 from .._ops import pointwise
 from .._ops.traverse import NON_TENSOR_TYPES, named_nodes
+from . import writeback
 
 if TYPE_CHECKING:
     from ..base import TensorDictBase
+
+_T = TypeVar("_T")
+_weakref = weakref.ref  # (a global: one lookup less on every shape op)
 
 # id(td) -> (weakref to td, weakrefs to the locked TensorDicts holding it)
 _HOLDERS: dict[int, tuple[weakref.ref[Any], list[weakref.ref[Any]]]] = {}
@@ -160,21 +166,29 @@ def __enter__(self: TensorDictBase) -> TensorDictBase:
 def __exit__(self: TensorDictBase, exc_type: Any, exc: Any, tb: Any) -> None:
     """Undo the operation the block was entered with (also when the block raised, which then propagates).
 
-    A block entered with nothing to undo (a plain ``with td:``) calls ``td._exit_plain()``: nothing for in-memory
-    TensorDicts; file- and server-backed ones close.
+    A block on the result of a shape op, ``to`` or ``flatten_keys`` writes it back into the TensorDict it was
+    made from, unless the block raised (see :mod:`.writeback`). A block entered with nothing to undo (a plain
+    ``with td:``) calls ``td._exit_plain()``: nothing for in-memory TensorDicts; file- and server-backed ones close.
     """
-    if not exit_undo(self):
+    if not exit_undo(self, exc_type is not None and issubclass(exc_type, Exception)):
         self._exit_plain()
 
 
-def exit_undo(self: TensorDictBase) -> bool:
-    """Undo what the ``with`` block being left was entered with; False when it was entered with nothing to undo."""
+def exit_undo(self: TensorDictBase, raised: bool = False) -> bool:
+    """Undo what the ``with`` block being left was entered with; False when it was entered with nothing to undo.
+
+    ``raised``: the block raised an exception (a lock is undone all the same; nothing is written back).
+    """
     stack = _ENTERED[id(self)]
     undo = stack.pop()
     if not stack:
         del _ENTERED[id(self)]
     if undo is None:
         return False
+    if type(undo) is tuple:  # a result to write back: (op name, args, kwargs, weak reference to its source)
+        if not raised:
+            writeback.write_back(self, undo)
+        return True
     undo(self)
     return True
 
@@ -216,18 +230,21 @@ KEEP_LOCK_SHAPE = (
 )  # fmt: skip
 
 
-def keep_lock(method: Any, dtype_view: bool = False) -> Any:
+def keep_lock(method: Any, dtype_view: bool = False, name: str | None = None, keep: bool = True) -> Any:
     """``method`` (a TensorDict method or a torch function taking one first) whose results keep its lock.
 
     Not under ``torch.compile`` (locking a result walks and records its nodes: not worth a graph break), nor
-    (``dtype_view``: ``view``) when the first argument is a dtype.
+    (``dtype_view``: ``view``) when the first argument is a dtype. ``name``: the result also records how to write
+    itself back at the end of a ``with`` block on it (:func:`record`); ``keep=False``: only that.
     """
 
     @functools.wraps(method)
     def keeping(self: Any, *args: Any, **kwargs: Any) -> Any:
+        before = self.batch_size if kwargs and name is not None and kwargs.get("inplace") else None
         out = method(self, *args, **kwargs)
         if (
-            out is not self
+            keep
+            and out is not self
             and self.is_locked
             and not torch.compiler.is_compiling()
             and not (dtype_view and args and isinstance(args[0], torch.dtype))
@@ -235,24 +252,57 @@ def keep_lock(method: Any, dtype_view: bool = False) -> Any:
             for result in out if isinstance(out, (tuple, list)) else (out,):
                 if not getattr(result, "is_locked", True):  # (a TensorDict; tensors and locked ones pass)
                     result.lock_()
+        if name is not None:
+            try:  # (record's body, inlined: every shape op's path)
+                source = self if dynamo_compiling() else self.__weakref__ or _weakref(self)
+                out._last_op = (name, args, kwargs, source, before)
+            except (AttributeError, TypeError):  # not a TensorDict, or no weak reference to ``self``
+                _record_strong(out, name, args, kwargs, self, before)
         return out
 
     return keeping
 
 
-def install_keep_lock(cls: type[Any], drop: frozenset[str] = frozenset()) -> None:
-    """Wrap the lock-keeping methods that ``cls`` itself defines with :func:`keep_lock` (``data``: a property).
+def record(out: _T, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], source: Any, before: Any = None) -> _T:
+    """Record on ``out`` how a ``with`` block on it writes back into ``source`` (see :mod:`.writeback`); ``out``.
 
-    ``drop`` names the methods whose results ``cls`` leaves as they come (a lazy stack's ``expand`` is a new stack).
+    The record, in ``out._last_op``: ``(name, args, kwargs, weak reference to source, batch size before)``, the
+    last for an ``inplace=True`` call (``out`` is ``source``, changed; None otherwise). :func:`keep_lock` does this
+    inline for the methods it wraps; ``flatten_keys``/``unflatten_keys`` call it. Under ``torch.compile`` the
+    record holds ``source`` itself (a weak reference breaks the graph), as tensordict's; so it does for a class
+    without weak references (an HDF5 file's TensorDict).
+    """
+    try:  # (an existing weak reference is reused: cheaper than asking weakref)
+        ref = source if dynamo_compiling() else source.__weakref__ or _weakref(source)
+        out._last_op = (name, args, kwargs, ref, before)  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # not a TensorDict, or no weak reference to the source
+        _record_strong(out, name, args, kwargs, source, before)
+    return out
+
+
+def _record_strong(out: Any, name: str, args: Any, kwargs: Any, source: Any, before: Any) -> None:
+    """The record holding ``source`` itself: a class without weak references (an HDF5 file's TensorDict)."""
+    with contextlib.suppress(AttributeError):  # (``out`` is no TensorDict: nothing to record)
+        out._last_op = (name, args, kwargs, source, before)
+
+
+def install_keep_lock(cls: type[Any], drop: frozenset[str] = frozenset()) -> None:
+    """Wrap the lock-keeping and writing-back methods that ``cls`` itself defines with :func:`keep_lock`.
+
+    ``drop`` names the methods whose results ``cls`` leaves as they come (a lazy stack's ``expand`` is a new
+    stack). ``data`` is a property.
     """
     done: dict[Any, Any] = {}
-    for name in (*pointwise.METHODS, *pointwise.OPERATORS, *pointwise.REFLECTED, *KEEP_LOCK_SHAPE, "data"):
+    names = (*pointwise.METHODS, *pointwise.OPERATORS, *pointwise.REFLECTED, *KEEP_LOCK_SHAPE, "data")
+    for name in dict.fromkeys((*names, *sorted(writeback.WRITE_BACK - writeback.RECORD_THEMSELVES))):
         method = cls.__dict__.get(name)
-        if method is None or name in _DROP_LOCK or name in drop:
+        records = name in writeback.WRITE_BACK and name not in writeback.RECORD_THEMSELVES
+        keep = name in names and name not in _DROP_LOCK and name not in drop
+        if method is None or not (keep or records):
             continue
         if isinstance(method, property):
             setattr(cls, name, property(keep_lock(method.fget), method.fset, method.fdel, method.__doc__))
         elif callable(method):  # an alias (``divide`` of ``div``) stays the same object as what it names
             if method not in done:
-                done[method] = keep_lock(method, dtype_view=name == "view")
+                done[method] = keep_lock(method, dtype_view=name == "view", name=name if records else None, keep=keep)
             setattr(cls, name, done[method])

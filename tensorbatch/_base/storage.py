@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from .._errors import add_path_note, fmt_path
-from .._ops.index import get_at_memory, index_leaves, set_at_memory, setitem_memory, update_at_memory
+from .._ops.index import get_at_memory, index_leaves, set_at_memory, setitem_memory, takes_all, update_at_memory
 from .._ops.meta import TENSOR, LeafMeta, meta_of, node_meta
 from .._ops.rows import RowPlan, check_fits
 
@@ -127,7 +127,9 @@ class StorageHooks:
     # read: indexing, get_at/set_at_/update_at_, and the write-back after an in-place op. The defaults work
     # on the leaves in memory; the stored layer (``stored/_copies.py``, ``CopyOnRead``) overrides them all.
     def _read_index(self, index: Any) -> Any:
-        """``self[index]`` (a key-free index)."""
+        """``self[index]`` (a key-free index; ``self`` itself for ``:``s and ``...``, as tensordict's)."""
+        if takes_all(index, len(self.batch_size)):  # type: ignore[attr-defined]
+            return self
         return index_leaves(self, index)
 
     def _write_index(self, index: Any, value: Any) -> None:

@@ -349,8 +349,14 @@ def clone(self: TensorDictBase, recurse: bool = True, **kwargs: Any) -> TensorDi
 
 
 def clone_tensors(td: TensorDictBase) -> TensorDictBase:
-    """A copy with cloned tensor leaves whose non-tensor leaves keep their values (``to_tensordict``, as tensordict)."""
-    cloned: TensorDictBase = _pointwise.map_dense(td, _FOREACH_CLONE, torch.clone, "cloning", cpu=True)
+    """A copy with cloned tensor leaves (``to_tensordict``).
+
+    As tensordict's, the non-tensor leaves of in-memory nodes are the same leaf objects (a lazy stack's
+    are new leaves over the same values).
+    """
+    cloned: TensorDictBase = _pointwise.map_dense(
+        td, _FOREACH_CLONE, torch.clone, "cloning", cpu=True, keep_non_tensor=True
+    )
     return cloned
 
 

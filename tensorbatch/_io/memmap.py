@@ -299,6 +299,20 @@ def stage(td: Any, folder: Path, *, allow_pickle: bool, like: bool) -> dict[Path
     return {} if like else {file: tensor for tensor, file, empty in writer.jobs if empty}
 
 
+def add_node_to_meta(folder: Path, key: str, node: Any) -> None:
+    """Record a nested TensorDict created in an existing save (``make_memmap`` of a new nested key).
+
+    Its folder gets the node's own meta.json (batch size, device, class), the parent's lists it.
+    """
+    child = folder / _file_key(key)
+    child.mkdir(exist_ok=True)
+    device = "cpu" if node.device is None else str(node.device)
+    _write_json(child / META, {"shape": list(node.batch_size), "device": device, **_class_tag(node)})
+    meta = _read_json(folder / META)
+    meta[key] = {"type": "TensorDict"}
+    _write_json(folder / META, meta)
+
+
 def add_to_meta(folder: Path, key: str, tensor: torch.Tensor) -> None:
     """Record a leaf created in an existing save (``make_memmap``) in its node's meta.json."""
     meta = _read_json(folder / META)

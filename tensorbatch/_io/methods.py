@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from .. import _schema
 from .._base import transfer as _transfer
 from .._keys import NestedKey as NestedKey
 from .._keys import key_tuple
@@ -597,9 +598,18 @@ def _new_leaf(
             raise RuntimeError(
                 f"Refusing to write memory-mapped tensor through symlink: {folder} leads outside {path} (key {keys!r})"
             )
+        new_nodes = [
+            i for i in range(1, len(keys)) if not Path(path).joinpath(*map(_memmap._file_key, keys[:i])).is_dir()
+        ]
+        folder.mkdir(parents=True, exist_ok=True)
         file = folder / f"{_memmap._file_key(keys[-1])}.memmap"
         leaf = MemoryMappedTensor.from_tensor(proto, filename=file, existsok=existsok, copy_data=copy_data, shape=shape)
+        _set_ignoring_lock(td, key, leaf)  # (makes the nested TensorDicts the new folders are for)
+        for i in new_nodes:  # a nested key the save did not have: its nodes join the save, as tensordict
+            parent = Path(path).joinpath(*map(_memmap._file_key, keys[: i - 1]))
+            _memmap.add_node_to_meta(parent, keys[i - 1], td.get(keys[:i]))
         _memmap.add_to_meta(folder, keys[-1], leaf)
+        return leaf
     _set_ignoring_lock(td, key, leaf)
     return leaf
 
@@ -653,6 +663,21 @@ def install(cls: type) -> None:
 
 
 install(TensorDictBase)  # the persistence methods attach themselves: base.py imports no feature
+
+
+def schema_memmap(schema: Any, *, batch_size: torch.Size, device: Any = None, prefix: Any = None, **kwargs: Any) -> Any:
+    """``from_schema(..., storage="memmap", prefix=...)``: zero-filled memory-mapped leaves (``memmap_like``).
+
+    ``prefix``: the folder (None: shared memory); the other keyword arguments are :meth:`memmap_like`'s.
+    Nothing is allocated in memory: each leaf is an expanded zero until its file is made.
+    """
+    empty = TensorDict({}, batch_size=batch_size, device=device)
+    for key, (shape, dtype) in schema.items():
+        empty.set(key, torch.zeros((), dtype=dtype, device=device).expand((*batch_size, *shape)))
+    return empty.memmap_like(prefix, **kwargs)
+
+
+_schema.register("memmap", schema_memmap)
 
 
 # ---------------------------------------------------------------------------------------------- functions

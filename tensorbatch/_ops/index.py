@@ -210,6 +210,26 @@ def getitem(td: Any, index: Any) -> Any:
     return td._read_index(index)  # (a storage hook: in memory, index_leaves)
 
 
+def takes_all(index: Any, batch_dims: int) -> bool:
+    """Whether ``index`` is ``:``s (at most one per batch dim) and at most one ``...``: every element, in order.
+
+    An in-memory TensorDict indexed so is itself, as in tensordict (``td[:] is td``). The bounds are
+    tested one by one (an ``is`` test of the whole slice fixes them under ``torch.compile``).
+    """
+    items = index if type(index) is tuple else (index,)
+    slices = ellipses = 0
+    for item in items:
+        if type(item) is slice:
+            if item.start is not None or item.stop is not None or item.step is not None:
+                return False
+            slices += 1
+        elif item is Ellipsis:
+            ellipses += 1
+        else:
+            return False
+    return slices <= batch_dims and ellipses <= 1
+
+
 def index_leaves(td: Any, index: Any) -> Any:
     """``td[index]`` done on the leaves in memory (the default of the ``_read_rows`` hook too)."""
     try:

@@ -229,12 +229,14 @@ def map_dense(
     *args: Any,
     cpu: bool = False,
     copy_values: bool = False,
+    keep_non_tensor: bool = False,
     **kwargs: Any,
 ) -> Any:
     """New tree with ``op(leaf, *args)`` per leaf, through ``foreach(leaves, *args)`` on accelerators.
 
     ``cpu=True`` takes the foreach path on the CPU too: for ops whose CPU foreach kernel measured faster
     than the loop (clone). ``copy_values``: non-tensor leaves hold deep copies of their values (clone).
+    ``keep_non_tensor``: the non-tensor leaves of in-memory nodes are ``td``'s own (to_tensordict).
     """
     if dynamo_compiling() and not args and not kwargs:  # traced.py: lean while dynamo traces
         out = unary(td, op)  # (None for a tree holding non-tensor leaves)
@@ -247,14 +249,22 @@ def map_dense(
             return _map_each(td, op, what, args, kwargs, copy_values)
         if not transforms_active() and not dynamo_compiling():  # see _NO_BATCHING
             try:
-                return from_leaves(td, foreach(leaves, *args), copy_values=copy_values)
+                return from_leaves(td, foreach(leaves, *args), copy_values=copy_values, keep_non_tensor=keep_non_tensor)
             except Exception:  # the leaf-by-leaf path decides (and names the key if it fails too)
-                return _map_each(td, op, what, args, kwargs, copy_values)
-    return _map_each(td, op, what, args, kwargs, copy_values)
+                return _map_each(td, op, what, args, kwargs, copy_values, keep_non_tensor)
+    return _map_each(td, op, what, args, kwargs, copy_values, keep_non_tensor)
 
 
-def _map_each(td: Any, op: Callable[..., Any], what: str, args: Any, kwargs: Any, copy_values: bool) -> Any:
+def _map_each(
+    td: Any, op: Callable[..., Any], what: str, args: Any, kwargs: Any, copy_values: bool, keep: bool = False
+) -> Any:
     """:func:`map_dense` leaf by leaf (``copy_values``: the non-tensor leaves are mapped to deep copies too)."""
+    if keep and not args and not kwargs and type(td) is td._dense_cls:  # the non-tensor leaves themselves
+
+        def own(x: Any) -> Any:
+            return x if type(x) in NON_TENSOR_TYPES else op(x)
+
+        return map_leaves(td, own, what=what, is_leaf=NON_TENSOR_TYPES.__contains__)
     if copy_values:
 
         def each(x: Any) -> Any:

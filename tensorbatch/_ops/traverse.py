@@ -678,6 +678,7 @@ def from_leaves(
     names: Any = None,
     follow: bool = False,
     copy_values: bool = False,
+    keep_non_tensor: bool = False,
 ) -> TensorDictBase:
     """Rebuild an in-memory TensorDict shaped like ``spec`` from leaves in walk order.
 
@@ -689,6 +690,8 @@ def from_leaves(
         names: the root's dim names when ``batch_size`` is given (else ``spec``'s are kept).
         follow: the leaves came from ``flat_leaves(..., follow=True)`` (non-tensor positions included).
         copy_values: non-tensor leaves hold deep copies of their values (``clone()``).
+        keep_non_tensor: the non-tensor leaves of in-memory nodes are ``spec``'s own leaf objects
+            (``to_tensordict``, as tensordict's); a lazy stack's are built as without it.
     """
     return _rebuild(  # type: ignore[no-any-return]  # _dense_cls
         spec,
@@ -698,6 +701,7 @@ def from_leaves(
         follow,
         NO_DEFAULT if names is None else tuple(names),
         copy_values,
+        keep_non_tensor and type(spec) is spec._dense_cls,
     )
 
 
@@ -709,6 +713,7 @@ def _rebuild(
     follow: bool,
     names: Any = NO_DEFAULT,
     copy: bool = False,
+    keep: bool = False,
 ) -> Any:
     if type(spec) in NON_TENSOR_TYPES:
         if follow:
@@ -730,8 +735,12 @@ def _rebuild(
                 moved = leaf if type(leaf) in NON_TENSOR_TYPES else value._from_positions(leaf)
                 out[key] = moved._named(_moved_names(value, moved, sub_names(names, batch_size, value, nd)))
                 continue
+            if keep and type(value) in NON_TENSOR_TYPES:  # the leaf itself (to_tensordict), named as its node
+                out[key] = _kept_leaf(value, spec._maybe_names(), nd)
+                continue
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
-            node = _rebuild(value, it, sub_bs, device, follow, sub_names(names, batch_size, value, nd), copy)
+            sub_keep = keep and type(value) is value._dense_cls
+            node = _rebuild(value, it, sub_bs, device, follow, sub_names(names, batch_size, value, nd), copy, sub_keep)
             out[key] = value._wrap_like(node) if type(value) in REWRAP_TYPES else node
         elif follow and isinstance(value, UnbatchedTensor):  # positions, or the leaf itself (stack, cat)
             leaf = next(it)
@@ -1005,11 +1014,24 @@ def _moved_non_tensor(leaf: Any, fn: Callable[..., Any], what: str, names: Any) 
     return out._named(_moved_names(leaf, out, names))
 
 
+def _kept_leaf(leaf: Any, names: Any, nd: int) -> Any:
+    """``leaf`` as ``to_tensordict`` keeps it: itself, or a copy named as its node when it is not (as tensordict)."""
+    if names is None:
+        return leaf
+    own = leaf._maybe_names()
+    wanted = (*names, *(own[nd:] if own is not None else (None,) * (leaf.batch_dims - nd)))
+    return leaf if own == wanted else leaf._follow(None, NO_DEFAULT, wanted)
+
+
 def _moved_names(leaf: Any, out: Any, names: Any) -> Any:
-    """The names of ``out``, ``leaf`` after a batch op: ``names``, or (NO_DEFAULT) the leaf's if its batch is kept."""
+    """The names of ``out``, ``leaf`` after a batch op: ``names``, or (NO_DEFAULT) the leaf's if its batch is kept.
+
+    An unnamed leaf stays unnamed (a stack made of a list in a named TensorDict, as tensordict's).
+    """
+    own = leaf._maybe_names()
     if names is not NO_DEFAULT:
-        return names
-    return leaf._maybe_names() if out.batch_size == leaf.batch_size else None
+        return names if own is not None else None
+    return own if out.batch_size == leaf.batch_size else None
 
 
 def _same_key_count(td: Any, others: Any, prefix: tuple[str, ...]) -> None:

@@ -272,11 +272,11 @@ class H5Dialect(Dialect):
     def read_many(self, paths: list[Path], plan: RowPlan) -> list[torch.Tensor]:
         """Rows of many datasets; an index's read buffers share one bound (a quarter of all it reads)."""
         if plan.kind != "rows":
-            return self._read_slabs(paths, plan.index)
+            return self.read_slabs(paths, plan.index, plan.size)
         budget = block_budget(sum(result_bytes(self.obj(p), plan) for p in paths))
         return [self.read_rows(p, plan, budget) for p in paths]
 
-    def _read_slabs(self, paths: list[Path], index: int | slice) -> list[torch.Tensor]:
+    def read_slabs(self, paths: list[Path], index: int | slice, size: int) -> list[torch.Tensor]:
         """``leaf[index]`` of each dataset for an int or a slice: one hyperslab each, the hot path of views."""
         out, slabs, key = [], self.slabs, (index,)
         path: Path = ()
@@ -302,7 +302,7 @@ class H5Dialect(Dialect):
         return out
 
     def _slab(self, path: Path) -> tuple[Any, Any, Any]:
-        """``(read, dataset, bits)`` of the dataset at ``path``, for ``_read_slabs``.
+        """``(read, dataset, bits)`` of the dataset at ``path``, for ``read_slabs``.
 
         ``read``: h5py's reader of a numeric dataset of a read-only file (kept as h5py keeps it: the checks
         around it cost a third of a small read), or None; ``bits``: the dtype its data are the bits of.

@@ -90,6 +90,34 @@ class PersistentTensorDict(StoredTensorDict):
         allow_external: bool = False,
         **kwargs: Any,
     ) -> None:
+        self._open(
+            batch_size=batch_size,
+            filename=filename,
+            group=group,
+            mode=mode,
+            backend=backend,
+            device=device,
+            file_options=file_options,
+            non_tensor_as_stack=non_tensor_as_stack,
+            allow_external=allow_external,
+            **kwargs,
+        )
+
+    def _open(
+        self,
+        *,
+        batch_size: Any = None,
+        filename: str | os.PathLike[str] | None = None,
+        group: h5py.Group | None = None,
+        mode: str = "r",
+        backend: str = "h5",
+        device: Any = None,
+        file_options: dict[str, Any] | None = None,
+        non_tensor_as_stack: bool = False,
+        allow_external: bool = False,
+        **kwargs: Any,
+    ) -> bool:
+        """``__init__``'s work; True when the file records the root's batch size (what ``from_h5`` asks next)."""
         if backend != "h5":
             raise NotImplementedError(f"unknown backend {backend!r}: PersistentTensorDict supports 'h5' and 'zarr'")
         if (filename is None) == (group is None):
@@ -114,7 +142,7 @@ class PersistentTensorDict(StoredTensorDict):
             state.batch[()] = torch.Size(()) if recorded is None else recorded
             if names is not None:
                 state.names[()] = names
-            return
+            return recorded is not None
         size = torch.Size(batch_size)
         state.batch[()] = torch.Size(())  # checked against the datasets
         try:
@@ -127,6 +155,7 @@ class PersistentTensorDict(StoredTensorDict):
         else:  # a batch size already recorded in the file is left as it is
             state.batch.clear()  # (nested groups recording none take this one)
             state.batch[()] = size
+        return recorded is not None
 
     # ------------------------------------------------------------------ file
     @property
@@ -200,7 +229,8 @@ def from_h5(
     """
     if batch_size is not None and auto_batch_size:
         raise TypeError("pass batch_size or auto_batch_size=True, not both")
-    out = PersistentTensorDict(
+    out: PersistentTensorDict = PersistentTensorDict.__new__(PersistentTensorDict)
+    recorded = out._open(
         filename=filename,
         mode=mode,
         batch_size=batch_size,
@@ -209,7 +239,7 @@ def from_h5(
         **kwargs,
     )
     state = out._state
-    if batch_size is None and (auto_batch_size or batch_dims is not None or state.dialect.node_facts(())[0] is None):
+    if batch_size is None and (auto_batch_size or batch_dims is not None or not recorded):
         # inferred from the datasets' shapes at the first use of a batch size: opening stays cheap
         state.batch.clear()
         state.names.clear()

@@ -24,6 +24,8 @@ from ._copies import CopyOnRead
 from ._dialect import Dialect, Path, ReadOnlyStorageError, RefusedEntry
 from ._view import IndexedView
 
+_Size = torch.Size
+
 __all__ = ["ReadOnlyStorageError", "State", "StoredTensorDict"]
 
 
@@ -358,11 +360,21 @@ class StoredTensorDict(CopyOnRead):
         return self._rows(plan, keys)
 
     def _read_slab(self, index: tuple[Any, ...], lead: tuple[int, ...]) -> TensorDictBase:
-        """``self[index]`` read into memory for an int or a slice ``index[0]`` (normalised: an indexed view's)."""
-        i = index[0]  # (checked already: the plan is made here, not by plan_rows, on this hot path)
-        n = self.batch_size[0]
-        plan = RowPlan("int", n, i) if type(i) is int else RowPlan("slice", n, i, shape=lead)
-        return self._rows(plan, None)
+        """``self[index]`` read into memory for an int or a slice ``index[0]`` (checked already: an indexed view's).
+
+        ``lead`` is what the index leaves of dim 0 (``()`` for an int, ``(n,)`` for a slice). The hot path of
+        views: with the node's layout known, one ``read_slabs`` call and no row plan.
+        """
+        state, i = self._state, index[0]
+        batch = state.batch.get(self._path)  # (self.batch_size inline)
+        n = (batch if batch is not None else state.batch_of(self._path))[0]
+        found = state.layouts.get(self._path)
+        if found is None:
+            plan = RowPlan("int", n, i) if type(i) is int else RowPlan("slice", n, i, shape=lead)
+            return self._rows(plan, None)
+        paths, layout = found
+        reads = iter(state.dialect.read_slabs(paths, i, n))
+        return self._rows_build(_Size(lead), type(i) is not int, layout, reads)
 
     def _rows(self, plan: RowPlan, keys: Iterable[str] | None) -> TensorDictBase:
         """The rows ``plan`` selects of ``keys`` (all by default), every tensor leaf below read in one ``read_many``."""
@@ -375,7 +387,8 @@ class StoredTensorDict(CopyOnRead):
                 state.layouts[self._path] = paths, layout
         else:
             paths, layout = found
-        return self._rows_build(plan, layout, iter(state.dialect.read_many(paths, plan)))
+        reads = iter(state.dialect.read_many(paths, plan))
+        return self._rows_build(plan.shape, plan.kind != "int", layout, reads)
 
     def _rows_layout(self, plan: RowPlan, keys: Iterable[str] | None, paths: list[Path]) -> list[tuple[str, Any]]:
         """``(key, what)`` per entry: None for a tensor leaf (its path appended to ``paths``).
@@ -399,21 +412,22 @@ class StoredTensorDict(CopyOnRead):
                 raise missing_key((*self._path, key), self._keys_str(), type(self).__name__)
         return out
 
-    def _rows_build(self, plan: RowPlan, layout: list[tuple[str, Any]], reads: Any) -> TensorDictBase:
+    def _rows_build(self, lead: torch.Size, named: bool, layout: list[tuple[str, Any]], reads: Any) -> TensorDictBase:
+        """The in-memory TensorDict of the rows read: ``lead`` replaces dim 0 (``named``: keeps the dim names)."""
         out = {}
         for key, what in layout:  # (a loop, not a comprehension: one call less per node on the hot path)
             if what is None:
                 out[key] = next(reads)
             elif type(what) is tuple:
-                out[key] = what[0]._rows_build(plan, what[1], reads)
+                out[key] = what[0]._rows_build(lead, named, what[1], reads)
             else:
                 out[key] = what
         state = self._state
-        size = plan.shape  # plan.target_shape(self.batch_size), inline
-        batch = self.batch_size  # (reads the node's names with its batch size)
-        if len(batch) > 1:
-            size = torch.Size((*size, *batch[1:]))
-        names = state.names.get(self._path) if plan.kind != "int" else None
+        batch = state.batch.get(self._path)  # (self.batch_size inline; it reads the node's names with it)
+        if batch is None:
+            batch = state.batch_of(self._path)
+        size = lead if len(batch) == 1 else _Size((*lead, *batch[1:]))  # plan.target_shape(batch), inline
+        names = state.names.get(self._path) if named else None
         if names is None:
             return self._dense_cls._new_unsafe(out, size, state.dialect.device)  # type: ignore[no-any-return]
         result: TensorDictBase = self._dense_cls(out, batch_size=size, device=state.dialect.device, names=names)

@@ -143,12 +143,9 @@ SIGNATURES: dict[tuple[str, str], str] = {
     ("*", "addcdiv(#2 value)"): _KEYWORD_ONLY,
     ("*", "sub_(#1 alpha)"): _KEYWORD_ONLY,
     ("*", "clamp_min(#1 default)"): _KEYWORD_ONLY,
-    ("LazyStackedTensorDict", "from_dict(stack_dim)"): "from_dict builds a TensorDict here: a lazy stack of dicts "
-    "is lazy_stack([TensorDict.from_dict(d) for d in dicts], dim)",
-    ("LazyStackedTensorDict", "from_dict(stack_dim_name)"): "from_dict builds a TensorDict here (see stack_dim)",
     **{
         ("package", f"tensorclass({p})"): "a tensorclass decorator option not supported here"
-        for p in ("skip_post_init_on_rebuild", "cast_filter", "kw_only")
+        for p in ("cast_filter", "kw_only")
     },
     **{(group, f"{fn}({p})"): _THROUGH for (group, fn), (params, _) in THROUGH.items() for p in params},
 }

@@ -89,6 +89,10 @@ DIFFERENCES: dict[str, str] = {
     "test_reduction[min-dim_tuple]": "max/min with indices refuse a tuple dim (tensordict 0.15 uses the first)",
     "max_feature": "max/min over dim='feature' work without call_on_nested",
     "[smooth_l1_loss_beta]": "the losses pass beta (and size_average/reduce) to each leaf (tensordict ignores them)",
+    "_sep_kw]": "a with block on flatten_keys/unflatten_keys(separator=...) writes back with that separator "
+    "(tensordict reads a positional separator only: the block's keys stay flat, its changes are lost)",
+    "test_result_of_a_freed_tensordict": "a with block on the result of an op whose TensorDict was freed raises "
+    "RuntimeError saying so (tensordict: AttributeError on None)",
     "permute_wrong_len": "permute with too few dims raises ValueError (tensordict returns the input)",
     # nn distributions (test_vs_tensordict_nn_distributions.py)
     "test_delta_event_of_two_dims": "Delta.log_prob reduces every event dim (tensordict reduces the last one, then "

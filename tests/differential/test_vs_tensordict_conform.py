@@ -4,12 +4,20 @@ found missing, called as a user of tensordict 0.15.3 calls them (by the referenc
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from ._diff import case
 
 pytestmark = pytest.mark.differential
+
+
+@dataclasses.dataclass
+class _Point:
+    xy: torch.Tensor
+    w: torch.Tensor
 
 
 def _lazy(lib, td):
@@ -106,6 +114,41 @@ CONSTRUCT = [
         "from_schema_base",
         lambda lib, td: lib.TensorDictBase.from_schema(
             {"obs": ([2], torch.uint8), ("n", "r"): ([], torch.float32)}, batch_size=[3]
+        ),
+    ),
+    case(
+        "from_schema_memmap",
+        lambda lib, td: (lambda t: (t.is_memmap(), t.is_locked, t.to_tensordict(), type(t["obs"]).__name__))(
+            lib.TensorDict.from_schema(
+                {"obs": ([2], torch.int64), ("n", "r"): ([], torch.float32)}, batch_size=[3], storage="memmap"
+            )
+        ),
+    ),
+    case(
+        "from_lazy_dict_stack_dim_name",
+        lambda lib, td: (lambda s: (type(s).__name__, s.batch_size, s.names, [m["a"] for m in s.tensordicts]))(
+            lib.LazyStackedTensorDict.from_dict([{"a": torch.zeros(3)}, {"a": torch.ones(4)}], stack_dim_name="t")
+        ),
+    ),
+    case(
+        "from_lazy_dict_stack_dim",
+        lambda lib, td: lib.LazyStackedTensorDict.from_dict(
+            [{"a": torch.zeros(3)}, {"a": torch.ones(3)}], batch_size=[3], stack_dim=1
+        ),
+    ),
+    case(
+        "from_lazy_dict_names_and_stack_name",
+        lambda lib, td: lib.LazyStackedTensorDict.from_dict(
+            [{"a": torch.zeros(3)}], batch_size=[3], names=["x"], stack_dim_name="t"
+        ),
+        raises=ValueError,
+    ),
+    case(
+        "from_dataclass_as_tensorclass",
+        lambda lib, td: (lambda t: (type(t).__name__, t.batch_size, t.to_tensordict()))(
+            lib.TensorDict.from_dataclass(
+                _Point(xy=torch.ones(3, 2), w=torch.zeros(3)), as_tensorclass=True, auto_batch_size=True
+            )
         ),
     ),
     case(

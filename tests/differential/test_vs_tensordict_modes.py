@@ -156,3 +156,22 @@ def test_memmap_like_over_a_save_keeps_its_values(ref, tb, tmp_path):
         like["a"][0, 0] = 100.0
         results.append((values, saved["a"][0, 0].item(), lib.TensorDict.load_memmap(tmp_path / name)["a"][0, 0].item()))
     assert results[1] == results[0]
+
+
+def test_make_memmap_of_a_new_nested_key_joins_the_save(ref, tb, tmp_path):
+    results = []
+    for name, lib in (("ref", ref), ("tb", tb)):
+        td = _quiet(lambda lib=lib, name=name: lib.TensorDict(a=torch.zeros(3), batch_size=[3]).memmap(tmp_path / name))
+        x = td.make_memmap(("nested", "deep", "b"), (3, 4))
+        x.fill_(2.0)
+        back = lib.TensorDict.load_memmap(tmp_path / name)
+        results.append(
+            (
+                td["nested", "deep", "b"] is x,
+                td["nested"].batch_size,
+                back["nested", "deep", "b"].tolist(),
+                back["nested", "deep"].batch_size,
+                sorted(map(str, back.keys(True, True))),
+            )
+        )
+    assert results[1] == results[0]

@@ -297,3 +297,31 @@ def test_composition(run_both):
         return _tc(tc[0]), back[1:]
 
     run_both(_quiet(fn))
+
+
+@pytest.mark.parametrize("option", [None, "skip_post_init_on_rebuild"])
+def test_post_init_runs_on_rebuilds_unless_skipped(ref, tb, option):
+    def counts(lib):
+        calls = []
+        base = lib.TensorClass[option] if option else lib.TensorClass
+
+        class Foo(base):
+            x: Tensor
+
+            def __post_init__(self):
+                calls.append(1)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            f = Foo(x=torch.zeros(3), batch_size=[3])
+            steps = [len(calls)]
+            for op in (lambda: f[0], lambda: f + 1, lambda: torch.stack([f, f]), f.clone):
+                op()
+                steps.append(len(calls))
+            Foo.from_tensordict(f.to_tensordict())
+            steps.append(len(calls))
+        return steps
+
+    expected = counts(ref)
+    assert expected[-1] > expected[0]  # the premise: from_tensordict runs it in both modes
+    assert counts(tb) == expected

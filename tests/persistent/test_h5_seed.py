@@ -498,8 +498,6 @@ REFERENCE_FAILS = {
 # Where tensorbatch fails the page's example in memory already (not an HDF5 matter; strict, so the mark goes
 # when the feature arrives)
 MISSING_IN_MEMORY = {
-    "squeeze": "squeeze() is no context manager",
-    "unsqueeze": "unsqueeze() is no context manager",
     "state_dict": "state_dict() is always flat, without __batch_size/__device entries",
     "permute_transpose": "transpose() returns a copy: a key set through it does not reach the source",
 }

@@ -147,6 +147,21 @@ def test_indexing_gives_a_view_that_reads_rows_and_writes_through(tmp_path):
     assert again["n", "b"][[0, 3]].tolist() == [8, 9]
 
 
+def test_views_read_whole_by_int_or_slice_give_the_rows_names_and_nested_batch(tmp_path):
+    deep = TensorDict({"c": torch.arange(60).view(10, 2, 3)}, [10, 2, 3])
+    nested = TensorDict({"b": torch.arange(20).view(10, 2), "d": deep}, [10, 2])
+    td = TensorDict({"a": torch.arange(40.0).view(10, 2, 2), "n": nested}, [10, 2], names=["t", "p"])
+    stored = td.to_zarr(tmp_path / "s.zarr")
+    for _ in range(2):  # the second read goes through the layout the first one kept (Dialect.read_slabs)
+        for index in (3, -1, slice(2, 9, 3), slice(-4, None)):
+            got = stored[index].to_tensordict()
+            want = td[index]
+            assert type(got) is TensorDict and got.batch_size == want.batch_size
+            assert got["n"].batch_size == want["n"].batch_size and got["n", "d"].batch_size == want["n", "d"].batch_size
+            assert got.names == (want.names if type(index) is slice else [None])  # (an int's rows: unnamed)
+            assert (got == want).all()
+
+
 def test_a_failed_row_write_leaves_the_store_unchanged(tmp_path):
     stored = TensorDict({"a": torch.zeros(4, 2), "b": torch.zeros(4)}, [4]).to_zarr(tmp_path / "f.zarr")
     with pytest.raises(RuntimeError, match="'b'"):
