@@ -22,11 +22,12 @@ LOCKED_MSG = (
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def user_stacklevel() -> int:
-    """Stack level of the first frame outside tensorbatch (for warnings that point at user code)."""
+def user_stacklevel(also: tuple[str, ...] = ()) -> int:
+    """Stack level of the first frame outside tensorbatch (and the folders ``also``): warnings point at user code."""
     frame: Any = sys._getframe(1)
     level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    skip = (_PACKAGE_DIR, *also)
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
         frame, level = frame.f_back, level + 1
     return level
 

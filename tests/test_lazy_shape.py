@@ -10,22 +10,9 @@ from typing import Any
 
 import pytest
 import torch
+from test_lazy import MASK2D, member  # (the same members as the lazy-stack tests)
 
 from tensorbatch import LazyStackedTensorDict, TensorDict, lazy_stack, maybe_dense_stack
-
-MASK2D = torch.tensor([[True, False, True], [False, False, True], [True, True, False]])  # over a [3, 3] batch
-
-
-def member(i: int, n: int = 3) -> TensorDict:
-    base = 100 * i
-    return TensorDict(
-        {
-            "x": torch.arange(2.0 * n).reshape(n, 2) + base,
-            "i": torch.arange(n) + base,
-            "n": {"z": torch.arange(float(n)) + base + 50},
-        },
-        [n],
-    )
 
 
 def homo(stack_dim: int = 0) -> tuple[LazyStackedTensorDict, list[TensorDict]]:

@@ -21,7 +21,6 @@ import contextlib
 import functools
 import os
 import re
-import sys
 import warnings
 from collections.abc import Callable, Iterator
 from textwrap import indent
@@ -31,6 +30,7 @@ import torch
 from torch import distributions as D
 from torch.compiler import is_compiling
 
+from .._errors import user_stacklevel
 from .._keys import NestedKey, unravel_key
 from .._ops.traverse import is_non_tensor
 from ..base import TensorDictBase
@@ -42,7 +42,7 @@ from .distributions.continuous import Delta
 
 __all__ = ["ProbabilisticTensorDictModule"]
 
-_LIBRARY_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(torch.__file__))
+_TORCH_DIR = (os.path.dirname(torch.__file__),)  # warnings point past torch's frames too
 _REAL = type(D.constraints.real)
 
 
@@ -69,15 +69,6 @@ def _use_generator(generator: torch.Generator | None) -> Iterator[None]:
             yield
         finally:
             generator.set_state(read())
-
-
-def _user_stacklevel() -> int:
-    """The stack level of the first frame outside tensorbatch and torch (warnings point at the user's code)."""
-    frame: Any = sys._getframe(1)
-    level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _is_inside(key: NestedKey, other: NestedKey) -> bool:
@@ -272,7 +263,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 "out_keys. Starting with TensorDict 0.17, the default will change to out_keys that "
                 "include them. Pass out_keys to keep the current keys.",
                 FutureWarning,
-                stacklevel=_user_stacklevel(),
+                stacklevel=user_stacklevel(_TORCH_DIR),
             )
         return list(name_map.values())
 
@@ -556,7 +547,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 'with TensorDict 0.17, the default will change to not writing the sample at "_". Pass '
                 "out_keys to write the sample at a key of your choice and silence this warning.",
                 FutureWarning,
-                stacklevel=_user_stacklevel(),
+                stacklevel=user_stacklevel(_TORCH_DIR),
             )
         tensordict_out.update(dict(zip(self.dist_sample_keys, values, strict=True)))
         if self.return_log_prob:
@@ -707,6 +698,6 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             "either provide a distribution with a deterministic_sample attribute or to change the "
             "InteractionMode to the desired value.",
             UserWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(_TORCH_DIR),
         )
         return InteractionType.MEAN if fallback == "mean" else InteractionType.MODE
