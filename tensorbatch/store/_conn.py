@@ -268,6 +268,7 @@ class Connection:
         self.tensorclass: str | None = None
         self.allow_pickle = False  # unpickle non-tensor values read from the server (the caller's opt-in)
         self.local = threading.local()  # ``pending``/``checks``: the running ``atomic`` body's, per thread
+        self.epoch_key = self.key("__epoch__")  # (checked by every read and write)
         if client is not None:  # copies (pickles) connect where the client connects, as the client does
             pool = getattr(client, "connection_pool", None)
             settings = getattr(pool, "connection_kwargs", {})
@@ -371,7 +372,7 @@ class Connection:
 
     def fetch(self, operation: str, commands: Sequence[Command]) -> list[Any]:
         """``run`` after the epoch check (the first reply): reads of a store whose data is gone raise."""
-        out = self.run(operation, [("GET", self.key("__epoch__")), *commands])
+        out = self.run(operation, [("GET", self.epoch_key), *commands])
         if self.epoch is not None and out[0] != self.epoch:
             raise self.lost(operation)
         return out[1:]
@@ -386,7 +387,7 @@ class Connection:
         client = self.client
         with self.errors(operation):
             pipe = client.pipeline(transaction=False)
-            pipe.get(self.key("__epoch__"))
+            pipe.get(self.epoch_key)
             fill(pipe)
             out = pipe.execute()
         if self.epoch is not None and out[0] != self.epoch:
@@ -423,7 +424,7 @@ class Connection:
         if getattr(local, "pending", None) is not None:
             return body()
         for _ in range(CONFLICT_RETRIES):
-            local.pending, local.checks = [], []
+            local.pending, local.checks, local.pin = [], [], None  # (pin: the layout it read, see _dialect)
             try:
                 out = body()
                 commands, checks = local.pending, local.checks
@@ -456,7 +457,7 @@ class Connection:
         if not commands:
             return
         staging: list[Any] = []
-        keys: list[str] = [self.key("__epoch__")]
+        keys: list[str] = [self.epoch_key]
         args: list[Any] = [self.epoch or b"", 0, len(checks)]
         for key, digest in checks:
             keys.append(key)

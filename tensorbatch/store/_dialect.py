@@ -54,19 +54,36 @@ class RedisDialect(Dialect):
     name = "redis"
     copy_reads = True
     lazy_index = False  # ``store[rows]`` reads the rows at once: every leaf in one round trip
+    objects_in_rows = True  # (non-tensor leaves read in the same round trip)
+    writable = True  # (a class fact here: checked before each write)
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self.device = conn.device  # (reads are cast to it)
 
     # ------------------------------------------------------------------ layout
     @property
     def tree(self) -> Tree:
-        """The store's layout: cached, or read from the server (``cache_metadata=False``, after a failed write)."""
+        """The store's layout: cached, or read from the server (after a failed write, or at each use).
+
+        With ``cache_metadata=False`` it is read at each use, but once per transaction (which sees its writes).
+        """
         conn = self.conn
-        if conn.tree is None or not conn.cache_metadata or conn.closed:
-            conn.tree = load(conn, "reading the layout")  # (a closed handle raises)
-        tree: Tree = conn.tree
+        tree: Tree | None = conn.tree
+        if tree is None or conn.closed or (not conn.cache_metadata and not _pinned(conn, tree)):
+            tree = conn.tree = load(conn, "reading the layout")  # (a closed handle raises)
+            if getattr(conn.local, "pending", None) is not None:
+                conn.local.pin = tree
         return tree
+
+    def current(self) -> Tree:
+        """The layout read last (``tree``), not read again with ``cache_metadata=False``.
+
+        For a call that follows one that read it in the same operation (names with the batch size, rows
+        after their check).
+        """
+        tree: Tree | None = self.conn.tree
+        return self.tree if tree is None or self.conn.closed else tree
 
     def entries(self, path: Path) -> dict[str, str]:
         return self.tree.children.get(path, {})
@@ -143,10 +160,10 @@ class RedisDialect(Dialect):
     def read(self, path: Path) -> torch.Tensor:
         return self.read_object(path, torch.Size())  # type: ignore[no-any-return]  # (a tensor leaf: its data)
 
-    def decode(self, path: Path, data: bytes | None, batch_size: torch.Size) -> Any:
+    def decode(self, path: Path, data: bytes | None, batch_size: torch.Size, tree: Tree | None = None) -> Any:
         """The value of the leaf at ``path`` from its data (a tensor on the store's device, or a non-tensor)."""
         joined = fmt.SEP.join(path)
-        kind, shape, dtype, meta = self.tree.leaves[joined]
+        kind, shape, dtype, meta = (tree or self.tree).leaves[joined]
         conn = self.conn
         device = conn.device
         if data is None:
@@ -157,11 +174,36 @@ class RedisDialect(Dialect):
         return out if device is None or device.type == "cpu" else out.to(device)
 
     def read_rows(self, path: Path, plan: RowPlan) -> torch.Tensor:
-        leaf = self.tree.row_leaf(path, self.conn)
-        assert leaf is not None, path
-        ranges, step = rows.byte_ranges(plan, leaf.row_bytes)
-        parts = self.conn.fetch("reading rows", rows.read_commands(leaf.key, ranges)) if ranges else []
-        return rows.assemble(parts, leaf.shape, leaf.dtype, plan, step)
+        return self.read_many([path], plan)[0]  # type: ignore[no-any-return]  # (a tensor leaf's rows)
+
+    def read_many(self, paths: list[Path], plan: RowPlan) -> list[Any]:
+        """The rows of every leaf in ``paths`` in one round trip: byte ranges of tensors, non-tensors whole."""
+        conn, tree = self.conn, self.tree
+        commands: list[Any] = []
+        found: list[tuple[Any, int, Any]] = []  # (row leaf or None, command count, step) per path
+        for path in paths:
+            leaf = tree.row_leaf(path, conn)
+            if leaf is None:  # a non-tensor leaf: read whole, its rows taken here
+                commands.append(("GET", conn.data_key(fmt.SEP.join(path))))
+                found.append((None, 1, None))
+                continue
+            ranges, step = rows.byte_ranges(plan, leaf.row_bytes)
+            reads = rows.read_commands(leaf.key, ranges)
+            commands += reads
+            found.append((leaf, len(reads), step))
+        results = conn.fetch("reading rows", commands) if paths else []
+        out: list[Any] = []
+        at, device = 0, conn.device
+        on_cpu = device is None or device.type == "cpu"
+        for path, (leaf, count, step) in zip(paths, found, strict=True):
+            parts = results[at : at + count]
+            at += count
+            if leaf is None:
+                out.append(self.decode(path, parts[0], tree.node_batch(path[:-1]), tree)[plan.index])
+                continue
+            value = rows.assemble(parts, leaf.shape, leaf.dtype, plan, step)
+            out.append(value if on_cpu else value.to(device))
+        return out
 
     def write(self, path: Path, value: torch.Tensor) -> None:
         fmt.check_key(path[-1], path[:-1])
@@ -188,9 +230,20 @@ class RedisDialect(Dialect):
         self.send(f"writing {joined!r}", [("SET", [self.conn.data_key(joined)], [fmt.to_bytes(value)])])
 
     def write_rows(self, path: Path, plan: RowPlan, value: torch.Tensor) -> None:
-        leaf = self.tree.row_leaf(path, self.conn)
-        assert leaf is not None, path
-        self.send("writing rows", rows.write_commands(leaf.key, leaf.shape, plan, value, leaf.row_bytes))
+        self.write_many(plan, [(path, value)])
+
+    def write_many(self, plan: RowPlan, values: list[tuple[Path, torch.Tensor]]) -> None:
+        """The rows of every leaf, as one script."""
+        conn = self.conn
+        tree = conn.tree  # (``current()`` inline: the layer checked the paths just before, on this layout)
+        if tree is None or conn.closed:
+            tree = self.tree
+        commands: Commands = []
+        for path, value in values:
+            leaf = tree.rows.get(path) or tree.row_leaf(path, conn)
+            assert leaf is not None, path
+            commands += rows.write_commands(leaf.key, leaf.shape, plan, value, leaf.row_bytes)
+        self.send("writing rows", commands)
 
     def alloc(self, path: Path, shape: torch.Size, dtype: torch.dtype) -> None:
         """Zero-filled on the server (SETRANGE of the last byte): no data goes through Python."""
@@ -251,7 +304,7 @@ class RedisDialect(Dialect):
         if getattr(local, "pending", None) is not None:
             yield
             return
-        local.pending, local.checks = [], []
+        local.pending, local.checks, local.pin = [], [], None
         try:
             yield
             commands, checks = local.pending, local.checks
@@ -266,6 +319,16 @@ class RedisDialect(Dialect):
             self.forget_layout()
             raise
 
+    def atomic(self, operation: str, body: Any) -> Any:
+        """``body()`` as one guarded script, run again when a value it checked was written meanwhile.
+
+        On failure the layout is read again (``Connection.atomic`` drops it).
+        """
+        return self.conn.atomic(operation, body)
+
+    def check_value(self, path: Path, value: Any) -> None:
+        fmt.check_key(path[-1], path[:-1])
+
     def close(self) -> None:
         self.conn.closed = True
 
@@ -273,11 +336,31 @@ class RedisDialect(Dialect):
         return self.conn.where(fmt.SEP.join(path))
 
 
+def _pinned(conn: Connection, tree: Tree) -> bool:
+    """True inside a transaction that read the layout already (``cache_metadata=False``): it is kept."""
+    local = conn.local
+    return getattr(local, "pending", None) is not None and getattr(local, "pin", None) is tree
+
+
+class _Unkept(dict):  # type: ignore[type-arg]
+    """A cache of the layer's that a store keeps in its tree instead: always empty, what is put in is dropped."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+_UNKEPT = _Unkept()
+
+
 class RedisState(State):
     """The stored layer's view of a store's layout: the dialect's :class:`~._tree.Tree`, never a copy.
 
-    The layer reads it through ``entries``/``tensor_meta``/``batch_of``/``names``; what it records there after a
-    write (a kind, a batch size) the dialect has recorded already, so ``batch`` takes it and forgets it.
+    The layer reads it through ``entries``/``tensor_meta``/``batch_of``/``names``/``tensor_at``; what it records
+    after a write (a kind, a batch size) the dialect has recorded already. Its own caches of batch sizes and
+    row layouts stay empty: the tree may change under them (read again, or a lazy stack's through other elements).
     """
 
     __slots__ = ()
@@ -286,6 +369,7 @@ class RedisState(State):
         self.dialect = dialect
         self.batch_dims, self.infer, self.given = None, False, True
         self.locked = {}
+        self.batch = self.layouts = _UNKEPT
 
     def entries(self, path: Path) -> dict[str, str]:
         return self.dialect.tree.children.get(path, {})  # type: ignore[attr-defined,no-any-return]
@@ -294,19 +378,23 @@ class RedisState(State):
         return self.dialect.tensor_meta(path)
 
     def batch_of(self, path: Path) -> torch.Size:
-        return self.dialect.tree.node_batch(path)  # type: ignore[attr-defined,no-any-return]
+        conn = self.dialect.conn  # type: ignore[attr-defined]
+        tree = conn.tree  # (the dialect's ``tree`` inline when the cached one is good: a hot path)
+        if tree is None or not conn.cache_metadata or conn.closed:
+            tree = self.dialect.tree  # type: ignore[attr-defined]
+        return tree.node_batch(path)  # type: ignore[no-any-return]
+
+    def tensor_at(self, path: Path) -> tuple[torch.Size, torch.dtype] | None:
+        conn = self.dialect.conn  # type: ignore[attr-defined]
+        tree = conn.tree  # (as in batch_of: a hot path of row writes)
+        if tree is None or not conn.cache_metadata or conn.closed:
+            tree = self.dialect.tree  # type: ignore[attr-defined]
+        leaf = tree.rows.get(path) or tree.row_leaf(path, conn)  # (what a row write needs, kept)
+        return None if leaf is None else (leaf.shape, leaf.dtype)
 
     @property
     def names(self) -> dict[Path, tuple[Any, ...]]:  # type: ignore[override]
-        return self.dialect.tree.names  # type: ignore[attr-defined,no-any-return]
-
-    @property
-    def batch(self) -> dict[Path, torch.Size]:  # type: ignore[override]
-        return {}  # (the layer's records of batch sizes: the dialect's tree holds them)
-
-    @property
-    def layouts(self) -> dict[Path, Any]:  # type: ignore[override]
-        return {}  # (no row layouts kept: the tree may change under them, a lazy stack's through other elements)
+        return self.dialect.current().names  # type: ignore[attr-defined,no-any-return]  # (read with the batch size)
 
     def forget(self, path: Path) -> None:
         """Nothing: the dialect's tree forgot ``path`` when it was deleted."""

@@ -18,7 +18,8 @@ import torch
 from .._errors import batch_mismatch
 from .._ops.meta import NODE, TENSOR
 from .._ops.rows import RowPlan
-from ..stored._dialect import Path
+from ..stored._dialect import Dialect, Path
+from ..stored._node import State as LayerState
 from . import _format as fmt
 from . import _rows as rows
 from ._conn import Connection
@@ -214,7 +215,6 @@ class ElementDialect(RedisDialect):
     def __init__(self, lazy: State, index: int) -> None:
         super().__init__(lazy.conn)
         self.lazy, self.index = lazy, index
-        self.device = lazy.conn.device
 
     def __reduce__(self) -> Any:
         return _element_dialect, (self.lazy, self.index)
@@ -223,8 +223,14 @@ class ElementDialect(RedisDialect):
     def tree(self) -> Tree:
         return self.lazy.tree
 
+    def current(self) -> Tree:
+        return self.lazy.tree
+
     def close(self) -> None:
         """Nothing: the connection is the stack's (a plain ``with element:`` leaves it open; close the stack)."""
+
+    def atomic(self, operation: str, body: Any) -> Any:
+        return self.lazy.atomic(operation, body)  # (the stack's layout is read again on failure)
 
     def forget_layout(self) -> None:
         with contextlib.suppress(Exception):  # the server is unreachable: the original error says so
@@ -262,9 +268,6 @@ class ElementDialect(RedisDialect):
 
     def delete(self, path: Path) -> None:
         self.send(f"deleting {fmt.SEP.join(path)!r}", self.lazy.drop(path))
-
-    def check_value(self, path: Path, value: Any) -> None:
-        fmt.check_key(path[-1], path[:-1])
 
     # ------------------------------------------------------------------ tensor leaves
     def read(self, path: Path) -> torch.Tensor:
@@ -329,6 +332,8 @@ class ElementDialect(RedisDialect):
         data = fmt.to_bytes(value.to(leaf.dtype))
         return [("SETRANGE", [self.conn.data_key(joined)], [leaf.offsets[self.index], data])]
 
+    write_many = Dialect.write_many  # (one write_rows per leaf, in one transaction)
+
     def write_rows(self, path: Path, plan: RowPlan, value: torch.Tensor) -> None:
         leaf, joined = self._stacked(path)
         base, found = (
@@ -359,6 +364,8 @@ class ElementState(RedisState):
 
     def batch_of(self, path: Path) -> torch.Size:
         return self.dialect.lazy.inner  # type: ignore[attr-defined,no-any-return]
+
+    tensor_at = LayerState.tensor_at  # (the stack's layout: kinds in its tree, shapes per element)
 
     def tensor_meta(self, path: Path) -> tuple[torch.Size, torch.dtype]:
         dialect: ElementDialect = self.dialect  # type: ignore[assignment]

@@ -10,21 +10,15 @@ non-tensor value as an optimistic transaction, pickling as what reconnects.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from .._errors import missing_key
-from .._ops.meta import NODE, NON_TENSOR
-from .._ops.rows import RowPlan, check_fits
-from ..base import TensorDictBase
 from ..stored._dialect import Path
 from ..stored._node import State, StoredTensorDict
 from . import _build
 from . import _format as fmt
-from . import _rows as rows
 from ._conn import Connection, _connect
 from ._dialect import Commands, RedisDialect, RedisState
 from ._tree import Tree, load
@@ -142,27 +136,6 @@ class TensorDictStore(StoredTensorDict):
     def _redis(self) -> RedisDialect:
         return self._state.dialect  # type: ignore[return-value]  # (always a RedisDialect)
 
-    def _tree(self) -> Tree:
-        """The dialect's ``tree``, without its calls when the cached one is good (the hot paths')."""
-        conn = self._conn
-        tree: Tree | None = conn.tree
-        if tree is None or not conn.cache_metadata or conn.closed:
-            return self._redis.tree
-        return tree
-
-    @property
-    def batch_size(self) -> torch.Size:
-        return self._tree().node_batch(self._path)
-
-    @batch_size.setter
-    def batch_size(self, value: Any) -> None:
-        TensorDictBase.batch_size.fset(self, value)  # type: ignore[attr-defined]  # the base setter
-
-    @property
-    def device(self) -> torch.device | None:
-        device: torch.device | None = self._conn.device
-        return device
-
     def clear_redis(self) -> None:
         """Delete every key of this store (of this node, for a nested view) from the server."""
         dialect, conn = self._redis, self._conn
@@ -178,9 +151,6 @@ class TensorDictStore(StoredTensorDict):
         commands.append(("SET", [conn.key("__epoch__")], [epoch]))
         dialect.send("clear_redis", commands)
         conn.tree, conn.epoch = Tree(_Size(())), epoch
-
-    def __enter__(self) -> TensorDictStore:
-        return TensorDictBase.__enter__(self)  # type: ignore[return-value]  # self
 
     # ------------------------------------------------------------------ writes
     def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
@@ -212,123 +182,6 @@ class TensorDictStore(StoredTensorDict):
             self._set_str(key, current._written(index, value), inplace=False, validated=True)
 
         conn.atomic(operation, merge)
-
-    # ------------------------------------------------------------------ multi-key writes: one script each
-    def update(self, *args: Any, **kwargs: Any) -> Any:
-        return self._conn.atomic("update", lambda: TensorDictBase.update(self, *args, **kwargs))
-
-    def update_(self, *args: Any, **kwargs: Any) -> Any:
-        return self._conn.atomic("update_", lambda: TensorDictBase.update_(self, *args, **kwargs))
-
-    def update_at_(self, *args: Any, **kwargs: Any) -> Any:
-        return self._conn.atomic("update_at_", lambda: TensorDictBase.update_at_(self, *args, **kwargs))
-
-    def _write_index(self, index: Any, value: Any) -> None:
-        self._conn.atomic("writing at an index", lambda: StoredTensorDict._write_index(self, index, value))
-
-    def _update_at(self, source: Any, index: Any, clone: bool, wanted: Any) -> None:
-        self._conn.atomic("update_at_", lambda: StoredTensorDict._update_at(self, source, index, clone, wanted))
-
-    # ------------------------------------------------------------------ rows: every leaf in one round trip
-    def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
-        dialect = self._redis
-        conn, tree = self._conn, self._tree()
-        leaves = tree.leaves
-        keys = list(self._keys_str()) if keys is None else list(keys)
-        wanted: list[tuple[Path, str]] = []  # (path, joined) of every leaf read, depth first
-        self._collect(keys, wanted)
-        commands: list[Any] = []
-        counts: list[int] = []
-        steps: list[Any] = []
-        for _, joined in wanted:
-            kind, shape, dtype, _ = leaves[joined]
-            if kind == NON_TENSOR:
-                commands.append(("GET", conn.data_key(joined)))
-                counts.append(1)
-                steps.append(None)
-                continue
-            ranges, step = rows.byte_ranges(plan, dtype.itemsize * math.prod(shape[1:]))  # type: ignore[union-attr,index]
-            found = rows.read_commands(conn.data_key(joined), ranges)
-            commands += found
-            counts.append(len(found))
-            steps.append(step)
-        results = conn.fetch("reading rows", commands) if wanted else []
-        values: dict[Path, Any] = {}
-        at = 0
-        device = conn.device
-        on_cpu = device is None or device.type == "cpu"
-        for (path, joined), count, step in zip(wanted, counts, steps, strict=True):
-            kind, shape, dtype, _ = leaves[joined]
-            parts = results[at : at + count]
-            at += count
-            if kind == NON_TENSOR:
-                batch = tree.node_batch(path[:-1])
-                values[path] = dialect.decode(path, parts[0], batch)[plan.index]
-                continue
-            leaf = rows.assemble(parts, shape, dtype, plan, step)  # type: ignore[arg-type]
-            values[path] = leaf if on_cpu else leaf.to(device)
-        return self._build(self._path, plan, keys, values)
-
-    def _collect(self, keys: list[str], out: list[tuple[Path, str]], base: Path | None = None) -> None:
-        base = self._path if base is None else base
-        children = self._tree().children
-        entries = children.get(base, {})
-        for key in keys:
-            kind = entries.get(key)
-            path = (*base, key)
-            if kind is None:
-                raise missing_key(path, entries.keys(), type(self).__name__)
-            if kind == NODE:
-                self._collect(list(children.get(path, {})), out, path)
-            else:
-                out.append((path, fmt.SEP.join(path)))
-
-    def _build(self, base: Path, plan: RowPlan, keys: list[str], values: dict[Path, Any]) -> TensorDictBase:
-        tree = self._tree()
-        entries = tree.children.get(base, {})
-        out: dict[str, Any] = {}
-        for key in keys:
-            path = (*base, key)
-            if entries.get(key) == NODE:
-                out[key] = self._build(path, plan, list(tree.children.get(path, {})), values)
-            else:
-                out[key] = values[path]
-        names = tree.names.get(base)
-        if names is not None:  # as indexing in memory: dim 0's name stays when the index keeps one dim there
-            lead = () if plan.kind == "int" else (names[0],) if len(plan.shape) == 1 else (None,) * len(plan.shape)
-            names = (*lead, *names[1:])
-        size = plan.target_shape(tree.node_batch(base))
-        return self._dense_cls._new_unsafe(out, size, self._conn.device, names)  # type: ignore[no-any-return]
-
-    def _are_tensor_leaves(self, paths: Iterable[tuple[str, ...]]) -> bool:
-        tree, conn, base = self._tree(), self._conn, self._path
-        cached = tree.rows
-        return all(
-            (base + path if base else path) in cached or tree.row_leaf(base + path, conn) is not None for path in paths
-        )
-
-    def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
-        dialect = self._redis
-        conn, tree, base = self._conn, self._tree(), self._path
-        cached = tree.rows
-        commands: Commands = []
-        for path, value in values.items():  # everything checked before the first write
-            full = base + path if base else path
-            leaf = cached.get(full) or tree.row_leaf(full, conn)
-            if leaf is None:
-                self._get(path)  # the KeyError naming a missing path
-                raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
-            shape, dtype = leaf.shape, leaf.dtype
-            target = plan.target_shape(shape)
-            if not isinstance(value, torch.Tensor):
-                value = torch.as_tensor(value, dtype=dtype)
-            if value.shape != target:
-                check_fits(path, value.shape, target)
-                value = value.expand(target)
-            if value.dtype != dtype:
-                value = value.to(dtype)
-            commands += rows.write_commands(leaf.key, shape, plan, value, leaf.row_bytes)
-        dialect.send("writing rows", commands)
 
     # ------------------------------------------------------------------ pickling
     def __reduce__(self) -> Any:

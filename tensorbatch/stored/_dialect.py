@@ -13,7 +13,7 @@ changes anything.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -51,6 +51,8 @@ class Dialect:
         keeps_entries: True when a value set on an existing entry of its kind is written into it (a tensor's
             values by ``write_into``, a node's entries merged into it) instead of replacing it: a storage whose
             entries are shared beyond the node (a stored lazy stack's element); False by default.
+        objects_in_rows: True when ``read_many`` also takes non-tensor leaves (giving ``value[plan.index]``), so
+            that a row read fetches them with the tensors (a server: one round trip); False by default.
     """
 
     name: str = "storage"
@@ -59,6 +61,7 @@ class Dialect:
     device: torch.device | None = _CPU
     read_only_facts: bool = False
     keeps_entries: bool = False
+    objects_in_rows: bool = False
 
     # ------------------------------------------------------------------ structure
     def entries(self, path: Path) -> dict[str, str]:
@@ -118,6 +121,12 @@ class Dialect:
         """
         return [self.read_rows(path, plan) for path in paths]
 
+    def write_many(self, plan: RowPlan, values: list[tuple[Path, torch.Tensor]]) -> None:
+        """``write_rows(path, plan, value)`` for each pair, as one transaction (a server: one script)."""
+        with self.transaction():
+            for path, value in values:
+                self.write_rows(path, plan, value)
+
     def read_slabs(self, paths: list[Path], index: int | slice, size: int) -> list[torch.Tensor]:
         """``[leaf[index] for leaf at paths]`` for an int or a forward slice on a dim of length ``size``.
 
@@ -171,6 +180,15 @@ class Dialect:
     def transaction(self) -> Iterator[None]:
         """A group of writes the storage makes atomic where it can (nothing by default)."""
         yield
+
+    def atomic(self, operation: str, body: Callable[[], Any]) -> Any:
+        """``body()`` (several writes: ``update``, an index write) as one transaction; its result.
+
+        ``operation`` names it in errors. A storage whose transactions may conflict with other writers (a
+        server) overrides it to run ``body`` again on a conflict.
+        """
+        with self.transaction():
+            return body()
 
     def flush(self) -> None:
         """Make the writes so far durable (nothing by default)."""

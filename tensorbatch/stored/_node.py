@@ -82,6 +82,15 @@ class State:
         self.batch[path] = recorded
         return recorded
 
+    def tensor_at(self, path: Path) -> tuple[torch.Size, torch.dtype] | None:
+        """``(shape, dtype)`` of the tensor leaf at ``path``, from the layout; None when there is none there."""
+        node: Path = ()
+        for key in path[:-1]:
+            if self.entries(node).get(key) != NODE:
+                return None
+            node = (*node, key)
+        return self.tensor_meta(path) if self.entries(node).get(path[-1]) == TENSOR else None
+
     def forget(self, path: Path) -> None:
         """Drop what is cached at and below ``path`` (after a delete or a replacement)."""
         n = len(path)
@@ -282,6 +291,19 @@ class StoredTensorDict(CopyOnRead):
                 for sub_key, sub_value in items:
                     node._set_str(sub_key, sub_value, inplace=False, validated=True)
 
+    # (several writes each: one ``dialect.atomic``, which a server sends as one script)
+    def update(self, *args: Any, **kwargs: Any) -> Any:
+        return self._state.dialect.atomic("update", lambda: TensorDictBase.update(self, *args, **kwargs))
+
+    def update_(self, *args: Any, **kwargs: Any) -> Any:
+        return self._state.dialect.atomic("update_", lambda: TensorDictBase.update_(self, *args, **kwargs))
+
+    def _write_index(self, index: Any, value: Any) -> None:
+        self._state.dialect.atomic("writing at an index", lambda: CopyOnRead._write_index(self, index, value))
+
+    def _update_at(self, source: Any, index: Any, clone: bool, wanted: Any) -> None:
+        self._state.dialect.atomic("update_at_", lambda: CopyOnRead._update_at(self, source, index, clone, wanted))
+
     def _replace(self, key: str, old: str | None, kind: str, write: Any) -> None:
         """Delete what ``key`` holds (if anything), write the new entry, record its kind."""
         state, path = self._state, (*self._path, key)
@@ -406,6 +428,9 @@ class StoredTensorDict(CopyOnRead):
             elif kind == NODE:
                 node = type(self)._view(state, (*self._path, key))
                 out.append((key, (node, node._rows_layout(plan, None, paths))))
+            elif kind == NON_TENSOR and state.dialect.objects_in_rows:  # read by read_many with the tensors
+                paths.append((*self._path, key))
+                out.append((key, None))
             elif kind == NON_TENSOR:
                 out.append((key, self._get_str(key)[plan.index]))
             else:
@@ -413,7 +438,7 @@ class StoredTensorDict(CopyOnRead):
         return out
 
     def _rows_build(self, lead: torch.Size, named: bool, layout: list[tuple[str, Any]], reads: Any) -> TensorDictBase:
-        """The in-memory TensorDict of the rows read: ``lead`` replaces dim 0 (``named``: keeps the dim names)."""
+        """The in-memory TensorDict of the rows read: ``lead`` replaces dim 0 (``named``: not an int index)."""
         out = {}
         for key, what in layout:  # (a loop, not a comprehension: one call less per node on the hot path)
             if what is None:
@@ -427,46 +452,43 @@ class StoredTensorDict(CopyOnRead):
         if batch is None:
             batch = state.batch_of(self._path)
         size = lead if len(batch) == 1 else _Size((*lead, *batch[1:]))  # plan.target_shape(batch), inline
-        names = state.names.get(self._path) if named else None
+        names = state.names.get(self._path)
+        if names is not None:  # as indexing in memory: dim 0's name stays when the index keeps one dim there
+            names = (*((names[0],) if named and len(lead) == 1 else (None,) * len(lead)), *names[1:])
+            if not any(n is not None for n in names):
+                names = None
         if names is None:
             return self._dense_cls._new_unsafe(out, size, state.dialect.device)  # type: ignore[no-any-return]
         result: TensorDictBase = self._dense_cls(out, batch_size=size, device=state.dialect.device, names=names)
         return result
 
     def _write_rows(self, plan: RowPlan, values: Mapping[tuple[str, ...], Any]) -> None:
-        state, checked = self._state, []
+        state, checked, base = self._state, [], self._path
         for path, value in values.items():  # everything checked before the first write
-            full = (*self._path, *path)
-            if self._kind_at(full) != TENSOR:
+            full = base + path if base else path
+            found = state.tensor_at(full)
+            if found is None:
                 self._get(path)  # KeyError naming a missing path
                 raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
-            shape, dtype = state.tensor_meta(full)
+            shape, dtype = found
             target = plan.target_shape(shape)
             if isinstance(value, torch.Tensor):
                 if value.shape != target:
                     check_fits(path, value.shape, target)
                     value = value.expand(target)
-                value = _plain(value)
+                if value.requires_grad or not value.is_cpu:
+                    value = _plain(value)
             else:
                 value = torch.as_tensor(value, dtype=dtype).expand(target)
             checked.append((full, value if value.dtype == dtype else value.to(dtype)))
-        self._check_writable(next(iter(values), "rows"))
-        with state.dialect.transaction():
-            for full, value in checked:
-                state.dialect.write_rows(full, plan, value)
-
-    def _kind_at(self, full: Path) -> str | None:
-        """The kind of the entry at ``full`` (a path from the root, below this node) from the layout; None if none."""
-        entries, node = self._state.entries, self._path
-        for key in full[len(node) : -1]:
-            if entries(node).get(key) != NODE:
-                return None
-            node = (*node, key)
-        return entries(node).get(full[-1])
+        dialect = state.dialect
+        if not dialect.writable:
+            raise dialect.refuse_write(next(iter(values), "rows"), self._path)
+        dialect.write_many(plan, checked)
 
     def _are_tensor_leaves(self, paths: Iterable[tuple[str, ...]]) -> bool:
-        base = self._path
-        return all(self._kind_at((*base, *path)) == TENSOR for path in paths)
+        base, tensor_at = self._path, self._state.tensor_at
+        return all(tensor_at(base + path if base else path) is not None for path in paths)
 
     def _read_index(self, index: Any, materialize: bool = False) -> Any:
         """``self[index]``: a view reading its rows on access and writing through (the dialect's ``lazy_index``).
