@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 import torch
 
 from .._ops.meta import NODE, NON_TENSOR, TENSOR
 from .._ops.rows import RowPlan
+from ..base import TensorDictBase
 from ..stored._dialect import Dialect, Path
 from ..stored._node import State
 from . import _format as fmt
@@ -398,3 +399,37 @@ class RedisState(State):
 
     def forget(self, path: Path) -> None:
         """Nothing: the dialect's tree forgot ``path`` when it was deleted."""
+
+
+class ServerHandle(TensorDictBase):
+    """What both store classes are besides their TensorDict kind: a handle on a store on a server.
+
+    ``with store:`` closes it; its repr names the server, the store and the node (``_path``), never credentials.
+    """
+
+    __slots__ = ()
+    _path: Path
+
+    def _connection(self) -> Connection:
+        raise NotImplementedError
+
+    def _repr_facts(self) -> str:
+        """What the class adds to its repr after the path (``"name=value, "`` parts)."""
+        return ""
+
+    def close(self) -> None:
+        """Stop using the server from this handle (and its views). The data stays on the server."""
+        self._connection().closed = True
+
+    _exit_plain = close  # a plain ``with td:`` closes (a ``with td.lock_():`` undoes the lock: the base __exit__)
+
+    def __enter__(self) -> Self:
+        return TensorDictBase.__enter__(self)  # type: ignore[return-value]  # self
+
+    def __repr__(self) -> str:
+        conn = self._connection()
+        return (
+            f"{type(self).__name__}(td_id={conn.td_id!r}, address={conn.address!r}, prefix={conn.namespace!r}, "
+            f"path={self._path!r}, {self._repr_facts()}keys={list(self._keys_str())}, batch_size={self.batch_size}, "
+            f"device={conn.device})"
+        )

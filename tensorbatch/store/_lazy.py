@@ -27,13 +27,12 @@ from .._errors import StackDimError, locked, missing_key
 from .._lazy import LazyStackedTensorDict, _stack_values, _unbind
 from .._ops.meta import NODE, TENSOR
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td, named_leaves, named_nodes
-from ..base import TensorDictBase
 from ..stored._dialect import Path
 from ..stored._node import State as LayerState
 from ..stored._node import StoredTensorDict
 from . import _format as fmt
-from ._conn import _connect
-from ._dialect import Commands
+from ._conn import Connection, _connect
+from ._dialect import Commands, ServerHandle
 from ._lazy_layout import ElementDialect, ElementState, State
 from ._tree import Tree
 
@@ -71,7 +70,7 @@ class _StoreElement(StoredTensorDict):
         )
 
 
-class LazyStackedTensorDictStore(LazyStackedTensorDict):
+class LazyStackedTensorDictStore(ServerHandle, LazyStackedTensorDict):
     """A lazy stack of ``count`` TensorDicts (elements) whose leaves live on a Redis-compatible server.
 
     The elements may hold leaves of different shapes (not of different dtypes). ``store[i]`` is element ``i``,
@@ -386,9 +385,11 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         raise RuntimeError("a stored lazy stack has a fixed number of elements (recorded on the server)")
 
     # ------------------------------------------------------------------ lifetime
-    def close(self) -> None:
-        """Stop using the server from this handle (and its elements). The data stays on the server."""
-        self._state.conn.closed = True
+    def _connection(self) -> Connection:
+        return self._state.conn
+
+    def _repr_facts(self) -> str:
+        return f"count={self._state.count}, stack_dim={self._state.stack_dim}, "
 
     def clear_redis(self) -> None:
         """Delete every key of this store from the server (of this node, for a nested view)."""
@@ -406,22 +407,9 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         conn.epoch = epoch
         state.leaves, state.tree = {}, Tree(state.inner)
 
-    def __enter__(self) -> LazyStackedTensorDictStore:
-        return TensorDictBase.__enter__(self)  # type: ignore[return-value]  # self
-
-    _exit_plain = close  # a plain ``with td:`` closes (a ``with td.lock_():`` undoes the lock: the base __exit__)
-
     def __reduce__(self) -> Any:
         """Pickled as its layout's state (which pickles as what reconnects) and its path: a copy reaches the data."""
         return _reconnect, (self._state, self._path)
-
-    def __repr__(self) -> str:
-        state, conn = self._state, self._state.conn
-        return (
-            f"LazyStackedTensorDictStore(td_id={conn.td_id!r}, address={conn.address!r}, "
-            f"prefix={conn.namespace!r}, path={self._path!r}, count={state.count}, stack_dim={state.stack_dim}, "
-            f"batch_size={self.batch_size}, keys={list(self._keys_str())}, device={conn.device})"
-        )
 
 
 def _reconnect(state: State, path: tuple[str, ...]) -> LazyStackedTensorDictStore:

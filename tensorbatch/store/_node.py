@@ -20,13 +20,13 @@ from ..stored._node import State, StoredTensorDict
 from . import _build
 from . import _format as fmt
 from ._conn import Connection, _connect
-from ._dialect import Commands, RedisDialect, RedisState
+from ._dialect import Commands, RedisDialect, RedisState, ServerHandle
 from ._tree import Tree, load
 
 _Size = torch.Size
 
 
-class TensorDictStore(StoredTensorDict):
+class TensorDictStore(ServerHandle, StoredTensorDict):
     """A TensorDict stored on a Redis-compatible server (Redis, Valkey, Dragonfly, KeyDB).
 
     Shared by every process that connects to the same ``host``/``port``/``db``, ``prefix`` and ``td_id``.
@@ -132,6 +132,9 @@ class TensorDictStore(StoredTensorDict):
         out._conn = state.dialect.conn  # type: ignore[attr-defined]  # (the hot paths' shortcut)
         return out
 
+    def _connection(self) -> Connection:
+        return self._conn
+
     @property
     def _redis(self) -> RedisDialect:
         return self._state.dialect  # type: ignore[return-value]  # (always a RedisDialect)
@@ -187,14 +190,6 @@ class TensorDictStore(StoredTensorDict):
     def __reduce__(self) -> Any:
         """Pickled as its connection (what reconnects to the server), the node path and its locks."""
         return _reconnect, (self._conn, self._path, dict(self._state.locked))
-
-    def __repr__(self) -> str:
-        conn = self._conn
-        return (
-            f"TensorDictStore(td_id={conn.td_id!r}, address={conn.address!r}, prefix={conn.namespace!r}, "
-            f"path={self._path!r}, keys={list(self._keys_str())}, batch_size={self.batch_size}, "
-            f"device={conn.device})"
-        )
 
 
 def _reconnect(conn: Connection, path: tuple[str, ...], locked: dict[tuple[str, ...], bool]) -> TensorDictStore:
