@@ -61,6 +61,9 @@ class RedisDialect(Dialect):
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.device = conn.device  # (reads are cast to it)
+        # ``body()`` as one guarded script, run again when a value it checked was written meanwhile (the layout
+        # is read again after a failure); bound once: no call of ours on the path of every multi-key write
+        self.atomic = conn.atomic  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ layout
     @property
@@ -76,15 +79,6 @@ class RedisDialect(Dialect):
             if getattr(conn.local, "pending", None) is not None:
                 conn.local.pin = tree
         return tree
-
-    def current(self) -> Tree:
-        """The layout read last (``tree``), not read again with ``cache_metadata=False``.
-
-        For a call that follows one that read it in the same operation (names with the batch size, rows
-        after their check).
-        """
-        tree: Tree | None = self.conn.tree
-        return self.tree if tree is None or self.conn.closed else tree
 
     def entries(self, path: Path) -> dict[str, str]:
         return self.tree.children.get(path, {})
@@ -236,7 +230,7 @@ class RedisDialect(Dialect):
     def write_many(self, plan: RowPlan, values: list[tuple[Path, torch.Tensor]]) -> None:
         """The rows of every leaf, as one script."""
         conn = self.conn
-        tree = conn.tree  # (``current()`` inline: the layer checked the paths just before, on this layout)
+        tree = conn.tree  # (the layout the layer checked the paths on just before: not read again)
         if tree is None or conn.closed:
             tree = self.tree
         commands: Commands = []
@@ -320,13 +314,6 @@ class RedisDialect(Dialect):
             self.forget_layout()
             raise
 
-    def atomic(self, operation: str, body: Any) -> Any:
-        """``body()`` as one guarded script, run again when a value it checked was written meanwhile.
-
-        On failure the layout is read again (``Connection.atomic`` drops it).
-        """
-        return self.conn.atomic(operation, body)
-
     def check_value(self, path: Path, value: Any) -> None:
         fmt.check_key(path[-1], path[:-1])
 
@@ -385,17 +372,18 @@ class RedisState(State):
             tree = self.dialect.tree  # type: ignore[attr-defined]
         return tree.node_batch(path)  # type: ignore[no-any-return]
 
-    def tensor_at(self, path: Path) -> tuple[torch.Size, torch.dtype] | None:
+    def tensor_at(self, path: Path) -> Any:
         conn = self.dialect.conn  # type: ignore[attr-defined]
         tree = conn.tree  # (as in batch_of: a hot path of row writes)
         if tree is None or not conn.cache_metadata or conn.closed:
             tree = self.dialect.tree  # type: ignore[attr-defined]
-        leaf = tree.rows.get(path) or tree.row_leaf(path, conn)  # (what a row write needs, kept)
-        return None if leaf is None else (leaf.shape, leaf.dtype)
+        return tree.rows.get(path) or tree.row_leaf(path, conn)  # (a RowLeaf: shape and dtype first)
 
     @property
     def names(self) -> dict[Path, tuple[Any, ...]]:  # type: ignore[override]
-        return self.dialect.current().names  # type: ignore[attr-defined,no-any-return]  # (read with the batch size)
+        conn = self.dialect.conn  # type: ignore[attr-defined]
+        tree = conn.tree  # (read with the batch size just before: not read again with cache_metadata=False)
+        return (self.dialect.tree if tree is None or conn.closed else tree).names  # type: ignore[attr-defined,no-any-return]
 
     def forget(self, path: Path) -> None:
         """Nothing: the dialect's tree forgot ``path`` when it was deleted."""

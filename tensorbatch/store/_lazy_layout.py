@@ -215,6 +215,7 @@ class ElementDialect(RedisDialect):
     def __init__(self, lazy: State, index: int) -> None:
         super().__init__(lazy.conn)
         self.lazy, self.index = lazy, index
+        self.atomic = lazy.atomic  # type: ignore[method-assign]  # (the stack's layout is read again on failure)
 
     def __reduce__(self) -> Any:
         return _element_dialect, (self.lazy, self.index)
@@ -223,14 +224,8 @@ class ElementDialect(RedisDialect):
     def tree(self) -> Tree:
         return self.lazy.tree
 
-    def current(self) -> Tree:
-        return self.lazy.tree
-
     def close(self) -> None:
         """Nothing: the connection is the stack's (a plain ``with element:`` leaves it open; close the stack)."""
-
-    def atomic(self, operation: str, body: Any) -> Any:
-        return self.lazy.atomic(operation, body)  # (the stack's layout is read again on failure)
 
     def forget_layout(self) -> None:
         with contextlib.suppress(Exception):  # the server is unreachable: the original error says so

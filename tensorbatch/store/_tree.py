@@ -27,12 +27,12 @@ Entry = tuple[str, torch.Size | None, torch.dtype | None, dict[str, str]]  # (ki
 
 
 class RowLeaf(NamedTuple):
-    """What row reads and writes of a tensor leaf need: its server key, joined path, shape, dtype, row size."""
+    """What row reads and writes of a tensor leaf need: shape, dtype (first: ``State.tensor_at``), key, row size."""
 
-    key: str
-    joined: str
     shape: torch.Size
     dtype: torch.dtype
+    key: str
+    joined: str
     row_bytes: int
 
 
@@ -103,10 +103,10 @@ class Tree:
                 return None
             _, shape, dtype, _ = entry
             found = self.rows[path] = RowLeaf(
-                conn.data_key(joined),
-                joined,
                 shape,  # type: ignore[arg-type]
                 dtype,  # type: ignore[arg-type]
+                conn.data_key(joined),
+                joined,
                 dtype.itemsize * math.prod(shape[1:]),  # type: ignore[union-attr,index]
             )
         return found

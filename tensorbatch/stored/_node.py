@@ -83,7 +83,7 @@ class State:
         return recorded
 
     def tensor_at(self, path: Path) -> tuple[torch.Size, torch.dtype] | None:
-        """``(shape, dtype)`` of the tensor leaf at ``path``, from the layout; None when there is none there."""
+        """``(shape, dtype, ...)`` of the tensor leaf at ``path``, from the layout; None when there is none there."""
         node: Path = ()
         for key in path[:-1]:
             if self.entries(node).get(key) != NODE:
@@ -470,7 +470,7 @@ class StoredTensorDict(CopyOnRead):
             if found is None:
                 self._get(path)  # KeyError naming a missing path
                 raise TypeError(f"cannot write rows into {path!r}: it is not a tensor leaf")
-            shape, dtype = found
+            shape, dtype = found[0], found[1]
             target = plan.target_shape(shape)
             if isinstance(value, torch.Tensor):
                 if value.shape != target:
