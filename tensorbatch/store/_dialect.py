@@ -351,10 +351,10 @@ class RedisState(State):
     row layouts stay empty: the tree may change under them (read again, or a lazy stack's through other elements).
     """
 
-    __slots__ = ()
+    __slots__ = ("conn",)
 
     def __init__(self, dialect: RedisDialect) -> None:  # (the slots of the cached layout stay unset)
-        self.dialect = dialect
+        self.dialect, self.conn = dialect, dialect.conn
         self.batch_dims, self.infer, self.given = None, False, True
         self.locked = {}
         self.batch = self.layouts = _UNKEPT
@@ -366,14 +366,14 @@ class RedisState(State):
         return self.dialect.tensor_meta(path)
 
     def batch_of(self, path: Path) -> torch.Size:
-        conn = self.dialect.conn  # type: ignore[attr-defined]
+        conn = self.conn
         tree = conn.tree  # (the dialect's ``tree`` inline when the cached one is good: a hot path)
         if tree is None or not conn.cache_metadata or conn.closed:
             tree = self.dialect.tree  # type: ignore[attr-defined]
-        return tree.node_batch(path)  # type: ignore[no-any-return]
+        return tree.node_batch(path) if path else tree.batch  # type: ignore[no-any-return]
 
     def tensor_at(self, path: Path) -> Any:
-        conn = self.dialect.conn  # type: ignore[attr-defined]
+        conn = self.conn
         tree = conn.tree  # (as in batch_of: a hot path of row writes)
         if tree is None or not conn.cache_metadata or conn.closed:
             tree = self.dialect.tree  # type: ignore[attr-defined]
@@ -381,7 +381,7 @@ class RedisState(State):
 
     @property
     def names(self) -> dict[Path, tuple[Any, ...]]:  # type: ignore[override]
-        conn = self.dialect.conn  # type: ignore[attr-defined]
+        conn = self.conn
         tree = conn.tree  # (read with the batch size just before: not read again with cache_metadata=False)
         return (self.dialect.tree if tree is None or conn.closed else tree).names  # type: ignore[attr-defined,no-any-return]
 

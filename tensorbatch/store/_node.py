@@ -62,7 +62,7 @@ class TensorDictStore(ServerHandle, StoredTensorDict):
         tensor([0., 1., 0.])
     """
 
-    __slots__ = ("__weakref__", "_conn")
+    __slots__ = ("__weakref__",)
 
     def __init__(
         self,
@@ -98,7 +98,6 @@ class TensorDictStore(ServerHandle, StoredTensorDict):
         )
         self._state: State = RedisState(RedisDialect(conn))
         self._path: Path = ()
-        self._conn: Connection = conn
         epoch = conn.new_epoch()
 
         def fill(pipe: Any) -> None:  # one round trip: adopt the store's epoch or start one, record the batch
@@ -123,14 +122,11 @@ class TensorDictStore(ServerHandle, StoredTensorDict):
     @classmethod
     def _over(cls, conn: Connection, path: Path) -> TensorDictStore:
         """A handle on the node ``path`` of the store ``conn`` reaches (its own state: locks are per handle)."""
-        return cls._view(RedisState(RedisDialect(conn)), path)
+        return cls._view(RedisState(RedisDialect(conn)), path)  # type: ignore[return-value]
 
-    @classmethod
-    def _view(cls, state: State, path: Path) -> TensorDictStore:
-        out = object.__new__(cls)
-        out._state, out._path = state, path
-        out._conn = state.dialect.conn  # type: ignore[attr-defined]  # (the hot paths' shortcut)
-        return out
+    @property
+    def _conn(self) -> Connection:
+        return self._state.dialect.conn  # type: ignore[attr-defined,no-any-return]
 
     def _connection(self) -> Connection:
         return self._conn

@@ -149,8 +149,9 @@ class CopyOnRead(TensorDictBase):
         td: Any = self
         if type(index) is not tuple:
             index = normalize(td, index)[0]
-        if td.batch_dims:  # the common case first: existing tensor leaves at dim-0 rows, one _write_rows
-            plan, rest = split_index(index, td.batch_size)
+        batch = td.batch_size
+        if batch:  # the common case first: existing tensor leaves at dim-0 rows, one _write_rows
+            plan, rest = split_index(index, batch)
             if (
                 rest is None
                 and all(isinstance(value, _PLAIN) for value in values.values())
