@@ -11,7 +11,7 @@ import torch
 
 redis = pytest.importorskip("redis", reason="redis (the redis extra) is not installed")  # (tensorbatch.store needs it)
 
-from tensorbatch import TensorDict  # noqa: E402
+from tensorbatch import NonTensorData, TensorDict  # noqa: E402
 from tensorbatch.store import TensorDictStore  # noqa: E402
 from tensorbatch.store._dialect import RedisDialect  # noqa: E402
 from tensorbatch.stored import StoredTensorDict  # noqa: E402
@@ -81,6 +81,45 @@ def test_cache_metadata_false_sees_what_other_handles_write(server, store):
     assert set(live["n"].keys()) == {"b", "e"}
     del store["n"]
     assert list(live.keys()) == ["a"]
+
+
+@pytest.fixture
+def trips(monkeypatch):
+    """The number of round trips to the server so far (``Connection.run`` and ``Connection.read`` calls)."""
+    from tensorbatch.store import _conn
+
+    count = [0]
+    for name in ("run", "read"):
+        original = getattr(_conn.Connection, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            count[0] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(_conn.Connection, name, counted)
+    return count
+
+
+def test_rows_of_every_leaf_are_one_round_trip_and_one_script(store, trips):
+    store["s"] = NonTensorData("hi", batch_size=[4])
+    trips[0] = 0
+    row = store[torch.tensor([3, 1])]  # tensor leaves' byte ranges and the non-tensor leaf: one request
+    assert trips[0] == 1 and row["a"].tolist() == [[6.0, 7.0], [2.0, 3.0]] and row["s"] == "hi"
+    store[1:3] = TensorDict({"a": torch.full((2, 2), -1.0), "n": {"b": torch.tensor([5, 6])}}, [2])
+    store.update_at_({"a": torch.full((2,), 9.0), ("n", "b"): torch.tensor(7)}, 0)
+    assert trips[0] == 3  # one script each
+    assert store["a"][:3].tolist() == [[9.0, 9.0], [-1.0, -1.0], [-1.0, -1.0]]
+    assert store["n", "b"].tolist() == [7, 5, 6, 0]
+
+
+def test_cache_metadata_false_reads_the_layout_once_per_transaction(server, store, trips):
+    live = TensorDictStore.from_store(td_id=store._conn.td_id, cache_metadata=False, **server.kwargs())
+    trips[0] = 0
+    live[2] = TensorDict({"a": torch.tensor([4.0, 5.0]), "n": {"b": torch.tensor(3)}}, [])
+    assert trips[0] == 3  # the layout (2 round trips), then the script
+    live.update({"x": torch.ones(4), "y": torch.zeros(4)})  # one transaction: sees the keys it adds
+    assert set(store.keys()) == {"a", "n"} and set(live.keys()) == {"a", "n", "x", "y"}
+    assert store["a"][2].tolist() == [4.0, 5.0] and store["n", "b"][2].item() == 3
 
 
 def test_the_store_package_imports_without_a_cycle():
