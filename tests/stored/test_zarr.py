@@ -160,6 +160,8 @@ def test_views_read_whole_by_int_or_slice_give_the_rows_names_and_nested_batch(t
             assert got["n"].batch_size == want["n"].batch_size and got["n", "d"].batch_size == want["n", "d"].batch_size
             assert got.names == want.names  # (as in memory: an int drops dim 0's name only)
             assert (got == want).all()
+    rows = torch.tensor([[0, 1], [1, 2]])  # rows of a 2-d index: new dims unnamed, as in memory (it raised)
+    assert stored[rows].to_tensordict().names == td[rows].names == [None, None, "p"]
 
 
 def test_a_failed_row_write_leaves_the_store_unchanged(tmp_path):
