@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, Self, SupportsIndex
+from typing import Any, ClassVar, Literal, Self, SupportsIndex
 
 import torch
 from torch.utils import _pytree
@@ -291,7 +291,7 @@ class _NonTensor(TensorDictBase):
         self,
         *,
         convert_nodes: bool = True,
-        convert_tensors: bool = False,
+        convert_tensors: bool | Literal["numpy"] = False,
         tolist_first: bool = False,
         as_linked_list: bool = False,
     ) -> Any:

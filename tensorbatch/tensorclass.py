@@ -43,6 +43,7 @@ from ._nontensor import NonTensorStack as NonTensorStack
 from ._nontensor import is_non_tensor as is_non_tensor
 from ._nontensor import value_of
 from ._nontensor import wrap as _wrap_non_tensor
+from ._ops import pointwise as _pointwise
 from ._ops.traverse import (
     COLLECTION_TYPES,
     GET_DEFAULT,
@@ -334,7 +335,9 @@ class TensorClass:
     ``device`` and ``names``; tensor fields must start with ``batch_size``. Options, given as
     ``TensorClass["frozen", ...]`` or ``class A(TensorClass, frozen=True)`` (inherited):
     ``autocast`` casts values to the annotated types, ``nocast`` keeps numbers given to tensor fields
-    as Python values, ``frozen`` locks the instance and refuses field assignment, ``shadow`` allows
+    as Python values, ``frozen`` locks the instance and refuses field assignment, ``cast_filter=fn`` (a keyword
+    only) makes ``fn(key_path, leaf)`` the default ``cast_filter`` of the dtype casts (``to``, ``float``,
+    ``bfloat16``...: ``cast_filter=None`` there casts every leaf), ``shadow`` allows
     field names that hide TensorClass attributes, ``skip_post_init_on_rebuild`` runs ``__post_init__`` only
     when an instance is built from its fields or by ``from_tensordict`` (by default, as in tensordict, it also
     runs on every instance an operation returns: indexing, arithmetic, stacking, ``clone``...).
@@ -377,6 +380,7 @@ class TensorClass:
     _shadow: ClassVar[bool] = False
     _tensor_only: ClassVar[bool] = False
     _skip_post_init_on_rebuild: ClassVar[bool] = False
+    _cast_filter: ClassVar[Any] = None  # the class's cast_filter: the default of its dtype casts
     _fields_in_order: ClassVar[tuple[_Spec, ...]] = ()
     _plain_tensor: ClassVar[tuple[bool, ...]] = ()  # per field: a tensor value is stored as it is
     _post_init: ClassVar[Any] = None  # the class's __post_init__ (looked up once, at class creation)
@@ -392,9 +396,13 @@ class TensorClass:
         shadow: bool | None = None,
         tensor_only: bool | None = None,
         skip_post_init_on_rebuild: bool | None = None,
+        cast_filter: Callable[..., bool] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
+        if cast_filter is not None:
+            cls._cast_filter = staticmethod(cast_filter)
+            _default_cast_filter(cls)
         given = {
             "autocast": autocast,
             "nocast": nocast,
@@ -1055,6 +1063,7 @@ def tensorclass(
     shadow: bool = False,
     tensor_only: bool = False,
     skip_post_init_on_rebuild: bool = False,
+    cast_filter: Callable[..., bool] | None = None,
 ) -> Any:
     """Decorator form of :class:`TensorClass`: ``@tensorclass`` or ``@tensorclass(frozen=True, ...)``.
 
@@ -1081,6 +1090,7 @@ def tensorclass(
         "shadow": shadow,
         "tensor_only": tensor_only,
         "skip_post_init_on_rebuild": skip_post_init_on_rebuild,
+        "cast_filter": cast_filter,
     }
 
     def build(klass: Any) -> Any:
@@ -1098,6 +1108,21 @@ def tensorclass(
         return new
 
     return build if cls is None else build(cls)
+
+
+def _default_cast_filter(cls: type[TensorClass]) -> None:
+    """The dtype casts of ``cls`` take its ``cast_filter`` when the call gives none (``None`` given: every leaf)."""
+    for name in ("to", "type", *_pointwise.CASTS):
+        setattr(cls, name, _with_cast_filter(getattr(cls, name)))
+
+
+def _with_cast_filter(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def cast(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cast_filter", type(self)._cast_filter)
+        return method(self, *args, **kwargs)
+
+    return cast
 
 
 def _fix_class_cells(values: Any, old: type, new: type) -> None:

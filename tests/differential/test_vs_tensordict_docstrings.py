@@ -44,13 +44,10 @@ KNOWN_FAILURES: dict[str, str] = {
     "puts a TensorClass in one object column)",
     "tensordict._base.convert._Conversion.to_tensordict": "a lazy stack's to_tensordict keeps the stack dim's name "
     "(tensordict drops it)",
-    "tensordict._base.convert._Conversion.tolist": "tolist has no tolist_first keyword",
-    "tensordict._base.device._DeviceOps.to": "to() has no cast_filter keyword",
     "tensordict._base.serialization._Serialization.consolidate": "consolidate() returns an unlocked TensorDict "
     "(tensordict locks it)",
     "tensordict._base.serialization._Serialization.load_memmap_": "load_memmap_ keeps the keys the save lacks and "
     "reads plain tensors (tensordict: the saved keys only, as MemoryMappedTensors)",
-    "tensordict._base.shape._ShapeOps.masked_select": "masked_select has no inplace keyword",
     "tensordict._indexing.convert_ellipsis_to_idx": "a private helper of a private module (tensordict._indexing), "
     "which the switch does not provide",
     "tensordict._td._SubTensorDict._clone": "a private class and method (_SubTensorDict, _get_sub_tensordict) that "
@@ -73,7 +70,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "tensordict.prototype.fx.symbolic_trace": "tensordict.prototype (fx tracing of modules) has no counterpart",
     "tensordict.tensorclass.NonTensorData": "a ^ b of two NonTensorData gives a NonTensorData (tensordict: a tensor, "
     "as for ==)",
-    "tensordict.tensorclass.TensorClass": "a TensorClass subclass takes no cast_filter= class keyword",
     "tensordict.tensorclass._load_state_dict": "load_state_dict does not restore non-tensor fields",
     "tensordict.tensorclass._set": "the AttributeError's message is in tensorbatch's words",
     "tensordict.tensorclass._state_dict": "state_dict keeps no _non_tensor metadata",

@@ -73,8 +73,21 @@ def _classes(lib: Any) -> Any:
     class CastTC(lib.TensorClass["autocast"]):
         a: Tensor
 
+    class FilteredTC(lib.TensorClass, cast_filter=lib.is_inexact):  # its dtype casts skip integer leaves
+        a: Tensor
+        i: Tensor
+
+    class FilteredSub(FilteredTC):
+        extra: Optional[Tensor] = None  # noqa: UP045
+
+    @lib.tensorclass(cast_filter=lambda key, x: key == ("a",))
+    class FilteredDecorated:
+        a: Tensor
+        b: Tensor
+
     ns = type("Classes", (), {})
-    for cls in (State, Sub, WithDefault, Frozen, TC, Labeled, FrozenTC, CastTC, Named):
+    classes = (State, Sub, WithDefault, Frozen, TC, Labeled, FrozenTC, CastTC, Named, FilteredTC, FilteredSub)
+    for cls in (*classes, FilteredDecorated):
         setattr(ns, cls.__name__, cls)
     _CACHE[lib.__name__] = ns
     return ns
@@ -99,6 +112,14 @@ def _make_tc(lib: Any, td: Any) -> Any:
 
 def _labeled(lib: Any, td: Any) -> Any:
     return _classes(lib).Labeled(a=td["a"], label="lbl", batch_size=BATCH)
+
+
+def _filtered(lib: Any, td: Any, name: str = "FilteredTC") -> Any:
+    return getattr(_classes(lib), name)(a=td["a"], i=td["b"].long(), batch_size=BATCH)
+
+
+def _dtypes(x: Any) -> Any:
+    return {k: v.dtype for k, v in x.items()}
 
 
 def case(case_id: str, fn: Any, *marks: Any, **kwargs: Any) -> Any:
@@ -265,6 +286,21 @@ TENSORCLASS = [
         difference("a str given to a Tensor field raises TypeError (tensordict stores it and reads back the str)"),
     ),
     case("tc_autocast_fails", lambda lib, td: _classes(lib).CastTC(a="abc", batch_size=[]), raises=TypeError),
+    # a class's cast_filter: the default of its dtype casts (cast_filter=None given: every leaf)
+    case("tc_cast_filter_bfloat16", lambda lib, td: _dtypes(_filtered(lib, td).bfloat16())),
+    case("tc_cast_filter_given_none", lambda lib, td: _dtypes(_filtered(lib, td).double(cast_filter=None))),
+    case("tc_cast_filter_to", lambda lib, td: _tc(_filtered(lib, td).to(torch.float16))),
+    case("tc_cast_filter_to_device", lambda lib, td: _tc(_filtered(lib, td).to("cpu"))),
+    case("tc_cast_filter_type", lambda lib, td: _dtypes(_filtered(lib, td).type(torch.float64))),
+    case("tc_cast_filter_inherited", lambda lib, td: _dtypes(_filtered(lib, td, "FilteredSub").half())),
+    case(
+        "tc_cast_filter_decorator",
+        lambda lib, td: _dtypes(_classes(lib).FilteredDecorated(a=td["a"], b=td["b"], batch_size=BATCH).double()),
+    ),
+    case(
+        "tc_cast_filter_nested",
+        lambda lib, td: _dtypes(lib.TensorDict(f=_filtered(lib, td), batch_size=BATCH).double()["f"]),
+    ),
 ]
 
 
