@@ -28,6 +28,7 @@ import torch
 from torch.utils import _pytree
 
 from . import _compat, _convert, _delegation, _lazy
+from ._base import export as _export
 from ._base import values as _values
 from ._base.access import UPDATE_OPTIONS
 from ._base.coerce import as_device as _as_device
@@ -576,12 +577,58 @@ class TensorClass:
         return obj
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
-        """An in-memory TensorDict copy of the fields (never a TensorClass, whatever the backend)."""
+        """An in-memory TensorDict copy of the fields (never a TensorClass, whatever the backend).
+
+        ``retain_none=True`` keeps the fields that hold ``None`` as non-tensor entries holding ``None``.
+        """
         out = _delegation.to_dense(self._tensordict)
         for name, value in self._non_tensordict.items():
             if value is not None:
                 out.set_non_tensor(name, value)
+        if retain_none:
+            for spec in type(self)._fields_in_order:
+                if not out._has_str(spec.name) and getattr(self, spec.name) is None:
+                    out.set_non_tensor(spec.name, None)
         return out  # type: ignore[no-any-return]
+
+    def state_dict(
+        self, destination: Any = None, prefix: str = "", keep_vars: bool = False, flatten: bool = True
+    ) -> dict[str, Any]:
+        """:meth:`TensorDictBase.state_dict` of the fields, with the class and non-tensor fields of each level.
+
+        Each TensorClass level's ``_metadata`` also records its class name (``"_type"``) and its non-tensor
+        fields (``"_non_tensor"``), which :meth:`load_state_dict` sets back, as tensordict's.
+
+        Examples:
+            >>> class Named(TensorClass):
+            ...     x: torch.Tensor
+            ...     name: str
+            >>> sd = Named(x=torch.zeros(3), name="a", batch_size=[3]).state_dict()
+            >>> list(sd), sd._metadata[""]["_non_tensor"]
+            (['x'], {'name': 'a'})
+            >>> Named(x=torch.ones(3), name="b", batch_size=[3]).load_state_dict(sd).name
+            'a'
+        """
+        out = self._tensordict.state_dict(destination, prefix, keep_vars, flatten)
+        _export.label_levels(self, out, prefix, nested=not (flatten or destination is not None or prefix))
+        return out
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False, from_flatten: bool = False
+    ) -> Any:
+        """:meth:`TensorDictBase.load_state_dict` of the fields, then the non-tensor fields the state dict records."""
+        self._tensordict.load_state_dict(state_dict, strict, assign, from_flatten)
+        _export.restore_fields(self, state_dict)
+        return self
+
+    def _state_dict_meta(self) -> dict[str, Any]:
+        """What a state dict records of this level besides its batch size and device (as tensordict)."""
+        fields = {}
+        for spec in type(self)._fields_in_order:
+            value = getattr(self, spec.name)
+            if not isinstance(value, _Tensor) and not is_td(value) and type(value) not in _delegation.WRAPPER_TYPES:
+                fields[spec.name] = value
+        return {"_type": type(self).__qualname__, "_non_tensor": fields}
 
     def pack(self, dim: int = -1, *, layout: Any = None) -> tuple[torch.Tensor, Any]:
         """:meth:`TensorDictBase.pack` of the fields; the layout rebuilds this class (``layout.unpack``)."""

@@ -231,10 +231,15 @@ def state_dict(
     out: Any = collections.OrderedDict() if destination is None else destination
     if destination is None or not hasattr(destination, "_metadata"):
         out._metadata = collections.OrderedDict()  # (a plain dict refuses the attribute, as in tensordict)
+    held: list[tuple[Any, Any]] = []  # the TensorClasses held below the root, labelled last (label_levels)
     if flatten or destination is not None or prefix:
         root = prefix[:-1] if prefix.endswith(".") else prefix
         for path, node in named_nodes(self):
             out._metadata[prefix + ".".join(path) if path else root] = _level_meta(node)
+            if path and getattr(type(node), "_state_dict_meta", None) is not None:
+                held.append((node, prefix + ".".join(path) + "."))
+        for node, at in held:
+            label_levels(node, out, at, nested=False)
         for path, leaf in named_leaves(self):
             out[prefix + ".".join(path)] = leaf if keep_vars else leaf.detach()
         return out  # type: ignore[no-any-return]  # the caller's mapping or a new OrderedDict
@@ -247,11 +252,62 @@ def state_dict(
             level: Any = collections.OrderedDict()
             level._metadata = collections.OrderedDict({"": _level_meta(value)})
             dicts[path] = dicts[path[:-1]][path[-1]] = level
+            if getattr(type(value), "_state_dict_meta", None) is not None:
+                held.append((value, level))
+    for value, level in held:
+        label_levels(value, level, "", nested=True)
     return out  # type: ignore[no-any-return]
 
 
 def _level_meta(node: Any) -> dict[str, Any]:
-    return {"batch_size": node.batch_size, "device": node.device}
+    meta = {"batch_size": node.batch_size, "device": node.device}
+    extra = getattr(type(node), "_state_dict_meta", None)  # a TensorClass: its class and non-tensor fields
+    return meta if extra is None else {**meta, **extra(node)}
+
+
+def _wrapper_levels(obj: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """``(path, wrapper)`` for ``obj`` (a TensorClass) and the TensorClasses its fields hold, depth first."""
+    out = [(path, obj)]
+    for name in type(obj)._field_specs:
+        value = getattr(obj, name)
+        if getattr(type(value), "_state_dict_meta", None) is not None:
+            out += _wrapper_levels(value, (*path, name))
+    return out
+
+
+def label_levels(obj: Any, state_dict: Any, prefix: str, nested: bool) -> None:
+    """Add to ``state_dict``'s ``_metadata`` the class and non-tensor fields of each TensorClass level of ``obj``.
+
+    ``nested``: the state dict is made of nested dicts (``flatten=False``), each with its own ``_metadata``.
+    """
+    root = prefix[:-1] if prefix.endswith(".") else prefix
+    for path, wrapper in _wrapper_levels(obj):
+        if nested:
+            level = state_dict
+            for part in path:
+                level = level[part]
+            level._metadata[""].update(wrapper._state_dict_meta())
+        else:
+            key = prefix + ".".join(path) if path else root
+            state_dict._metadata.setdefault(key, {}).update(wrapper._state_dict_meta())
+
+
+def restore_fields(root: Any, state_dict: Mapping[str, Any]) -> None:
+    """Set back the non-tensor fields of the TensorClass levels that ``state_dict``'s ``_metadata`` records."""
+    levels: dict[tuple[str, ...], Any] = {}
+    _levels(state_dict, (), levels)
+    for path, facts in levels.items():
+        fields = facts.get("_non_tensor")
+        if not isinstance(fields, Mapping) or facts.get("_type") == "NonTensorData":
+            continue
+        node = root
+        for part in path:
+            specs = getattr(type(node), "_field_specs", None)
+            node = getattr(node, part) if specs is not None and part in specs else node.get(part, None)
+        specs = getattr(type(node), "_field_specs", None) or {}
+        for name, value in fields.items():
+            if name in specs:
+                setattr(node, name, value)
 
 
 _LEGACY = ("__batch_size", "__device")  # the keys tensordict's earlier state dicts held the root's facts in
@@ -317,6 +373,7 @@ def load_state_dict(
             node = self._get(path, None) if path else self
             if is_td(node) and not _is_nt(node):
                 node.batch_size = levels[path]["batch_size"]
+    restore_fields(self, state_dict)  # the TensorClasses held: their non-tensor fields
     return self
 
 

@@ -70,10 +70,7 @@ KNOWN_FAILURES: dict[str, str] = {
     "tensordict.prototype.fx.symbolic_trace": "tensordict.prototype (fx tracing of modules) has no counterpart",
     "tensordict.tensorclass.NonTensorData": "a ^ b of two NonTensorData gives a NonTensorData (tensordict: a tensor, "
     "as for ==)",
-    "tensordict.tensorclass._load_state_dict": "load_state_dict does not restore non-tensor fields",
     "tensordict.tensorclass._set": "the AttributeError's message is in tensorbatch's words",
-    "tensordict.tensorclass._state_dict": "state_dict keeps no _non_tensor metadata",
-    "tensordict.tensorclass._to_tensordict": "to_tensordict has no retain_none keyword",
     "tensordict.tensorclass.tensorclass": "@tensorclass(nocast=False) does not turn an int for an Any field into a "
     "tensor",
     "tensordict.utils._KeyDependentDefaultDict": "a private helper of tensordict.utils that no user code reaches",

@@ -85,9 +85,15 @@ def _classes(lib: Any) -> Any:
         a: Tensor
         b: Tensor
 
+    class Outer(lib.TensorClass):
+        inner: Labeled
+        b: Tensor
+        tag: str = "t"
+        extra: Any = None
+
     ns = type("Classes", (), {})
     classes = (State, Sub, WithDefault, Frozen, TC, Labeled, FrozenTC, CastTC, Named, FilteredTC, FilteredSub)
-    for cls in (*classes, FilteredDecorated):
+    for cls in (*classes, FilteredDecorated, Outer):
         setattr(ns, cls.__name__, cls)
     _CACHE[lib.__name__] = ns
     return ns
@@ -116,6 +122,30 @@ def _labeled(lib: Any, td: Any) -> Any:
 
 def _filtered(lib: Any, td: Any, name: str = "FilteredTC") -> Any:
     return getattr(_classes(lib), name)(a=td["a"], i=td["b"].long(), batch_size=BATCH)
+
+
+def _outer(lib: Any, td: Any, label: str = "lbl", tag: str = "t") -> Any:
+    inner = _classes(lib).Labeled(a=td["a"], label=label, batch_size=BATCH)
+    return _classes(lib).Outer(inner=inner, b=td["b"], tag=tag, extra={"k": 1}, batch_size=BATCH)
+
+
+def _sorted(facts: Any) -> Any:
+    return {k: dict(sorted(v.items())) if k == "_non_tensor" else v for k, v in facts.items()}
+
+
+def _meta(state_dict: Any) -> Any:
+    """A state dict's ``_metadata`` (and its nested dicts'), as plain dicts."""
+    out = {"": {k: _sorted(v) for k, v in sorted(state_dict._metadata.items())}}  # (tensordict's order differs)
+    out.update({k: _meta(v) for k, v in state_dict.items() if hasattr(v, "_metadata")})
+    return out
+
+
+def _loaded(lib: Any, td: Any, **kwargs: Any) -> Any:
+    """A state dict of one Outer loaded into another: the non-tensor fields come back too."""
+    sd = _outer(lib, td).state_dict(**kwargs)
+    dest = _outer(lib, td.apply(lambda x: x + 1), label="other", tag="u")
+    out = dest.load_state_dict(sd)
+    return out is dest, dest.inner.label, dest.tag, dest.extra, dest.b, dest.inner.a
 
 
 def _dtypes(x: Any) -> Any:
@@ -297,6 +327,30 @@ TENSORCLASS = [
         "tc_cast_filter_decorator",
         lambda lib, td: _dtypes(_classes(lib).FilteredDecorated(a=td["a"], b=td["b"], batch_size=BATCH).double()),
     ),
+    # state_dict records each TensorClass level's class and non-tensor fields; load_state_dict sets them back
+    case(
+        "tc_state_dict_meta", lambda lib, td: (list(_outer(lib, td).state_dict()), _meta(_outer(lib, td).state_dict()))
+    ),
+    case("tc_state_dict_meta_nested", lambda lib, td: _meta(_outer(lib, td).state_dict(flatten=False))),
+    case("tc_state_dict_meta_prefix", lambda lib, td: _meta(_outer(lib, td).state_dict(prefix="p."))),
+    case(
+        "tc_state_dict_in_td", lambda lib, td: _meta(lib.TensorDict(o=_outer(lib, td), batch_size=BATCH).state_dict())
+    ),
+    case("tc_load_state_dict", lambda lib, td: _loaded(lib, td)),
+    case("tc_load_state_dict_nested", lambda lib, td: _loaded(lib, td, flatten=False)),
+    case(
+        "tc_load_state_dict_in_td",
+        lambda lib, td: (
+            (
+                lambda dest: (
+                    dest.load_state_dict(lib.TensorDict(o=_outer(lib, td), batch_size=BATCH).state_dict()),
+                    dest,
+                )
+            )(lib.TensorDict(o=_outer(lib, td, label="x", tag="y"), batch_size=BATCH))[1]["o"].inner.label
+        ),
+    ),
+    case("tc_to_tensordict_retain_none", lambda lib, td: _labeled(lib, td).to_tensordict(retain_none=True)),
+    case("tc_to_tensordict_retain_none_false", lambda lib, td: _labeled(lib, td).to_tensordict(retain_none=False)),
     case(
         "tc_cast_filter_nested",
         lambda lib, td: _dtypes(lib.TensorDict(f=_filtered(lib, td), batch_size=BATCH).double()["f"]),
