@@ -368,7 +368,35 @@ ASSERT_CLOSE = [
         raises=AssertionError,
     ),
     case("assert_close_tolerance", lambda lib, td: lib.assert_close(td, td + 0.01, atol=0.1, rtol=0)),
+    case("assert_close_message", lambda lib, td: _first_line(lib, torch.zeros(4), torch.tensor([0, 0, 0, 0.2]))),
+    case(
+        "assert_close_message_int",
+        lambda lib, td: _first_line(lib, torch.zeros(2, 2).long(), torch.tensor([[0, 3]] * 2)),
+    ),
+    case("assert_close_ragged_lazy", lambda lib, td: lib.assert_close(*[_ragged_holder(lib) for _ in range(2)])),
+    case(
+        "assert_close_ragged_lazy_differ",
+        lambda lib, td: lib.assert_close(_ragged_holder(lib), _ragged_holder(lib, 1.0)),
+        raises=AssertionError,
+    ),
 ]
+
+
+def _first_line(lib, a, b):
+    """The first line of assert_close's message for leaves ``a`` and ``b`` (the key and the error's size)."""
+    try:
+        lib.assert_close(lib.TensorDict(x=a), lib.TensorDict(x=b))
+    except AssertionError as err:
+        return str(err).splitlines()[0]
+    raise AssertionError("assert_close passed")
+
+
+def _ragged_holder(lib, shift=0.0):
+    """A TensorDict holding a lazy stack of members of different shapes."""
+    ragged = lib.lazy_stack(
+        [lib.TensorDict(a=torch.zeros(3) + shift), lib.TensorDict(a=torch.ones(4), b=torch.ones(2))]
+    )
+    return lib.TensorDict(r=ragged)
 
 
 @pytest.mark.parametrize(("fn", "kw"), ASSERT_CLOSE)

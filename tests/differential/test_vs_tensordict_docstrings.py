@@ -65,8 +65,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "them)",
     "tensordict.base.TensorDictBase.entry_class": "the class printed is tensorbatch's (tensorbatch._td.TensorDict): "
     "the switch aliases modules, not class paths",
-    "tensordict.functional.dense_stack_tds": "dense_stack_tds refuses members whose lazy stacks hold leaves of "
-    "different shapes",
     "tensordict.prototype.fx.symbolic_trace": "tensordict.prototype (fx tracing of modules) has no counterpart",
     "tensordict.tensorclass.NonTensorData": "a ^ b of two NonTensorData gives a NonTensorData (tensordict: a tensor, "
     "as for ==)",
@@ -78,8 +76,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "tensordict.utils._import_and_wrap_functorch": "a private helper of tensordict.utils that no user code reaches",
     "tensordict.utils._int_generator": "a private helper of tensordict.utils that no user code reaches",
     "tensordict.utils._sub_index": "a private helper of tensordict.utils that no user code reaches",
-    "tensordict.utils.assert_close": "assert_close's message gives the mean squared error (tensordict: its square "
-    "root)",
     "tensordict.utils.set_printoptions": "repr prints a tree (README, Differences): compact=False's output differs in "
     "form",
 }

@@ -86,6 +86,29 @@ def _m(out: Any) -> Any:
     return out
 
 
+def _ragged_holders(lib: Any, how: str, dim: int) -> Any:
+    """Two TensorDicts (batch [2]) each holding a lazy stack of members of different shapes and keys, stacked."""
+    ragged = lib.lazy_stack([lib.TensorDict(a=torch.zeros(3)), lib.TensorDict(a=torch.ones(4), b=torch.ones(2))])
+    holders = [lib.TensorDict(lazy=ragged, x=torch.arange(2.0), batch_size=[2]) for _ in range(2)]
+    holders[1] = holders[1].clone()
+    if how == "lazy":
+        out = lib.dense_stack_tds(lib.lazy_stack(holders, dim))
+    elif how == "list":
+        out = lib.dense_stack_tds(holders, dim)
+    elif how == "torch":
+        out = torch.stack(holders, dim)
+    else:
+        out = lib.maybe_dense_stack(holders, dim)
+    inner = out["lazy"]
+    return (
+        type(out).__name__,
+        out.batch_size,
+        out["x"],
+        _m(inner),
+        [m["a"] for m in inner.tensordicts],
+    )
+
+
 def _written(write: Any, stack: Any = _homo) -> Any:
     """Build a stack, run ``write(lib, s)``, return the stack as members (where the values landed)."""
 
@@ -582,6 +605,16 @@ OPS = [
     ),
     case("lz_dense_stack_tds_lazy", lambda lib, _: lib.dense_stack_tds(_homo(lib, 1))),
     case("lz_dense_stack_tds_list", lambda lib, _: lib.dense_stack_tds(_members(lib), 1)),
+    # TensorDicts holding lazy stacks of ragged members stack densely at the top, the lazy stacks stay lazy
+    *(
+        case(f"lz_dense_stack_tds_ragged_{how}_{d}", lambda lib, _, how=how, d=d: _ragged_holders(lib, how, d))
+        for how in ("lazy", "list", "torch", "maybe")
+        for d in (0, 1)
+    ),
+    case("lz_dense_stack_tds_lazy_dim_ignored", lambda lib, _: lib.dense_stack_tds(_homo(lib, 1), 0).batch_size),
+    case("lz_dense_stack_tds_het", lambda lib, _: _m(lib.dense_stack_tds(_het(lib).tensordicts, 0))),
+    case("lz_dense_stack_tds_td", lambda lib, _: (lambda td: lib.dense_stack_tds(td) is td)(_member(lib, 0))),
+    case("lz_dense_stack_tds_no_dim", lambda lib, _: lib.dense_stack_tds(_members(lib)), raises=ValueError),
     case("lz_to_tensordict", lambda lib, _: _homo(lib, 1).to_tensordict()),
     case(
         "lz_to_tensordict_common",
