@@ -736,10 +736,14 @@ class TensorClass:
         path = (key,) if type(key) is str else key_tuple(key)
         cls = type(self)
         spec = cls._field_specs.get(path[0])
-        if spec is None:
+        if spec is None:  # tensordict's words
+            fields = sorted(cls._field_specs)
+            if len(path) == 1:
+                raise AttributeError(
+                    f"Cannot set the attribute {path[0]!r}: {cls.__name__} has no such field. Its fields are {fields}."
+                )
             raise AttributeError(
-                f"Cannot set the key {key!r}: {cls.__name__} has no field {path[0]!r}. "
-                f"Its fields are {sorted(cls._field_specs)}."
+                f"{cls.__name__!r} object has no attribute or field {path[0]!r}. Its fields are {fields}."
             )
         if len(path) == 1:
             if cls._frozen and not inplace:

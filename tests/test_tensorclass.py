@@ -403,7 +403,7 @@ class TestFieldAccess:
             s.zzz  # noqa: B018
         with pytest.raises(AttributeError, match="Cannot set the attribute 'zzz'"):
             s.zzz = 1
-        with pytest.raises(AttributeError, match="no field 'zzz'"):
+        with pytest.raises(AttributeError, match="Cannot set the attribute 'zzz': Sample has no such field"):
             s.set("zzz", torch.zeros(4))
 
     def test_string_index_is_refused(self):

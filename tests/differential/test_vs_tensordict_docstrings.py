@@ -44,10 +44,11 @@ KNOWN_FAILURES: dict[str, str] = {
     "puts a TensorClass in one object column)",
     "tensordict._base.convert._Conversion.to_tensordict": "a lazy stack's to_tensordict keeps the stack dim's name "
     "(tensordict drops it)",
-    "tensordict._base.serialization._Serialization.consolidate": "consolidate() returns an unlocked TensorDict "
-    "(tensordict locks it)",
-    "tensordict._base.serialization._Serialization.load_memmap_": "load_memmap_ keeps the keys the save lacks and "
-    "reads plain tensors (tensordict: the saved keys only, as MemoryMappedTensors)",
+    "tensordict._base.serialization._Serialization.consolidate": "consolidate() keeps the source's lock state "
+    "(tensordict locks an in-memory result only; pinned in tests/test_consolidate.py)",
+    "tensordict._base.serialization._Serialization.load_memmap_": "load_memmap_ copies the saved values into the "
+    "leaves and keeps the keys the save lacks (tensordict replaces the content with memory-mapped leaves; pinned "
+    "in test_vs_tensordict_memmap.py, mm_load_memmap_)",
     "tensordict._indexing.convert_ellipsis_to_idx": "a private helper of a private module (tensordict._indexing), "
     "which the switch does not provide",
     "tensordict._td._SubTensorDict._clone": "a private class and method (_SubTensorDict, _get_sub_tensordict) that "
@@ -68,7 +69,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "tensordict.prototype.fx.symbolic_trace": "tensordict.prototype (fx tracing of modules) has no counterpart",
     "tensordict.tensorclass.NonTensorData": "memmap() of a value JSON cannot hold needs allow_pickle=True (README, "
     "Differences: tensordict pickles it silently)",
-    "tensordict.tensorclass._set": "the AttributeError's message is in tensorbatch's words",
     "tensordict.tensorclass.tensorclass": "@tensorclass(nocast=False) does not turn an int for an Any field into a "
     "tensor",
     "tensordict.utils._KeyDependentDefaultDict": "a private helper of tensordict.utils that no user code reaches",

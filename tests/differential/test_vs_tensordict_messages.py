@@ -24,6 +24,20 @@ def _locked(lib: Any) -> Any:
     return _td(lib).lock_()
 
 
+_FOO: dict[str, Any] = {}
+
+
+def _foo(lib: Any) -> Any:
+    """A TensorClass with one field ``x`` (batch [3]); the class is made once per library."""
+    if lib.__name__ not in _FOO:
+
+        class Foo(lib.TensorClass):
+            x: torch.Tensor
+
+        _FOO[lib.__name__] = Foo
+    return _FOO[lib.__name__](x=torch.zeros(3), batch_size=[3])
+
+
 Z = torch.zeros
 LOCKED = r"Cannot modify locked TensorDict"
 CASES: list[tuple[str, Callable[[Any], Any], type, str]] = [
@@ -80,6 +94,18 @@ CASES: list[tuple[str, Callable[[Any], Any], type, str]] = [
         lambda L: _td(L).update_({"n": {"zz": Z(3)}}),
         KeyError,
         r"was not found in the dest tensordict",
+    ),
+    (
+        "tc-set-unknown",
+        lambda L: _foo(L).set("z", Z(3)),
+        AttributeError,
+        re.escape("Cannot set the attribute 'z': Foo has no such field. Its fields are ['x']."),
+    ),
+    (
+        "tc-set-unknown-nested",
+        lambda L: _foo(L).set(("z", "a"), Z(3)),
+        AttributeError,
+        re.escape("'Foo' object has no attribute or field 'z'. Its fields are ['x']."),
     ),
     ("key-int", lambda L: _td(L).get(1), KeyError, r"Only NestedKeys are supported"),
     ("key-list", lambda L: _td(L).set(["a"], Z(3)), KeyError, r"Only NestedKeys are supported"),
