@@ -40,8 +40,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "PersistentTensorDict); the example prints the class name",
     "tensordict._base.convert._Conversion.to_namedtuple": "a TensorClass's to_namedtuple prints as a GenericDict "
     "namedtuple (tensordict's prints as a plain tuple)",
-    "tensordict._base.convert._Conversion.to_pandas": "to_pandas refuses a nested key without separator= (tensordict "
-    "puts a TensorClass in one object column)",
     "tensordict._base.convert._Conversion.to_tensordict": "a lazy stack's to_tensordict keeps the stack dim's name "
     "(tensordict drops it)",
     "tensordict._base.serialization._Serialization.consolidate": "consolidate() keeps the source's lock state "
