@@ -52,6 +52,9 @@ def run_both(ref: Any, tb: Any):
 # tensordict"), or lacks a feature that arrives with a later issue. Each listed test is a strict
 # xfail: it fails loudly if the difference ever disappears.
 DIFFERENCES: dict[str, str] = {
+    "lz_stack_dim_name_densified": "a lazy stack's to_tensordict() and contiguous() keep the name given to its stack "
+    "dim (stack_dim_name=, or names set on it), as densify() and names given by refine_names (tensordict drops that "
+    "one name there only)",
     "to_module_ctx_frozen": "to_module's with block puts each old value back in its slot as it was: the same "
     "object, a frozen parameter still frozen (tensordict puts a new Parameter that requires grad)",
     "to_module_partial_order": "a partial to_module keeps the module's registration order (tensordict moves "

@@ -34,14 +34,14 @@ SKIPS: dict[str, str] = {
 
 # Docstrings that pass on tensordict 0.15.3 but not under the switch, each with the reason.
 KNOWN_FAILURES: dict[str, str] = {
-    "tensordict._base.convert._Conversion.from_zarr": "a zarr store opens as a StoredTensorDict (tensordict: a "
-    "PersistentTensorDict), so its repr's class differs",
-    "tensordict._base.convert._Conversion.to_zarr": "to_zarr returns a StoredTensorDict (tensordict: a "
+    "tensordict._base.convert._Conversion.from_zarr": "a zarr TensorDict is a StoredTensorDict (README: tensordict's "
+    "is a PersistentTensorDict), so its repr's class differs",
+    "tensordict._base.convert._Conversion.to_zarr": "to_zarr returns a StoredTensorDict (README: tensordict's is a "
     "PersistentTensorDict); the example prints the class name",
-    "tensordict._base.convert._Conversion.to_namedtuple": "a TensorClass's to_namedtuple prints as a GenericDict "
-    "namedtuple (tensordict's prints as a plain tuple)",
-    "tensordict._base.convert._Conversion.to_tensordict": "a lazy stack's to_tensordict keeps the stack dim's name "
-    "(tensordict drops it)",
+    "tensordict._base.convert._Conversion.to_namedtuple": "a TensorClass's to_namedtuple is a namedtuple with the "
+    "field names (README, Differences: tensordict's is a plain tuple)",
+    "tensordict._base.convert._Conversion.to_tensordict": "a lazy stack's to_tensordict keeps its stack dim's name "
+    "(README, Differences: tensordict drops it)",
     "tensordict._base.serialization._Serialization.consolidate": "consolidate() keeps the source's lock state "
     "(tensordict locks an in-memory result only; pinned in tests/test_consolidate.py)",
     "tensordict._base.serialization._Serialization.load_memmap_": "load_memmap_ copies the saved values into the "
@@ -51,24 +51,25 @@ KNOWN_FAILURES: dict[str, str] = {
     "which the switch does not provide",
     "tensordict._td._SubTensorDict._clone": "a private class and method (_SubTensorDict, _get_sub_tensordict) that "
     "tensorbatch does not have",
-    "tensordict._td._TensorDictKeysView": "a keys view of nested keys does not see a key set after the view was made",
+    "tensordict._td._TensorDictKeysView": "keys(include_nested=True) is a list made when called (tensordict's view "
+    "reads the TensorDict at each use, so it sees a key set later)",
     "tensordict.base.TensorDictBase._transform_keys": "a private method (TensorDictBase._transform_keys) that "
     "tensorbatch does not have",
-    "tensordict.base.TensorDictBase.batch_size": "the error names the key path in tensorbatch's words (same type, "
-    "RuntimeError; the message differs)",
-    "tensordict.base.TensorDictBase.set": "the error names the key path in tensorbatch's words (same type, "
-    "RuntimeError; the message differs)",
-    "tensordict.persistent.PersistentTensorDict.batch_size": "the error names the key path in tensorbatch's words "
-    "(same type, RuntimeError; the message differs)",
-    "tensordict.base.TensorDictBase.contiguous": "contiguous() of a lazy stack keeps the dim names (tensordict drops "
-    "them)",
+    "tensordict.base.TensorDictBase.batch_size": "the RuntimeError names the key path (README: errors name the key "
+    "path); it holds tensordict's sentence, which doctest compares whole",
+    "tensordict.base.TensorDictBase.set": "the RuntimeError names the key path (README: errors name the key path) "
+    "after tensordict's phrase 'batch dimension mismatch', not its 'got self.batch_size=...' wording",
+    "tensordict.persistent.PersistentTensorDict.batch_size": "the RuntimeError names the key path (README: errors "
+    "name the key path); it holds tensordict's sentence, which doctest compares whole",
+    "tensordict.base.TensorDictBase.contiguous": "a lazy stack's contiguous() keeps its stack dim's name (README, "
+    "Differences: tensordict drops it)",
     "tensordict.base.TensorDictBase.entry_class": "the class printed is tensorbatch's (tensorbatch._td.TensorDict): "
     "the switch aliases modules, not class paths",
     "tensordict.prototype.fx.symbolic_trace": "tensordict.prototype (fx tracing of modules) has no counterpart",
     "tensordict.tensorclass.NonTensorData": "memmap() of a value JSON cannot hold needs allow_pickle=True (README, "
     "Differences: tensordict pickles it silently)",
-    "tensordict.tensorclass.tensorclass": "@tensorclass(nocast=False) does not turn an int for an Any field into a "
-    "tensor",
+    "tensordict.tensorclass.tensorclass": "a number or list given to a field annotated Any (or object) stays a "
+    "Python value (tensordict 0.15.3 makes it a tensor, as for a Tensor field)",
     "tensordict.utils._KeyDependentDefaultDict": "a private helper of tensordict.utils that no user code reaches",
     "tensordict.utils._cache_while_locked": "a private helper of tensordict.utils that no user code reaches",
     "tensordict.utils._import_and_wrap_functorch": "a private helper of tensordict.utils that no user code reaches",

@@ -186,6 +186,12 @@ CONSTRUCT = [
     case("lz_het_exclusive_in_members", lambda lib, _: [list(td.keys()) for td in _het(lib).tensordicts]),
     case("lz_names", lambda lib, _: _named(_homo(lib, 1))),
     case(
+        "lz_stack_dim_name_densified",
+        lambda lib, _: (lambda s: (s.names, s.to_tensordict().names, s.contiguous().names, s.densify().names))(
+            lib.lazy_stack([lib.TensorDict(a=torch.zeros(3), batch_size=[3]) for _ in range(2)], stack_dim_name="s")
+        ),
+    ),
+    case(
         "lz_names_clone",
         lambda lib, _: (lambda s: (s.clone().names, (s + 1).names, s.to_tensordict().names))(
             _homo(lib).refine_names("x", "y")

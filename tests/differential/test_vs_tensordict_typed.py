@@ -290,6 +290,11 @@ TENSORCLASS = [
         lambda lib, td: torch.stack([_labeled(lib, td), _labeled(lib, td)]).label,
         difference("stacking identical non-tensor values gives one value (tensordict: a list of them)"),
     ),
+    case(
+        "tc_to_namedtuple",
+        lambda lib, td: _labeled(lib, td).to_namedtuple(),
+        difference("a TensorClass's to_namedtuple is a namedtuple with the field names (tensordict: a plain tuple)"),
+    ),
     case("tc_optional_none", lambda lib, td: _labeled(lib, td).mask),
     case("tc_optional_set", lambda lib, td: _tc(_set(_labeled(lib, td), "mask", torch.ones(4, 5)))),
     case("tc_label_to_tensordict", lambda lib, td: _labeled(lib, td).to_tensordict()),
