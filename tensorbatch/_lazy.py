@@ -1264,8 +1264,9 @@ def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) ->
     try:
         if out is None and not _stackable(tds):  # dense where the keys and shapes agree, as tensordict
             top = _lazy_shape.dense_top(tds, dim)
-            if top is None:  # lazy stacks of one stack dim: a lazy stack of their members' stacks
-                top = _lazy_shape.join("stack", tds, dim % (tds[0].batch_dims + 1)) if tds else None
+            nd = tds[0].batch_dims if tds and is_td(tds[0]) else None
+            if top is None and nd is not None and -nd - 1 <= dim <= nd:  # lazy stacks of one stack dim:
+                top = _lazy_shape.join("stack", tds, dim % (nd + 1))  # a lazy stack of their members' stacks
             return lazy_stack(tds, dim) if top is None else top
         return torch.stack(tds, dim, out=out) if out is not None else torch.stack(tds, dim)
     except (RuntimeError, KeyError):
