@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import _progress
 from .._base.coerce import as_device
 from .._ops.rows import plan_rows
 from .._ops.traverse import is_td
 from ..base import TensorDictBase
 from ..stored._node import State, StoredTensorDict
+from ..stored._write import allocate, write_all
 from ._dialect import H5Dialect
 from ._file import atomic_target, open_file, split_options
 
@@ -68,7 +68,7 @@ class PersistentTensorDict(StoredTensorDict):
     def __new__(cls, *args: Any, backend: str = "h5", **kwargs: Any) -> Any:
         """``backend="zarr"`` gives the zarr-stored TensorDict (``tensorbatch.stored``) over ``filename``/``group``."""
         if backend == "zarr":
-            from ..stored._zarr_io import from_zarr
+            from ..stored._zarr import from_zarr
 
             where = kwargs.pop("filename", None)
             group = kwargs.pop("group", None)
@@ -291,10 +291,7 @@ def from_dict(
     with atomic_target(filename) as tmp:
         file = open_file(tmp, "w", options)
         try:
-            out = PersistentTensorDict(group=file, batch_size=source.batch_size, **dataset_kwargs)
-            out._state.dialect.set_node_facts((), source.batch_size, source._maybe_names())
-            for key, value in _progress.entries(source._items_str(), progress, "to_h5"):
-                out._set_str(key, value, inplace=False, validated=True)
+            write_all(PersistentTensorDict(group=file, **dataset_kwargs), source, progress, "to_h5")
         finally:
             file.close()
     return PersistentTensorDict(filename=filename, mode="r+", device=device, file_options=options, **dataset_kwargs)
@@ -365,17 +362,8 @@ def from_schema(
         (torch.Size([1000, 4]), 0.0, True)
         >>> data.close()
     """
-    from .._keys import key_tuple
-
-    size = torch.Size(() if batch_size is None else batch_size)
-    out = PersistentTensorDict(
-        filename=filename, mode="w", batch_size=size, device=device, file_options=file_options, **kwargs
-    )
-    out._state.dialect.set_node_facts((), size, None)
-    for key, (shape, dtype) in schema.items():
-        path = key_tuple(key)
-        node: Any = out._walk_to(path, create=True)
-        node._alloc_leaf(path[-1], (*size, *shape), dtype)
+    out = PersistentTensorDict(filename=filename, mode="w", device=device, file_options=file_options, **kwargs)
+    allocate(out, schema, torch.Size(() if batch_size is None else batch_size))
     return out
 
 

@@ -6,6 +6,7 @@ The generic behaviour runs in the conformance suite (flavours ``zarr``, ``typed_
 
 from __future__ import annotations
 
+import inspect
 import json
 import pickle
 import uuid
@@ -308,6 +309,17 @@ def test_typed_wrappers_forward_to_zarr_and_from_zarr(tmp_path):
 def test_register_storage_refuses_a_name_that_is_not_an_identifier():
     with pytest.raises(ValueError, match="not an identifier"):
         register_storage("my-store", to=lambda td, where: td, opener=lambda where: where)
+
+
+def test_from_zarr_classmethod_names_its_first_parameter_filename(tmp_path):
+    """tensordict's classmethod says ``filename``, its function ``zarr_file``: ``register_storage(where=)``."""
+    sample().to_zarr(tmp_path / "f.zarr")
+    assert next(iter(inspect.signature(TensorDict.from_zarr).parameters)) == "filename"
+    assert next(iter(inspect.signature(from_zarr).parameters)) == "zarr_file"
+    assert TensorDict.from_zarr(filename=tmp_path / "f.zarr")["i"].tolist() == [1, -2, 3]
+    assert TensorDict.from_zarr(tmp_path / "f.zarr", mode="r")["i"].tolist() == [1, -2, 3]
+    with pytest.raises(TypeError, match="from_zarr\\(\\) got multiple values for argument 'filename'"):
+        TensorDict.from_zarr(tmp_path / "f.zarr", filename=tmp_path / "f.zarr")
 
 
 def test_persistent_tensordict_with_the_zarr_backend(tmp_path):
