@@ -200,7 +200,7 @@ class PersistentTensorDict(StoredTensorDict):
 
 
 def from_h5(
-    filename: str | os.PathLike[str],
+    h5_file: str | os.PathLike[str],
     mode: str = "r",
     *,
     batch_size: Any = None,
@@ -210,13 +210,14 @@ def from_h5(
     file_options: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> PersistentTensorDict:
-    """Open an HDF5 file as a :class:`PersistentTensorDict` (nothing is read but metadata).
+    """Open an HDF5 file as a :class:`PersistentTensorDict` (reads metadata only).
 
-    Without ``batch_size``, the batch sizes recorded by ``to_h5``/``from_dict`` are used; a file without them
-    (written by another tool) gets, for each nested TensorDict, the largest batch size its entries share
-    (nested ones first, at most ``batch_dims`` dims), as tensordict does. ``auto_batch_size=True`` ignores
-    the recorded sizes. Entries whose data lies in other files (external links, external or virtual storage)
-    raise ``PermissionError`` unless ``allow_external=True`` is passed.
+    Without ``batch_size``, the batch sizes recorded by ``to_h5``/``from_dict`` are used; a file without
+    them gets, per nested TensorDict, the largest batch size its entries share (at most ``batch_dims``
+    dims; ``auto_batch_size=True`` ignores recorded sizes). ``file_options={...}`` go to ``h5py.File``
+    (``locking``, ``swmr``, ``libver``, ``rdcc_nbytes``...); other keyword arguments are dataset options.
+    Entries whose data lies in other files (external links, external or virtual storage) raise
+    ``PermissionError`` naming the file and the entry, unless ``allow_external=True`` is passed.
 
     Examples:
         >>> import os, tempfile, torch
@@ -231,7 +232,7 @@ def from_h5(
         raise TypeError("pass batch_size or auto_batch_size=True, not both")
     out: PersistentTensorDict = PersistentTensorDict.__new__(PersistentTensorDict)
     recorded = out._open(
-        filename=filename,
+        filename=h5_file,
         mode=mode,
         batch_size=batch_size,
         file_options=file_options,
@@ -367,11 +368,6 @@ def from_schema(
     return out
 
 
-def _from_h5_method(cls: Any, /, filename: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> Any:
-    """Open an HDF5 file (see :func:`tensorbatch.persistent.from_h5`)."""
-    return from_h5(filename, mode, **kwargs)
-
-
 def _from_dict_method(
     cls: Any, /, input_dict: Any, filename: Any = None, batch_size: Any = None, device: Any = None, **kwargs: Any
 ) -> Any:
@@ -385,7 +381,6 @@ def _from_schema_method(cls: Any, /, schema: Any, filename: str | os.PathLike[st
 
 
 for _name, _value in (  # (set here: their signatures are not the base class's)
-    ("from_h5", classmethod(_from_h5_method)),
     ("from_dict", classmethod(_from_dict_method)),
     ("from_schema", classmethod(_from_schema_method)),
     ("clone", clone),
