@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .._base.coerce import as_device
-from .._ops.rows import plan_rows
 from .._ops.traverse import is_td
 from ..base import TensorDictBase
 from ..stored._node import State, StoredTensorDict
@@ -190,13 +189,6 @@ class PersistentTensorDict(StoredTensorDict):
         """``(h5py object, kind)`` of the entry ``key`` (``(None, None)`` when missing)."""
         kind = self._state.entries(self._path).get(key)
         return (None, None) if kind is None else (self._shared.obj((*self._path, key)), kind)
-
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
-        """An in-memory TensorDict of every leaf: one read per dataset."""
-        if not self.batch_dims:
-            return super().to_tensordict()
-        n = self.batch_size[0]
-        return self._rows(plan_rows(slice(0, n), n), None)
 
 
 def from_h5(

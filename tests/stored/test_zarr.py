@@ -322,6 +322,26 @@ def test_from_zarr_classmethod_names_its_first_parameter_filename(tmp_path):
         TensorDict.from_zarr(tmp_path / "f.zarr", filename=tmp_path / "f.zarr")
 
 
+def test_to_tensordict_reads_each_leaf_as_one_slice(tmp_path, monkeypatch):
+    from tensorbatch.stored._zarr import ZarrDialect
+
+    td = TensorDict({"a": torch.arange(12.0).view(6, 2), "n": {"b": torch.arange(6)}}, [6], names=["t"])
+    stored = td.to_zarr(tmp_path / "t.zarr")
+    kinds, read_rows = [], ZarrDialect.read_rows
+
+    def counted(self, path, plan):
+        kinds.append((path, plan.kind))
+        return read_rows(self, path, plan)
+
+    monkeypatch.setattr(ZarrDialect, "read_rows", counted)
+    out = stored.to_tensordict()
+    assert kinds == [(("a",), "slice"), (("n", "b"), "slice")]  # (not a gather of every row)
+    assert type(out) is TensorDict and out.names == ["t"] and out.batch_size == torch.Size([6])
+    assert (out == td).all()
+    out["a"].fill_(-1.0)  # new memory: the store is unchanged
+    assert stored["a"].tolist() == td["a"].tolist()
+
+
 def test_persistent_tensordict_with_the_zarr_backend(tmp_path):
     from tensorbatch import PersistentTensorDict
 
