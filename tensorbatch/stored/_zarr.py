@@ -28,6 +28,7 @@ from .._ops.meta import NODE, NON_TENSOR, TENSOR
 from .._ops.rows import RowPlan
 from ..base import TensorDictBase
 from ._dialect import Dialect, Path
+from ._dtypes import BITS, BY_NAME, DTYPE_ATTR, NUMPY_OF, TORCH_OF
 from ._node import StoredTensorDict
 from ._register import register_storage
 from ._write import allocate, write_all
@@ -35,36 +36,6 @@ from ._write import allocate, write_all
 FACTS_ATTR = "__tensordict__"
 NON_TENSOR_ATTR = "__tensordict_non_tensor__"
 STACK_ATTR = "__tensordict_stack__"
-DTYPE_ATTR = "tensorbatch_dtype"
-
-_TORCH_OF: dict[Any, torch.dtype] = {
-    np.dtype(k): v
-    for k, v in {
-        "float64": torch.float64,
-        "float32": torch.float32,
-        "float16": torch.float16,
-        "int64": torch.int64,
-        "int32": torch.int32,
-        "int16": torch.int16,
-        "int8": torch.int8,
-        "uint8": torch.uint8,
-        "bool": torch.bool,
-        "complex64": torch.complex64,
-        "complex128": torch.complex128,
-        "uint16": torch.uint16,
-        "uint32": torch.uint32,
-        "uint64": torch.uint64,
-    }.items()
-}
-_BITS = {
-    torch.bfloat16: torch.int16,
-    **{
-        getattr(torch, n): torch.uint8
-        for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
-        if hasattr(torch, n)
-    },
-}
-_BY_NAME = {str(d).removeprefix("torch."): d for d in _BITS}
 
 
 def zarr_module() -> Any:
@@ -179,7 +150,7 @@ class ZarrDialect(Dialect):
             else:
                 self._arrays[(*path, key)] = member
                 attrs = member.attrs
-                plain = np.dtype(member.dtype) in _TORCH_OF if _numpy_dtype(member) else False
+                plain = np.dtype(member.dtype) in TORCH_OF if _numpy_dtype(member) else False
                 out[key] = TENSOR if plain and NON_TENSOR_ATTR not in attrs and STACK_ATTR not in attrs else NON_TENSOR
         return out
 
@@ -246,7 +217,7 @@ class ZarrDialect(Dialect):
 
     def _create(self, path: Path, shape: tuple[int, ...], dtype: torch.dtype) -> Any:
         attributes = {}
-        stored = _BITS.get(dtype)
+        stored = BITS.get(dtype)
         if stored is not None:
             attributes[DTYPE_ATTR] = str(dtype).removeprefix("torch.")
             dtype = stored
@@ -258,7 +229,7 @@ class ZarrDialect(Dialect):
             lead = () if chunks is None else ((chunks,) if isinstance(chunks, int) else tuple(chunks))[: len(shape)]
             options["chunks"] = tuple(max(1, int(c)) for c in (*lead, *shape[len(lead) :]))
         array = self._node(path[:-1]).create_array(
-            path[-1], shape=shape, dtype=_NUMPY_NAME[dtype], fill_value=0, attributes=attributes, **options
+            path[-1], shape=shape, dtype=NUMPY_OF[dtype].name, fill_value=0, attributes=attributes, **options
         )
         self._serials[path] = next(self._count)
         self._created(path, array)
@@ -387,12 +358,9 @@ class ZarrDialect(Dialect):
                 zarr_module().consolidate_metadata(self.root.store)
 
 
-_NUMPY_NAME = {v: k.name for k, v in _TORCH_OF.items()}
-
-
 def check_dtype(path: Path, dtype: torch.dtype) -> None:
     """TypeError naming ``path`` when zarr has no type for ``dtype`` (nor for its bits)."""
-    if _BITS.get(dtype, dtype) not in _NUMPY_NAME:
+    if BITS.get(dtype, dtype) not in NUMPY_OF:
         raise TypeError(f"cannot store {'/'.join(path)!r} of dtype {dtype} in zarr: no zarr type for it")
 
 
@@ -413,18 +381,18 @@ def _numpy_dtype(array: Any) -> bool:
 
 def _torch_dtype(array: Any) -> torch.dtype:
     named = array.attrs.get(DTYPE_ATTR)
-    return _BY_NAME[named] if named in _BY_NAME else _TORCH_OF[np.dtype(array.dtype)]
+    return BY_NAME[named] if named in BY_NAME else TORCH_OF[np.dtype(array.dtype)]
 
 
 def _as_tensor(data: Any, array: Any) -> torch.Tensor:
     out = torch.from_numpy(np.array(data, copy=None, order="C"))
     named = array.attrs.get(DTYPE_ATTR)
-    return out.view(_BY_NAME[named]) if named in _BY_NAME else out
+    return out.view(BY_NAME[named]) if named in BY_NAME else out
 
 
 def _as_numpy(value: torch.Tensor) -> np.ndarray:
     value = value.detach().cpu().resolve_conj().resolve_neg()
-    bits = _BITS.get(value.dtype)
+    bits = BITS.get(value.dtype)
     return (value.view(bits) if bits is not None else value).numpy()
 
 
