@@ -14,6 +14,7 @@ go through small data descriptors.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -810,7 +811,8 @@ class TensorClass:
         return "\n".join(lines)
 
     def __reduce__(self) -> Any:
-        return _unpickle, (type(self), self._tensordict, self._non_tensordict)
+        cls = type(self)  # (a class made a tensorclass in place is pickled by its name: the dataclass's)
+        return _unpickle, (cls.__dict__.get("_tb_in_place_of", cls), self._tensordict, self._non_tensordict)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return self.__reduce__()
@@ -831,6 +833,8 @@ def _unpickle(cls: Any, td: Any, extras: Any) -> Any:
         TypeError: for a ``cls`` that is no TensorClass, a ``td`` that is no TensorDict, or ``extras`` that
             are no dict of fields of ``cls``.
     """
+    if isinstance(cls, type):
+        cls = cls.__dict__.get("_tb_in_place_impl", cls)
     if not (isinstance(cls, type) and issubclass(cls, TensorClass) and cls._field_specs):
         raise TypeError(f"unpickling a TensorClass: expected a TensorClass with fields, got {cls!r}")
     if not is_td(td) or type(extras) is not dict or not extras.keys() <= cls._field_specs.keys():
@@ -1146,7 +1150,7 @@ def is_tensorclass(obj: Any) -> bool:
         False
     """
     klass = obj if isinstance(obj, type) else type(obj)
-    return issubclass(klass, TensorClass)
+    return issubclass(klass, TensorClass) or "_tb_in_place_impl" in klass.__dict__
 
 
 def from_dataclass(
@@ -1171,9 +1175,11 @@ def from_dataclass(
     holding deep copies of its field values (``dataclasses.asdict``). ``TensorDict.from_dataclass``
     gives a TensorDict instead.
 
+    ``inplace=True`` makes the dataclass type itself a tensorclass and returns it, as tensordict does.
+
     Note:
-        Differs from tensordict: ``inplace=True`` returns the class rebuilt as a TensorClass subclass
-        (as ``@tensorclass`` does here) instead of changing ``obj`` itself.
+        Differs from tensordict: after ``inplace=True`` the instances are of a TensorClass subclass of the
+        dataclass, of the same name (``isinstance`` holds, ``type(obj) is cls`` does not).
 
     Args:
         obj: a dataclass type or instance.
@@ -1185,7 +1191,7 @@ def from_dataclass(
             ``shadow`` and ``tensor_only``.
         autocast: see ``frozen``.
         nocast: see ``frozen``.
-        inplace: for a type, keep its name instead of ``<name>_tc``.
+        inplace: for a type, change the type itself instead of building ``<name>_tc``.
         shadow: see ``frozen``.
         tensor_only: see ``frozen``.
         device: for an instance, the device of the result.
@@ -1208,11 +1214,11 @@ def from_dataclass(
     """
     options = {"frozen": frozen, "autocast": autocast, "nocast": nocast, "shadow": shadow, "tensor_only": tensor_only}
     if isinstance(obj, type):
-        if issubclass(obj, TensorClass):
+        if is_tensorclass(obj):
             return obj
         if not dataclasses.is_dataclass(obj):
             raise TypeError(f"from_dataclass expects a dataclass type or instance, got the class {obj.__name__}")
-        return _tensorclass_of(obj, obj.__name__ if inplace else f"{obj.__name__}_tc", options)
+        return _make_in_place(obj, options) if inplace else _tensorclass_of(obj, f"{obj.__name__}_tc", options)
     if not dataclasses.is_dataclass(obj):
         raise TypeError(f"from_dataclass expects a dataclass type or instance, got {type(obj).__name__}")
     if auto_batch_size and batch_size is not None:
@@ -1224,6 +1230,11 @@ def from_dataclass(
 
 def _tensorclass_of(klass: type, name: str, options: dict[str, bool]) -> type:
     """A TensorClass with ``klass``'s dataclass fields (annotations and defaults) and the given options."""
+    return type(name, (TensorClass,), _fields_namespace(klass, name), **{k: v for k, v in options.items() if v})
+
+
+def _fields_namespace(klass: type, name: str) -> dict[str, Any]:
+    """A class namespace declaring ``klass``'s dataclass fields (annotations and defaults)."""
     namespace: dict[str, Any] = {"__annotations__": {}, "__module__": klass.__module__, "__qualname__": name}
     hints = typing.get_type_hints(klass)
     for f in dataclasses.fields(klass):
@@ -1232,7 +1243,72 @@ def _tensorclass_of(klass: type, name: str, options: dict[str, bool]) -> type:
             namespace[f.name] = dataclasses.field(default_factory=f.default_factory)
         elif f.default is not dataclasses.MISSING:
             namespace[f.name] = f.default
-    return type(name, (TensorClass,), namespace, **{k: v for k, v in options.items() if v})
+    return namespace
+
+
+# what @dataclass writes into a class that a TensorClass defines its own way
+_DATACLASS_MEMBERS = (
+    "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__setattr__", "__delattr__",
+    "__getstate__", "__setstate__", "__replace__",
+)  # fmt: skip
+
+
+def _make_in_place(klass: type, options: dict[str, bool]) -> type:
+    """Make the dataclass ``klass`` a tensorclass, keeping the class object and its bases (``inplace=True``).
+
+    A class's instance layout cannot change, so the machinery lives in a TensorClass subclass of ``klass`` with
+    its name: ``klass(...)`` builds instances of it (``isinstance(obj, klass)`` holds), its own methods and
+    ``__post_init__`` are inherited, and the class-level API (``fields``, ``from_tensordict``, ...) is reachable
+    from ``klass``. ``is_tensorclass(klass)`` is True; pickles name ``klass``.
+    """
+    if "__slots__" in klass.__dict__:
+        raise TypeError(f"from_dataclass(inplace=True): {klass.__name__} has __slots__, which fix its layout")
+    namespace = _fields_namespace(klass, klass.__qualname__)
+    params = klass.__dict__["__dataclass_params__"]
+    # a frozen dataclass keeps its own __setattr__ (fields refuse assignment, as in tensordict)
+    keep = ("__setattr__", "__delattr__") if params.frozen else ()
+    for name in _DATACLASS_MEMBERS:
+        own = klass.__dict__.get(name, MISSING)
+        if own is not MISSING and name not in keep and (own is None or _generated(own)):  # a user's own stays
+            namespace[name] = _class_attr(TensorClass, name)
+    namespace["_tb_in_place_of"] = klass
+    if params.frozen:  # dataclasses refuses a non-frozen dataclass subclass of it: unfrozen meanwhile
+        unfrozen = copy.copy(params)
+        unfrozen.frozen = False
+        type.__setattr__(klass, "__dataclass_params__", unfrozen)
+    try:
+        impl = type(klass.__name__, (klass, TensorClass), namespace, **{k: v for k, v in options.items() if v})
+    finally:
+        type.__setattr__(klass, "__dataclass_params__", params)
+
+    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return _new(impl if cls is klass else cls)
+
+    klass.__new__ = staticmethod(__new__)  # type: ignore[assignment]
+    type.__setattr__(klass, "_tb_in_place_impl", impl)
+    for name, member in vars(TensorClass).items():
+        if isinstance(member, classmethod) and not name.startswith("__") and name not in klass.__dict__:
+            setattr(klass, name, _ClassAPI(member, klass, impl))
+    return klass
+
+
+def _generated(member: Any) -> bool:
+    """True for a method that ``@dataclass`` wrote (its code was compiled from a string)."""
+    code = getattr(inspect.unwrap(member), "__code__", None)
+    return code is not None and code.co_filename == "<string>"
+
+
+class _ClassAPI:
+    """A TensorClass classmethod on a class made a tensorclass in place: bound to the class doing its work."""
+
+    __slots__ = ("_impl", "_klass", "_member")
+
+    def __init__(self, member: classmethod[Any, Any, Any], klass: type, impl: type) -> None:
+        self._member, self._klass, self._impl = member, klass, impl
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        owner = type(obj) if owner is None else owner
+        return self._member.__get__(obj, self._impl if owner is self._klass else owner)
 
 
 TensorCollection.register(TensorClass)
