@@ -191,6 +191,19 @@ def _tc_set(lib: Any) -> None:
     s.x = Z(4)
 
 
+def _typed(lib: Any) -> Any:
+    class State(lib.TypedTensorDict):
+        x: torch.Tensor
+        y: torch.Tensor
+
+    return State
+
+
+def _typed_set(lib: Any) -> None:
+    s = _typed(lib)(x=Z(4), y=Z(4), batch_size=[4])
+    s.x = Z(2)
+
+
 def _deep(lib: Any) -> Any:
     return lib.TensorDict({"n": {"m": {"b": Z(3, 2)}}}, [3])
 
@@ -222,6 +235,13 @@ EXACT: list[tuple[str, Callable[[Any], Any]]] = [
         lambda L: setattr(L.TensorDict({"n": L.TensorDict({"b": Z(3, 2)}, [3, 2])}, [3]), "batch_size", [3, 5]),
     ),
     ("batch-size-setter-memmap", lambda L: setattr(_td(L).exclude("n").memmap_like(), "batch_size", [4])),
+    ("typed-ctor", lambda L: _typed(L)(x=Z(3), y=Z(4), batch_size=[4])),
+    ("typed-field-set", _typed_set),
+    ("typed-batch-size", lambda L: setattr(_typed(L)(x=Z(4), y=Z(4), batch_size=[4]), "batch_size", [5])),
+    (
+        "batch-size-setter-lazy-entry",
+        lambda L: setattr(L.TensorDict({"l": L.lazy_stack([_td(L)] * 2, 1)}, [3]), "batch_size", [4]),
+    ),
     ("tensorclass-batch-size", lambda L: setattr(_tc(L)(x=Z(3), batch_size=[3]), "batch_size", [4])),
 ]
 
