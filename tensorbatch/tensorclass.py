@@ -14,6 +14,7 @@ go through small data descriptors.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -21,7 +22,7 @@ import inspect
 import typing
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -1259,37 +1260,72 @@ def _make_in_place(klass: type, options: dict[str, bool]) -> type:
     A class's instance layout cannot change, so the machinery lives in a TensorClass subclass of ``klass`` with
     its name: ``klass(...)`` builds instances of it (``isinstance(obj, klass)`` holds), its own methods and
     ``__post_init__`` are inherited, and the class-level API (``fields``, ``from_tensordict``, ...) is reachable
-    from ``klass``. ``is_tensorclass(klass)`` is True; pickles name ``klass``.
+    from ``klass``. ``is_tensorclass(klass)`` is True; pickles name ``klass``; a subclass of ``klass`` is made
+    a tensorclass the same way when it is defined.
     """
     if "__slots__" in klass.__dict__:
         raise TypeError(f"from_dataclass(inplace=True): {klass.__name__} has __slots__, which fix its layout")
     namespace = _fields_namespace(klass, klass.__qualname__)
-    params = klass.__dict__["__dataclass_params__"]
     # a frozen dataclass keeps its own __setattr__ (fields refuse assignment, as in tensordict)
-    keep = ("__setattr__", "__delattr__") if params.frozen else ()
+    keep = ("__setattr__", "__delattr__") if klass.__dataclass_params__.frozen else ()  # type: ignore[attr-defined]
     for name in _DATACLASS_MEMBERS:
         own = klass.__dict__.get(name, MISSING)
         if own is not MISSING and name not in keep and (own is None or _generated(own)):  # a user's own stays
             namespace[name] = _class_attr(TensorClass, name)
     namespace["_tb_in_place_of"] = klass
-    if params.frozen:  # dataclasses refuses a non-frozen dataclass subclass of it: unfrozen meanwhile
-        unfrozen = copy.copy(params)
-        unfrozen.frozen = False
-        type.__setattr__(klass, "__dataclass_params__", unfrozen)
-    try:
-        impl = type(klass.__name__, (klass, TensorClass), namespace, **{k: v for k, v in options.items() if v})
-    finally:
-        type.__setattr__(klass, "__dataclass_params__", params)
-
-    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
-        return _new(impl if cls is klass else cls)
-
-    klass.__new__ = staticmethod(__new__)  # type: ignore[assignment]
+    parents = tuple(b.__dict__["_tb_in_place_impl"] for b in klass.__bases__ if "_tb_in_place_impl" in b.__dict__)
+    if not parents:  # (a subclass inherits them); first: the class's own __init_subclass__ is not for the machinery
+        _install_in_place_hooks(klass)
+    with _unfrozen(klass):  # dataclasses refuses a non-frozen dataclass subclass of a frozen one
+        impl = type(
+            klass.__name__, (klass, *(parents or (TensorClass,))), namespace, **{k: v for k, v in options.items() if v}
+        )
     type.__setattr__(klass, "_tb_in_place_impl", impl)
+    return klass
+
+
+def _install_in_place_hooks(klass: type) -> None:
+    """``klass(...)`` builds its machinery class's instances; subclasses convert; the class-level API."""
+    own_hook = klass.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls: Any, /, **kwargs: Any) -> None:
+        user = not issubclass(cls, TensorClass)  # a user's subclass, not a machinery class (which inherits)
+        if own_hook is not None and user:
+            own_hook.__get__(None, cls)(**kwargs)
+        else:
+            super(typing.cast(Any, klass), cls).__init_subclass__(**kwargs)
+        if user:
+            _make_in_place(cls, {})
+
+    klass.__new__ = staticmethod(_new_in_place)  # type: ignore[assignment]
+    klass.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
     for name, member in vars(TensorClass).items():
         if isinstance(member, classmethod) and not name.startswith("__") and name not in klass.__dict__:
-            setattr(klass, name, _ClassAPI(member, klass, impl))
-    return klass
+            setattr(klass, name, _ClassAPI(member))
+
+
+def _new_in_place(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """``__new__`` of a class made a tensorclass in place: an instance of its machinery class."""
+    return _new(cls.__dict__.get("_tb_in_place_impl", cls))
+
+
+@contextlib.contextmanager
+def _unfrozen(klass: type) -> Iterator[None]:
+    """Frozen dataclasses in ``klass``'s MRO read as not frozen meanwhile."""
+    frozen = [
+        (b, b.__dict__["__dataclass_params__"])
+        for b in klass.__mro__
+        if getattr(b.__dict__.get("__dataclass_params__"), "frozen", False)
+    ]
+    for b, params in frozen:
+        unfrozen = copy.copy(params)
+        unfrozen.frozen = False
+        type.__setattr__(b, "__dataclass_params__", unfrozen)
+    try:
+        yield
+    finally:
+        for b, params in frozen:
+            type.__setattr__(b, "__dataclass_params__", params)
 
 
 def _generated(member: Any) -> bool:
@@ -1301,14 +1337,14 @@ def _generated(member: Any) -> bool:
 class _ClassAPI:
     """A TensorClass classmethod on a class made a tensorclass in place: bound to the class doing its work."""
 
-    __slots__ = ("_impl", "_klass", "_member")
+    __slots__ = ("_member",)
 
-    def __init__(self, member: classmethod[Any, Any, Any], klass: type, impl: type) -> None:
-        self._member, self._klass, self._impl = member, klass, impl
+    def __init__(self, member: classmethod[Any, Any, Any]) -> None:
+        self._member = member
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         owner = type(obj) if owner is None else owner
-        return self._member.__get__(obj, self._impl if owner is self._klass else owner)
+        return self._member.__get__(obj, owner.__dict__.get("_tb_in_place_impl", owner))
 
 
 TensorCollection.register(TensorClass)

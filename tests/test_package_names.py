@@ -145,6 +145,32 @@ def test_from_dataclass_inplace_changes_the_class_itself() -> None:
     assert item.obs.shape == (3, 2)
 
 
+def test_from_dataclass_inplace_subclass_and_class_hooks() -> None:
+    seen = []
+
+    @dataclasses.dataclass
+    class Base:
+        x: torch.Tensor
+
+        def __init_subclass__(cls, **kwargs: object) -> None:  # the class's own hook still runs
+            super().__init_subclass__(**kwargs)
+            seen.append(cls.__name__)
+
+    from_dataclass(Base, inplace=True)
+
+    class Sub(Base):
+        def total(self) -> torch.Tensor:
+            return self.x.sum()
+
+    assert is_tensorclass(Sub) and Sub.__bases__ == (Base,) and seen == ["Sub"]
+    sub = Sub(x=torch.ones(3), batch_size=[3])
+    assert isinstance(sub, Sub) and isinstance(sub, Base) and sub.total() == 3
+    assert isinstance(sub[:2], Sub) and isinstance(
+        Sub.from_tensordict(TensorDict(x=torch.ones(2), batch_size=[2])), Sub
+    )
+    assert isinstance(Base(x=torch.ones(2), batch_size=[2]), Base) and not isinstance(Base(torch.ones(1)), Sub)
+
+
 def test_from_dataclass_inplace_frozen_and_slots() -> None:
     @dataclasses.dataclass(frozen=True)
     class Point:

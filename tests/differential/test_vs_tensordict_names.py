@@ -342,6 +342,25 @@ def test_from_dataclass_inplace_changes_the_class(tb: Any, ref: Any) -> None:
     assert run(tb) == run(ref)
 
 
+def test_from_dataclass_inplace_subclasses_are_tensorclasses(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        cls, _ = _in_place_class(m)
+
+        class Sub(cls):
+            def tripled(self) -> torch.Tensor:
+                return self.obs * 3
+
+        made = Sub(obs=torch.ones(3, 2), batch_size=[3])
+        return (
+            m.is_tensorclass(Sub),
+            (isinstance(made, Sub), isinstance(made, cls), type(made).__name__),
+            (made.tripled().tolist(), made.doubled().tolist(), made.name),
+            (type(made[1:]).__name__, isinstance(torch.stack([made, made]), Sub)),
+        )
+
+    assert run(tb) == run(ref)
+
+
 def test_from_dataclass_inplace_instances_are_of_the_class(tb: Any, ref: Any) -> None:
     def run(m: Any) -> Any:
         cls, _ = _in_place_class(m)
