@@ -48,6 +48,7 @@ class TensorDict(TensorDictBase):
     """
 
     __slots__ = ("__weakref__", "_batch_size", "_device", "_is_locked", "_names", "_tensordict")
+    _named_by_copy = True  # (see TensorDictBase._named_by_copy)
 
     def __init__(
         self,

@@ -38,6 +38,7 @@ from ._base.collection import TensorCollection
 from ._base.export import leaf_repr, tree_lines
 from ._compat import broadcasting_one_tuple, dynamo_compiling, register_pytree_node
 from ._keys import is_key, key_tuple
+from ._list_leaf import read_list
 from ._nontensor import MetaData as MetaData
 from ._nontensor import NonTensorData as NonTensorData
 from ._nontensor import NonTensorDataBase as NonTensorDataBase
@@ -204,11 +205,26 @@ def _number_field(cls: Any, spec: _Spec, value: Any, unbatched: bool) -> tuple[A
     return value, False  # the TensorDict turns it into a tensor
 
 
-def _prepare(cls: Any, spec: _Spec, value: Any, unbatched: bool = False) -> tuple[Any, bool]:
+def _list_fits(value: list[Any], batch_size: torch.Size) -> bool:
+    """True when the TensorDict reads the list ``value`` as a leaf of ``batch_size`` (a tensor or a stack)."""
+    leaf = read_list(value, NonTensorStack)
+    if leaf is None:
+        return bool(batch_size) and len(value) == batch_size[0]
+    shape = leaf.shape if isinstance(leaf, _Tensor) else leaf.batch_size
+    return shape[: len(batch_size)] == batch_size
+
+
+def _prepare(
+    cls: Any, spec: _Spec, value: Any, unbatched: bool = False, batch_size: torch.Size | None = None
+) -> tuple[Any, bool]:
     """The value to store for ``spec`` and whether it must be kept as a Python value (a non-tensor leaf).
 
     ``unbatched``: the TensorDict's batch size is empty (a number given to an ``int``/``float``/``bool``
-    field becomes a 0-d tensor then, see :func:`_number_field`).
+    field becomes a 0-d tensor then, see :func:`_number_field`). A list is read as the TensorDict
+    (``batch_size``) reads it (a tensor or a stack of its items, as tensordict) when it fits the batch size, and
+    kept as one Python value when it does not (tensordict raises: a ``default_factory=list`` field then fails
+    for any batch size but ``[0]`` and ``[]``); autocast classes keep lists, as tensordict's. Fields annotated
+    as tensors or numbers take lists as tensors (a misfit raises, as there).
     """
     if value is None:
         return None, False
@@ -220,6 +236,8 @@ def _prepare(cls: Any, spec: _Spec, value: Any, unbatched: bool = False) -> tupl
         value = _cast(cls, spec, value)
     if isinstance(value, _Tensor) or is_td(value):
         return value, False
+    if type(value) is list and batch_size is not None and not (cls._autocast or spec.tensor or spec.number):
+        return value, not _list_fits(value, batch_size)
     if spec.tensor:
         if cls._nocast:
             return value, True
@@ -239,7 +257,7 @@ def _prepare(cls: Any, spec: _Spec, value: Any, unbatched: bool = False) -> tupl
 
 def _write(obj: Any, spec: _Spec, value: Any, inplace: bool = False) -> None:
     td = obj._tensordict
-    value, python = _prepare(type(obj), spec, value, spec.number is not None and not td.batch_size)
+    value, python = _prepare(type(obj), spec, value, spec.number is not None and not td.batch_size, td.batch_size)
     name = spec.name
     extras = obj._non_tensordict
     if extras and name in extras:
@@ -282,7 +300,7 @@ def _init(
                     fits = False
             data[spec.name] = value
             continue
-        value, python = _prepare(cls, spec, value, n == 0)
+        value, python = _prepare(cls, spec, value, n == 0, bs)
         if value is not None:
             fits = False
             data[spec.name] = _wrap_non_tensor(value, bs, dev) if python else value

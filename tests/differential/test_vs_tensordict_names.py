@@ -507,3 +507,42 @@ def test_metadata_memmap_interop(tb: Any, ref: Any, tmp_path: Any) -> None:
     for m, folder in ((tb, "theirs"), (ref, "ours"), (tb, "ours")):
         loaded = m.TensorDict.load_memmap(tmp_path / folder).get("m")
         assert type(loaded).__name__ == "MetaData" and loaded.data == {"a": 1}, (m.__name__, folder)
+
+
+# ------------------------------------------------------------------------------------------ dim names on set
+def test_a_tensordict_set_into_a_named_one_takes_its_names_on_a_copy(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        td = m.TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4], names=["x", "y"])
+        out = []
+        for key, make, how in (
+            ("s", lambda: m.TensorDict(b=torch.zeros(3, 4, 2), batch_size=[3, 4]), "setitem"),
+            ("l", lambda: m.TensorDict(b=torch.zeros(3, 4, 2), batch_size=[3, 4, 2]), "set"),
+            ("same", lambda: m.TensorDict(b=torch.zeros(3, 4), batch_size=[3, 4], names=["x", "y"]), "setitem"),
+            ("part", lambda: m.TensorDict(b=torch.zeros(3, 4), batch_size=[3, 4], names=["x", None]), "update"),
+            ("lazy", lambda: m.lazy_stack([m.TensorDict(b=torch.zeros(4), batch_size=[4])] * 3), "setitem"),
+            ("bad", lambda: m.TensorDict(b=torch.zeros(3, 4), batch_size=[3, 4], names=["p", "q"]), "setitem"),
+        ):
+            sub = make()
+            before = sub.names
+            try:
+                if how == "set":
+                    td.set(key, sub)
+                elif how == "update":
+                    td.update({key: sub})
+                else:
+                    td[key] = sub
+            except RuntimeError as err:
+                out.append((key, "RuntimeError", str(err).split(":")[0], key in td.keys()))
+                continue
+            out.append((key, td[key].names, td[key] is sub, sub.names == before, type(td[key]).__name__))
+        sub = m.TensorDict(b=torch.zeros(3, 4), batch_size=[3, 4])
+        built = m.TensorDict({"s": sub}, batch_size=[3, 4], names=["x", "y"])
+        unnamed = m.TensorDict(batch_size=[3, 4])
+        unnamed["s"] = sub
+        out.append(("ctor", built["s"].names, built["s"] is sub, sub.names, unnamed["s"] is sub))
+        return out
+
+    mine, theirs = _both(tb, ref, run)
+    assert mine == theirs
+    assert mine[0] == ("s", ["x", "y"], False, True, "TensorDict")
+    assert mine[-2] == ("bad", "RuntimeError", "refine_names", False)

@@ -159,7 +159,7 @@ def test_views_read_whole_by_int_or_slice_give_the_rows_names_and_nested_batch(t
             want = td[index]
             assert type(got) is TensorDict and got.batch_size == want.batch_size
             assert got["n"].batch_size == want["n"].batch_size and got["n", "d"].batch_size == want["n", "d"].batch_size
-            assert got.names == (want.names if type(index) is slice else [None])  # (an int's rows: unnamed)
+            assert got.names == want.names  # (as tensordict: the rows keep the names of the dims left)
             assert (got == want).all()
 
 
