@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .._base.coerce import checked_names
-from .._errors import batch_mismatch, missing_key
+from .._errors import batch_size_refused, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
 from .._ops.rows import RowPlan, check_fits, plan_rows
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
@@ -208,7 +208,7 @@ class StoredTensorDict(CopyOnRead):
             if kind == NODE and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
                 self._get_str(key)._check_batch(new_size)
                 continue
-            raise batch_mismatch(new_size, (*self._path, key), shape)
+            raise batch_size_refused(new_size, (*self._path, key), shape, "TensorDict" if kind == NODE else "Tensor")
 
     def _apply_batch(self, new_size: torch.Size, record: bool = True) -> None:
         state = self._state
