@@ -123,6 +123,7 @@ class LazyStackedTensorDict(TensorDictBase):
     """
 
     __slots__ = ("__weakref__", "_batch_size", "_is_locked", "_stack_dim", "_stack_name", "_tds")
+    _named_by_copy = True  # (see TensorDictBase._named_by_copy)
 
     def __init__(
         self,

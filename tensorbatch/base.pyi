@@ -116,6 +116,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         follow: builtins.bool = ...,
     ) -> TensorDictBase: ...
     def _maybe_names(self) -> tuple[Any, ...] | None: ...
+    _named_by_copy: ClassVar[builtins.bool]
     def _new_leaves(
         self,
         size: Any,

@@ -14,13 +14,15 @@ go through small data descriptors.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import functools
 import inspect
 import typing
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -37,6 +39,7 @@ from ._base.collection import TensorCollection
 from ._base.export import leaf_repr, tree_lines
 from ._compat import broadcasting_one_tuple, dynamo_compiling, register_pytree_node
 from ._keys import is_key, key_tuple
+from ._list_leaf import read_list
 from ._nontensor import MetaData as MetaData
 from ._nontensor import NonTensorData as NonTensorData
 from ._nontensor import NonTensorDataBase as NonTensorDataBase
@@ -204,11 +207,26 @@ def _number_field(cls: Any, spec: _Spec, value: Any, unbatched: bool) -> tuple[A
     return value, False  # the TensorDict turns it into a tensor
 
 
-def _prepare(cls: Any, spec: _Spec, value: Any, unbatched: bool = False) -> tuple[Any, bool]:
+def _list_fits(value: list[Any], batch_size: torch.Size) -> bool:
+    """True when the TensorDict reads the list ``value`` as a leaf of ``batch_size`` (a tensor or a stack)."""
+    leaf = read_list(value, NonTensorStack)
+    if leaf is None:
+        return bool(batch_size) and len(value) == batch_size[0]
+    shape = leaf.shape if isinstance(leaf, _Tensor) else leaf.batch_size
+    return shape[: len(batch_size)] == batch_size
+
+
+def _prepare(
+    cls: Any, spec: _Spec, value: Any, unbatched: bool = False, batch_size: torch.Size | None = None
+) -> tuple[Any, bool]:
     """The value to store for ``spec`` and whether it must be kept as a Python value (a non-tensor leaf).
 
     ``unbatched``: the TensorDict's batch size is empty (a number given to an ``int``/``float``/``bool``
-    field becomes a 0-d tensor then, see :func:`_number_field`).
+    field becomes a 0-d tensor then, see :func:`_number_field`). A list is read as the TensorDict
+    (``batch_size``) reads it (a tensor or a stack of its items, as tensordict) when it fits the batch size, and
+    kept as one Python value when it does not (tensordict raises: a ``default_factory=list`` field then fails
+    for any batch size but ``[0]`` and ``[]``); autocast classes keep lists, as tensordict's. Fields annotated
+    as tensors or numbers take lists as tensors (a misfit raises, as there).
     """
     if value is None:
         return None, False
@@ -220,6 +238,8 @@ def _prepare(cls: Any, spec: _Spec, value: Any, unbatched: bool = False) -> tupl
         value = _cast(cls, spec, value)
     if isinstance(value, _Tensor) or is_td(value):
         return value, False
+    if type(value) is list and batch_size is not None and not (cls._autocast or spec.tensor or spec.number):
+        return value, not _list_fits(value, batch_size)
     if spec.tensor:
         if cls._nocast:
             return value, True
@@ -239,7 +259,7 @@ def _prepare(cls: Any, spec: _Spec, value: Any, unbatched: bool = False) -> tupl
 
 def _write(obj: Any, spec: _Spec, value: Any, inplace: bool = False) -> None:
     td = obj._tensordict
-    value, python = _prepare(type(obj), spec, value, spec.number is not None and not td.batch_size)
+    value, python = _prepare(type(obj), spec, value, spec.number is not None and not td.batch_size, td.batch_size)
     name = spec.name
     extras = obj._non_tensordict
     if extras and name in extras:
@@ -282,7 +302,7 @@ def _init(
                     fits = False
             data[spec.name] = value
             continue
-        value, python = _prepare(cls, spec, value, n == 0)
+        value, python = _prepare(cls, spec, value, n == 0, bs)
         if value is not None:
             fits = False
             data[spec.name] = _wrap_non_tensor(value, bs, dev) if python else value
@@ -869,7 +889,8 @@ class TensorClass:
         return "\n".join(lines)
 
     def __reduce__(self) -> Any:
-        return _unpickle, (type(self), self._tensordict, self._non_tensordict)
+        cls = type(self)  # (a class made a tensorclass in place is pickled by its name: the dataclass's)
+        return _unpickle, (cls.__dict__.get("_tb_in_place_of", cls), self._tensordict, self._non_tensordict)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return self.__reduce__()
@@ -890,6 +911,8 @@ def _unpickle(cls: Any, td: Any, extras: Any) -> Any:
         TypeError: for a ``cls`` that is no TensorClass, a ``td`` that is no TensorDict, or ``extras`` that
             are no dict of fields of ``cls``.
     """
+    if isinstance(cls, type):
+        cls = cls.__dict__.get("_tb_in_place_impl", cls)
     if not (isinstance(cls, type) and issubclass(cls, TensorClass) and cls._field_specs):
         raise TypeError(f"unpickling a TensorClass: expected a TensorClass with fields, got {cls!r}")
     if not is_td(td) or type(extras) is not dict or not extras.keys() <= cls._field_specs.keys():
@@ -1222,7 +1245,7 @@ def is_tensorclass(obj: Any) -> bool:
         False
     """
     klass = obj if isinstance(obj, type) else type(obj)
-    return issubclass(klass, TensorClass)
+    return issubclass(klass, TensorClass) or "_tb_in_place_impl" in klass.__dict__
 
 
 def from_dataclass(
@@ -1247,9 +1270,11 @@ def from_dataclass(
     holding deep copies of its field values (``dataclasses.asdict``). ``TensorDict.from_dataclass``
     gives a TensorDict instead.
 
+    ``inplace=True`` makes the dataclass type itself a tensorclass and returns it, as tensordict does.
+
     Note:
-        Differs from tensordict: ``inplace=True`` returns the class rebuilt as a TensorClass subclass
-        (as ``@tensorclass`` does here) instead of changing ``obj`` itself.
+        Differs from tensordict: after ``inplace=True`` the instances are of a TensorClass subclass of the
+        dataclass, of the same name (``isinstance`` holds, ``type(obj) is cls`` does not).
 
     Args:
         obj: a dataclass type or instance.
@@ -1261,7 +1286,7 @@ def from_dataclass(
             ``shadow`` and ``tensor_only``.
         autocast: see ``frozen``.
         nocast: see ``frozen``.
-        inplace: for a type, keep its name instead of ``<name>_tc``.
+        inplace: for a type, change the type itself instead of building ``<name>_tc``.
         shadow: see ``frozen``.
         tensor_only: see ``frozen``.
         device: for an instance, the device of the result.
@@ -1284,11 +1309,11 @@ def from_dataclass(
     """
     options = {"frozen": frozen, "autocast": autocast, "nocast": nocast, "shadow": shadow, "tensor_only": tensor_only}
     if isinstance(obj, type):
-        if issubclass(obj, TensorClass):
+        if is_tensorclass(obj):
             return obj
         if not dataclasses.is_dataclass(obj):
             raise TypeError(f"from_dataclass expects a dataclass type or instance, got the class {obj.__name__}")
-        return _tensorclass_of(obj, obj.__name__ if inplace else f"{obj.__name__}_tc", options)
+        return _make_in_place(obj, options) if inplace else _tensorclass_of(obj, f"{obj.__name__}_tc", options)
     if not dataclasses.is_dataclass(obj):
         raise TypeError(f"from_dataclass expects a dataclass type or instance, got {type(obj).__name__}")
     if auto_batch_size and batch_size is not None:
@@ -1300,6 +1325,11 @@ def from_dataclass(
 
 def _tensorclass_of(klass: type, name: str, options: dict[str, bool]) -> type:
     """A TensorClass with ``klass``'s dataclass fields (annotations and defaults) and the given options."""
+    return type(name, (TensorClass,), _fields_namespace(klass, name), **{k: v for k, v in options.items() if v})
+
+
+def _fields_namespace(klass: type, name: str) -> dict[str, Any]:
+    """A class namespace declaring ``klass``'s dataclass fields (annotations and defaults)."""
     namespace: dict[str, Any] = {"__annotations__": {}, "__module__": klass.__module__, "__qualname__": name}
     hints = typing.get_type_hints(klass)
     for f in dataclasses.fields(klass):
@@ -1308,7 +1338,107 @@ def _tensorclass_of(klass: type, name: str, options: dict[str, bool]) -> type:
             namespace[f.name] = dataclasses.field(default_factory=f.default_factory)
         elif f.default is not dataclasses.MISSING:
             namespace[f.name] = f.default
-    return type(name, (TensorClass,), namespace, **{k: v for k, v in options.items() if v})
+    return namespace
+
+
+# what @dataclass writes into a class that a TensorClass defines its own way
+_DATACLASS_MEMBERS = (
+    "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__setattr__", "__delattr__",
+    "__getstate__", "__setstate__", "__replace__",
+)  # fmt: skip
+
+
+def _make_in_place(klass: type, options: dict[str, bool]) -> type:
+    """Make the dataclass ``klass`` a tensorclass, keeping the class object and its bases (``inplace=True``).
+
+    A class's instance layout cannot change, so the machinery lives in a TensorClass subclass of ``klass`` with
+    its name: ``klass(...)`` builds instances of it (``isinstance(obj, klass)`` holds), its own methods and
+    ``__post_init__`` are inherited, and the class-level API (``fields``, ``from_tensordict``, ...) is reachable
+    from ``klass``. ``is_tensorclass(klass)`` is True; pickles name ``klass``; a subclass of ``klass`` is made
+    a tensorclass the same way when it is defined.
+    """
+    if "__slots__" in klass.__dict__:
+        raise TypeError(f"from_dataclass(inplace=True): {klass.__name__} has __slots__, which fix its layout")
+    namespace = _fields_namespace(klass, klass.__qualname__)
+    # a frozen dataclass keeps its own __setattr__ (fields refuse assignment, as in tensordict)
+    keep = ("__setattr__", "__delattr__") if klass.__dataclass_params__.frozen else ()  # type: ignore[attr-defined]
+    for name in _DATACLASS_MEMBERS:
+        own = klass.__dict__.get(name, MISSING)
+        if own is not MISSING and name not in keep and (own is None or _generated(own)):  # a user's own stays
+            namespace[name] = _class_attr(TensorClass, name)
+    namespace["_tb_in_place_of"] = klass
+    parents = tuple(b.__dict__["_tb_in_place_impl"] for b in klass.__bases__ if "_tb_in_place_impl" in b.__dict__)
+    if not parents:  # (a subclass inherits them); first: the class's own __init_subclass__ is not for the machinery
+        _install_in_place_hooks(klass)
+    with _unfrozen(klass):  # dataclasses refuses a non-frozen dataclass subclass of a frozen one
+        impl = type(
+            klass.__name__, (klass, *(parents or (TensorClass,))), namespace, **{k: v for k, v in options.items() if v}
+        )
+    type.__setattr__(klass, "_tb_in_place_impl", impl)
+    return klass
+
+
+def _install_in_place_hooks(klass: type) -> None:
+    """``klass(...)`` builds its machinery class's instances; subclasses convert; the class-level API."""
+    own_hook = klass.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls: Any, /, **kwargs: Any) -> None:
+        user = not issubclass(cls, TensorClass)  # a user's subclass, not a machinery class (which inherits)
+        if own_hook is not None and user:
+            own_hook.__get__(None, cls)(**kwargs)
+        else:
+            super(typing.cast(Any, klass), cls).__init_subclass__(**kwargs)
+        if user:
+            _make_in_place(cls, {})
+
+    klass.__new__ = staticmethod(_new_in_place)  # type: ignore[assignment]
+    klass.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+    for name, member in vars(TensorClass).items():
+        if isinstance(member, classmethod) and not name.startswith("__") and name not in klass.__dict__:
+            setattr(klass, name, _ClassAPI(member))
+
+
+def _new_in_place(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """``__new__`` of a class made a tensorclass in place: an instance of its machinery class."""
+    return _new(cls.__dict__.get("_tb_in_place_impl", cls))
+
+
+@contextlib.contextmanager
+def _unfrozen(klass: type) -> Iterator[None]:
+    """Frozen dataclasses in ``klass``'s MRO read as not frozen meanwhile."""
+    frozen = [
+        (b, b.__dict__["__dataclass_params__"])
+        for b in klass.__mro__
+        if getattr(b.__dict__.get("__dataclass_params__"), "frozen", False)
+    ]
+    for b, params in frozen:
+        unfrozen = copy.copy(params)
+        unfrozen.frozen = False
+        type.__setattr__(b, "__dataclass_params__", unfrozen)
+    try:
+        yield
+    finally:
+        for b, params in frozen:
+            type.__setattr__(b, "__dataclass_params__", params)
+
+
+def _generated(member: Any) -> bool:
+    """True for a method that ``@dataclass`` wrote (its code was compiled from a string)."""
+    code = getattr(inspect.unwrap(member), "__code__", None)
+    return code is not None and code.co_filename == "<string>"
+
+
+class _ClassAPI:
+    """A TensorClass classmethod on a class made a tensorclass in place: bound to the class doing its work."""
+
+    __slots__ = ("_member",)
+
+    def __init__(self, member: classmethod[Any, Any, Any]) -> None:
+        self._member = member
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        owner = type(obj) if owner is None else owner
+        return self._member.__get__(obj, owner.__dict__.get("_tb_in_place_impl", owner))
 
 
 TensorCollection.register(TensorClass)

@@ -71,6 +71,9 @@ DIFFERENCES: dict[str, str] = {
     "(tensordict, which patches torch's vmap, maps the feature dim)",
     "vmap_negative_in_dims": "vmap goes through pytree: a negative in_dims counts from each tensor's last dim "
     "(tensordict: from the last batch dim); here the tensors' mapped sizes differ and vmap raises",
+    "from_dataclass_inplace_instances_are_of_the_class": "from_dataclass(cls, inplace=True) changes cls, but its "
+    "instances are of a TensorClass subclass of cls of the same name (isinstance holds; tensordict: type(obj) is "
+    "cls): a TensorClass instance keeps its TensorDict in slots that cls's instances lack",
     "numel_zero_batch_quirk": "numel() of an empty batch is 0 (tensordict returns 1)",
     "test_getitem_2d[tuple_": "a tuple of ints inside an index is a list index, as torch: td[((0, 2),)] has "
     "batch [2, 5] (tensordict indexes the leaves the same way but reports batch [5])",

@@ -5,6 +5,7 @@ found missing, called as a user of tensordict 0.15.3 calls them (by the referenc
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 import torch
@@ -410,3 +411,24 @@ def test_assert_close_message_names_prefix_and_msg(tb):
         tb.assert_close(td, td + 1, prefix="p", msg="MSG")
     with pytest.raises(KeyError, match=r"The first TD has keys \{.y.\}.*MSG"):
         tb.assert_close(td.clone().set("y", torch.zeros(3)), td, msg="MSG")
+
+
+@pytest.mark.parametrize("storage", ["h5", "zarr"])
+def test_indexed_stored_views_keep_dim_names(ref, tb, tmp_path, storage):
+    pytest.importorskip("h5py" if storage == "h5" else "zarr")
+
+    def run(lib: Any, where: str) -> Any:
+        td = lib.TensorDict(
+            a=torch.arange(12.0).view(3, 4),
+            n=lib.TensorDict(b=torch.zeros(3, 4, 2), batch_size=[3, 4]),
+            batch_size=[3, 4],
+            names=["x", "y"],
+        )
+        stored = td.to_h5(str(tmp_path / where)) if storage == "h5" else td.to_zarr(str(tmp_path / where))
+        indexes = (0, slice(1, None), (slice(None), 1), torch.tensor([0, 2]), torch.tensor([True, False, True]))
+        out = [(stored[i].names, stored[i].to_tensordict().names, stored[i]["n"].names) for i in indexes]
+        return out, stored.names
+
+    mine, theirs = run(tb, "tb"), run(ref, "ref")
+    assert mine == theirs
+    assert mine[0][0] == (["y"], ["y"], ["y"])

@@ -502,6 +502,21 @@ def test_lazy_write(run_both, fn, kw):
 # --------------------------------------------------------------------------------------------------
 # Operations
 # --------------------------------------------------------------------------------------------------
+MASK2D_23 = torch.tensor([[True, False, True], [False, True, False]])
+
+
+def _same_ndim(lib: Any) -> Any:
+    """Members of batch [3] whose leaves all have 2 dims: a tensor ``other`` of 3 dims spans every leaf."""
+    return lib.lazy_stack(
+        [lib.TensorDict(a=torch.zeros(3, 2) + i, b=torch.ones(3, 4) * i, batch_size=[3]) for i in range(2)]
+    )
+
+
+def _unbatched_members(lib: Any) -> Any:
+    """Members without batch dims: a [2, 3] condition reaches past the stack's batch size [2]."""
+    return lib.lazy_stack([lib.TensorDict(a=torch.zeros(3, 2) + i) for i in range(2)])
+
+
 def _op(fn: Any, stack: Any = _homo) -> Any:
     return lambda lib, _: _m(fn(lib, stack(lib)))
 
@@ -741,6 +756,8 @@ SHAPE = [
     case("lz_torch_stack_lazy_dense", _op(lambda lib, s: torch.stack([s, s.to_tensordict()], 0))),
     case("lz_torch_stack_lazy_sd1", _op(lambda lib, s: torch.stack([s, s.clone()], 2), lambda lib: _homo(lib, 1))),
     case("lz_where_td", _op(lambda lib, s: s.where(MASK2D, s.clone() * 0))),
+    case("lz_where_tensor_spanning", _op(lambda lib, s: s.where(MASK2D_23, torch.full((2, 3, 1), 7.0)), _same_ndim)),
+    case("lz_where_condition_beyond", _op(lambda lib, s: s.where(MASK2D_23, 9.0), _unbatched_members)),
     case("lz_index_none_mid", _index((slice(None), None, slice(1, None)), 1)),
     case("lz_index_mask2d_sd1", _index(MASK2D, 1)),
     # the same shape operations with values only: these agree

@@ -378,6 +378,46 @@ def _tc_shadowing(lib: Any, td: Any) -> Any:
 TENSORCLASS.append(case("tc_shadow", _tc_shadowing, raises=AttributeError))
 
 
+def _list_field(value: Any, batch: list[int], option: str | None = None, assign: bool = False) -> Any:
+    """A list given to a field annotated ``Any``: read as a TensorDict reads it (a tensor or a stack of items)."""
+
+    def fn(lib: Any, td: Any) -> Any:
+        base = lib.TensorClass[option] if option else lib.TensorClass
+
+        class Holder(base):  # type: ignore[misc, valid-type]
+            x: Tensor
+            y: Any = None
+
+        if assign:
+            obj = Holder(x=torch.zeros(3), batch_size=batch)
+            obj.y = value
+        else:
+            obj = Holder(x=torch.zeros(3), y=value, batch_size=batch)
+        y, kept = obj.y, obj._tensordict.get("y")
+        first = obj[0].y if batch else None
+        as_list = y.tolist() if hasattr(y, "tolist") else y
+        return type(y).__name__, type(kept).__name__, as_list, first
+
+    return fn
+
+
+TENSORCLASS += [
+    case("tc_list_ints", _list_field([1, 2, 3], [3])),
+    case("tc_list_ints_unbatched", _list_field([1, 2, 3], [])),
+    case("tc_list_strs", _list_field(["a", "b", "c"], [3])),
+    case("tc_list_strs_unbatched", _list_field(["a", "b", "c"], [])),
+    case("tc_list_dicts", _list_field([{"k": 1}, {"k": 2}, {"k": 3}], [3])),
+    case("tc_list_assign", _list_field([4, 5, 6], [3], assign=True)),
+    case("tc_list_nocast", _list_field(["a", "b", "c"], [3], "nocast")),
+    case("tc_list_autocast", _list_field([1, 2, 3], [3], "autocast")),
+    case(
+        "tc_list_misfit",
+        _list_field([1.0, 2.0], [3]),
+        difference("a list that does not fit the batch size is kept as one value (tensordict raises)"),
+    ),
+]
+
+
 @pytest.mark.parametrize(("fn", "kw"), TENSORCLASS)
 def test_tensorclass(run_both, fn, kw):
     run_both(_quiet(fn), **kw)
