@@ -66,6 +66,7 @@ from .typed import TypedTensorDict, resolve_annotations, strip_optional
 _Tensor = torch.Tensor
 _Size = torch.Size
 _CASTABLE = (int, float, bool, str)
+_EMPTY = torch.Size([])
 _TENSOR_LIKE = (int, float, bool, complex, list, tuple, np.ndarray, np.generic, Mapping)
 _INIT_KEYWORDS = ("self", "batch_size", "device", "names", "non_blocking", "lock")
 
@@ -254,6 +255,8 @@ def _prepare(
         return value, False
     if spec.number is not None and not (cls._nocast or cls._autocast):
         return _number_field(cls, spec, value, unbatched)
+    if type(value) in (int, float, bool) and spec.number is None and batch_size == _EMPTY and not cls._nocast:
+        return value, False  # a 0-d tensor, as tensordict (a number in a non-empty batch stays a value: it raises)
     return value, True
 
 

@@ -410,6 +410,16 @@ TENSORCLASS += [
     case("tc_list_assign", _list_field([4, 5, 6], [3], assign=True)),
     case("tc_list_nocast", _list_field(["a", "b", "c"], [3], "nocast")),
     case("tc_list_autocast", _list_field([1, 2, 3], [3], "autocast")),
+    case("tc_any_int_unbatched", _list_field(1, [])),
+    case("tc_any_float_unbatched", _list_field(2.5, [])),
+    case("tc_any_bool_assign_unbatched", _list_field(True, [], assign=True)),
+    case("tc_any_int_nocast", _list_field(1, [], "nocast")),
+    case("tc_any_int_autocast", _list_field(1, [], "autocast")),
+    case(
+        "tc_any_int_batched",
+        _list_field(1, [3]),
+        difference("a number given to an Any field in a non-empty batch is kept as one value (tensordict raises)"),
+    ),
     case(
         "tc_list_misfit",
         _list_field([1.0, 2.0], [3]),
