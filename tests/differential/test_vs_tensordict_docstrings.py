@@ -55,12 +55,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "reads the TensorDict at each use, so it sees a key set later)",
     "tensordict.base.TensorDictBase._transform_keys": "a private method (TensorDictBase._transform_keys) that "
     "tensorbatch does not have",
-    "tensordict.base.TensorDictBase.batch_size": "the RuntimeError names the key path (README: errors name the key "
-    "path); it holds tensordict's sentence, which doctest compares whole",
-    "tensordict.base.TensorDictBase.set": "the RuntimeError names the key path (README: errors name the key path) "
-    "after tensordict's phrase 'batch dimension mismatch', not its 'got self.batch_size=...' wording",
-    "tensordict.persistent.PersistentTensorDict.batch_size": "the RuntimeError names the key path (README: errors "
-    "name the key path); it holds tensordict's sentence, which doctest compares whole",
     "tensordict.base.TensorDictBase.contiguous": "a lazy stack's contiguous() keeps its stack dim's name (README, "
     "Differences: tensordict drops it)",
     "tensordict.base.TensorDictBase.entry_class": "the class printed is tensorbatch's (tensorbatch._td.TensorDict): "
@@ -68,8 +62,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "tensordict.prototype.fx.symbolic_trace": "tensordict.prototype (fx tracing of modules) has no counterpart",
     "tensordict.tensorclass.NonTensorData": "memmap() of a value JSON cannot hold needs allow_pickle=True (README, "
     "Differences: tensordict pickles it silently)",
-    "tensordict.tensorclass.tensorclass": "a number or list given to a field annotated Any (or object) stays a "
-    "Python value (tensordict 0.15.3 makes it a tensor, as for a Tensor field)",
     "tensordict.utils._KeyDependentDefaultDict": "a private helper of tensordict.utils that no user code reaches",
     "tensordict.utils._cache_while_locked": "a private helper of tensordict.utils that no user code reaches",
     "tensordict.utils._import_and_wrap_functorch": "a private helper of tensordict.utils that no user code reaches",
