@@ -104,6 +104,41 @@ def h5_open(lib: Any) -> Callable[[], Any]:
     return lambda: lib.PersistentTensorDict.from_h5(path).close()
 
 
+def h5_to_h5(lib: Any) -> Callable[[], Any]:
+    """``td.to_h5(path)`` of 100 rows (two leaves and a nested one), then close: a whole TensorDict written."""
+    path = _file("to")
+    leaves = {"obs": torch.ones(100, 16), "reward": torch.ones(100, 1), "action": torch.ones(100, 4)}
+    if lib is None:
+        import h5py
+
+        def raw() -> None:
+            with h5py.File(path, "w") as f:
+                f["obs"], f["reward"] = leaves["obs"].numpy(), leaves["reward"].numpy()
+                f["nested/action"] = leaves["action"].numpy()
+
+        return raw
+    td = lib.TensorDict(
+        {"obs": leaves["obs"], "reward": leaves["reward"], "nested": {"action": leaves["action"]}}, [100]
+    )
+    return lambda: td.to_h5(path).close()
+
+
+def h5_schema(lib: Any) -> Callable[[], Any]:
+    """``from_schema(storage="h5")`` of the three leaves over 1,000 rows, then close: allocation without data."""
+    path = _file("schema")
+    schema = {"obs": ([16], torch.float32), "reward": ([1], torch.float32), ("nested", "action"): ([4], torch.float32)}
+    if lib is None:
+        import h5py
+
+        def raw() -> None:
+            with h5py.File(path, "w") as f:
+                for name, (shape, _) in schema.items():
+                    f.create_dataset("/".join(name) if isinstance(name, tuple) else name, (N, *shape), "f4")
+
+        return raw
+    return lambda: lib.TensorDict.from_schema(schema, batch_size=[N], storage="h5", filename=path).close()
+
+
 CASES: dict[str, Callable[[Any], Callable[[], Any]]] = {
     "h5_slice": _read(h5_slice, lambda f: _raw_all(f, slice(400, 500))),
     "h5_int": _read(h5_int, lambda f: _raw_all(f, 7)),
@@ -113,4 +148,6 @@ CASES: dict[str, Callable[[Any], Callable[[], Any]]] = {
     "h5_keys": _read(h5_keys, lambda f: list(f.keys())),
     "h5_write_rows": h5_write_rows,
     "h5_open": h5_open,
+    "h5_to_h5": h5_to_h5,
+    "h5_schema": h5_schema,
 }

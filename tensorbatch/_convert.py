@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._errors import fmt_path, fmt_shape, user_stacklevel
+from ._base.coerce import as_size
+from ._errors import batch_mismatch, fmt_path, fmt_shape, user_stacklevel
 from ._keys import is_key
 from ._nontensor import NonTensorData, NonTensorStack, is_non_tensor
 from ._ops.traverse import MISSING, is_td, named_nodes, plain_value_of
@@ -318,7 +319,12 @@ def _from_struct_array(
     _check_conflict("from_struct_array", auto_batch_size, batch_size)
     td = _struct_source(struct_array, target, struct_array.shape)
     if batch_size is not None:
-        td.batch_size = batch_size
+        size = as_size(batch_size)
+        for key, value in td.items():  # checked as the constructor checks, with its message (as tensordict)
+            shape = value.batch_size if is_td(value) else value.shape
+            if shape[: len(size)] != size:
+                raise batch_mismatch(size, (key,), shape)
+        td.batch_size = size
     if device is not None:
         td = td.to(device)
     return _finish("from_struct_array", td, auto_batch_size, batch_dims, batch_size)

@@ -76,20 +76,39 @@ def _dq(key: str) -> str:
     return json.dumps(key, ensure_ascii=False)
 
 
+_SCALAR_HINT = (
+    " Python scalars are stored as 0-dim tensors: to store a scalar in a tensordict with a non-empty batch size, "
+    "expand it to the batch size or wrap it in NonTensorData (in a tensorclass, the nocast option stores scalars "
+    "as they are)."
+)
+
+
+def _size(shape: Any) -> str:
+    """A shape as ``torch.Size`` prints it: ``torch.Size([3, 4])``."""
+    return f"torch.Size({list(shape)})"
+
+
 def batch_mismatch(batch_size: Any, path: tuple[str, ...], shape: Any) -> RuntimeError:
-    """RuntimeError for a leaf whose leading dims do not match the batch size."""
-    return RuntimeError(  # "batch dimension mismatch": tensordict's phrase, which users match on
-        f"batch dimension mismatch: batch_size {fmt_shape(batch_size)} is incompatible with leaf {fmt_path(path)} "
-        f"of shape {fmt_shape(shape)}: the leading dimensions of every leaf must equal the batch size"
+    """RuntimeError for a value whose leading dims do not match its node's batch size.
+
+    tensordict's text, which users match on; where tensordict names the last key only, the full
+    path stands in the same slot (``for key ('n', 'x')``). A 0-dim value gets tensordict's hint.
+    """
+    msg = (
+        f"batch dimension mismatch, got self.batch_size={_size(batch_size)} and value.shape={_size(shape)} "
+        f"for key {fmt_path(path)}. The leading dimensions of a value must match the batch size."
     )
+    return RuntimeError(msg + _SCALAR_HINT if len(shape) == 0 else msg)
 
 
-def batch_size_refused(batch_size: Any, path: tuple[str, ...], shape: Any) -> RuntimeError:
-    """The ``batch_size`` setter's refusal: :func:`batch_mismatch`, then tensordict's sentence (users match on it)."""
-    err = batch_mismatch(batch_size, path, shape)
+def batch_size_refused(batch_size: Any, path: tuple[str, ...], shape: Any, kind: str = "Tensor") -> RuntimeError:
+    """The ``batch_size`` setter's refusal of the entry at ``path`` (of type name ``kind``): tensordict's text.
+
+    tensordict names the entry by its last key; a nested one is named here by its full path.
+    """
+    name = path[0] if len(path) == 1 else fmt_path(path)
     return RuntimeError(
-        f"{err.args[0]}; the Tensor {path[-1]} has shape torch.Size({list(shape)}) which is "
-        f"incompatible with the batch-size torch.Size({list(batch_size)})"
+        f"the {kind} {name} has shape {_size(shape)} which is incompatible with the batch-size {_size(batch_size)}."
     )
 
 

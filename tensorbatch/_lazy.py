@@ -123,6 +123,7 @@ class LazyStackedTensorDict(TensorDictBase):
     """
 
     __slots__ = ("__weakref__", "_batch_size", "_is_locked", "_stack_dim", "_stack_name", "_tds")
+    _named_by_copy = True  # (see TensorDictBase._named_by_copy)
 
     def __init__(
         self,
@@ -1264,6 +1265,9 @@ def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) ->
     try:
         if out is None and not _stackable(tds):  # dense where the keys and shapes agree, as tensordict
             top = _lazy_shape.dense_top(tds, dim)
+            nd = tds[0].batch_dims if tds and is_td(tds[0]) else None
+            if top is None and nd is not None and -nd - 1 <= dim <= nd:  # lazy stacks of one stack dim:
+                top = _lazy_shape.join("stack", tds, dim % (nd + 1))  # a lazy stack of their members' stacks
             return lazy_stack(tds, dim) if top is None else top
         return torch.stack(tds, dim, out=out) if out is not None else torch.stack(tds, dim)
     except (RuntimeError, KeyError):
@@ -1310,10 +1314,33 @@ def _stackable(tds: list[Any]) -> bool:
 
 
 def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | None = None) -> Any:
-    """Densely stack a list of TensorDicts (or a lazy stack's members along its stack dim)."""
+    """Stack a list of TensorDicts (or a lazy stack's members, along its stack dim) densely where possible.
+
+    As :func:`maybe_dense_stack`: TensorDicts whose keys or leaf shapes differ give a lazy stack; lazy stacks
+    held below the root stay lazy stacks (of their members' stacks), so TensorDicts holding lazy stacks of
+    ragged members stack densely at the top. A TensorDict that is no lazy stack is returned as it is.
+
+    Args:
+        td_list: the TensorDicts, or a lazy stack (whose ``stack_dim`` is used: ``dim`` is then ignored).
+        dim: the dim to stack along; required for a list.
+
+    Raises:
+        ValueError: for a list without ``dim``.
+
+    Examples:
+        >>> from tensorbatch import TensorDict, lazy_stack
+        >>> ragged = lazy_stack([TensorDict(a=torch.zeros(3)), TensorDict(a=torch.zeros(4))])
+        >>> out = dense_stack_tds([TensorDict(r=ragged), TensorDict(r=ragged.clone())], dim=0)
+        >>> type(out).__name__, out.batch_size, type(out["r"]).__name__, out["r"].stack_dim
+        ('TensorDict', torch.Size([2]), 'LazyStackedTensorDict', 1)
+    """
     if isinstance(td_list, LazyStackedTensorDict):
-        return torch.stack(list(td_list.tensordicts), td_list.stack_dim if dim is None else dim)
-    return torch.stack(list(td_list), 0 if dim is None else dim)
+        return maybe_dense_stack(list(td_list.tensordicts), td_list.stack_dim)
+    if is_td(td_list):
+        return td_list
+    if dim is None:
+        raise ValueError("dense_stack_tds: a list of TensorDicts needs dim= (the dim to stack them along)")
+    return maybe_dense_stack(list(td_list), dim)
 
 
 # (after maybe_dense_stack and _stackable, which the shape table is given)

@@ -175,8 +175,19 @@ def _expand(s: Any, plan: tuple[torch.Size, int]) -> Any:
     return out
 
 
-def _full_mask(s: Any, mask: Any) -> Any:
-    """``mask`` over the leading batch dims, expanded to the batch size; None when it is no such mask."""
+def _full_mask(s: Any, mask: Any, beyond: bool = False) -> Any:
+    """``mask`` over the leading batch dims, expanded to the batch size; None when it is no such mask.
+
+    ``beyond``: a mask longer than the batch dims (``where``'s condition over the leaves' dims) whose leading
+    dims are the batch size is taken as it is (it splits along the stack dim like the leaves).
+    """
+    if (
+        beyond
+        and isinstance(mask, _Tensor)
+        and mask.ndim > s.batch_dims
+        and mask.shape[: s.batch_dims] == s._batch_size
+    ):
+        return mask
     if not isinstance(mask, _Tensor) or not 0 < mask.ndim <= s.batch_dims or mask.shape != s._batch_size[: mask.ndim]:
         return None
     return mask.reshape(*mask.shape, *[1] * (s.batch_dims - mask.ndim)).expand(s._batch_size)
@@ -189,16 +200,26 @@ def _masked_fill_plan(s: Any, mask: Any, value: Any) -> Any:
 
 
 def _where_plan(s: Any, condition: Any, other: Any, *, out: Any = None, pad: Any = None) -> Any:
-    full = _full_mask(s, condition)
+    full = _full_mask(s, condition, beyond=True)
     if full is None or out is not None:
         return None
     if is_td(other):  # each member meets its slice of ``other``
         if other.batch_size != s._batch_size:
             return None
         return (lambda td, m, o: td.where(m, o, pad=pad)), full, other.unbind(s._stack_dim)
-    if isinstance(other, _Tensor) and other.ndim:  # it aligns with each leaf from the right: no member slice
-        return None
+    if isinstance(other, _Tensor) and other.ndim:
+        # It aligns with each leaf from the right (as TensorDict.where): a member can take its slice only when
+        # ``other`` spans every leaf's dims, batch dims first; else the generic (dense) where.
+        if other.shape[: s.batch_dims] != s._batch_size or not _spans_leaves(s, other.ndim):
+            return None
+        return (lambda td, m, o: td.where(m, o, pad=pad)), full, other.unbind(s._stack_dim)
     return (lambda td, m: td.where(m, other, pad=pad)), full, None
+
+
+def _spans_leaves(s: Any, ndim: int) -> bool:
+    """True when every leaf of the stack is a tensor with ``ndim`` dims (its members' with one fewer)."""
+    leaves = s._tds[0].values(True, True)
+    return all(isinstance(v, _Tensor) and v.ndim + 1 == ndim for v in leaves)
 
 
 def _masked(s: Any, plan: Any) -> Any:

@@ -22,9 +22,10 @@ member: a ``NonTensorData`` again. ``expand`` and ``unsqueeze`` stack copies of 
 from __future__ import annotations
 
 import copy
+import operator
 import weakref
-from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, Self, SupportsIndex
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, Literal, Self, SupportsIndex
 
 import torch
 from torch.utils import _pytree
@@ -291,7 +292,7 @@ class _NonTensor(TensorDictBase):
         self,
         *,
         convert_nodes: bool = True,
-        convert_tensors: bool = False,
+        convert_tensors: bool | Literal["numpy"] = False,
         tolist_first: bool = False,
         as_linked_list: bool = False,
     ) -> Any:
@@ -373,6 +374,21 @@ class _NonTensor(TensorDictBase):
     def __ne__(self, other: Any) -> Any:
         return ~(self == other)
 
+    def __xor__(self, other: Any) -> Any:
+        """With another non-tensor leaf: ``bool(x ^ y)`` value by value, a bool tensor shaped like the batch.
+
+        As tensordict (values compared as ``==`` compares them); any other operand is taken leaf-wise.
+        """
+        if not isinstance(other, _NonTensor):
+            return super().__xor__(other)  # (table-generated)
+        return _truths(self, other, operator.xor)
+
+    def __or__(self, other: Any) -> Any:
+        """With another non-tensor leaf: ``bool(x | y)`` value by value, a bool tensor shaped like the batch."""
+        if not isinstance(other, _NonTensor):
+            return super().__or__(other)  # (table-generated)
+        return _truths(self, other, operator.or_)
+
     def clone(self, recurse: bool = True, **kwargs: Any) -> _NonTensor:
         """A new leaf with copies of the values, as tensordict's.
 
@@ -452,6 +468,20 @@ class _NonTensor(TensorDictBase):
 
     def _become(self, other: _NonTensor) -> None:
         raise NotImplementedError
+
+
+def _truths(leaf: _NonTensor, other: _NonTensor, fn: Callable[[Any, Any], Any]) -> torch.Tensor:
+    """The truth of ``fn`` of the two leaves' values, position by position: a bool tensor shaped like the batch."""
+
+    def walk(mine: Any, theirs: Any, depth: int) -> Any:
+        if depth == 0 or not isinstance(mine, list):
+            return bool(fn(mine, theirs))
+        if isinstance(theirs, list) and len(theirs) == len(mine):
+            return [walk(a, b, depth - 1) for a, b in zip(mine, theirs, strict=True)]
+        return [walk(a, theirs, depth - 1) for a in mine]
+
+    values = walk(leaf.tolist(), other.tolist(), leaf.batch_dims)
+    return torch.tensor(values, dtype=torch.bool).expand(leaf.batch_size)
 
 
 def _compare(mine: Any, theirs: Any, depth: int) -> Any:

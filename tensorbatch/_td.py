@@ -48,6 +48,7 @@ class TensorDict(TensorDictBase):
     """
 
     __slots__ = ("__weakref__", "_batch_size", "_device", "_is_locked", "_names", "_tensordict")
+    _named_by_copy = True  # (see TensorDictBase._named_by_copy)
 
     def __init__(
         self,
@@ -180,12 +181,12 @@ class TensorDict(TensorDictBase):
                 if shape[:n] == new_size:
                     continue
                 if is_td(value) and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
-                    if type(value) in NON_TENSOR_TYPES and not value._uniform():
-                        raise _errors.batch_size_refused(new_size, (*path, key), shape)  # per-element values
+                    if type(value) in NON_TENSOR_TYPES and not value._uniform():  # per-element values
+                        raise _errors.batch_size_refused(new_size, (*path, key), shape, type(value).__name__)
                     if type(value) is not TensorDict:
                         followers.append(value)
                     continue
-                raise _errors.batch_size_refused(new_size, (*path, key), shape)
+                raise _errors.batch_size_refused(new_size, (*path, key), shape, type(value).__name__)
         for value in followers:  # another backend, a wrapper or a non-tensor leaf: through its public setter
             value.batch_size = new_size
         for node, key, value in unbatched:

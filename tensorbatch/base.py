@@ -52,6 +52,9 @@ class TensorDictBase(StorageHooks, TensorCollection):
     _non_tensor_cls: ClassVar[Any] = None
     _non_tensor_stack_cls: ClassVar[Any] = None
     _linked_list_cls: ClassVar[Any] = None  # LinkedList (``tolist(as_linked_list=True)``), set there too
+    # In-memory types (TensorDict, lazy stacks): a value of one set into a named TensorDict is stored as a named
+    # shallow copy, as tensordict's, instead of renaming the caller's object (see _base/access.py _named_node).
+    _named_by_copy: ClassVar[bool] = False
     # NumPy defers binary operators to us (``np.float32(2) - td`` calls ``td.__rsub__``) instead of trying to
     # make an array of the TensorDict; a NumPy ufunc called on a TensorDict raises TypeError.
     __array_ufunc__ = None

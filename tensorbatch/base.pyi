@@ -116,6 +116,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
         follow: builtins.bool = ...,
     ) -> TensorDictBase: ...
     def _maybe_names(self) -> tuple[Any, ...] | None: ...
+    _named_by_copy: ClassVar[builtins.bool]
     def _new_leaves(
         self,
         size: Any,
@@ -934,7 +935,7 @@ class TensorDictBase(StorageHooks, TensorCollection):
     ) -> Iterator[Any]: ...
     def masked_fill(td, mask: _Tensor, value: Any) -> Any: ...
     def masked_fill_(td, mask: _Tensor, value: Any) -> Any: ...
-    def masked_select(td, mask: _Tensor) -> Any: ...
+    def masked_select(td, mask: _Tensor, *, inplace: builtins.bool = ...) -> Any: ...
     def max(
         self,
         dim: Any = ...,
@@ -1367,7 +1368,8 @@ class TensorDictBase(StorageHooks, TensorCollection):
         self,
         *,
         retain_none: builtins.bool = ...,
-        convert_tensors: builtins.bool = ...,
+        convert_tensors: builtins.bool | Literal['numpy'] = ...,
+        tolist_first: builtins.bool = ...,
     ) -> dict[str, Any]: ...
     def to_h5(self, filename: str | os.PathLike[str], **kwargs: Any) -> PersistentTensorDict: ...
     def to_json(
@@ -1426,7 +1428,8 @@ class TensorDictBase(StorageHooks, TensorCollection):
         self,
         *,
         convert_nodes: builtins.bool = ...,
-        convert_tensors: builtins.bool = ...,
+        convert_tensors: builtins.bool | Literal['numpy'] = ...,
+        tolist_first: builtins.bool = ...,
         as_linked_list: builtins.bool = ...,
     ) -> Any: ...
     def transpose(td, dim0: builtins.int, dim1: builtins.int) -> Any: ...

@@ -482,15 +482,26 @@ def from_json(
 
 
 # ------------------------------------------------------------------------------------ TensorDict -> columns
-def _columns(td: Any, separator: str | None) -> dict[Any, Any]:
-    """``name -> numpy array or list`` for every leaf, all checked before anything is converted."""
+def _is_tensorclass(cls: type) -> bool:
+    return bool(getattr(cls, "_tb_tensorclass", False))
+
+
+def _non_tensor_or_class(cls: type) -> bool:
+    return is_non_tensor_type(cls) or _is_tensorclass(cls)
+
+
+def _columns(td: Any, separator: str | None, classes: bool = False) -> dict[Any, Any]:
+    """``name -> numpy array or list`` for every leaf, all checked before anything is converted.
+
+    ``classes``: without a separator, a TensorClass is one column of its elements (``to_pandas``, as tensordict).
+    """
     if td.batch_dims != 1:
         raise ValueError(
             f"a table needs exactly one batch dim (one row per element), got batch_size "
             f"{list(td.batch_size)}: call td.reshape(-1) first"
         )
     rows = td.batch_size[0]
-    leaves = named_leaves(td, is_leaf=is_non_tensor_type)
+    leaves = named_leaves(td, is_leaf=_non_tensor_or_class if classes and separator is None else is_non_tensor_type)
     out: dict[Any, Any] = {}
     for path, value in leaves:
         if len(path) > 1 and separator is None:
@@ -511,6 +522,8 @@ def _columns(td: Any, separator: str | None) -> dict[Any, Any]:
             out[name] = value.detach().cpu().numpy()
         elif isinstance(value, NonTensorDataBase):
             out[name] = [value.data] * rows
+        elif _is_tensorclass(type(value)):
+            out[name] = list(value.unbind(0))
         else:
             out[name] = value.tolist()
     return out
@@ -521,7 +534,8 @@ def to_pandas(td: Any, *, separator: str | None = None) -> Any:
 
     Args:
         td: a TensorDict with one batch dim.
-        separator: join nested keys with it into column names (required when ``td`` has nested keys).
+        separator: join nested keys with it into column names (required when ``td`` has nested keys; without
+            it, a TensorClass entry is one column holding its elements, as tensordict's).
 
     Raises:
         ValueError: more than one batch dim, a nested key without ``separator``, or a leaf with more
@@ -538,7 +552,7 @@ def to_pandas(td: Any, *, separator: str | None = None) -> Any:
     """
     import pandas as pd
 
-    return pd.DataFrame(_columns(td, separator))
+    return pd.DataFrame(_columns(td, separator, classes=True))
 
 
 def to_arrow(td: Any, *, separator: str | None = None) -> Any:

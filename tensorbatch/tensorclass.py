@@ -14,20 +14,22 @@ go through small data descriptors.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import functools
 import inspect
 import typing
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 from torch.utils import _pytree
 
 from . import _compat, _convert, _delegation, _lazy
+from ._base import export as _export
 from ._base import values as _values
 from ._base.access import UPDATE_OPTIONS
 from ._base.coerce import as_device as _as_device
@@ -43,6 +45,7 @@ from ._nontensor import NonTensorStack as NonTensorStack
 from ._nontensor import is_non_tensor as is_non_tensor
 from ._nontensor import value_of
 from ._nontensor import wrap as _wrap_non_tensor
+from ._ops import pointwise as _pointwise
 from ._ops.traverse import (
     COLLECTION_TYPES,
     GET_DEFAULT,
@@ -54,6 +57,7 @@ from ._ops.traverse import (
     unset_default,
     vmap_placeholders,
 )
+from ._tc_values import prepare as _prepare
 from ._td import TensorDict
 from .base import TensorDictBase
 from .typed import TypedTensorDict, resolve_annotations, strip_optional
@@ -61,7 +65,6 @@ from .typed import TypedTensorDict, resolve_annotations, strip_optional
 _Tensor = torch.Tensor
 _Size = torch.Size
 _CASTABLE = (int, float, bool, str)
-_TENSOR_LIKE = (int, float, bool, complex, list, tuple, np.ndarray, np.generic, Mapping)
 _INIT_KEYWORDS = ("self", "batch_size", "device", "names", "non_blocking", "lock")
 
 
@@ -160,84 +163,9 @@ def _read(obj: Any, spec: _Spec) -> Any:
     return value
 
 
-def _cast(cls: Any, spec: _Spec, value: Any) -> Any:
-    """``value`` converted to the field's annotated class (autocast); TypeError naming the field when it cannot be."""
-    target = spec.cast
-    if target is None or value is None or isinstance(value, target) or is_td(value):
-        return value
-    try:
-        if target is _Tensor:
-            return torch.as_tensor(value)
-        if isinstance(value, _Tensor):
-            value = value.item()
-        return target(value)
-    except (TypeError, ValueError, RuntimeError) as err:
-        raise TypeError(
-            f"field {spec.name!r} of {cls.__name__} is annotated {target.__name__} and the class casts its "
-            f"fields (autocast), but the value {value!r:.60} ({type(value).__name__}) cannot be cast: {err}"
-        ) from None
-
-
-def _number_field(cls: Any, spec: _Spec, value: Any, unbatched: bool) -> tuple[Any, bool]:
-    """A value given to a field annotated ``int``/``float``/``bool``, as tensordict 0.15.3 stores it.
-
-    Lists and arrays become tensors as for a tensor field; a Python number becomes a 0-d tensor when the
-    batch size is empty (it fits no other), with the ``FutureWarning`` tensordict 0.15 gives when the number
-    is of the annotated kind, and stays a Python value otherwise. The ``nocast`` option keeps every number.
-    """
-    if type(value) not in (int, float, bool):
-        return value, not isinstance(value, (list, tuple, np.ndarray))
-    if not unbatched:
-        return value, True
-    number: Any = spec.number
-    if isinstance(value, number) or (number is float and isinstance(value, int)):
-        warnings.warn(
-            f"field {spec.name!r} of {cls.__name__} is annotated {number.__name__} and its "
-            f"{type(value).__name__} value is stored as a 0-d tensor, as in tensordict 0.15 (whose 0.17 will keep "
-            f"the Python value); annotate the field torch.Tensor to keep tensors, or give the class the nocast "
-            f"option to keep Python values",
-            FutureWarning,
-            stacklevel=5,
-        )
-    return value, False  # the TensorDict turns it into a tensor
-
-
-def _prepare(cls: Any, spec: _Spec, value: Any, unbatched: bool = False) -> tuple[Any, bool]:
-    """The value to store for ``spec`` and whether it must be kept as a Python value (a non-tensor leaf).
-
-    ``unbatched``: the TensorDict's batch size is empty (a number given to an ``int``/``float``/``bool``
-    field becomes a 0-d tensor then, see :func:`_number_field`).
-    """
-    if value is None:
-        return None, False
-    if type(value) in _delegation.WRAPPER_TYPES:
-        if spec.forward is not None:
-            spec.learn(type(value))
-        return _delegation.unwrap(value), False
-    if cls._autocast:
-        value = _cast(cls, spec, value)
-    if isinstance(value, _Tensor) or is_td(value):
-        return value, False
-    if spec.tensor:
-        if cls._nocast:
-            return value, True
-        if not isinstance(value, _TENSOR_LIKE):
-            raise TypeError(
-                f"field {spec.name!r} of {cls.__name__} is annotated Tensor but got a {type(value).__name__} "
-                f"({value!r:.60}); pass a tensor (or a number, list or array), or annotate the field with the "
-                f"type it holds, or use the nocast option to keep Python values"
-            )
-        return value, False  # the TensorDict turns numbers, lists and arrays into tensors
-    if spec.nested is not None and isinstance(value, Mapping):
-        return value, False
-    if spec.number is not None and not (cls._nocast or cls._autocast):
-        return _number_field(cls, spec, value, unbatched)
-    return value, True
-
-
 def _write(obj: Any, spec: _Spec, value: Any, inplace: bool = False) -> None:
     td = obj._tensordict
-    value, python = _prepare(type(obj), spec, value, spec.number is not None and not td.batch_size)
+    value, python = _prepare(type(obj), spec, value, spec.number is not None and not td.batch_size, td.batch_size)
     name = spec.name
     extras = obj._non_tensordict
     if extras and name in extras:
@@ -280,7 +208,7 @@ def _init(
                     fits = False
             data[spec.name] = value
             continue
-        value, python = _prepare(cls, spec, value, n == 0)
+        value, python = _prepare(cls, spec, value, n == 0, bs)
         if value is not None:
             fits = False
             data[spec.name] = _wrap_non_tensor(value, bs, dev) if python else value
@@ -334,7 +262,9 @@ class TensorClass:
     ``device`` and ``names``; tensor fields must start with ``batch_size``. Options, given as
     ``TensorClass["frozen", ...]`` or ``class A(TensorClass, frozen=True)`` (inherited):
     ``autocast`` casts values to the annotated types, ``nocast`` keeps numbers given to tensor fields
-    as Python values, ``frozen`` locks the instance and refuses field assignment, ``shadow`` allows
+    as Python values, ``frozen`` locks the instance and refuses field assignment, ``cast_filter=fn`` (a keyword
+    only) makes ``fn(key_path, leaf)`` the default ``cast_filter`` of the dtype casts (``to``, ``float``,
+    ``bfloat16``...: ``cast_filter=None`` there casts every leaf), ``shadow`` allows
     field names that hide TensorClass attributes, ``skip_post_init_on_rebuild`` runs ``__post_init__`` only
     when an instance is built from its fields or by ``from_tensordict`` (by default, as in tensordict, it also
     runs on every instance an operation returns: indexing, arithmetic, stacking, ``clone``...).
@@ -377,6 +307,7 @@ class TensorClass:
     _shadow: ClassVar[bool] = False
     _tensor_only: ClassVar[bool] = False
     _skip_post_init_on_rebuild: ClassVar[bool] = False
+    _cast_filter: ClassVar[Any] = None  # the class's cast_filter: the default of its dtype casts
     _fields_in_order: ClassVar[tuple[_Spec, ...]] = ()
     _plain_tensor: ClassVar[tuple[bool, ...]] = ()  # per field: a tensor value is stored as it is
     _post_init: ClassVar[Any] = None  # the class's __post_init__ (looked up once, at class creation)
@@ -392,9 +323,13 @@ class TensorClass:
         shadow: bool | None = None,
         tensor_only: bool | None = None,
         skip_post_init_on_rebuild: bool | None = None,
+        cast_filter: Callable[..., bool] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
+        if cast_filter is not None:
+            cls._cast_filter = staticmethod(cast_filter)
+            _default_cast_filter(cls)
         given = {
             "autocast": autocast,
             "nocast": nocast,
@@ -568,12 +503,58 @@ class TensorClass:
         return obj
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
-        """An in-memory TensorDict copy of the fields (never a TensorClass, whatever the backend)."""
+        """An in-memory TensorDict copy of the fields (never a TensorClass, whatever the backend).
+
+        ``retain_none=True`` keeps the fields that hold ``None`` as non-tensor entries holding ``None``.
+        """
         out = _delegation.to_dense(self._tensordict)
         for name, value in self._non_tensordict.items():
             if value is not None:
                 out.set_non_tensor(name, value)
+        if retain_none:
+            for spec in type(self)._fields_in_order:
+                if not out._has_str(spec.name) and getattr(self, spec.name) is None:
+                    out.set_non_tensor(spec.name, None)
         return out  # type: ignore[no-any-return]
+
+    def state_dict(
+        self, destination: Any = None, prefix: str = "", keep_vars: bool = False, flatten: bool = True
+    ) -> dict[str, Any]:
+        """:meth:`TensorDictBase.state_dict` of the fields, with the class and non-tensor fields of each level.
+
+        Each TensorClass level's ``_metadata`` also records its class name (``"_type"``) and its non-tensor
+        fields (``"_non_tensor"``), which :meth:`load_state_dict` sets back, as tensordict's.
+
+        Examples:
+            >>> class Named(TensorClass):
+            ...     x: torch.Tensor
+            ...     name: str
+            >>> sd = Named(x=torch.zeros(3), name="a", batch_size=[3]).state_dict()
+            >>> list(sd), sd._metadata[""]["_non_tensor"]
+            (['x'], {'name': 'a'})
+            >>> Named(x=torch.ones(3), name="b", batch_size=[3]).load_state_dict(sd).name
+            'a'
+        """
+        out = self._tensordict.state_dict(destination, prefix, keep_vars, flatten)
+        _export.label_levels(self, out, prefix, nested=not (flatten or destination is not None or prefix))
+        return out
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False, from_flatten: bool = False
+    ) -> Any:
+        """:meth:`TensorDictBase.load_state_dict` of the fields, then the non-tensor fields the state dict records."""
+        self._tensordict.load_state_dict(state_dict, strict, assign, from_flatten)
+        _export.restore_fields(self, state_dict)
+        return self
+
+    def _state_dict_meta(self) -> dict[str, Any]:
+        """What a state dict records of this level besides its batch size and device (as tensordict)."""
+        fields = {}
+        for spec in type(self)._fields_in_order:
+            value = getattr(self, spec.name)
+            if not isinstance(value, _Tensor) and not is_td(value) and type(value) not in _delegation.WRAPPER_TYPES:
+                fields[spec.name] = value
+        return {"_type": type(self).__qualname__, "_non_tensor": fields}
 
     def pack(self, dim: int = -1, *, layout: Any = None) -> tuple[torch.Tensor, Any]:
         """:meth:`TensorDictBase.pack` of the fields; the layout rebuilds this class (``layout.unpack``)."""
@@ -681,10 +662,14 @@ class TensorClass:
         path = (key,) if type(key) is str else key_tuple(key)
         cls = type(self)
         spec = cls._field_specs.get(path[0])
-        if spec is None:
+        if spec is None:  # tensordict's words
+            fields = sorted(cls._field_specs)
+            if len(path) == 1:
+                raise AttributeError(
+                    f"Cannot set the attribute {path[0]!r}: {cls.__name__} has no such field. Its fields are {fields}."
+                )
             raise AttributeError(
-                f"Cannot set the key {key!r}: {cls.__name__} has no field {path[0]!r}. "
-                f"Its fields are {sorted(cls._field_specs)}."
+                f"{cls.__name__!r} object has no attribute or field {path[0]!r}. Its fields are {fields}."
             )
         if len(path) == 1:
             if cls._frozen and not inplace:
@@ -810,7 +795,8 @@ class TensorClass:
         return "\n".join(lines)
 
     def __reduce__(self) -> Any:
-        return _unpickle, (type(self), self._tensordict, self._non_tensordict)
+        cls = type(self)  # (a class made a tensorclass in place is pickled by its name: the dataclass's)
+        return _unpickle, (cls.__dict__.get("_tb_in_place_of", cls), self._tensordict, self._non_tensordict)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return self.__reduce__()
@@ -831,6 +817,8 @@ def _unpickle(cls: Any, td: Any, extras: Any) -> Any:
         TypeError: for a ``cls`` that is no TensorClass, a ``td`` that is no TensorDict, or ``extras`` that
             are no dict of fields of ``cls``.
     """
+    if isinstance(cls, type):
+        cls = cls.__dict__.get("_tb_in_place_impl", cls)
     if not (isinstance(cls, type) and issubclass(cls, TensorClass) and cls._field_specs):
         raise TypeError(f"unpickling a TensorClass: expected a TensorClass with fields, got {cls!r}")
     if not is_td(td) or type(extras) is not dict or not extras.keys() <= cls._field_specs.keys():
@@ -1055,6 +1043,7 @@ def tensorclass(
     shadow: bool = False,
     tensor_only: bool = False,
     skip_post_init_on_rebuild: bool = False,
+    cast_filter: Callable[..., bool] | None = None,
 ) -> Any:
     """Decorator form of :class:`TensorClass`: ``@tensorclass`` or ``@tensorclass(frozen=True, ...)``.
 
@@ -1081,6 +1070,7 @@ def tensorclass(
         "shadow": shadow,
         "tensor_only": tensor_only,
         "skip_post_init_on_rebuild": skip_post_init_on_rebuild,
+        "cast_filter": cast_filter,
     }
 
     def build(klass: Any) -> Any:
@@ -1098,6 +1088,21 @@ def tensorclass(
         return new
 
     return build if cls is None else build(cls)
+
+
+def _default_cast_filter(cls: type[TensorClass]) -> None:
+    """The dtype casts of ``cls`` take its ``cast_filter`` when the call gives none (``None`` given: every leaf)."""
+    for name in ("to", "type", *_pointwise.CASTS):
+        setattr(cls, name, _with_cast_filter(getattr(cls, name)))
+
+
+def _with_cast_filter(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def cast(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cast_filter", type(self)._cast_filter)
+        return method(self, *args, **kwargs)
+
+    return cast
 
 
 def _fix_class_cells(values: Any, old: type, new: type) -> None:
@@ -1146,7 +1151,7 @@ def is_tensorclass(obj: Any) -> bool:
         False
     """
     klass = obj if isinstance(obj, type) else type(obj)
-    return issubclass(klass, TensorClass)
+    return issubclass(klass, TensorClass) or "_tb_in_place_impl" in klass.__dict__
 
 
 def from_dataclass(
@@ -1171,9 +1176,11 @@ def from_dataclass(
     holding deep copies of its field values (``dataclasses.asdict``). ``TensorDict.from_dataclass``
     gives a TensorDict instead.
 
+    ``inplace=True`` makes the dataclass type itself a tensorclass and returns it, as tensordict does.
+
     Note:
-        Differs from tensordict: ``inplace=True`` returns the class rebuilt as a TensorClass subclass
-        (as ``@tensorclass`` does here) instead of changing ``obj`` itself.
+        Differs from tensordict: after ``inplace=True`` the instances are of a TensorClass subclass of the
+        dataclass, of the same name (``isinstance`` holds, ``type(obj) is cls`` does not).
 
     Args:
         obj: a dataclass type or instance.
@@ -1185,7 +1192,7 @@ def from_dataclass(
             ``shadow`` and ``tensor_only``.
         autocast: see ``frozen``.
         nocast: see ``frozen``.
-        inplace: for a type, keep its name instead of ``<name>_tc``.
+        inplace: for a type, change the type itself instead of building ``<name>_tc``.
         shadow: see ``frozen``.
         tensor_only: see ``frozen``.
         device: for an instance, the device of the result.
@@ -1208,11 +1215,11 @@ def from_dataclass(
     """
     options = {"frozen": frozen, "autocast": autocast, "nocast": nocast, "shadow": shadow, "tensor_only": tensor_only}
     if isinstance(obj, type):
-        if issubclass(obj, TensorClass):
+        if is_tensorclass(obj):
             return obj
         if not dataclasses.is_dataclass(obj):
             raise TypeError(f"from_dataclass expects a dataclass type or instance, got the class {obj.__name__}")
-        return _tensorclass_of(obj, obj.__name__ if inplace else f"{obj.__name__}_tc", options)
+        return _make_in_place(obj, options) if inplace else _tensorclass_of(obj, f"{obj.__name__}_tc", options)
     if not dataclasses.is_dataclass(obj):
         raise TypeError(f"from_dataclass expects a dataclass type or instance, got {type(obj).__name__}")
     if auto_batch_size and batch_size is not None:
@@ -1224,6 +1231,11 @@ def from_dataclass(
 
 def _tensorclass_of(klass: type, name: str, options: dict[str, bool]) -> type:
     """A TensorClass with ``klass``'s dataclass fields (annotations and defaults) and the given options."""
+    return type(name, (TensorClass,), _fields_namespace(klass, name), **{k: v for k, v in options.items() if v})
+
+
+def _fields_namespace(klass: type, name: str) -> dict[str, Any]:
+    """A class namespace declaring ``klass``'s dataclass fields (annotations and defaults)."""
     namespace: dict[str, Any] = {"__annotations__": {}, "__module__": klass.__module__, "__qualname__": name}
     hints = typing.get_type_hints(klass)
     for f in dataclasses.fields(klass):
@@ -1232,7 +1244,107 @@ def _tensorclass_of(klass: type, name: str, options: dict[str, bool]) -> type:
             namespace[f.name] = dataclasses.field(default_factory=f.default_factory)
         elif f.default is not dataclasses.MISSING:
             namespace[f.name] = f.default
-    return type(name, (TensorClass,), namespace, **{k: v for k, v in options.items() if v})
+    return namespace
+
+
+# what @dataclass writes into a class that a TensorClass defines its own way
+_DATACLASS_MEMBERS = (
+    "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__setattr__", "__delattr__",
+    "__getstate__", "__setstate__", "__replace__",
+)  # fmt: skip
+
+
+def _make_in_place(klass: type, options: dict[str, bool]) -> type:
+    """Make the dataclass ``klass`` a tensorclass, keeping the class object and its bases (``inplace=True``).
+
+    A class's instance layout cannot change, so the machinery lives in a TensorClass subclass of ``klass`` with
+    its name: ``klass(...)`` builds instances of it (``isinstance(obj, klass)`` holds), its own methods and
+    ``__post_init__`` are inherited, and the class-level API (``fields``, ``from_tensordict``, ...) is reachable
+    from ``klass``. ``is_tensorclass(klass)`` is True; pickles name ``klass``; a subclass of ``klass`` is made
+    a tensorclass the same way when it is defined.
+    """
+    if "__slots__" in klass.__dict__:
+        raise TypeError(f"from_dataclass(inplace=True): {klass.__name__} has __slots__, which fix its layout")
+    namespace = _fields_namespace(klass, klass.__qualname__)
+    # a frozen dataclass keeps its own __setattr__ (fields refuse assignment, as in tensordict)
+    keep = ("__setattr__", "__delattr__") if klass.__dataclass_params__.frozen else ()  # type: ignore[attr-defined]
+    for name in _DATACLASS_MEMBERS:
+        own = klass.__dict__.get(name, MISSING)
+        if own is not MISSING and name not in keep and (own is None or _generated(own)):  # a user's own stays
+            namespace[name] = _class_attr(TensorClass, name)
+    namespace["_tb_in_place_of"] = klass
+    parents = tuple(b.__dict__["_tb_in_place_impl"] for b in klass.__bases__ if "_tb_in_place_impl" in b.__dict__)
+    if not parents:  # (a subclass inherits them); first: the class's own __init_subclass__ is not for the machinery
+        _install_in_place_hooks(klass)
+    with _unfrozen(klass):  # dataclasses refuses a non-frozen dataclass subclass of a frozen one
+        impl = type(
+            klass.__name__, (klass, *(parents or (TensorClass,))), namespace, **{k: v for k, v in options.items() if v}
+        )
+    type.__setattr__(klass, "_tb_in_place_impl", impl)
+    return klass
+
+
+def _install_in_place_hooks(klass: type) -> None:
+    """``klass(...)`` builds its machinery class's instances; subclasses convert; the class-level API."""
+    own_hook = klass.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls: Any, /, **kwargs: Any) -> None:
+        user = not issubclass(cls, TensorClass)  # a user's subclass, not a machinery class (which inherits)
+        if own_hook is not None and user:
+            own_hook.__get__(None, cls)(**kwargs)
+        else:
+            super(typing.cast(Any, klass), cls).__init_subclass__(**kwargs)
+        if user:
+            _make_in_place(cls, {})
+
+    klass.__new__ = staticmethod(_new_in_place)  # type: ignore[assignment]
+    klass.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+    for name, member in vars(TensorClass).items():
+        if isinstance(member, classmethod) and not name.startswith("__") and name not in klass.__dict__:
+            setattr(klass, name, _ClassAPI(member))
+
+
+def _new_in_place(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """``__new__`` of a class made a tensorclass in place: an instance of its machinery class."""
+    return _new(cls.__dict__.get("_tb_in_place_impl", cls))
+
+
+@contextlib.contextmanager
+def _unfrozen(klass: type) -> Iterator[None]:
+    """Frozen dataclasses in ``klass``'s MRO read as not frozen meanwhile."""
+    frozen = [
+        (b, b.__dict__["__dataclass_params__"])
+        for b in klass.__mro__
+        if getattr(b.__dict__.get("__dataclass_params__"), "frozen", False)
+    ]
+    for b, params in frozen:
+        unfrozen = copy.copy(params)
+        unfrozen.frozen = False
+        type.__setattr__(b, "__dataclass_params__", unfrozen)
+    try:
+        yield
+    finally:
+        for b, params in frozen:
+            type.__setattr__(b, "__dataclass_params__", params)
+
+
+def _generated(member: Any) -> bool:
+    """True for a method that ``@dataclass`` wrote (its code was compiled from a string)."""
+    code = getattr(inspect.unwrap(member), "__code__", None)
+    return code is not None and code.co_filename == "<string>"
+
+
+class _ClassAPI:
+    """A TensorClass classmethod on a class made a tensorclass in place: bound to the class doing its work."""
+
+    __slots__ = ("_member",)
+
+    def __init__(self, member: classmethod[Any, Any, Any]) -> None:
+        self._member = member
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        owner = type(obj) if owner is None else owner
+        return self._member.__get__(obj, owner.__dict__.get("_tb_in_place_impl", owner))
 
 
 TensorCollection.register(TensorClass)

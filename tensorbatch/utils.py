@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, TypeAlias
 
 import torch
 
-from ._errors import fmt_path
+from ._errors import fmt_path, key_sets_differ
 from ._keys import (
     KEY_SEPARATOR,
     NestedKey,
@@ -21,7 +21,8 @@ from ._keys import (
     unravel_keys,
 )
 from ._nontensor import is_non_tensor as is_non_tensor
-from ._ops.traverse import flat_leaves_like, is_non_tensor_type, is_td, named_leaves
+from ._ops.torch_function import holds_lazy
+from ._ops.traverse import NO_DEFAULT, flat_leaves_like, is_node, is_non_tensor_type, is_td, named_leaves
 from ._options import (
     capture_non_tensor_stack,
     get_printoptions,
@@ -133,22 +134,50 @@ def assert_close(
         pairs = [(path, a, theirs[path]) for path, a in named_leaves(actual) if path in theirs]
     else:
         try:
-            others = flat_leaves_like(expected, actual)
+            if any(_members(td) is not None or holds_lazy(td) for td in (actual, expected)):  # read apart
+                pairs = list(_leaf_pairs(actual, expected, ()))
+            else:
+                others = flat_leaves_like(expected, actual)
+                pairs = [(path, a, b) for (path, a), b in zip(named_leaves(actual), others, strict=True)]
         except KeyError as err:
             raise KeyError(f"{err.args[0]}. {msg}" if msg else err.args[0]) from None
-        pairs = [(path, a, b) for (path, a), b in zip(named_leaves(actual), others, strict=True)]
     root = () if prefix == () else key_tuple(prefix)
     for path, a, b in pairs:
         try:
             torch.testing.assert_close(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
         except AssertionError as err:
-            mse = (a.double() - b.double()).pow(2).mean().item() if a.shape == b.shape else float("nan")
-            note = f"\t{msg}" if msg else ""  # tensordict's first line: the key as a tuple, the mean squared error
+            # tensordict's first line: the key as a tuple and, called "mse", the root of the mean squared error
+            mse = (a.double() - b.double()).pow(2).mean().sqrt().item() if a.shape == b.shape else float("nan")
+            note = f"\t{msg}" if msg else ""
             raise AssertionError(f"key {(*root, *path)} does not match, got mse = {mse:.4f}{note}\n{err}") from None
     return True
 
 
 assert_allclose_td = assert_close
+
+
+def _members(td: Any) -> Any:
+    """A lazy stack's ``(stack_dim, members)``, else None (a TensorClass has none)."""
+    members = getattr(td, "_stacked_members", None)
+    return None if members is None else members()
+
+
+def _leaf_pairs(actual: Any, expected: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any, Any]]:
+    """``(path, leaf, expected leaf)`` of two trees, lazy stacks of the same stack dim compared member by member."""
+    mine, theirs = _members(actual), _members(expected)
+    if mine is not None and theirs is not None and mine[0] == theirs[0] and len(mine[1]) == len(theirs[1]):
+        for a, b in zip(mine[1], theirs[1], strict=True):
+            yield from _leaf_pairs(a, b, path)
+        return
+    keys = list(actual._keys_str())
+    if set(keys) != set(expected._keys_str()):
+        raise key_sets_differ(path, keys, expected._keys_str())
+    for key in keys:
+        a, b = actual._get_str(key, NO_DEFAULT), expected._get_str(key, NO_DEFAULT)
+        if is_node(a) and is_node(b):
+            yield from _leaf_pairs(a, b, (*path, key))
+        elif not is_non_tensor(a):
+            yield (*path, key), a, b
 
 
 # ------------------------------------------------------------------------------------ is_leaf predicates

@@ -98,6 +98,22 @@ def P(*parts: str) -> str:
     return "(?s)" + ".*".join(re.escape(p) for p in parts)
 
 
+def BM(batch_size: str, key: str, shape: str) -> str:
+    """The batch-size mismatch of a value (tensordict's text, the full key path in its key slot)."""
+    return P(
+        f"batch dimension mismatch, got self.batch_size=torch.Size({batch_size}) and "
+        f"value.shape=torch.Size({shape}) for key {key}. The leading dimensions of a value must match the batch size."
+    )
+
+
+def BR(key: str, shape: str, batch_size: str, kind: str = "Tensor") -> str:
+    """The ``batch_size`` setter's refusal (tensordict's text, the full key path in its key slot)."""
+    return P(
+        f"the {kind} {key} has shape torch.Size({shape}) which is incompatible with the batch-size "
+        f"torch.Size({batch_size})."
+    )
+
+
 def A(*parts: str) -> str:
     """A regex requiring every literal in ``parts``, in any order."""
     return "(?s)^" + "".join(f"(?=.*{re.escape(p)})" for p in parts)
@@ -155,38 +171,38 @@ OBS = ("next", "obs")
 CASES = [
     # ---- construction with wrong batch dims: both shapes and the full key path
     Case("ctor-flat", lambda L, td: L.TensorDict({"a": Z(3), "x": Z(4, 2)}, batch_size=[3]),
-         RuntimeError, P("batch_size [3]", "leaf 'x' of shape [4, 2]")),
+         RuntimeError, BM("[3]", "'x'", "[4, 2]")),
     Case("ctor-nested", lambda L, td: L.TensorDict({"next": {"obs": Z(4, 2)}}, batch_size=[3]),
-         RuntimeError, P("batch_size [3]", "('next', 'obs') of shape [4, 2]")),
+         RuntimeError, BM("[3]", "('next', 'obs')", "[4, 2]")),
     Case("ctor-tuple-key", lambda L, td: L.TensorDict({OBS: Z(4, 2)}, batch_size=[3]),
-         RuntimeError, P("batch_size [3]", "('next', 'obs') of shape [4, 2]")),
+         RuntimeError, BM("[3]", "('next', 'obs')", "[4, 2]")),
     Case("ctor-bad-batch-size", lambda L, td: L.TensorDict({}, batch_size="x"), ValueError, P("batch_size")),
     Case("ctor-source-not-mapping", lambda L, td: L.TensorDict([1, 2], batch_size=[]), ValueError, P("list")),
     # ---- setting a leaf of the wrong shape
-    Case("set-new", lambda L, td: setitem(td, "x", Z(4, 2)), RuntimeError, P("[3]", "'x' of shape [4, 2]")),
+    Case("set-new", lambda L, td: setitem(td, "x", Z(4, 2)), RuntimeError, BM("[3]", "'x'", "[4, 2]")),
     Case("set-existing", lambda L, td: setitem(td, "a", Z(4, 2)),
-         RuntimeError, P("[3]", "'a' of shape [4, 2]")),
+         RuntimeError, BM("[3]", "'a'", "[4, 2]")),
     Case("set-nested", lambda L, td: setitem(td, OBS, Z(2, 5)), RuntimeError,
-         P("[3]", "('next', 'obs') of shape [2, 5]")),
+         BM("[3]", "('next', 'obs')", "[2, 5]")),
     Case("set-nested-new", lambda L, td: setitem(td, ("next", "new"), Z(2, 5)), RuntimeError,
-         P("[3]", "('next', 'new') of shape [2, 5]")),
+         BM("[3]", "('next', 'new')", "[2, 5]")),
     Case("set-creates-level", lambda L, td: setitem(td, ("z", "y"), Z(2, 5)), RuntimeError,
-         P("[3]", "('z', 'y') of shape [2, 5]")),
+         BM("[3]", "('z', 'y')", "[2, 5]")),
     Case("set-method-creates-level", lambda L, td: td.set(("z", "y"), Z(2, 5)), RuntimeError,
-         P("('z', 'y') of shape [2, 5]")),
+         BM("[3]", "('z', 'y')", "[2, 5]")),
     Case("set-method-nested", lambda L, td: td.set(OBS, Z(2, 5)),
-         RuntimeError, P("('next', 'obs') of shape [2, 5]")),
-    Case("set-list", lambda L, td: setitem(td, "x", [1, 2]), RuntimeError, P("[3]", "'x' of shape [2]")),
-    Case("setdefault", lambda L, td: td.setdefault("x", Z(4)), RuntimeError, P("[3]", "'x' of shape [4]")),
+         RuntimeError, BM("[3]", "('next', 'obs')", "[2, 5]")),
+    Case("set-list", lambda L, td: setitem(td, "x", [1, 2]), RuntimeError, BM("[3]", "'x'", "[2]")),
+    Case("setdefault", lambda L, td: td.setdefault("x", Z(4)), RuntimeError, BM("[3]", "'x'", "[4]")),
     # ---- batch_size setter
     Case("batch-size-set", lambda L, td: setattr(td, "batch_size", [4]), RuntimeError,
-         P("batch_size [4]", "'a' of shape [3, 4]")),
+         BR("a", "[3, 4]", "[4]")),
     Case("batch-size-set-2d", lambda L, td: setattr(td, "batch_size", [3, 4]), RuntimeError,
-         P("batch_size [3, 4]", "of shape [3, 2]")),
+         BR("b", "[3, 2]", "[3, 4]")),
     Case("batch-size-set-nested", lambda L, td: setattr(td, "batch_size", [3, 5]), RuntimeError,
-         P("batch_size [3, 5]", "('next', 'rew') of shape [3]"), build=make_nested_only),
+         BR("('next', 'rew')", "[3]", "[3, 5]"), build=make_nested_only),
     Case("batch-size-set-two-nested", lambda L, td: setattr(td, "batch_size", [3, 5]), RuntimeError,
-         P("batch_size [3, 5]", "('n2', 'y') of shape [3]"), build=make_two_nested),
+         BR("('n2', 'y')", "[3]", "[3, 5]"), build=make_two_nested),
     Case("names-length", lambda L, td: setattr(td, "names", ["x", "y"]), ValueError, P("['x', 'y']")),
     # ---- missing keys: KeyError naming the full path
     Case("get-missing", lambda L, td: td["missing"], KeyError,
@@ -299,7 +315,7 @@ CASES = [
     Case("apply-others", lambda L, td: td.apply(torch.add, bad_obs(td)), RuntimeError,
          P("while applying fn at key ('next', 'obs')")),
     Case("apply-batch-size", lambda L, td: td.apply(lambda x: x[:2], batch_size=[3]), RuntimeError,
-         P("batch_size [3]", "'a' of shape [2, 4]")),
+         BM("[3]", "'a'", "[2, 4]")),
     Case("where-leaf-shape", lambda L, td: td.where(ONES(3, dtype=B), bad_obs(td)), RuntimeError,
          P("while where at key ('next', 'obs')")),
     Case("clamp-leaf-shape", lambda L, td: td.clamp(bad_obs(td), None),
@@ -307,18 +323,18 @@ CASES = [
          ref=False),
     Case("addcmul-leaf-shape", lambda L, td: td.addcmul(bad_obs(td), bad_obs(td)), RuntimeError,
          A("('next', 'obs')", "7")),
-    Case("view-dtype", lambda L, td: td.view(torch.float16), RuntimeError, P("'rew'", "[6]")),
+    Case("view-dtype", lambda L, td: td.view(torch.float16), RuntimeError, BM("[3]", "('next', 'rew')", "[6]")),
     # ---- update / update_ / set_at_ / update_at_ / td[idx] = ...: validated before any write
     Case("update-3rd-flat", lambda L, td: td.update({"a": Z(3, 4), "new": Z(3), "bad": Z(4, 5)}),
-         RuntimeError, P("[3]", "'bad' of shape [4, 5]")),
+         RuntimeError, BM("[3]", "'bad'", "[4, 5]")),
     Case("update-3rd-nested",
          lambda L, td: td.update({"a": Z(3, 4), "new": Z(3), "next": {"rew": Z(3), "obs": Z(4, 5)}}),
-         RuntimeError, P("[3]", "('next', 'obs') of shape [4, 5]")),
+         RuntimeError, BM("[3]", "('next', 'obs')", "[4, 5]")),
     Case("update-3rd-td",
          lambda L, td: td.update(L.TensorDict({"a": Z(3, 4), "new": Z(3), "bad": Z(4, 5)}, batch_size=[])),
-         RuntimeError, P("'bad' of shape [4, 5]")),
+         RuntimeError, BM("[3]", "'bad'", "[4, 5]")),
     Case("update-creates-level", lambda L, td: td.update({"z": {"y": Z(2, 5)}}), RuntimeError,
-         P("('z', 'y') of shape [2, 5]")),
+         BM("[3]", "('z', 'y')", "[2, 5]")),
     Case("update_-trailing-shape", lambda L, td: td.update_({"a": Z(3, 4), "next": {"obs": Z(3, 9)}}),
          RuntimeError, A("('next', 'obs')", "[3, 9]", "[3, 5]")),
     Case("copy_-trailing-shape", lambda L, td: td.copy_(bad_obs(td)),
@@ -535,7 +551,7 @@ def test_meta_device_moves_leaves_instead_of_raising() -> None:
     assert td["a"].device.type == "meta"
     td["x"] = torch.zeros(3)
     assert td["x"].device.type == "meta"
-    with pytest.raises(RuntimeError, match=P("[3]", "'y' of shape [4]")):
+    with pytest.raises(RuntimeError, match=BM("[3]", "'y'", "[4]")):
         td["y"] = torch.zeros(4)
     assert sorted(td.keys()) == ["a", "x"]
 
@@ -553,7 +569,7 @@ def test_cuda_device_moves_leaves() -> None:
     td["x"] = torch.zeros(3)
     assert td["x"].device.type == "cuda"
     before = snapshot(td)
-    with pytest.raises(RuntimeError, match=P("[3]", "('n', 'y') of shape [4]")):
+    with pytest.raises(RuntimeError, match=BM("[3]", "('n', 'y')", "[4]")):
         td["n", "y"] = torch.zeros(4)
     assert_unchanged(td, before)
 

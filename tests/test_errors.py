@@ -15,6 +15,7 @@ from tensorbatch._errors import (
     InplaceWriteError,
     add_path_note,
     batch_mismatch,
+    batch_size_refused,
     fmt_path,
     fmt_shape,
     key_sets_differ,
@@ -92,17 +93,43 @@ def test_missing_key_is_raisable_and_matchable():
 
 # ------------------------------------------------------------------ batch_mismatch
 def test_batch_mismatch_text():
-    err = batch_mismatch(torch.Size([3, 5]), ("obs", "state"), torch.Size([3, 4, 5]))
+    err = batch_mismatch(torch.Size([3]), ("x",), torch.Size([4]))
     assert type(err) is RuntimeError
-    assert str(err) == (
-        "batch dimension mismatch: batch_size [3, 5] is incompatible with leaf ('obs', 'state') of shape [3, 4, 5]: "
-        "the leading dimensions of every leaf must equal the batch size"
+    assert str(err) == (  # tensordict 0.15.3's text
+        "batch dimension mismatch, got self.batch_size=torch.Size([3]) and value.shape=torch.Size([4]) for key 'x'. "
+        "The leading dimensions of a value must match the batch size."
     )
 
 
-def test_batch_mismatch_flat_key_and_empty_shape():
-    err = batch_mismatch([2], ("x",), ())
-    assert str(err).startswith("batch dimension mismatch: batch_size [2] is incompatible with leaf 'x' of shape []:")
+def test_batch_mismatch_names_the_full_path_in_the_key_slot():
+    err = batch_mismatch(torch.Size([3, 5]), ("obs", "state"), torch.Size([3, 4, 5]))
+    assert str(err) == (
+        "batch dimension mismatch, got self.batch_size=torch.Size([3, 5]) and value.shape=torch.Size([3, 4, 5]) "
+        "for key ('obs', 'state'). The leading dimensions of a value must match the batch size."
+    )
+
+
+def test_batch_mismatch_of_a_0d_value_says_how_to_store_a_scalar():
+    msg = str(batch_mismatch([2], ("x",), ()))
+    assert msg.startswith(
+        "batch dimension mismatch, got self.batch_size=torch.Size([2]) and value.shape=torch.Size([]) for key 'x'. "
+    )
+    assert "Python scalars are stored as 0-dim tensors" in msg
+    assert "wrap it in NonTensorData" in msg
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "expected"),
+    [
+        (("a",), "Tensor", "the Tensor a has shape"),
+        (("n",), "TensorDict", "the TensorDict n has shape"),
+        (("n", "m", "b"), "Tensor", "the Tensor ('n', 'm', 'b') has shape"),
+    ],
+)
+def test_batch_size_refused_text(path, kind, expected):
+    err = batch_size_refused(torch.Size([4]), path, torch.Size([3, 2]), kind)
+    assert type(err) is RuntimeError
+    assert str(err) == f"{expected} torch.Size([3, 2]) which is incompatible with the batch-size torch.Size([4])."
 
 
 # ------------------------------------------------------------------ locked

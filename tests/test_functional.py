@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 import torch
+from _messages import batch_mismatch
 
 import tensorbatch
 from tensorbatch import NonTensorData, NonTensorStack, TensorDict, TensorDictBase
@@ -433,9 +434,9 @@ def test_merge_errors():
         merge_tensordicts(TensorDict({"z": torch.zeros(2)}, [2]), TensorDict({"n": torch.zeros(2)}, [2]), a)
     with pytest.raises(TypeError, match=r"key 'x' is a TensorDict in tensordict 1 but a leaf"):
         merge_tensordicts(a, TensorDict({"x": {"q": torch.zeros(2)}}, [2]))
-    with pytest.raises(RuntimeError, match=r"batch_size \[2\] is incompatible with leaf 'x' of shape \[5\]"):
+    with pytest.raises(RuntimeError, match=batch_mismatch([2], "x", [5])):
         merge_tensordicts(a, a.clone(), callback_exist={"x": lambda *v: torch.zeros(5)})
-    with pytest.raises(RuntimeError, match=r"leaf \('n', 'y'\) of shape \[5\]"):
+    with pytest.raises(RuntimeError, match=batch_mismatch([2], ("n", "y"), [5])):
         merge_tensordicts(a, a.clone(), callback_exist=lambda *v: torch.zeros(5))
     with pytest.raises(ZeroDivisionError) as info:
         merge_tensordicts(a, a.clone(), callback_exist={"x": lambda *v: 1 / 0})
@@ -454,7 +455,7 @@ def test_make_tensordict():
     assert conv.device == torch.device("cpu")
     assert conv["pair", "1"].dtype == torch.int64
     assert make_tensordict().batch_size == torch.Size([])
-    with pytest.raises(RuntimeError, match=r"batch_size \[4\] is incompatible with leaf 'a' of shape \[3, 4\]"):
+    with pytest.raises(RuntimeError, match=batch_mismatch([4], "a", [3, 4])):
         make_tensordict(a=torch.zeros(3, 4), batch_size=[4])
 
 
@@ -542,7 +543,7 @@ def test_from_namedtuple_errors_and_warnings():
         TensorDict.from_namedtuple((torch.zeros(2),))
     with pytest.raises(TypeError, match="Conflicting batch sizes in from_namedtuple"):
         TensorDict.from_namedtuple(Point(torch.zeros(3), torch.zeros(3)), batch_size=[3], auto_batch_size=True)
-    with pytest.raises(RuntimeError, match=r"batch_size \[3\] is incompatible with leaf 'y'"):
+    with pytest.raises(RuntimeError, match=batch_mismatch([3], "y", [])):
         TensorDict.from_namedtuple(Point(torch.zeros(3), 1), batch_size=[3])
     with pytest.warns(FutureWarning, match="from_namedtuple ignores batch_dims=1 without auto_batch_size=True"):
         TensorDict.from_namedtuple(Point(torch.zeros(3), torch.zeros(3)), batch_dims=1)
@@ -561,7 +562,7 @@ def test_from_tuple():
     assert list(TensorDict.from_tuple(Point(torch.zeros(1), torch.zeros(1))).keys()) == ["0", "1"]
     with pytest.raises(TypeError, match="Conflicting batch sizes in from_tuple"):
         TensorDict.from_tuple((torch.zeros(3),), batch_size=[3], auto_batch_size=True)
-    with pytest.raises(RuntimeError, match=r"batch_size \[3\] is incompatible with leaf '0' of shape \[2\]"):
+    with pytest.raises(RuntimeError, match=batch_mismatch([3], "0", [2])):
         TensorDict.from_tuple((torch.zeros(2),), batch_size=[3])
 
 
@@ -622,7 +623,7 @@ def test_from_struct_array_errors():
         TensorDict.from_struct_array([1, 2])
     with pytest.raises(TypeError, match="Conflicting batch sizes in from_struct_array"):
         TensorDict.from_struct_array(np.zeros(3, dtype=[("a", "f4")]), batch_size=[3], auto_batch_size=True)
-    with pytest.raises(RuntimeError, match=r"batch_size \[5\]"):
+    with pytest.raises(RuntimeError, match=batch_mismatch([5], "a", [3])):
         TensorDict.from_struct_array(np.zeros(3, dtype=[("a", "f4")]), batch_size=[5])
 
 
@@ -708,7 +709,7 @@ def test_from_any_dispatch():
     d = TensorDict.from_any(collections.UserDict({"a": torch.zeros(2, 3), "t": (torch.zeros(2),)}), batch_size=[2])
     assert d.batch_size == torch.Size([2])
     assert d["t"].batch_size == torch.Size([2])
-    with pytest.raises(RuntimeError, match=r"batch_size \[2\] is incompatible with leaf '1' of shape \[\]"):
+    with pytest.raises(RuntimeError, match=batch_mismatch([2], "1", [])):
         TensorDict.from_any({"t": (torch.zeros(2), 1)}, batch_size=[2])
     assert TensorDict.from_any({"a": np.ones(2)})["a"].dtype == torch.float64
     assert TensorDict.from_any(np.zeros(3, dtype=[("a", "f4")])).batch_size == torch.Size([3])

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import torch
+from _messages import batch_mismatch
 
 from tensorbatch import (
     LazyStackedTensorDict,
@@ -584,7 +585,7 @@ def test_set_in_existing_nested_node():
 
 def test_set_wrong_batch_raises():
     s, tds = homo()
-    with pytest.raises(RuntimeError, match=r"batch_size \[3, 3\] is incompatible with leaf 'q' of shape \[3\]"):
+    with pytest.raises(RuntimeError, match=batch_mismatch([3, 3], "q", [3])):
         s.set("q", torch.zeros(3))
     assert all("q" not in td for td in tds)
 
@@ -1230,10 +1231,26 @@ def test_dense_stack_tds():
     assert_td_equal(out, dense_of(tds, 1))
     out = dense_stack_tds(tds, 0)
     assert_td_equal(out, dense_of(tds, 0))
-    assert_td_equal(dense_stack_tds(s, 0), dense_of(tds, 0))
+    assert_td_equal(dense_stack_tds(s, 0), dense_of(tds, 1))  # a lazy stack's own stack_dim is used
     _, a, b = hetero()
-    with pytest.raises(RuntimeError):
-        dense_stack_tds([a, b], 0)
+    out = dense_stack_tds([a, b], 0)  # keys and shapes differ: a lazy stack, as maybe_dense_stack
+    assert type(out) is LazyStackedTensorDict and out.tensordicts[0] is a
+    assert dense_stack_tds(a) is a
+    with pytest.raises(ValueError, match="needs dim="):
+        dense_stack_tds(tds)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_dense_stack_keeps_nested_ragged_lazy_stacks(dim):
+    ragged = lazy_stack([TensorDict(a=torch.zeros(3)), TensorDict(a=torch.ones(4), b=torch.ones(2))])
+    holders = [TensorDict(lazy=ragged, x=torch.arange(2.0), batch_size=[2]) for _ in range(2)]
+    for out in (torch.stack(holders, dim), dense_stack_tds(holders, dim), dense_stack_tds(lazy_stack(holders, dim))):
+        assert type(out) is TensorDict and out.batch_size == (2, 2)
+        inner = out["lazy"]
+        assert type(inner) is LazyStackedTensorDict and inner.stack_dim == (1 if dim == 0 else 0)
+        assert [m.batch_size for m in inner.tensordicts] == [torch.Size([2])] * 2
+        assert inner.tensordicts[1]["b"].shape == (2, 2)
+        assert torch.equal(inner.tensordicts[1]["a"], torch.ones(2, 4))
 
 
 @pytest.mark.parametrize("method", ["to_tensordict", "contiguous"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import pickle
 import warnings
 
 import pytest
@@ -92,19 +93,104 @@ def test_from_dataclass_type_and_instance() -> None:
     assert item.tags == [] and item.note == "n"
     with pytest.raises(dataclasses.FrozenInstanceError):
         item.note = "m"
-    assert from_dataclass(Step, inplace=True).__name__ == "Step"
     source = Step(torch.ones(3, 2), note="x")
     inst = from_dataclass(source, batch_size=[3])
     assert type(inst).__name__ == "Step_tc" and inst.batch_size == (3,) and inst.note == "x"
     assert inst.obs is not source.obs and torch.equal(inst.obs, source.obs)  # a deep copy, as asdict
     into = from_dataclass(source, dest_cls=cls, auto_batch_size=True)
-    assert type(into) is cls and into.batch_size == (3, 2)
+    # (as tensordict: the empty list is read as an empty tensor at batch [], so no batch dim is shared)
+    assert type(into) is cls and into.batch_size == () and torch.equal(into.tags, torch.zeros(0))
     with pytest.raises(TypeError, match="expects a dataclass type or instance, got int"):
         from_dataclass(3)
     with pytest.raises(TypeError, match="got the class dict"):
         from_dataclass(dict)
     with pytest.raises(TypeError, match="exclude each other"):
         from_dataclass(source, auto_batch_size=True, batch_size=[3])
+
+
+@dataclasses.dataclass
+class InPlace:  # made a tensorclass by the test below (module level: its instances pickle by name)
+    obs: torch.Tensor
+    tags: list = dataclasses.field(default_factory=list)
+    note: str = "n"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.note, str):  # (it runs on rebuilds too: a stack's note is a list)
+            self.note = self.note.upper()
+
+    def __repr__(self) -> str:  # the class's own: kept
+        return f"InPlace({self.note})"
+
+    def doubled(self) -> torch.Tensor:
+        return self.obs * 2
+
+
+def test_from_dataclass_inplace_changes_the_class_itself() -> None:
+    assert from_dataclass(InPlace, inplace=True) is InPlace
+    assert InPlace.__bases__ == (object,) and is_tensorclass(InPlace) and dataclasses.is_dataclass(InPlace)
+    item = InPlace(torch.arange(6.0).reshape(3, 2), batch_size=[3])
+    assert isinstance(item, InPlace) and type(item).__name__ == "InPlace" and is_tensorclass(item)
+    assert item.tags == [] and item.note == "N" and repr(item) == "InPlace(N)"  # default factory, __post_init__
+    assert torch.equal(item.doubled(), item.obs * 2)
+    assert isinstance(item[1:], InPlace) and item[1:].batch_size == (2,)
+    stacked = torch.stack([item, item])
+    assert isinstance(stacked, InPlace) and stacked.batch_size == (2, 3)
+    again = pickle.loads(pickle.dumps(item))
+    assert isinstance(again, InPlace) and torch.equal(again.obs, item.obs) and again.note == "N"
+    assert [f.name for f in InPlace.fields()] == ["obs", "tags", "note"]
+    built = InPlace.from_tensordict(TensorDict(obs=torch.zeros(2, 1), batch_size=[2]))
+    assert isinstance(built, InPlace) and built.batch_size == (2,)
+    assert from_dataclass(InPlace, inplace=True) is InPlace  # already one
+    with pytest.raises(RuntimeError, match=r"value\.shape=torch\.Size\(\[4\]\) for key 'obs'"):
+        item.obs = torch.zeros(4)
+    assert item.obs.shape == (3, 2)
+
+
+def test_from_dataclass_inplace_subclass_and_class_hooks() -> None:
+    seen = []
+
+    @dataclasses.dataclass
+    class Base:
+        x: torch.Tensor
+
+        def __init_subclass__(cls, **kwargs: object) -> None:  # the class's own hook still runs
+            super().__init_subclass__(**kwargs)
+            seen.append(cls.__name__)
+
+    from_dataclass(Base, inplace=True)
+
+    class Sub(Base):
+        def total(self) -> torch.Tensor:
+            return self.x.sum()
+
+    assert is_tensorclass(Sub) and Sub.__bases__ == (Base,) and seen == ["Sub"]
+    sub = Sub(x=torch.ones(3), batch_size=[3])
+    assert isinstance(sub, Sub) and isinstance(sub, Base) and sub.total() == 3
+    assert isinstance(sub[:2], Sub) and isinstance(
+        Sub.from_tensordict(TensorDict(x=torch.ones(2), batch_size=[2])), Sub
+    )
+    assert isinstance(Base(x=torch.ones(2), batch_size=[2]), Base) and not isinstance(Base(torch.ones(1)), Sub)
+
+
+def test_from_dataclass_inplace_frozen_and_slots() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Point:
+        xy: torch.Tensor
+
+    from_dataclass(Point, inplace=True)
+    point = Point(torch.zeros(4, 2), batch_size=[4])
+    assert point.batch_size == (4,) and point.xy.shape == (4, 2)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'xy'"):
+        point.xy = torch.ones(4, 2)  # the dataclass's own refusal (the TensorDict is not locked, as tensordict)
+    assert not point.is_locked and torch.equal(point.xy, torch.zeros(4, 2))
+    assert Point.__dataclass_params__.frozen
+
+    @dataclasses.dataclass(slots=True)
+    class Slotted:
+        x: torch.Tensor
+
+    with pytest.raises(TypeError, match="Slotted has __slots__"):
+        from_dataclass(Slotted, inplace=True)
 
 
 def test_from_consolidated(tmp_path) -> None:

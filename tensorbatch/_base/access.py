@@ -336,6 +336,8 @@ def _validate(
                 value.batch_size = bs
             else:
                 raise _errors.batch_mismatch(bs, path, vbs)
+        if getattr(type(value), "_named_by_copy", False) and node._maybe_names() is not None:
+            value = _named_node(value, node, path)
         device = node.device
         if device is not None and value.device != device:
             value = value.to(device, non_blocking=non_blocking)
@@ -407,16 +409,39 @@ def _named_leaf(leaf: Any, node: Any, path: tuple[str, ...]) -> Any:
     bs = node.batch_size
     if leaf.batch_size[: len(bs)] != bs:
         return leaf  # (refused below)
-    current = leaf.names
-    wanted = [*node._maybe_names(), *current[len(bs) :]]
+    wanted = _wanted_names(leaf, node, path, "non-tensor leaf")
+    return leaf if wanted is None else leaf._follow(None, NO_DEFAULT, checked_names(wanted, leaf.batch_size))
+
+
+def _named_node(value: Any, node: Any, path: tuple[str, ...]) -> Any:
+    """The TensorDict ``value`` set into the named ``node``, as tensordict stores it.
+
+    ``value`` itself when its names agree, else a shallow copy with ``node``'s names for its first dims (the
+    caller's object keeps its names).
+    """
+    wanted = _wanted_names(value, node, path, "TensorDict")
+    if wanted is None:
+        return value
+    out = value.copy()
+    out.names = wanted
+    return out
+
+
+def _wanted_names(value: Any, node: Any, path: tuple[str, ...], what: str) -> list[Any] | None:
+    """``node``'s names then ``value``'s own for its further dims; None when ``value`` has them already.
+
+    A dim of ``value`` named otherwise than ``node``'s (unnamed there included) raises ``RuntimeError``.
+    """
+    current = value.names
+    wanted = [*node._maybe_names(), *current[len(node.batch_size) :]]
     if current == wanted:
-        return leaf
+        return None
     if any(name is not None and name != want for name, want in zip(current, wanted, strict=True)):
         raise RuntimeError(
-            f"refine_names: cannot coerce TensorDict names {current} with {wanted}: the non-tensor leaf "
+            f"refine_names: cannot coerce TensorDict names {current} with {wanted}: the {what} "
             f"{_errors.fmt_path(path)} names the dims of its TensorDict otherwise"
         )
-    return leaf._follow(None, NO_DEFAULT, checked_names(wanted, leaf.batch_size))
+    return wanted
 
 
 def del_(self: TensorDictBase, key: NestedKey) -> TensorDictBase:

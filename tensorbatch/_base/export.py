@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -93,16 +93,37 @@ def _unless_non_tensor(leaf: Any) -> Any:
 
 
 def tolist(
-    self: TensorDictBase, *, convert_nodes: bool = True, convert_tensors: bool = False, as_linked_list: bool = False
+    self: TensorDictBase,
+    *,
+    convert_nodes: bool = True,
+    convert_tensors: bool | Literal["numpy"] = False,
+    tolist_first: bool = False,
+    as_linked_list: bool = False,
 ) -> Any:
     """Nested lists over the batch dims of per-element dicts (``td[i, j].to_dict()``).
 
-    ``convert_nodes=False`` keeps the elements as TensorDicts (``td[i, j]``). ``as_linked_list=True``
-    makes the outer list a ``LinkedList``: ``values[i] = {...}`` writes into ``td[i]`` too.
+    ``convert_nodes=False`` keeps the elements as TensorDicts (``td[i, j]``). ``convert_tensors`` and
+    ``tolist_first`` are passed to each element's :func:`to_dict`. ``as_linked_list=True`` makes the outer
+    list a ``LinkedList``: ``values[i] = {...}`` writes into ``td[i]`` too.
+
+    Raises:
+        TypeError: ``convert_tensors`` with ``convert_nodes=False``.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(a=torch.arange(2), n=TensorDict(c=torch.zeros(2, 2), batch_size=[2, 2]), batch_size=[2])
+        >>> td.tolist(convert_tensors=True, tolist_first=True)[0]
+        {'a': 0, 'n': [{'c': 0.0}, {'c': 0.0}]}
     """
+    if convert_tensors and not convert_nodes:
+        raise TypeError("tolist(convert_tensors=...) needs convert_nodes=True: the elements are kept as TensorDicts")
     if not self.batch_dims:
-        return self.to_dict(convert_tensors=convert_tensors) if convert_nodes else self
-    out = [td.tolist(convert_nodes=convert_nodes, convert_tensors=convert_tensors) for td in self.unbind(0)]
+        return self.to_dict(convert_tensors=convert_tensors, tolist_first=tolist_first) if convert_nodes else self
+    out = [
+        td.tolist(convert_nodes=convert_nodes, convert_tensors=convert_tensors, tolist_first=tolist_first)
+        for td in self.unbind(0)
+    ]
     return self._linked_list_cls(out, td=self) if as_linked_list else out
 
 
@@ -133,14 +154,40 @@ def to_padded_tensor(self: TensorDictBase, padding: float = 0.0, mask_key: Neste
     return out
 
 
-def to_dict(self: TensorDictBase, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
-    """A plain nested ``dict`` of the leaves (non-tensor leaves give their values)."""
+def to_dict(
+    self: TensorDictBase,
+    *,
+    retain_none: bool = True,
+    convert_tensors: bool | Literal["numpy"] = False,
+    tolist_first: bool = False,
+) -> dict[str, Any]:
+    """A plain nested ``dict`` of the leaves (non-tensor leaves give their values).
+
+    Args:
+        retain_none: accepted for tensordict's sake (a ``None`` value is kept either way).
+        convert_tensors: ``True`` turns tensors into (nested) Python lists, ``"numpy"`` into NumPy arrays.
+        tolist_first: a nested TensorDict (or non-tensor leaf) is converted with its ``tolist``: one with
+            batch dims becomes (nested) lists of dicts, one per element.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(a=torch.arange(2), n=TensorDict(c=torch.zeros(2), batch_size=[2]), batch_size=[2])
+        >>> td.to_dict(convert_tensors=True)
+        {'a': [0, 1], 'n': {'c': [0.0, 0.0]}}
+        >>> td.to_dict(convert_tensors=True, tolist_first=True)
+        {'a': [0, 1], 'n': [{'c': 0.0}, {'c': 0.0}]}
+    """
     out: dict[str, Any] = {}
     dicts: dict[tuple[str, ...], dict[str, Any]] = {(): out}  # the dict built for each node, by path
     for path, value in named_entries(self, is_leaf=is_non_tensor_type):  # a node before its entries
-        parent = dicts[path[:-1]]
+        parent = dicts.get(path[:-1])
+        if parent is None:  # inside a node that tolist_first converted whole
+            continue
         if type(value) is _Tensor:
-            parent[path[-1]] = value.tolist() if convert_tensors else value
+            parent[path[-1]] = _converted(value, convert_tensors)
+        elif tolist_first and (is_td(value) or _is_nt(value)):
+            parent[path[-1]] = value.tolist(convert_tensors=convert_tensors)
         elif _is_nt(value):
             parent[path[-1]] = plain_value_of(value)
         elif is_td(value):
@@ -148,6 +195,12 @@ def to_dict(self: TensorDictBase, *, retain_none: bool = True, convert_tensors: 
         else:
             parent[path[-1]] = value
     return out
+
+
+def _converted(tensor: _Tensor, convert_tensors: bool | str) -> Any:
+    if convert_tensors == "numpy":
+        return tensor.numpy()
+    return tensor.tolist() if convert_tensors else tensor
 
 
 def to_tensordict(self: TensorDictBase, *, retain_none: bool | None = None) -> TensorDictBase:
@@ -178,10 +231,15 @@ def state_dict(
     out: Any = collections.OrderedDict() if destination is None else destination
     if destination is None or not hasattr(destination, "_metadata"):
         out._metadata = collections.OrderedDict()  # (a plain dict refuses the attribute, as in tensordict)
+    held: list[tuple[Any, Any]] = []  # the TensorClasses held below the root, labelled last (label_levels)
     if flatten or destination is not None or prefix:
         root = prefix[:-1] if prefix.endswith(".") else prefix
         for path, node in named_nodes(self):
             out._metadata[prefix + ".".join(path) if path else root] = _level_meta(node)
+            if path and getattr(type(node), "_state_dict_meta", None) is not None:
+                held.append((node, prefix + ".".join(path) + "."))
+        for node, at in held:
+            label_levels(node, out, at, nested=False)
         for path, leaf in named_leaves(self):
             out[prefix + ".".join(path)] = leaf if keep_vars else leaf.detach()
         return out  # type: ignore[no-any-return]  # the caller's mapping or a new OrderedDict
@@ -194,11 +252,62 @@ def state_dict(
             level: Any = collections.OrderedDict()
             level._metadata = collections.OrderedDict({"": _level_meta(value)})
             dicts[path] = dicts[path[:-1]][path[-1]] = level
+            if getattr(type(value), "_state_dict_meta", None) is not None:
+                held.append((value, level))
+    for value, level in held:
+        label_levels(value, level, "", nested=True)
     return out  # type: ignore[no-any-return]
 
 
 def _level_meta(node: Any) -> dict[str, Any]:
-    return {"batch_size": node.batch_size, "device": node.device}
+    meta = {"batch_size": node.batch_size, "device": node.device}
+    extra = getattr(type(node), "_state_dict_meta", None)  # a TensorClass: its class and non-tensor fields
+    return meta if extra is None else {**meta, **extra(node)}
+
+
+def _wrapper_levels(obj: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """``(path, wrapper)`` for ``obj`` (a TensorClass) and the TensorClasses its fields hold, depth first."""
+    out = [(path, obj)]
+    for name in type(obj)._field_specs:
+        value = getattr(obj, name)
+        if getattr(type(value), "_state_dict_meta", None) is not None:
+            out += _wrapper_levels(value, (*path, name))
+    return out
+
+
+def label_levels(obj: Any, state_dict: Any, prefix: str, nested: bool) -> None:
+    """Add to ``state_dict``'s ``_metadata`` the class and non-tensor fields of each TensorClass level of ``obj``.
+
+    ``nested``: the state dict is made of nested dicts (``flatten=False``), each with its own ``_metadata``.
+    """
+    root = prefix[:-1] if prefix.endswith(".") else prefix
+    for path, wrapper in _wrapper_levels(obj):
+        if nested:
+            level = state_dict
+            for part in path:
+                level = level[part]
+            level._metadata[""].update(wrapper._state_dict_meta())
+        else:
+            key = prefix + ".".join(path) if path else root
+            state_dict._metadata.setdefault(key, {}).update(wrapper._state_dict_meta())
+
+
+def restore_fields(root: Any, state_dict: Mapping[str, Any]) -> None:
+    """Set back the non-tensor fields of the TensorClass levels that ``state_dict``'s ``_metadata`` records."""
+    levels: dict[tuple[str, ...], Any] = {}
+    _levels(state_dict, (), levels)
+    for path, facts in levels.items():
+        fields = facts.get("_non_tensor")
+        if not isinstance(fields, Mapping) or facts.get("_type") == "NonTensorData":
+            continue
+        node = root
+        for part in path:
+            specs = getattr(type(node), "_field_specs", None)
+            node = getattr(node, part) if specs is not None and part in specs else node.get(part, None)
+        specs = getattr(type(node), "_field_specs", None) or {}
+        for name, value in fields.items():
+            if name in specs:
+                setattr(node, name, value)
 
 
 _LEGACY = ("__batch_size", "__device")  # the keys tensordict's earlier state dicts held the root's facts in
@@ -264,6 +373,7 @@ def load_state_dict(
             node = self._get(path, None) if path else self
             if is_td(node) and not _is_nt(node):
                 node.batch_size = levels[path]["batch_size"]
+    restore_fields(self, state_dict)  # the TensorClasses held: their non-tensor fields
     return self
 
 

@@ -36,7 +36,9 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
     Keyword arguments: ``device``, ``dtype``, ``non_blocking``, ``batch_size``; ``inplace=True``
     makes ``self`` take the moved leaves (and device) and returns it; ``non_blocking_pin=True`` pins
     CPU leaves on the fly before their non-blocking copy to an accelerator, ``num_threads`` threads
-    pinning and copying them.
+    pinning and copying them. ``cast_filter(key_path, leaf) -> bool`` picks the tensor leaves the dtype
+    cast applies to (the others keep their dtype but still move; ``key_path`` is a tuple of str, and
+    :func:`~tensorbatch.utils.is_inexact` fits); it is not used without a dtype or with ``td.attrs()``.
 
     Copies between devices are non-blocking; after a move to the CPU from an accelerator one
     synchronisation makes the result safe to read, unless ``non_blocking=True`` is passed (the caller
@@ -48,6 +50,12 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
         torch.float64
         >>> TensorDict({"a": torch.ones(2)}, batch_size=[2]).to("cpu", non_blocking=True)["a"]
         tensor([1., 1.])
+        >>> from tensorbatch import is_inexact
+        >>> td = TensorDict(x=torch.zeros(2), done=torch.zeros(2, dtype=torch.bool)).to(
+        ...     torch.bfloat16, cast_filter=is_inexact
+        ... )
+        >>> td["x"].dtype, td["done"].dtype
+        (torch.bfloat16, torch.bool)
     """
     if len(args) == 1 and not kwargs and type(args[0]) is torch.dtype:  # the common cast, kept cheap
         cast: TensorDictBase = _pointwise.cast(self, args[0])
@@ -59,6 +67,7 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
     pin, num_threads = kwargs.pop("non_blocking_pin", False), kwargs.pop("num_threads", None)
     device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     batch_size = kwargs.pop("batch_size", None)
+    cast_filter = kwargs.pop("cast_filter", None)
     for arg in args:
         if isinstance(arg, torch.dtype):
             dtype = arg
@@ -89,7 +98,7 @@ def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
             whole=dtype is None and batch_size is None,
         )
     if dtype is not None:
-        result = _pointwise.cast(result, dtype)
+        result = _pointwise.cast(result, dtype, cast_filter)
     if batch_size is not None:
         result = result.clone(False) if result is self else result
         result.batch_size = batch_size

@@ -553,8 +553,20 @@ def _check_fill_value(td: Any, leaves: list[Any], value: Any) -> None:
             raise
 
 
-def masked_select(td: Any, mask: _Tensor) -> Any:
-    """Select the batch elements where ``mask`` is True; masked dims collapse into one."""
+def masked_select(td: Any, mask: _Tensor, *, inplace: bool = False) -> Any:
+    """Select the batch elements where ``mask`` is True; masked dims collapse into one.
+
+    ``inplace=True`` changes ``td`` itself (its leaves and batch size) and returns it.
+
+    Examples:
+        >>> import torch
+        >>> from tensorbatch import TensorDict
+        >>> td = TensorDict(a=torch.arange(3), batch_size=[3])
+        >>> td.masked_select(torch.tensor([True, False, True]), inplace=True) is td, td.batch_size
+        (True, torch.Size([2]))
+    """
+    if inplace:
+        return td._take_result(masked_select(td, mask))
     check_mask(td, mask)
     n = int(mask.sum())
     new = _Size([n, *td.batch_size[mask.ndim :]])

@@ -96,20 +96,10 @@ def reshape(td: Any, *shape: Any, size: Any = None, inplace: bool = False) -> An
     if inplace:
         return td._take_result(reshape(td, *shape, size=size))
     new = _infer_shape(td, _shape_args(shape or (size,)), "reshape")
+    if new == td.batch_size:  # as view (and tensordict's reshape): the TensorDict itself (ragged leaves included)
+        return td
     nd = td.batch_dims
-    names = td._maybe_names() if new == td.batch_size else None
-    try:
-        return td._map(lambda x: x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new, names=names, follow=True)
-    except RuntimeError:  # a strided nested tensor has no .shape: it keeps the batch size it has, or refuses
-        if new != td.batch_size or not any(map(ragged.is_ragged, flat_leaves(td))):
-            raise
-    return td._map(
-        lambda x: x if x.is_nested else x.reshape(*new, *x.shape[nd:]),
-        "reshape",
-        batch_size=new,
-        names=names,
-        follow=True,
-    )
+    return td._map(lambda x: x.reshape(*new, *x.shape[nd:]), "reshape", batch_size=new, follow=True)
 
 
 def permute_order(td: Any, *dims: Any, **kwargs: Any) -> tuple[int, ...]:

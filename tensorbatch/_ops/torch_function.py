@@ -30,6 +30,7 @@ from .traverse import (
     is_td,
     map_leaves,
     named_leaves,
+    named_nodes,
 )
 
 HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {}
@@ -107,12 +108,23 @@ def _dense_dicts(tds: list[Any], skip_dim: int | None) -> list[dict[str, Any]] |
 
 
 def _columns(tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None = None) -> list[list[Any]]:
+    """Leaves of every TensorDict, grouped by key path (in the first one's walk order): see :func:`_gather`."""
+    cols = _gather(tds, what, dicts)
+    assert cols is not None  # (only lazy_nodes=True gives None)
+    return cols
+
+
+def _gather(
+    tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None = None, lazy_nodes: bool = False
+) -> list[list[Any]] | None:
     """Leaves of every TensorDict, grouped by key path (in the first one's walk order).
 
     Args:
         tds: the TensorDicts.
         what: the operation, for errors.
         dicts: their storage, from :func:`_dense_dicts`, when the caller has it.
+        lazy_nodes: return None when the first TensorDict holds a lazy stack below its root (the caller
+            then stacks key by key, keeping it lazy); off the fast path only.
 
     Raises:
         RuntimeError: when the key sets differ (as tensordict's stack does).
@@ -126,6 +138,8 @@ def _columns(tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None =
             if cols is not None:
                 return cols
         first = tds[0]
+        if lazy_nodes and holds_lazy(first):
+            return None
         rows = [flat_leaves_like(td, first, nodes=True) for td in tds]
     except KeyError as err:
         if what == "cat":  # tensordict's cat raises KeyError (its phrase added), its stack RuntimeError
@@ -136,6 +150,41 @@ def _columns(tds: Sequence[Any], what: str, dicts: list[dict[str, Any]] | None =
         if isinstance(col[0], UnbatchedTensor):
             cols[i] = _unbatched_column(col, what, [p for p, _ in named_leaves(first)][i])
     return cols
+
+
+def holds_lazy(td: Any) -> bool:
+    """True when a node below ``td``'s root is a lazy stack (it holds member TensorDicts)."""
+    for path, node in named_nodes(td, members=True):  # (members=True: a lazy stack's leaves are not read)
+        members = getattr(node, "_stacked_members", None) if path else None
+        if members is not None and members() is not None:
+            return True
+    return False
+
+
+def _stack_by_key(tds: list[Any], dim: int, batch_size: torch.Size, names: Any) -> Any:
+    """``torch.stack`` entry by entry: a nested lazy stack stacks as one (a lazy stack of its members' stacks).
+
+    As tensordict: TensorDicts holding lazy stacks whose members differ in shape or keys still stack densely
+    at the top, and the lazy stacks stay lazy in the result.
+    """
+    first = tds[0]
+    keys = list(first._keys_str())
+    for td in tds[1:]:
+        theirs = list(td._keys_str())
+        if set(theirs) != set(keys):
+            raise _keys_differ("stack", key_sets_differ((), keys, theirs).args[0])
+    entries: dict[str, Any] = {}
+    for key in keys:
+        col = [td._get_str(key, NO_DEFAULT) for td in tds]
+        if is_td(col[0]):
+            entries[key] = stack(col, dim)
+            continue
+        try:
+            entries[key] = torch.stack(col, dim)
+        except Exception as err:
+            add_path_note(err, "stacking leaves", (key,))
+            raise
+    return first._dense_cls(entries, batch_size=batch_size, device=first.device, names=names)
 
 
 def _unbatched_column(col: list[Any], what: str, path: tuple[str, ...]) -> list[Any]:
@@ -239,10 +288,13 @@ def stack(
     bs.insert(d, len(tds))
     if out is not None:
         return _stack_into(tds, d, out, torch.Size(bs))
-    leaves = _per_column(torch.stack, _columns(tds, "stack", dicts), d, tds[0], "stack")
     names = tds[0]._maybe_names()
     if names is not None:
         names = (*names[:d], None, *names[d:])
+    cols = _gather(tds, "stack", dicts, lazy_nodes=not contiguous and LAZY_JOIN is not None)
+    if cols is None:  # a lazy stack below the root: it stays lazy
+        return _stack_by_key(tds, d, torch.Size(bs), names)
+    leaves = _per_column(torch.stack, cols, d, tds[0], "stack")
     return from_leaves(tds[0], leaves, batch_size=torch.Size(bs), names=names, follow=True)
 
 

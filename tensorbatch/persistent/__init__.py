@@ -20,46 +20,7 @@ from ..stored._register import register_storage
 from ._file import ReadOnlyError as ReadOnlyError
 from ._node import PersistentTensorDict as PersistentTensorDict
 from ._node import from_dict as from_dict
-from ._node import from_h5 as _open
-
-
-def from_h5(
-    h5_file: str | os.PathLike[str],
-    mode: str = "r",
-    *,
-    batch_size: Any = None,
-    batch_dims: int | None = None,
-    auto_batch_size: bool = False,
-    non_tensor_as_stack: bool = False,
-    **kwargs: Any,
-) -> PersistentTensorDict:
-    """Open an HDF5 file as a :class:`PersistentTensorDict` (reads metadata only).
-
-    Without ``batch_size``, the batch sizes recorded by ``to_h5``/``from_dict`` are used; a file without
-    them gets, per nested TensorDict, the largest batch size its entries share (at most ``batch_dims``
-    dims; ``auto_batch_size=True`` ignores recorded sizes). ``file_options={...}`` go to ``h5py.File``
-    (``locking``, ``swmr``, ``libver``, ``rdcc_nbytes``...); other keyword arguments are dataset options.
-    Entries whose data lies in other files (external links, external or virtual storage) raise
-    ``PermissionError`` naming the file and the entry, unless ``allow_external=True`` is passed.
-
-    Examples:
-        >>> import os, tempfile, torch
-        >>> from tensorbatch import TensorDict, from_h5
-        >>> path = os.path.join(tempfile.mkdtemp(), "data.h5")
-        >>> TensorDict({"a": torch.zeros(3, 2), "n": {"b": torch.ones(3)}}, [3]).to_h5(path).close()
-        >>> with from_h5(path) as data:
-        ...     print(data.batch_size, data["n", "b"])
-        torch.Size([3]) tensor([1., 1., 1.])
-    """
-    return _open(
-        h5_file,
-        mode,
-        batch_size=batch_size,
-        batch_dims=batch_dims,
-        auto_batch_size=auto_batch_size,
-        non_tensor_as_stack=non_tensor_as_stack,
-        **kwargs,
-    )
+from ._node import from_h5 as from_h5
 
 
 def to_h5(self: TensorDictBase, filename: str | os.PathLike[str], **kwargs: Any) -> PersistentTensorDict:
@@ -81,6 +42,6 @@ def to_h5(self: TensorDictBase, filename: str | os.PathLike[str], **kwargs: Any)
     return from_dict(self, filename, **kwargs)
 
 
-register_storage("h5", to=to_h5, opener=_open, schema="tensorbatch.persistent._node:from_schema")
+register_storage("h5", to=to_h5, opener=from_h5, schema="tensorbatch.persistent._node:from_schema", where="filename")
 
 __all__ = ["PersistentTensorDict", "ReadOnlyError", "from_dict", "from_h5"]

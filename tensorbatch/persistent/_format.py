@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ..stored._dtypes import BITS, BY_NAME, NUMPY_OF, TORCH_OF
+from ..stored._dtypes import DTYPE_ATTR as DTYPE_ATTR
+
 if TYPE_CHECKING:
     import h5py
 else:
@@ -22,33 +25,9 @@ else:
 
 BATCH_ATTR = "tensorbatch_batch_size"
 NAMES_ATTR = "tensorbatch_names"
-DTYPE_ATTR = "tensorbatch_dtype"
 STR_ATTR = "__tensordict_str__"  # tensordict's mark of the strings it wrote
 STACK_ATTR = "__tensordict_stack__"  # tensordict's mark of a NonTensorStack's array, with its shape
 
-_NUMPY_OF: dict[torch.dtype, Any] = {
-    torch.float64: np.float64,
-    torch.float32: np.float32,
-    torch.float16: np.float16,
-    torch.int64: np.int64,
-    torch.int32: np.int32,
-    torch.int16: np.int16,
-    torch.int8: np.int8,
-    torch.uint8: np.uint8,
-    torch.bool: np.bool_,
-    torch.complex64: np.complex64,
-    torch.complex128: np.complex128,
-    torch.uint16: np.uint16,
-    torch.uint32: np.uint32,
-    torch.uint64: np.uint64,
-}
-TORCH_OF: dict[Any, torch.dtype] = {np.dtype(v): k for k, v in _NUMPY_OF.items()}
-# dtypes HDF5 has no type for: stored as their bits, the dtype named in an attribute
-_BITS: dict[torch.dtype, torch.dtype] = {torch.bfloat16: torch.int16}
-for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
-    if hasattr(torch, _name):
-        _BITS[getattr(torch, _name)] = torch.uint8
-_BY_NAME: dict[str, torch.dtype] = {str(d).removeprefix("torch."): d for d in _BITS}
 BITS_DTYPES = frozenset({np.dtype(np.int16), np.dtype(np.uint8)})  # only these may carry DTYPE_ATTR
 
 BAD_KEYS = ("", ".", "..")
@@ -66,10 +45,10 @@ def check_key(key: str) -> None:
 
 def stored_dtype(dtype: torch.dtype) -> tuple[Any, str | None]:
     """``(numpy dtype written, name for DTYPE_ATTR or None)`` for a torch dtype."""
-    bits = _BITS.get(dtype)
+    bits = BITS.get(dtype)
     if bits is not None:
-        return _NUMPY_OF[bits], str(dtype).removeprefix("torch.")
-    numpy_dtype = _NUMPY_OF.get(dtype)
+        return NUMPY_OF[bits], str(dtype).removeprefix("torch.")
+    numpy_dtype = NUMPY_OF.get(dtype)
     if numpy_dtype is None:
         raise TypeError(f"HDF5 cannot store dtype {dtype}")
     return numpy_dtype, None
@@ -79,7 +58,7 @@ def to_numpy(value: torch.Tensor, dtype: torch.dtype) -> np.ndarray:
     """``value`` as the numpy array written into a dataset of torch dtype ``dtype`` (cast as torch casts)."""
     if value.dtype != dtype:
         value = value.to(dtype)
-    bits = _BITS.get(dtype)
+    bits = BITS.get(dtype)
     if bits is not None:
         value = value.view(bits)
     return value.detach().cpu().numpy()
@@ -94,20 +73,20 @@ def leaf_dtype(ds: h5py.Dataset) -> torch.dtype | None:
     if dt in BITS_DTYPES:  # only datasets of these dtypes can hold bits of another dtype: one attr read
         name = ds.attrs.get(DTYPE_ATTR)
         if name is not None:
-            return _BY_NAME[name if isinstance(name, str) else name.decode()]
+            return BY_NAME[name if isinstance(name, str) else name.decode()]
     return found
 
 
 def stored_as_bits(dtype: Any) -> bool:
     """True for a torch dtype stored as the bits of an integer dtype (bfloat16, float8)."""
-    return dtype in _BITS
+    return dtype in BITS
 
 
 def from_numpy(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """A tensor over a numpy array read from a dataset of torch dtype ``dtype``."""
     flags = array.flags
     out = torch.from_numpy(array if flags.c_contiguous and flags.writeable else array.copy())
-    return out.view(dtype) if dtype in _BITS else out
+    return out.view(dtype) if dtype in BITS else out
 
 
 def is_non_tensor(ds: h5py.Dataset) -> bool:

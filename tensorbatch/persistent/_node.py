@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import _progress
 from .._base.coerce import as_device
-from .._ops.rows import plan_rows
 from .._ops.traverse import is_td
 from ..base import TensorDictBase
 from ..stored._node import State, StoredTensorDict
+from ..stored._write import allocate, write_all
 from ._dialect import H5Dialect
 from ._file import atomic_target, open_file, split_options
 
@@ -68,7 +67,7 @@ class PersistentTensorDict(StoredTensorDict):
     def __new__(cls, *args: Any, backend: str = "h5", **kwargs: Any) -> Any:
         """``backend="zarr"`` gives the zarr-stored TensorDict (``tensorbatch.stored``) over ``filename``/``group``."""
         if backend == "zarr":
-            from ..stored._zarr_io import from_zarr
+            from ..stored._zarr import from_zarr
 
             where = kwargs.pop("filename", None)
             group = kwargs.pop("group", None)
@@ -191,16 +190,9 @@ class PersistentTensorDict(StoredTensorDict):
         kind = self._state.entries(self._path).get(key)
         return (None, None) if kind is None else (self._shared.obj((*self._path, key)), kind)
 
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
-        """An in-memory TensorDict of every leaf: one read per dataset."""
-        if not self.batch_dims:
-            return super().to_tensordict()
-        n = self.batch_size[0]
-        return self._rows(plan_rows(slice(0, n), n), None)
-
 
 def from_h5(
-    filename: str | os.PathLike[str],
+    h5_file: str | os.PathLike[str],
     mode: str = "r",
     *,
     batch_size: Any = None,
@@ -210,13 +202,14 @@ def from_h5(
     file_options: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> PersistentTensorDict:
-    """Open an HDF5 file as a :class:`PersistentTensorDict` (nothing is read but metadata).
+    """Open an HDF5 file as a :class:`PersistentTensorDict` (reads metadata only).
 
-    Without ``batch_size``, the batch sizes recorded by ``to_h5``/``from_dict`` are used; a file without them
-    (written by another tool) gets, for each nested TensorDict, the largest batch size its entries share
-    (nested ones first, at most ``batch_dims`` dims), as tensordict does. ``auto_batch_size=True`` ignores
-    the recorded sizes. Entries whose data lies in other files (external links, external or virtual storage)
-    raise ``PermissionError`` unless ``allow_external=True`` is passed.
+    Without ``batch_size``, the batch sizes recorded by ``to_h5``/``from_dict`` are used; a file without
+    them gets, per nested TensorDict, the largest batch size its entries share (at most ``batch_dims``
+    dims; ``auto_batch_size=True`` ignores recorded sizes). ``file_options={...}`` go to ``h5py.File``
+    (``locking``, ``swmr``, ``libver``, ``rdcc_nbytes``...); other keyword arguments are dataset options.
+    Entries whose data lies in other files (external links, external or virtual storage) raise
+    ``PermissionError`` naming the file and the entry, unless ``allow_external=True`` is passed.
 
     Examples:
         >>> import os, tempfile, torch
@@ -231,7 +224,7 @@ def from_h5(
         raise TypeError("pass batch_size or auto_batch_size=True, not both")
     out: PersistentTensorDict = PersistentTensorDict.__new__(PersistentTensorDict)
     recorded = out._open(
-        filename=filename,
+        filename=h5_file,
         mode=mode,
         batch_size=batch_size,
         file_options=file_options,
@@ -291,10 +284,7 @@ def from_dict(
     with atomic_target(filename) as tmp:
         file = open_file(tmp, "w", options)
         try:
-            out = PersistentTensorDict(group=file, batch_size=source.batch_size, **dataset_kwargs)
-            out._state.dialect.set_node_facts((), source.batch_size, source._maybe_names())
-            for key, value in _progress.entries(source._items_str(), progress, "to_h5"):
-                out._set_str(key, value, inplace=False, validated=True)
+            write_all(PersistentTensorDict(group=file, **dataset_kwargs), source, progress, "to_h5")
         finally:
             file.close()
     return PersistentTensorDict(filename=filename, mode="r+", device=device, file_options=options, **dataset_kwargs)
@@ -365,23 +355,9 @@ def from_schema(
         (torch.Size([1000, 4]), 0.0, True)
         >>> data.close()
     """
-    from .._keys import key_tuple
-
-    size = torch.Size(() if batch_size is None else batch_size)
-    out = PersistentTensorDict(
-        filename=filename, mode="w", batch_size=size, device=device, file_options=file_options, **kwargs
-    )
-    out._state.dialect.set_node_facts((), size, None)
-    for key, (shape, dtype) in schema.items():
-        path = key_tuple(key)
-        node: Any = out._walk_to(path, create=True)
-        node._alloc_leaf(path[-1], (*size, *shape), dtype)
+    out = PersistentTensorDict(filename=filename, mode="w", device=device, file_options=file_options, **kwargs)
+    allocate(out, schema, torch.Size(() if batch_size is None else batch_size))
     return out
-
-
-def _from_h5_method(cls: Any, /, filename: str | os.PathLike[str], mode: str = "r", **kwargs: Any) -> Any:
-    """Open an HDF5 file (see :func:`tensorbatch.persistent.from_h5`)."""
-    return from_h5(filename, mode, **kwargs)
 
 
 def _from_dict_method(
@@ -397,7 +373,6 @@ def _from_schema_method(cls: Any, /, schema: Any, filename: str | os.PathLike[st
 
 
 for _name, _value in (  # (set here: their signatures are not the base class's)
-    ("from_h5", classmethod(_from_h5_method)),
     ("from_dict", classmethod(_from_dict_method)),
     ("from_schema", classmethod(_from_schema_method)),
     ("clone", clone),

@@ -377,8 +377,3 @@ def write_rows(ds: h5py.Dataset, plan: RowPlan, value: np.ndarray) -> None:
         ds[first : last + 1] = flat
     else:
         ds[rows] = np.ascontiguousarray(flat)
-
-
-def as_index(index: Any) -> Any:
-    """A numpy form of a torch index h5py accepts."""
-    return index.numpy() if hasattr(index, "numpy") else index

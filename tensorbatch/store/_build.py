@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from .. import _progress
 from .._lazy import LazyStackedTensorDict
 from .._ops.traverse import is_td
+from ..stored._write import write_all
 from . import _format as fmt
 from ._conn import Connection, _connect
 from ._lazy import LazyStackedTensorDictStore
@@ -65,11 +65,7 @@ def from_tensordict(cls: Any, /, td: Any, *, device: Any = None, progress: bool 
             if tc is not None:
                 dialect.send("from_tensordict", [("SET", [conn.key("__tensorclass__")], [tc])])
                 conn.tensorclass = tc
-            names = data._maybe_names()
-            if names is not None:
-                dialect.set_node_facts((), data.batch_size, names)
-            for key, value in _progress.entries(data._items_str(), progress, "to_store"):
-                store._set_str(key, value, inplace=False, validated=True)
+            write_all(store, data, progress, "to_store")
     except BaseException:
         _forget(store)  # a new store whose data was refused (maxmemory...): no metadata left behind
         raise

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .._errors import batch_mismatch
+from .._errors import batch_size_refused
 from .._ops.meta import NODE, TENSOR
 from .._ops.rows import RowPlan
 from ..stored._dialect import Dialect, Path
@@ -253,7 +253,7 @@ class ElementDialect(RedisDialect):
         for joined, leaf in lazy.leaves.items():
             for shape in leaf.shapes:
                 if tuple(shape[: len(batch_size)]) != tuple(batch_size):
-                    raise batch_mismatch(batch_size, tuple(joined.split(fmt.SEP)), shape)
+                    raise batch_size_refused(batch_size, tuple(joined.split(fmt.SEP)), shape)
         key = self.conn.key("__inner_batch_size__")
         self.send("setting the batch size", [("SET", [key], [json.dumps(list(batch_size))])])
         lazy.inner = lazy.tree.batch = batch_size

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from .._base.coerce import checked_names
-from .._errors import batch_mismatch, missing_key
+from .._errors import batch_size_refused, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
-from .._ops.rows import RowPlan, check_fits
+from .._ops.rows import RowPlan, check_fits, plan_rows
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
 from ..base import TensorDictBase
 from ._copies import CopyOnRead
@@ -217,7 +217,7 @@ class StoredTensorDict(CopyOnRead):
             if kind == NODE and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
                 self._get_str(key)._check_batch(new_size)
                 continue
-            raise batch_mismatch(new_size, (*self._path, key), shape)
+            raise batch_size_refused(new_size, (*self._path, key), shape, "TensorDict" if kind == NODE else "Tensor")
 
     def _apply_batch(self, new_size: torch.Size, record: bool = True) -> None:
         state = self._state
@@ -380,6 +380,18 @@ class StoredTensorDict(CopyOnRead):
 
     def _read_rows(self, plan: RowPlan, keys: Iterable[str] | None = None) -> TensorDictBase:
         return self._rows(plan, keys)
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
+        """An in-memory TensorDict of every leaf: all rows as one slice (one read per leaf, in one ``read_many``).
+
+        For a storage whose reads are copies and whose indexed views read on access (HDF5, zarr); otherwise the
+        rows are gathered (a slice read may be a view of the storage's memory).
+        """
+        dialect = self._state.dialect
+        if not self.batch_dims or not (dialect.copy_reads and dialect.lazy_index):
+            return super().to_tensordict(retain_none=retain_none)
+        n = self.batch_size[0]
+        return self._read_rows(plan_rows(slice(0, n), n))
 
     def _read_slab(self, index: tuple[Any, ...], lead: tuple[int, ...]) -> TensorDictBase:
         """``self[index]`` read into memory for an int or a slice ``index[0]`` (checked already: an indexed view's).

@@ -19,7 +19,12 @@ STORAGES: dict[str, dict[str, Callable[..., Any]]] = {}  # name -> {"to", "from"
 
 
 def register_storage(
-    name: str, *, to: Callable[..., Any], opener: Callable[..., Any], schema: Callable[..., Any] | str | None = None
+    name: str,
+    *,
+    to: Callable[..., Any],
+    opener: Callable[..., Any],
+    schema: Callable[..., Any] | str | None = None,
+    where: str | None = None,
 ) -> None:
     """Make the storage ``name`` known everywhere.
 
@@ -29,6 +34,9 @@ def register_storage(
         opener: ``opener(where, **kwargs)``: the stored TensorDict over existing data.
         schema: ``schema(schema, batch_size=..., device=..., **kwargs)`` (or ``"module:function"``, imported on
             first use) for ``from_schema(storage=name)``; None when the storage has none.
+        where: the name ``from_<name>`` gives the opener's first parameter when the opener calls it otherwise
+            (tensordict's classmethods say ``filename``, its functions ``zarr_file``/``h5_file``); None: the
+            opener's own.
 
     Examples:
         >>> import tensorbatch
@@ -40,9 +48,15 @@ def register_storage(
         raise ValueError(f"register_storage: the name {name!r} is not an identifier (it names methods)")
 
     def from_storage(cls: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if where is not None and where in kwargs:  # (the first parameter by its classmethod's name)
+            if args:
+                raise TypeError(f"from_{name}() got multiple values for argument {where!r}")
+            args = (kwargs.pop(where),)
         return opener(*args, **kwargs)
 
     parameters = list(inspect.signature(opener).parameters.values())  # (the opener's, for help() and checks)
+    if where is not None:
+        parameters[0] = parameters[0].replace(name=where)
     from_storage.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter("cls", inspect.Parameter.POSITIONAL_ONLY), *parameters]
     )

@@ -30,19 +30,26 @@ class IndexedView(CopyOnRead):
         index: a batch index of ``source``.
     """
 
-    __slots__ = ("_bs", "_index", "_locked", "_source")
+    __slots__ = ("_bs", "_index", "_locked", "_names", "_source")
 
     def __init__(self, source: CopyOnRead, index: Any) -> None:
-        idx, size, _ = normalize(source, index, with_names=False)
+        idx, size, names = normalize(source, index)
         if size is None:  # masks and index tensors: the shape from an empty stand-in
             size = torch.zeros((), dtype=torch.bool).expand(source.batch_size)[idx].shape
         self._source, self._index, self._bs, self._locked = source, idx, _Size(size), False
+        self._names = names if names is not None and any(n is not None for n in names) else None
 
     @classmethod
-    def _at(cls, source: CopyOnRead, index: tuple[Any, ...], size: torch.Size) -> IndexedView:
+    def _at(
+        cls, source: CopyOnRead, index: tuple[Any, ...], size: torch.Size, names: tuple[Any, ...] | None = None
+    ) -> IndexedView:
         out = object.__new__(cls)
-        out._source, out._index, out._bs, out._locked = source, index, size, False
+        out._source, out._index, out._bs, out._locked, out._names = source, index, size, False, names
         return out
+
+    def _maybe_names(self) -> tuple[Any, ...] | None:
+        """The dim names the index leaves of the source's (as indexing an in-memory TensorDict names them)."""
+        return self._names
 
     @property
     def source(self) -> CopyOnRead:
@@ -75,7 +82,9 @@ class IndexedView(CopyOnRead):
             return self._source._get_str(key, default)  # the KeyError naming the key, or the default
         meta = self._source._leaf_meta(key)
         if meta.kind == NODE:
-            return IndexedView._at(self._source._get_str(key), self._index, self._sub_size(meta.shape))
+            size = self._sub_size(meta.shape)
+            names = None if self._names is None else (*self._names, *[None] * (len(size) - len(self._bs)))
+            return IndexedView._at(self._source._get_str(key), self._index, size, names)
         if meta.kind == NON_TENSOR:
             return self._source._get_str(key)[self._index]
         return self._source.get_at(key, self._index)
@@ -109,6 +118,12 @@ class IndexedView(CopyOnRead):
         return LeafMeta(self._sub_size(meta.shape), meta.dtype, meta.kind)
 
     def _materialize(self) -> TensorDictBase:
+        out = self._read()
+        if self._names is not None:
+            out.names = self._names
+        return out
+
+    def _read(self) -> TensorDictBase:
         index = self._index
         if len(index) == 1 and (type(index[0]) is slice or type(index[0]) is int):  # a hyperslab of each leaf
             read_slab = getattr(self._source, "_read_slab", None)
@@ -151,7 +166,7 @@ class IndexedView(CopyOnRead):
         return IndexedView(self, index)
 
     def __reduce__(self) -> Any:
-        return (IndexedView._at, (self._source, self._index, self._bs))
+        return (IndexedView._at, (self._source, self._index, self._bs, self._names))
 
     def _check_batch(self, new_size: torch.Size) -> None:  # (nested views of nested nodes)
         self._change_batch_size(new_size)

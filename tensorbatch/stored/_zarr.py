@@ -6,6 +6,7 @@ TensorDict with its batch size (and dim names) in the ``__tensordict__`` attribu
 as a ``uint8`` array of its JSON (or pickle) bytes marked ``__tensordict_non_tensor__``; a stack of strings as
 a string array marked ``__tensordict_stack__`` with its shape. What tensordict cannot store goes in an
 attribute other readers ignore: a bfloat16/float8 leaf is stored as its bits with ``tensorbatch_dtype``.
+``from_zarr``, ``to_zarr`` and ``from_schema`` below are registered as the storage ``"zarr"``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import os
 import pickle
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,41 +26,16 @@ import torch
 
 from .._ops.meta import NODE, NON_TENSOR, TENSOR
 from .._ops.rows import RowPlan
+from ..base import TensorDictBase
 from ._dialect import Dialect, Path
+from ._dtypes import BITS, BY_NAME, DTYPE_ATTR, NUMPY_OF, TORCH_OF
+from ._node import StoredTensorDict
+from ._register import register_storage
+from ._write import allocate, write_all
 
 FACTS_ATTR = "__tensordict__"
 NON_TENSOR_ATTR = "__tensordict_non_tensor__"
 STACK_ATTR = "__tensordict_stack__"
-DTYPE_ATTR = "tensorbatch_dtype"
-
-_TORCH_OF: dict[Any, torch.dtype] = {
-    np.dtype(k): v
-    for k, v in {
-        "float64": torch.float64,
-        "float32": torch.float32,
-        "float16": torch.float16,
-        "int64": torch.int64,
-        "int32": torch.int32,
-        "int16": torch.int16,
-        "int8": torch.int8,
-        "uint8": torch.uint8,
-        "bool": torch.bool,
-        "complex64": torch.complex64,
-        "complex128": torch.complex128,
-        "uint16": torch.uint16,
-        "uint32": torch.uint32,
-        "uint64": torch.uint64,
-    }.items()
-}
-_BITS = {
-    torch.bfloat16: torch.int16,
-    **{
-        getattr(torch, n): torch.uint8
-        for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
-        if hasattr(torch, n)
-    },
-}
-_BY_NAME = {str(d).removeprefix("torch."): d for d in _BITS}
 
 
 def zarr_module() -> Any:
@@ -174,7 +150,7 @@ class ZarrDialect(Dialect):
             else:
                 self._arrays[(*path, key)] = member
                 attrs = member.attrs
-                plain = np.dtype(member.dtype) in _TORCH_OF if _numpy_dtype(member) else False
+                plain = np.dtype(member.dtype) in TORCH_OF if _numpy_dtype(member) else False
                 out[key] = TENSOR if plain and NON_TENSOR_ATTR not in attrs and STACK_ATTR not in attrs else NON_TENSOR
         return out
 
@@ -241,7 +217,7 @@ class ZarrDialect(Dialect):
 
     def _create(self, path: Path, shape: tuple[int, ...], dtype: torch.dtype) -> Any:
         attributes = {}
-        stored = _BITS.get(dtype)
+        stored = BITS.get(dtype)
         if stored is not None:
             attributes[DTYPE_ATTR] = str(dtype).removeprefix("torch.")
             dtype = stored
@@ -253,12 +229,15 @@ class ZarrDialect(Dialect):
             lead = () if chunks is None else ((chunks,) if isinstance(chunks, int) else tuple(chunks))[: len(shape)]
             options["chunks"] = tuple(max(1, int(c)) for c in (*lead, *shape[len(lead) :]))
         array = self._node(path[:-1]).create_array(
-            path[-1], shape=shape, dtype=_NUMPY_NAME[dtype], fill_value=0, attributes=attributes, **options
+            path[-1], shape=shape, dtype=NUMPY_OF[dtype].name, fill_value=0, attributes=attributes, **options
         )
-        self._arrays[path] = array
         self._serials[path] = next(self._count)
-        self._structure_changed()
+        self._created(path, array)
         return array
+
+    def _created(self, path: Path, array: Any) -> None:
+        self._arrays[path] = array
+        self._structure_changed()
 
     def leaf_id(self, path: Path) -> int:
         self._array(path)
@@ -310,17 +289,10 @@ class ZarrDialect(Dialect):
             flat = np.array(data, dtype=object).ravel().tolist() if value.batch_size else [data]
             if all(type(v) is str for v in flat):
                 strings = np.array(data, dtype=str)
-                array = parent.create_array(
-                    name,
-                    shape=strings.shape,
-                    dtype=str,
-                    attributes=attributes,
-                    chunks=strings.shape or None,
-                    compressors=None,
-                )
+                options = {"chunks": strings.shape or None, "compressors": None}
+                array = parent.create_array(name, shape=strings.shape, dtype=str, attributes=attributes, **options)
                 array[...] = strings
-                self._arrays[path] = array
-                self._structure_changed()
+                self._created(path, array)
                 return
         else:
             data = value.data
@@ -337,8 +309,7 @@ class ZarrDialect(Dialect):
             name, shape=raw.shape, dtype="uint8", attributes=attributes, chunks=(max(1, raw.size),), compressors=None
         )
         array[...] = raw
-        self._arrays[path] = array
-        self._structure_changed()
+        self._created(path, array)
 
     # ------------------------------------------------------------------ life
     @contextlib.contextmanager
@@ -387,12 +358,9 @@ class ZarrDialect(Dialect):
                 zarr_module().consolidate_metadata(self.root.store)
 
 
-_NUMPY_NAME = {v: k.name for k, v in _TORCH_OF.items()}
-
-
 def check_dtype(path: Path, dtype: torch.dtype) -> None:
     """TypeError naming ``path`` when zarr has no type for ``dtype`` (nor for its bits)."""
-    if _BITS.get(dtype, dtype) not in _NUMPY_NAME:
+    if BITS.get(dtype, dtype) not in NUMPY_OF:
         raise TypeError(f"cannot store {'/'.join(path)!r} of dtype {dtype} in zarr: no zarr type for it")
 
 
@@ -413,16 +381,107 @@ def _numpy_dtype(array: Any) -> bool:
 
 def _torch_dtype(array: Any) -> torch.dtype:
     named = array.attrs.get(DTYPE_ATTR)
-    return _BY_NAME[named] if named in _BY_NAME else _TORCH_OF[np.dtype(array.dtype)]
+    return BY_NAME[named] if named in BY_NAME else TORCH_OF[np.dtype(array.dtype)]
 
 
 def _as_tensor(data: Any, array: Any) -> torch.Tensor:
     out = torch.from_numpy(np.array(data, copy=None, order="C"))
     named = array.attrs.get(DTYPE_ATTR)
-    return out.view(_BY_NAME[named]) if named in _BY_NAME else out
+    return out.view(BY_NAME[named]) if named in BY_NAME else out
 
 
 def _as_numpy(value: torch.Tensor) -> np.ndarray:
     value = value.detach().cpu().resolve_conj().resolve_neg()
-    bits = _BITS.get(value.dtype)
+    bits = BITS.get(value.dtype)
     return (value.view(bits) if bits is not None else value).numpy()
+
+
+def from_zarr(
+    zarr_file: Any,
+    *,
+    mode: str = "r",
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    batch_size: Any = None,
+    non_tensor_as_stack: bool = False,
+    allow_pickle: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> StoredTensorDict:
+    """Open a zarr group (a path, an fsspec URL or a zarr store) as a TensorDict read on access.
+
+    Batch sizes are those ``to_zarr`` recorded (tensordict's layout); a group that records none gets the
+    longest leading shape its entries share (at most ``batch_dims`` dims; ``auto_batch_size=True`` ignores the
+    recorded sizes). ``batch_size`` is checked and taken without writing. Rows are read on indexing, one read per
+    leaf; ``mode="r+"`` or ``"a"`` writes through. Pickled non-tensor values are read only with
+    ``allow_pickle=True`` (tensordict reads them with a warning: pickle runs code). ``storage_options`` go to
+    fsspec (credentials, endpoints). ``non_tensor_as_stack`` is accepted for tensordict's signature: string
+    columns are stacks already.
+
+    Examples:
+        >>> import os, tempfile, torch
+        >>> from tensorbatch import TensorDict, from_zarr
+        >>> path = os.path.join(tempfile.mkdtemp(), "data.zarr")
+        >>> _ = TensorDict({"a": torch.arange(6).view(3, 2), "n": {"b": torch.ones(3)}}, [3]).to_zarr(path)
+        >>> with from_zarr(path) as data:
+        ...     print(data.batch_size, data[1:]["a"].tolist(), data["n", "b"])
+        torch.Size([3]) [[2, 3], [4, 5]] tensor([1., 1., 1.])
+    """
+    dialect = ZarrDialect(zarr_file, mode, storage_options=storage_options, allow_pickle=bool(allow_pickle))
+    return StoredTensorDict(dialect, batch_size=batch_size, batch_dims=batch_dims, auto_batch_size=auto_batch_size)
+
+
+def to_zarr(
+    self: TensorDictBase,
+    filename: Any,
+    *,
+    allow_pickle: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> StoredTensorDict:
+    """Write this TensorDict to a new zarr group (replacing what is there) and return it open read-write.
+
+    The layout is tensordict 0.15.3's (each library reads the other's). ``kwargs`` go to
+    ``zarr.Group.create_array``: by default a leaf is one uncompressed chunk; ``chunks=(16,)`` chunks every
+    leaf's first dim by 16 (the others stay whole), ``compressors=...`` compresses. ``filename`` is a path, an
+    fsspec URL (``storage_options`` for its filesystem) or a zarr store. ``allow_pickle=False`` refuses to read
+    back the pickled non-tensor values this call writes.
+
+    Examples:
+        >>> import os, tempfile, torch
+        >>> from tensorbatch import TensorDict
+        >>> stored = TensorDict({"a": torch.arange(3)}, [3]).to_zarr(os.path.join(tempfile.mkdtemp(), "d.zarr"))
+        >>> stored["a"], stored.batch_size
+        (tensor([0, 1, 2]), torch.Size([3]))
+    """
+    for key, value in self.items(include_nested=True, leaves_only=True):  # every dtype checked before a write
+        if isinstance(value, torch.Tensor):
+            check_dtype(key if isinstance(key, tuple) else (key,), value.dtype)
+    dialect = ZarrDialect(
+        filename, "w", storage_options=storage_options, allow_pickle=allow_pickle is not False, array_options=kwargs
+    )
+    out = StoredTensorDict(dialect)
+    write_all(out, self, False, "to_zarr")
+    dialect.consolidate()
+    return out
+
+
+def from_schema(
+    schema: Mapping[Any, tuple[Any, torch.dtype]],
+    filename: str | os.PathLike[str] | None = None,
+    *,
+    batch_size: Any = None,
+    device: Any = None,
+    **kwargs: Any,
+) -> StoredTensorDict:
+    """Zero-filled leaves in a new zarr group, written without data (unwritten chunks read as 0)."""
+    if filename is None:
+        raise TypeError("from_schema(storage='zarr') needs filename= (a path or a URL)")
+    if device is not None and torch.device(device).type != "cpu":
+        raise ValueError(f"a zarr TensorDict lives on the CPU, not {device}")
+    storage_options = kwargs.pop("storage_options", None)
+    out = StoredTensorDict(ZarrDialect(filename, "w", storage_options=storage_options, array_options=kwargs))
+    allocate(out, schema, torch.Size(() if batch_size is None else batch_size))
+    return out
+
+
+register_storage("zarr", to=to_zarr, opener=from_zarr, schema=from_schema, where="filename")

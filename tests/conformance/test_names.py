@@ -143,10 +143,7 @@ SIGNATURES: dict[tuple[str, str], str] = {
     ("*", "addcdiv(#2 value)"): _KEYWORD_ONLY,
     ("*", "sub_(#1 alpha)"): _KEYWORD_ONLY,
     ("*", "clamp_min(#1 default)"): _KEYWORD_ONLY,
-    **{
-        ("package", f"tensorclass({p})"): "a tensorclass decorator option not supported here"
-        for p in ("cast_filter", "kw_only")
-    },
+    ("package", "tensorclass(kw_only)"): "a tensorclass decorator option not supported here",
     **{(group, f"{fn}({p})"): _THROUGH for (group, fn), (params, _) in THROUGH.items() for p in params},
 }
 

@@ -3,12 +3,16 @@
 Usage: ``python _doc_runner.py tensordict|tensorbatch < examples.json``. The input is a list of
 ``{"name", "module", "examples": [{"source", "want", "exc_msg", "lineno", "options"}]}`` (one per docstring, read
 by the test from the real tensordict with :class:`doctest.DocTestFinder`). Each docstring runs in a copy of its
-module's namespace (under the switch: the alias module's), after ``torch.manual_seed(0)``. Prints one JSON
-object, ``{"subject": <package of tensordict.TensorDict>, "results": {name: {"status": "passed" | "failed",
-"source", "want", "got"}}}``, ``got`` holding the output or the exception type of the first example that failed.
+module's namespace (under the switch: the alias module's) with ``torch`` added, after ``torch.manual_seed(0)``.
+Prints one JSON object, ``{"subject": <package of tensordict.TensorDict>, "results": {name: {"status": "passed" |
+"failed", "source", "want", "got"}}}``, ``got`` holding the output or the exception type of the first example that
+failed.
 
 TensorDict reprs differ on purpose (tensorbatch prints a tree): an expected output holding a TensorDict repr is
 compared by its content (the batch sizes and each leaf's name, shape and dtype), not by its text.
+
+The tests import :func:`collect` (read the examples from the installed tensordict) and :func:`run` (run them in a
+fresh interpreter) from here.
 """
 
 from __future__ import annotations
@@ -17,13 +21,21 @@ import doctest
 import importlib
 import io
 import json
+import os
+import pkgutil
 import re
+import subprocess
 import sys
 import traceback
+import warnings
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[2]
+
 _TD_REPR = re.compile(r"\b(\w+)\(batch_size=\[([^\]]*)\]")  # a TensorDict, lazy stack or TensorClass
-_TREE_LINE = re.compile(r"^([| ]*)[|`]-- (.+?): (\w+)\((.*)$")
+_TREE_LINE = re.compile(r"^([| ]*)[|`]-- (.+?): (?:(\w+)\((.*)|(.*))$")  # "key: Kind(...)" or a value
 _TREE_SHAPE = re.compile(r"shape=\[([^\]]*)\], dtype=(\w+)")
 _TREE_BATCH = re.compile(r"batch_size=\[([^\]]*)\]")
 
@@ -102,6 +114,9 @@ def _content_tb(text: str) -> dict[Any, Any] | None:
         depth = len(row.group(1)) // 4
         stack[depth:] = [row.group(2)]
         here, kind, rest = tuple(stack), row.group(3), row.group(4)
+        if kind is None:  # a non-tensor value printed as it is ("a: 0")
+            out[here] = ("other",)
+            continue
         shape = _TREE_SHAPE.search(rest)
         if kind in ("TensorDict", "LazyStackedTensorDict") or (_TREE_BATCH.match(rest) and not shape):
             batch = _TREE_BATCH.match(rest)
@@ -153,6 +168,69 @@ class _Runner(doctest.DocTestRunner):
             self.first = {"source": example.source, "want": example.want, "got": last[:300]}
 
 
+def modules(package: str) -> list[str]:
+    """``package`` and every module under it (imported: walking a package imports its subpackages)."""
+    root = importlib.import_module(package)
+    with warnings.catch_warnings():  # tensordict._C warns that it is deprecated when imported
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return [package] + [info.name for info in pkgutil.walk_packages(root.__path__, package + ".")]
+
+
+def collect(names: list[str], namespace: Callable[[str], str] = lambda name: name) -> list[dict[str, Any]]:
+    """The docstrings holding examples of the modules ``names``, in the runner's JSON form, sorted by name.
+
+    A docstring found from two modules (a re-export) is taken once, from the first. ``namespace(module)``
+    names the module whose namespace the docstring runs in (by default its own).
+    """
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    docs: dict[str, dict[str, Any]] = {}
+    for name in names:
+        with warnings.catch_warnings():  # tensordict.tabular warns that it is deprecated when imported
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = importlib.import_module(name)
+        for test in finder.find(module, name):
+            if not test.examples or test.name in docs:
+                continue
+            examples = [
+                {
+                    "source": e.source,
+                    "want": e.want,
+                    "exc_msg": e.exc_msg,
+                    "lineno": e.lineno,
+                    "options": {str(k): v for k, v in e.options.items()},
+                }
+                for e in test.examples
+            ]
+            docs[test.name] = {"name": test.name, "module": namespace(name), "examples": examples}
+    return sorted(docs.values(), key=lambda d: d["name"])
+
+
+def run(lib: str, docs: list[dict[str, Any]], timeout: float = 240) -> dict[str, dict[str, Any]]:
+    """Run ``docs`` in a fresh interpreter with ``lib`` (tensordict, or tensorbatch behind the switch).
+
+    Returns the results by docstring name (see the module docstring).
+    """
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        CUDA_VISIBLE_DEVICES="",
+        OMP_NUM_THREADS="1",
+    )
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__)), lib],
+        input=json.dumps(docs),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
+    assert "@@RESULTS@@" in proc.stdout, f"{lib} runner crashed (rc {proc.returncode}):\n{proc.stderr[-3000:]}"
+    out = json.loads(proc.stdout.rsplit("@@RESULTS@@", 1)[1])
+    assert out["subject"] == lib, f"under {lib}, tensordict.TensorDict came from {out['subject']}"
+    return out["results"]
+
+
 def main() -> None:
     lib = sys.argv[1]
     if lib == "tensorbatch":
@@ -166,7 +244,7 @@ def main() -> None:
     for doc in docs:
         try:
             module = importlib.import_module(doc["module"])
-            globs = dict(vars(module))
+            globs = {"torch": torch, **vars(module)}  # tensordict's examples use torch without importing it
         except Exception as exc:  # the module itself does not import: every example fails
             results[doc["name"]] = {
                 "status": "failed",

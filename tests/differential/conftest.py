@@ -52,6 +52,9 @@ def run_both(ref: Any, tb: Any):
 # tensordict"), or lacks a feature that arrives with a later issue. Each listed test is a strict
 # xfail: it fails loudly if the difference ever disappears.
 DIFFERENCES: dict[str, str] = {
+    "lz_stack_dim_name_densified": "a lazy stack's to_tensordict() and contiguous() keep the name given to its stack "
+    "dim (stack_dim_name=, or names set on it), as densify() and names given by refine_names (tensordict drops that "
+    "one name there only)",
     "to_module_ctx_frozen": "to_module's with block puts each old value back in its slot as it was: the same "
     "object, a frozen parameter still frozen (tensordict puts a new Parameter that requires grad)",
     "to_module_partial_order": "a partial to_module keeps the module's registration order (tensordict moves "
@@ -68,6 +71,9 @@ DIFFERENCES: dict[str, str] = {
     "(tensordict, which patches torch's vmap, maps the feature dim)",
     "vmap_negative_in_dims": "vmap goes through pytree: a negative in_dims counts from each tensor's last dim "
     "(tensordict: from the last batch dim); here the tensors' mapped sizes differ and vmap raises",
+    "from_dataclass_inplace_instances_are_of_the_class": "from_dataclass(cls, inplace=True) changes cls, but its "
+    "instances are of a TensorClass subclass of cls of the same name (isinstance holds; tensordict: type(obj) is "
+    "cls): a TensorClass instance keeps its TensorDict in slots that cls's instances lack",
     "numel_zero_batch_quirk": "numel() of an empty batch is 0 (tensordict returns 1)",
     "test_getitem_2d[tuple_": "a tuple of ints inside an index is a list index, as torch: td[((0, 2),)] has "
     "batch [2, 5] (tensordict indexes the leaves the same way but reports batch [5])",

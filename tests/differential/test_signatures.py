@@ -45,18 +45,11 @@ THROUGH_KWARGS: dict[str, set[str]] = {
     "update": {"non_blocking", "keys_to_update", "is_leaf", "update_batch_size", "ignore_lock"},
 }
 
-_INPLACE_SHAPE = (
-    "an in-place shape change (inplace=True changes the TensorDict's own batch size) is not "
-    "supported: call the method and assign the result"
-)
 _ATOMIC = "atomic= is accepted and ignored: saves are always atomic (written aside, then renamed into place)"
 
 NOT_ACCEPTED: dict[str, dict[str, str]] = {
     "auto_batch_size_": {"keep_compliant_size": "keeping a batch size that already fits is not supported"},
-    "masked_select": {"inplace": _INPLACE_SHAPE},
     "set_at_": {"non_blocking": "set_at_ writes into an existing leaf on its device; there is no move to overlap"},
-    "to_dict": {"tolist_first": "an export-order option of the reference; to_dict gives tensors, tolist lists"},
-    "tolist": {"tolist_first": "an export-order option of the reference"},
     "update_at_": {"idx": "the index is the second positional argument (index)"},
     "where": {"update_batch_size": "where keeps the batch size of its inputs"},
     **{

@@ -373,6 +373,20 @@ def _in_place(call):
     return fn
 
 
+MASK = torch.tensor([[True, False, True, False, False]] * 2 + [[False] * 5] * 2)
+
+
+def _numpy_dict(td):
+    return td[0, :2].to_dict(convert_tensors="numpy")
+
+
+def _cast_filter_keys(lib, td):
+    """The keys ``to``'s cast_filter is called with (tuples of str), sorted."""
+    seen = []
+    td.to(torch.float64, cast_filter=lambda key, x: seen.append(key) is None)
+    return sorted(seen)
+
+
 INPLACE = [
     case("reshape", _in_place(lambda td: td.reshape(-1, inplace=True))),
     case("reshape_shape", _in_place(lambda td: td.reshape(2, 10, inplace=True))),
@@ -403,6 +417,25 @@ INPLACE = [
     case("tolist_nodes", lambda lib, td: [type(x).__name__ for x in td.tolist(convert_nodes=False)[0]]),
     case("tolist_nodes_values", lambda lib, td: td.tolist(convert_nodes=False)[2][3]),
     case("tolist", lambda lib, td: td[0].tolist()[1]["nested"]["c"]),
+    # tolist_first, convert_tensors="numpy", masked_select(inplace=), to(cast_filter=) (tensordict's docstrings)
+    case("tolist_first", lambda lib, td: td[:2].tolist(tolist_first=True, convert_tensors=True)),
+    case("to_dict_tolist_first", lambda lib, td: td[0].to_dict(tolist_first=True)),
+    case("to_dict_tolist_first_0d", lambda lib, td: td[0, 0].to_dict(tolist_first=True, convert_tensors=True)),
+    case("to_dict_numpy", lambda lib, td: (lambda a: (type(a).__name__, a.tolist()))(_numpy_dict(td)["a"])),
+    case(
+        "tolist_tensors_no_nodes",
+        lambda lib, td: td.tolist(convert_nodes=False, convert_tensors=True),
+        raises=TypeError,
+    ),
+    case("masked_select_inplace", _in_place(lambda td: td.masked_select(MASK, inplace=True))),
+    case("ip_locked_masked_select", lambda lib, td: td.lock_().masked_select(MASK, inplace=True), raises=RuntimeError),
+    case("to_cast_filter", lambda lib, td: td.to(torch.float16, cast_filter=lambda key, x: key[0] == "nested")),
+    case("to_cast_filter_keys", _cast_filter_keys),
+    case("to_cast_filter_no_dtype", lambda lib, td: td.to("cpu", cast_filter=lambda key, x: False)),
+    case(
+        "to_cast_filter_is_inexact",
+        lambda lib, td: td.set("i", torch.ones(4, 5, dtype=torch.long)).to(torch.bfloat16, cast_filter=lib.is_inexact),
+    ),
 ]
 
 

@@ -5,6 +5,7 @@ found missing, called as a user of tensordict 0.15.3 calls them (by the referenc
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 import torch
@@ -368,7 +369,35 @@ ASSERT_CLOSE = [
         raises=AssertionError,
     ),
     case("assert_close_tolerance", lambda lib, td: lib.assert_close(td, td + 0.01, atol=0.1, rtol=0)),
+    case("assert_close_message", lambda lib, td: _first_line(lib, torch.zeros(4), torch.tensor([0, 0, 0, 0.2]))),
+    case(
+        "assert_close_message_int",
+        lambda lib, td: _first_line(lib, torch.zeros(2, 2).long(), torch.tensor([[0, 3]] * 2)),
+    ),
+    case("assert_close_ragged_lazy", lambda lib, td: lib.assert_close(*[_ragged_holder(lib) for _ in range(2)])),
+    case(
+        "assert_close_ragged_lazy_differ",
+        lambda lib, td: lib.assert_close(_ragged_holder(lib), _ragged_holder(lib, 1.0)),
+        raises=AssertionError,
+    ),
 ]
+
+
+def _first_line(lib, a, b):
+    """The first line of assert_close's message for leaves ``a`` and ``b`` (the key and the error's size)."""
+    try:
+        lib.assert_close(lib.TensorDict(x=a), lib.TensorDict(x=b))
+    except AssertionError as err:
+        return str(err).splitlines()[0]
+    raise AssertionError("assert_close passed")
+
+
+def _ragged_holder(lib, shift=0.0):
+    """A TensorDict holding a lazy stack of members of different shapes."""
+    ragged = lib.lazy_stack(
+        [lib.TensorDict(a=torch.zeros(3) + shift), lib.TensorDict(a=torch.ones(4), b=torch.ones(2))]
+    )
+    return lib.TensorDict(r=ragged)
 
 
 @pytest.mark.parametrize(("fn", "kw"), ASSERT_CLOSE)
@@ -382,3 +411,24 @@ def test_assert_close_message_names_prefix_and_msg(tb):
         tb.assert_close(td, td + 1, prefix="p", msg="MSG")
     with pytest.raises(KeyError, match=r"The first TD has keys \{.y.\}.*MSG"):
         tb.assert_close(td.clone().set("y", torch.zeros(3)), td, msg="MSG")
+
+
+@pytest.mark.parametrize("storage", ["h5", "zarr"])
+def test_indexed_stored_views_keep_dim_names(ref, tb, tmp_path, storage):
+    pytest.importorskip("h5py" if storage == "h5" else "zarr")
+
+    def run(lib: Any, where: str) -> Any:
+        td = lib.TensorDict(
+            a=torch.arange(12.0).view(3, 4),
+            n=lib.TensorDict(b=torch.zeros(3, 4, 2), batch_size=[3, 4]),
+            batch_size=[3, 4],
+            names=["x", "y"],
+        )
+        stored = td.to_h5(str(tmp_path / where)) if storage == "h5" else td.to_zarr(str(tmp_path / where))
+        indexes = (0, slice(1, None), (slice(None), 1), torch.tensor([0, 2]), torch.tensor([True, False, True]))
+        out = [(stored[i].names, stored[i].to_tensordict().names, stored[i]["n"].names) for i in indexes]
+        return out, stored.names
+
+    mine, theirs = run(tb, "tb"), run(ref, "ref")
+    assert mine == theirs
+    assert mine[0][0] == (["y"], ["y"], ["y"])

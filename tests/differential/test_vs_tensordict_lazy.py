@@ -86,6 +86,29 @@ def _m(out: Any) -> Any:
     return out
 
 
+def _ragged_holders(lib: Any, how: str, dim: int) -> Any:
+    """Two TensorDicts (batch [2]) each holding a lazy stack of members of different shapes and keys, stacked."""
+    ragged = lib.lazy_stack([lib.TensorDict(a=torch.zeros(3)), lib.TensorDict(a=torch.ones(4), b=torch.ones(2))])
+    holders = [lib.TensorDict(lazy=ragged, x=torch.arange(2.0), batch_size=[2]) for _ in range(2)]
+    holders[1] = holders[1].clone()
+    if how == "lazy":
+        out = lib.dense_stack_tds(lib.lazy_stack(holders, dim))
+    elif how == "list":
+        out = lib.dense_stack_tds(holders, dim)
+    elif how == "torch":
+        out = torch.stack(holders, dim)
+    else:
+        out = lib.maybe_dense_stack(holders, dim)
+    inner = out["lazy"]
+    return (
+        type(out).__name__,
+        out.batch_size,
+        out["x"],
+        _m(inner),
+        [m["a"] for m in inner.tensordicts],
+    )
+
+
 def _written(write: Any, stack: Any = _homo) -> Any:
     """Build a stack, run ``write(lib, s)``, return the stack as members (where the values landed)."""
 
@@ -162,6 +185,12 @@ CONSTRUCT = [
     case("lz_homo_nested_lazy_sd1", lambda lib, _: _m(_homo(lib, 1)["n"])),
     case("lz_het_exclusive_in_members", lambda lib, _: [list(td.keys()) for td in _het(lib).tensordicts]),
     case("lz_names", lambda lib, _: _named(_homo(lib, 1))),
+    case(
+        "lz_stack_dim_name_densified",
+        lambda lib, _: (lambda s: (s.names, s.to_tensordict().names, s.contiguous().names, s.densify().names))(
+            lib.lazy_stack([lib.TensorDict(a=torch.zeros(3), batch_size=[3]) for _ in range(2)], stack_dim_name="s")
+        ),
+    ),
     case(
         "lz_names_clone",
         lambda lib, _: (lambda s: (s.clone().names, (s + 1).names, s.to_tensordict().names))(
@@ -473,6 +502,21 @@ def test_lazy_write(run_both, fn, kw):
 # --------------------------------------------------------------------------------------------------
 # Operations
 # --------------------------------------------------------------------------------------------------
+MASK2D_23 = torch.tensor([[True, False, True], [False, True, False]])
+
+
+def _same_ndim(lib: Any) -> Any:
+    """Members of batch [3] whose leaves all have 2 dims: a tensor ``other`` of 3 dims spans every leaf."""
+    return lib.lazy_stack(
+        [lib.TensorDict(a=torch.zeros(3, 2) + i, b=torch.ones(3, 4) * i, batch_size=[3]) for i in range(2)]
+    )
+
+
+def _unbatched_members(lib: Any) -> Any:
+    """Members without batch dims: a [2, 3] condition reaches past the stack's batch size [2]."""
+    return lib.lazy_stack([lib.TensorDict(a=torch.zeros(3, 2) + i) for i in range(2)])
+
+
 def _op(fn: Any, stack: Any = _homo) -> Any:
     return lambda lib, _: _m(fn(lib, stack(lib)))
 
@@ -582,6 +626,16 @@ OPS = [
     ),
     case("lz_dense_stack_tds_lazy", lambda lib, _: lib.dense_stack_tds(_homo(lib, 1))),
     case("lz_dense_stack_tds_list", lambda lib, _: lib.dense_stack_tds(_members(lib), 1)),
+    # TensorDicts holding lazy stacks of ragged members stack densely at the top, the lazy stacks stay lazy
+    *(
+        case(f"lz_dense_stack_tds_ragged_{how}_{d}", lambda lib, _, how=how, d=d: _ragged_holders(lib, how, d))
+        for how in ("lazy", "list", "torch", "maybe")
+        for d in (0, 1)
+    ),
+    case("lz_dense_stack_tds_lazy_dim_ignored", lambda lib, _: lib.dense_stack_tds(_homo(lib, 1), 0).batch_size),
+    case("lz_dense_stack_tds_het", lambda lib, _: _m(lib.dense_stack_tds(_het(lib).tensordicts, 0))),
+    case("lz_dense_stack_tds_td", lambda lib, _: (lambda td: lib.dense_stack_tds(td) is td)(_member(lib, 0))),
+    case("lz_dense_stack_tds_no_dim", lambda lib, _: lib.dense_stack_tds(_members(lib)), raises=ValueError),
     case("lz_to_tensordict", lambda lib, _: _homo(lib, 1).to_tensordict()),
     case(
         "lz_to_tensordict_common",
@@ -702,6 +756,8 @@ SHAPE = [
     case("lz_torch_stack_lazy_dense", _op(lambda lib, s: torch.stack([s, s.to_tensordict()], 0))),
     case("lz_torch_stack_lazy_sd1", _op(lambda lib, s: torch.stack([s, s.clone()], 2), lambda lib: _homo(lib, 1))),
     case("lz_where_td", _op(lambda lib, s: s.where(MASK2D, s.clone() * 0))),
+    case("lz_where_tensor_spanning", _op(lambda lib, s: s.where(MASK2D_23, torch.full((2, 3, 1), 7.0)), _same_ndim)),
+    case("lz_where_condition_beyond", _op(lambda lib, s: s.where(MASK2D_23, 9.0), _unbatched_members)),
     case("lz_index_none_mid", _index((slice(None), None, slice(1, None)), 1)),
     case("lz_index_mask2d_sd1", _index(MASK2D, 1)),
     # the same shape operations with values only: these agree

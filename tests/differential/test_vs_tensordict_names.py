@@ -299,6 +299,98 @@ def test_from_dataclass(tb: Any, ref: Any) -> None:
     assert run(tb) == run(ref)
 
 
+def _in_place_class(m: Any) -> tuple[type, Any]:
+    @dataclasses.dataclass
+    class Step:
+        obs: torch.Tensor
+        reward: torch.Tensor = None
+        name: str = "s"
+
+        def doubled(self) -> torch.Tensor:
+            return self.obs * 2
+
+    return Step, m.from_dataclass(Step, inplace=True)
+
+
+def test_from_dataclass_inplace_changes_the_class(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        cls, out = _in_place_class(m)
+        made = cls(obs=torch.arange(6.0).reshape(3, 2), reward=torch.ones(3), batch_size=[3])
+        stacked = torch.stack([made, made])
+        with pytest.raises(RuntimeError) as info:
+            made.obs = torch.zeros(4)
+        return (
+            out is cls,
+            cls.__bases__ == (object,),
+            cls.__name__,
+            m.is_tensorclass(cls),
+            m.is_tensorclass(made),
+            isinstance(made, cls),
+            type(made).__name__,
+            m.from_dataclass(cls, inplace=True) is cls,
+            [f.name for f in dataclasses.fields(cls)],
+            isinstance(cls.from_tensordict(m.TensorDict(obs=torch.zeros(2, 1), batch_size=[2])), cls),
+            (made.name, list(made.batch_size)),
+            made.doubled().tolist(),
+            (type(made[1:]).__name__, isinstance(made[1:], cls), made[1:].obs.tolist()),
+            (isinstance(stacked, cls), list(stacked.batch_size), stacked[1, 2].obs.tolist()),
+            {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in made.to_dict().items()},
+            str(info.value),
+            cls(torch.zeros(2), batch_size=[2]).name,
+        )
+
+    assert run(tb) == run(ref)
+
+
+def test_from_dataclass_inplace_subclasses_are_tensorclasses(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        cls, _ = _in_place_class(m)
+
+        class Sub(cls):
+            def tripled(self) -> torch.Tensor:
+                return self.obs * 3
+
+        made = Sub(obs=torch.ones(3, 2), batch_size=[3])
+        return (
+            m.is_tensorclass(Sub),
+            (isinstance(made, Sub), isinstance(made, cls), type(made).__name__),
+            (made.tripled().tolist(), made.doubled().tolist(), made.name),
+            (type(made[1:]).__name__, isinstance(torch.stack([made, made]), Sub)),
+        )
+
+    assert run(tb) == run(ref)
+
+
+def test_from_dataclass_inplace_instances_are_of_the_class(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        cls, _ = _in_place_class(m)
+        return type(cls(obs=torch.zeros(2), batch_size=[2])) is cls
+
+    assert run(tb) == run(ref)
+
+
+def test_from_dataclass_inplace_keeps_the_options(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        @dataclasses.dataclass
+        class Frozen:
+            x: torch.Tensor
+
+        @dataclasses.dataclass(frozen=True)
+        class FrozenDataclass:
+            x: torch.Tensor
+
+        out = []
+        for cls, options in ((Frozen, {"frozen": True}), (FrozenDataclass, {})):
+            m.from_dataclass(cls, inplace=True, **options)
+            item = cls(x=torch.zeros(2), batch_size=[2])
+            with pytest.raises(dataclasses.FrozenInstanceError) as info:
+                item.x = torch.ones(2)
+            out.append((item.x.tolist(), item.is_locked, str(info.value)))
+        return out
+
+    assert run(tb) == run(ref)
+
+
 def test_parse_tensor_dict_string_round_trips_each_librarys_repr(tb: Any, ref: Any) -> None:
     def run(m: Any) -> Any:
         td = m.TensorDict(
@@ -415,3 +507,42 @@ def test_metadata_memmap_interop(tb: Any, ref: Any, tmp_path: Any) -> None:
     for m, folder in ((tb, "theirs"), (ref, "ours"), (tb, "ours")):
         loaded = m.TensorDict.load_memmap(tmp_path / folder).get("m")
         assert type(loaded).__name__ == "MetaData" and loaded.data == {"a": 1}, (m.__name__, folder)
+
+
+# ------------------------------------------------------------------------------------------ dim names on set
+def test_a_tensordict_set_into_a_named_one_takes_its_names_on_a_copy(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        td = m.TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4], names=["x", "y"])
+        out = []
+        for key, make, how in (
+            ("s", lambda: m.TensorDict(b=torch.zeros(3, 4, 2), batch_size=[3, 4]), "setitem"),
+            ("l", lambda: m.TensorDict(b=torch.zeros(3, 4, 2), batch_size=[3, 4, 2]), "set"),
+            ("same", lambda: m.TensorDict(b=torch.zeros(3, 4), batch_size=[3, 4], names=["x", "y"]), "setitem"),
+            ("part", lambda: m.TensorDict(b=torch.zeros(3, 4), batch_size=[3, 4], names=["x", None]), "update"),
+            ("lazy", lambda: m.lazy_stack([m.TensorDict(b=torch.zeros(4), batch_size=[4])] * 3), "setitem"),
+            ("bad", lambda: m.TensorDict(b=torch.zeros(3, 4), batch_size=[3, 4], names=["p", "q"]), "setitem"),
+        ):
+            sub = make()
+            before = sub.names
+            try:
+                if how == "set":
+                    td.set(key, sub)
+                elif how == "update":
+                    td.update({key: sub})
+                else:
+                    td[key] = sub
+            except RuntimeError as err:
+                out.append((key, "RuntimeError", str(err).split(":")[0], key in td.keys()))
+                continue
+            out.append((key, td[key].names, td[key] is sub, sub.names == before, type(td[key]).__name__))
+        sub = m.TensorDict(b=torch.zeros(3, 4), batch_size=[3, 4])
+        built = m.TensorDict({"s": sub}, batch_size=[3, 4], names=["x", "y"])
+        unnamed = m.TensorDict(batch_size=[3, 4])
+        unnamed["s"] = sub
+        out.append(("ctor", built["s"].names, built["s"] is sub, sub.names, unnamed["s"] is sub))
+        return out
+
+    mine, theirs = _both(tb, ref, run)
+    assert mine == theirs
+    assert mine[0] == ("s", ["x", "y"], False, True, "TensorDict")
+    assert mine[-2] == ("bad", "RuntimeError", "refine_names", False)

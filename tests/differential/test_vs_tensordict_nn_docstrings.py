@@ -10,21 +10,14 @@ from __future__ import annotations
 
 import doctest
 import importlib
-import json
-import os
-import pkgutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-pytestmark = pytest.mark.differential
+from ._doc_runner import collect, modules, run
 
-ROOT = Path(__file__).resolve().parents[2]
-RUNNER = Path(__file__).with_name("_doc_runner.py")
+pytestmark = pytest.mark.differential
 
 # Docstrings not run, by name ("<module>.<qualname>"), each with the reason. None today: tensordict 0.15.3's nn
 # docstrings hold no example of the deprecated functional_modules/make_functional and none that needs the
@@ -34,56 +27,13 @@ SKIPS: dict[str, str] = {}
 
 
 def _docstrings(ref: Any) -> list[dict[str, Any]]:
-    import tensordict.nn
-
-    names = ["tensordict.nn"] + [info.name for info in pkgutil.walk_packages(tensordict.nn.__path__, "tensordict.nn.")]
-    finder = doctest.DocTestFinder(exclude_empty=True)
-    docs: dict[str, dict[str, Any]] = {}
-    for name in names:
-        module = importlib.import_module(name)
-        for test in finder.find(module, name):
-            if not test.examples or test.name in docs or test.name in SKIPS:
-                continue
-            examples = [
-                {
-                    "source": e.source,
-                    "want": e.want,
-                    "exc_msg": e.exc_msg,
-                    "lineno": e.lineno,
-                    "options": {str(k): v for k, v in e.options.items()},
-                }
-                for e in test.examples
-            ]
-            docs[test.name] = {"name": test.name, "module": name, "examples": examples}
-    return sorted(docs.values(), key=lambda d: d["name"])
-
-
-def _run(lib: str, docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        CUDA_VISIBLE_DEVICES="",
-        OMP_NUM_THREADS="1",
-    )
-    proc = subprocess.run(
-        [sys.executable, str(RUNNER), lib],
-        input=json.dumps(docs),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-        cwd=ROOT,
-    )
-    assert "@@RESULTS@@" in proc.stdout, f"{lib} runner crashed (rc {proc.returncode}):\n{proc.stderr[-3000:]}"
-    out = json.loads(proc.stdout.rsplit("@@RESULTS@@", 1)[1])
-    assert out["subject"] == lib, f"under {lib}, tensordict.TensorDict came from {out['subject']}"
-    return out["results"]
+    return [d for d in collect(modules("tensordict.nn")) if d["name"] not in SKIPS]
 
 
 @pytest.fixture(scope="module")
 def outcomes(ref: Any) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     docs = _docstrings(ref)
-    return docs, _run("tensordict", docs), _run("tensorbatch", docs)
+    return docs, run("tensordict", docs), run("tensorbatch", docs)
 
 
 def test_examples_found(outcomes: tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]) -> None:
@@ -94,11 +44,8 @@ def test_examples_found(outcomes: tuple[list[dict[str, Any]], dict[str, Any], di
 
 
 def test_skips_name_real_docstrings(ref: Any) -> None:
-    import tensordict.nn
-
-    names = ["tensordict.nn"] + [info.name for info in pkgutil.walk_packages(tensordict.nn.__path__, "tensordict.nn.")]
     finder = doctest.DocTestFinder(exclude_empty=True)
-    found = {t.name for n in names for t in finder.find(importlib.import_module(n), n)}
+    found = {t.name for n in modules("tensordict.nn") for t in finder.find(importlib.import_module(n), n)}
     assert set(SKIPS) <= found, sorted(set(SKIPS) - found)
 
 

@@ -566,6 +566,10 @@ def test_nontensor_write(run_both, fn, kw):
 # --------------------------------------------------------------------------------------------------
 # The leaf classes themselves
 # --------------------------------------------------------------------------------------------------
+def _nt(lib: Any, value: Any) -> Any:
+    return lib.NonTensorData(value, batch_size=[3])
+
+
 def _stack(lib: Any) -> Any:
     return lib.NonTensorStack.from_list([["a", "b", "c"], ["d", "e", "f"]])
 
@@ -626,6 +630,23 @@ CLASSES = [
     case("nt_stack_eq", lambda lib, _: lib.NonTensorStack("a", "b") == lib.NonTensorStack("a", "c"), data=None),
     case("nt_stack_ne", lambda lib, _: lib.NonTensorStack("a", "b") != lib.NonTensorStack("a", "c"), data=None),
     case("nt_stack_pickle", lambda lib, _: pickle.loads(pickle.dumps(_stack(lib))), data=None),
+    # ^ and | of two non-tensor leaves: the truth of each pair of values, a bool tensor shaped like the batch
+    case("nt_data_xor", lambda lib, _: lib.NonTensorData(True, batch_size=[3]) ^ _nt(lib, True), data=None),
+    case("nt_data_xor_differ", lambda lib, _: lib.NonTensorData(True, batch_size=[3]) ^ _nt(lib, False), data=None),
+    case("nt_data_xor_ints", lambda lib, _: lib.NonTensorData(3, batch_size=[3]) ^ _nt(lib, 5), data=None),
+    case("nt_data_or", lambda lib, _: lib.NonTensorData(False, batch_size=[3]) | _nt(lib, False), data=None),
+    case("nt_data_xor_0d", lambda lib, _: lib.NonTensorData(True) ^ lib.NonTensorData(False), data=None),
+    case("nt_data_xor_str", lambda lib, _: _nt(lib, "a") ^ _nt(lib, "b"), data=None, raises=TypeError),
+    case(
+        "nt_stack_xor",
+        lambda lib, _: lib.NonTensorStack(True, False, True) ^ lib.NonTensorStack(True, True, True),
+        data=None,
+    ),
+    case(
+        "nt_stack_or",
+        lambda lib, _: lib.NonTensorStack(True, False, False) | lib.NonTensorStack(False, False, True),
+        data=None,
+    ),
     case("nt_data_ctor", lambda lib, _: lib.NonTensorData("a", batch_size=[2, 3]), data=None),
     case(
         "nt_data_attrs",

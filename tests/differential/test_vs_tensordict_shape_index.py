@@ -390,3 +390,28 @@ def _stack_out(lib, td):
 @pytest.mark.parametrize(("fn", "kw"), TORCH)
 def test_torch_functions(run_both, fn, kw):
     run_both(fn, **kw)
+
+
+# --------------------------------------------------------------------------------------------------
+# shape operations that change nothing give the TensorDict itself (identity, as tensordict)
+# --------------------------------------------------------------------------------------------------
+NO_OPS = {
+    "reshape_same": lambda t: t.reshape(4, 5),
+    "reshape_infer": lambda t: t.reshape(-1, 5),
+    "reshape_size": lambda t: t.reshape(torch.Size([4, 5])),
+    "view_same": lambda t: t.view(4, 5),
+    "squeeze_nothing": lambda t: t.squeeze(),
+    "expand_same": lambda t: t.expand(4, 5),
+    "index_ellipsis": lambda t: t[...],
+    "to_same_device": lambda t: t.to("cpu"),
+}
+
+
+@pytest.mark.parametrize("name", list(NO_OPS))
+def test_no_op_shape_ops_return_self(run_both, name):
+    def fn(lib, td):
+        for make in (lambda: td, lambda: lib.lazy_stack([td[0], td[1], td[2], td[3]])):
+            t = make()
+            yield NO_OPS[name](t) is t
+
+    run_both(lambda lib, td: list(fn(lib, td)))

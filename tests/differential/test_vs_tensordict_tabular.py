@@ -287,6 +287,35 @@ def test_to_pandas(ref, tb):
     assert expected == got == ("raises", "ValueError")
 
 
+_POINTS: dict[str, Any] = {}
+
+
+def _with_point(lib: Any) -> Any:
+    """A TensorDict holding a TensorClass (made once per library) and a tensor."""
+    if lib.__name__ not in _POINTS:
+
+        @lib.tensorclass  # (tensordict 0.15.3 gives the object column for this form; a TensorClass subclass raises)
+        class Point:
+            x: torch.Tensor
+            y: torch.Tensor
+
+        _POINTS[lib.__name__] = Point
+    point = _POINTS[lib.__name__](x=torch.arange(3.0), y=torch.ones(3), batch_size=[3])
+    return lib.TensorDict(p=point, a=torch.arange(3), batch_size=[3])
+
+
+def test_to_pandas_tensorclass_column(ref, tb):
+    # without a separator a TensorClass is one object column of its elements; with one, a column per field
+    for lib in (ref, tb):
+        df = _with_point(lib).to_pandas()
+        assert list(df.columns) == ["p", "a"] and str(df["p"].dtype) == "object", lib.__name__
+        assert [type(v).__name__ for v in df["p"]] == ["Point"] * 3, lib.__name__
+        assert [(v.batch_size, v.x.item(), v.y.item()) for v in df["p"]] == [(torch.Size([]), i, 1.0) for i in range(3)]
+        assert df["a"].tolist() == [0, 1, 2]
+    a, b = _with_point(ref).to_pandas(separator="."), _with_point(tb).to_pandas(separator=".")
+    pd.testing.assert_frame_equal(a, b)
+
+
 @pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
 def test_writers_write_the_same_file(ref, tb, fmt, tmp_path):
     getattr(_td(ref), f"to_{fmt}")(tmp_path / f"r.{fmt}", separator=".")

@@ -73,8 +73,27 @@ def _classes(lib: Any) -> Any:
     class CastTC(lib.TensorClass["autocast"]):
         a: Tensor
 
+    class FilteredTC(lib.TensorClass, cast_filter=lib.is_inexact):  # its dtype casts skip integer leaves
+        a: Tensor
+        i: Tensor
+
+    class FilteredSub(FilteredTC):
+        extra: Optional[Tensor] = None  # noqa: UP045
+
+    @lib.tensorclass(cast_filter=lambda key, x: key == ("a",))
+    class FilteredDecorated:
+        a: Tensor
+        b: Tensor
+
+    class Outer(lib.TensorClass):
+        inner: Labeled
+        b: Tensor
+        tag: str = "t"
+        extra: Any = None
+
     ns = type("Classes", (), {})
-    for cls in (State, Sub, WithDefault, Frozen, TC, Labeled, FrozenTC, CastTC, Named):
+    classes = (State, Sub, WithDefault, Frozen, TC, Labeled, FrozenTC, CastTC, Named, FilteredTC, FilteredSub)
+    for cls in (*classes, FilteredDecorated, Outer):
         setattr(ns, cls.__name__, cls)
     _CACHE[lib.__name__] = ns
     return ns
@@ -99,6 +118,38 @@ def _make_tc(lib: Any, td: Any) -> Any:
 
 def _labeled(lib: Any, td: Any) -> Any:
     return _classes(lib).Labeled(a=td["a"], label="lbl", batch_size=BATCH)
+
+
+def _filtered(lib: Any, td: Any, name: str = "FilteredTC") -> Any:
+    return getattr(_classes(lib), name)(a=td["a"], i=td["b"].long(), batch_size=BATCH)
+
+
+def _outer(lib: Any, td: Any, label: str = "lbl", tag: str = "t") -> Any:
+    inner = _classes(lib).Labeled(a=td["a"], label=label, batch_size=BATCH)
+    return _classes(lib).Outer(inner=inner, b=td["b"], tag=tag, extra={"k": 1}, batch_size=BATCH)
+
+
+def _sorted(facts: Any) -> Any:
+    return {k: dict(sorted(v.items())) if k == "_non_tensor" else v for k, v in facts.items()}
+
+
+def _meta(state_dict: Any) -> Any:
+    """A state dict's ``_metadata`` (and its nested dicts'), as plain dicts."""
+    out = {"": {k: _sorted(v) for k, v in sorted(state_dict._metadata.items())}}  # (tensordict's order differs)
+    out.update({k: _meta(v) for k, v in state_dict.items() if hasattr(v, "_metadata")})
+    return out
+
+
+def _loaded(lib: Any, td: Any, **kwargs: Any) -> Any:
+    """A state dict of one Outer loaded into another: the non-tensor fields come back too."""
+    sd = _outer(lib, td).state_dict(**kwargs)
+    dest = _outer(lib, td.apply(lambda x: x + 1), label="other", tag="u")
+    out = dest.load_state_dict(sd)
+    return out is dest, dest.inner.label, dest.tag, dest.extra, dest.b, dest.inner.a
+
+
+def _dtypes(x: Any) -> Any:
+    return {k: v.dtype for k, v in x.items()}
 
 
 def case(case_id: str, fn: Any, *marks: Any, **kwargs: Any) -> Any:
@@ -239,6 +290,11 @@ TENSORCLASS = [
         lambda lib, td: torch.stack([_labeled(lib, td), _labeled(lib, td)]).label,
         difference("stacking identical non-tensor values gives one value (tensordict: a list of them)"),
     ),
+    case(
+        "tc_to_namedtuple",
+        lambda lib, td: _labeled(lib, td).to_namedtuple(),
+        difference("a TensorClass's to_namedtuple is a namedtuple with the field names (tensordict: a plain tuple)"),
+    ),
     case("tc_optional_none", lambda lib, td: _labeled(lib, td).mask),
     case("tc_optional_set", lambda lib, td: _tc(_set(_labeled(lib, td), "mask", torch.ones(4, 5)))),
     case("tc_label_to_tensordict", lambda lib, td: _labeled(lib, td).to_tensordict()),
@@ -265,6 +321,45 @@ TENSORCLASS = [
         difference("a str given to a Tensor field raises TypeError (tensordict stores it and reads back the str)"),
     ),
     case("tc_autocast_fails", lambda lib, td: _classes(lib).CastTC(a="abc", batch_size=[]), raises=TypeError),
+    # a class's cast_filter: the default of its dtype casts (cast_filter=None given: every leaf)
+    case("tc_cast_filter_bfloat16", lambda lib, td: _dtypes(_filtered(lib, td).bfloat16())),
+    case("tc_cast_filter_given_none", lambda lib, td: _dtypes(_filtered(lib, td).double(cast_filter=None))),
+    case("tc_cast_filter_to", lambda lib, td: _tc(_filtered(lib, td).to(torch.float16))),
+    case("tc_cast_filter_to_device", lambda lib, td: _tc(_filtered(lib, td).to("cpu"))),
+    case("tc_cast_filter_type", lambda lib, td: _dtypes(_filtered(lib, td).type(torch.float64))),
+    case("tc_cast_filter_inherited", lambda lib, td: _dtypes(_filtered(lib, td, "FilteredSub").half())),
+    case(
+        "tc_cast_filter_decorator",
+        lambda lib, td: _dtypes(_classes(lib).FilteredDecorated(a=td["a"], b=td["b"], batch_size=BATCH).double()),
+    ),
+    # state_dict records each TensorClass level's class and non-tensor fields; load_state_dict sets them back
+    case(
+        "tc_state_dict_meta", lambda lib, td: (list(_outer(lib, td).state_dict()), _meta(_outer(lib, td).state_dict()))
+    ),
+    case("tc_state_dict_meta_nested", lambda lib, td: _meta(_outer(lib, td).state_dict(flatten=False))),
+    case("tc_state_dict_meta_prefix", lambda lib, td: _meta(_outer(lib, td).state_dict(prefix="p."))),
+    case(
+        "tc_state_dict_in_td", lambda lib, td: _meta(lib.TensorDict(o=_outer(lib, td), batch_size=BATCH).state_dict())
+    ),
+    case("tc_load_state_dict", lambda lib, td: _loaded(lib, td)),
+    case("tc_load_state_dict_nested", lambda lib, td: _loaded(lib, td, flatten=False)),
+    case(
+        "tc_load_state_dict_in_td",
+        lambda lib, td: (
+            (
+                lambda dest: (
+                    dest.load_state_dict(lib.TensorDict(o=_outer(lib, td), batch_size=BATCH).state_dict()),
+                    dest,
+                )
+            )(lib.TensorDict(o=_outer(lib, td, label="x", tag="y"), batch_size=BATCH))[1]["o"].inner.label
+        ),
+    ),
+    case("tc_to_tensordict_retain_none", lambda lib, td: _labeled(lib, td).to_tensordict(retain_none=True)),
+    case("tc_to_tensordict_retain_none_false", lambda lib, td: _labeled(lib, td).to_tensordict(retain_none=False)),
+    case(
+        "tc_cast_filter_nested",
+        lambda lib, td: _dtypes(lib.TensorDict(f=_filtered(lib, td), batch_size=BATCH).double()["f"]),
+    ),
 ]
 
 
@@ -281,6 +376,56 @@ def _tc_shadowing(lib: Any, td: Any) -> Any:
 
 
 TENSORCLASS.append(case("tc_shadow", _tc_shadowing, raises=AttributeError))
+
+
+def _list_field(value: Any, batch: list[int], option: str | None = None, assign: bool = False) -> Any:
+    """A list given to a field annotated ``Any``: read as a TensorDict reads it (a tensor or a stack of items)."""
+
+    def fn(lib: Any, td: Any) -> Any:
+        base = lib.TensorClass[option] if option else lib.TensorClass
+
+        class Holder(base):  # type: ignore[misc, valid-type]
+            x: Tensor
+            y: Any = None
+
+        if assign:
+            obj = Holder(x=torch.zeros(3), batch_size=batch)
+            obj.y = value
+        else:
+            obj = Holder(x=torch.zeros(3), y=value, batch_size=batch)
+        y, kept = obj.y, obj._tensordict.get("y")
+        first = obj[0].y if batch else None
+        as_list = y.tolist() if hasattr(y, "tolist") else y
+        return type(y).__name__, type(kept).__name__, as_list, first
+
+    return fn
+
+
+TENSORCLASS += [
+    case("tc_list_ints", _list_field([1, 2, 3], [3])),
+    case("tc_list_ints_unbatched", _list_field([1, 2, 3], [])),
+    case("tc_list_strs", _list_field(["a", "b", "c"], [3])),
+    case("tc_list_strs_unbatched", _list_field(["a", "b", "c"], [])),
+    case("tc_list_dicts", _list_field([{"k": 1}, {"k": 2}, {"k": 3}], [3])),
+    case("tc_list_assign", _list_field([4, 5, 6], [3], assign=True)),
+    case("tc_list_nocast", _list_field(["a", "b", "c"], [3], "nocast")),
+    case("tc_list_autocast", _list_field([1, 2, 3], [3], "autocast")),
+    case("tc_any_int_unbatched", _list_field(1, [])),
+    case("tc_any_float_unbatched", _list_field(2.5, [])),
+    case("tc_any_bool_assign_unbatched", _list_field(True, [], assign=True)),
+    case("tc_any_int_nocast", _list_field(1, [], "nocast")),
+    case("tc_any_int_autocast", _list_field(1, [], "autocast")),
+    case(
+        "tc_any_int_batched",
+        _list_field(1, [3]),
+        difference("a number given to an Any field in a non-empty batch is kept as one value (tensordict raises)"),
+    ),
+    case(
+        "tc_list_misfit",
+        _list_field([1.0, 2.0], [3]),
+        difference("a list that does not fit the batch size is kept as one value (tensordict raises)"),
+    ),
+]
 
 
 @pytest.mark.parametrize(("fn", "kw"), TENSORCLASS)

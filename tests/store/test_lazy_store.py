@@ -10,6 +10,8 @@ import torch
 
 pytest.importorskip("redis", reason="redis (the redis extra) is not installed")  # (tensorbatch.store needs it)
 
+from _messages import batch_size_refused
+
 from tensorbatch import LazyStackedTensorDict, TensorDict, lazy_stack
 from tensorbatch.store import LazyStackedTensorDictStore, TensorDictStore
 
@@ -202,7 +204,7 @@ def test_elements_record_no_dim_names(server):
         assert store.names == [None, None]
         store.batch_size = [2]  # the elements' batch size is one for all (the server records it)
         assert store[1].batch_size == torch.Size([]) and store.batch_size == torch.Size([2])
-        with pytest.raises(RuntimeError, match="batch dimension mismatch"):
+        with pytest.raises(RuntimeError, match=batch_size_refused("a", [3, 2], [4])):
             store[0].batch_size = [4]
     finally:
         store.clear_redis()

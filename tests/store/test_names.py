@@ -61,8 +61,8 @@ def test_setting_names_and_batch_size_on_the_server(store, server):
 def test_deleting_a_named_node_forgets_its_names(store, server):
     del store["m"]
     assert server.client().hgetall(store._conn.key("__names__")) == {b"": b'["env"]'}
-    store["m"] = TensorDict({"z": torch.zeros(2)}, [2])
-    assert store["m"].names == [None]
+    store["m"] = TensorDict({"z": torch.zeros(2, 3)}, [2, 3])
+    assert store["m"].names == ["env", None]  # the root's name (as tensordict), not the deleted node's "agent"
 
 
 def test_tensordict_reads_a_store_with_names(store, server):

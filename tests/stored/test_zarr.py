@@ -6,6 +6,7 @@ The generic behaviour runs in the conformance suite (flavours ``zarr``, ``typed_
 
 from __future__ import annotations
 
+import inspect
 import json
 import pickle
 import uuid
@@ -13,6 +14,7 @@ import uuid
 import numpy as np
 import pytest
 import torch
+from _messages import batch_size_refused
 
 from tensorbatch import NonTensorData, NonTensorStack, TensorClass, TensorDict, TypedTensorDict, from_zarr
 from tensorbatch.stored import ReadOnlyStorageError, StoredTensorDict, register_storage
@@ -260,7 +262,10 @@ def test_batch_sizes_are_inferred_where_none_is_recorded(tmp_path):
     assert from_zarr(tmp_path / "raw.zarr").batch_size == torch.Size([4, 3])
     assert from_zarr(tmp_path / "raw.zarr", batch_dims=1).batch_size == torch.Size([4])
     assert from_zarr(tmp_path / "raw.zarr", batch_size=[4]).batch_size == torch.Size([4])
-    with pytest.raises(RuntimeError, match=r"batch_size \[5\] is incompatible with leaf '(x|g)'"):
+    with pytest.raises(
+        RuntimeError,
+        match=f"{batch_size_refused('x', [4, 3, 2], [5])}|{batch_size_refused('g', [4, 3], [5], 'TensorDict')}",
+    ):
         from_zarr(tmp_path / "raw.zarr", batch_size=[5])
     sample().to_zarr(tmp_path / "rec.zarr")
     assert from_zarr(tmp_path / "rec.zarr", auto_batch_size=True).batch_size == torch.Size([3])
@@ -273,7 +278,7 @@ def test_batch_size_and_names_changes_are_recorded(tmp_path):
     again = from_zarr(tmp_path / "b.zarr")
     assert again.batch_size == torch.Size([3, 4]) and again.names == ["x", "y"]
     assert again["n"].batch_size == torch.Size([3, 4])
-    with pytest.raises(RuntimeError, match="'a'"):
+    with pytest.raises(RuntimeError, match=batch_size_refused("a", [3, 4], [4])):
         stored.batch_size = [4]
     assert from_zarr(tmp_path / "b.zarr").batch_size == torch.Size([3, 4])
 
@@ -310,6 +315,37 @@ def test_typed_wrappers_forward_to_zarr_and_from_zarr(tmp_path):
 def test_register_storage_refuses_a_name_that_is_not_an_identifier():
     with pytest.raises(ValueError, match="not an identifier"):
         register_storage("my-store", to=lambda td, where: td, opener=lambda where: where)
+
+
+def test_from_zarr_classmethod_names_its_first_parameter_filename(tmp_path):
+    """tensordict's classmethod says ``filename``, its function ``zarr_file``: ``register_storage(where=)``."""
+    sample().to_zarr(tmp_path / "f.zarr")
+    assert next(iter(inspect.signature(TensorDict.from_zarr).parameters)) == "filename"
+    assert next(iter(inspect.signature(from_zarr).parameters)) == "zarr_file"
+    assert TensorDict.from_zarr(filename=tmp_path / "f.zarr")["i"].tolist() == [1, -2, 3]
+    assert TensorDict.from_zarr(tmp_path / "f.zarr", mode="r")["i"].tolist() == [1, -2, 3]
+    with pytest.raises(TypeError, match="from_zarr\\(\\) got multiple values for argument 'filename'"):
+        TensorDict.from_zarr(tmp_path / "f.zarr", filename=tmp_path / "f.zarr")
+
+
+def test_to_tensordict_reads_each_leaf_as_one_slice(tmp_path, monkeypatch):
+    from tensorbatch.stored._zarr import ZarrDialect
+
+    td = TensorDict({"a": torch.arange(12.0).view(6, 2), "n": {"b": torch.arange(6)}}, [6], names=["t"])
+    stored = td.to_zarr(tmp_path / "t.zarr")
+    kinds, read_rows = [], ZarrDialect.read_rows
+
+    def counted(self, path, plan):
+        kinds.append((path, plan.kind))
+        return read_rows(self, path, plan)
+
+    monkeypatch.setattr(ZarrDialect, "read_rows", counted)
+    out = stored.to_tensordict()
+    assert kinds == [(("a",), "slice"), (("n", "b"), "slice")]  # (not a gather of every row)
+    assert type(out) is TensorDict and out.names == ["t"] and out.batch_size == torch.Size([6])
+    assert (out == td).all()
+    out["a"].fill_(-1.0)  # new memory: the store is unchanged
+    assert stored["a"].tolist() == td["a"].tolist()
 
 
 def test_persistent_tensordict_with_the_zarr_backend(tmp_path):
