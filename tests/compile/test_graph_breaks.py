@@ -53,7 +53,7 @@ CASES: dict[str, Callable[[TensorDict], Any]] = {
     "apply_relu": lambda td: td.apply(torch.relu),
     "index_0": lambda td: td[0],
     "slice": lambda td: td[1:3],
-    "reshape_-1": lambda td: td.reshape(-1),
+    "reshape_-1": lambda td: td.reshape(2, 2).reshape(-1),  # (reshape(-1) of a [4] batch is the TensorDict itself)
     "reshape_2_2": lambda td: td.reshape(2, 2),
     "view_-1": lambda td: td.view(2, 2).view(-1),
     "flatten": lambda td: td.flatten(0, -1),
