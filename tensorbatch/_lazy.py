@@ -26,7 +26,7 @@ from ._base import locks as _locks
 from ._base.coerce import as_size as _as_size
 from ._base.coerce import checked_names as _checked_names
 from ._base.export import node_facts, tree_lines
-from ._base.keys import KeyList
+from ._base.keys import KeyList, NestedKeysView
 from ._base.keys import _member as key_member
 from ._base.transfer import accelerators_of, settle
 from ._compat import allow_in_weights_only_load
@@ -371,14 +371,22 @@ class LazyStackedTensorDict(TensorDictBase):
         *,
         sort: bool = False,
     ) -> Any:
-        """The keys every member has (in the first member's order); reads no leaf."""
-        if not self._tds:
-            return KeyList()
-        lists = [td.keys(include_nested, leaves_only, is_leaf, sort=sort) for td in self._tds]
-        common = set(lists[0]).intersection(*lists[1:])
+        """The keys every member has (in the first member's order); reads no leaf.
+
+        With ``include_nested`` or ``leaves_only``, a live view (as a TensorDict's).
+        """
         if include_nested or leaves_only:
-            return KeyList([k for k in lists[0] if k in common])
-        return _TopKeys([k for k in lists[0] if k in common], self)
+            return NestedKeysView(lambda: self._common_keys(include_nested, leaves_only, is_leaf, sort))
+        return _TopKeys(self._common_keys(include_nested, leaves_only, is_leaf, sort), self)
+
+    def _common_keys(
+        self, include_nested: bool, leaves_only: bool, is_leaf: Callable[[type], bool] | None, sort: bool
+    ) -> list[Any]:
+        if not self._tds:
+            return []
+        lists = [list(td.keys(include_nested, leaves_only, is_leaf, sort=sort)) for td in self._tds]
+        common = set(lists[0]).intersection(*lists[1:])
+        return [k for k in lists[0] if k in common]
 
     def _has_str(self, key: str) -> bool:
         return bool(self._tds) and all(td._has_str(key) for td in self._tds)

@@ -100,6 +100,44 @@ class KeyList(list):  # type: ignore[type-arg]
         return super().__contains__(_member(key))
 
 
+class NestedKeysView:
+    """``keys(include_nested=..., leaves_only=..., sort=...)``: a live view, as tensordict's.
+
+    Each use lists the keys the TensorDict has then (a key set later is seen). Membership unravels the key
+    first (``("a", ("b",)) in td.keys(True)`` finds ``("a", "b")``, ``("a",)`` finds ``"a"``); it can also be
+    indexed (``td.keys(True)[0]``, which tensordict's view refuses) and compares equal to a list of the same keys.
+    """
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[], list[NestedKey]]) -> None:
+        self._make = make
+
+    def __iter__(self) -> Iterator[NestedKey]:
+        return iter(self._make())
+
+    def __len__(self) -> int:
+        return len(self._make())
+
+    def __bool__(self) -> bool:
+        return bool(self._make())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._make()[index]
+
+    def __contains__(self, key: object) -> bool:
+        keys = self._make()
+        return key in keys if type(key) is str else _member(key) in keys
+
+    def __eq__(self, other: object) -> bool:
+        return self._make() == (list(other) if isinstance(other, (NestedKeysView, tuple)) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # (as a list: it compares by contents)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._make()!r})"
+
+
 def keys(
     self: TensorDictBase,
     include_nested: bool = False,
@@ -126,10 +164,17 @@ def keys(
     """
     if not include_nested and not leaves_only and not sort:
         return StringKeys(self._keys_str())
-    out: list[NestedKey] = entry_keys(self, include_nested, leaves_only, is_leaf)
+    return NestedKeysView(lambda: listed_keys(self, include_nested, leaves_only, is_leaf, sort))
+
+
+def listed_keys(
+    td: Any, include_nested: bool, leaves_only: bool, is_leaf: Callable[[type], bool] | None, sort: bool
+) -> list[NestedKey]:
+    """The keys ``td.keys(...)`` gives now, as a list (a view's contents)."""
+    out: list[NestedKey] = entry_keys(td, include_nested, leaves_only, is_leaf)
     if sort:
         out.sort(key=lambda k: k if type(k) is str else ".".join(k))
-    return KeyList(out)
+    return out
 
 
 def items(

@@ -239,7 +239,7 @@ def test_new_top_level_keys_refused(flavour, tdf):
     AttributeError naming it, as tensordict 0.15.3's tensorclass, and changes nothing."""
     if "new_keys" in flavour.caps:
         pytest.skip("the flavour takes new top-level keys (test_set_new_keys)")
-    with pytest.raises(AttributeError, match="Cannot set the attribute 'f': .* has no such field"):
+    with pytest.raises(AttributeError, match=r"Cannot set the attribute 'f': .* has no such field"):
         tdf.set("f", torch.zeros(3, 4))
     with pytest.raises(AttributeError, match="object has no attribute or field 'x'"):
         tdf.set(("x", "y"), torch.zeros(3, 4))

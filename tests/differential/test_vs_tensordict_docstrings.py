@@ -51,8 +51,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "which the switch does not provide",
     "tensordict._td._SubTensorDict._clone": "a private class and method (_SubTensorDict, _get_sub_tensordict) that "
     "tensorbatch does not have",
-    "tensordict._td._TensorDictKeysView": "keys(include_nested=True) is a list made when called (tensordict's view "
-    "reads the TensorDict at each use, so it sees a key set later)",
     "tensordict.base.TensorDictBase._transform_keys": "a private method (TensorDictBase._transform_keys) that "
     "tensorbatch does not have",
     "tensordict.base.TensorDictBase.contiguous": "a lazy stack's contiguous() keeps its stack dim's name (README, "

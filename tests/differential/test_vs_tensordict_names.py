@@ -546,3 +546,24 @@ def test_a_tensordict_set_into_a_named_one_takes_its_names_on_a_copy(tb: Any, re
     assert mine == theirs
     assert mine[0] == ("s", ["x", "y"], False, True, "TensorDict")
     assert mine[-2] == ("bad", "RuntimeError", "refine_names", False)
+
+
+# ------------------------------------------------------------------------------------------ key views
+def test_nested_keys_are_a_live_view(tb: Any, ref: Any) -> None:
+    def run(m: Any) -> Any:
+        td = m.TensorDict(a={"b": torch.zeros(2)}, c=torch.zeros(2), batch_size=[2])
+        lazy = m.lazy_stack([td.clone(), td.clone()])
+        views = [td.keys(True), td.keys(True, True), td.keys(False, True), lazy.keys(True), lazy.keys(True, True)]
+        td["z"] = torch.ones(2)
+        td["a", "y"] = torch.ones(2)
+        for member in lazy.tensordicts:
+            member["w"] = torch.ones(2)
+        return [
+            (list(v), len(v), ("a", "y") in v, "z" in v, "w" in v, bool(v), sorted(map(str, set(v))))  # (("a",) in a
+            # leaves-only view: a pinned difference of its own)
+            for v in views
+        ]
+
+    mine, theirs = _both(tb, ref, run)
+    assert mine == theirs
+    assert mine[0][0] == [("a", "b"), ("a", "y"), "a", "c", "z"]
