@@ -64,6 +64,11 @@ def _number_field(cls: Any, spec: Any, value: Any, unbatched: bool) -> tuple[Any
     return value, False  # the TensorDict turns it into a tensor
 
 
+def _size(batch: Any) -> torch.Size:
+    """``batch``: a batch size, or the TensorDict whose batch size it is (read only when needed)."""
+    return batch if type(batch) is torch.Size else batch.batch_size
+
+
 def _list_fits(value: list[Any], batch_size: torch.Size) -> bool:
     """True when the TensorDict reads the list ``value`` as a leaf of ``batch_size`` (a tensor or a stack)."""
     leaf = read_list(value, NonTensorStack)
@@ -73,17 +78,16 @@ def _list_fits(value: list[Any], batch_size: torch.Size) -> bool:
     return shape[: len(batch_size)] == batch_size
 
 
-def prepare(
-    cls: Any, spec: Any, value: Any, unbatched: bool = False, batch_size: torch.Size | None = None
-) -> tuple[Any, bool]:
+def prepare(cls: Any, spec: Any, value: Any, unbatched: bool = False, batch: Any = None) -> tuple[Any, bool]:
     """The value to store for ``spec`` and whether it must be kept as a Python value (a non-tensor leaf).
 
     ``unbatched``: the TensorDict's batch size is empty (a number given to an ``int``/``float``/``bool``
-    field becomes a 0-d tensor then, see :func:`_number_field`). A list is read as the TensorDict
-    (``batch_size``) reads it (a tensor or a stack of its items, as tensordict) when it fits the batch size, and
-    kept as one Python value when it does not (tensordict raises: a ``default_factory=list`` field then fails
-    for any batch size but ``[0]`` and ``[]``); autocast classes keep lists, as tensordict's. Fields annotated
-    as tensors or numbers take lists as tensors (a misfit raises, as there).
+    field becomes a 0-d tensor then, see :func:`_number_field`). ``batch``: the TensorDict's batch size, or the
+    TensorDict (read only for a list or a number). A list is read as the TensorDict reads it (a tensor or a
+    stack of its items, as tensordict) when it fits the batch size, and kept as one Python value when it does
+    not (tensordict raises: a ``default_factory=list`` field then fails for any batch size but ``[0]`` and
+    ``[]``); autocast classes keep lists, as tensordict's. Fields annotated as tensors or numbers take lists as
+    tensors (a misfit raises, as there).
     """
     if value is None:
         return None, False
@@ -95,8 +99,8 @@ def prepare(
         value = _cast(cls, spec, value)
     if isinstance(value, _Tensor) or is_td(value):
         return value, False
-    if type(value) is list and batch_size is not None and not (cls._autocast or spec.tensor or spec.number):
-        return value, not _list_fits(value, batch_size)
+    if type(value) is list and batch is not None and not (cls._autocast or spec.tensor or spec.number):
+        return value, not _list_fits(value, _size(batch))
     if spec.tensor:
         if cls._nocast:
             return value, True
@@ -111,6 +115,6 @@ def prepare(
         return value, False
     if spec.number is not None and not (cls._nocast or cls._autocast):
         return _number_field(cls, spec, value, unbatched)
-    if type(value) in (int, float, bool) and spec.number is None and batch_size == _EMPTY and not cls._nocast:
-        return value, False  # a 0-d tensor, as tensordict (a number in a non-empty batch stays a value: it raises)
+    if type(value) in (int, float, bool) and spec.number is None and not cls._nocast and batch is not None:
+        return value, _size(batch) != _EMPTY  # a 0-d tensor in an empty batch, as tensordict (else it raises)
     return value, True

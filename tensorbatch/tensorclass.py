@@ -165,7 +165,7 @@ def _read(obj: Any, spec: _Spec) -> Any:
 
 def _write(obj: Any, spec: _Spec, value: Any, inplace: bool = False) -> None:
     td = obj._tensordict
-    value, python = _prepare(type(obj), spec, value, spec.number is not None and not td.batch_size, td.batch_size)
+    value, python = _prepare(type(obj), spec, value, spec.number is not None and not td.batch_size, td)
     name = spec.name
     extras = obj._non_tensordict
     if extras and name in extras:
