@@ -175,7 +175,3 @@ class IndexedView(CopyOnRead):
 def _enter(path: tuple[str, ...], value: Any) -> bool:
     """Walk into nested TensorDicts and dicts, not into non-tensor leaves (they are written whole)."""
     return is_node(value) or isinstance(value, dict)
-
-
-def is_view_node(value: Any) -> bool:
-    return is_node(value) and type(value) is IndexedView
