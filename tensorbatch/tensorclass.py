@@ -23,7 +23,7 @@ import typing
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch.utils import _pytree
@@ -517,6 +517,25 @@ class TensorClass:
                     out.set_non_tensor(spec.name, None)
         return out  # type: ignore[no-any-return]
 
+    def to_dict(
+        self, *, retain_none: bool = True, convert_tensors: bool | Literal["numpy"] = False, tolist_first: bool = False
+    ) -> dict[str, Any]:
+        """:meth:`TensorDictBase.to_dict` of the fields; ``retain_none`` keeps the fields holding ``None``.
+
+        Examples:
+            >>> class Maybe(TensorClass):
+            ...     x: torch.Tensor
+            ...     y: torch.Tensor | None = None
+            >>> Maybe(x=torch.zeros(2), batch_size=[2]).to_dict()
+            {'x': tensor([0., 0.]), 'y': None}
+        """
+        out: dict[str, Any] = self._tensordict.to_dict(
+            retain_none=retain_none, convert_tensors=convert_tensors, tolist_first=tolist_first
+        )
+        if retain_none and not tolist_first:
+            _add_none_fields(self, out)
+        return out
+
     def state_dict(
         self, destination: Any = None, prefix: str = "", keep_vars: bool = False, flatten: bool = True
     ) -> dict[str, Any]:
@@ -804,6 +823,16 @@ class TensorClass:
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return _delegation.torch_function(func, args, kwargs)
+
+
+def _add_none_fields(obj: Any, out: dict[str, Any]) -> None:
+    """Put the fields of ``obj`` (and of its nested TensorClasses) that hold ``None`` into its ``to_dict``."""
+    for spec in type(obj)._fields_in_order:
+        value = getattr(obj, spec.name)
+        if value is None:
+            out.setdefault(spec.name, None)
+        elif is_tensorclass(value) and isinstance(out.get(spec.name), dict):
+            _add_none_fields(value, out[spec.name])
 
 
 def _unpickle(cls: Any, td: Any, extras: Any) -> Any:

@@ -470,3 +470,26 @@ def test_post_init_runs_on_rebuilds_unless_skipped(ref, tb, option):
     expected = counts(ref)
     assert expected[-1] > expected[0]  # the premise: from_tensordict runs it in both modes
     assert counts(tb) == expected
+
+
+def _to_dict_none(**kwargs: Any) -> Any:
+    """A TensorClass's to_dict keeps the fields that hold None, as tensordict."""
+
+    def fn(lib: Any, td: Any) -> Any:
+        class Outer(lib.TensorClass):
+            x: Tensor
+            y: Optional[Tensor] = None  # noqa: UP045
+            s: str = "q"
+
+        full = Outer(x=torch.zeros(2), y=torch.ones(2), batch_size=[2])
+        empty = Outer(x=torch.zeros(2), batch_size=[2])
+        return full.to_dict(**kwargs), empty.to_dict(**kwargs)
+
+    return fn
+
+
+TENSORCLASS += [
+    case("tc_to_dict_none", _to_dict_none()),
+    case("tc_to_dict_none_dropped", _to_dict_none(retain_none=False)),
+    case("tc_to_dict_none_lists", _to_dict_none(convert_tensors=True)),
+]
