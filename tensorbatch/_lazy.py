@@ -384,7 +384,8 @@ class LazyStackedTensorDict(TensorDictBase):
     ) -> list[Any]:
         if not self._tds:
             return []
-        lists = [list(td.keys(include_nested, leaves_only, is_leaf, sort=sort)) for td in self._tds]
+        # (comprehensions: one walk of each member's key view, where list() would ask its len() first)
+        lists = [[k for k in td.keys(include_nested, leaves_only, is_leaf, sort=sort)] for td in self._tds]
         common = set(lists[0]).intersection(*lists[1:])
         return [k for k in lists[0] if k in common]
 
