@@ -58,6 +58,7 @@ from ._ops.traverse import (
     vmap_placeholders,
 )
 from ._tc_values import prepare as _prepare
+from ._tc_values import without_wrappers
 from ._td import TensorDict
 from .base import TensorDictBase
 from .typed import TypedTensorDict, resolve_annotations, strip_optional
@@ -160,7 +161,17 @@ def _read(obj: Any, spec: _Spec) -> Any:
     nested = spec.nested
     if nested is not None and type(value) is not nested and is_td(value):
         return nested._wrap_new(_delegation.unwrap(value))
+    if nested is None and type(value) is _lazy.LazyStackedTensorDict:
+        return _stacked_instances(value)
     return value
+
+
+def _stacked_instances(stack: Any) -> Any:
+    """A lazy stack of instances of one TensorClass (a field annotated ``Any``) as that class, as tensordict."""
+    kind = type(stack.tensordicts[0]) if stack.tensordicts else None
+    if kind is None or not issubclass(kind, TensorClass) or any(type(m) is not kind for m in stack.tensordicts):
+        return stack
+    return kind.lazy_stack(stack.tensordicts, stack.stack_dim)
 
 
 def _write(obj: Any, spec: _Spec, value: Any, inplace: bool = False) -> None:
@@ -507,7 +518,7 @@ class TensorClass:
 
         ``retain_none=True`` keeps the fields that hold ``None`` as non-tensor entries holding ``None``.
         """
-        out = _delegation.to_dense(self._tensordict)
+        out = without_wrappers(_delegation.to_dense(self._tensordict))
         for name, value in self._non_tensordict.items():
             if value is not None:
                 out.set_non_tensor(name, value)
