@@ -599,7 +599,16 @@ class TensorClass:
 
     @classmethod
     def fields(cls) -> tuple[dataclasses.Field[Any], ...]:
-        """The dataclass fields of the class (as :func:`dataclasses.fields` gives them)."""
+        """The dataclass fields of the class (as :func:`dataclasses.fields` gives them); deprecated.
+
+        Warns ``DeprecationWarning``, as tensordict 0.15 does: call ``dataclasses.fields(cls)`` instead.
+        """
+        warnings.warn(
+            f"{cls.__name__}.fields() is deprecated (tensordict removes TensorClass.fields in 0.17): call "
+            f"dataclasses.fields(cls) instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return dataclasses.fields(cls)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ tensorclass extras (not on TensorDictBase)

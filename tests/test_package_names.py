@@ -137,7 +137,7 @@ def test_from_dataclass_inplace_changes_the_class_itself() -> None:
     assert isinstance(stacked, InPlace) and stacked.batch_size == (2, 3)
     again = pickle.loads(pickle.dumps(item))
     assert isinstance(again, InPlace) and torch.equal(again.obs, item.obs) and again.note == "N"
-    assert [f.name for f in InPlace.fields()] == ["obs", "tags", "note"]
+    assert [f.name for f in dataclasses.fields(InPlace)] == ["obs", "tags", "note"]
     built = InPlace.from_tensordict(TensorDict(obs=torch.zeros(2, 1), batch_size=[2]))
     assert isinstance(built, InPlace) and built.batch_size == (2,)
     assert from_dataclass(InPlace, inplace=True) is InPlace  # already one

@@ -12,6 +12,7 @@ without h5py (the h5 extra).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import tempfile
 
 import numpy as np
@@ -293,7 +294,7 @@ def test_ifeval_signature_and_members():
         assert hasattr(IFEvalScoreData, name), name
     scores = IFEvalScoreData(torch.ones(3), None, torch.zeros(3), None, batch_size=[3])
     assert scores.inst_level_strict_acc is None
-    assert next(f.name for f in IFEvalScoreData.fields()) == "prompt_level_strict_acc"
+    assert next(f.name for f in dataclasses.fields(IFEvalScoreData)) == "prompt_level_strict_acc"
     assert type(IFEvalScoreData.cat([scores, scores])) is IFEvalScoreData
     assert [type(s) for s in scores.unbind(0)] == [IFEvalScoreData] * 3
 

@@ -175,7 +175,8 @@ class TestFields:
     def test_dataclass_fields(self):
         names = [f.name for f in dataclasses.fields(Sample)]
         assert names == ["obs", "label", "mask", "weight", "tags"]
-        assert Sample.fields() == dataclasses.fields(Sample)
+        with pytest.warns(DeprecationWarning, match=r"dataclasses\.fields\(cls\)"):
+            assert Sample.fields() == dataclasses.fields(Sample)
         assert dataclasses.is_dataclass(Sample)
 
     def test_signature(self):
