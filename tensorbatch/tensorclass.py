@@ -867,7 +867,7 @@ def _unpickle(cls: Any, td: Any, extras: Any) -> Any:
             are no dict of fields of ``cls``.
     """
     if isinstance(cls, type):
-        cls = cls.__dict__.get("_tb_in_place_impl", cls)
+        cls = _impl_of(cls)
     if not (isinstance(cls, type) and issubclass(cls, TensorClass) and cls._field_specs):
         raise TypeError(f"unpickling a TensorClass: expected a TensorClass with fields, got {cls!r}")
     if not is_td(td) or type(extras) is not dict or not extras.keys() <= cls._field_specs.keys():
@@ -1322,7 +1322,8 @@ def _make_in_place(klass: type, options: dict[str, bool]) -> type:
         if own is not MISSING and name not in keep and (own is None or _generated(own)):  # a user's own stays
             namespace[name] = _class_attr(TensorClass, name)
     namespace["_tb_in_place_of"] = klass
-    parents = tuple(b.__dict__["_tb_in_place_impl"] for b in klass.__bases__ if "_tb_in_place_impl" in b.__dict__)
+    namespace["_tb_built_from"] = (klass.__dict__.get("__dataclass_fields__"), options)
+    parents = tuple(_impl_of(b) for b in klass.__bases__ if "_tb_in_place_impl" in b.__dict__)
     if not parents:  # (a subclass inherits them); first: the class's own __init_subclass__ is not for the machinery
         _install_in_place_hooks(klass)
     with _unfrozen(klass):  # dataclasses refuses a non-frozen dataclass subclass of a frozen one
@@ -1355,7 +1356,24 @@ def _install_in_place_hooks(klass: type) -> None:
 
 def _new_in_place(cls: type, *args: Any, **kwargs: Any) -> Any:
     """``__new__`` of a class made a tensorclass in place: an instance of its machinery class."""
-    return _new(cls.__dict__.get("_tb_in_place_impl", cls))
+    return _new(_impl_of(cls))
+
+
+def _impl_of(klass: type) -> Any:
+    """The machinery class of ``klass`` (made a tensorclass in place), or ``klass``.
+
+    A subclass is converted when it is defined, before a ``@dataclasses.dataclass`` decorator gives it its
+    own fields: the machinery is rebuilt, once, when the class's dataclass fields are no longer those it
+    was built from.
+    """
+    impl = klass.__dict__.get("_tb_in_place_impl")
+    if impl is None:
+        return klass
+    fields, options = impl.__dict__["_tb_built_from"]
+    if fields is not klass.__dict__.get("__dataclass_fields__"):
+        _make_in_place(klass, options)
+        impl = klass.__dict__["_tb_in_place_impl"]
+    return impl
 
 
 @contextlib.contextmanager
@@ -1393,7 +1411,7 @@ class _ClassAPI:
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         owner = type(obj) if owner is None else owner
-        return self._member.__get__(obj, owner.__dict__.get("_tb_in_place_impl", owner))
+        return self._member.__get__(obj, _impl_of(owner))
 
 
 TensorCollection.register(TensorClass)
