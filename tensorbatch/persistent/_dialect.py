@@ -23,7 +23,7 @@ from .._ops.meta import NODE, NON_TENSOR, TENSOR
 from .._ops.rows import RowPlan
 from .._ops.traverse import NON_TENSOR_TYPES, is_td
 from .._unbatched import UnbatchedTensor
-from ..stored._dialect import Dialect, Path
+from ..stored._dialect import Dialect, Path, array_mismatch
 from . import _format as fmt
 from ._file import ReadOnlyError, add_h5_note, h5_errors, open_file, outside, refuse_outside
 from ._rows import (
@@ -60,6 +60,7 @@ class H5Dialect(Dialect):
     """
 
     name = "h5"
+    batch_mismatch = staticmethod(array_mismatch)  # (tensordict's words for its file formats)
     copy_reads = True
     lazy_index = True
     read_only_facts = True  # (as tensordict: a batch size set on a file open "r" is kept in memory)

@@ -145,7 +145,7 @@ class PersistentTensorDict(StoredTensorDict):
         size = torch.Size(batch_size)
         state.batch[()] = torch.Size(())  # checked against the datasets
         try:
-            self._check_batch(size)
+            self._check_batch(size, opening=True)
         except BaseException:
             state.batch.clear()
             raise
