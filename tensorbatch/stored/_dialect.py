@@ -201,9 +201,13 @@ class Dialect:
 
     # ------------------------------------------------------------------ life
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """A group of writes the storage makes atomic where it can (nothing by default)."""
+    def transaction(self, operation: str = "writing") -> Iterator[None]:
+        """A group of writes the storage makes atomic where it can (nothing by default); ``operation`` names it."""
         yield
+
+    def same_storage(self, other: Dialect) -> bool:
+        """True when ``other`` reaches the same stored tree (a node written onto its own tree is read first)."""
+        return other is self
 
     def atomic(self, operation: str, body: Callable[[], Any]) -> Any:
         """``body()`` (several writes: ``update``, an index write) as one transaction; its result.

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .._base.coerce import checked_names
-from .._errors import missing_key
+from .._errors import fmt_path, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
 from .._ops.rows import RowPlan, check_fits, plan_rows
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
@@ -277,13 +277,13 @@ class StoredTensorDict(CopyOnRead):
                 with state.dialect.transaction():  # (keeps_entries: a node's entries merged, new ones added)
                     node.update(value)
                 return
-        with state.dialect.transaction():
+        with state.dialect.transaction(f"writing {fmt_path(path)}"):
             if isinstance(value, torch.Tensor):
                 self._replace(key, kind, TENSOR, lambda: state.dialect.write(path, _plain(value)))
             elif type(value) in NON_TENSOR_TYPES or not is_td(value):
                 self._replace(key, kind, NON_TENSOR, lambda: state.dialect.write_object(path, value))
             else:
-                if isinstance(value, StoredTensorDict) and value._state.dialect is state.dialect:
+                if isinstance(value, StoredTensorDict) and state.dialect.same_storage(value._state.dialect):
                     value = value.to_tensordict()  # read before a node written onto itself is dropped
                 items = list(value.items())
                 names = value._maybe_names()

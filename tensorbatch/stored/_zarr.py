@@ -314,7 +314,7 @@ class ZarrDialect(Dialect):
 
     # ------------------------------------------------------------------ life
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, operation: str = "writing") -> Iterator[None]:
         """Writes grouped: consolidated metadata (when the store keeps it) is refreshed once, at the end."""
         self._depth += 1
         try:
