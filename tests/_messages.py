@@ -34,3 +34,11 @@ def batch_size_refused(
     return re.escape(
         f"the {kind} {name} has shape {_size(shape)} which is incompatible with the batch-size {_size(batch_size)}."
     )
+
+
+def array_mismatch(path: str | tuple[str, ...], shape: Sequence[int], batch_size: Sequence[int]) -> str:
+    """An HDF5 or zarr TensorDict's refusal of a batch size (tensordict's text), naming the entry at ``path``."""
+    return re.escape(
+        f"batch size and array size mismatch: array.shape={tuple(shape)}, batch_size={_size(batch_size)} "
+        f"(entry {_key(path)})."
+    )

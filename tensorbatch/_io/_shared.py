@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 import tempfile
 import weakref
@@ -66,23 +67,31 @@ class SideTable:
 
 
 @contextlib.contextmanager
-def atomic_target(filename: str | os.PathLike[str]) -> Iterator[str]:
+def atomic_target(filename: str | os.PathLike[str], *, create: bool = True) -> Iterator[str]:
     """A temporary sibling of ``filename`` to write; renamed onto ``filename`` when the block succeeds.
 
     A process killed while writing leaves the previous file intact (and a ``.tmp`` sibling behind).
+    ``create=False`` yields a fresh name without making the file: the writer creates it itself, exclusively
+    (h5py's mode ``"w-"``), with the usual permissions; it may keep the file open across the rename (POSIX).
     """
     target = os.path.abspath(os.fspath(filename))
     folder = os.path.dirname(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
-    os.close(fd)
+    if create:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
+        os.close(fd)
+    else:
+        tmp = os.path.join(folder, f".{os.path.basename(target)}.{secrets.token_hex(6)}.tmp")
     try:
         yield tmp
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
-    # mkstemp makes the file private (0600): give it the mode the replaced file had, else the usual one
-    os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode) if os.path.exists(target) else 0o666 & ~_umask())
+    try:  # the mode the replaced file had; mkstemp's file is private (0600): else the usual one
+        os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+    except FileNotFoundError:
+        if create:
+            os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, target)
 
 

@@ -26,7 +26,8 @@ from ._node import from_h5 as from_h5
 def to_h5(self: TensorDictBase, filename: str | os.PathLike[str], **kwargs: Any) -> PersistentTensorDict:
     """Write this TensorDict to a new HDF5 file and return it open as a :class:`PersistentTensorDict`.
 
-    The file is written under a temporary name next to ``filename``, then renamed onto it: a process killed
+    As tensordict, an existing file is truncated and written in place (every entry checked first: a value HDF5
+    cannot hold leaves it untouched); ``atomic=True`` writes aside and renames, so that a process killed
     meanwhile leaves the previous file intact. ``kwargs``: dataset options (``compression="gzip"``,
     ``chunks=True``, ``fletcher32=True``...); ``file_options={...}`` go to ``h5py.File``.
 

@@ -21,8 +21,9 @@ import torch
 from .._errors import fmt_path
 from .._ops.meta import NODE, NON_TENSOR, TENSOR
 from .._ops.rows import RowPlan
+from .._ops.traverse import NON_TENSOR_TYPES, is_td
 from .._unbatched import UnbatchedTensor
-from ..stored._dialect import Dialect, Path
+from ..stored._dialect import Dialect, Path, array_mismatch
 from . import _format as fmt
 from ._file import ReadOnlyError, add_h5_note, h5_errors, open_file, outside, refuse_outside
 from ._rows import (
@@ -59,6 +60,7 @@ class H5Dialect(Dialect):
     """
 
     name = "h5"
+    batch_mismatch = staticmethod(array_mismatch)  # (tensordict's words for its file formats)
     copy_reads = True
     lazy_index = True
     read_only_facts = True  # (as tensordict: a batch size set on a file open "r" is kept in memory)
@@ -206,7 +208,7 @@ class H5Dialect(Dialect):
     def create_node(self, path: Path, batch_size: torch.Size, names: tuple[Any, ...] | None) -> None:
         with h5_errors(self.filename, self.h5_name(path)):
             group = self.obj(path[:-1]).create_group(path[-1], track_order=True)
-            fmt.write_batch_attrs(group, batch_size, names)
+            fmt.write_batch_attrs(group, batch_size, names, new=True)
         self.objects[path] = group
         self._held = []
 
@@ -228,14 +230,7 @@ class H5Dialect(Dialect):
 
     # ------------------------------------------------------------------ checks
     def check_value(self, path: Path, value: Any) -> None:
-        fmt.check_key(path[-1])
-        if isinstance(value, UnbatchedTensor):  # a dataset would read back as a batched leaf: refused
-            raise NotImplementedError(
-                f"PersistentTensorDict (HDF5) cannot store the UnbatchedTensor at {fmt_path(path)}: "
-                "exclude it first (td.exclude(key)), or save the TensorDict with memmap or to_safetensors"
-            )
-        if isinstance(value, torch.Tensor):
-            fmt.stored_dtype(value.dtype)  # (TypeError for a dtype HDF5 has no type for)
+        check_entry(path, value)
 
     def check_replace(self, path: Path) -> None:
         why = self.refused.get(path)
@@ -378,7 +373,7 @@ class H5Dialect(Dialect):
 
     def write_object(self, path: Path, value: Any) -> None:
         with h5_errors(self.filename, self.h5_name(path)):
-            fmt.write_non_tensor(self.obj(path[:-1]), path[-1], value, {})
+            fmt.write_non_tensor(self.obj(path[:-1]), path[-1], fmt.encode_non_tensor(path, value))
         self.forget(path)
         self._held = []
 
@@ -406,3 +401,25 @@ class H5Dialect(Dialect):
         out.__dict__.update(self.__dict__)
         out.owned = False
         return out
+
+
+def check_entry(path: Path, value: Any, deep: bool = False) -> None:
+    """Raise (naming ``path``) for a key or a value an HDF5 file cannot hold, before anything is written.
+
+    ``deep``: a non-tensor value is encoded (and dropped), a nested TensorDict's entries checked too: what
+    ``from_dict`` checks before it truncates a file.
+    """
+    fmt.check_key(path[-1])
+    if isinstance(value, UnbatchedTensor):  # a dataset would read back as a batched leaf: refused
+        raise NotImplementedError(
+            f"PersistentTensorDict (HDF5) cannot store the UnbatchedTensor at {fmt_path(path)}: "
+            "exclude it first (td.exclude(key)), or save the TensorDict with memmap or to_safetensors"
+        )
+    if isinstance(value, torch.Tensor):
+        fmt.stored_dtype(value.dtype)  # (TypeError for a dtype HDF5 has no type for)
+    elif deep and is_td(value):
+        if type(value) in NON_TENSOR_TYPES:
+            fmt.encode_non_tensor(path, value)
+            return
+        for key, entry in value._items_str():
+            check_entry((*path, key), entry, True)

@@ -20,7 +20,7 @@ from .._ops.traverse import is_td
 from ..base import TensorDictBase
 from ..stored._node import State, StoredTensorDict
 from ..stored._write import allocate, write_all
-from ._dialect import H5Dialect
+from ._dialect import H5Dialect, check_entry
 from ._file import atomic_target, open_file, split_options
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ class PersistentTensorDict(StoredTensorDict):
         size = torch.Size(batch_size)
         state.batch[()] = torch.Size(())  # checked against the datasets
         try:
-            self._check_batch(size)
+            self._check_batch(size, opening=True)
         except BaseException:
             state.batch.clear()
             raise
@@ -250,14 +250,19 @@ def from_dict(
     auto_batch_size: bool = False,
     file_options: dict[str, Any] | None = None,
     progress: bool | None = None,
+    atomic: bool = False,
     **kwargs: Any,
 ) -> PersistentTensorDict:
     """Write a dict or a TensorDict to a new HDF5 file and return it open (mode ``"r+"``).
 
-    The file is written under a temporary name next to ``filename``, then renamed onto it: a process killed
-    while writing leaves the previous file intact. ``kwargs`` are dataset options (``compression``,
-    ``chunks``, ``fletcher32``...); ``file_options`` go to ``h5py.File``. ``progress=True`` shows a tqdm bar
-    counting the bytes written (None: :class:`~tensorbatch.set_progress`'s switch).
+    As tensordict, ``filename`` is created, or truncated and written in place; every entry is checked first, so
+    a value HDF5 cannot hold raises before the file is touched. ``atomic=True`` writes the file under a
+    temporary name next to ``filename`` and renames it onto it: a process killed while writing leaves the
+    previous file intact (the rename costs 10-40% of a write). A file open in this process (the source itself,
+    say), which HDF5 cannot truncate, is always replaced so (tensordict raises). ``kwargs`` are dataset
+    options (``compression``, ``chunks``, ``fletcher32``...); ``file_options`` go to ``h5py.File``.
+    ``progress=True`` shows a tqdm bar counting the bytes written (None: :class:`~tensorbatch.set_progress`'s
+    switch).
 
     Examples:
         >>> import os, tempfile, torch
@@ -281,13 +286,46 @@ def from_dict(
         if batch_size is None:  # as tensordict: the largest batch size the entries share
             source.auto_batch_size_(batch_dims=batch_dims)
     filename = os.fspath(filename)
-    with atomic_target(filename) as tmp:
-        file = open_file(tmp, "w", options)
+    for key, value in source._items_str():  # every entry checked before the file is truncated
+        check_entry((key,), value, deep=True)
+    if not atomic:
         try:
-            write_all(PersistentTensorDict(group=file, **dataset_kwargs), source, progress, "to_h5")
-        finally:
+            file = open_file(filename, "w", options)
+        except OSError as err:
+            if "already open" not in str(err):
+                raise
+            atomic = True  # (open here, maybe by the source: written aside, the open handles keep the old file)
+        else:
+            return _written(file, source, progress, device, options, dataset_kwargs)
+    with atomic_target(filename, create=False) as tmp:
+        file = open_file(tmp, "w-", options)
+        try:
+            _written(file, source, progress, device, options, dataset_kwargs)
+            file.flush()  # complete on disk before it takes the name (HDF5 keeps metadata in memory until then)
+            if os.name == "nt":  # (a file open on Windows cannot be renamed)
+                file.close()
+        except BaseException:
             file.close()
-    return PersistentTensorDict(filename=filename, mode="r+", device=device, file_options=options, **dataset_kwargs)
+            raise
+    # Renamed while open (POSIX): opening it by its name shares HDF5's open file (its name: the new one)
+    out = PersistentTensorDict(filename=filename, mode="r+", device=device, file_options=options, **dataset_kwargs)
+    file.close()
+    return out
+
+
+def _written(
+    file: Any, source: Any, progress: bool | None, device: Any, options: dict[str, Any], dataset_kwargs: dict[str, Any]
+) -> PersistentTensorDict:
+    """``source`` written into the new open HDF5 ``file``: the PersistentTensorDict over it (closes it on failure)."""
+    try:  # (the new file's facts are known: none recorded, nothing to read)
+        dialect = H5Dialect(file, device=as_device(device), dataset_kwargs=dataset_kwargs, file_options=options)
+        out: PersistentTensorDict = PersistentTensorDict._view(State(dialect), ())  # type: ignore[assignment]
+        out._state.given, out._state.batch[()] = True, torch.Size(())
+        write_all(out, source, progress, "to_h5")
+    except BaseException:
+        file.close()
+        raise
+    return out
 
 
 def clone(

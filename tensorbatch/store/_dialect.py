@@ -317,6 +317,9 @@ class RedisDialect(Dialect):
     def check_value(self, path: Path, value: Any) -> None:
         fmt.check_key(path[-1], path[:-1])
 
+    def same_storage(self, other: Dialect) -> bool:
+        return getattr(other, "conn", None) is self.conn  # (each handle has its dialect; they share the connection)
+
     def close(self) -> None:
         self.conn.closed = True
 

@@ -152,15 +152,6 @@ class TensorDictStore(ServerHandle, StoredTensorDict):
         conn.tree, conn.epoch = Tree(_Size(())), epoch
 
     # ------------------------------------------------------------------ writes
-    def _set_str(self, key: str, value: Any, *, inplace: bool, validated: bool) -> None:
-        fmt.check_key(key, self._path)
-        if not validated:  # (before the transaction: a refused value leaves the cached layout as it is)
-            value = self._validate(value, (key,))
-        if isinstance(value, TensorDictStore) and value._conn is self._conn and not inplace:
-            value = value.to_tensordict()  # read before a node written onto itself is dropped
-        with self._redis.transaction(f"writing {fmt.SEP.join((*self._path, key))!r}"):  # one script
-            StoredTensorDict._set_str(self, key, value, inplace=inplace, validated=True)
-
     def _merge_non_tensor(self, key: str, index: Any, value: Any) -> None:
         """Element writes of a non-tensor leaf as an optimistic transaction on the server.
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from .._errors import batch_size_refused, fmt_path
 from .._ops.rows import RowPlan
 
 Path = tuple[str, ...]
@@ -33,6 +34,18 @@ class RefusedEntry(PermissionError):
 
     Raised by the dialect's reads and metadata calls on it; such an entry does not decide inferred batch sizes.
     """
+
+
+def array_mismatch(batch_size: torch.Size, path: Path, shape: torch.Size, kind: str, opening: bool) -> Exception:
+    """The refusal of a batch size by an HDF5 or zarr TensorDict in tensordict's words, naming the entry.
+
+    A ValueError when ``opening`` (a batch size given to the constructor), else a RuntimeError (the setter).
+    """
+    error = ValueError if opening else RuntimeError
+    return error(
+        f"batch size and array size mismatch: array.shape={tuple(shape)}, batch_size={torch.Size(batch_size)} "
+        f"(entry {fmt_path(path)})."
+    )
 
 
 class Dialect:
@@ -149,6 +162,17 @@ class Dialect:
     def check_replace(self, path: Path) -> None:
         """Raise when the existing entry at ``path`` may not be replaced (nothing by default)."""
 
+    def batch_mismatch(
+        self, batch_size: torch.Size, path: Path, shape: torch.Size, kind: str, opening: bool
+    ) -> Exception:
+        """The error refusing ``batch_size`` for the entry at ``path`` (of ``shape`` and ``kind``).
+
+        ``kind`` is ``"Tensor"`` or ``"TensorDict"``; ``opening``: the batch size was given to the constructor,
+        else set on an open TensorDict. By default the in-memory setter's error (a RuntimeError); a file format
+        dialect may give tensordict's :func:`array_mismatch` instead.
+        """
+        return batch_size_refused(batch_size, path, shape, kind)
+
     def refuse_write(self, key: Any, path: Path) -> Exception:
         """The error a write of ``key`` at the node ``path`` raises when ``writable`` is False."""
         return ReadOnlyStorageError(
@@ -177,9 +201,13 @@ class Dialect:
 
     # ------------------------------------------------------------------ life
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """A group of writes the storage makes atomic where it can (nothing by default)."""
+    def transaction(self, operation: str = "writing") -> Iterator[None]:
+        """A group of writes the storage makes atomic where it can (nothing by default); ``operation`` names it."""
         yield
+
+    def same_storage(self, other: Dialect) -> bool:
+        """True when ``other`` reaches the same stored tree (a node written onto its own tree is read first)."""
+        return other is self
 
     def atomic(self, operation: str, body: Callable[[], Any]) -> Any:
         """``body()`` (several writes: ``update``, an index write) as one transaction; its result.

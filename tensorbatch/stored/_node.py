@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .._base.coerce import checked_names
-from .._errors import batch_size_refused, missing_key
+from .._errors import fmt_path, missing_key
 from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta, common_batch
 from .._ops.rows import RowPlan, check_fits, plan_rows
 from .._ops.traverse import NO_DEFAULT, NON_TENSOR_TYPES, is_td
@@ -127,7 +127,7 @@ class StoredTensorDict(CopyOnRead):
             state = self._state
             state.given, state.batch[()] = True, size  # (taken for this session: a read-only storage is not written)
             try:
-                self._check_batch(size)
+                self._check_batch(size, opening=True)
             except BaseException:
                 state.given = False
                 state.batch.clear()
@@ -208,16 +208,17 @@ class StoredTensorDict(CopyOnRead):
         dialect = self._state.dialect
         return dialect.read_only_facts and not dialect.writable
 
-    def _check_batch(self, new_size: torch.Size) -> None:
+    def _check_batch(self, new_size: torch.Size, opening: bool = False) -> None:
         n = len(new_size)
         for key in self._keys_str():
             shape, _, kind = self._leaf_meta(key)
             if kind == NON_TENSOR or tuple(shape[:n]) == tuple(new_size):
                 continue  # (a non-tensor value follows the batch size)
             if kind == NODE and len(shape) < n and tuple(new_size[: len(shape)]) == tuple(shape):
-                self._get_str(key)._check_batch(new_size)
+                self._get_str(key)._check_batch(new_size, opening)
                 continue
-            raise batch_size_refused(new_size, (*self._path, key), shape, "TensorDict" if kind == NODE else "Tensor")
+            kind_name = "TensorDict" if kind == NODE else "Tensor"
+            raise self._state.dialect.batch_mismatch(new_size, (*self._path, key), shape, kind_name, opening)
 
     def _apply_batch(self, new_size: torch.Size, record: bool = True) -> None:
         state = self._state
@@ -276,13 +277,13 @@ class StoredTensorDict(CopyOnRead):
                 with state.dialect.transaction():  # (keeps_entries: a node's entries merged, new ones added)
                     node.update(value)
                 return
-        with state.dialect.transaction():
+        with state.dialect.transaction(f"writing {fmt_path(path)}"):
             if isinstance(value, torch.Tensor):
                 self._replace(key, kind, TENSOR, lambda: state.dialect.write(path, _plain(value)))
             elif type(value) in NON_TENSOR_TYPES or not is_td(value):
                 self._replace(key, kind, NON_TENSOR, lambda: state.dialect.write_object(path, value))
             else:
-                if isinstance(value, StoredTensorDict) and value._state.dialect is state.dialect:
+                if isinstance(value, StoredTensorDict) and state.dialect.same_storage(value._state.dialect):
                     value = value.to_tensordict()  # read before a node written onto itself is dropped
                 items = list(value.items())
                 names = value._maybe_names()

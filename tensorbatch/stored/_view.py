@@ -168,7 +168,7 @@ class IndexedView(CopyOnRead):
     def __reduce__(self) -> Any:
         return (IndexedView._at, (self._source, self._index, self._bs, self._names))
 
-    def _check_batch(self, new_size: torch.Size) -> None:  # (nested views of nested nodes)
+    def _check_batch(self, new_size: torch.Size, opening: bool = False) -> None:  # (nested views of nested nodes)
         self._change_batch_size(new_size)
 
 

@@ -27,7 +27,7 @@ import torch
 from .._ops.meta import NODE, NON_TENSOR, TENSOR
 from .._ops.rows import RowPlan
 from ..base import TensorDictBase
-from ._dialect import Dialect, Path
+from ._dialect import Dialect, Path, array_mismatch
 from ._dtypes import BITS, BY_NAME, DTYPE_ATTR, NUMPY_OF, TORCH_OF
 from ._node import StoredTensorDict
 from ._register import register_storage
@@ -66,6 +66,7 @@ class ZarrDialect(Dialect):
     """
 
     name = "zarr"
+    batch_mismatch = staticmethod(array_mismatch)  # (tensordict's words for its file formats)
     copy_reads = True
 
     def __init__(
@@ -313,7 +314,7 @@ class ZarrDialect(Dialect):
 
     # ------------------------------------------------------------------ life
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, operation: str = "writing") -> Iterator[None]:
         """Writes grouped: consolidated metadata (when the store keeps it) is refreshed once, at the end."""
         self._depth += 1
         try:

@@ -307,3 +307,44 @@ def test_our_messages_keep_the_key_path(tb):
     assert '(key path ("n", "zz"))' in _error(lambda: _td(tb)["n", "zz"]).args[0]
     assert "('n', 'b') of shape [3, 2]" in str(_error(lambda: _td(tb).set_(("n", "b"), Z(3, 5))))
     assert "for key ('n', 'c')." in str(_error(lambda: _td(tb).set(("n", "c"), Z(4))))
+
+
+def _stored(lib: Any, folder: Any, storage: str) -> str:
+    """A file of ``storage`` ("h5" or "zarr") holding ``a`` [3, 4] and ``n.b`` [3, 4, 5] (batch [3]); its path."""
+    td = lib.TensorDict({"a": torch.zeros(3, 4), "n": {"b": torch.zeros(3, 4, 5)}}, [3])
+    path = str(folder / f"{lib.__name__}.{storage}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if storage == "h5":
+            td.to_h5(path).close()
+        else:
+            td.to_zarr(path)
+    return path
+
+
+def _open(lib: Any, path: str, storage: str, **kwargs: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if storage == "h5":
+            return lib.PersistentTensorDict.from_h5(path, mode="r+", **kwargs)
+        return lib.TensorDict.from_zarr(path, **kwargs)
+
+
+@pytest.mark.parametrize("storage", ["h5", "zarr"])
+@pytest.mark.parametrize("size", [[4], [3, 5], [3, 4, 6]])
+@pytest.mark.parametrize("when", ["opening", "setter"])
+def test_stored_batch_size_refused_as_reference(ref, tb, tmp_path, storage, size, when):
+    pytest.importorskip("h5py" if storage == "h5" else "zarr")
+    phrase = re.escape(f"batch size and array size mismatch: array.shape=(3, 4), batch_size={torch.Size(size)}")
+    for lib in (ref, tb):
+        path = _stored(lib, tmp_path, storage)
+        if when == "opening":  # tensordict: ValueError from the constructor
+            with pytest.raises(ValueError, match=phrase):
+                _open(lib, path, storage, batch_size=size)
+            continue
+        stored = _open(lib, path, storage, batch_size=[3])
+        with pytest.raises(RuntimeError, match=phrase):  # the setter: RuntimeError
+            stored.batch_size = size
+        assert stored.batch_size == torch.Size([3])  # (unchanged)
+        if storage == "h5":
+            stored.close()

@@ -274,15 +274,67 @@ def test_fletcher32_detects_bit_corruption(path):
     assert any("data.h5" in note for note in getattr(info.value, "__notes__", ()))
 
 
-def test_to_h5_is_atomic(path, monkeypatch):
+@pytest.mark.parametrize("atomic", [False, True])
+def test_to_h5_refusing_a_value_leaves_the_file_untouched(path, atomic):
     _content().to_h5(path).close()
+    before = os.stat(path)
     bad = _content()
-    bad["z"] = object()  # cannot be stored: the write fails half way
-    with pytest.raises(TypeError):
-        bad.to_h5(path)
+    bad["n", "z"] = object()  # HDF5 cannot hold it: refused before the file is opened
+    with pytest.raises(TypeError, match=r"\('n', 'z'\).*object"):
+        bad.to_h5(path, atomic=atomic)
     assert os.listdir(os.path.dirname(path)) == ["data.h5"]  # no temporary file left
+    assert (os.stat(path).st_ino, os.stat(path).st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     with from_h5(path) as data:
         assert set(data.keys()) == {"a", "b", "n"}
+
+
+def test_to_h5_failing_half_way_atomic_keeps_the_previous_file(path, monkeypatch):
+    _content().to_h5(path).close()
+    from tensorbatch.persistent import _dialect
+
+    def fail(self, path_, value):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_dialect.H5Dialect, "write", fail)  # (the write itself fails, after the checks)
+    with pytest.raises(OSError, match="disk full"):
+        _content().to_h5(path, atomic=True)
+    monkeypatch.undo()
+    assert os.listdir(os.path.dirname(path)) == ["data.h5"]
+    with from_h5(path) as data:
+        assert set(data.keys()) == {"a", "b", "n"}
+        assert torch.equal(data["a"], _content()["a"])
+
+
+def test_to_h5_overwrites_in_place_by_default_and_renames_with_atomic(path):
+    _content().to_h5(path).close()
+    inode = os.stat(path).st_ino
+    out = TensorDict({"x": torch.arange(4.0)}, [4]).to_h5(path)
+    assert os.stat(path).st_ino == inode  # truncated and written in place, as tensordict
+    assert list(out.keys()) == ["x"] and out.filename == path and out.mode == "r+"
+    out.close()
+    reader = from_h5(path)  # open while the next write replaces the file
+    out = TensorDict({"y": torch.ones(4)}, [4]).to_h5(path, atomic=True)
+    assert os.stat(path).st_ino != inode and out.file.filename == path
+    assert list(out.keys()) == ["y"] and torch.equal(out["y"], torch.ones(4))
+    assert torch.equal(reader["x"], torch.arange(4.0))  # the open reader keeps the file it opened
+    out["y"] += 1  # the returned handle writes the new file
+    out.close()
+    reader.close()
+    with from_h5(path) as data:
+        assert torch.equal(data["y"], torch.full((4,), 2.0))
+    assert os.listdir(os.path.dirname(path)) == ["data.h5"]
+
+
+def test_to_h5_onto_its_own_open_file_replaces_it(path):
+    source = _content().to_h5(path)
+    out = (source.to_tensordict() * 0 + 7).to_h5(path)  # HDF5 cannot truncate it: written aside, renamed
+    assert torch.equal(out["a"], torch.full_like(source["a"], 7))  # (source still reads its own file)
+    assert not torch.equal(source["a"], out["a"])
+    again = source.to_h5(path)  # the source written onto the file it was read from
+    assert torch.equal(again["a"], source["a"]) and set(again.keys()) == {"a", "b", "n"}
+    for handle in (source, out, again):
+        handle.close()
+    assert os.listdir(os.path.dirname(path)) == ["data.h5"]
 
 
 def test_pickle_reopens_without_truncating(path):

@@ -17,6 +17,7 @@ file against the reference itself (see ``_h5util``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -299,6 +300,33 @@ def test_unpickled_w_handle_as_reference(tmp_path):
         kept.append(raw_content(path))
     assert kept[0] == {}  # tensordict truncated its file
     assert sorted(kept[1]) == sorted(kept[0])
+
+
+def test_to_h5_overwrites_in_place_as_reference(tmp_path):
+    for lib in (ref, tb):
+        path = tmp_path / f"{lib.__name__}.h5"
+        quiet(lambda lib=lib, path=path: lib.TensorDict({"a": torch.zeros(3)}, [3]).to_h5(str(path))).close()
+        inode = os.stat(path).st_ino
+        out = quiet(lambda lib=lib, path=path: lib.TensorDict({"b": torch.ones(3)}, [3]).to_h5(str(path)))
+        assert os.stat(path).st_ino == inode  # truncated and written in place
+        assert list(out.keys()) == ["b"]
+        out.close()
+        assert sorted(raw_content(path)) == ["b"]
+
+
+@difference(
+    "to_h5/from_dict onto a file open in this process (the source itself, say) writes it aside and renames it "
+    "into place (tensordict raises OSError: HDF5 cannot truncate an open file)"
+)
+def test_to_h5_onto_an_open_file_as_reference(tmp_path):
+    for lib in (ref, tb):
+        path = tmp_path / f"{lib.__name__}.h5"
+        source = quiet(lambda lib=lib, path=path: lib.TensorDict({"a": torch.zeros(3)}, [3]).to_h5(str(path)))
+        try:
+            with pytest.raises(OSError, match="already open"):
+                quiet(lambda lib=lib, path=path: lib.TensorDict({"a": torch.ones(3)}, [3]).to_h5(str(path)))
+        finally:
+            source.close()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """HDF5 files across processes (real subprocesses and DataLoader workers), every test under a time limit.
 
-* A process killed with SIGKILL while ``to_h5``/``from_dict`` writes a large TensorDict leaves the previous
-  file intact and readable (the write goes to a temporary sibling renamed into place).
+* A process killed with SIGKILL while ``to_h5``/``from_dict`` with ``atomic=True`` write a large TensorDict
+  leaves the previous file intact and readable (the write goes to a temporary sibling renamed into place).
 * Unpickling a handle that was opened with mode "w" never truncates the file; it reopens read-write.
 * Several reader processes read one file at once; ``torch.utils.data.DataLoader`` with 2 workers (fork and
   spawn) reads one file through a dataset that holds an open PersistentTensorDict.
@@ -84,9 +84,9 @@ _SAVER = """
         td = lib.TensorDict(data, batch_size=[rows])
         print(f"saving {i}", flush=True)
         if writer == "to_h5":
-            out = td.to_h5(path)
+            out = td.to_h5(path, atomic=True)
         else:
-            out = lib.PersistentTensorDict.from_dict(td, filename=path)
+            out = lib.PersistentTensorDict.from_dict(td, filename=path, atomic=True)
         out.close()
         print(f"saved {i}", flush=True)
         i += 1
@@ -110,6 +110,7 @@ def _saved_version(path: Path) -> int:
     return version
 
 
+@ours_only  # (atomic=True is tensorbatch's option)
 @pytest.mark.slow
 @pytest.mark.parametrize("writer", ["to_h5", "from_dict"])
 @pytest.mark.parametrize("delay", [0.0, 0.02, 0.05])
