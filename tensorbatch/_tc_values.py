@@ -15,7 +15,7 @@ import torch
 from . import _delegation
 from ._list_leaf import read_list
 from ._nontensor import NonTensorStack
-from ._ops.traverse import is_td, named_nodes
+from ._ops.traverse import is_td
 
 _Tensor = torch.Tensor
 _EMPTY = torch.Size([])
@@ -120,17 +120,3 @@ def prepare(cls: Any, spec: Any, value: Any, unbatched: bool = False, batch: Any
     if type(value) in (int, float, bool) and spec.number is None and not cls._nocast and batch is not None:
         return value, _size(batch) != _EMPTY  # a 0-d tensor in an empty batch, as tensordict (else it raises)
     return value, True
-
-
-def without_wrappers(td: Any) -> Any:
-    """``td``, a new in-memory TensorDict, with the wrappers it holds at any depth replaced by their TensorDicts.
-
-    A field annotated ``Any`` (or with an unresolved annotation) stores a TensorClass as it is given, as
-    tensordict does; ``to_tensordict`` gives TensorDicts all the way down, as tensordict's.
-    """
-    for _, node in named_nodes(td):
-        node = _delegation.unwrap(node)
-        wrapped = [(key, value) for key, value in node._items_str() if type(value) in _delegation.WRAPPER_TYPES]
-        for key, value in wrapped:
-            node._set_str(key, _delegation.unwrap(value), inplace=False, validated=True)
-    return td

@@ -21,7 +21,6 @@ import functools
 import inspect
 import typing
 import warnings
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, Literal
 
@@ -57,8 +56,8 @@ from ._ops.traverse import (
     unset_default,
     vmap_placeholders,
 )
+from ._tc_registry import DEFINED as _DEFINED
 from ._tc_values import prepare as _prepare
-from ._tc_values import without_wrappers
 from ._td import TensorDict
 from .base import TensorDictBase
 from .typed import TypedTensorDict, resolve_annotations, strip_optional
@@ -518,7 +517,7 @@ class TensorClass:
 
         ``retain_none=True`` keeps the fields that hold ``None`` as non-tensor entries holding ``None``.
         """
-        out = without_wrappers(_delegation.to_dense(self._tensordict))
+        out = _delegation.to_dense(self._tensordict)
         for name, value in self._non_tensordict.items():
             if value is not None:
                 out.set_non_tensor(name, value)
@@ -1167,10 +1166,6 @@ def _fix_class_cells(values: Any, old: type, new: type) -> None:
                         cell.cell_contents = new
                 except ValueError:  # an empty cell
                     continue
-
-
-# every TensorClass subclass defined in this process, by ``module.QualName`` (the latest one of a name; weakly)
-_DEFINED: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
 
 
 def defined_tensorclass(name: str) -> type | None:

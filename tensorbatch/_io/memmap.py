@@ -28,7 +28,8 @@ from .._errors import fmt_path
 from .._lazy import LazyStackedTensorDict
 from .._nontensor import MetaData, NonTensorData, NonTensorDataBase, NonTensorStack, is_non_tensor
 from .._ops import ragged
-from .._ops.traverse import is_td, named_nodes, stacked_members
+from .._ops.traverse import REWRAP_TYPES, is_td, named_nodes, stacked_members, unwrapped
+from .._tc_registry import class_name, lookup
 from .._unbatched import UnbatchedTensor
 from ..memmap import MemoryMappedTensor
 from ._folder import META as META
@@ -43,7 +44,11 @@ from ._shared import DTYPES, stored_leaves
 FORMAT_VERSION = 1
 
 # Node kinds carry the names tensordict gives them: the format's vocabulary, so that either library
-# reads the other's folders (tensordict resolves ``_type`` to a class; we read only the kind).
+# reads the other's folders (tensordict resolves ``_type`` to a class; we read only the kind). A TensorClass
+# held in a node is written as tensordict writes one: a folder whose meta.json names its class in ``_type``
+# (``<class 'module.QualName'>``), with its TensorDict in ``_tensordict/``. Loading rebuilds the class only
+# when a TensorClass of that exact name is defined in this process (_tc_registry, a look-up: nothing named
+# by a file is ever imported); else the entry loads as a TensorDict.
 _KINDS = {
     "TensorDict": "tensordict._td.TensorDict",
     "LazyStackedTensorDict": "tensordict._lazy.LazyStackedTensorDict",
@@ -51,6 +56,22 @@ _KINDS = {
     "MetaData": "tensordict.tensorclass.MetaData",
     "NonTensorStack": "tensordict.tensorclass.NonTensorStack",
 }
+
+
+_TC_DATA = "_tensordict"  # the folder holding a TensorClass's TensorDict, inside the TensorClass's folder
+
+
+def _held_class(value: Any) -> bool:
+    """True for a TensorClass instance held in a node (saved in a folder of its own that names its class)."""
+    return type(value) in REWRAP_TYPES and hasattr(value, "_non_tensordict")
+
+
+def _class_of(meta: dict[str, Any]) -> str | None:
+    """``module.QualName`` from a TensorClass folder's ``_type`` (``"<class 'module.QualName'>"``), else None."""
+    tag = meta.get("_type")
+    if not isinstance(tag, str) or not tag.startswith("<class '") or not tag.endswith("'>"):
+        return None
+    return tag[8:-2]
 
 
 def _class_tag(obj: Any) -> dict[str, Any]:
@@ -76,6 +97,7 @@ class _Writer:
         for path, node in named_nodes(td, members=True):
             folder = folders[path]
             folder.mkdir(parents=True, exist_ok=True)
+            node = unwrapped(node)
             stacked = stacked_members(node)
             if stacked is not None:
                 dim, members = stacked
@@ -103,6 +125,9 @@ class _Writer:
                 elif is_non_tensor(value):
                     meta[key] = {"type": type(value).__name__}
                     self.non_tensor(value, folder / name, (*path, key))
+                elif _held_class(value):  # its class in its folder, its TensorDict in _tensordict/ (tensordict's)
+                    meta[key] = {"type": type(value).__name__}
+                    folders[(*path, key)] = self.held(value, folder / name, (*path, key)) / _TC_DATA
                 elif is_td(value):  # written when the walk reaches it
                     meta[key] = {"type": "TensorDict" if stacked_members(value) is None else "LazyStackedTensorDict"}
                     folders[(*path, key)] = folder / name
@@ -117,6 +142,22 @@ class _Writer:
             if not self.fresh:
                 self._drop_stale(folder, meta)
             self.json(folder / META, meta)
+
+    def held(self, value: Any, folder: Path, path: tuple[str, ...]) -> Path:
+        """The folder of a TensorClass held at ``path``: its meta.json names the class (and holds its extra values)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        meta: dict[str, Any] = {"_type": f"<class '{class_name(type(value))}'>"}
+        for name, extra in value._non_tensordict.items():
+            try:
+                json.dumps(extra)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"the value of field {name!r} of the {type(value).__name__} at key {fmt_path(path)} "
+                    f"({type(extra).__name__}) is not JSON-serializable and cannot be saved with it"
+                ) from None
+            meta[name] = extra
+        self.json(folder / META, meta)
+        return folder
 
     def nested(self, value: torch.Tensor, folder: Path, name: str) -> dict[str, Any]:
         """A nested tensor leaf, stored as tensordict stores one.
@@ -547,6 +588,8 @@ class _Reader:
             self.inside(folder / META)
             meta = _read_json(folder / META)
         kind = str(meta.get("_class", "")).rpartition(":")[2]
+        if "shape" not in meta and (folder / _TC_DATA).is_dir():  # a TensorClass's folder (see _KINDS)
+            return self.held(folder, meta)
         if meta.get("_is_non_tensor") or kind == "NonTensorStack":
             return self.non_tensor(folder, meta)
         if kind == "LazyStackedTensorDict":
@@ -578,6 +621,20 @@ class _Reader:
         return self.dense_cls(
             out, batch_size=_shape(meta, folder / META), device=device, names=names if isinstance(names, list) else None
         )
+
+    def held(self, folder: Path, meta: dict[str, Any]) -> Any:
+        """The TensorClass saved in ``folder``: its class when one of that name is defined here, else its TensorDict.
+
+        The class is looked up, never imported (see _KINDS); the root's is left to the caller (``load_memmap``
+        of a TensorClass wraps what it reads).
+        """
+        td = self.node(folder / _TC_DATA)
+        name = _class_of(meta)
+        cls = None if name is None or folder == self.root else lookup(name)
+        if cls is None:
+            return td
+        extras = {k: v for k, v in meta.items() if k != "_type"}
+        return cls.from_tensordict(td, extras or None)  # type: ignore[attr-defined]
 
     def leaf(self, file: Path, entry: dict[str, Any], on_cpu: bool = False) -> torch.Tensor:
         """The tensor in ``file`` (mapped), on the device asked for unless ``on_cpu`` (read, kept on the CPU)."""

@@ -691,7 +691,8 @@ def from_leaves(
         follow: the leaves came from ``flat_leaves(..., follow=True)`` (non-tensor positions included).
         copy_values: non-tensor leaves hold deep copies of their values (``clone()``).
         keep_non_tensor: the non-tensor leaves of in-memory nodes are ``spec``'s own leaf objects
-            (``to_tensordict``, as tensordict's); a lazy stack's are built as without it.
+            (``to_tensordict``, as tensordict's), and the typed wrappers held in them give their TensorDicts
+            (rebuilt as TensorDicts all the way down); a lazy stack's are built as without it.
     """
     return _rebuild(  # type: ignore[no-any-return]  # _dense_cls
         spec,
@@ -738,6 +739,8 @@ def _rebuild(
             if keep and type(value) in NON_TENSOR_TYPES:  # the leaf itself (to_tensordict), named as its node
                 out[key] = _kept_leaf(value, spec._maybe_names(), nd)
                 continue
+            if keep and type(value) in REWRAP_TYPES:  # to_tensordict: a wrapper gives its TensorDict, as tensordict
+                value = unwrapped(value)
             sub_bs = None if batch_size is None else torch.Size(batch_size + value.batch_size[nd:])
             sub_keep = keep and type(value) is value._dense_cls
             node = _rebuild(value, it, sub_bs, device, follow, sub_names(names, batch_size, value, nd), copy, sub_keep)
@@ -1012,6 +1015,13 @@ def _moved_non_tensor(leaf: Any, fn: Callable[..., Any], what: str, names: Any) 
     positions = fn(leaf._positions())
     out = leaf._from_positions(positions) if how is None else leaf._follow_op(positions, how)
     return out._named(_moved_names(leaf, out, names))
+
+
+def unwrapped(value: Any) -> Any:
+    """The backend of a typed wrapper (TensorClass, TypedTensorDict), through wrappers of wrappers."""
+    while type(value) in REWRAP_TYPES:
+        value = getattr(value, value._wrapped_attr)
+    return value
 
 
 def _kept_leaf(leaf: Any, names: Any, nd: int) -> Any:

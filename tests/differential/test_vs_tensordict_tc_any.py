@@ -209,10 +209,6 @@ def test_unresolved_annotation_naming_the_class_reads_it_back(ref: Any, tb: Any)
     assert run(tb) == run(ref)
 
 
-@_not_matched(
-    "a memory-mapped folder does not record the TensorClass held in a TensorDict entry (tensorbatch/_io), so "
-    "load_memmap gives a TensorDict there (tensordict rebuilds the class)"
-)
 def test_memmap_round_trip(ref: Any, tb: Any) -> None:
     def run(lib: Any) -> Any:
         o = _outer(lib, "any")
@@ -223,10 +219,6 @@ def test_memmap_round_trip(ref: Any, tb: Any) -> None:
     assert run(tb) == run(ref)
 
 
-@_not_matched(
-    "TensorDict.to_tensordict() keeps the TensorClasses held in it (tensorbatch/_base); "
-    "TensorClass.to_tensordict() gives TensorDicts all the way down, as tensordict's"
-)
 def test_tensordict_to_tensordict(ref: Any, tb: Any) -> None:
     def run(lib: Any) -> Any:
         inner, _, _ = _classes(lib)
