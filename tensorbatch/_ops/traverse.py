@@ -418,6 +418,8 @@ def copy_nodes(td: TensorDictBase, values: bool = False) -> TensorDictBase:
             out[key] = value
         elif type(value) in NON_TENSOR_TYPES:
             out[key] = value._copy_tree(values)
+        elif type(value) in REWRAP_TYPES:  # a TensorClass held in the tree stays one (as tensordict's copy)
+            out[key] = value._wrap_like(copy_nodes(unwrapped(value), values))
         else:
             out[key] = copy_nodes(value, values)
     return _result(td, out, None, NO_DEFAULT, NO_DEFAULT)  # type: ignore[no-any-return]  # built with _dense_cls
