@@ -93,6 +93,8 @@ def _owned(folder: Path) -> tuple[set[str], set[str]]:
         return files | {PICKLE, STACK_PICKLE}, folders
     if kind == "LazyStackedTensorDict":
         return files, {p.name for p in folder.iterdir() if p.name.isdigit()}
+    if "shape" not in meta and "_type" in meta:  # a TensorClass's folder: its TensorDict in _tensordict/
+        return files, {"_tensordict"}
     for key, entry in meta.items():
         if not isinstance(entry, dict) or not isinstance(key, str):
             continue

@@ -499,7 +499,14 @@ def _refuse_symlinks(td: Any, folder: Path, keys: tuple[str, ...] = ()) -> None:
             # tensordict's wording (users match on it), then the key path
             what = "memory-mapped tensor" if isinstance(value, torch.Tensor) else "a memory-mapped TensorDict"
             raise RuntimeError(f"Refusing to write {what} through symlink {file} (key {fmt_path((*keys, key))})")
-        if not isinstance(value, torch.Tensor):
+        if _held_class(value):  # its TensorDict in _tensordict/ (see _Writer.held)
+            if (file / _TC_DATA).is_symlink():
+                raise RuntimeError(
+                    f"Refusing to write a memory-mapped TensorDict through symlink {file / _TC_DATA} "
+                    f"(key {fmt_path((*keys, key))})"
+                )
+            _refuse_symlinks(unwrapped(value), file / _TC_DATA, (*keys, key))
+        elif not isinstance(value, torch.Tensor):
             _refuse_symlinks(value, file, (*keys, key))
 
 

@@ -243,6 +243,11 @@ class _Persistence:
         leaf file or a sub-folder) is refused, in every mode. ``progress=True`` shows a tqdm bar counting the
         bytes of a folder's leaves as they are mapped (None: the global switch, :class:`~tensorbatch.set_progress`).
 
+        A TensorClass held in the saved TensorDict (an entry, or a field annotated ``Any``) has its class named
+        in its folder (``_type``, as tensordict writes it): it loads as that class when a TensorClass subclass of
+        that exact module and qualname is defined in this process, and as a TensorDict otherwise (tensordict
+        imports the module the folder names; nothing named by a file is imported or evaluated here).
+
         Raises:
             ValueError: ``subpath`` names no saved TensorDict in the folder; ``mode`` other than None, ``"r"``
                 or ``"r+"``.

@@ -415,3 +415,76 @@ class TestDeclaredSizes:
         file.write_bytes(raw[: -8 - length] + forged + struct.pack("<Q", len(forged)))
         with pytest.raises(RuntimeError, match=r"the leaf at key 'a' ends at byte .* past the"):
             TensorDict.from_consolidated(file)
+
+
+# ============================================================================ 5. class names in the folder
+class _Held(tensorbatch.TensorClass):
+    x: torch.Tensor
+
+
+def _held_folder(tmp_path: Path, type_string: str) -> Path:
+    """A folder holding a TensorClass at key ``"a"`` whose meta.json names ``type_string`` as its class."""
+    folder = tmp_path / "td"
+    TensorDict(a=_Held(x=torch.arange(3.0), batch_size=[3]), batch_size=[3]).memmap(folder)
+    (folder / "a" / "meta.json").write_text('{"_type": "%s"}' % type_string.replace('"', '\\"'))  # noqa: UP031
+    return folder
+
+
+class TestClassNamesAreLookedUpNeverImported:
+    """A folder names the class of a TensorClass it holds (``_type``, as tensordict writes it): loading rebuilds
+    only a TensorClass of that exact name already defined in this process, and never imports or evaluates the
+    name (an unknown or hostile one loads as a TensorDict)."""
+
+    HOSTILE = (
+        "<class 'os.system'>",
+        "<class 'builtins.eval'>",
+        "<class 'subprocess.Popen'>",
+        "<class 'tb_never_imported_module_xyz.Payload'>",
+        "<class '__import__('os').system'>",
+        "<class 'tensorbatch.TensorDict'>",  # defined, but not a TensorClass
+        "<class 'tests.security.test_memmap_hostile._Held'>garbage",
+        "os.system",
+        "",
+    )
+
+    @pytest.mark.parametrize("type_string", HOSTILE)
+    def test_an_unknown_or_hostile_class_loads_as_a_tensordict(self, tmp_path, monkeypatch, type_string):
+        folder = _held_folder(tmp_path, type_string)
+        imported: list[str] = []
+        real_import = __import__
+
+        def spy(name, *args, **kwargs):
+            imported.append(name)
+            return real_import(name, *args, **kwargs)
+
+        monkeypatch.setattr("builtins.__import__", spy)
+        monkeypatch.setattr("importlib.import_module", lambda name, *a: imported.append(name))
+        loaded = TensorDict.load_memmap(folder)
+        monkeypatch.undo()
+        assert type(loaded["a"]) is TensorDict
+        assert loaded["a", "x"].tolist() == [0.0, 1.0, 2.0]
+        assert not [n for n in imported if n.split(".")[0] in ("os", "subprocess", "tb_never_imported_module_xyz")]
+        assert "tb_never_imported_module_xyz" not in __import__("sys").modules
+
+    def test_a_defined_class_of_that_exact_name_is_rebuilt(self, tmp_path):
+        folder = _held_folder(tmp_path, f"<class '{_Held.__module__}.{_Held.__qualname__}'>")
+        loaded = TensorDict.load_memmap(folder)
+        assert type(loaded["a"]) is _Held
+        assert loaded["a"].x.tolist() == [0.0, 1.0, 2.0]
+
+    def test_a_class_defined_elsewhere_under_another_module_is_not_used(self, tmp_path):
+        # the same qualname in another module: not the class the folder names
+        folder = _held_folder(tmp_path, "<class 'some_other_module._Held'>")
+        assert type(TensorDict.load_memmap(folder)["a"]) is TensorDict
+
+    def test_a_link_in_place_of_the_tensorclass_data_folder_is_refused(self, tmp_path):
+        folder = _held_folder(tmp_path, f"<class '{_Held.__module__}.{_Held.__qualname__}'>")
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (outside / "mine.txt").write_text("user data")
+        (folder / "a" / "_tensordict").rename(tmp_path / "moved")
+        (folder / "a" / "_tensordict").symlink_to(outside)
+        before = tree(outside)
+        with pytest.raises(RuntimeError, match=r"through symlink .*_tensordict \(key 'a'\)"):
+            TensorDict(a=_Held(x=torch.ones(3), batch_size=[3]), batch_size=[3]).memmap(folder, existsok=True)
+        assert tree(outside) == before
