@@ -378,6 +378,14 @@ def clone_nested(lib):
     return lambda: td.clone()
 
 
+@case
+def to_tensordict_nested(lib):
+    td = nested(lib)
+    if lib is None:
+        return lambda: rmap(torch.clone, td)
+    return lambda: td.to_tensordict()
+
+
 case(_index_case(slice(2, 40, 2), nested), "index_slice_nested")
 
 

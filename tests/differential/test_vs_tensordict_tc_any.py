@@ -8,6 +8,7 @@ to the parent), and indexing, stacking, copies, casts and pickling keep the clas
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import tempfile
@@ -226,3 +227,170 @@ def test_tensordict_to_tensordict(ref: Any, tb: Any) -> None:
         return type(td.to_tensordict()["a"]).__name__
 
     assert run(tb) == run(ref)
+
+
+def test_tensordict_to_tensordict_nested(ref: Any, tb: Any) -> None:
+    """TensorDicts all the way down: a TensorClass in a nested TensorDict, and one in a TensorClass's field."""
+
+    def run(lib: Any) -> Any:
+        inner, _, outer = _classes(lib)
+        held = outer(a=inner(x=torch.zeros(2), batch_size=[2]), batch_size=[2])
+        td = lib.TensorDict(n={"b": held}, c=inner(x=torch.ones(2), batch_size=[2]), batch_size=[2])
+        out = td.to_tensordict()
+        return [(str(k), type(v).__name__) for k, v in sorted(out.items(include_nested=True), key=str)]
+
+    assert run(tb) == run(ref)
+
+
+# ----------------------------------------------------------------------- a TensorDict holding a TensorClass
+def _td_holding(lib: Any) -> Any:
+    inner, _, _ = _classes(lib)
+    held = inner(x=torch.arange(2.0), batch_size=[2])
+    return lib.TensorDict(a=held, n=lib.TensorDict(b=held.clone(), batch_size=[2]), batch_size=[2])
+
+
+TD_OPS: dict[str, Callable[[Any], Any]] = {
+    "to_tensordict": lambda td: td.to_tensordict(),
+    "to_tensordict_retain_none": lambda td: td.to_tensordict(retain_none=True),
+    "clone": lambda td: td.clone(),
+    "clone_shallow": lambda td: td.clone(False),
+    "copy": lambda td: td.copy(),
+    "copy_module": lambda td: __import__("copy").copy(td),
+    "deepcopy": lambda td: __import__("copy").deepcopy(td),
+    "detach": lambda td: td.detach(),
+    "contiguous": lambda td: td.contiguous(),
+    "apply_identity": lambda td: td.apply(lambda x: x),
+    "apply_add": lambda td: td.apply(lambda x: x + 1),
+    "data": lambda td: td.data,
+    "float": lambda td: td.float(),
+    "select": lambda td: td.select("a", "n"),
+    "exclude": lambda td: td.exclude("z"),
+    "index": lambda td: td[0],
+    "empty_recurse": lambda td: td.empty(recurse=True),
+    "unflatten_keys": lambda td: td.flatten_keys().unflatten_keys(),
+    "memmap": lambda td: td.memmap(),
+    "to_dict": lambda td: td.to_dict(),
+}
+
+
+def _entries(out: Any) -> Any:
+    """The class and values of each entry (a dict for ``to_dict``)."""
+    if isinstance(out, dict):
+        return {k: (type(v).__name__, sorted(v)) for k, v in out.items()}
+    return [(str(k), type(v).__name__) for k, v in sorted(out.items(include_nested=True), key=str)] + [
+        (str(k), v.tolist()) for k, v in sorted(out.items(True, True), key=str) if isinstance(v, torch.Tensor)
+    ]
+
+
+@pytest.mark.parametrize("op", list(TD_OPS))
+def test_tensordict_holding_a_tensorclass(ref: Any, tb: Any, op: str) -> None:
+    """Which copies keep the TensorClass held as an entry (tensordict: all but ``to_tensordict``)."""
+    expected = _outcome(lambda: _entries(TD_OPS[op](_td_holding(ref))))
+    assert _outcome(lambda: _entries(TD_OPS[op](_td_holding(tb)))) == expected
+
+
+# ----------------------------------------------------------------------- memmap folders read by either library
+_SHARED: dict[str, tuple[type, type]] = {}
+
+
+def _shared(lib: Any) -> tuple[type, type]:
+    """``Inner`` and ``Outer`` of one module and qualname in both libraries: the class a folder names.
+
+    The module attribute is tensordict's class (tensordict imports the name it reads); tensorbatch only looks
+    the name up among the classes defined, so its class needs no attribute (it is kept alive here).
+    """
+    if lib.__name__ not in _SHARED:
+        classes = []
+        for name, annotations, defaults in (
+            ("Inner", {"x": torch.Tensor, "s": str}, {"s": "hi"}),
+            ("Outer", {"a": Any}, {"a": None}),
+        ):
+            qualname = f"_shared_{name}"
+            namespace = {"__module__": __name__, "__qualname__": qualname, "__annotations__": annotations, **defaults}
+            cls = type(name, (lib.TensorClass,), namespace)
+            if lib.__name__ == "tensordict":
+                globals()[qualname] = cls
+            classes.append(cls)
+        _SHARED[lib.__name__] = (classes[0], classes[1])
+    return _SHARED[lib.__name__]
+
+
+def _write(lib: Any, folder: str, root: str) -> None:
+    inner, outer = _shared(lib)
+    held = inner(x=torch.arange(3.0), batch_size=[3])
+    data = lib.TensorDict(a=held, batch_size=[3]) if root == "tensordict" else outer(a=held, batch_size=[3])
+    data.memmap(folder)
+
+
+def _read(lib: Any, folder: str, root: str) -> Any:
+    _, outer = _shared(lib)
+    loaded = lib.TensorDict.load_memmap(folder) if root == "tensordict" else outer.load_memmap(folder)
+    held = loaded["a"] if root == "tensordict" else loaded.a
+    return type(loaded).__name__, _what(held), held.s if hasattr(held, "s") else held.get("s")
+
+
+@pytest.mark.parametrize("root", ["tensordict", "tensorclass"])
+@pytest.mark.parametrize(("writer", "reader"), [("tb", "tb"), ("tb", "ref"), ("ref", "tb")])
+def test_memmap_folders_either_way(ref: Any, tb: Any, writer: str, reader: str, root: str) -> None:
+    """A TensorClass held as an entry or in an ``Any`` field: its class is recorded and rebuilt, both ways."""
+    libs = {"tb": tb, "ref": ref}
+    with tempfile.TemporaryDirectory() as expected_folder, tempfile.TemporaryDirectory() as folder:
+        _write(ref, expected_folder, root)
+        expected = _read(ref, expected_folder, root)
+        _write(libs[writer], folder, root)
+        assert _read(libs[reader], folder, root) == expected
+    assert expected[1][0] == "Inner"
+
+
+def test_memmap_folder_layout_matches(ref: Any, tb: Any) -> None:
+    """The files written for a held TensorClass: its folder's meta.json names it, its TensorDict in _tensordict/."""
+
+    def run(lib: Any) -> Any:
+        with tempfile.TemporaryDirectory() as folder:
+            _write(lib, folder, "tensordict")
+            files = sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder) for f in fs)
+            with open(os.path.join(folder, "a", "meta.json")) as f:
+                return files, f.read()
+
+    ours, theirs = run(tb), run(ref)
+    assert ours[0] == theirs[0]
+    assert json.loads(ours[1]) == json.loads(theirs[1]) == {"_type": f"<class '{__name__}._shared_Inner'>"}
+
+
+def _saved_and_loaded(lib: Any, folder: str, how: str) -> Any:
+    inner, _, _ = _classes(lib)
+
+    def make() -> Any:
+        return lib.TensorDict(a=inner(x=torch.arange(2.0), batch_size=[2]), batch_size=[2])
+
+    if how == "memmap_":
+        return make().memmap_(folder)
+    if how == "memmap_like":
+        make().memmap_like(folder)
+        return lib.TensorDict.load_memmap(folder)
+    make().memmap(folder)
+    if how == "load_memmap_":
+        return make().load_memmap_(folder)
+    if how == "load_out":
+        return lib.TensorDict.load_memmap(folder, out=make())
+    if how == "resave":  # a second save over the first (its own TensorClass folder replaced)
+        make().apply(lambda x: x + 1).memmap(folder, existsok=True)
+    if how == "resave_in_place":  # the loaded TensorDict saved again where it is mapped from
+        loaded = lib.TensorDict.load_memmap(folder)
+        loaded["a"].x += 1
+        loaded.memmap(folder, existsok=True)
+    if how == "stacked":
+        torch.stack([make(), make()]).memmap(folder, existsok=True)
+    return lib.TensorDict.load_memmap(folder)
+
+
+@pytest.mark.parametrize(
+    "how", ["memmap_", "memmap_like", "load_memmap_", "load_out", "resave", "resave_in_place", "stacked"]
+)
+def test_memmap_paths_keep_the_class(ref: Any, tb: Any, how: str) -> None:
+    def run(lib: Any) -> Any:
+        with tempfile.TemporaryDirectory() as folder:
+            out = _saved_and_loaded(lib, folder, how)
+            return _what(out["a"]), out.is_locked
+
+    assert _outcome(lambda: run(tb)) == _outcome(lambda: run(ref))
