@@ -394,3 +394,17 @@ def test_memmap_paths_keep_the_class(ref: Any, tb: Any, how: str) -> None:
             return _what(out["a"]), out.is_locked
 
     assert _outcome(lambda: run(tb)) == _outcome(lambda: run(ref))
+
+
+def test_tensordict_holding_a_typed_tensordict(ref: Any, tb: Any) -> None:
+    """A TypedTensorDict held as an entry: ``to_tensordict`` gives a TensorDict, the copies keep it."""
+
+    def run(lib: Any) -> Any:
+        typed = __import__(f"{lib.__name__}.typedtensordict", fromlist=["TypedTensorDict"]).TypedTensorDict
+        schema = type("Schema", (typed,), {"__annotations__": {"x": torch.Tensor}, "__module__": __name__})
+        td = lib.TensorDict(a=schema(x=torch.zeros(2), batch_size=[2]), batch_size=[2])
+        return [
+            type(f(td)["a"]).__name__ for f in (lambda t: t.to_tensordict(), lambda t: t.clone(), lambda t: t.copy())
+        ]
+
+    assert run(tb) == run(ref)
