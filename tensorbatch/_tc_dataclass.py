@@ -16,6 +16,8 @@ import typing
 from collections.abc import Iterator
 from typing import Any
 
+import torch  # noqa: F401  # the docstring example's classes live here: their annotations name torch
+
 from ._ops.traverse import MISSING
 from ._tc_build import _class_attr
 

@@ -10,6 +10,10 @@ TensorDict, so a TensorClass over an existing backend stays live.
 Reading a tensor field of an in-memory TensorDict is a plain instance-dict lookup: the instance's
 ``__dict__`` *is* the TensorDict's entry dict, so there is no Python call on that path. Other fields
 go through small data descriptors.
+
+How a subclass is built (field specs and descriptors, the generated ``__init__``, pytree registration) is in
+:mod:`tensorbatch._tc_build`; ``from_dataclass`` and its ``inplace=True`` machinery are in
+:mod:`tensorbatch._tc_dataclass`. Both sit below this module, which hands them ``TensorClass`` on import.
 """
 
 from __future__ import annotations
