@@ -15,6 +15,9 @@ Cases, per layout (``w64_contig``, ``w64_chunked``, ``w1024_contig``, ``w1024_ch
               tensordict cannot write unsorted rows (h5py raises): its column writes the sorted rows.
 - ``totd``:   ``ptd.to_tensordict()`` vs reading every dataset with ``ds[()]``.
 - ``slice``:  a 1,000-row slice ``ptd[40_000:41_000].to_tensordict()`` vs ``ds[40_000:41_000]``.
+- ``tofile_100``/``_10k``/``_200k``: ``td.to_h5(path).close()`` of a TensorDict of that many rows (``obs`` [N, 16],
+              ``reward`` [N, 1], ``nested/action`` [N, 4]) onto an existing file vs h5py writing the same datasets
+              (``h5py.File(path, "w")``; ours also records the batch sizes in attributes, tensordict's does not).
 Once: ``keys`` (``list(ptd.keys())`` vs ``list(f.keys())``), ``open`` (``from_h5(path)`` + close vs
 ``h5py.File(path, "r")`` + close), and ``from_schema`` of 1 GB (``storage="h5"``: time, RSS growth and bytes
 allocated on disk, in a fresh interpreter per implementation; raw is ``create_dataset(shape, dtype)``;
@@ -59,7 +62,8 @@ LAYOUTS = tuple(f"w{w}_{kind}" for w in WIDTHS for kind in ("contig", "chunked")
 SLICE = slice(40_000, 41_000)
 SCHEMA_ROWS = 2**30 // (4 * 1024)  # 1 GiB of float32 [rows, 1024]
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "tensorbatch-h5-bench"
-TARGETS = {"rows": 1.3, "write": 1.3, "totd": 1.2, "slice": 1.5, "keys": 2.0, "open": 3.0}
+TARGETS = {"rows": 1.3, "write": 1.3, "totd": 1.2, "slice": 1.5, "keys": 2.0, "open": 3.0, "tofile": 1.1}
+TOFILE_ROWS = {"100": 100, "10k": 10_000, "200k": 200_000}  # ``tofile_*``: to_h5 of obs [N, 16], reward, nested/action
 
 _rng = np.random.default_rng(13)
 ROWS = _rng.permutation(N)[:K]  # unsorted, unique
@@ -204,6 +208,28 @@ def case_fns(
         elif only in (None, "raw"):
             fns["raw"] = lambda: h5py.File(path, "r").close()
         return fns
+    if kind == "tofile":  # a whole TensorDict written to a file that exists (truncated), then closed
+        rows = TOFILE_ROWS[layout]
+        leaves = {"obs": torch.ones(rows, 16), "reward": torch.ones(rows, 1), "action": torch.ones(rows, 4)}
+        for impl, lib in libs.items():
+            td = lib.TensorDict(
+                {"obs": leaves["obs"], "reward": leaves["reward"], "nested": {"action": leaves["action"]}}, [rows]
+            )
+            fns[impl] = lambda td=td, target=str(folder / f"tofile.{impl}.h5"): td.to_h5(target).close()
+        if only in (None, "raw"):
+            arrays = {
+                "obs": leaves["obs"].numpy(),
+                "reward": leaves["reward"].numpy(),
+                "nested/action": leaves["action"].numpy(),
+            }
+
+            def raw_tofile(target: str = str(folder / "tofile.raw.h5")) -> None:
+                with h5py.File(target, "w") as f:
+                    for ds_name, array in arrays.items():
+                        f[ds_name] = array
+
+            fns["raw"] = raw_tofile
+        return fns
     width = _width(layout)
     if kind == "write":
         path = folder / f"{layout}.w.h5"
@@ -265,7 +291,7 @@ def case_fns(
 
 def case_names(layouts: list[str]) -> list[str]:
     names = [f"{kind}_{layout}" for kind in ("rows", "write", "totd", "slice") for layout in layouts]
-    return [*names, "keys", "open"]
+    return [*names, "keys", "open", *(f"tofile_{rows}" for rows in TOFILE_ROWS)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -491,7 +517,7 @@ def main(
     names = [n for n in case_names(list(LAYOUTS)) if args.cases in n] + (
         ["from_schema"] if args.cases in "from_schema" else []
     )
-    layouts = sorted({n.partition("_")[2] for n in names if n != "from_schema" and n.partition("_")[2]})
+    layouts = sorted({n.partition("_")[2] for n in names if n.partition("_")[2] in LAYOUTS})
     paths = prepare(folder, layouts or ["w64_contig"])
     libs = load_libs()
     repeats = args.repeats or (3 if args.quick else 15)

@@ -1,6 +1,7 @@
 """The value a TensorClass stores for a field: casts, numbers, lists and Python values (``prepare``).
 
-Split from ``tensorclass.py`` (its size budget); ``spec`` is a field's ``_Spec`` there (name, annotation facts).
+Split from ``tensorclass.py`` (its size budget); ``spec`` is a field's ``_Spec`` (``_tc_build.py``: its name and
+annotation facts).
 """
 
 from __future__ import annotations

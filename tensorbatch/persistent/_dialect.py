@@ -120,7 +120,7 @@ class H5Dialect(Dialect):
     # ------------------------------------------------------------------ facts
     @property
     def writable(self) -> bool:
-        return bool(self.file) and self.file.mode != "r"
+        return self.mode != "r" and bool(self.file)  # (the mode as opened: h5py asks HDF5 at each read)
 
     def refuse_write(self, key: Any, path: Path) -> Exception:
         name = self.h5_name((*path, key) if isinstance(key, str) else path)
