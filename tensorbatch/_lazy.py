@@ -43,7 +43,10 @@ from ._ops.traverse import (
     MISSING,
     NO_DEFAULT,
     NON_TENSOR_TYPES,
+    REWRAP_TYPES,
     apply_leaves,
+    flat_leaves,
+    from_leaves,
     is_node,
     is_td,
     leaf_shape,
@@ -56,6 +59,9 @@ from .base import TensorDictBase
 
 _Tensor = torch.Tensor
 _Size = torch.Size
+# A lazy stack of one TensorClass's instances as an instance of that class (as tensordict reads it), or None
+# when the members are not such instances: tensorbatch/_tc_build.py (a layer above) installs it on import.
+STACK_AS_CLASS: Callable[[list[Any], int, str | None], Any] | None = None
 
 
 def _check_members(tds: Sequence[Any], what: str) -> torch.Size:
@@ -830,7 +836,17 @@ class LazyStackedTensorDict(TensorDictBase):
         )
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
-        """A dense in-memory TensorDict of the common keys (their leaf shapes must agree)."""
+        """A dense in-memory TensorDict of the common keys (their leaf shapes must agree), TensorDicts all the way.
+
+        The TensorClasses held in the members give TensorDicts, as tensordict's.
+        """
+        dense = self._dense_copy()
+        if any(type(node) in REWRAP_TYPES for _, node in named_nodes(dense)):
+            return from_leaves(dense, flat_leaves(dense), keep_non_tensor=True)
+        return dense
+
+    def _dense_copy(self) -> Any:
+        """A dense in-memory copy of the common keys: the TensorClasses held in the members stay instances."""
         return apply_leaves(self, _same, is_leaf=NON_TENSOR_TYPES.__contains__, what="densifying a lazy stack")
 
     def _take_result(self, other: Any) -> LazyStackedTensorDict:
@@ -875,7 +891,7 @@ class LazyStackedTensorDict(TensorDictBase):
                 "contiguous(inplace=True) is not supported on a lazy stack: its leaves are "
                 "its members' (use contiguous() for a dense TensorDict)"
             )
-        dense = self.to_tensordict()
+        dense = self._dense_copy()  # the TensorClasses held stay instances, as tensordict's
         return dense.contiguous(canonical=True) if canonical else dense
 
     def densify(self, layout: Any = torch.strided) -> Any:
@@ -1033,6 +1049,10 @@ def _stack_values(key: str, values: list[Any], dim: int, stack_name: str | None 
     if type(first) in NON_TENSOR_TYPES and all(type(v) in NON_TENSOR_TYPES for v in values):
         return stack_non_tensor(values, dim)
     if is_td(first) and all(is_node(v) for v in values):
+        if not isinstance(first, TensorDictBase) and STACK_AS_CLASS is not None:  # a wrapper (a TensorClass)
+            held = STACK_AS_CLASS(values, dim, stack_name)
+            if held is not None:
+                return held
         return LazyStackedTensorDict._new(values, dim, stack_name=stack_name)
     raise RuntimeError(f"cannot stack the members' values at key {key!r}: types {[type(v).__name__ for v in values]}")
 

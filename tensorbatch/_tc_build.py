@@ -153,10 +153,24 @@ def _read(obj: Any, spec: _Spec) -> Any:
 
 def _stacked_instances(stack: Any) -> Any:
     """A lazy stack of instances of one TensorClass (a field annotated ``Any``) as that class, as tensordict."""
-    kind = type(stack.tensordicts[0]) if stack.tensordicts else None
-    if kind is None or not issubclass(kind, TENSOR_CLASS) or any(type(m) is not kind for m in stack.tensordicts):
-        return stack
-    return kind.lazy_stack(stack.tensordicts, stack.stack_dim)
+    held = stack_as_class(stack.tensordicts, stack.stack_dim, stack._stack_name)
+    return stack if held is None else held
+
+
+def stack_as_class(members: list[Any], dim: int, stack_name: str | None = None) -> Any:
+    """Instances of one TensorClass lazily stacked along ``dim`` as an instance of it, or None for other members.
+
+    The instance wraps a lazy stack of the members' TensorDicts (writes reach the members), as tensordict
+    reads a lazy stack of them. The lazy stack's reads (``_lazy.STACK_AS_CLASS``) and ``Any`` fields use it.
+    """
+    kind = type(members[0]) if members else None
+    if kind is None or not issubclass(kind, TENSOR_CLASS) or any(type(m) is not kind for m in members):
+        return None
+    tds = [m._tensordict for m in members]
+    return kind._from_backend(_lazy.LazyStackedTensorDict._new(tds, dim, stack_name=stack_name))
+
+
+_lazy.STACK_AS_CLASS = stack_as_class
 
 
 def _write(obj: Any, spec: _Spec, value: Any, inplace: bool = False) -> None:
