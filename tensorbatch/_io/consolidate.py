@@ -18,12 +18,13 @@ from typing import Any
 
 import torch
 
-from .. import _progress
+from .. import _progress, _tc_registry
 from .._compat import allow_in_weights_only_load
 from .._errors import fmt_path
 from .._nontensor import is_non_tensor
 from .._ops import ragged
 from .._ops.traverse import is_td, named_entries, plain_value_of
+from .._tc_registry import class_name
 from .._unbatched import UnbatchedTensor
 from ..base import TensorDictBase
 from ._shared import DTYPES, SideTable, atomic_target
@@ -66,6 +67,10 @@ def _plan(td: Any, jobs: list[tuple[torch.Tensor, int]]) -> tuple[dict[str, Any]
             entries[key] = {"non_tensor": plain_value_of(value), "stack": type(value).__name__ == "NonTensorStack"}
         elif is_td(value):
             entries[key] = layouts[path] = _node_layout(value)
+            if not isinstance(value, TensorDictBase):  # a TensorClass held: rebuilt as it when defined
+                name = class_name(type(value))
+                if _tc_registry.lookup(name) is type(value):
+                    layouts[path]["class"] = name
         else:
             raise TypeError(f"cannot consolidate a {type(value).__name__} at key {fmt_path(path)}")
     return root, offset
@@ -101,7 +106,9 @@ def _rebuild(dense_cls: Any, buffer: torch.Tensor, layout: dict[str, Any], devic
     out: dict[str, Any] = {}
     for key, entry in layout["entries"].items():
         if "entries" in entry:
-            out[key] = _rebuild(dense_cls, buffer, entry, device)
+            node = _rebuild(dense_cls, buffer, entry, device)
+            held: Any = _tc_registry.lookup(entry["class"]) if type(entry.get("class")) is str else None
+            out[key] = node if held is None else held._from_backend(node)
         elif "non_tensor" in entry:
             value = entry["non_tensor"]
             out[key] = NonTensorStack.from_list(value) if entry["stack"] else NonTensorData(value)
