@@ -505,7 +505,9 @@ def _classmethod(name: str, wrap: bool) -> classmethod[Any, Any, Any]:
     def method(cls: Any, *args: Any, **kwargs: Any) -> Any:
         args = tuple([unwrap(v) for v in a] if type(a) in (list, tuple) else unwrap(a) for a in args)
         result = getattr(TensorDictBase._dense_cls, name)(*args, **{k: unwrap(v) for k, v in kwargs.items()})
-        return cls._wrap_new(result) if wrap and is_td(result) else result
+        if not wrap or not is_td(result) or getattr(type(result), "_tb_tensorclass", False):
+            return result  # (load_memmap of a TensorClass's folder: the class it names, as tensordict)
+        return cls._wrap_new(result)
 
     method.__name__ = name
     return classmethod(method)

@@ -563,6 +563,7 @@ class _Reader:
         meta_device = device is not None and torch.device(device).type == "meta"
         self.metadata_only = meta_device or fake_mode_active()  # leaves from the metadata, no file read
         self.bar: Any = _progress.NO_BAR  # counts the bytes of the leaves mapped (load(progress=True))
+        self.root_class = False  # a TensorClass saved at the root loads as its class (else as its TensorDict)
 
     def inside(self, path: Any) -> None:
         """Refuse ``path`` when it is a symbolic link whose target lies outside the loaded folder.
@@ -632,12 +633,12 @@ class _Reader:
     def held(self, folder: Path, meta: dict[str, Any]) -> Any:
         """The TensorClass saved in ``folder``: its class when one of that name is defined here, else its TensorDict.
 
-        The class is looked up, never imported (see _KINDS); the root's is left to the caller (``load_memmap``
-        of a TensorClass wraps what it reads).
+        The class is looked up, never imported (see _KINDS); the root's only with ``root_class`` (else the
+        caller wraps what it reads).
         """
         td = self.node(folder / _TC_DATA)
         name = _class_of(meta)
-        cls = None if name is None or folder == self.root else lookup(name)
+        cls = None if name is None or (folder == self.root and not self.root_class) else lookup(name)
         if cls is None:
             return td
         extras = {k: v for k, v in meta.items() if k != "_type"}
@@ -727,13 +728,15 @@ def load(
     metas: dict[Path, Any] | None = None,
     mode: str | None = None,
     progress: bool | None = None,
+    root_class: bool = False,
 ) -> Any:
     """Read the folder ``prefix`` (leaves map its files; an archive file is read by archive.py).
 
     ``device="meta"`` or an active ``FakeTensorMode`` read the metadata only: leaves are meta (or fake)
     tensors of the saved shapes and dtypes. ``mode``: how the leaf files are mapped (``"r"``: copy-on-write).
     A symbolic link in the folder leading outside it is refused. ``progress``: a bar counting the bytes mapped
-    (its total, unknown until every ``meta.json`` is read, is set at the end).
+    (its total, unknown until every ``meta.json`` is read, is set at the end). ``root_class``: a folder that
+    tensordict wrote for a TensorClass loads as that class when it is defined here (a look-up, as below it).
     """
     folder = Path(prefix).absolute()  # mapped file names are absolute, whatever the working directory
     if not folder.is_dir():
@@ -741,6 +744,7 @@ def load(
     # (after a save, ``metas`` given: the folder was just written, with no link, see _refuse_symlinks)
     root = folder if metas is None else None
     reader = _Reader(dense_cls, device, allow_pickle, robust_key, metas, mode, root)
+    reader.root_class = root_class
     if not _progress.wanted(progress):
         return reader.node(folder)
     reader.bar = _progress.bar(progress, "load_memmap", None)

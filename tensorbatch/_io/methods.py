@@ -15,7 +15,7 @@ from .._keys import NestedKey as NestedKey
 from .._keys import key_tuple
 from .._nontensor import is_non_tensor
 from .._ops import ragged
-from .._ops.traverse import named_nodes, stacked_members
+from .._ops.traverse import named_nodes, stacked_members, unwrapped
 from .._td import TensorDict  # the in-memory backend: the package-level load functions build one
 from .._unbatched import UnbatchedTensor
 from ..base import TensorDictBase
@@ -292,12 +292,14 @@ class _Persistence:
             robust_key=robust_key is not False,
             mode=mode,
             progress=progress,
+            root_class=True,  # a TensorClass's folder loads as its class, as tensordict (when defined here)
         )
-        _remember(td, prefix)
+        backend = unwrapped(td)
+        _remember(backend, prefix)
         if mode is not None:
-            _MODE.set(td, mode)
+            _MODE.set(backend, mode)
         if out is not None:
-            out.update_(td)
+            out.update_(backend)
             return out
         return td  # (unlocked, as tensordict's; memmap() returns its result locked)
 
@@ -316,7 +318,7 @@ class _Persistence:
         """
         if mode not in (None, "r", "r+"):
             raise ValueError(f"load_memmap_(): mode must be None, 'r' or 'r+', got {mode!r}")
-        loaded = type(self).load_memmap(prefix, allow_pickle=allow_pickle, mode="r")
+        loaded = unwrapped(type(self).load_memmap(prefix, allow_pickle=allow_pickle, mode="r"))
         return self.update_(loaded)
 
     def is_memmap(self: Any) -> bool:
@@ -528,7 +530,7 @@ class _Persistence:
         if path is None:
             raise RuntimeError("memmap_refresh_ needs a TensorDict saved with memmap_ or loaded with load_memmap")
         mode = _MODE.get(self)
-        loaded = type(self).load_memmap(path, allow_pickle=allow_pickle, mode=mode)
+        loaded = unwrapped(type(self).load_memmap(path, allow_pickle=allow_pickle, mode=mode))
         locked = self.is_locked
         self.unlock_()
         self.update(loaded)
