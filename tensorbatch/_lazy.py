@@ -840,9 +840,10 @@ class LazyStackedTensorDict(TensorDictBase):
 
         The TensorClasses held in the members give TensorDicts, as tensordict's.
         """
-        dense = self._dense_copy()
-        if any(type(node) in REWRAP_TYPES for _, node in named_nodes(dense)):
-            return from_leaves(dense, flat_leaves(dense), keep_non_tensor=True)
+        dense = apply_leaves(self, _same, is_leaf=NON_TENSOR_TYPES.__contains__, what="densifying a lazy stack")
+        for _, node in named_nodes(dense):
+            if type(node) in REWRAP_TYPES:
+                return from_leaves(dense, flat_leaves(dense), keep_non_tensor=True)
         return dense
 
     def _dense_copy(self) -> Any:
