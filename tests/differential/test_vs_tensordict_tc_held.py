@@ -89,6 +89,12 @@ def _written_through(lib: Any) -> Any:
     return [m["a", "x"].tolist() for m in members]
 
 
+def _set_instance(lib: Any) -> Any:
+    lazy = _lazy(lib)
+    lazy.set("a", _classes(lib)[0](x=torch.full((2, 3), 3.0), batch_size=[2, 3]))
+    return _what(lazy["a"]), _what(lazy[1]["a"])
+
+
 LAZY_OPS: dict[str, Callable[[Any], Any]] = {
     "getitem": lambda lib: _what(_lazy(lib)["a"]),
     "get": lambda lib: _what(_lazy(lib).get("a")),
@@ -110,6 +116,13 @@ LAZY_OPS: dict[str, Callable[[Any], Any]] = {
     "memmap_load": _memmap_round_trip,
     "consolidate": lambda lib: _what(_lazy(lib).consolidate()["a"]),
     "written_through": _written_through,
+    "set_instance": _set_instance,
+    "lazy_of_lazy": lambda lib: _what(lib.LazyStackedTensorDict.lazy_stack([_lazy(lib), _lazy(lib)], 0)["a"]),
+    "with_a_tensordict": lambda lib: (
+        type(  # members holding a TensorClass and a TensorDict: a lazy stack
+            lib.LazyStackedTensorDict.lazy_stack([_holding(lib), _holding(lib).to_tensordict()], 0)["a"]
+        ).__name__
+    ),
 }
 
 
