@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from .._errors import fmt_path
-from .._ops.meta import NODE, NON_TENSOR, TENSOR
+from .._ops.meta import NODE, NON_TENSOR, TENSOR, LeafMeta
 from .._ops.rows import RowPlan
-from .._ops.traverse import NON_TENSOR_TYPES, is_td
+from .._ops.traverse import NON_TENSOR_TYPES, is_td, unwrapped
 from .._unbatched import UnbatchedTensor
 from ..stored._dialect import Dialect, Path, array_mismatch
 from . import _format as fmt
@@ -403,12 +403,8 @@ class H5Dialect(Dialect):
         return out
 
 
-def check_entry(path: Path, value: Any, deep: bool = False) -> None:
-    """Raise (naming ``path``) for a key or a value an HDF5 file cannot hold, before anything is written.
-
-    ``deep``: a non-tensor value is encoded (and dropped), a nested TensorDict's entries checked too: what
-    ``from_dict`` checks before it truncates a file.
-    """
+def check_entry(path: Path, value: Any) -> None:
+    """Raise (naming ``path``) for a key or a value an HDF5 file cannot hold, before anything is written."""
     fmt.check_key(path[-1])
     if isinstance(value, UnbatchedTensor):  # a dataset would read back as a batched leaf: refused
         raise NotImplementedError(
@@ -417,9 +413,25 @@ def check_entry(path: Path, value: Any, deep: bool = False) -> None:
         )
     if isinstance(value, torch.Tensor):
         fmt.stored_dtype(value.dtype)  # (TypeError for a dtype HDF5 has no type for)
-    elif deep and is_td(value):
-        if type(value) in NON_TENSOR_TYPES:
-            fmt.encode_non_tensor(path, value)
-            return
-        for key, entry in value._items_str():
-            check_entry((*path, key), entry, True)
+
+
+def check_tree(source: Any, prefix: Path = ()) -> None:
+    """:func:`check_entry` for every entry of ``source``, from its metadata (``from_dict``, before truncating).
+
+    A stored or lazily stacked tensor leaf is not read (its dtype is in its metadata; a ragged one is stacked,
+    which raises); a non-tensor value is encoded, and the encoding dropped.
+    """
+    for key, meta in unwrapped(source)._meta_items():
+        path = (*prefix, key)
+        if isinstance(meta, LeafMeta):  # a tensor leaf that is not in memory
+            fmt.check_key(key)
+            fmt.stored_dtype(meta.dtype)  # type: ignore[arg-type]  # (a tensor's)
+            if -1 in meta.shape:  # the members of a lazy stack differ there: the write would fail half way
+                source._get_str(key)
+        elif is_td(meta) and type(meta) not in NON_TENSOR_TYPES:
+            fmt.check_key(key)
+            check_tree(meta, path)
+        else:
+            check_entry(path, meta)
+            if type(meta) in NON_TENSOR_TYPES:
+                fmt.encode_non_tensor(path, meta)

@@ -20,7 +20,7 @@ from .._ops.traverse import is_td
 from ..base import TensorDictBase
 from ..stored._node import State, StoredTensorDict
 from ..stored._write import allocate, write_all
-from ._dialect import H5Dialect, check_entry
+from ._dialect import H5Dialect, check_tree
 from ._file import atomic_target, open_file, split_options
 
 if TYPE_CHECKING:
@@ -286,8 +286,7 @@ def from_dict(
         if batch_size is None:  # as tensordict: the largest batch size the entries share
             source.auto_batch_size_(batch_dims=batch_dims)
     filename = os.fspath(filename)
-    for key, value in source._items_str():  # every entry checked before the file is truncated
-        check_entry((key,), value, deep=True)
+    check_tree(source)  # every entry, before the file is truncated
     if not atomic:
         try:
             file = open_file(filename, "w", options)

@@ -531,3 +531,28 @@ def test_a_new_file_records_the_batch_size_given_to_the_constructor(tmp_path):
     assert back["n"].batch_size == torch.Size([10])
     assert back["n", "x"].shape == torch.Size([10, 2, 3])
     back.close()
+
+
+def test_to_h5_checks_stored_and_lazy_sources_without_reading_their_tensors(path, tmp_path, monkeypatch):
+    from tensorbatch import lazy_stack
+    from tensorbatch.persistent import _dialect
+
+    source = _content().to_h5(str(tmp_path / "source.h5"))
+    reads = []
+    read = _dialect.H5Dialect.read
+    monkeypatch.setattr(_dialect.H5Dialect, "read", lambda self, p: reads.append(p) or read(self, p))
+    _dialect.check_tree(source)  # metadata only: no dataset read
+    assert reads == []
+    copy = source.to_h5(path)  # each dataset read once, by the write
+    assert sorted(reads) == [("a",), ("b",), ("n", "c")]
+    assert torch.equal(copy["n", "c"], source["n", "c"])
+    copy.close()
+    source.close()
+    ragged = lazy_stack([TensorDict(x=torch.zeros(2)), TensorDict(x=torch.zeros(3))])
+    before = os.stat(path).st_mtime_ns
+    with pytest.raises(RuntimeError):
+        ragged.to_h5(path)  # the members differ in shape: refused before the file is touched
+    assert os.stat(path).st_mtime_ns == before
+    stacked = lazy_stack([TensorDict(x=torch.zeros(2), s="a"), TensorDict(x=torch.ones(2), s="b")])
+    with stacked.to_h5(path) as out:
+        assert torch.equal(out["x"], torch.stack([torch.zeros(2), torch.ones(2)]))
