@@ -356,3 +356,22 @@ def run_both(
 def case(case_id: str, fn: Callable, **kwargs: Any) -> Any:
     """A ``pytest.param`` of (fn, run_both keyword arguments)."""
     return pytest.param(fn, kwargs, id=case_id)
+
+
+def what(value: Any) -> Any:
+    """What a read gives, comparable across the libraries: the class name, then a tensor's values, a tensor
+    collection's batch size and leaves (sorted by key), or the value itself."""
+    if isinstance(value, torch.Tensor):
+        return ("Tensor", value.tolist())
+    if hasattr(value, "batch_size"):
+        leaves = {k: v.tolist() for k, v in value.items(include_nested=True, leaves_only=True)}
+        return (type(value).__name__, list(value.batch_size), sorted(leaves.items(), key=str))
+    return (type(value).__name__, value)
+
+
+def outcome(fn: Callable[[], Any]) -> Any:
+    """``fn()``, or ``("raises", error type name)``."""
+    try:
+        return fn()
+    except Exception as err:
+        return ("raises", type(err).__name__)

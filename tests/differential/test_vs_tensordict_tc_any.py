@@ -18,7 +18,7 @@ from typing import Any, Optional
 import pytest
 import torch
 
-from ._diff import SUBJECT_ENV
+from ._diff import SUBJECT_ENV, outcome, what
 
 pytestmark = pytest.mark.differential
 
@@ -66,36 +66,19 @@ def _outer(lib: Any, label: str) -> Any:
     return outer(a=inner(x=torch.arange(3.0), batch_size=[3]), batch_size=[3])
 
 
-def _what(value: Any) -> Any:
-    """What a read gives: the class name, and the batch size and tensors of a tensor collection."""
-    if isinstance(value, torch.Tensor):
-        return ("Tensor", value.tolist())
-    if hasattr(value, "batch_size"):
-        leaves = {k: v.tolist() for k, v in value.items(include_nested=True, leaves_only=True)}
-        return (type(value).__name__, list(value.batch_size), sorted(leaves.items(), key=str))
-    return (type(value).__name__, value)
-
-
-def _outcome(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception as err:
-        return ("raises", type(err).__name__)
-
-
 def _write_through(lib: Any, o: Any) -> Any:
     held = o.a
     held.x[0] = 5.0  # in place
     held.x = torch.full((3,), 7.0)  # a new tensor, through the instance read
-    return _what(o.get("a")), o.get(("a", "x")).tolist(), o.a is o.a
+    return what(o.get("a")), o.get(("a", "x")).tolist(), o.a is o.a
 
 
 def _reassigned(lib: Any, o: Any) -> Any:
     _, other, _ = _classes(lib)
     o.a = lib.TensorDict(x=torch.ones(3), batch_size=[3])
-    first = _what(o.a)
+    first = what(o.a)
     o.a = other(z=torch.ones(3), batch_size=[3])
-    return first, _what(o.a)
+    return first, what(o.a)
 
 
 def _set_after(lib: Any, o: Any) -> Any:
@@ -104,41 +87,41 @@ def _set_after(lib: Any, o: Any) -> Any:
     built.set("a", inner(x=torch.ones(3), batch_size=[3]))
     updated = outer(a=None, batch_size=[3])
     updated.update({"a": inner(x=torch.ones(3), batch_size=[3])})
-    return _what(built.a), _what(updated.a)
+    return what(built.a), what(updated.a)
 
 
 def _from_tensordict(lib: Any, o: Any) -> Any:
     inner, _, outer = _classes(lib)
     td = lib.TensorDict(a=inner(x=torch.ones(3), batch_size=[3]), batch_size=[3])
-    return _what(outer.from_tensordict(td).a)
+    return what(outer.from_tensordict(td).a)
 
 
 def _to_tensordict(lib: Any, o: Any) -> Any:
     td = o.to_tensordict()
-    return _what(td["a"]), _what(td[0]["a"]), _what(o.to_tensordict(retain_none=True)["a"])
+    return what(td["a"]), what(td[0]["a"]), what(o.to_tensordict(retain_none=True)["a"])
 
 
 OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "getattr": lambda lib, o: _what(o.a),
-    "get": lambda lib, o: _what(o.get("a")),
-    "get_nested": lambda lib, o: _what(o.get(("a", "x"))),
+    "getattr": lambda lib, o: what(o.a),
+    "get": lambda lib, o: what(o.get("a")),
+    "get_nested": lambda lib, o: what(o.get(("a", "x"))),
     "items": lambda lib, o: [(k, type(v).__name__) for k, v in o.items()],
-    "index_int": lambda lib, o: _what(o[0].a),
-    "index_slice": lambda lib, o: _what(o[:2].a),
-    "index_mask": lambda lib, o: _what(o[torch.tensor([True, False, True])].a),
-    "stack": lambda lib, o: _what(torch.stack([o, o]).a),
-    "cat": lambda lib, o: _what(torch.cat([o, o]).a),
-    "lazy_stack": lambda lib, o: _what(type(o).lazy_stack([o, o]).a),
-    "unbind": lambda lib, o: _what(o.unbind(0)[1].a),
-    "clone": lambda lib, o: _what(o.clone().a),
-    "pickle": lambda lib, o: _what(pickle.loads(pickle.dumps(o)).a),
-    "apply": lambda lib, o: _what(o.apply(lambda t: t + 1).a),
-    "to_dtype": lambda lib, o: _what(o.to(torch.float64).a),
-    "reshape": lambda lib, o: _what(o.reshape(3, 1).a),
-    "unsqueeze": lambda lib, o: _what(o.unsqueeze(0).a),
-    "eq": lambda lib, o: _what((o == o).a),
-    "select": lambda lib, o: _what(o.select("a").a),
-    "lock": lambda lib, o: _what(o.clone().lock_().a),
+    "index_int": lambda lib, o: what(o[0].a),
+    "index_slice": lambda lib, o: what(o[:2].a),
+    "index_mask": lambda lib, o: what(o[torch.tensor([True, False, True])].a),
+    "stack": lambda lib, o: what(torch.stack([o, o]).a),
+    "cat": lambda lib, o: what(torch.cat([o, o]).a),
+    "lazy_stack": lambda lib, o: what(type(o).lazy_stack([o, o]).a),
+    "unbind": lambda lib, o: what(o.unbind(0)[1].a),
+    "clone": lambda lib, o: what(o.clone().a),
+    "pickle": lambda lib, o: what(pickle.loads(pickle.dumps(o)).a),
+    "apply": lambda lib, o: what(o.apply(lambda t: t + 1).a),
+    "to_dtype": lambda lib, o: what(o.to(torch.float64).a),
+    "reshape": lambda lib, o: what(o.reshape(3, 1).a),
+    "unsqueeze": lambda lib, o: what(o.unsqueeze(0).a),
+    "eq": lambda lib, o: what((o == o).a),
+    "select": lambda lib, o: what(o.select("a").a),
+    "lock": lambda lib, o: what(o.clone().lock_().a),
     "to_dict": lambda lib, o: {k: {kk: vv.tolist() for kk, vv in v.items()} for k, v in o.to_dict().items()},
     "state_dict": lambda lib, o: sorted(o.state_dict()),
     "write_through": _write_through,
@@ -152,14 +135,14 @@ OPS: dict[str, Callable[[Any, Any], Any]] = {
 @pytest.mark.parametrize("op", list(OPS))
 @pytest.mark.parametrize("annotation", list(ANNOTATIONS))
 def test_tensorclass_in_field(ref: Any, tb: Any, annotation: str, op: str) -> None:
-    expected = _outcome(lambda: OPS[op](ref, _outer(ref, annotation)))
-    assert _outcome(lambda: OPS[op](tb, _outer(tb, annotation))) == expected
+    expected = outcome(lambda: OPS[op](ref, _outer(ref, annotation)))
+    assert outcome(lambda: OPS[op](tb, _outer(tb, annotation))) == expected
 
 
 def test_the_reference_keeps_the_class(ref: Any) -> None:
     """The cases above see what tensordict gives: the instance, of its class, through every operation."""
     o = _outer(ref, "any")
-    assert _what(o.a) == ("Inner", [3], [("x", [0.0, 1.0, 2.0])])
+    assert what(o.a) == ("Inner", [3], [("x", [0.0, 1.0, 2.0])])
     assert OPS["stack"](ref, o)[:2] == ("Inner", [2, 3])
     assert OPS["pickle"](ref, o) == ("Inner", [3], [("x", [0.0, 1.0, 2.0])])
     assert OPS["to_tensordict"](ref, o)[0][0] == "TensorDict"
@@ -176,11 +159,11 @@ def test_nested_levels(ref: Any, tb: Any) -> None:
         td = o.to_tensordict()
         lazy = outer.lazy_stack([o, o])
         return (
-            _what(o.a.m),
-            _what(o[1].a.m),
-            _what(torch.stack([o, o]).a.m),
-            _what(lazy.a.m),
-            _what(pickle.loads(pickle.dumps(o)).a.m),
+            what(o.a.m),
+            what(o[1].a.m),
+            what(torch.stack([o, o]).a.m),
+            what(lazy.a.m),
+            what(pickle.loads(pickle.dumps(o)).a.m),
             type(td["a"]).__name__,
             type(td["a", "m"]).__name__,
         )
@@ -193,7 +176,7 @@ def test_lazy_stack_reads_write_through(ref: Any, tb: Any) -> None:
         o = _outer(lib, "any")
         lazy = type(o).lazy_stack([o, o.clone()])
         lazy.a.x = torch.full((2, 3), 4.0)
-        return _what(lazy.a), o.a.x.tolist()
+        return what(lazy.a), o.a.x.tolist()
 
     assert run(tb) == run(ref)
 
@@ -205,7 +188,7 @@ def test_unresolved_annotation_naming_the_class_reads_it_back(ref: Any, tb: Any)
         inner, _, _ = _classes(lib)
         outer = _define(lib, "Outer", "forward", {"a": "Inner"})
         o = outer(a=inner(x=torch.zeros(2), batch_size=[2]), batch_size=[2])
-        return _what(o.a), _what(o[0].a), _what(o.clone().a)
+        return what(o.a), what(o[0].a), what(o.clone().a)
 
     assert run(tb) == run(ref)
 
@@ -215,7 +198,7 @@ def test_memmap_round_trip(ref: Any, tb: Any) -> None:
         o = _outer(lib, "any")
         with tempfile.TemporaryDirectory() as folder:
             o.memmap(folder)
-            return _what(type(o).load_memmap(folder).a)
+            return what(type(o).load_memmap(folder).a)
 
     assert run(tb) == run(ref)
 
@@ -285,8 +268,8 @@ def _entries(out: Any) -> Any:
 @pytest.mark.parametrize("op", list(TD_OPS))
 def test_tensordict_holding_a_tensorclass(ref: Any, tb: Any, op: str) -> None:
     """Which copies keep the TensorClass held as an entry (tensordict: all but ``to_tensordict``)."""
-    expected = _outcome(lambda: _entries(TD_OPS[op](_td_holding(ref))))
-    assert _outcome(lambda: _entries(TD_OPS[op](_td_holding(tb)))) == expected
+    expected = outcome(lambda: _entries(TD_OPS[op](_td_holding(ref))))
+    assert outcome(lambda: _entries(TD_OPS[op](_td_holding(tb)))) == expected
 
 
 # ----------------------------------------------------------------------- memmap folders read by either library
@@ -326,7 +309,7 @@ def _read(lib: Any, folder: str, root: str) -> Any:
     _, outer = _shared(lib)
     loaded = lib.TensorDict.load_memmap(folder) if root == "tensordict" else outer.load_memmap(folder)
     held = loaded["a"] if root == "tensordict" else loaded.a
-    return type(loaded).__name__, _what(held), held.s if hasattr(held, "s") else held.get("s")
+    return type(loaded).__name__, what(held), held.s if hasattr(held, "s") else held.get("s")
 
 
 @pytest.mark.parametrize("root", ["tensordict", "tensorclass"])
@@ -391,9 +374,9 @@ def test_memmap_paths_keep_the_class(ref: Any, tb: Any, how: str) -> None:
     def run(lib: Any) -> Any:
         with tempfile.TemporaryDirectory() as folder:
             out = _saved_and_loaded(lib, folder, how)
-            return _what(out["a"]), out.is_locked
+            return what(out["a"]), out.is_locked
 
-    assert _outcome(lambda: run(tb)) == _outcome(lambda: run(ref))
+    assert outcome(lambda: run(tb)) == outcome(lambda: run(ref))
 
 
 def test_tensordict_holding_a_typed_tensordict(ref: Any, tb: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from ._diff import SUBJECT_ENV
+from ._diff import SUBJECT_ENV, outcome, what
 
 pytestmark = pytest.mark.differential
 
@@ -47,23 +47,6 @@ def _classes(lib: Any) -> tuple[type, type]:
     return _CLASSES[lib.__name__]
 
 
-def _what(value: Any) -> Any:
-    """The class name, batch size and tensors of a tensor collection; a tensor's values; else the value."""
-    if isinstance(value, torch.Tensor):
-        return ("Tensor", value.tolist())
-    if hasattr(value, "batch_size"):
-        leaves = {str(k): v.tolist() for k, v in value.items(include_nested=True, leaves_only=True)}
-        return (type(value).__name__, list(value.batch_size), sorted(leaves.items()))
-    return (type(value).__name__, value)
-
-
-def _outcome(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception as err:
-        return ("raises", type(err).__name__)
-
-
 def _holding(lib: Any, i: int = 0) -> Any:
     inner, _ = _classes(lib)
     held = inner(x=torch.arange(3.0) + i, s=f"v{i}", batch_size=[3])
@@ -78,7 +61,7 @@ def _memmap_round_trip(lib: Any) -> Any:
     with tempfile.TemporaryDirectory() as folder:
         _lazy(lib).memmap(folder)
         loaded = lib.TensorDict.load_memmap(folder)
-        return type(loaded).__name__, _what(loaded["a"]), _what(loaded[1]["a"])
+        return type(loaded).__name__, what(loaded["a"]), what(loaded[1]["a"])
 
 
 def _written_through(lib: Any) -> Any:
@@ -92,32 +75,32 @@ def _written_through(lib: Any) -> Any:
 def _set_instance(lib: Any) -> Any:
     lazy = _lazy(lib)
     lazy.set("a", _classes(lib)[0](x=torch.full((2, 3), 3.0), batch_size=[2, 3]))
-    return _what(lazy["a"]), _what(lazy[1]["a"])
+    return what(lazy["a"]), what(lazy[1]["a"])
 
 
 LAZY_OPS: dict[str, Callable[[Any], Any]] = {
-    "getitem": lambda lib: _what(_lazy(lib)["a"]),
-    "get": lambda lib: _what(_lazy(lib).get("a")),
-    "get_nested": lambda lib: _what(_lazy(lib).get(("a", "x"))),
+    "getitem": lambda lib: what(_lazy(lib)["a"]),
+    "get": lambda lib: what(_lazy(lib).get("a")),
+    "get_nested": lambda lib: what(_lazy(lib).get(("a", "x"))),
     "non_tensor_field": lambda lib: _lazy(lib)["a"].s,
-    "stack_dim_1": lambda lib: _what(_lazy(lib, 1)["a"]),
-    "index_member": lambda lib: _what(_lazy(lib)[0]["a"]),
-    "index_inner_dim": lambda lib: _what(_lazy(lib)[:, 0]["a"]),
-    "index_slice": lambda lib: _what(_lazy(lib)[0:1]["a"]),
-    "index_mask": lambda lib: _what(_lazy(lib)[torch.tensor([False, True])]["a"]),
-    "unbind": lambda lib: _what(_lazy(lib).unbind(0)[1]["a"]),
+    "stack_dim_1": lambda lib: what(_lazy(lib, 1)["a"]),
+    "index_member": lambda lib: what(_lazy(lib)[0]["a"]),
+    "index_inner_dim": lambda lib: what(_lazy(lib)[:, 0]["a"]),
+    "index_slice": lambda lib: what(_lazy(lib)[0:1]["a"]),
+    "index_mask": lambda lib: what(_lazy(lib)[torch.tensor([False, True])]["a"]),
+    "unbind": lambda lib: what(_lazy(lib).unbind(0)[1]["a"]),
     "items": lambda lib: [(k, type(v).__name__) for k, v in _lazy(lib).items()],
-    "clone": lambda lib: (type(_lazy(lib).clone()).__name__, _what(_lazy(lib).clone()["a"])),
-    "apply": lambda lib: _what(_lazy(lib).apply(lambda t: t + 1)["a"]),
-    "contiguous": lambda lib: (type(_lazy(lib).contiguous()).__name__, _what(_lazy(lib).contiguous()["a"])),
-    "densify": lambda lib: (type(_lazy(lib).densify()).__name__, _what(_lazy(lib).densify()["a"])),
-    "to_tensordict": lambda lib: _what(_lazy(lib).to_tensordict()["a"]),
-    "dense_stack": lambda lib: _what(torch.stack([_holding(lib, 0), _holding(lib, 1)])["a"]),
+    "clone": lambda lib: (type(_lazy(lib).clone()).__name__, what(_lazy(lib).clone()["a"])),
+    "apply": lambda lib: what(_lazy(lib).apply(lambda t: t + 1)["a"]),
+    "contiguous": lambda lib: (type(_lazy(lib).contiguous()).__name__, what(_lazy(lib).contiguous()["a"])),
+    "densify": lambda lib: (type(_lazy(lib).densify()).__name__, what(_lazy(lib).densify()["a"])),
+    "to_tensordict": lambda lib: what(_lazy(lib).to_tensordict()["a"]),
+    "dense_stack": lambda lib: what(torch.stack([_holding(lib, 0), _holding(lib, 1)])["a"]),
     "memmap_load": _memmap_round_trip,
-    "consolidate": lambda lib: _what(_lazy(lib).consolidate()["a"]),
+    "consolidate": lambda lib: what(_lazy(lib).consolidate()["a"]),
     "written_through": _written_through,
     "set_instance": _set_instance,
-    "lazy_of_lazy": lambda lib: _what(lib.LazyStackedTensorDict.lazy_stack([_lazy(lib), _lazy(lib)], 0)["a"]),
+    "lazy_of_lazy": lambda lib: what(lib.LazyStackedTensorDict.lazy_stack([_lazy(lib), _lazy(lib)], 0)["a"]),
     "with_a_tensordict": lambda lib: (
         type(  # members holding a TensorClass and a TensorDict: a lazy stack
             lib.LazyStackedTensorDict.lazy_stack([_holding(lib), _holding(lib).to_tensordict()], 0)["a"]
@@ -128,8 +111,8 @@ LAZY_OPS: dict[str, Callable[[Any], Any]] = {
 
 @pytest.mark.parametrize("op", list(LAZY_OPS))
 def test_lazy_stack_of_tensordicts_holding_a_tensorclass(ref: Any, tb: Any, op: str) -> None:
-    expected = _outcome(lambda: LAZY_OPS[op](ref))
-    assert _outcome(lambda: LAZY_OPS[op](tb)) == expected
+    expected = outcome(lambda: LAZY_OPS[op](ref))
+    assert outcome(lambda: LAZY_OPS[op](tb)) == expected
 
 
 def test_the_reference_reads_the_class_from_lazy_stacks(ref: Any) -> None:
@@ -145,19 +128,19 @@ def _consolidated_to_file(lib: Any) -> Any:
         file = os.path.join(folder, "td.bin")
         written = _holding(lib).consolidate(filename=file)
         loaded = lib.TensorDict.from_consolidated(file)
-        return _what(written["a"]), _what(loaded["a"]), loaded["a"].s
+        return what(written["a"]), what(loaded["a"]), loaded["a"].s
 
 
 CONSOLIDATE_OPS: dict[str, Callable[[Any], Any]] = {
-    "entry": lambda lib: _what(_holding(lib).consolidate()["a"]),
+    "entry": lambda lib: what(_holding(lib).consolidate()["a"]),
     "non_tensor_field": lambda lib: _holding(lib, 2).consolidate()["a"].s,
-    "nested": lambda lib: _what(lib.TensorDict(n=_holding(lib), batch_size=[3]).consolidate()["n", "a"]),
-    "locked": lambda lib: _what(_holding(lib).lock_().consolidate()["a"]),
-    "pickled": lambda lib: _what(pickle.loads(pickle.dumps(_holding(lib).consolidate()))["a"]),
-    "clone": lambda lib: _what(_holding(lib).consolidate().clone()["a"]),
+    "nested": lambda lib: what(lib.TensorDict(n=_holding(lib), batch_size=[3]).consolidate()["n", "a"]),
+    "locked": lambda lib: what(_holding(lib).lock_().consolidate()["a"]),
+    "pickled": lambda lib: what(pickle.loads(pickle.dumps(_holding(lib).consolidate()))["a"]),
+    "clone": lambda lib: what(_holding(lib).consolidate().clone()["a"]),
     "is_consolidated": lambda lib: _holding(lib).consolidate().is_consolidated(),
     "file": _consolidated_to_file,
-    "field_any": lambda lib: _what(
+    "field_any": lambda lib: what(
         _classes(lib)[1](a=_classes(lib)[0](x=torch.ones(2), batch_size=[2]), batch_size=[2]).consolidate().a
     ),
 }
@@ -165,8 +148,8 @@ CONSOLIDATE_OPS: dict[str, Callable[[Any], Any]] = {
 
 @pytest.mark.parametrize("op", list(CONSOLIDATE_OPS))
 def test_consolidate_keeps_the_class(ref: Any, tb: Any, op: str) -> None:
-    expected = _outcome(lambda: CONSOLIDATE_OPS[op](ref))
-    assert _outcome(lambda: CONSOLIDATE_OPS[op](tb)) == expected
+    expected = outcome(lambda: CONSOLIDATE_OPS[op](ref))
+    assert outcome(lambda: CONSOLIDATE_OPS[op](tb)) == expected
 
 
 def _tensorclass_folder(folder: str, ref: Any) -> None:
@@ -176,11 +159,11 @@ def _tensorclass_folder(folder: str, ref: Any) -> None:
 
 
 ROOT_LOADS: dict[str, Callable[[Any, str], Any]] = {
-    "tensordict_load": lambda lib, f: _what(lib.TensorDict.load_memmap(f)),
-    "field": lambda lib, f: (_what(lib.TensorDict.load_memmap(f).a), lib.TensorDict.load_memmap(f).a.s),
+    "tensordict_load": lambda lib, f: what(lib.TensorDict.load_memmap(f)),
+    "field": lambda lib, f: (what(lib.TensorDict.load_memmap(f).a), lib.TensorDict.load_memmap(f).a.s),
     "is_locked": lambda lib, f: lib.TensorDict.load_memmap(f).is_locked,
-    "class_load": lambda lib, f: _what(_classes(lib)[1].load_memmap(f)),
-    "other_class_load": lambda lib, f: _what(_classes(lib)[0].load_memmap(f)),  # the class the folder names
+    "class_load": lambda lib, f: what(_classes(lib)[1].load_memmap(f)),
+    "other_class_load": lambda lib, f: what(_classes(lib)[0].load_memmap(f)),  # the class the folder names
     "values": lambda lib, f: lib.TensorDict.load_memmap(f).y.tolist(),
 }
 
@@ -190,8 +173,8 @@ def test_load_memmap_of_a_tensorclass_folder(ref: Any, tb: Any, op: str) -> None
     _classes(tb)  # defined here, so the folder's class is found
     with tempfile.TemporaryDirectory() as folder:
         _tensorclass_folder(folder, ref)
-        expected = _outcome(lambda: ROOT_LOADS[op](ref, folder))
-        assert _outcome(lambda: ROOT_LOADS[op](tb, folder)) == expected
+        expected = outcome(lambda: ROOT_LOADS[op](ref, folder))
+        assert outcome(lambda: ROOT_LOADS[op](tb, folder)) == expected
     if op == "tensordict_load":
         assert expected[0] == "Outer"
 
