@@ -503,10 +503,14 @@ def _property(name: str, attr: str, wrap: bool) -> property:
 
 def _classmethod(name: str, wrap: bool) -> classmethod[Any, Any, Any]:
     def method(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        if name == "load_memmap" and type(kwargs.get("out")) in WRAPPER_TYPES:  # out= an instance: kept as is
+            return getattr(TensorDictBase._dense_cls, name)(*args, **kwargs)
         args = tuple([unwrap(v) for v in a] if type(a) in (list, tuple) else unwrap(a) for a in args)
         result = getattr(TensorDictBase._dense_cls, name)(*args, **{k: unwrap(v) for k, v in kwargs.items()})
         if not wrap or not is_td(result) or getattr(type(result), "_tb_tensorclass", False):
             return result  # (load_memmap of a TensorClass's folder: the class it names, as tensordict)
+        if name in ("load_memmap", "load") and getattr(cls, "_tb_tensorclass", False):  # a TensorDict's folder
+            return cls.from_tensordict(result)  # (its keys checked against the fields, as tensordict)
         return cls._wrap_new(result)
 
     method.__name__ = name

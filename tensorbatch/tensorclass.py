@@ -814,6 +814,20 @@ _tc_dataclass.IS_TENSORCLASS = is_tensorclass
 for _name in _delegation.PRIMITIVES:
     setattr(TensorClass, _name, _forward_primitive(_name))
 _delegation.install(TensorClass, "_tensordict")
+
+
+def _saving(name: str) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        backend: Any = self._tensordict  # (``_save_as_class``: attached by tensorbatch._io.methods)
+        return backend._save_as_class(self, name, args, kwargs)
+
+    method.__name__, method.__qualname__ = name, f"TensorClass.{name}"
+    method.__doc__ = f"``TensorDict.{name}``; a folder names the class at its root, as tensordict writes it."
+    return method
+
+
+for _name in ("memmap", "memmap_", "memmap_like", "save", "dumps"):
+    setattr(TensorClass, _name, _saving(_name))
 _delegation.WRAPPER_TYPES.add(TensorClass)
 
 

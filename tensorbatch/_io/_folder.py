@@ -84,6 +84,11 @@ def _owned(folder: Path) -> tuple[set[str], set[str]]:
         meta = json.loads((folder / META).read_text())
     except (OSError, ValueError):
         return set(), set()
+    return owned_by(meta, folder)
+
+
+def owned_by(meta: Any, folder: Path) -> tuple[set[str], set[str]]:
+    """The names in ``folder`` that the node saved with ``meta`` (its ``meta.json``) owns: (files, node folders)."""
     if not isinstance(meta, dict):
         return set(), set()
     files: set[str] = {META}

@@ -16,7 +16,7 @@ import torch
 
 from .._errors import fmt_path
 from .._nontensor import NonTensorData, is_non_tensor
-from .._ops.traverse import is_td, stacked_members
+from .._ops.traverse import is_td, stacked_members, unwrapped
 from .._td import TensorDict
 from . import memmap as _memmap
 from .archive import _tensor_chunks
@@ -62,7 +62,7 @@ def append_memmap(prefix: str | Path, rows: Any, *, allow_pickle: bool | None = 
         rows = rows._tensordict  # saved as its TensorDict
     if not is_td(rows):
         raise TypeError(f"rows must be a TensorDict or a TensorClass, got {type(rows).__name__}")
-    saved = TensorDict.load_memmap(prefix, allow_pickle=allow_pickle)
+    saved = unwrapped(TensorDict.load_memmap(prefix, allow_pickle=allow_pickle))
     if not saved.batch_dims or not rows.batch_dims:
         raise ValueError(
             f"append_memmap appends along the first batch dimension, which the saved TensorDict "
@@ -70,7 +70,7 @@ def append_memmap(prefix: str | Path, rows: Any, *, allow_pickle: bool | None = 
         )
     leaves: list[tuple[Path, int, torch.Tensor]] = []
     metas: list[Path] = []
-    _check(saved, rows, (), prefix, leaves, metas)
+    _check(saved, rows, (), _data_folder(prefix), leaves, metas)
     total = saved.batch_size[0] + rows.batch_size[0]
     del saved
     _grow(leaves, metas, total)
@@ -114,7 +114,7 @@ def _check(
                     f"is, so the rows must hold that value, not {getattr(new, 'data', new)!r}"
                 )
         elif is_td(old):
-            _check(old, new, at, folder / name, leaves, metas)
+            _check(unwrapped(old), unwrapped(new), at, _data_folder(folder / name), leaves, metas)
         elif not isinstance(new, torch.Tensor):
             raise ValueError(f"cannot append a {type(new).__name__} to {where}, a tensor")
         elif old.is_nested or new.is_nested:
@@ -126,6 +126,11 @@ def _check(
             )
         else:
             leaves.append((folder / f"{name}.memmap", old.numel() * old.element_size(), new))
+
+
+def _data_folder(folder: Path) -> Path:
+    """Where the node saved in ``folder`` keeps its entries: a TensorClass's folder, in ``_tensordict/``."""
+    return folder / _memmap._TC_DATA if _memmap.is_class_folder(folder) else folder
 
 
 def _flat(values: Any) -> list[Any]:

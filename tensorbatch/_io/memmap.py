@@ -39,6 +39,7 @@ from ._folder import _file_key as _file_key
 from ._folder import _remove as _remove
 from ._folder import _remove_owned as _remove_owned
 from ._folder import _swap_into_place as _swap_into_place
+from ._folder import owned_by
 from ._shared import DTYPES, stored_leaves
 
 FORMAT_VERSION = 1
@@ -74,9 +75,38 @@ def _class_of(meta: dict[str, Any]) -> str | None:
     return tag[8:-2]
 
 
+def is_class_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a TensorClass saved as tensordict saves one (its TensorDict in ``_tensordict/``)."""
+    try:
+        meta = _read_json(folder / META)
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return _is_class_meta(meta, folder)
+
+
+def _is_class_meta(meta: dict[str, Any], folder: Path) -> bool:
+    return "shape" not in meta and (folder / _TC_DATA).is_dir()
+
+
 def _class_tag(obj: Any) -> dict[str, Any]:
     kind = next((k for k in _KINDS if k == type(obj).__name__), "TensorDict")
     return {"_type": f"<class '{_KINDS[kind]}'>", "_format_version": FORMAT_VERSION, "_class": f"tensordict:{kind}"}
+
+
+def _class_meta(value: Any, path: tuple[str, ...]) -> dict[str, Any]:
+    """The meta.json of a TensorClass's folder: its class in ``_type`` (tensordict's), its extra values."""
+    meta: dict[str, Any] = {"_type": f"<class '{class_name(type(value))}'>"}
+    for name, extra in value._non_tensordict.items():
+        try:
+            json.dumps(extra)
+        except (TypeError, ValueError):
+            where = f" at key {fmt_path(path)}" if path else ""
+            raise TypeError(
+                f"the value of field {name!r} of the {type(value).__name__}{where} "
+                f"({type(extra).__name__}) is not JSON-serializable and cannot be saved with it"
+            ) from None
+        meta[name] = extra
+    return meta
 
 
 # ---------------------------------------------------------------------------------------------- save
@@ -106,6 +136,7 @@ class _Writer:
                 self.json(folder / META, {**_class_tag(node), "stack_dim": dim, "stack_dim_name": node.names[dim]})
                 continue
             meta: dict[str, Any] = {}
+            held: list[tuple[Any, Path, tuple[str, ...]]] = []  # written once the old save's files are dropped
             for key, value in node._items_str():
                 name = _file_key(key)
                 if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
@@ -127,7 +158,8 @@ class _Writer:
                     self.non_tensor(value, folder / name, (*path, key))
                 elif _held_class(value):  # its class in its folder, its TensorDict in _tensordict/ (tensordict's)
                     meta[key] = {"type": type(value).__name__}
-                    folders[(*path, key)] = self.held(value, folder / name, (*path, key)) / _TC_DATA
+                    folders[(*path, key)] = folder / name / _TC_DATA
+                    held.append((value, folder / name, (*path, key)))
                 elif is_td(value):  # written when the walk reaches it
                     meta[key] = {"type": "TensorDict" if stacked_members(value) is None else "LazyStackedTensorDict"}
                     folders[(*path, key)] = folder / name
@@ -141,23 +173,20 @@ class _Writer:
                 meta["_names"] = list(names)
             if not self.fresh:
                 self._drop_stale(folder, meta)
+            for value, held_folder, held_path in held:
+                self.held(value, held_folder, held_path)
             self.json(folder / META, meta)
 
-    def held(self, value: Any, folder: Path, path: tuple[str, ...]) -> Path:
-        """The folder of a TensorClass held at ``path``: its meta.json names the class (and holds its extra values)."""
+    def held(self, value: Any, folder: Path, path: tuple[str, ...]) -> None:
+        """The folder of a TensorClass held at ``path``: its meta.json names the class (and holds its extra values).
+
+        Its TensorDict, in ``_tensordict/``, is written when the walk reaches it.
+        """
+        meta = _class_meta(value, path)
         folder.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = {"_type": f"<class '{class_name(type(value))}'>"}
-        for name, extra in value._non_tensordict.items():
-            try:
-                json.dumps(extra)
-            except (TypeError, ValueError):
-                raise TypeError(
-                    f"the value of field {name!r} of the {type(value).__name__} at key {fmt_path(path)} "
-                    f"({type(extra).__name__}) is not JSON-serializable and cannot be saved with it"
-                ) from None
-            meta[name] = extra
+        if not self.fresh:
+            self._drop_stale(folder, meta)
         self.json(folder / META, meta)
-        return folder
 
     def nested(self, value: torch.Tensor, folder: Path, name: str) -> dict[str, Any]:
         """A nested tensor leaf, stored as tensordict stores one.
@@ -176,24 +205,46 @@ class _Writer:
             entry["layout"] = "jagged"
         return entry
 
-    def root(self, td: Any, folder: Path) -> None:
-        """Write the tree rooted at ``td`` (a TensorDict, a lazy stack or a single non-tensor leaf)."""
+    def root(self, td: Any, folder: Path, as_class: Any = None) -> None:
+        """Write the tree rooted at ``td`` (a TensorDict, a lazy stack or a single non-tensor leaf).
+
+        ``as_class``: the TensorClass whose TensorDict ``td`` is, saved as tensordict saves one (its folder
+        names the class, ``td`` goes to ``_tensordict/``).
+        """
+        if as_class is not None:
+            self.held(as_class, folder, ())
+            folder = folder / _TC_DATA
         if is_non_tensor(td):
             self.non_tensor(td, folder, ())
         else:
             self.tree(td, folder)
 
     def _drop_stale(self, folder: Path, meta: dict[str, Any]) -> None:
-        """Re-saving in place: remove the files of keys the new save no longer has (or stores differently)."""
+        """Re-saving in place: remove the files of the old save that the new one does not write alike.
+
+        Those of keys the new save no longer has (or stores differently), and the old layout's when a node
+        changes between a TensorDict and a TensorClass (whose TensorDict is in ``_tensordict/``). Only what
+        the old ``meta.json`` names goes: the user's files stay.
+        """
         if not (folder / META).exists():
             return
         try:
             old = _read_json(folder / META)
-        except RuntimeError:
+        except (RuntimeError, ValueError):
             return
+        old_files, old_folders = owned_by(old, folder)
+        new_files, new_folders = owned_by(meta, folder)
+        for name in old_files - new_files:
+            _remove(folder / name)
+        for name in old_folders - new_folders:
+            if (folder / name).is_dir() and not (folder / name).is_symlink():
+                _remove_owned(folder / name)
         for key, entry in old.items():
-            if not isinstance(entry, dict) or meta.get(key, {}).keys() == entry.keys():
+            if not isinstance(entry, dict):
                 continue
+            new = meta.get(key)
+            if isinstance(new, dict) and new.keys() == entry.keys() and new.get("type") == entry.get("type"):
+                continue  # stored alike (a node of the same kind drops its own stale files when it is written)
             try:
                 name = _file_key(key)
             except ValueError:
@@ -371,6 +422,7 @@ def save(
     like: bool = False,
     metas: dict[Path, Any] | None = None,
     progress: bool | None = None,
+    as_class: Any = None,
 ) -> Path:
     """Write ``td`` into the folder ``prefix``, atomically (a temporary sibling renamed into place).
 
@@ -380,6 +432,7 @@ def save(
 
     ``metas``: a dict that gets the metadata written for each TensorDict node, by its folder (``load`` takes
     it instead of reading those files back). ``progress``: a bar counting the leaves' bytes (``_progress``).
+    ``as_class``: the TensorClass whose TensorDict ``td`` is: the folder is that class's (see ``_Writer.root``).
 
     Raises:
         RuntimeError: when ``prefix`` holds a save (a ``meta.json``) and ``existsok`` is False; when
@@ -398,12 +451,12 @@ def save(
         # tensordict writes beside what is there too
         raise RuntimeError(f"the folder {prefix} already exists and holds a save (pass existsok=True to replace it)")
     if mode is not None and stat.S_ISDIR(mode):
-        _refuse_symlinks(td, prefix)
+        _refuse_symlinks(td, prefix, as_class=as_class)
     writer = _Writer(allow_pickle, like)  # (a missing parent folder is made with the temporary folder)
     if mode is not None and _maps_from(td, prefix):
         # The TensorDict is mapped from this very folder: update it in place (file by file), as tensordict
         # does, so that its existing mappings keep reaching the files.
-        writer.root(td, prefix)
+        writer.root(td, prefix, as_class)
         writer.write(num_threads, progress)
         if metas is not None:
             metas.update(writer.metas)
@@ -411,7 +464,7 @@ def save(
     tmp = prefix.parent / f".{prefix.name}.tmp-{uuid.uuid4().hex[:12]}"
     writer.fresh = True
     try:
-        writer.root(td, tmp)
+        writer.root(td, tmp, as_class)
         if like and mode is not None:
             writer.keep = _kept_files(writer.metas, tmp, prefix)
         writer.write(num_threads, progress)
@@ -477,12 +530,17 @@ def _mode(path: Path, *, follow: bool) -> int | None:
         return None
 
 
-def _refuse_symlinks(td: Any, folder: Path, keys: tuple[str, ...] = ()) -> None:
+def _refuse_symlinks(td: Any, folder: Path, keys: tuple[str, ...] = (), as_class: Any = None) -> None:
     """Refuse to save over an existing folder whose entries for ``td``'s keys are symbolic links.
 
     A link there points outside the save (tensordict refuses the same way); the check runs before
-    anything is written. ``folder`` itself may be a link: it is the place the user chose.
+    anything is written. ``folder`` itself may be a link: it is the place the user chose. ``as_class``:
+    ``td`` is saved for that TensorClass, in ``folder``'s ``_tensordict/``.
     """
+    if as_class is not None:
+        if (folder / _TC_DATA).is_symlink():
+            raise RuntimeError(f"Refusing to write a memory-mapped TensorDict through symlink {folder / _TC_DATA}")
+        folder = folder / _TC_DATA
     if is_non_tensor(td) or not folder.is_dir():
         return
     stacked = td._stacked_members()
@@ -596,7 +654,7 @@ class _Reader:
             self.inside(folder / META)
             meta = _read_json(folder / META)
         kind = str(meta.get("_class", "")).rpartition(":")[2]
-        if "shape" not in meta and (folder / _TC_DATA).is_dir():  # a TensorClass's folder (see _KINDS)
+        if _is_class_meta(meta, folder):  # a TensorClass's folder (see _KINDS)
             return self.held(folder, meta)
         if meta.get("_is_non_tensor") or kind == "NonTensorStack":
             return self.non_tensor(folder, meta)

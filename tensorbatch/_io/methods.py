@@ -16,6 +16,7 @@ from .._keys import key_tuple
 from .._nontensor import is_non_tensor
 from .._ops import ragged
 from .._ops.traverse import named_nodes, stacked_members, unwrapped
+from .._tc_registry import class_name
 from .._td import TensorDict  # the in-memory backend: the package-level load functions build one
 from .._unbatched import UnbatchedTensor
 from ..base import TensorDictBase
@@ -28,6 +29,7 @@ from ._shared import SideTable, stored_leaves
 
 _SAVED = SideTable()  # a TensorDict -> the folder it was saved to or loaded from (see saved_path)
 _MODE = SideTable()  # a TensorDict loaded with load_memmap(mode="r"/"r+") -> that mode (memmap_refresh_ keeps it)
+_AS_CLASS: dict[int, Any] = {}  # id of a TensorDict being saved for a TensorClass -> that instance (save_as_class)
 
 
 def _shared(nested: torch.Tensor, zeros: bool = False) -> torch.Tensor:
@@ -41,18 +43,55 @@ def _remember(td: Any, prefix: str | Path) -> None:
     _SAVED.set(td, str(Path(prefix).absolute()))
 
 
+def _data_path(prefix: str | Path, as_class: bool) -> Path:
+    """The folder of a saved TensorDict's files: a TensorClass's folder keeps them in ``_tensordict/``."""
+    return Path(prefix) / _memmap._TC_DATA if as_class else Path(prefix)
+
+
 def _save_and_load(td: Any, prefix: str | Path, *, allow_pickle: bool = False, **kwargs: Any) -> Any:
     """Save ``td`` into the folder ``prefix`` and load it back mapped and locked, as ``load_memmap`` does.
 
     The metadata just written is handed to the load instead of being read back from its files.
     """
     metas: dict[Path, Any] = {}
-    _memmap.save(td, prefix, allow_pickle=allow_pickle, metas=metas, **kwargs)
+    as_class = _AS_CLASS.get(id(td))
+    _memmap.save(td, prefix, allow_pickle=allow_pickle, metas=metas, as_class=as_class, **kwargs)
     loaded = _memmap.load(
         prefix, type(td)._dense_cls, None, allow_pickle=allow_pickle, metas=metas, progress=False
     )  # (the bar of the save is the one shown)
-    _remember(loaded, prefix)
+    _remember(loaded, _data_path(prefix, as_class is not None))
     return loaded.lock_()
+
+
+def save_as_class(td: Any, wrapper: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A TensorClass's ``memmap``, ``memmap_``, ``memmap_like``, ``save`` or ``dumps``: ``td.name(...)`` for it.
+
+    ``td`` is ``wrapper``'s TensorDict. A folder is written as tensordict writes a TensorClass's: its
+    ``meta.json`` names the class (and holds its extra values), ``td`` goes to ``_tensordict/``; shared
+    memory and archives are ``td``'s. The result is ``wrapper`` for ``td`` itself, else wrapped like it.
+    """
+    if kwargs.get("return_early") and kwargs.get("num_threads"):  # the future's result is wrapped too
+        later = {**kwargs, "return_early": False}
+        return _memmap.run_early(lambda: save_as_class(td, wrapper, name, args, later))
+    _AS_CLASS[id(td)] = wrapper
+    try:
+        result = getattr(td, name)(*args, **kwargs)
+    finally:
+        _AS_CLASS.pop(id(td), None)
+    return wrapper if result is td else wrapper._wrap_like(result)
+
+
+def _class_into(loaded: Any, out: Any) -> Any:
+    """``load_memmap(out=...)`` of a TensorClass's folder (``loaded``), as tensordict.
+
+    ``out`` an instance of that class (by name) gets the saved values and is returned; a TensorDict gets
+    them and the class is returned over it; an instance of another TensorClass is left alone.
+    """
+    is_class = getattr(type(out), "_tb_tensorclass", False)
+    if is_class and class_name(type(out)) != class_name(type(loaded)):
+        return loaded
+    out.update_(unwrapped(loaded))
+    return out if is_class else loaded._wrap_like(unwrapped(out))
 
 
 class _Persistence:
@@ -167,7 +206,7 @@ class _Persistence:
             )
             _adopt(self, mapped)
             if prefix is not None and not _archive.wanted(prefix, None, None):
-                _remember(self, prefix)
+                _remember(self, _data_path(prefix, id(self) in _AS_CLASS))
             return self.lock_()
 
         return _memmap.run_early(run) if return_early and num_threads else run()  # (a future with threads only)
@@ -247,6 +286,8 @@ class _Persistence:
         in its folder (``_type``, as tensordict writes it): it loads as that class when a TensorClass subclass of
         that exact module and qualname is defined in this process, and as a TensorDict otherwise (tensordict
         imports the module the folder names; nothing named by a file is imported or evaluated here).
+        A TensorClass's own folder (``memmap`` of a TensorClass) loads as its class the same way; with ``out=``
+        (a TensorDict), that class over ``out``, as tensordict.
 
         Raises:
             ValueError: ``subpath`` names no saved TensorDict in the folder; ``mode`` other than None, ``"r"``
@@ -295,13 +336,16 @@ class _Persistence:
             root_class=True,  # a TensorClass's folder loads as its class, as tensordict (when defined here)
         )
         backend = unwrapped(td)
-        _remember(backend, prefix)
+        # (a TensorClass's folder: its TensorDict's files are in _tensordict/, as tensordict's saved_path says)
+        in_class = (Path(prefix) / _memmap._TC_DATA).is_dir() and _memmap.is_class_folder(Path(prefix))
+        _remember(backend, _data_path(prefix, in_class))
         if mode is not None:
             _MODE.set(backend, mode)
-        if out is not None:
-            out.update_(backend)
-            return out
-        return td  # (unlocked, as tensordict's; memmap() returns its result locked)
+        if out is None:
+            return td  # (unlocked, as tensordict's; memmap() returns its result locked)
+        if td is backend:
+            return out.update_(backend)
+        return _class_into(td, out)
 
     def load_memmap_(
         self: Any,
@@ -665,8 +709,13 @@ def install(cls: type) -> None:
     methods = vars(_Persistence)
     for alias, name in (("save", "memmap"), ("dumps", "memmap"), ("load", "load_memmap")):
         setattr(cls, alias, methods[name])
-    for hook, fn in (("_consolidated_to", consolidated_to), ("_reduce_consolidated", reduce_consolidated)):
-        setattr(cls, hook, fn)  # the hooks ``to(device)`` and pickling call
+    hooks = (
+        ("_consolidated_to", consolidated_to),  # to(device)
+        ("_reduce_consolidated", reduce_consolidated),  # pickling
+        ("_save_as_class", save_as_class),  # a TensorClass's memmap (tensorclass.py)
+    )
+    for hook, fn in hooks:
+        setattr(cls, hook, fn)
 
 
 install(TensorDictBase)  # the persistence methods attach themselves: base.py imports no feature

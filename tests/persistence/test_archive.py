@@ -347,7 +347,22 @@ def test_append_grows_every_leaf_and_batch_size(tmp_path):
 def test_append_tensorclass_rows(tmp_path):
     _Points(xy=torch.zeros(2, 2), label="p", batch_size=[2]).memmap(tmp_path / "f")
     append_memmap(tmp_path / "f", _Points(xy=torch.ones(1, 2), label="p", batch_size=[1]))
-    assert TensorDict.load_memmap(tmp_path / "f")["xy"].sum(-1).tolist() == [0.0, 0.0, 2.0]
+    loaded = TensorDict.load_memmap(tmp_path / "f")  # the folder names the class (its TensorDict in _tensordict/)
+    assert type(loaded) is _Points
+    assert loaded.xy.sum(-1).tolist() == [0.0, 0.0, 2.0]
+
+
+def test_append_rows_holding_a_tensorclass(tmp_path):
+    def rows(n: int, value: float) -> TensorDict:
+        held = _Points(xy=torch.full((n, 2), value), label="p", batch_size=[n])
+        return TensorDict(p=held, b=torch.full((n,), value), batch_size=[n])
+
+    rows(2, 0.0).memmap(tmp_path / "f")
+    append_memmap(tmp_path / "f", rows(1, 1.0))
+    loaded = TensorDict.load_memmap(tmp_path / "f")
+    assert type(loaded["p"]) is _Points
+    assert loaded["p"].xy.sum(-1).tolist() == [0.0, 0.0, 2.0]
+    assert loaded["b"].tolist() == [0.0, 0.0, 1.0]
 
 
 @pytest.mark.parametrize(
