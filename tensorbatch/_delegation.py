@@ -509,8 +509,6 @@ def _classmethod(name: str, wrap: bool) -> classmethod[Any, Any, Any]:
         result = getattr(TensorDictBase._dense_cls, name)(*args, **{k: unwrap(v) for k, v in kwargs.items()})
         if not wrap or not is_td(result) or getattr(type(result), "_tb_tensorclass", False):
             return result  # (load_memmap of a TensorClass's folder: the class it names, as tensordict)
-        if name in ("load_memmap", "load") and getattr(cls, "_tb_tensorclass", False):  # a TensorDict's folder
-            return cls.from_tensordict(result)  # (its keys checked against the fields, as tensordict)
         return cls._wrap_new(result)
 
     method.__name__ = name

@@ -139,9 +139,13 @@ def test_holding_a_class_loads_both_classes(ref: Any, tb: Any) -> None:
     assert run(tb) == run(ref)
 
 
-@pytest.mark.parametrize("load", ["cls", "other_cls", "tensordict", "cls_load"])
+@pytest.mark.parametrize("load", ["cls", "tensordict", "cls_load"])
 def test_a_folder_with_a_tensordict_at_the_root(ref: Any, tb: Any, load: str) -> None:
-    """The layout earlier tensorbatch versions wrote for a TensorClass: loaded with a class, it gives that class."""
+    """The layout earlier tensorbatch versions wrote for a TensorClass: loaded with a class, it gives that class.
+
+    (With a class whose fields are not the folder's keys, tensordict raises ValueError where tensorbatch wraps
+    the TensorDict anyway: tests/test_seed_examples.py::test_ifeval_load_memmap pins that; not compared here.)
+    """
 
     def run(lib: Any) -> Any:
         with tempfile.TemporaryDirectory() as folder:
