@@ -509,6 +509,9 @@ def _classmethod(name: str, wrap: bool) -> classmethod[Any, Any, Any]:
         result = getattr(TensorDictBase._dense_cls, name)(*args, **{k: unwrap(v) for k, v in kwargs.items()})
         if not wrap or not is_td(result) or getattr(type(result), "_tb_tensorclass", False):
             return result  # (load_memmap of a TensorClass's folder: the class it names, as tensordict)
+        check = getattr(cls, "_check_new", None)
+        if check is not None:  # (a TensorClass: the keys must be its fields)
+            check(result, name)
         return cls._wrap_new(result)
 
     method.__name__ = name

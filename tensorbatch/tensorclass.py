@@ -210,6 +210,11 @@ class TensorClass:
         return cls._from_backend(td)
 
     @classmethod
+    def _check_new(cls, td: Any, name: str) -> None:
+        """ValueError when a classmethod's TensorDict (``load_memmap`` of a folder...) holds keys that are no fields."""
+        _check_fields(cls, set(td.keys()), f"{name}()", hint="load it as a TensorDict instead")
+
+    @classmethod
     def fromkeys(cls, keys: Any, value: Any = 0) -> Any:
         """An instance (batch size ``[]``) with each field in ``keys`` set to ``value``, like :meth:`dict.fromkeys`.
 

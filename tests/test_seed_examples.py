@@ -416,7 +416,12 @@ def test_ifeval_load_memmap(tmp_path, monkeypatch):
     assert (td == td_load).all()
     nested = TensorDict.load_memmap("./saved_td/nested")
     assert nested["e"] == 0
-    assert type(IFEvalScoreData.load_memmap("./saved_td")) is IFEvalScoreData
+    with pytest.raises(ValueError, match=r"\['a', 'b', 'c', 'nested'\] are not fields of IFEvalScoreData"):
+        IFEvalScoreData.load_memmap("./saved_td")  # (as tensordict: its keys are no fields of the class)
+    scores = TensorDict.fromkeys(["prompt_level_strict_acc", "inst_level_loose_acc"], 1.0)
+    scores.memmap("./saved_scores")
+    loaded = IFEvalScoreData.load_memmap("./saved_scores")
+    assert type(loaded) is IFEvalScoreData and float(loaded.inst_level_loose_acc) == 1.0
 
 
 def test_ifeval_load_memmap_meta():

@@ -141,17 +141,24 @@ def test_holding_a_class_loads_both_classes(ref: Any, tb: Any) -> None:
 
 @pytest.mark.parametrize("load", ["cls", "tensordict", "cls_load"])
 def test_a_folder_with_a_tensordict_at_the_root(ref: Any, tb: Any, load: str) -> None:
-    """The layout earlier tensorbatch versions wrote for a TensorClass: loaded with a class, it gives that class.
-
-    (With a class whose fields are not the folder's keys, tensordict raises ValueError where tensorbatch wraps
-    the TensorDict anyway: tests/test_seed_examples.py::test_ifeval_load_memmap pins that; not compared here.)
-    """
+    """The layout earlier tensorbatch versions wrote for a TensorClass: loaded with a class, it gives that class."""
 
     def run(lib: Any) -> Any:
         with tempfile.TemporaryDirectory() as folder:
             lib.TensorDict(x=torch.arange(3.0), s="yo", batch_size=[3]).memmap(folder)
             return _summary(LOADS[load](lib, folder))
 
+    assert outcome(lambda: run(tb)) == outcome(lambda: run(ref))
+
+
+@pytest.mark.parametrize("load", ["cls", "cls_load"])
+def test_a_folder_with_keys_that_are_no_fields_is_refused(ref: Any, tb: Any, load: str) -> None:
+    def run(lib: Any) -> Any:
+        with tempfile.TemporaryDirectory() as folder:
+            lib.TensorDict(x=torch.arange(3.0), zz=torch.zeros(3), batch_size=[3]).memmap(folder)
+            return _summary(LOADS[load](lib, folder))
+
+    assert outcome(lambda: run(ref)) == ("raises", "ValueError")
     assert outcome(lambda: run(tb)) == outcome(lambda: run(ref))
 
 
