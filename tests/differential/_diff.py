@@ -375,3 +375,21 @@ def outcome(fn: Callable[[], Any]) -> Any:
         return fn()
     except Exception as err:
         return ("raises", type(err).__name__)
+
+
+def named_classes(lib: Any, module: dict[str, Any], prefix: str, specs: Any) -> list[type]:
+    """TensorClasses of ``lib`` with one module and qualname in both libraries: the class a folder names.
+
+    ``specs``: ``(name, annotations, defaults)`` each; ``module`` is the calling test module's ``globals()``.
+    tensordict imports the class a folder names, so its classes become attributes of that module (qualname
+    ``prefix + name``); tensorbatch only looks the name up among the classes defined (the caller keeps them).
+    """
+    made = []
+    for name, fields, defaults in specs:
+        qualname = f"{prefix}{name}"
+        namespace = {"__module__": module["__name__"], "__qualname__": qualname, "__annotations__": fields}
+        cls = type(name, (lib.TensorClass,), {**namespace, **defaults})
+        if lib.__name__ == "tensordict":
+            module[qualname] = cls
+        made.append(cls)
+    return made

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import pytest
 import torch
 
-from ._diff import SUBJECT_ENV, outcome, what
+from ._diff import SUBJECT_ENV, named_classes, outcome, what
 
 pytestmark = pytest.mark.differential
 
@@ -283,18 +283,9 @@ def _shared(lib: Any) -> tuple[type, type]:
     the name up among the classes defined, so its class needs no attribute (it is kept alive here).
     """
     if lib.__name__ not in _SHARED:
-        classes = []
-        for name, annotations, defaults in (
-            ("Inner", {"x": torch.Tensor, "s": str}, {"s": "hi"}),
-            ("Outer", {"a": Any}, {"a": None}),
-        ):
-            qualname = f"_shared_{name}"
-            namespace = {"__module__": __name__, "__qualname__": qualname, "__annotations__": annotations, **defaults}
-            cls = type(name, (lib.TensorClass,), namespace)
-            if lib.__name__ == "tensordict":
-                globals()[qualname] = cls
-            classes.append(cls)
-        _SHARED[lib.__name__] = (classes[0], classes[1])
+        specs = (("Inner", {"x": torch.Tensor, "s": str}, {"s": "hi"}), ("Outer", {"a": Any}, {"a": None}))
+        inner, outer = named_classes(lib, globals(), "_shared_", specs)
+        _SHARED[lib.__name__] = (inner, outer)
     return _SHARED[lib.__name__]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import torch
 
-from ._diff import SUBJECT_ENV, outcome, what
+from ._diff import SUBJECT_ENV, named_classes, outcome, what
 
 pytestmark = pytest.mark.differential
 
@@ -33,18 +33,12 @@ def _classes(lib: Any) -> tuple[type, type]:
     looks the name up among the classes defined (kept alive here).
     """
     if lib.__name__ not in _CLASSES:
-        made = []
-        for name, annotations, defaults in (
+        specs = (
             ("Inner", {"x": torch.Tensor, "s": str}, {"s": "hi"}),
             ("Other", {"x": torch.Tensor, "a": Any}, {"a": None}),
-        ):
-            qualname = f"_folders_{name}"
-            namespace = {"__module__": __name__, "__qualname__": qualname, "__annotations__": annotations, **defaults}
-            cls = type(name, (lib.TensorClass,), namespace)
-            if lib.__name__ == "tensordict":
-                globals()[qualname] = cls
-            made.append(cls)
-        _CLASSES[lib.__name__] = (made[0], made[1])
+        )
+        inner, other = named_classes(lib, globals(), "_folders_", specs)
+        _CLASSES[lib.__name__] = (inner, other)
     return _CLASSES[lib.__name__]
 
 
