@@ -840,7 +840,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
         The TensorClasses held in the members give TensorDicts, as tensordict's.
         """
-        dense = apply_leaves(self, _same, is_leaf=NON_TENSOR_TYPES.__contains__, what="densifying a lazy stack")
+        dense = self._dense_copy()
         for _, node in named_nodes(dense):
             if type(node) in REWRAP_TYPES:
                 return from_leaves(dense, flat_leaves(dense), keep_non_tensor=True)
